@@ -1,0 +1,27 @@
+# Two commands from a fresh machine: `make demo` and `make test`. Both create .venv first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export RAY_AUTH_MODE ?= disabled
+export MUJOCO_GL ?= osmesa
+export PYOPENGL_PLATFORM ?= osmesa
+
+.PHONY: setup demo test test-fast bench clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	$(VENV)/bin/rlinf train configs/sim_franka_reach_ppo.yaml
+
+test: setup
+	@bash scripts/run_tests.sh
+
+test-fast: setup
+	@bash scripts/run_tests.sh -m "not slow"
+
+bench: setup
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Set up rlinf-ros from scratch on a Debian/Ubuntu machine: system packages, .venv, torch first,
+# then the project with the extras named in EXTRAS. Idempotent: a second run with unchanged
+# inputs only checks a stamp and returns in about a second.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+EXTRAS="${EXTRAS:-sim,ros,llm,dev}"
+TORCH_PIN="torch==2.13.0"
+APT_PACKAGES=(libosmesa6 libgl1 libegl1 libglfw3 libusb-1.0-0 ffmpeg)
+
+log() { printf '[bootstrap] %s\n' "$*"; }
+
+install_apt() {
+    local missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if ((${#missing[@]} == 0)); then
+        log "system packages present"
+        return
+    fi
+    if ! command -v apt-get >/dev/null; then
+        log "WARNING: no apt-get; install these yourself: ${missing[*]}"
+        return
+    fi
+    local sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    log "installing system packages: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+stamp_inputs() {
+    cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh"
+    echo "$EXTRAS"
+}
+
+main() {
+    install_apt
+    local stamp="$VENV/.bootstrap-stamp"
+    local want
+    want="$(stamp_inputs | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        log ".venv up to date (extras: $EXTRAS)"
+        return
+    fi
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    local pip=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
+    "${pip[@]}" --upgrade pip setuptools wheel
+    log "installing $TORCH_PIN first (CPU build from local disk here, CUDA build on GPU machines)"
+    "${pip[@]}" "$TORCH_PIN"
+    log "installing rlinf-ros[$EXTRAS] (editable)"
+    "${pip[@]}" -e "$ROOT[$EXTRAS]"
+    if [[ ",$EXTRAS," == *",sim,"* ]]; then
+        # Only robosuite's bundled Panda assets and its env API are used; see pyproject.toml.
+        "${pip[@]}" --no-deps "robosuite==1.5.2"
+    fi
+    if [[ ",$EXTRAS," == *",dev,"* ]]; then
+        # openpi-client pins numpy<2 in its metadata but runs on numpy 2: it is the reference
+        # client of our policy server in the tests, so install it without its pins.
+        "${pip[@]}" --no-deps "openpi-client==0.1.2"
+    fi
+    echo "$want" >"$stamp"
+    log "done: $VENV"
+}
+
+main "$@"
