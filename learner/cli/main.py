@@ -1,2 +1,67 @@
-def main() -> None:  # placeholder replaced below
-    raise SystemExit(0)
+"""``rlinf`` command line: one entry point, subcommands registered by name.
+
+Each subcommand lives in its own small module exposing ``add_parser(subparsers)`` and
+``run(args) -> int``; heavy imports (Ray, torch, simulators, rclpy) happen inside ``run`` so
+``rlinf --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from learner.config.errors import ConfigError
+
+# subcommand -> module; order is the order shown in --help
+SUBCOMMANDS: dict[str, str] = {
+    "train": "learner.cli.train",
+    "eval": "learner.cli.eval",
+    "serve": "learner.cli.serve",
+    "ros": "learner.cli.ros",
+    "config": "learner.cli.config_help",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlinf",
+        description="rlinf-ros: one RL learner for real robots (ROS 2), simulators and LLM reasoning.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in SUBCOMMANDS.items():
+        try:
+            importlib.import_module(module).add_parser(sub)
+        except ModuleNotFoundError as e:  # an optional part not installed / not built
+            logging.getLogger(__name__).debug("subcommand %s unavailable: %s", name, e)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except ConfigError as e:
+        print(f"rlinf {args.command}: config error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"rlinf {args.command}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rlinf {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Soft actor-critic: losses as pure functions, plus a small learner that owns the optimisers.
+
+Batches are dicts of tensors: ``obs [B, D]``, ``action [B, A]`` (in [-1, 1]), ``reward [B]``,
+``next_obs [B, D]``, ``done [B]`` (1 = terminal, no bootstrap; time-limit truncations
+should be stored with ``done = 0``). The actor is any module ``obs -> TanhGaussian``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
+from learner.algorithms.distributions import TanhGaussian
+from learner.registry import Registry
+
+Batch = dict[str, Tensor]
+
+#: Off-policy learner factories ``(actor, obs_dim, action_dim, cfg) -> SACLearner``,
+#: selected by ``algorithm.name: sac | rlpd``.
+OFF_POLICY_LEARNERS: Registry[Callable[..., "SACLearner"]] = Registry("off-policy learner")
+
+
+def sac_critic_target(
+    reward: Tensor,
+    done: Tensor,
+    next_q: Tensor,
+    next_logp: Tensor,
+    alpha: float | Tensor,
+    gamma: float,
+) -> Tensor:
+    """Soft Bellman target ``y = r + gamma (1 - d) (min_j Q'_j(s', a') - alpha log pi(a'|s'))``.
+
+    ``next_q`` is ``[E, B]`` (the minimum is taken here) or an already reduced ``[B]``;
+    ``a' ~ pi(.|s')`` is a fresh sample. The result carries no gradient.
+    """
+    q = next_q.min(dim=0).values if next_q.dim() == 2 else next_q
+    soft_v = q - alpha * next_logp
+    return (reward + gamma * (1.0 - done.to(reward.dtype)) * soft_v).detach()
+
+
+def sac_critic_loss(q_pred: Tensor, target: Tensor) -> Tensor:
+    """``sum_j 0.5 mean_b (Q_j(s, a) - y)^2`` over ensemble members ``q_pred [E, B]``."""
+    return 0.5 * (q_pred - target.detach().unsqueeze(0)).square().mean(dim=-1).sum()
+
+
+def sac_actor_loss(
+    logp: Tensor, q_pi: Tensor, alpha: float | Tensor, reduce: str = "min"
+) -> Tensor:
+    """``E_s[alpha log pi(a|s) - Q(s, a)]`` with ``a ~ pi`` reparameterised.
+
+    ``q_pi [E, B]`` is reduced over the ensemble by ``min`` (SAC) or ``mean`` (REDQ /
+    RLPD, less pessimistic for the actor). ``alpha`` is treated as a constant.
+    """
+    if q_pi.dim() == 2:
+        q_pi = q_pi.min(dim=0).values if reduce == "min" else q_pi.mean(dim=0)
+    alpha = alpha.detach() if isinstance(alpha, Tensor) else alpha
+    return (alpha * logp - q_pi).mean()
+
+
+def temperature_loss(log_alpha: Tensor, logp: Tensor, target_entropy: float) -> Tensor:
+    """``-log_alpha * mean(log pi + H_target)`` (log pi detached).
+
+    Its gradient is ``H(pi) - H_target``-signed: when the policy entropy ``-log pi`` is
+    below the target, gradient descent raises ``alpha`` (more entropy bonus), and lowers
+    it when the entropy is above. Optimising ``log alpha`` keeps ``alpha > 0``.
+    """
+    return -(log_alpha * (logp.detach() + target_entropy)).mean()
+
+
+def default_target_entropy(action_dim: int, scale: float = 1.0) -> float:
+    """SAC's heuristic ``H_target = -scale * |A|`` (``scale`` 0.5 is also common)."""
+    return -scale * float(action_dim)
+
+
+class Temperature(nn.Module):
+    """Learnable entropy temperature ``alpha = exp(log_alpha)``."""
+
+    def __init__(self, init_alpha: float = 1.0) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(init_alpha)))
+
+    @property
+    def alpha(self) -> Tensor:
+        return self.log_alpha.exp()
+
+
+@dataclass
+class SACConfig:
+    """SAC hyper-parameters (defaults follow the SAC paper / SERL)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of the target critics
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    init_alpha: float = 1.0
+    target_entropy: float | None = None  # None -> -entropy_scale * action_dim
+    entropy_scale: float = 1.0
+    critic_subset: int | None = None  # None -> min over all critics; RLPD: 2
+    actor_q_reduce: str = "min"  # "min" (SAC) or "mean" (REDQ / RLPD)
+    backup_entropy: bool = True  # include -alpha log pi(a'|s') in the critic target
+    learn_alpha: bool = True
+
+
+class SACLearner:
+    """Owns actor, critic ensemble, target critic, temperature and their optimisers.
+
+    ``update(batch)`` = one critic step + one actor / temperature step. Callers wanting a
+    high update-to-data ratio call :meth:`update_critic` several times per
+    :meth:`update_actor` (see :func:`learner.algorithms.rlpd.rlpd_update`).
+    """
+
+    def __init__(
+        self,
+        actor: Callable[[Tensor], TanhGaussian] | nn.Module,
+        critic: CriticEnsemble,
+        action_dim: int,
+        cfg: SACConfig | None = None,
+    ) -> None:
+        self.cfg = cfg or SACConfig()
+        self.actor, self.critic = actor, critic
+        self.target_critic = copy.deepcopy(critic).requires_grad_(False)
+        self.temperature = Temperature(self.cfg.init_alpha)
+        self.target_entropy = (
+            self.cfg.target_entropy
+            if self.cfg.target_entropy is not None
+            else default_target_entropy(action_dim, self.cfg.entropy_scale)
+        )
+        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=self.cfg.actor_lr)  # type: ignore[union-attr]
+        self.critic_opt = torch.optim.Adam(critic.parameters(), lr=self.cfg.critic_lr)
+        self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=self.cfg.alpha_lr)
+
+    @property
+    def alpha(self) -> float:
+        return float(self.temperature.alpha.detach())
+
+    def update_critic(self, batch: Batch) -> dict[str, float]:
+        """One gradient step on the soft Bellman error, then a Polyak target update."""
+        cfg = self.cfg
+        with torch.no_grad():
+            next_action, next_logp = self.actor(batch["next_obs"]).sample()
+            next_q = random_subset_min(
+                self.target_critic(batch["next_obs"], next_action), cfg.critic_subset
+            )
+            alpha = self.temperature.alpha if cfg.backup_entropy else 0.0
+            target = sac_critic_target(
+                batch["reward"], batch["done"], next_q, next_logp, alpha, cfg.gamma
+            )
+        q = self.critic(batch["obs"], batch["action"])
+        loss = sac_critic_loss(q, target)
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.critic_opt.step()
+        soft_update(self.target_critic, self.critic, cfg.tau)
+        return {"critic_loss": float(loss.detach()), "q_mean": float(q.detach().mean())}
+
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        """One actor step on ``alpha log pi - Q`` and one temperature step."""
+        action, logp = self.actor(batch["obs"]).rsample()
+        self.critic.requires_grad_(False)
+        q_pi = self.critic(batch["obs"], action)
+        self.critic.requires_grad_(True)
+        loss = sac_actor_loss(logp, q_pi, self.temperature.alpha, self.cfg.actor_q_reduce)
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        metrics = {"actor_loss": float(loss.detach()), "entropy": float(-logp.detach().mean())}
+        if self.cfg.learn_alpha:
+            a_loss = temperature_loss(self.temperature.log_alpha, logp, self.target_entropy)
+            self.alpha_opt.zero_grad(set_to_none=True)
+            a_loss.backward()
+            self.alpha_opt.step()
+        metrics["alpha"] = self.alpha
+        return metrics
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        return {**self.update_critic(batch), **self.update_actor(batch)}
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        dist = self.actor(obs)
+        return dist.mode() if deterministic else dist.sample()[0]
+
+
+@OFF_POLICY_LEARNERS.register("sac")
+def make_sac_learner(
+    actor: Callable[[Tensor], TanhGaussian] | nn.Module,
+    obs_dim: int,
+    action_dim: int,
+    cfg: SACConfig | None = None,
+    n_critics: int = 2,
+    hidden: tuple[int, ...] = (256, 256),
+) -> SACLearner:
+    """SAC with a clipped double-Q ensemble (``n_critics`` members, min over all)."""
+    critic = CriticEnsemble(obs_dim, action_dim, n_critics, hidden, layer_norm=False)
+    return SACLearner(actor, critic, action_dim, cfg)

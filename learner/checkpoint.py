@@ -1,0 +1,195 @@
+"""Checkpoints: safetensors for tensors, JSON for everything else; no pickle anywhere.
+
+Layout (one directory per save, written to a temp dir then renamed, so a crash mid-save never
+leaves a half checkpoint that ``resume`` would pick up)::
+
+    <out_dir>/checkpoints/iter_000010/
+        model.safetensors       policy state_dict (incl. normaliser buffers)
+        optimizer.safetensors   optimiser tensors (Adam moments, step counts)
+        meta.json               format, iteration, weight_version, model name/kwargs, spec,
+                                config, optimiser param groups, RNG states, metrics
+
+``load_policy(path)`` rebuilds the model from ``meta.json`` alone (the policy server uses it);
+``path`` may be the iteration dir, a ``checkpoints`` dir or a run's ``out_dir`` (latest wins).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from learner.models import Policy, PolicySpec, build_policy
+
+log = logging.getLogger(__name__)
+
+FORMAT = "rlinf-ros/checkpoint/1"
+MODEL_FILE, OPTIM_FILE, META_FILE = "model.safetensors", "optimizer.safetensors", "meta.json"
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` returns."""
+
+    path: Path
+    meta: dict[str, Any]
+    model_state: dict[str, torch.Tensor]
+    optimizer_state: dict[str, Any] | None  # torch optimiser state_dict, ready to load
+
+    @property
+    def iteration(self) -> int:
+        return int(self.meta["iteration"])
+
+    @property
+    def weight_version(self) -> int:
+        return int(self.meta.get("weight_version", 0))
+
+
+def checkpoint_dir(out_dir: str | Path, iteration: int) -> Path:
+    return Path(out_dir) / "checkpoints" / f"iter_{iteration:06d}"
+
+
+# -- RNG streams ------------------------------------------------------------------------------
+def rng_state() -> dict[str, Any]:
+    """Python, numpy (legacy global) and torch CPU RNG states as JSON-able lists."""
+    py = random.getstate()
+    np_state = np.random.get_state()
+    return {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]),
+                  float(np_state[4])],
+        "torch": torch.get_rng_state().tolist(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`rng_state`."""
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+
+
+# -- optimiser state <-> (tensors, json) --------------------------------------------------------
+def _split_optimizer_state(sd: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, entry in sd["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{idx}.{name}"] = value.detach().cpu().contiguous().clone()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def _join_optimizer_state(tensors: dict[str, torch.Tensor], js: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        _, idx, name = key.split(".", 2)
+        state.setdefault(int(idx), {})[name] = value
+    for idx, entry in js.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(entry)
+    return {"state": state, "param_groups": js["param_groups"]}
+
+
+# -- save / load ------------------------------------------------------------------------------
+def save_checkpoint(
+    path: str | Path,
+    policy: Policy,
+    *,
+    iteration: int,
+    weight_version: int,
+    optimizer: torch.optim.Optimizer | None = None,
+    config: dict[str, Any] | None = None,
+    metrics: dict[str, float] | None = None,
+    rng: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint directory at ``path`` (atomically) and return it."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({k: v.detach().cpu().contiguous().clone() for k, v in policy.state_dict().items()},
+              str(tmp / MODEL_FILE))
+    optim_json = None
+    if optimizer is not None:
+        tensors, optim_json = _split_optimizer_state(optimizer.state_dict())
+        save_file(tensors, str(tmp / OPTIM_FILE))
+    meta = {
+        "format": FORMAT,
+        "created_unix": time.time(),
+        "iteration": int(iteration),
+        "weight_version": int(weight_version),
+        "model": {"name": getattr(policy, "model_name", "mlp"),
+                  "kwargs": getattr(policy, "model_kwargs", {})},
+        "spec": policy.spec.to_dict(),
+        "config": config or {},
+        "optimizer": optim_json,
+        "rng": rng if rng is not None else rng_state(),
+        "metrics": metrics or {},
+    }
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=1, default=_json_default))
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+    log.info("saved checkpoint %s (iteration %d, weight version %d)", path, iteration, weight_version)
+    return path
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return list(obj)
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    raise TypeError(f"checkpoint meta value {obj!r} of type {type(obj).__name__} is not JSON-able")
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The iteration directory meant by ``path`` (itself, or the latest one under it)."""
+    p = Path(path)
+    if p.is_file():
+        p = p.parent
+    if (p / META_FILE).is_file():
+        return p
+    for root in (p, p / "checkpoints"):
+        candidates = sorted(d for d in root.glob("iter_*") if (d / META_FILE).is_file())
+        if candidates:
+            return candidates[-1]
+    raise FileNotFoundError(
+        f"no checkpoint at '{path}': expected a directory with {META_FILE} (e.g. "
+        "<out_dir>/checkpoints/iter_000010), a checkpoints/ directory, or a run out_dir")
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read a checkpoint written by :func:`save_checkpoint` (see :func:`resolve_checkpoint`)."""
+    p = resolve_checkpoint(path)
+    meta = json.loads((p / META_FILE).read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{p / META_FILE}: unknown checkpoint format {meta.get('format')!r}, "
+                         f"expected {FORMAT!r}")
+    optim = None
+    if meta.get("optimizer") is not None and (p / OPTIM_FILE).is_file():
+        optim = _join_optimizer_state(load_file(str(p / OPTIM_FILE)), meta["optimizer"])
+    return Checkpoint(path=p, meta=meta, model_state=load_file(str(p / MODEL_FILE)),
+                      optimizer_state=optim)
+
+
+def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[Policy, dict[str, Any]]:
+    """Rebuild the policy of a checkpoint from its meta and load its weights (eval mode)."""
+    ckpt = load_checkpoint(path)
+    model = ckpt.meta["model"]
+    policy = build_policy(model["name"], PolicySpec.from_dict(ckpt.meta["spec"]), **model["kwargs"])
+    policy.load_state_dict(ckpt.model_state)
+    policy.to(device).eval()
+    meta = dict(ckpt.meta, path=str(ckpt.path))
+    return policy, meta

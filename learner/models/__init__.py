@@ -1,0 +1,41 @@
+"""Learner policies, built by name: ``build_policy("mlp", spec, hidden=[64, 64])``.
+
+Every model records the name and kwargs it was built with (``policy.model_name``,
+``policy.model_kwargs``) so a checkpoint can rebuild it without the training config;
+``learner.checkpoint.load_policy`` does exactly that for the policy server.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from learner.models.actor_critic import ActorCriticPolicy
+from learner.models.heads import HEADS
+from learner.models.policy import Policy, PolicyOutput, PolicySpec, obs_to_tensors
+from learner.registry import Registry
+
+MODELS: Registry[Callable[..., Policy]] = Registry("model")
+
+
+@MODELS.register("mlp")
+def _mlp(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """State-only actor-critic (images in the observation are ignored)."""
+    return ActorCriticPolicy(spec, use_images=False, **kwargs)
+
+
+@MODELS.register("cnn")
+def _cnn(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Image (+ state) actor-critic with a small CNN per camera."""
+    return ActorCriticPolicy(spec, use_images=True, **kwargs)
+
+
+def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Build the model registered as ``name`` for ``spec``; remembers name and kwargs."""
+    policy = MODELS.get(name)(spec, **kwargs)
+    policy.model_name = name
+    policy.model_kwargs = dict(kwargs)
+    return policy
+
+
+__all__ = ["MODELS", "HEADS", "ActorCriticPolicy", "Policy", "PolicyOutput", "PolicySpec",
+           "build_policy", "obs_to_tensors"]

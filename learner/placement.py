@@ -1,0 +1,189 @@
+"""One placement grammar for every mode: which slots each component's processes run on.
+
+A placement is a mapping ``{component(s): ranks}``. Ranks are slot indices (GPUs where the
+cluster has them, CPU cores otherwise):
+
+- ``all`` -- every slot, one process per slot
+- ``3`` -- slot 3 (one process)
+- ``0-3`` -- slots 0..3, one process per slot
+- ``0,2,5`` -- a list, one process per slot
+- ``0-1:0-3`` -- processes 0..1 spread evenly over slots 0..3 (2 slots per process)
+
+Several components can share a key: ``"env,rollout": 0-1``. The mode follows from the sets:
+identical slot sets everywhere = collocated, pairwise disjoint = disaggregated, anything else =
+hybrid.
+
+>>> p = parse_placement({"env,rollout,actor": "all"}, num_slots=4)
+>>> p.mode, p["actor"].num_processes
+('collocated', 4)
+>>> p = parse_placement({"env": 0, "rollout": 1, "actor": "0-1"}, num_slots=2)
+>>> p.mode, p["actor"].process_slots
+('hybrid', [[0], [1]])
+>>> parse_placement({"rollout": "0-1", "actor": "2-3"}, num_slots=4).mode
+'disaggregated'
+>>> parse_placement({"actor": "0-1:0-3"}, num_slots=4)["actor"].process_slots
+[[0, 1], [2, 3]]
+>>> parse_placement({"actor": "0-4"}, num_slots=4)
+Traceback (most recent call last):
+...
+learner.placement.PlacementError: placement 'actor: 0-4': slot 4 out of range; the cluster has 4 slots (0-3)
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable, Literal
+
+from learner.config.errors import ConfigError
+
+Mode = Literal["collocated", "disaggregated", "hybrid"]
+
+
+class PlacementError(ConfigError):
+    """A placement that cannot be parsed or realised; the message quotes the offending entry."""
+
+
+@dataclass(frozen=True)
+class ComponentPlacement:
+    """Where one component runs: ``process_slots[r]`` are the slots of process rank ``r``."""
+
+    component: str
+    process_slots: list[list[int]]
+
+    @property
+    def num_processes(self) -> int:
+        return len(self.process_slots)
+
+    @property
+    def slots(self) -> list[int]:
+        return sorted({s for ps in self.process_slots for s in ps})
+
+    @property
+    def slots_per_process(self) -> int:
+        return len(self.process_slots[0])
+
+
+@dataclass(frozen=True)
+class Placement:
+    components: dict[str, ComponentPlacement]
+    num_slots: int
+    mode: Mode = field(default="collocated")
+
+    def __getitem__(self, component: str) -> ComponentPlacement:
+        if component not in self.components:
+            raise PlacementError(
+                f"component '{component}' has no placement; placed: {', '.join(self.components)}"
+            )
+        return self.components[component]
+
+    def __contains__(self, component: object) -> bool:
+        return component in self.components
+
+    def shares_slots(self, a: str, b: str) -> bool:
+        return bool(set(self[a].slots) & set(self[b].slots))
+
+    def describe(self) -> str:
+        parts = [f"{c}: {p.num_processes} proc on slots {_fmt(p.slots)}" for c, p in self.components.items()]
+        return f"{self.mode} ({'; '.join(parts)})"
+
+
+def _fmt(slots: list[int]) -> str:
+    if slots and slots == list(range(slots[0], slots[-1] + 1)) and len(slots) > 1:
+        return f"{slots[0]}-{slots[-1]}"
+    return ",".join(map(str, slots))
+
+
+def _parse_ranks(text: str, where: str) -> list[int]:
+    """``3`` / ``0-3`` / ``0,2,5`` (and mixes like ``0-1,4``) -> sorted unique list."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise PlacementError(f"placement '{where}': empty rank in '{text}'")
+        lo_s, sep, hi_s = part.partition("-")
+        try:
+            lo = int(lo_s)
+            hi = int(hi_s) if sep else lo
+        except ValueError:
+            raise PlacementError(
+                f"placement '{where}': cannot parse '{part}'; use all, N, A-B, A,B,C or A-B:C-D"
+            ) from None
+        if lo < 0 or hi < lo:
+            raise PlacementError(f"placement '{where}': empty or negative range '{part}'")
+        out.extend(range(lo, hi + 1))
+    dups = sorted({r for r in out if out.count(r) > 1})
+    if dups:
+        raise PlacementError(f"placement '{where}': duplicate rank(s) {dups}")
+    return out
+
+
+def _check_range(slots: Iterable[int], num_slots: int, where: str) -> None:
+    for s in slots:
+        if s >= num_slots:
+            raise PlacementError(
+                f"placement '{where}': slot {s} out of range; the cluster has {num_slots} slots (0-{num_slots - 1})"
+            )
+
+
+def _parse_value(value: str | int, num_slots: int, where: str) -> list[list[int]]:
+    text = str(value).strip()
+    if text == "all":
+        return [[s] for s in range(num_slots)]
+    if ":" in text:
+        procs_text, _, slots_text = text.partition(":")
+        procs = _parse_ranks(procs_text, where)
+        slots = _parse_ranks(slots_text, where)
+        _check_range(slots, num_slots, where)
+        if procs != list(range(len(procs))):
+            raise PlacementError(f"placement '{where}': process ranks must be 0..N-1, got '{procs_text}'")
+        if len(slots) % len(procs):
+            raise PlacementError(
+                f"placement '{where}': {len(slots)} slots cannot be split evenly over {len(procs)} processes"
+            )
+        per = len(slots) // len(procs)
+        return [slots[i * per:(i + 1) * per] for i in range(len(procs))]
+    slots = _parse_ranks(text, where)
+    _check_range(slots, num_slots, where)
+    return [[s] for s in slots]
+
+
+def classify(components: dict[str, ComponentPlacement]) -> Mode:
+    sets = [frozenset(p.slots) for p in components.values()]
+    if len(set(sets)) == 1:
+        return "collocated"
+    if all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:]):
+        return "disaggregated"
+    return "hybrid"
+
+
+def parse_placement(
+    spec: dict[str, str | int], num_slots: int, components: list[str] | None = None
+) -> Placement:
+    """Parse ``spec`` against a cluster of ``num_slots``; ``components`` lists the valid names
+    (all of which must be placed) when the caller knows them."""
+    if num_slots < 1:
+        raise PlacementError("the cluster has no slots to place components on")
+    if not spec:
+        raise PlacementError("placement is empty; e.g. {'env,rollout,actor': 'all'}")
+    placed: dict[str, ComponentPlacement] = {}
+    for key, value in spec.items():
+        names = [n.strip() for n in str(key).split(",")]
+        for name in names:
+            where = f"{key}: {value}"
+            if not name:
+                raise PlacementError(f"placement '{where}': empty component name")
+            if components is not None and name not in components:
+                near = difflib.get_close_matches(name, components, n=1)
+                hint = f" Did you mean '{near[0]}'?" if near else ""
+                raise PlacementError(
+                    f"placement '{where}': unknown component '{name}'; known: {', '.join(components)}.{hint}"
+                )
+            if name in placed:
+                raise PlacementError(f"placement '{where}': component '{name}' is placed twice")
+            placed[name] = ComponentPlacement(name, _parse_value(value, num_slots, where))
+    if components is not None:
+        missing = [c for c in components if c not in placed]
+        if missing:
+            raise PlacementError(f"placement is missing component(s): {', '.join(missing)}")
+    return Placement(placed, num_slots, classify(placed))

@@ -1,0 +1,177 @@
+"""``EmbodiedConfig``: every knob of the on-policy embodied runner, typed, with help text.
+
+Built with ``learner.config.from_dict(EmbodiedConfig, load_config(path, overrides))``; each
+section validates itself and names the offending key. ``rlinf train --help-config`` prints the
+``help`` of every field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from learner.cluster import ClusterConfig
+from learner.config import ConfigError
+
+
+def _h(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class EnvConfig:
+    name: str = field(default="toy/point_reach", metadata=_h("env registry name 'family/task'"))
+    num_envs: int = field(default=32, metadata=_h("total sub-envs, split over env ranks x pipeline stages"))
+    obs_mode: str = field(default="state", metadata=_h("observation mode passed to the env ('state', 'image'...)"))
+    control: str | None = field(default=None, metadata=_h("control mode passed to the env (e.g. 'ee_delta'); null = env default"))
+    max_episode_steps: int | None = field(default=None, metadata=_h("episode length; null = env default"))
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata=_h("extra keyword arguments for the env factory"))
+
+    def validate(self) -> None:
+        if "/" not in self.name:
+            raise ConfigError(f"key 'env.name' must look like 'family/task', got {self.name!r}")
+        if self.num_envs < 1:
+            raise ConfigError(f"key 'env.num_envs' must be >= 1, got {self.num_envs}")
+
+    def factory_kwargs(self, **extra: Any) -> dict[str, Any]:
+        """Keyword arguments for ``make_env`` (unset optional knobs are left to the env)."""
+        kw: dict[str, Any] = {"obs_mode": self.obs_mode, **self.kwargs}
+        if self.control is not None:
+            kw["control"] = self.control
+        if self.max_episode_steps is not None:
+            kw["max_episode_steps"] = self.max_episode_steps
+        kw.update(extra)
+        return kw
+
+
+@dataclass
+class ModelConfig:
+    name: str = field(default="mlp", metadata=_h("model registry name: mlp (state) | cnn (images + state)"))
+    hidden: list[int] = field(default_factory=lambda: [64, 64], metadata=_h("hidden sizes of actor and critic MLPs"))
+    head: str = field(default="gaussian", metadata=_h("action head: gaussian | tanh_gaussian | binned"))
+    init_log_std: float = field(default=-0.5, metadata=_h("initial log std of Gaussian heads"))
+    n_bins: int = field(default=21, metadata=_h("bins per action dim for the binned head"))
+    chunk: int = field(default=1, metadata=_h("actions per policy query (action chunk length)"))
+    normalize_state: bool = field(default=True, metadata=_h("running mean/std normalisation of the state"))
+    cnn_channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("conv channels of the image encoder"))
+    image_feat_dim: int = field(default=64, metadata=_h("image feature size"))
+
+    def validate(self) -> None:
+        if self.chunk < 1:
+            raise ConfigError(f"key 'model.chunk' must be >= 1, got {self.chunk}")
+        if not self.hidden:
+            raise ConfigError("key 'model.hidden' needs at least one layer size, e.g. [64, 64]")
+
+    def build_kwargs(self) -> dict[str, Any]:
+        """Kwargs for ``learner.models.build_policy`` (JSON-able: saved in checkpoints)."""
+        head_kwargs = {"n_bins": self.n_bins} if self.head == "binned" else {"init_log_std": self.init_log_std}
+        kw: dict[str, Any] = {"hidden": list(self.hidden), "head": self.head, "head_kwargs": head_kwargs,
+                              "normalize_state": self.normalize_state}
+        if self.name == "cnn":
+            kw.update(cnn_channels=list(self.cnn_channels), image_feat_dim=self.image_feat_dim)
+        return kw
+
+
+@dataclass
+class AlgorithmConfig:
+    adv: Literal["gae", "grpo"] = field(default="gae", metadata=_h("advantage estimator: gae (PPO + critic) | grpo (episode groups)"))
+    gamma: float = field(default=0.99, metadata=_h("discount per policy step"))
+    gae_lambda: float = field(default=0.95, metadata=_h("GAE lambda"))
+    group_size: int = field(default=8, metadata=_h("GRPO: episodes per group, reset from the same seed"))
+    normalize_advantages: bool = field(default=True, metadata=_h("whiten advantages over the batch"))
+    clip_low: float = field(default=0.2, metadata=_h("PPO ratio clip below 1"))
+    clip_high: float = field(default=0.2, metadata=_h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
+    dual_clip: float | None = field(default=None, metadata=_h("dual-clip constant c > 1 for negative advantages"))
+    vf_coef: float = field(default=0.5, metadata=_h("value loss weight (ignored by grpo)"))
+    vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))
+    ent_coef: float = field(default=0.0, metadata=_h("entropy bonus weight"))
+    max_grad_norm: float = field(default=0.5, metadata=_h("gradient norm clip"))
+
+    def validate(self) -> None:
+        if not 0.0 < self.gamma <= 1.0:
+            raise ConfigError(f"key 'algorithm.gamma' must be in (0, 1], got {self.gamma}")
+        if self.adv == "grpo" and self.group_size < 2:
+            raise ConfigError(f"key 'algorithm.group_size' must be >= 2 for grpo, got {self.group_size}")
+
+
+@dataclass
+class RolloutConfig:
+    steps_per_iteration: int = field(default=16, metadata=_h("policy steps per env per iteration (gae); grpo runs one full episode"))
+    pipeline_stages: int = field(default=1, metadata=_h("split each env worker's batch into this many micro-batches that overlap env stepping and inference"))
+    fuse_collocated: bool = field(default=True, metadata=_h("collocated placement: run env, rollout and actor of a rank in one process (no channels)"))
+    channel_timeout: float = field(default=300.0, metadata=_h("seconds any channel wait may take before failing"))
+
+    def validate(self) -> None:
+        if self.steps_per_iteration < 1:
+            raise ConfigError(f"key 'rollout.steps_per_iteration' must be >= 1, got {self.steps_per_iteration}")
+        if self.pipeline_stages < 1:
+            raise ConfigError(f"key 'rollout.pipeline_stages' must be >= 1, got {self.pipeline_stages}")
+
+
+@dataclass
+class ActorConfig:
+    lr: float = field(default=3e-4, metadata=_h("Adam learning rate"))
+    epochs: int = field(default=4, metadata=_h("PPO epochs per iteration"))
+    minibatches: int = field(default=4, metadata=_h("minibatches per epoch (per actor rank)"))
+    anneal_lr: bool = field(default=False, metadata=_h("linearly decay lr to 0 over train.iterations"))
+    target_kl: float | None = field(default=None, metadata=_h("stop the epochs early when approx KL exceeds this"))
+
+    def validate(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"key 'actor.lr' must be > 0, got {self.lr}")
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ConfigError(f"keys 'actor.epochs' and 'actor.minibatches' must be >= 1, got {self.epochs}, {self.minibatches}")
+
+
+@dataclass
+class TrainConfig:
+    iterations: int = field(default=50, metadata=_h("training iterations (rollout + update)"))
+    checkpoint_every: int = field(default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)"))
+    out_dir: str = field(default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json"))
+    resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from"))
+    tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
+    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
+    final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
+
+    def validate(self) -> None:
+        if self.iterations < 0 or self.checkpoint_every < 0:
+            raise ConfigError("keys 'train.iterations' and 'train.checkpoint_every' must be >= 0")
+
+
+@dataclass
+class EvalConfig:
+    episodes: int = field(default=50, metadata=_h("episodes per split"))
+    num_envs: int = field(default=25, metadata=_h("parallel eval envs"))
+    seed_offset: int = field(default=1_000_000_000, metadata=_h("held-out seeds start here (far from training seeds)"))
+    ood_splits: list[str] = field(default_factory=lambda: ["id"], metadata=_h("splits passed to the env as ood=<split>; 'id' = training distribution"))
+    video: bool = field(default=False, metadata=_h("write <out_dir>/eval.mp4 of a few episodes"))
+    video_episodes: int = field(default=2, metadata=_h("episodes in the video"))
+
+    def validate(self) -> None:
+        if self.episodes < 1 or self.num_envs < 1:
+            raise ConfigError("keys 'eval.episodes' and 'eval.num_envs' must be >= 1")
+
+
+@dataclass
+class EmbodiedConfig:
+    runner: str = field(default="embodied", metadata=_h("runner registry name"))
+    name: str = field(default="embodied", metadata=_h("run name (logs)"))
+    seed: int = field(default=0, metadata=_h("global seed: model init, env seeds, sampling"))
+    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
+    placement: dict[str, str | int] = field(default_factory=lambda: {"env,rollout,actor": "all"},
+                                      metadata=_h("components -> slots; the mode follows from the sets"))
+    env: EnvConfig = field(default_factory=EnvConfig, metadata=_h("environment"))
+    model: ModelConfig = field(default_factory=ModelConfig, metadata=_h("policy model"))
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig, metadata=_h("PPO / GRPO"))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata=_h("rollout"))
+    actor: ActorConfig = field(default_factory=ActorConfig, metadata=_h("training worker"))
+    train: TrainConfig = field(default_factory=TrainConfig, metadata=_h("loop, checkpoints, logging"))
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
+
+    def validate(self) -> None:
+        names = {n.strip() for key in self.placement for n in str(key).split(",")}
+        if names != {"env", "rollout", "actor"}:
+            raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")
+        if self.algorithm.adv == "grpo" and self.env.num_envs % self.algorithm.group_size:
+            raise ConfigError(f"key 'env.num_envs' ({self.env.num_envs}) must be a multiple of "
+                              f"'algorithm.group_size' ({self.algorithm.group_size}) for grpo")

@@ -1,0 +1,194 @@
+"""Dynamic batching across client connections, with weight swaps ordered between batches.
+
+Why one queue for requests *and* swaps: the order in which they arrive is the order in which
+they take effect. A request queued before a swap is served by the old weights, one queued after
+by the new, none is dropped, and no batch ever straddles two versions (the swap is a pointer
+change made by this loop while no forward is running).
+
+Batch policy: take the first waiting request, then keep adding requests until ``max_batch``,
+until ``max_wait_ms`` after the first one, or until every open client connection has a request
+in the batch (waiting longer could not add anyone, so a lone client pays no batching delay).
+The forward runs in a dedicated thread so the event loop keeps receiving and decoding frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from policy_server.hotswap import ModelSlot
+from policy_server.metrics import ServerMetrics
+from policy_server.observations import Canonical, collate
+
+log = logging.getLogger(__name__)
+
+
+class InferenceError(RuntimeError):
+    """The policy raised while serving a request; carries the formatted traceback."""
+
+
+class BatcherClosed(RuntimeError):
+    """The server is shutting down; the request was not served."""
+
+
+@dataclass
+class InferResult:
+    actions: np.ndarray  # [chunk, A] float32
+    weight_version: int
+    infer_ms: float
+    queue_ms: float
+    batch_size: int
+
+
+@dataclass
+class _Request:
+    sample: Canonical
+    t_recv: float
+    future: asyncio.Future = field(repr=False)
+
+
+@dataclass
+class _Swap:
+    version: int
+    t_ready: float
+    future: asyncio.Future = field(repr=False)
+
+
+class DynamicBatcher:
+    """Fuses concurrent requests into forwards of ``slot.active``; applies swaps between them."""
+
+    def __init__(
+        self,
+        slot: ModelSlot,
+        metrics: ServerMetrics,
+        max_batch: int,
+        max_wait_ms: float,
+        open_clients: Callable[[], int],
+        deterministic: bool = True,
+    ) -> None:
+        self.slot = slot
+        self.metrics = metrics
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.open_clients = open_clients
+        self.deterministic = deterministic
+        self._items: collections.deque[_Request | _Swap] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-forward")
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="policy-batcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        while self._items:
+            item = self._items.popleft()
+            if not item.future.done():
+                item.future.set_exception(BatcherClosed("policy server is shutting down"))
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def submit(self, sample: Canonical, t_recv: float) -> InferResult:
+        """Queue one validated sample; resolves when its batch has run."""
+        return await self._enqueue(_Request(sample, t_recv, asyncio.get_running_loop().create_future()))
+
+    async def swap(self, version: int) -> float:
+        """Queue activation of the staged spare as ``version``; returns ms waited for the batch gap."""
+        t_ready = time.perf_counter()
+        await self._enqueue(_Swap(version, t_ready, asyncio.get_running_loop().create_future()))
+        return (time.perf_counter() - t_ready) * 1000.0
+
+    async def _enqueue(self, item: _Request | _Swap) -> Any:
+        if self._task is None or self._task.done():
+            raise BatcherClosed("policy server batcher is not running")
+        self._items.append(item)
+        self._wakeup.set()
+        return await item.future
+
+    async def _wait_for_item(self, timeout: float | None) -> bool:
+        if self._items:
+            return True
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            return False
+        return bool(self._items)
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wait_for_item(None)
+            if not self._items:
+                continue
+            first = self._items.popleft()
+            if isinstance(first, _Swap):
+                self._apply_swap(first)
+                continue
+            batch = [first]
+            deadline = time.perf_counter() + self.max_wait_s
+            while len(batch) < self.max_batch:
+                if not self._items:
+                    remaining = deadline - time.perf_counter()
+                    if len(batch) >= self.open_clients() or remaining <= 0:
+                        break
+                    if not await self._wait_for_item(remaining):
+                        break
+                if isinstance(self._items[0], _Swap):
+                    break  # the swap waits for this batch; later requests see the new version
+                batch.append(self._items.popleft())  # type: ignore[arg-type]
+            await self._run(batch)
+
+    def _apply_swap(self, swap: _Swap) -> None:
+        old = self.slot.version
+        try:
+            self.slot.activate(swap.version)
+        except Exception as e:  # noqa: BLE001 - reported to the pusher, server keeps serving
+            swap.future.set_exception(e)
+            return
+        self.metrics.weight_swaps += 1
+        log.info("weight version %d -> %d applied between batches", old, swap.version)
+        swap.future.set_result(None)
+
+    def _forward(self, model: Any, samples: list[Canonical]) -> np.ndarray:
+        actions, _, _ = model.act(collate(samples), deterministic=self.deterministic)
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.ndim != 3 or actions.shape[0] != len(samples):
+            raise InferenceError(
+                f"policy returned actions of shape {actions.shape}, expected [B={len(samples)}, chunk, A]"
+            )
+        return actions
+
+    async def _run(self, batch: list[_Request]) -> None:
+        model, version = self.slot.active, self.slot.version
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        try:
+            actions = await loop.run_in_executor(self._executor, self._forward, model, [r.sample for r in batch])
+        except Exception as e:  # noqa: BLE001
+            if len(batch) > 1:  # find the culprit: others in the batch must not fail with it
+                for r in batch:
+                    await self._run([r])
+                return
+            msg = "".join(traceback.format_exception(e))
+            log.error("inference failed for a request: %s", e)
+            if not batch[0].future.done():
+                batch[0].future.set_exception(InferenceError(msg))
+            return
+        infer_ms = (time.perf_counter() - t0) * 1000.0
+        self.metrics.observe_batch(len(batch))
+        for i, r in enumerate(batch):
+            if not r.future.done():  # a client that disconnected cancels its future
+                r.future.set_result(
+                    InferResult(actions[i], version, infer_ms, (t0 - r.t_recv) * 1000.0, len(batch))
+                )

@@ -1,0 +1,211 @@
+"""Clients of the policy server: synchronous (robot loops, sim eval) and asyncio.
+
+Why our own and not only ``openpi-client``: a robot must survive a server restart or a network
+blip. These clients reconnect with exponential back-off and resend the request in flight
+(inference is idempotent), time out every wait with a message naming the server, and raise
+:class:`PolicyRequestError` for a request the server rejected (the connection stays usable).
+Wire-compatible with any openpi server too: they only need the metadata frame and
+``actions`` in the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import websockets
+import websockets.asyncio.client
+import websockets.sync.client
+
+from policy_server.messages import MessageError, ServerMetadata
+from policy_server.wire import Packer, unpackb
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE = (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError, TimeoutError, EOFError)
+
+
+class PolicyClientError(RuntimeError):
+    """Base class of client errors."""
+
+
+class PolicyRequestError(PolicyClientError):
+    """The server answered with an error text frame (bad request, or inference error)."""
+
+
+class PolicyServerUnavailable(PolicyClientError):
+    """The server could not be reached within the retry budget."""
+
+
+def backoff_delays(base_s: float, max_s: float, retries: int) -> Iterator[float]:
+    """Exponential back-off: ``base, 2 base, 4 base, ...`` capped at ``max_s``, ``retries`` values.
+
+    >>> list(backoff_delays(0.1, 0.5, 4))
+    [0.1, 0.2, 0.4, 0.5]
+    """
+    delay = base_s
+    for _ in range(retries):
+        yield min(delay, max_s)
+        delay *= 2
+
+
+def parse_metadata(frame: Any) -> ServerMetadata | dict[str, Any]:
+    """Typed metadata from one of our servers; the raw map from any other openpi server."""
+    raw = unpackb(frame)
+    try:
+        return ServerMetadata.from_wire(raw)
+    except MessageError:
+        return raw if isinstance(raw, dict) else {}
+
+
+def decode_response(frame: Any) -> dict[str, Any]:
+    if isinstance(frame, str):
+        raise PolicyRequestError(frame)
+    out = unpackb(frame)
+    if not isinstance(out, dict) or "actions" not in out:
+        raise PolicyClientError(f"server response has no 'actions': {type(out).__name__}")
+    return out
+
+
+def _headers(api_key: str | None) -> dict[str, str] | None:
+    return {"Authorization": f"Api-Key {api_key}"} if api_key else None
+
+
+class PolicyClient:
+    """Blocking client: ``PolicyClient("ws://host:8000").infer(obs) -> {"actions": ...}``."""
+
+    def __init__(
+        self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
+        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
+    ) -> None:
+        self.url, self.api_key = url, api_key
+        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
+        self.metadata: ServerMetadata | dict[str, Any] = {}
+        self.reconnects = 0
+        self._ws: websockets.sync.client.ClientConnection | None = None
+        self._packer = Packer()
+        self._call(lambda: None)  # connect now so errors surface at construction
+
+    def _connect(self) -> websockets.sync.client.ClientConnection:
+        ws = websockets.sync.client.connect(
+            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key),
+            max_size=None, compression=None,
+        )
+        self.metadata = parse_metadata(ws.recv(timeout=self.connect_timeout_s))
+        return ws
+
+    def _call(self, fn: Any) -> Any:
+        last: BaseException | None = None
+        for delay in [0.0, *backoff_delays(self.backoff_s, self.max_backoff_s, self.retries)]:
+            if delay:
+                time.sleep(delay)
+            try:
+                if self._ws is None:
+                    self._ws = self._connect()
+                    if last is not None:
+                        self.reconnects += 1
+                        log.info("reconnected to policy server %s", self.url)
+                return fn()
+            except _RETRYABLE as e:
+                last = e
+                self._drop()
+                log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)
+        raise PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+
+    def _drop(self) -> None:
+        if self._ws is not None:
+            self._ws.close()
+            self._ws = None
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """One observation (canonical or openpi layout) -> the response map."""
+        frame = self._packer.pack(obs)
+
+        def roundtrip() -> dict[str, Any]:
+            assert self._ws is not None
+            self._ws.send(frame)
+            return decode_response(self._ws.recv(timeout=self.timeout_s))
+
+        return self._call(roundtrip)
+
+    def close(self) -> None:
+        self._drop()
+
+    def __enter__(self) -> "PolicyClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncPolicyClient:
+    """asyncio client: ``client = await AsyncPolicyClient.connect(url)``; ``await client.infer(obs)``."""
+
+    def __init__(
+        self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
+        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
+    ) -> None:
+        self.url, self.api_key = url, api_key
+        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
+        self.metadata: ServerMetadata | dict[str, Any] = {}
+        self.reconnects = 0
+        self._ws: websockets.asyncio.client.ClientConnection | None = None
+        self._packer = Packer()
+
+    @classmethod
+    async def connect(cls, url: str, **kwargs: Any) -> "AsyncPolicyClient":
+        client = cls(url, **kwargs)
+        await client._call(None)
+        return client
+
+    async def _open(self) -> websockets.asyncio.client.ClientConnection:
+        ws = await websockets.asyncio.client.connect(
+            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key),
+            max_size=None, compression=None,
+        )
+        self.metadata = parse_metadata(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
+        return ws
+
+    async def _call(self, frame: bytes | None) -> Any:
+        last: BaseException | None = None
+        for delay in [0.0, *backoff_delays(self.backoff_s, self.max_backoff_s, self.retries)]:
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                if self._ws is None:
+                    self._ws = await self._open()
+                    if last is not None:
+                        self.reconnects += 1
+                        log.info("reconnected to policy server %s", self.url)
+                if frame is None:
+                    return None
+                await self._ws.send(frame)
+                return decode_response(await asyncio.wait_for(self._ws.recv(), self.timeout_s))
+            except _RETRYABLE as e:
+                last = e
+                await self._drop()
+                log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)
+        raise PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+
+    async def _drop(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+            self._ws = None
+
+    async def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self._packer.pack(obs))
+
+    async def close(self) -> None:
+        await self._drop()
+
+    async def __aenter__(self) -> "AsyncPolicyClient":
+        await self._call(None)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

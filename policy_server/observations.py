@@ -1,0 +1,151 @@
+"""Requests -> canonical observations: layout adapters, validation against the policy's spec,
+and collation of many requests into one batch.
+
+Why adapters: clients speak different layouts (our canonical ``state`` / ``images`` /
+``instruction`` map; openpi's LIBERO-style flat ``observation/*`` keys with ``prompt``). Each
+layout is one small registered adapter that maps onto the canonical map; the server picks one
+by name or auto-detects per request. Why validate here: a bad request must fail with a message
+naming the key *before* it joins a batch, so one client's mistake never reaches the model or
+the other clients sharing that batch.
+
+>>> spec = {"state": ("float32", (2,))}
+>>> obs = to_canonical({"observation/state": np.ones(2), "prompt": "go"}, "auto", {})
+>>> sorted(validate_observation(obs, spec, uses_instruction=True).items())[1:]
+[('instruction', 'go'), ('state', array([1., 1.], dtype=float32))]
+>>> validate_observation({"state": np.ones(3, np.float32)}, spec, False)
+Traceback (most recent call last):
+...
+policy_server.observations.ObservationError: observation key 'state' has shape (3,), expected (2,)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from learner.registry import Registry
+
+ObservationSpec = dict[str, tuple[str, tuple[int, ...]]]
+Canonical = dict[str, Any]  # {"state": array, "images": {cam: HxWx3}, "instruction": str}
+
+# dtypes accepted for a declared dtype and cast to it (robots often send float64 state)
+_CASTABLE = {"float32": ("float16", "float32", "float64"), "uint8": ("uint8",)}
+
+
+class ObservationError(ValueError):
+    """A request that does not match the policy's observation spec; names the offending key."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One request layout: ``matches`` recognises it, ``convert`` maps it onto the canonical map."""
+
+    name: str
+    matches: Callable[[dict[str, Any]], bool]
+    convert: Callable[[dict[str, Any], dict[str, str]], Canonical]
+
+
+ADAPTERS: Registry[Adapter] = Registry("observation adapter")
+
+
+def _hwc(img: Any) -> Any:
+    """Channel-first uint8 images (openpi ALOHA sends CHW) -> HWC; anything else unchanged."""
+    if isinstance(img, np.ndarray) and img.ndim == 3 and img.shape[0] == 3 and img.shape[-1] != 3:
+        return np.moveaxis(img, 0, -1)
+    return img
+
+
+def _canonical(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
+    images = obs.get("images", {})
+    if not isinstance(images, dict):
+        raise ObservationError("images", f"observation key 'images' must be a map camera -> image, got {type(images).__name__}")
+    return {
+        "state": obs.get("state"),
+        "images": {camera_map.get(k, k): _hwc(v) for k, v in images.items()},
+        "instruction": obs.get("instruction", obs.get("prompt")),
+    }
+
+
+def _openpi_flat(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
+    images = {}
+    for key, value in obs.items():
+        if key.startswith("observation/") and key != "observation/state":
+            name = key.split("/", 1)[1]
+            images[camera_map.get(name, name)] = _hwc(value)
+    return {"state": obs.get("observation/state"), "images": images, "instruction": obs.get("prompt")}
+
+
+ADAPTERS.add("canonical", Adapter("canonical", lambda o: "state" in o or "images" in o, _canonical))
+ADAPTERS.add(
+    "openpi_flat",
+    Adapter("openpi_flat", lambda o: any(str(k).startswith("observation/") for k in o), _openpi_flat),
+)
+_AUTO_ORDER = ("openpi_flat", "canonical")
+
+
+def to_canonical(obs: Any, adapter: str, camera_map: dict[str, str]) -> Canonical:
+    """Map one request onto the canonical layout with ``adapter`` (or ``"auto"``)."""
+    if not isinstance(obs, dict):
+        raise ObservationError(None, f"a request must be a msgpack map of observation keys, got {type(obs).__name__}")
+    if adapter == "auto":
+        for name in _AUTO_ORDER:
+            if ADAPTERS.get(name).matches(obs):
+                return ADAPTERS.get(name).convert(obs, camera_map)
+        keys = ", ".join(sorted(map(str, obs))) or "(none)"
+        raise ObservationError(
+            "state", f"observation key 'state' is missing (got keys: {keys}); send 'state' + 'images' "
+            "or openpi-style 'observation/state' + 'observation/<camera>'"
+        )
+    return ADAPTERS.get(adapter).convert(obs, camera_map)
+
+
+def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise ObservationError(key, f"observation key '{key}' must be a numpy array ({dtype} {list(shape)}), got {type(value).__name__}")
+    if value.dtype.name not in _CASTABLE.get(dtype, (dtype,)):
+        raise ObservationError(key, f"observation key '{key}' has dtype {value.dtype.name}, expected {dtype}")
+    if tuple(value.shape) != tuple(shape):
+        raise ObservationError(key, f"observation key '{key}' has shape {tuple(value.shape)}, expected {tuple(shape)}")
+    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+        raise ObservationError(key, f"observation key '{key}' contains NaN or inf")
+    return value.astype(dtype, copy=False)
+
+
+def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction: bool) -> Canonical:
+    """Check a canonical sample against the per-sample spec; returns it with dtypes normalised."""
+    out: Canonical = {"images": {}, "instruction": ""}
+    for key, (dtype, shape) in spec.items():
+        if key.startswith("images/"):
+            cam = key.split("/", 1)[1]
+            images = obs.get("images") or {}
+            if cam not in images:
+                have = ", ".join(sorted(images)) or "none"
+                raise ObservationError(key, f"observation key '{key}' is missing (cameras sent: {have}); "
+                                            "set server.camera_map to rename cameras")
+            out["images"][cam] = _check_array(key, images[cam], dtype, shape)
+        else:
+            if obs.get(key) is None:
+                raise ObservationError(key, f"observation key '{key}' is missing; expected {dtype} {list(shape)}")
+            out[key] = _check_array(key, obs[key], dtype, shape)
+    instruction = obs.get("instruction")
+    if uses_instruction and not isinstance(instruction, str):
+        raise ObservationError("instruction", f"observation key 'instruction' (or 'prompt') must be a string for this policy, got {type(instruction).__name__}")
+    out["instruction"] = instruction if isinstance(instruction, str) else ""
+    return out
+
+
+def collate(samples: list[Canonical]) -> dict[str, Any]:
+    """Validated samples -> one batched canonical observation (leading batch axis)."""
+    first = samples[0]
+    batch: dict[str, Any] = {
+        k: np.stack([s[k] for s in samples]) for k in first if k not in ("images", "instruction")
+    }
+    batch["images"] = {cam: np.stack([s["images"][cam] for s in samples]) for cam in first["images"]}
+    batch["instruction"] = [s["instruction"] for s in samples]
+    return batch

@@ -1,0 +1,151 @@
+"""The one wire codec: msgpack with numpy arrays, byte-compatible with ``openpi-client``.
+
+Why a codec of our own instead of importing openpi's: the robot PC, the policy server and the
+learner's transition ingest all speak it, and a robot PC should need only ``numpy`` and
+``msgpack`` (this module imports nothing else). Why this format: msgpack is schema-free and safe
+(no pickle: decoding can never execute code), and openpi clients already speak it.
+
+Layout (see REFERENCE.md §1):
+
+- ``str`` travels as msgpack str, ``bytes`` as bin (``use_bin_type=True``).
+- A numpy array is a map with *bytes* keys ``b"__ndarray__": True``, ``b"data"`` (C-order raw
+  bytes), ``b"dtype"`` (``arr.dtype.str``, e.g. ``"<f4"``) and ``b"shape"`` (list of ints).
+- A numpy scalar is ``b"__npgeneric__": True``, ``b"data"`` (``item()``), ``b"dtype"``.
+- dtype kinds ``V`` (void/structured), ``O`` (object) and ``c`` (complex) are refused.
+- Decoded arrays are read-only views on the received bytes (no copy); tuples come back as lists.
+
+Unlike openpi's decoder, a malformed array map raises :class:`WireError` naming what is wrong
+(size mismatch, unknown dtype), so a server can answer a bad frame instead of crashing.
+
+>>> import numpy as np
+>>> frame = packb({"state": np.arange(3, dtype=np.float32), "prompt": "pick"})
+>>> obs = unpackb(frame)
+>>> obs["state"], obs["state"].flags.writeable, obs["prompt"]
+(array([0., 1., 2.], dtype=float32), False, 'pick')
+>>> unpackb(packb({"n": np.int64(7)}))["n"]
+np.int64(7)
+>>> unpackb(b"\\xc1")
+Traceback (most recent call last):
+...
+policy_server.wire.WireError: frame is not valid msgpack: ...
+>>> packb(np.zeros(2, dtype=np.complex64))
+Traceback (most recent call last):
+...
+policy_server.wire.WireError: cannot encode arrays of dtype complex64 (kind 'c'): ...
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgpack
+import numpy as np
+
+__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array"]
+
+_REFUSED_KINDS = frozenset("VOc")
+
+
+class WireError(ValueError):
+    """A frame that cannot be encoded or decoded; the message says which part and why."""
+
+
+def pack_array(obj: Any) -> Any:
+    """msgpack ``default`` hook: numpy arrays and scalars -> byte-keyed maps."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        if obj.dtype.kind in _REFUSED_KINDS:
+            raise WireError(
+                f"cannot encode arrays of dtype {obj.dtype} (kind {obj.dtype.kind!r}): "
+                "object, structured and complex arrays are not part of the wire format; "
+                "convert to a numeric or bool dtype"
+            )
+        if isinstance(obj, np.ndarray):
+            return {
+                b"__ndarray__": True,
+                b"data": obj.tobytes(),
+                b"dtype": obj.dtype.str,
+                b"shape": list(obj.shape),
+            }
+        return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise WireError(f"cannot encode object of type {type(obj).__name__} on the wire (no pickle)")
+
+
+def _dtype(spec: Any) -> np.dtype:
+    try:
+        dtype = np.dtype(spec)
+    except TypeError as e:
+        raise WireError(f"array map has an invalid dtype {spec!r}: {e}") from None
+    if dtype.kind in _REFUSED_KINDS:
+        raise WireError(f"array map has refused dtype {spec!r} (kind {dtype.kind!r})")
+    return dtype
+
+
+def unpack_array(obj: dict[Any, Any]) -> Any:
+    """msgpack ``object_hook``: byte-keyed array maps -> read-only numpy arrays / scalars."""
+    if b"__ndarray__" in obj:
+        data, shape = obj.get(b"data"), obj.get(b"shape")
+        dtype = _dtype(obj.get(b"dtype"))
+        if not isinstance(data, bytes):
+            raise WireError(f"array map field 'data' must be bytes, got {type(data).__name__}")
+        if not isinstance(shape, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+        ):
+            raise WireError(f"array map field 'shape' must be a list of ints >= 0, got {shape!r}")
+        expected = math.prod(shape) * dtype.itemsize
+        if len(data) != expected:
+            raise WireError(
+                f"array map data has {len(data)} bytes but shape {shape} of {dtype.str} "
+                f"needs {expected}"
+            )
+        return np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
+    if b"__npgeneric__" in obj:
+        dtype = _dtype(obj.get(b"dtype"))
+        try:
+            return dtype.type(obj.get(b"data"))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise WireError(f"scalar map data {obj.get(b'data')!r} is not a valid {dtype}: {e}") from None
+    return obj
+
+
+def packb(obj: Any) -> bytes:
+    """Encode ``obj`` (dicts, lists, str, bytes, numbers, numpy arrays/scalars) to one frame."""
+    try:
+        return msgpack.packb(obj, default=pack_array, use_bin_type=True)
+    except WireError:
+        raise
+    except (TypeError, ValueError, OverflowError) as e:
+        raise WireError(f"cannot encode frame: {e}") from None
+
+
+def unpackb(data: bytes) -> Any:
+    """Decode one frame; any malformation raises :class:`WireError` (never another type)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireError(f"expected a binary frame, got {type(data).__name__}")
+    try:
+        return msgpack.unpackb(data, object_hook=unpack_array)
+    except WireError:
+        raise
+    except Exception as e:  # msgpack raises several unrelated types for garbage input
+        raise WireError(f"frame is not valid msgpack: {type(e).__name__}: {e}") from None
+
+
+class Packer:
+    """Reusable encoder (saves re-creating msgpack's packer per frame on hot paths).
+
+    >>> Packer().pack({"a": 1}) == packb({"a": 1})
+    True
+    """
+
+    def __init__(self) -> None:
+        self._packer = msgpack.Packer(default=pack_array, use_bin_type=True)
+
+    def pack(self, obj: Any) -> bytes:
+        try:
+            return self._packer.pack(obj)
+        except WireError:
+            self._packer.reset()
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
+            self._packer.reset()
+            raise WireError(f"cannot encode frame: {e}") from None

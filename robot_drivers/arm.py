@@ -1,0 +1,237 @@
+"""Arm driver: :class:`ArmBackend` (what a robot or simulator must do) and :class:`FrankaArm`.
+
+Why two layers: backends (pylibfranka, MuJoCo) only move joints and report state; everything
+policy-related -- safety limits, the staleness watchdog, the e-stop latch, end-effector delta
+commands through IK -- lives once in :class:`FrankaArm`, so no backend can skip it.
+
+Call :meth:`FrankaArm.tick` at the driver rate (the ROS robot node does it from a timer): it
+runs the watchdog and lets a simulated backend advance its physics to wall-clock time.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import time
+from typing import Callable
+
+import numpy as np
+
+from robot_drivers.kinematics import apply_ee_delta
+from robot_drivers.safety import SafetyConfig, SafetyLayer
+from robot_drivers.types import ArmState, CommandOutcome, GripperState
+
+log = logging.getLogger(__name__)
+
+
+class DriverError(RuntimeError):
+    """A backend failed (connection, control exception); the message says what to check."""
+
+
+class ArmBackend(abc.ABC):
+    """One physical or simulated arm + gripper. Methods are called from one thread."""
+
+    dof: int = 7
+
+    def connect(self) -> None:
+        """Open the connection / build the simulator."""
+
+    def disconnect(self) -> None:
+        """Stop motion and release the connection."""
+
+    @abc.abstractmethod
+    def read_state(self) -> ArmState:
+        """The newest state."""
+
+    @abc.abstractmethod
+    def command_joint_positions(self, q: np.ndarray) -> None:
+        """Servo to joint target ``q`` (already safety-filtered)."""
+
+    @abc.abstractmethod
+    def command_joint_velocities(self, dq: np.ndarray) -> None:
+        """Run at joint velocity ``dq`` (already safety-filtered) until the next command."""
+
+    @abc.abstractmethod
+    def hold(self) -> None:
+        """Hold the current position (watchdog, e-stop)."""
+
+    @abc.abstractmethod
+    def gripper_move(self, width: float, speed: float) -> bool: ...
+
+    @abc.abstractmethod
+    def gripper_grasp(self, width: float, speed: float, force: float,
+                      epsilon_inner: float, epsilon_outer: float) -> bool: ...
+
+    @abc.abstractmethod
+    def gripper_homing(self) -> bool: ...
+
+    def gripper_stop(self) -> bool:
+        return True
+
+    @abc.abstractmethod
+    def recover(self) -> bool:
+        """Clear robot errors (reflexes) so commands are accepted again."""
+
+    def advance(self, now: float) -> None:
+        """Simulators step their physics to ``now``; hardware does nothing."""
+
+
+class FrankaArm:
+    """A Franka arm (or its sim twin) with safety in the command path.
+
+    >>> from robot_drivers.sim_arm import KinematicArmBackend
+    >>> arm = FrankaArm(KinematicArmBackend())
+    >>> arm.connect()
+    >>> out = arm.move_joints(arm.state().q + 5.0)      # far beyond limits and max step
+    >>> sorted(out.events)
+    ['max_step', 'position_limit']
+    >>> arm.estop("test"); arm.move_joints(arm.state().q).refused
+    True
+    """
+
+    def __init__(self, backend: ArmBackend, safety: SafetyConfig | None = None, name: str = "arm",
+                 joint_prefix: str = "panda_", clock: Callable[[], float] = time.monotonic,
+                 command_period_s: float = 0.1) -> None:
+        self.backend = backend
+        self.name = name
+        self.joint_prefix = joint_prefix
+        self._clock = clock
+        self.safety = SafetyLayer(safety, name=name, clock=clock)
+        self.command_period_s = command_period_s
+        self._holding = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    @property
+    def joint_names(self) -> list[str]:
+        """franka_ros2 naming: ``<prefix>joint1..7`` (``panda_`` or ``fr3_``, ``left_panda_``...)."""
+        return [f"{self.joint_prefix}joint{i + 1}" for i in range(self.backend.dof)]
+
+    @property
+    def gripper_joint_names(self) -> list[str]:
+        return [f"{self.joint_prefix}finger_joint1", f"{self.joint_prefix}finger_joint2"]
+
+    def connect(self) -> None:
+        self.backend.connect()
+        log.info("[%s] connected (%s)", self.name, type(self.backend).__name__)
+
+    def disconnect(self) -> None:
+        self.backend.disconnect()
+
+    def __enter__(self) -> "FrankaArm":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Safety events so far (``position_limit``, ``max_step``, ``stale_hold``...)."""
+        return dict(self.safety.counters)
+
+    def state(self) -> ArmState:
+        return self.backend.read_state()
+
+    # ---- motion -------------------------------------------------------------------------
+    def _dt(self) -> float:
+        last = self.safety.last_command_time
+        if last is None:
+            return self.command_period_s
+        return float(np.clip(self._clock() - last, 1e-3, max(self.command_period_s, 1e-3)))
+
+    def _check_error(self, st: ArmState) -> CommandOutcome | None:
+        if st.has_error:
+            self.safety.record("error_refused", f"robot in {st.mode.name} with errors {list(st.errors)}; "
+                               "call recover() first")
+            return CommandOutcome(target=st.q.copy(), events=("error_refused",), refused=True)
+        return None
+
+    def move_joints(self, q_target: np.ndarray) -> CommandOutcome:
+        """Joint position command (rad), clamped by the safety layer; returns what was sent."""
+        st = self.state()
+        refused = self._check_error(st)
+        if refused is not None:
+            return refused
+        out = self.safety.filter_joint_positions(q_target, st.q, self._dt())
+        if not out.refused:
+            self.backend.command_joint_positions(out.target)
+            self._holding = False
+        return out
+
+    def move_velocities(self, dq: np.ndarray) -> CommandOutcome:
+        """Joint velocity command (rad/s); held until the next command or the watchdog fires."""
+        st = self.state()
+        refused = self._check_error(st)
+        if refused is not None:
+            return refused
+        out = self.safety.filter_joint_velocities(dq, st.q, self.command_period_s)
+        if not out.refused:
+            self.backend.command_joint_velocities(out.target)
+            self._holding = False
+        return out
+
+    def move_ee_delta(self, delta: np.ndarray) -> CommandOutcome:
+        """End-effector delta ``[dx, dy, dz, rx, ry, rz]`` (m, rotation vector rad; base frame)."""
+        delta = np.asarray(delta, dtype=np.float64)
+        if delta.shape != (6,):
+            raise ValueError(f"ee delta must have shape (6,), got {delta.shape}")
+        st = self.state()
+        return self.move_joints(apply_ee_delta(st.q, delta))
+
+    # ---- gripper ------------------------------------------------------------------------
+    def gripper_move(self, width: float, speed: float = 0.1) -> bool:
+        if self.safety.estopped:
+            self.safety.record("estop_refused", "gripper move refused while e-stopped")
+            return False
+        return self.backend.gripper_move(self.safety.filter_gripper_width(width), speed)
+
+    def gripper_grasp(self, width: float = 0.0, speed: float = 0.1, force: float = 20.0,
+                      epsilon_inner: float = 0.005, epsilon_outer: float = 0.005) -> bool:
+        if self.safety.estopped:
+            self.safety.record("estop_refused", "grasp refused while e-stopped")
+            return False
+        return self.backend.gripper_grasp(self.safety.filter_gripper_width(width), speed, force,
+                                          epsilon_inner, epsilon_outer)
+
+    def gripper_homing(self) -> bool:
+        if self.safety.estopped:
+            self.safety.record("estop_refused", "homing refused while e-stopped")
+            return False
+        return self.backend.gripper_homing()
+
+    def gripper_state(self) -> GripperState:
+        return self.state().gripper
+
+    # ---- e-stop, recovery, watchdog -----------------------------------------------------
+    def estop(self, reason: str = "requested") -> None:
+        """Latch the e-stop and hold position now."""
+        self.safety.estop(reason)
+        self.backend.hold()
+        self.backend.gripper_stop()
+        self._holding = True
+
+    def reset_estop(self) -> bool:
+        return self.safety.reset_estop()
+
+    def recover(self) -> bool:
+        """Automatic error recovery on the robot (does not release a latched e-stop)."""
+        ok = self.backend.recover()
+        log.info("[%s] error recovery %s", self.name, "succeeded" if ok else "FAILED")
+        if not ok:
+            self.safety.record("recovery_failed", "automatic error recovery failed")
+        return ok
+
+    def tick(self, now: float | None = None) -> None:
+        """Driver-rate housekeeping: watchdog hold on stale commands, sim physics to ``now``."""
+        now = self._clock() if now is None else now
+        if not self._holding and self.safety.is_stale(now):
+            age = (now - (self.safety.last_command_time or now)) * 1000
+            self.safety.record("stale_hold", f"no command for {age:.0f} ms "
+                               f"> {self.safety.cfg.watchdog_ms:.0f} ms; holding position")
+            self.backend.hold()
+            self._holding = True
+        self.backend.advance(now)
+
+    @property
+    def holding(self) -> bool:
+        return self._holding

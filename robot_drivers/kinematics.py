@@ -1,0 +1,153 @@
+"""Panda / FR3 forward kinematics, Jacobian and a damped least-squares IK step in numpy.
+
+Why here and not from the backend: the safety layer checks the end-effector workspace box
+*before* a joint target is sent, and end-effector delta commands need IK on every backend
+(sim and pylibfranka alike) without a model library. The Franka arm is a 7-joint chain with
+published modified-DH parameters (Craig convention), so this is exact and cheap (~20 us).
+
+>>> import numpy as np
+>>> T = forward_kinematics(np.array(PANDA_HOME))
+>>> (np.round(T[:3, 3], 3) + 0.0).tolist()   # the well-known "ready" pose of the hand's TCP
+[0.307, 0.0, 0.487]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_drivers.types import PANDA_HOME  # noqa: F401  (doctest uses it)
+
+# (a, d, alpha) per joint, modified DH; then the flange and the Franka Hand TCP offsets.
+_DH = np.array([
+    [0.0, 0.333, 0.0],
+    [0.0, 0.0, -np.pi / 2],
+    [0.0, 0.316, np.pi / 2],
+    [0.0825, 0.0, np.pi / 2],
+    [-0.0825, 0.384, -np.pi / 2],
+    [0.0, 0.0, np.pi / 2],
+    [0.088, 0.0, np.pi / 2],
+])
+_FLANGE_D = 0.107
+_HAND_TCP_D = 0.1034
+_HAND_YAW = -np.pi / 4
+
+
+def _mdh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
+    ca, sa, ct, st = np.cos(alpha), np.sin(alpha), np.cos(theta), np.sin(theta)
+    return np.array([
+        [ct, -st, 0.0, a],
+        [st * ca, ct * ca, -sa, -d * sa],
+        [st * sa, ct * sa, ca, d * ca],
+        [0.0, 0.0, 0.0, 1.0],
+    ])
+
+
+def _tcp_offset(tcp_d: float) -> np.ndarray:
+    c, s = np.cos(_HAND_YAW), np.sin(_HAND_YAW)
+    T = np.eye(4)
+    T[:2, :2] = [[c, -s], [s, c]]
+    T[2, 3] = _FLANGE_D + tcp_d
+    return T
+
+
+def joint_frames(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> list[np.ndarray]:
+    """Base->frame_i transforms for joints 1..7 (joint i turns about frame i's z) and the TCP."""
+    frames, T = [], np.eye(4)
+    for (a, d, alpha), theta in zip(_DH, np.asarray(q, dtype=np.float64)):
+        T = T @ _mdh(a, d, alpha, theta)
+        frames.append(T)
+    frames.append(T @ _tcp_offset(tcp_d))
+    return frames
+
+
+def forward_kinematics(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
+    """4x4 base->TCP transform (``tcp_d=0`` gives the flange, like libfranka's ``O_T_EE`` w/o hand)."""
+    return joint_frames(q, tcp_d)[-1]
+
+
+def jacobian(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
+    """6x7 geometric Jacobian (linear rows first) of the TCP in the base frame."""
+    frames = joint_frames(q, tcp_d)
+    p_e = frames[-1][:3, 3]
+    J = np.zeros((6, 7))
+    for i in range(7):
+        z, p = frames[i][:3, 2], frames[i][:3, 3]
+        J[:3, i] = np.cross(z, p_e - p)
+        J[3:, i] = z
+    return J
+
+
+def rotvec_to_matrix(rv: np.ndarray) -> np.ndarray:
+    """Rodrigues: rotation vector (axis * angle) -> 3x3 matrix."""
+    theta = float(np.linalg.norm(rv))
+    if theta < 1e-12:
+        return np.eye(3)
+    k = np.asarray(rv) / theta
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + np.sin(theta) * K + (1 - np.cos(theta)) * K @ K
+
+
+def matrix_to_rotvec(R: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`rotvec_to_matrix` (angle in [0, pi])."""
+    cos = np.clip((np.trace(R) - 1) / 2, -1.0, 1.0)
+    theta = np.arccos(cos)
+    if theta < 1e-9:
+        return np.zeros(3)
+    if np.pi - theta < 1e-6:  # axis from the symmetric part
+        axis = np.sqrt(np.maximum((np.diag(R) + 1) / 2, 0))
+        axis *= np.sign(np.array([R[2, 1] - R[1, 2] or 1, R[0, 2] - R[2, 0] or 1, R[1, 0] - R[0, 1] or 1]))
+        return axis * theta
+    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    return w / (2 * np.sin(theta)) * theta
+
+
+def matrix_to_quat_xyzw(R: np.ndarray) -> np.ndarray:
+    """3x3 rotation -> unit quaternion [x, y, z, w] with w >= 0."""
+    rv = matrix_to_rotvec(R)
+    theta = np.linalg.norm(rv)
+    if theta < 1e-12:
+        return np.array([0.0, 0.0, 0.0, 1.0])
+    xyz = rv / theta * np.sin(theta / 2)
+    return np.array([*xyz, np.cos(theta / 2)])
+
+
+def quat_xyzw_to_matrix(q: np.ndarray) -> np.ndarray:
+    x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def pose_error(T_now: np.ndarray, T_goal: np.ndarray) -> np.ndarray:
+    """[dp (3), drot (3)] that moves ``T_now`` onto ``T_goal``, both in the base frame."""
+    dp = T_goal[:3, 3] - T_now[:3, 3]
+    drot = matrix_to_rotvec(T_goal[:3, :3] @ T_now[:3, :3].T)
+    return np.concatenate([dp, drot])
+
+
+def solve_ik(q0: np.ndarray, T_goal: np.ndarray, iters: int = 20, damping: float = 1e-2,
+             tol: float = 1e-5, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
+    """Damped least-squares IK from ``q0`` towards ``T_goal``; returns the best joints found.
+
+    Small moves (end-effector delta commands of a few cm) converge in 2-4 iterations; the
+    result is not clamped here: the safety layer does that with its own counters.
+    """
+    q = np.asarray(q0, dtype=np.float64).copy()
+    for _ in range(iters):
+        err = pose_error(forward_kinematics(q, tcp_d), T_goal)
+        if np.linalg.norm(err) < tol:
+            break
+        J = jacobian(q, tcp_d)
+        q += J.T @ np.linalg.solve(J @ J.T + damping**2 * np.eye(6), err)
+    return q
+
+
+def apply_ee_delta(q: np.ndarray, delta: np.ndarray, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
+    """Joint target realising an end-effector delta ``[dx, dy, dz, rx, ry, rz]`` (base frame)."""
+    T = forward_kinematics(q, tcp_d)
+    goal = T.copy()
+    goal[:3, 3] += np.asarray(delta[:3])
+    goal[:3, :3] = rotvec_to_matrix(np.asarray(delta[3:6])) @ T[:3, :3]
+    return solve_ik(q, goal, tcp_d=tcp_d)

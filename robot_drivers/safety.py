@@ -1,0 +1,240 @@
+"""Safety at the lowest level: every arm command passes through :class:`SafetyLayer` first.
+
+Why in the driver and not in a ROS node: a policy, a teleop device, a test script and the ROS
+robot node all end in :class:`robot_drivers.arm.FrankaArm`, so limits enforced here cannot be
+bypassed by a new caller. The layer
+
+- clamps joint position targets into the joint limits (minus a margin),
+- limits the step per command (``max_joint_step``) and the implied joint velocity,
+- keeps the end-effector inside a workspace box (forward kinematics of the *target*),
+- latches an e-stop that refuses every motion until :meth:`SafetyLayer.reset_estop`,
+- tracks command staleness (the arm holds position after ``watchdog_ms`` without a command).
+
+Every clamp and refusal is counted in :attr:`SafetyLayer.counters` and logged (rate-limited
+per kind so a 1 kHz loop does not flood the log, with the number of suppressed repeats).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.types import (
+    PANDA_DQ_MAX,
+    PANDA_GRIPPER_MAX_WIDTH,
+    PANDA_Q_MAX,
+    PANDA_Q_MIN,
+    CommandOutcome,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SafetyConfigError(ValueError):
+    """A safety config value is inconsistent; the message names the field."""
+
+
+@dataclass
+class SafetyConfig:
+    """Limits of one arm. Tuples (not arrays) so YAML configs map onto them one to one."""
+
+    q_min: tuple[float, ...] = field(default=PANDA_Q_MIN, metadata={"help": "joint lower limits (rad)"})
+    q_max: tuple[float, ...] = field(default=PANDA_Q_MAX, metadata={"help": "joint upper limits (rad)"})
+    q_margin: float = field(default=0.05, metadata={"help": "stay this far (rad) inside the limits"})
+    dq_max: tuple[float, ...] = field(default=PANDA_DQ_MAX, metadata={"help": "joint speed limits (rad/s)"})
+    velocity_scale: float = field(default=0.5, metadata={"help": "fraction of dq_max commands may use"})
+    max_joint_step: float = field(default=0.15, metadata={"help": "max joint change per command (rad)"})
+    workspace_min: tuple[float, float, float] = field(
+        default=(0.15, -0.6, 0.02), metadata={"help": "end-effector box lower corner, base frame (m)"})
+    workspace_max: tuple[float, float, float] = field(
+        default=(0.85, 0.6, 1.0), metadata={"help": "end-effector box upper corner, base frame (m)"})
+    watchdog_ms: float = field(default=300.0, metadata={"help": "hold position after this long without a command"})
+    gripper_max_width: float = field(default=PANDA_GRIPPER_MAX_WIDTH, metadata={"help": "gripper opening limit (m)"})
+    log_interval_s: float = field(default=1.0, metadata={"help": "min seconds between two logs of one event kind"})
+
+    def validate(self) -> None:
+        n = len(self.q_min)
+        for name in ("q_max", "dq_max"):
+            if len(getattr(self, name)) != n:
+                raise SafetyConfigError(f"safety.{name} has {len(getattr(self, name))} entries, q_min has {n}")
+        bad = [i for i in range(n) if self.q_min[i] + self.q_margin >= self.q_max[i] - self.q_margin]
+        if bad:
+            raise SafetyConfigError(f"safety.q_min/q_max leave no room at joints {bad} with q_margin={self.q_margin}")
+        if any(a >= b for a, b in zip(self.workspace_min, self.workspace_max)):
+            raise SafetyConfigError(
+                f"safety.workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}")
+        if self.max_joint_step <= 0 or self.watchdog_ms <= 0 or not 0 < self.velocity_scale <= 1:
+            raise SafetyConfigError("safety.max_joint_step and watchdog_ms must be > 0, velocity_scale in (0, 1]")
+
+    @property
+    def dof(self) -> int:
+        return len(self.q_min)
+
+
+class SafetyLayer:
+    """Stateful filter between callers and a backend (one per arm)."""
+
+    def __init__(self, cfg: SafetyConfig | None = None, name: str = "arm",
+                 fk: Callable[[np.ndarray], np.ndarray] | None = forward_kinematics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg or SafetyConfig()
+        self.cfg.validate()
+        self.name = name
+        self._fk = fk
+        self._clock = clock
+        self._lo = np.asarray(self.cfg.q_min) + self.cfg.q_margin
+        self._hi = np.asarray(self.cfg.q_max) - self.cfg.q_margin
+        self._dq_max = np.asarray(self.cfg.dq_max) * self.cfg.velocity_scale
+        self._ws_lo, self._ws_hi = np.asarray(self.cfg.workspace_min), np.asarray(self.cfg.workspace_max)
+        self.counters: collections.Counter[str] = collections.Counter()
+        self._last_log: dict[str, float] = {}
+        self._suppressed: collections.Counter[str] = collections.Counter()
+        self._estop_reason: str | None = None
+        self.last_command_time: float | None = None
+
+    # ---- events -------------------------------------------------------------------------
+    def record(self, kind: str, detail: str) -> None:
+        """Count an event and log it (at most once per ``log_interval_s`` per kind)."""
+        self.counters[kind] += 1
+        now = self._clock()
+        if now - self._last_log.get(kind, -np.inf) >= self.cfg.log_interval_s:
+            extra = f" ({self._suppressed[kind]} more since last log)" if self._suppressed[kind] else ""
+            log.warning("[%s] safety %s: %s%s", self.name, kind, detail, extra)
+            self._last_log[kind] = now
+            self._suppressed[kind] = 0
+        else:
+            self._suppressed[kind] += 1
+
+    # ---- e-stop -------------------------------------------------------------------------
+    @property
+    def estopped(self) -> bool:
+        return self._estop_reason is not None
+
+    def estop(self, reason: str = "requested") -> None:
+        """Latch the e-stop: every motion command is refused until :meth:`reset_estop`."""
+        if not self.estopped:
+            self._estop_reason = reason
+            self.record("estop", f"latched ({reason}); motion refused until reset")
+
+    def reset_estop(self) -> bool:
+        """Release the latch; returns whether it was latched."""
+        was = self.estopped
+        self._estop_reason = None
+        if was:
+            log.warning("[%s] safety estop reset", self.name)
+        return was
+
+    # ---- watchdog -----------------------------------------------------------------------
+    def note_command(self, now: float | None = None) -> None:
+        self.last_command_time = self._clock() if now is None else now
+
+    def is_stale(self, now: float | None = None) -> bool:
+        """True once ``watchdog_ms`` passed since the last accepted command (never commanded: False)."""
+        if self.last_command_time is None:
+            return False
+        now = self._clock() if now is None else now
+        return (now - self.last_command_time) * 1000.0 > self.cfg.watchdog_ms
+
+    # ---- filters ------------------------------------------------------------------------
+    def _refuse(self, q_now: np.ndarray, kind: str, detail: str) -> CommandOutcome:
+        self.record(kind, detail)
+        return CommandOutcome(target=np.asarray(q_now, dtype=np.float64).copy(), events=(kind,), refused=True)
+
+    def _outside(self, q: np.ndarray) -> float:
+        """Distance (m) of the end effector at joints ``q`` outside the workspace box (0 inside)."""
+        if self._fk is None:
+            return 0.0
+        p = self._fk(q)[:3, 3]
+        return float(np.linalg.norm(np.maximum(self._ws_lo - p, 0) + np.maximum(p - self._ws_hi, 0)))
+
+    def _workspace(self, q_now: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Shrink the move towards ``q_now`` until the target EE is inside the box (bisection)."""
+        out_target = self._outside(target)
+        if out_target == 0.0:
+            return target, False
+        if self._outside(q_now) > 0.0:  # already outside: allow only moves that get closer
+            return (target, False) if out_target < self._outside(q_now) else (q_now.copy(), True)
+        lo, hi = 0.0, 1.0
+        for _ in range(12):
+            mid = (lo + hi) / 2
+            if self._outside(q_now + mid * (target - q_now)) == 0.0:
+                lo = mid
+            else:
+                hi = mid
+        return q_now + lo * (target - q_now), True
+
+    def filter_joint_positions(self, target: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
+        """Safe version of a joint position ``target`` given the measured ``q_now``.
+
+        ``dt`` is the time the move may take (the command period): the step is limited to
+        ``min(max_joint_step, velocity_scale * dq_max * dt)`` per joint.
+        """
+        q_now = np.asarray(q_now, dtype=np.float64)
+        target = np.asarray(target, dtype=np.float64)
+        if self.estopped:
+            return self._refuse(q_now, "estop_refused", f"e-stop latched ({self._estop_reason})")
+        if target.shape != q_now.shape:
+            return self._refuse(q_now, "bad_shape", f"target shape {target.shape} != {q_now.shape}")
+        if not np.all(np.isfinite(target)):
+            return self._refuse(q_now, "non_finite", f"target {target.tolist()} has NaN/inf")
+        events = []
+        clamped = np.clip(target, self._lo, self._hi)
+        if not np.array_equal(clamped, target):
+            events.append("position_limit")
+            self.record("position_limit", f"joints {np.flatnonzero(clamped != target).tolist()} "
+                        f"clamped {np.round(target, 4).tolist()} -> {np.round(clamped, 4).tolist()}")
+        step_max = np.minimum(self.cfg.max_joint_step, self._dq_max * max(dt, 1e-3))
+        delta = clamped - q_now
+        limited = np.clip(delta, -step_max, step_max)
+        if not np.array_equal(limited, delta):
+            events.append("max_step")
+            self.record("max_step", f"step {np.round(np.abs(delta).max(), 4)} rad > {np.round(step_max.max(), 4)} "
+                        f"(dt={dt:.3f}s); scaled down")
+        safe, ws = self._workspace(q_now, q_now + limited)
+        if ws:
+            events.append("workspace")
+            self.record("workspace", f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
+                        "move shortened")
+        self.note_command()
+        return CommandOutcome(target=safe, events=tuple(events))
+
+    def filter_joint_velocities(self, dq: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
+        """Safe joint velocity: speed limits, no motion past a joint limit or out of the box in ``dt``."""
+        q_now = np.asarray(q_now, dtype=np.float64)
+        dq = np.asarray(dq, dtype=np.float64)
+        zero = np.zeros_like(q_now)
+        if self.estopped:
+            out = self._refuse(q_now, "estop_refused", f"e-stop latched ({self._estop_reason})")
+            return CommandOutcome(target=zero, events=out.events, refused=True)
+        if dq.shape != q_now.shape or not np.all(np.isfinite(dq)):
+            out = self._refuse(q_now, "non_finite", f"bad velocity command {dq.tolist()}")
+            return CommandOutcome(target=zero, events=out.events, refused=True)
+        events = []
+        v = np.clip(dq, -self._dq_max, self._dq_max)
+        if not np.array_equal(v, dq):
+            events.append("velocity_limit")
+            self.record("velocity_limit", f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}")
+        nxt = q_now + v * max(dt, 1e-3)
+        past = ((nxt < self._lo) & (v < 0)) | ((nxt > self._hi) & (v > 0))
+        if past.any():
+            v = np.where(past, 0.0, v)
+            events.append("position_limit")
+            self.record("position_limit", f"joints {np.flatnonzero(past).tolist()} stopped at their limit")
+        if self._outside(q_now + v * max(dt, 1e-3)) > self._outside(q_now):
+            v = zero
+            events.append("workspace")
+            self.record("workspace", "velocity would leave the workspace box; stopped")
+        self.note_command()
+        return CommandOutcome(target=v, events=tuple(events))
+
+    def filter_gripper_width(self, width: float) -> float:
+        w = float(np.clip(width, 0.0, self.cfg.gripper_max_width))
+        if w != width:
+            self.record("gripper_limit", f"width {width} clamped to {w}")
+        return w

@@ -1,0 +1,241 @@
+"""Simulated arm backends.
+
+- :class:`MujocoArmBackend`: the MuJoCo Panda of ``sim_bridges.mujoco_franka`` (same meshes,
+  position actuators, gravity compensation), stepped in real time: every
+  :meth:`~MujocoArmBackend.advance` call runs as many physics steps as wall-clock time
+  passed since the last one, so a driver ticking at 100 Hz sees a robot moving at real speed.
+- :class:`KinematicArmBackend`: an ideal velocity-limited servo in numpy (no physics, no
+  MuJoCo). Why keep it: safety / driver / ROS-conversion tests and dry runs of a node graph
+  need an arm that behaves predictably and starts in microseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from robot_drivers.arm import ArmBackend
+from robot_drivers.kinematics import forward_kinematics, matrix_to_quat_xyzw
+from robot_drivers.types import (
+    PANDA_DQ_MAX,
+    PANDA_GRIPPER_MAX_WIDTH,
+    PANDA_HOME,
+    ArmState,
+    EEPose,
+    GripperState,
+    RobotMode,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KinematicArmBackend(ArmBackend):
+    """Joints move straight to their target at up to ``dq_max``; gripper at ``gripper_speed``."""
+
+    def __init__(self, home: tuple[float, ...] = PANDA_HOME, dq_max: tuple[float, ...] = PANDA_DQ_MAX,
+                 gripper_speed: float = 0.1) -> None:
+        self.q = np.asarray(home, dtype=np.float64).copy()
+        self.dq = np.zeros(7)
+        self.target = self.q.copy()
+        self.velocity: np.ndarray | None = None
+        self.dq_max = np.asarray(dq_max)
+        self.width = PANDA_GRIPPER_MAX_WIDTH
+        self.width_target = self.width
+        self.gripper_speed = gripper_speed
+        self.mode = RobotMode.IDLE
+        self.errors: tuple[str, ...] = ()
+        self._t: float | None = None
+
+    def read_state(self) -> ArmState:
+        T = forward_kinematics(self.q)
+        return ArmState(q=self.q.copy(), dq=self.dq.copy(), tau_j=np.zeros(7),
+                        ee_pose=EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3])),
+                        gripper=GripperState(width=self.width), mode=self.mode, errors=self.errors,
+                        stamp=time.monotonic())
+
+    def command_joint_positions(self, q: np.ndarray) -> None:
+        self.target, self.velocity = np.asarray(q, dtype=np.float64).copy(), None
+        self.mode = RobotMode.MOVE
+
+    def command_joint_velocities(self, dq: np.ndarray) -> None:
+        self.velocity = np.asarray(dq, dtype=np.float64).copy()
+        self.mode = RobotMode.MOVE
+
+    def hold(self) -> None:
+        self.target, self.velocity = self.q.copy(), None
+
+    def gripper_move(self, width: float, speed: float) -> bool:
+        self.width_target = width
+        return True
+
+    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
+                      epsilon_outer: float) -> bool:
+        self.width_target = width
+        return True
+
+    def gripper_homing(self) -> bool:
+        self.width_target = PANDA_GRIPPER_MAX_WIDTH
+        return True
+
+    def recover(self) -> bool:
+        self.errors, self.mode = (), RobotMode.IDLE
+        return True
+
+    def inject_error(self, error: str = "joint_position_limits_violation") -> None:
+        """Put the arm in REFLEX as libfranka does after a violated limit (tests, drills)."""
+        self.errors, self.mode = (error,), RobotMode.REFLEX
+        self.hold()
+
+    def advance(self, now: float) -> None:
+        dt = 0.0 if self._t is None else max(0.0, now - self._t)
+        self._t = now
+        if dt == 0.0:
+            return
+        if self.velocity is not None:
+            self.target = self.q + self.velocity * dt
+        step = np.clip(self.target - self.q, -self.dq_max * dt, self.dq_max * dt)
+        self.q = self.q + step
+        self.dq = step / dt
+        dw = np.clip(self.width_target - self.width, -self.gripper_speed * dt, self.gripper_speed * dt)
+        self.width += dw
+
+
+class MujocoArmBackend(ArmBackend):
+    """The sim_bridges MuJoCo Panda advancing in real time; can also render its cameras."""
+
+    def __init__(self, home: tuple[float, ...] | None = None, max_substeps: int = 100,
+                 realtime: bool = True) -> None:
+        self.home = home
+        self.max_substeps = max_substeps
+        self.realtime = realtime
+        self._lock = threading.RLock()
+        self._renderers: dict[tuple[int, int], object] = {}
+        self._sim_wall: float | None = None
+        self._velocity: np.ndarray | None = None
+        self.fm = None
+        self.data = None
+        self.errors: tuple[str, ...] = ()
+        self.mode = RobotMode.IDLE
+        self.dropped_time_s = 0.0
+
+    def connect(self) -> None:
+        import mujoco
+
+        from sim_bridges.mujoco_franka.model import HOME_QPOS, compile_scene
+
+        self._mj = mujoco
+        self.fm = compile_scene()
+        self.data = mujoco.MjData(self.fm.model)
+        q0 = np.asarray(self.home if self.home is not None else HOME_QPOS, dtype=np.float64)
+        self.data.qpos[self.fm.arm_qpos] = q0
+        self.data.ctrl[self.fm.arm_act] = q0
+        self._set_gripper_ctrl(PANDA_GRIPPER_MAX_WIDTH)
+        self.data.qpos[self.fm.grip_qpos] = [PANDA_GRIPPER_MAX_WIDTH / 2, -PANDA_GRIPPER_MAX_WIDTH / 2]
+        mujoco.mj_forward(self.fm.model, self.data)
+        self._base = mujoco.mj_name2id(self.fm.model, mujoco.mjtObj.mjOBJ_BODY, "base")
+        log.info("MuJoCo Panda ready (timestep %.3f s)", self.fm.model.opt.timestep)
+
+    def disconnect(self) -> None:
+        with self._lock:
+            for r in self._renderers.values():
+                r.close()  # type: ignore[attr-defined]
+            self._renderers.clear()
+
+    def _set_gripper_ctrl(self, width: float) -> None:
+        half = float(np.clip(width, 0.0, PANDA_GRIPPER_MAX_WIDTH)) / 2
+        self.data.ctrl[self.fm.grip_act] = [half, -half]
+
+    def read_state(self) -> ArmState:
+        with self._lock:
+            fm, d = self.fm, self.data
+            R_base = d.xmat[self._base].reshape(3, 3)
+            p = R_base.T @ (d.site_xpos[fm.ee_site] - d.xpos[self._base])
+            R = R_base.T @ d.site_xmat[fm.ee_site].reshape(3, 3)
+            g = d.qpos[fm.grip_qpos]
+            return ArmState(q=d.qpos[fm.arm_qpos].copy(), dq=d.qvel[fm.arm_dof].copy(),
+                            tau_j=d.actuator_force[fm.arm_act].copy(),
+                            ee_pose=EEPose(p, matrix_to_quat_xyzw(R)),
+                            gripper=GripperState(width=float(g[0] - g[1])), mode=self.mode,
+                            errors=self.errors, stamp=time.monotonic())
+
+    def command_joint_positions(self, q: np.ndarray) -> None:
+        with self._lock:
+            self._velocity = None
+            self.data.ctrl[self.fm.arm_act] = q
+            self.mode = RobotMode.MOVE
+
+    def command_joint_velocities(self, dq: np.ndarray) -> None:
+        with self._lock:
+            self._velocity = np.asarray(dq, dtype=np.float64).copy()
+            self.mode = RobotMode.MOVE
+
+    def hold(self) -> None:
+        with self._lock:
+            self._velocity = None
+            self.data.ctrl[self.fm.arm_act] = self.data.qpos[self.fm.arm_qpos]
+
+    def gripper_move(self, width: float, speed: float) -> bool:
+        with self._lock:
+            self._set_gripper_ctrl(width)
+        return True
+
+    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
+                      epsilon_outer: float) -> bool:
+        return self.gripper_move(width, speed)
+
+    def gripper_homing(self) -> bool:
+        return self.gripper_move(PANDA_GRIPPER_MAX_WIDTH, 0.1)
+
+    def recover(self) -> bool:
+        self.errors, self.mode = (), RobotMode.IDLE
+        return True
+
+    def step(self, n: int) -> None:
+        """Advance exactly ``n`` physics steps (velocity commands integrate into the target)."""
+        with self._lock:
+            if self._velocity is not None:
+                self.data.ctrl[self.fm.arm_act] = (self.data.qpos[self.fm.arm_qpos]
+                                                   + self._velocity * self.fm.model.opt.timestep * n)
+            self._mj.mj_step(self.fm.model, self.data, nstep=max(int(n), 1))
+
+    def advance(self, now: float) -> None:
+        """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and counted)."""
+        if self._sim_wall is None or not self.realtime:
+            self._sim_wall = now
+            if not self.realtime:
+                self.step(1)
+            return
+        ts = self.fm.model.opt.timestep
+        n = int((now - self._sim_wall) / ts)
+        if n <= 0:
+            return
+        if n > self.max_substeps:
+            self.dropped_time_s += (n - self.max_substeps) * ts
+            self._sim_wall = now - self.max_substeps * ts
+            n = self.max_substeps
+        self.step(n)
+        self._sim_wall += n * ts
+
+    def set_arm_pose(self, q: np.ndarray, gripper_width: float | None = None) -> None:
+        """Kinematic mirror (camera twins): put the arm at ``q`` without dynamics."""
+        with self._lock:
+            self.data.qpos[self.fm.arm_qpos] = q
+            if gripper_width is not None:
+                half = gripper_width / 2
+                self.data.qpos[self.fm.grip_qpos] = [half, -half]
+            self._mj.mj_forward(self.fm.model, self.data)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""
+        with self._lock:
+            cam = self.fm.camera_ids.get(camera)
+            if cam is None or cam < 0:
+                raise ValueError(f"unknown sim camera {camera!r}; known: {sorted(self.fm.camera_ids)}")
+            r = self._renderers.get((height, width))
+            if r is None:
+                r = self._renderers[(height, width)] = self._mj.Renderer(self.fm.model, height, width)
+            r.update_scene(self.data, camera=cam)
+            return r.render().copy()

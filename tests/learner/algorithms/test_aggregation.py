@@ -1,0 +1,73 @@
+"""Loss aggregation modes: hand values, empty rows, micro-batch invariance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer
+
+T = torch.tensor
+LOSS = T([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0], [7.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
+MASK = T([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("token-mean", 22 / 6),  # (6 + 9 + 7) / 6 valid tokens
+        ("seq-mean-token-sum", 22 / 3),  # 3 non-empty rows; the all-masked row is not counted
+        ("seq-mean-token-mean", (2.0 + 4.5 + 7.0) / 3),
+        ("seq-mean-token-sum-norm", 22 / 3),  # constant defaults to T = 3
+    ],
+)
+def test_hand_values_and_empty_rows_not_counted(mode: str, expected: float):
+    torch.testing.assert_close(aggregate(LOSS, MASK, mode), torch.tensor(expected))
+
+
+def test_norm_constant_and_global_normalizer_values():
+    torch.testing.assert_close(aggregate(LOSS, MASK, "seq-mean-token-sum-norm", 10.0), T(2.2))
+    assert global_normalizer(MASK, "token-mean") == 6.0
+    assert global_normalizer(MASK, "seq-mean-token-mean") == 3.0
+    assert global_normalizer(MASK, "seq-mean-token-sum-norm", norm_constant=512) == 512.0
+    assert global_normalizer(torch.zeros(2, 3), "token-mean") == 1.0  # no NaN on empty batches
+
+
+def test_nan_in_padding_does_not_leak():
+    loss = LOSS.clone()
+    loss[3] = float("nan")
+    loss[1, 2] = float("inf")
+    for mode in AGG_MODES:
+        torch.testing.assert_close(aggregate(loss, MASK, mode), aggregate(LOSS, MASK, mode))
+
+
+@pytest.mark.parametrize("mode", AGG_MODES)
+def test_uneven_micro_batches_with_global_normalizer_equal_full_batch(mode: str):
+    gen = torch.Generator().manual_seed(0)
+    lengths = T([5, 0, 3, 8, 1, 8, 2])
+    mask = (torch.arange(8).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    params = torch.randn(7, 8, generator=gen, requires_grad=True)
+    full = aggregate(params.square(), mask, mode)
+    (full_grad,) = torch.autograd.grad(full, params)
+    norm = global_normalizer(mask, mode)
+    total, grad = torch.zeros(()), torch.zeros_like(params)
+    for rows in (slice(0, 1), slice(1, 5), slice(5, 7)):  # sizes 1, 4, 2
+        part = aggregate(params[rows].square(), mask[rows], mode, normalizer=norm)
+        (g,) = torch.autograd.grad(part, params)
+        total, grad = total + part.detach(), grad + g
+    torch.testing.assert_close(total, full.detach())
+    torch.testing.assert_close(grad, full_grad)
+
+
+def test_micro_batches_without_global_normalizer_differ():
+    """The reason the normaliser is passed in: local token-mean over uneven splits is wrong."""
+    mask = T([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    loss = T([[1.0, 1.0, 1.0], [5.0, 0.0, 0.0]])
+    local = (aggregate(loss[:1], mask[:1], "token-mean") + aggregate(loss[1:], mask[1:], "token-mean")) / 2
+    assert float(local) == pytest.approx(3.0)
+    assert float(aggregate(loss, mask, "token-mean")) == pytest.approx(2.0)
+
+
+def test_unknown_mode_lists_choices():
+    with pytest.raises(ValueError, match="seq-mean-token-mean"):
+        aggregate(LOSS, MASK, "token_mean")
