@@ -25,10 +25,13 @@ class RunningNorm(nn.Module):
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
         x = x.reshape(-1, self.mean.shape[0]).float()
-        n = float(x.shape[0])
-        if n == 0:
+        if x.shape[0] == 0:
             return
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+        self.update_from_moments(x.mean(0), x.var(0, unbiased=False), float(x.shape[0]))
+
+    @torch.no_grad()
+    def update_from_moments(self, b_mean: Tensor, b_var: Tensor, n: float) -> None:
+        """Parallel-variance merge of a batch's mean / (biased) variance over ``n`` samples."""
         total = self.count + n
         delta = b_mean - self.mean
         self.mean += delta * n / total

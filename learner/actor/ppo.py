@@ -1,0 +1,154 @@
+"""The actor's update: advantages (GAE or GRPO groups) + clipped PPO epochs on one batch.
+
+Pure torch, no Ray: the fused worker and the actor worker both call :meth:`PPOLearner.update`.
+Advantage modes are registered in :data:`EMBODIED_ADVANTAGES` (config ``algorithm.adv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from learner.actor.ddp import GradSync
+from learner.algorithms.advantages import broadcast_to_tokens, gae, grpo_advantages, whiten
+from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
+from learner.models import Policy
+from learner.registry import Registry
+from learner.rollout.trajectory import Trajectory
+from learner.runners.config import ActorConfig, AlgorithmConfig
+
+
+@dataclass
+class TensorBatch:
+    """A :class:`Trajectory` as torch tensors (``[B, T, ...]``)."""
+
+    state: Tensor
+    images: dict[str, Tensor]
+    actions: Tensor
+    logp: Tensor
+    values: Tensor
+    rewards: Tensor
+    dones: Tensor
+    mask: Tensor
+    bootstrap: Tensor
+    scores: Tensor
+
+    @classmethod
+    def from_trajectory(cls, t: Trajectory) -> "TensorBatch":
+        f = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32))  # noqa: E731
+        return cls(state=f(t.obs["state"]),
+                   images={k: torch.as_tensor(v) for k, v in t.obs.get("images", {}).items()},
+                   actions=f(t.actions), logp=f(t.logp), values=f(t.values), rewards=f(t.rewards),
+                   dones=f(t.dones), mask=f(t.mask), bootstrap=f(t.bootstrap_value), scores=f(t.scores))
+
+
+AdvantageFn = Callable[[TensorBatch, AlgorithmConfig], tuple[Tensor, Tensor]]
+EMBODIED_ADVANTAGES: Registry[AdvantageFn] = Registry("embodied advantage mode")
+
+
+@EMBODIED_ADVANTAGES.register("gae")
+def _gae(b: TensorBatch, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    return gae(b.rewards, b.values, b.mask, cfg.gamma, cfg.gae_lambda, bootstrap_value=b.bootstrap, dones=b.dones)
+
+
+@EMBODIED_ADVANTAGES.register("grpo")
+def _grpo(b: TensorBatch, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """Episode return relative to the other episodes of its group (same initial state)."""
+    adv = broadcast_to_tokens(grpo_advantages(b.scores, cfg.group_size), b.mask)
+    return adv, torch.zeros_like(adv)
+
+
+class PPOLearner:
+    """Owns the policy's optimiser; one :meth:`update` per iteration."""
+
+    uses_critic = {"gae": True, "grpo": False}
+
+    def __init__(self, policy: Policy, algo: AlgorithmConfig, actor: ActorConfig,
+                 total_iterations: int = 1, sync: GradSync | None = None) -> None:
+        self.policy, self.algo, self.cfg = policy, algo, actor
+        self.total_iterations = max(1, total_iterations)
+        self.sync = sync or GradSync(0, 1)
+        self.params = [p for p in policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self.params, lr=actor.lr, eps=1e-5)
+
+    def _set_lr(self, iteration: int) -> None:
+        frac = 1.0 - iteration / self.total_iterations if self.cfg.anneal_lr else 1.0
+        for g in self.optimizer.param_groups:
+            g["lr"] = self.cfg.lr * max(frac, 0.0)
+
+    def update(self, traj: Trajectory, iteration: int, generator: torch.Generator) -> dict[str, float]:
+        """Advantages, then ``epochs x minibatches`` PPO steps, then the state normaliser."""
+        b = TensorBatch.from_trajectory(traj)
+        adv, ret = EMBODIED_ADVANTAGES.get(self.algo.adv)(b, self.algo)
+        valid = b.mask.reshape(-1) > 0
+        flat = lambda x: x.reshape(-1, *x.shape[2:])[valid]  # noqa: E731  [B, T, ...] -> [N, ...]
+        state, actions, old_logp, old_v = flat(b.state), flat(b.actions), flat(b.logp), flat(b.values)
+        images = {k: flat(v) for k, v in b.images.items()}
+        adv, ret = flat(adv), flat(ret)
+        if self.algo.normalize_advantages and adv.numel() > 1:
+            adv = whiten(adv)
+        self._set_lr(iteration)
+        use_critic = self.uses_critic[self.algo.adv]
+        stats: dict[str, list[float]] = {}
+        self.policy.train()
+        for _ in range(self.cfg.epochs):
+            perm = torch.randperm(state.shape[0], generator=generator)
+            for idx in torch.tensor_split(perm, self.cfg.minibatches):
+                obs = {"state": state[idx], "images": {k: v[idx] for k, v in images.items()}, "instruction": []}
+                m = self._step(obs, actions[idx], old_logp[idx], old_v[idx], adv[idx], ret[idx], use_critic)
+                for k, v in m.items():
+                    stats.setdefault(k, []).append(v)
+            if self.cfg.target_kl is not None and self._global_mean(stats["approx_kl"][-self.cfg.minibatches:]) > self.cfg.target_kl:
+                break
+        self.policy.eval()
+        self._update_normalizer(state)
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        out["lr"] = self.optimizer.param_groups[0]["lr"]
+        return out
+
+    def _step(self, obs: dict[str, Any], actions: Tensor, old_logp: Tensor, old_v: Tensor, adv: Tensor,
+              ret: Tensor, use_critic: bool) -> dict[str, float]:
+        n = actions.shape[0]
+        self.optimizer.zero_grad(set_to_none=False)
+        metrics: dict[str, float] = {}
+        if n > 0:
+            out = self.policy(obs)
+            ones = torch.ones(n)
+            pl, metrics = ppo_policy_loss(out.dist.log_prob(actions), old_logp, adv, ones,
+                                          clip_low=self.algo.clip_low, clip_high=self.algo.clip_high,
+                                          dual_clip=self.algo.dual_clip)
+            entropy = out.dist.entropy().mean()
+            loss = pl - self.algo.ent_coef * entropy
+            if use_critic and out.value is not None:
+                vl, vm = value_loss(out.value, old_v, ret, ones, clip=self.algo.vf_clip)
+                loss = loss + self.algo.vf_coef * vl
+                metrics = {**metrics, "value_loss": float(vl), **vm}
+            loss.backward()
+            metrics = {**metrics, "policy_loss": float(pl), "entropy": float(entropy)}
+        self.sync.average_grads(self.params)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.algo.max_grad_norm)
+        self.optimizer.step()
+        return {**metrics, "grad_norm": float(grad_norm)}
+
+    def _global_mean(self, values: list[float]) -> float:
+        t = self.sync.sum(torch.tensor([float(np.sum(values)), float(len(values))], dtype=torch.float64))
+        return float(t[0] / t[1].clamp_min(1.0))
+
+    def _update_normalizer(self, state: Tensor) -> None:
+        """Merge this iteration's states (over all ranks) into the running normaliser."""
+        norm = getattr(self.policy, "norm", None)
+        if norm is None or state.numel() == 0 and self.sync.world_size == 1:
+            return
+        x = state.double().reshape(-1, norm.mean.shape[0])
+        moments = self.sync.sum(torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64),
+                                           x.sum(0), x.square().sum(0)]))
+        n = moments[0]
+        if n < 1:
+            return
+        mean = moments[1:1 + x.shape[1]] / n
+        var = (moments[1 + x.shape[1]:] / n - mean.square()).clamp_min(0.0)
+        norm.update_from_moments(mean.float(), var.float(), float(n))

@@ -1,0 +1,126 @@
+"""Env construction for env workers: pipeline-stage shards, GRPO groups, deterministic seeds.
+
+An env worker owns ``pipeline_stages`` vector envs (one per micro-batch). In GRPO mode each of
+them is a :class:`GroupedVectorEnv`: ``group_size`` member envs reset from the *same* seed, so
+rows ``j*G .. j*G+G-1`` start from identical states and form one group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from sim_bridges.contract import EnvSpec, Observation, VectorEnv, concat_obs
+from sim_bridges.registry import make_env
+
+# env families the learner itself provides (registered on import)
+_LEARNER_ENV_MODULES = {"toy": "learner.rollout.toy_env"}
+
+
+def build_env(name: str, num_envs: int, **kwargs: Any) -> VectorEnv:
+    """``make_env`` that also knows the learner's own toy envs."""
+    family = name.partition("/")[0]
+    if family in _LEARNER_ENV_MODULES:
+        importlib.import_module(_LEARNER_ENV_MODULES[family])
+    return make_env(name, num_envs=num_envs, **kwargs)
+
+
+def _interleave(parts: list[np.ndarray]) -> np.ndarray:
+    """[G][n, ...] -> [n * G, ...] with row j*G + g = parts[g][j]."""
+    return np.stack(parts, axis=1).reshape(-1, *parts[0].shape[1:])
+
+
+def _interleave_obs(parts: list[Observation]) -> Observation:
+    g = len(parts)
+    instr = [parts[k]["instruction"][j] for j in range(len(parts[0]["instruction"])) for k in range(g)] \
+        if parts[0].get("instruction") else []
+    return {"state": _interleave([p["state"] for p in parts]),
+            "images": {c: _interleave([p["images"][c] for p in parts]) for c in parts[0].get("images", {})},
+            "instruction": instr}
+
+
+class GroupedVectorEnv(VectorEnv):
+    """``G`` member envs of ``n`` rows each, seen as one env of ``n * G`` rows (groups contiguous)."""
+
+    def __init__(self, members: list[VectorEnv]) -> None:
+        self.members = members
+        s = members[0].spec
+        self.spec = EnvSpec(num_envs=s.num_envs * len(members), state_dim=s.state_dim,
+                            action_dim=s.action_dim, cameras=s.cameras, max_episode_steps=s.max_episode_steps,
+                            control_hz=s.control_hz, instruction=s.instruction)
+
+    def reset(self, seed: int | None = None) -> Observation:
+        return _interleave_obs([m.reset(seed) for m in self.members])
+
+    def step(self, actions: np.ndarray):
+        g = len(self.members)
+        acts = np.asarray(actions).reshape(-1, g, *np.shape(actions)[1:])
+        results = [m.step(acts[:, k]) for k, m in enumerate(self.members)]
+        obs = _interleave_obs([r[0] for r in results])
+        reward, term, trunc = (_interleave([r[i] for r in results]) for i in (1, 2, 3))
+        info: dict[str, Any] = {}
+        for key in ("success", "valid_steps", "episode_return", "episode_length"):
+            if all(key in r[4] for r in results):
+                info[key] = _interleave([r[4][key] for r in results])
+        if any("final_observation" in r[4] for r in results):
+            info["final_observation"] = _interleave_obs(
+                [r[4].get("final_observation", r[0]) for r in results])
+        return obs, reward, term, trunc, info
+
+    def close(self) -> None:
+        for m in self.members:
+            m.close()
+
+    def render_frames(self) -> np.ndarray | None:
+        frames = [m.render_frames() for m in self.members]
+        return None if any(f is None for f in frames) else _interleave(frames)
+
+
+def stage_seed(seed: int, iteration: int, stream: int, stream_envs: int) -> int:
+    """Training seed of a stream's first sub-env at an iteration (sub-env i gets ``+ i``).
+
+    Streams of one iteration get disjoint seed ranges; iterations are 10^5 apart and runs
+    (``seed``) 10^9 apart, far below the eval offset's range only when ``seed`` is small:
+    eval adds ``eval.seed_offset`` (1e9 by default) *and* uses its own stride, see
+    ``learner.eval.embodied``.
+    """
+    return seed * 1_000_000_007 + iteration * 100_003 + stream * stream_envs
+
+
+class StageEnvs:
+    """The ``stages`` vector envs of one env worker, with their current observations."""
+
+    def __init__(self, name: str, envs_per_stage: int, stages: int, group_size: int = 1,
+                 **env_kwargs: Any) -> None:
+        if envs_per_stage % group_size:
+            raise ValueError(f"{envs_per_stage} envs per pipeline stage is not a multiple of "
+                             f"algorithm.group_size={group_size}; adjust env.num_envs")
+        self.envs: list[VectorEnv] = []
+        for _ in range(stages):
+            if group_size > 1:
+                members = [build_env(name, envs_per_stage // group_size, **env_kwargs) for _ in range(group_size)]
+                self.envs.append(GroupedVectorEnv(members))
+            else:
+                self.envs.append(build_env(name, envs_per_stage, **env_kwargs))
+        self.group_size = group_size
+        self.obs: list[Observation | None] = [None] * stages
+
+    @property
+    def spec(self) -> EnvSpec:
+        return self.envs[0].spec
+
+    def reset(self, seed: int, iteration: int, first_stream: int) -> None:
+        """Reset every stage; stage ``k`` is stream ``first_stream + k`` of the run."""
+        n = self.spec.num_envs // self.group_size
+        for k, env in enumerate(self.envs):
+            self.obs[k] = env.reset(stage_seed(seed, iteration, first_stream + k, n))
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def concat_stage_obs(parts: list[Observation]) -> Observation:
+    return concat_obs(parts)
