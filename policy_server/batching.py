@@ -74,6 +74,7 @@ class DynamicBatcher:
         max_wait_ms: float,
         open_clients: Callable[[], int],
         deterministic: bool = True,
+        thread_init: Callable[[], None] | None = None,
     ) -> None:
         self.slot = slot
         self.metrics = metrics
@@ -83,7 +84,11 @@ class DynamicBatcher:
         self.deterministic = deterministic
         self._items: collections.deque[_Request | _Swap] = collections.deque()
         self._wakeup = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-forward")
+        # thread_init sets torch's thread count *in* the forward thread: OpenMP settings are
+        # per thread, and a fresh thread otherwise gets a default-sized team whose spinning
+        # workers cost tens of ms per call on a busy machine (measured: 0.2 -> 75 ms p50).
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-forward",
+                                            initializer=thread_init)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:

@@ -70,6 +70,15 @@ def decode_response(frame: Any) -> dict[str, Any]:
     return out
 
 
+def open_sync(url: str, **kwargs: Any) -> websockets.sync.client.ClientConnection:
+    """``websockets.sync.client.connect`` for a long-lived connection owned by an object.
+
+    ``__enter__`` marks the connection as managed (websockets >= 17.1 warns otherwise); the
+    owner closes it explicitly.
+    """
+    return websockets.sync.client.connect(url, **kwargs).__enter__()
+
+
 def _headers(api_key: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Api-Key {api_key}"} if api_key else None
 
@@ -91,7 +100,7 @@ class PolicyClient:
         self._call(lambda: None)  # connect now so errors surface at construction
 
     def _connect(self) -> websockets.sync.client.ClientConnection:
-        ws = websockets.sync.client.connect(
+        ws = open_sync(
             self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key),
             max_size=None, compression=None,
         )

@@ -54,7 +54,7 @@ class ServerConfig:
         metadata={"help": "foreign camera name -> policy camera name, e.g. {image: front}"},
     )
     deterministic: bool = field(default=True, metadata={"help": "serve the distribution's mode"})
-    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 keeps torch's default"})
+    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads (also set in the forward thread); 0 = current"})
     latency_window: int = field(default=2048, metadata={"help": "requests kept for latency quantiles"})
 
     def validate(self) -> None:

@@ -77,7 +77,7 @@ class ServerMetrics:
             f'{p}batch_size_bucket{{le="+Inf"}} {self.batches}',
             f"{p}batch_size_sum {self.batch_sum}",
             f"{p}batch_size_count {self.batches}",
-            f"# HELP {p}latency_ms Server-side request latency (receive to send), recent window.",
+            f"# HELP {p}latency_ms Server-side request latency (frame received to response ready), recent window.",
             f"# TYPE {p}latency_ms summary",
         ]
         lines += [f'{p}latency_ms{{quantile="{q}"}} {v:.4f}' for q, v in self.latency_quantiles().items()]

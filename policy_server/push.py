@@ -12,8 +12,8 @@ import os
 from typing import Any
 
 import websockets
-import websockets.sync.client
 
+from policy_server.client import open_sync
 from policy_server.config import WEIGHTS_TOKEN_ENV
 from policy_server.messages import ServerMetadata, WeightAck, WeightPush
 from policy_server.wire import packb, unpackb
@@ -52,7 +52,7 @@ class WeightPusher:
             raise WeightPushError(f"no weights token: pass token=... or set {WEIGHTS_TOKEN_ENV}")
         self.url, self.timeout_s = weights_url(url), timeout_s
         try:
-            self._ws = websockets.sync.client.connect(
+            self._ws = open_sync(
                 self.url, open_timeout=timeout_s, additional_headers={"Authorization": f"Bearer {token}"},
                 max_size=None, compression=None,
             )

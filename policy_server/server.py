@@ -18,9 +18,11 @@ request layouts in :mod:`policy_server.observations`; this module only routes fr
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,18 +72,22 @@ class PolicyServer:
         self._server: Server | None = None
         self._batcher: DynamicBatcher | None = None
         self._push_lock: asyncio.Lock | None = None
+        self._load_executor: ThreadPoolExecutor | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         """Bind and start serving (returns once listening; ``port`` is then the bound port)."""
-        if self.config.torch_threads:
-            import torch
+        import torch
 
-            torch.set_num_threads(self.config.torch_threads)
+        threads = self.config.torch_threads or torch.get_num_threads()
+        torch.set_num_threads(threads)
+        init = functools.partial(torch.set_num_threads, threads)  # per worker thread, see batching
+        self._load_executor = ThreadPoolExecutor(1, thread_name_prefix="policy-weights", initializer=init)
         self._push_lock = asyncio.Lock()
         self._batcher = DynamicBatcher(
             self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
             open_clients=lambda: self._infer_connections, deterministic=self.config.deterministic,
+            thread_init=init,
         )
         self._batcher.start()
         self._server = await serve(
@@ -97,6 +103,8 @@ class PolicyServer:
             await self._server.wait_closed()
         if self._batcher is not None:
             await self._batcher.stop()
+        if self._load_executor is not None:
+            self._load_executor.shutdown(wait=False, cancel_futures=True)
         log.info("policy server stopped")
 
     async def serve_forever(self) -> None:
@@ -211,6 +219,7 @@ class PolicyServer:
                 await ws.close(CLOSE_INFERENCE_ERROR, "inference error")
                 return
             total_ms = (time.perf_counter() - t_recv) * 1000.0
+            self.metrics.observe_request(total_ms)  # before sending: a client that got it sees it counted
             await ws.send(packer.pack({
                 "actions": result.actions,
                 "weight_version": result.weight_version,
@@ -219,7 +228,6 @@ class PolicyServer:
                                   "batch_size": result.batch_size, "prev_total_ms": prev_total_ms},
             }))
             prev_total_ms = (time.perf_counter() - t_recv) * 1000.0
-            self.metrics.observe_request(prev_total_ms)
 
     async def _weights_handler(self, ws: ServerConnection) -> None:
         log.info("weight pusher %s connected", ws.remote_address)
@@ -247,7 +255,8 @@ class PolicyServer:
             if version <= current:
                 raise ValueError(f"stale weight version {version}: server already serves {current}; push a newer version")
             t0 = time.perf_counter()
-            num = await asyncio.to_thread(self.slot.load_spare, push.data, version)
+            loop = asyncio.get_running_loop()
+            num = await loop.run_in_executor(self._load_executor, self.slot.load_spare, push.data, version)
             load_ms = (time.perf_counter() - t0) * 1000.0
             wait_ms = await self._batcher.swap(version)
         log.info("weight version %d serving (%d tensors, %.1f MB, load %.1f ms, swap wait %.1f ms)",

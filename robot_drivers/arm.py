@@ -84,7 +84,7 @@ class FrankaArm:
     >>> arm.connect()
     >>> out = arm.move_joints(arm.state().q + 5.0)      # far beyond limits and max step
     >>> sorted(out.events)
-    ['max_step', 'position_limit']
+    ['position_limit', 'velocity_limit']
     >>> arm.estop("test"); arm.move_joints(arm.state().q).refused
     True
     """
@@ -134,10 +134,16 @@ class FrankaArm:
 
     # ---- motion -------------------------------------------------------------------------
     def _dt(self) -> float:
+        """Time the commanded step may take: the command period, stretched (up to 2x) when late.
+
+        Never shorter than the period: a loop that jitters (two ticks bunched together) must not
+        turn into spurious velocity clamps.
+        """
+        period = max(self.command_period_s, 1e-3)
         last = self.safety.last_command_time
         if last is None:
-            return self.command_period_s
-        return float(np.clip(self._clock() - last, 1e-3, max(self.command_period_s, 1e-3)))
+            return period
+        return float(np.clip(self._clock() - last, period, 2 * period))
 
     def _check_error(self, st: ArmState) -> CommandOutcome | None:
         if st.has_error:
@@ -206,6 +212,7 @@ class FrankaArm:
     def estop(self, reason: str = "requested") -> None:
         """Latch the e-stop and hold position now."""
         self.safety.estop(reason)
+        self.safety.forget_target()
         self.backend.hold()
         self.backend.gripper_stop()
         self._holding = True
@@ -216,6 +223,7 @@ class FrankaArm:
     def recover(self) -> bool:
         """Automatic error recovery on the robot (does not release a latched e-stop)."""
         ok = self.backend.recover()
+        self.safety.forget_target()
         log.info("[%s] error recovery %s", self.name, "succeeded" if ok else "FAILED")
         if not ok:
             self.safety.record("recovery_failed", "automatic error recovery failed")
@@ -224,13 +232,18 @@ class FrankaArm:
     def tick(self, now: float | None = None) -> None:
         """Driver-rate housekeeping: watchdog hold on stale commands, sim physics to ``now``."""
         now = self._clock() if now is None else now
+        self.backend.advance(now)  # the last command was valid until now; then check staleness
         if not self._holding and self.safety.is_stale(now):
             age = (now - (self.safety.last_command_time or now)) * 1000
             self.safety.record("stale_hold", f"no command for {age:.0f} ms "
                                f"> {self.safety.cfg.watchdog_ms:.0f} ms; holding position")
             self.backend.hold()
+            self.safety.forget_target()
             self._holding = True
-        self.backend.advance(now)
+
+    def settle(self) -> None:
+        """The last target was reached on purpose (trajectory done): nothing stale to stop."""
+        self._holding = True
 
     @property
     def holding(self) -> bool:

@@ -97,6 +97,7 @@ class SafetyLayer:
         self._suppressed: collections.Counter[str] = collections.Counter()
         self._estop_reason: str | None = None
         self.last_command_time: float | None = None
+        self._last_target: np.ndarray | None = None
 
     # ---- events -------------------------------------------------------------------------
     def record(self, kind: str, detail: str) -> None:
@@ -172,8 +173,9 @@ class SafetyLayer:
     def filter_joint_positions(self, target: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
         """Safe version of a joint position ``target`` given the measured ``q_now``.
 
-        ``dt`` is the time the move may take (the command period): the step is limited to
-        ``min(max_joint_step, velocity_scale * dq_max * dt)`` per joint.
+        ``dt`` is the time the move may take (the command period). Per joint, the target moves
+        at most ``velocity_scale * dq_max * dt`` from the previous target (``velocity_limit``)
+        and lies at most ``max_joint_step`` from the measured joints (``max_step``).
         """
         q_now = np.asarray(q_now, dtype=np.float64)
         target = np.asarray(target, dtype=np.float64)
@@ -189,20 +191,34 @@ class SafetyLayer:
             events.append("position_limit")
             self.record("position_limit", f"joints {np.flatnonzero(clamped != target).tolist()} "
                         f"clamped {np.round(target, 4).tolist()} -> {np.round(clamped, 4).tolist()}")
-        step_max = np.minimum(self.cfg.max_joint_step, self._dq_max * max(dt, 1e-3))
-        delta = clamped - q_now
-        limited = np.clip(delta, -step_max, step_max)
-        if not np.array_equal(limited, delta):
+        # speed: relative to the previous target while the arm tracks it (a servo lags its
+        # target by a steady error that must not count as speed), else to the measured joints
+        ref = q_now
+        if self._last_target is not None and np.all(np.abs(self._last_target - q_now) <= self.cfg.max_joint_step):
+            ref = self._last_target
+        v_step = self._dq_max * max(dt, 1e-3)
+        limited = ref + np.clip(clamped - ref, -v_step, v_step)
+        if not np.array_equal(limited, clamped):
+            events.append("velocity_limit")
+            self.record("velocity_limit", f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
+                        f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down")
+        stepped = q_now + np.clip(limited - q_now, -self.cfg.max_joint_step, self.cfg.max_joint_step)
+        if not np.array_equal(stepped, limited):
             events.append("max_step")
-            self.record("max_step", f"step {np.round(np.abs(delta).max(), 4)} rad > {np.round(step_max.max(), 4)} "
-                        f"(dt={dt:.3f}s); scaled down")
-        safe, ws = self._workspace(q_now, q_now + limited)
+            self.record("max_step", f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
+                        f"joints > max_joint_step {self.cfg.max_joint_step}; shortened")
+        safe, ws = self._workspace(q_now, stepped)
         if ws:
             events.append("workspace")
             self.record("workspace", f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
                         "move shortened")
         self.note_command()
+        self._last_target = safe.copy()
         return CommandOutcome(target=safe, events=tuple(events))
+
+    def forget_target(self) -> None:
+        """After a hold / e-stop / recovery the next move is measured from the real joints."""
+        self._last_target = None
 
     def filter_joint_velocities(self, dq: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
         """Safe joint velocity: speed limits, no motion past a joint limit or out of the box in ``dt``."""

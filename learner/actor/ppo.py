@@ -126,9 +126,9 @@ class PPOLearner:
             if use_critic and out.value is not None:
                 vl, vm = value_loss(out.value, old_v, ret, ones, clip=self.algo.vf_clip)
                 loss = loss + self.algo.vf_coef * vl
-                metrics = {**metrics, "value_loss": float(vl), **vm}
+                metrics = {**metrics, "value_loss": float(vl.detach()), **vm}
             loss.backward()
-            metrics = {**metrics, "policy_loss": float(pl), "entropy": float(entropy)}
+            metrics = {**metrics, "policy_loss": float(pl.detach()), "entropy": float(entropy.detach())}
         self.sync.average_grads(self.params)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.algo.max_grad_norm)
         self.optimizer.step()

@@ -7,7 +7,7 @@ Every selectable method is registered by name so configs pick it with a string:
 - :data:`POLICY_LOSSES`: ``ppo``, ``pg`` (``algorithm.loss``)
 - :data:`KL_ESTIMATORS`: ``k1``, ``k2``, ``k3`` (= ``low_var_kl``) (``algorithm.kl``)
 - :data:`AGG_MODES`: the loss aggregation modes (``algorithm.agg_mode``)
-- :data:`OFF_POLICY_LEARNERS`: ``sac``, ``rlpd`` (``algorithm.name``)
+- :data:`OFF_POLICY_LEARNERS`: ``sac``, ``rlpd``, ``crossq`` (``algorithm.name``)
 """
 
 from learner.algorithms.advantages import (
@@ -25,6 +25,7 @@ from learner.algorithms.advantages import (
 )
 from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean
 from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
+from learner.algorithms.crossq import CrossQLearner, crossq_joint_q, make_crossq_learner
 from learner.algorithms.dapo import dynamic_sampling_mask, overlong_penalty
 from learner.algorithms.distributions import (
     ActionBins,
@@ -74,17 +75,17 @@ from learner.algorithms.sac import (
 
 __all__ = [
     "ADVANTAGES", "AGG_MODES", "KL_ESTIMATORS", "OFF_POLICY_LEARNERS", "POLICY_LOSSES",
-    "ActionBins", "BinnedCategorical", "CriticEnsemble", "DaggerBuffer", "RLPDConfig",
-    "SACConfig", "SACLearner", "TanhGaussian", "Temperature",
-    "aggregate", "aggregate_dagger", "awr_actor_loss", "awr_weights", "bc_loss",
-    "broadcast_to_tokens", "chunk_log_prob", "compute_advantages", "dagger_mix",
+    "ActionBins", "BinnedCategorical", "CriticEnsemble", "CrossQLearner", "DaggerBuffer",
+    "RLPDConfig", "SACConfig", "SACLearner", "TanhGaussian", "Temperature", "aggregate",
+    "aggregate_dagger", "awr_actor_loss", "awr_weights", "bc_loss", "broadcast_to_tokens",
+    "chunk_log_prob", "compute_advantages", "crossq_joint_q", "dagger_mix",
     "default_target_entropy", "dr_grpo_advantages", "dynamic_sampling_mask",
     "entropy_from_logits", "entropy_loss", "expectile_loss", "gae", "global_normalizer",
-    "grpo_advantages", "intervention_weights", "iql_q_loss", "iql_q_target",
-    "iql_value_loss", "kl_estimate", "kl_loss", "kl_penalized_rewards", "make_rlpd_learner",
-    "make_sac_learner", "masked_mean", "nll_loss", "overlong_penalty", "pg_policy_loss",
-    "ppo_policy_loss", "random_subset_min", "reinforce_pp_advantages",
+    "grpo_advantages", "intervention_weights", "iql_q_loss", "iql_q_target", "iql_value_loss",
+    "kl_estimate", "kl_loss", "kl_penalized_rewards", "make_crossq_learner",
+    "make_rlpd_learner", "make_sac_learner", "masked_mean", "nll_loss", "overlong_penalty",
+    "pg_policy_loss", "ppo_policy_loss", "random_subset_min", "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages", "reinforce_pp_returns", "rloo_advantages",
-    "rlpd_update", "sac_actor_loss", "sac_critic_loss", "sac_critic_target",
-    "sft_loss", "soft_update", "symmetric_batch", "temperature_loss", "value_loss", "whiten",
+    "rlpd_update", "sac_actor_loss", "sac_critic_loss", "sac_critic_target", "sft_loss",
+    "soft_update", "symmetric_batch", "temperature_loss", "value_loss", "whiten",
 ]

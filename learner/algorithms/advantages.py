@@ -63,7 +63,8 @@ def gae(
     step ``V_next = bootstrap_value`` (``V(s_T)``, default 0) and ``A_next = 0``.
     ``dones[b, t] = 1`` ends the episode at step ``t``: nothing is bootstrapped across
     it, and the following position starts a new episode (auto-reset vector envs).
-    ``returns = A + V`` is the critic's regression target.
+    ``returns = A + V`` is the critic's regression target; for PPO, whiten the
+    advantages over the whole batch afterwards (:func:`whiten`).
 
     Why skip instead of zero-fill: with response masks (LLM) or env steps after the end
     of an episode, zero-filling would pull a bogus ``V = 0`` into the last valid delta.

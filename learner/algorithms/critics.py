@@ -26,13 +26,27 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+class EnsembleBatchNorm(nn.Module):
+    """BatchNorm per member and unit for ``x [E, B, W]`` (statistics over the batch axis)."""
+
+    def __init__(self, n_members: int, width: int, momentum: float = 0.01) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(n_members * width, momentum=momentum)
+
+    def forward(self, x: Tensor) -> Tensor:
+        e, b, w = x.shape
+        y = self.bn(x.permute(1, 0, 2).reshape(b, e * w))
+        return y.reshape(b, e, w).permute(1, 0, 2)
+
+
 class CriticEnsemble(nn.Module):
     """``E`` MLP critics ``Q_j(s, a)``; ``forward(obs [B, D], act [B, A]) -> q [E, B]``.
 
     ``layer_norm=True`` puts LayerNorm after every hidden linear layer: RLPD's key
     ingredient, it bounds Q extrapolation on out-of-distribution actions when learning
     from offline data at a high update-to-data ratio. ``in_dim`` lets the same class
-    serve a state-value ensemble (``act_dim = 0``).
+    serve a state-value ensemble (``act_dim = 0``). ``batch_norm=True`` normalises the
+    input and every hidden layer with BatchNorm instead (CrossQ, see ``crossq.py``).
     """
 
     def __init__(
@@ -42,15 +56,20 @@ class CriticEnsemble(nn.Module):
         n_critics: int = 2,
         hidden: Sequence[int] = (256, 256),
         layer_norm: bool = False,
+        batch_norm: bool = False,
     ) -> None:
         super().__init__()
+        if layer_norm and batch_norm:
+            raise ValueError("choose at most one of layer_norm (RLPD) and batch_norm (CrossQ)")
         self.n_critics = n_critics
-        layers: list[nn.Module] = []
         last = obs_dim + act_dim
+        layers: list[nn.Module] = [EnsembleBatchNorm(n_critics, last)] if batch_norm else []
         for width in hidden:
             layers.append(EnsembleLinear(n_critics, last, width))
             if layer_norm:
                 layers.append(nn.LayerNorm(width))
+            if batch_norm:
+                layers.append(EnsembleBatchNorm(n_critics, width))
             layers.append(nn.ReLU())
             last = width
         layers.append(EnsembleLinear(n_critics, last, 1))

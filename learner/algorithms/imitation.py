@@ -61,7 +61,8 @@ def dagger_mix(
     ``pi_i = beta_i pi* + (1 - beta_i) pi_hat``). Returns ``(action, used_expert [B] bool)``."""
     use_expert = torch.rand(learner_action.shape[0], generator=generator) < beta
     shape = (-1,) + (1,) * (learner_action.dim() - 1)
-    mixed = torch.where(use_expert.view(shape).to(learner_action.device), expert_action, learner_action)
+    pick = use_expert.view(shape).to(learner_action.device)
+    mixed = torch.where(pick, expert_action, learner_action)
     return mixed, use_expert
 
 
@@ -145,7 +146,10 @@ class DaggerBuffer:
             "weight": torch.cat(self.weight), "source": torch.cat(self.source),
         }
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> dict[str, Tensor]:
+        """Uniform sample with replacement from the aggregated dataset."""
         data = self.tensors()
         idx = torch.randint(data["obs"].shape[0], (batch_size,), generator=generator)
         return {k: v[idx] for k, v in data.items()}
@@ -157,4 +161,7 @@ def aggregate_dagger(
     """Functional DAgger step: ``D ∪ {(s, pi*(s)) : s visited by the learner}`` (weight 1)."""
     n = visited_obs.shape[0]
     new = {"obs": visited_obs, "action": expert_actions, "weight": torch.ones(n)}
-    return {k: torch.cat([dataset[k], new[k].to(dataset[k].dtype)]) for k in ("obs", "action", "weight")}
+    return {
+        k: torch.cat([dataset[k], new[k].to(dataset[k].dtype)])
+        for k in ("obs", "action", "weight")
+    }

@@ -57,7 +57,8 @@ def ppo_policy_loss(
 
     Returns:
         ``(loss, metrics)`` with metrics ``clip_frac`` (tokens where the clipped branch
-        is active), ``dual_clip_frac``, ``approx_kl`` (k3 of old vs new), ``ratio_mean``.
+        is active), ``dual_clip_frac``, ``approx_kl`` (k3 estimate of KL(old || new),
+        ``(r - 1) - log r``, from samples of the old policy), ``ratio_mean``.
     """
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (e.g. 3.0), got {dual_clip}")
@@ -76,7 +77,7 @@ def ppo_policy_loss(
         metrics = {
             "clip_frac": float(masked_mean((clipped > unclipped).float(), mask)),
             "dual_clip_frac": float(masked_mean(dual_active.float(), mask)),
-            "approx_kl": float(masked_mean(torch.expm1(-log_ratio) + log_ratio, mask)),
+            "approx_kl": float(masked_mean(torch.expm1(log_ratio) - log_ratio, mask)),
             "ratio_mean": float(masked_mean(ratio, mask)),
         }
     return loss, metrics
@@ -102,7 +103,7 @@ def pg_policy_loss(
     with torch.no_grad():
         metrics = {
             "clip_frac": 0.0,
-            "approx_kl": float(masked_mean(torch.expm1(-log_ratio) + log_ratio, mask)),
+            "approx_kl": float(masked_mean(torch.expm1(log_ratio) - log_ratio, mask)),
             "ratio_mean": float(masked_mean(ratio, mask)),
         }
     return loss, metrics
@@ -117,8 +118,9 @@ def value_loss(
     agg_mode: str = "token-mean",
     normalizer: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Critic loss ``0.5 max((V - R)^2, (V_clip - R)^2)``, ``V_clip = V_old + clip(V - V_old, ±clip)``.
+    """Critic loss ``0.5 max((V - R)^2, (V_clip - R)^2)``.
 
+    ``V_clip = V_old + clip(V - V_old, -clip, clip)``.
     Value clipping (PPO's trick) keeps the critic from jumping far from the values that
     produced the advantages; with ``clip=None`` it is plain ``0.5 (V - R)^2``.
     """
@@ -134,7 +136,8 @@ def value_loss(
         loss_mat = 0.5 * torch.maximum(err, err_clipped)
         clip_frac = masked_mean((err_clipped > err).float(), mask)
     loss = aggregate(loss_mat, mask, agg_mode, normalizer)
-    return loss, {"vf_clip_frac": float(clip_frac), "value_mean": float(masked_mean(values.detach(), mask))}
+    value_mean = float(masked_mean(values.detach(), mask))
+    return loss, {"vf_clip_frac": float(clip_frac), "value_mean": value_mean}
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:

@@ -1,4 +1,4 @@
-"""RLPD: SAC from prior data (Ball et al. 2023) — symmetric sampling, LayerNorm ensemble, high UTD.
+"""RLPD (Ball et al. 2023): SAC from prior data + symmetric sampling, LN ensemble, high UTD.
 
 Three changes on top of SAC, each cheap and each necessary:
 1. *Symmetric sampling*: every batch is half offline demonstrations, half online replay,
@@ -17,10 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from learner.algorithms.critics import CriticEnsemble
-from learner.algorithms.distributions import TanhGaussian
 from learner.algorithms.sac import OFF_POLICY_LEARNERS, Batch, SACConfig, SACLearner
 
 
@@ -43,11 +42,16 @@ def symmetric_batch(
     n_off = round(batch_size * offline_fraction) if n_on_data else batch_size
     n_off = n_off if n_off_data else 0
     parts: list[Batch] = []
-    for source, n_rows, count in ((offline, n_off_data, n_off), (online, n_on_data, batch_size - n_off)):
+    plan = ((offline, n_off_data, n_off), (online, n_on_data, batch_size - n_off))
+    for source, n_rows, count in plan:
         if count:
             idx = torch.randint(n_rows, (count,), generator=generator)
             parts.append({k: v[idx.to(v.device)] for k, v in source.items()})
     keys = parts[0].keys()
+    if len(parts) == 2 and parts[1].keys() != keys:
+        raise ValueError(
+            f"offline keys {sorted(keys)} and online keys {sorted(parts[1].keys())} differ"
+        )
     return {k: torch.cat([p[k] for p in parts], dim=0) for k in keys}
 
 
@@ -66,7 +70,7 @@ class RLPDConfig:
 
 @OFF_POLICY_LEARNERS.register("rlpd")
 def make_rlpd_learner(
-    actor: Callable[[Tensor], TanhGaussian] | nn.Module,
+    actor: nn.Module,
     obs_dim: int,
     action_dim: int,
     cfg: RLPDConfig | None = None,

@@ -2,7 +2,8 @@
 
 Batches are dicts of tensors: ``obs [B, D]``, ``action [B, A]`` (in [-1, 1]), ``reward [B]``,
 ``next_obs [B, D]``, ``done [B]`` (1 = terminal, no bootstrap; time-limit truncations
-should be stored with ``done = 0``). The actor is any module ``obs -> TanhGaussian``.
+should be stored with ``done = 0``). The actor is any ``nn.Module`` whose forward maps
+``obs -> TanhGaussian``.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
-from learner.algorithms.distributions import TanhGaussian
 from learner.registry import Registry
 
 Batch = dict[str, Tensor]
 
 #: Off-policy learner factories ``(actor, obs_dim, action_dim, cfg) -> SACLearner``,
-#: selected by ``algorithm.name: sac | rlpd``.
+#: selected by ``algorithm.name: sac | rlpd | crossq``.
 OFF_POLICY_LEARNERS: Registry[Callable[..., "SACLearner"]] = Registry("off-policy learner")
 
 
@@ -118,7 +118,7 @@ class SACLearner:
 
     def __init__(
         self,
-        actor: Callable[[Tensor], TanhGaussian] | nn.Module,
+        actor: nn.Module,
         critic: CriticEnsemble,
         action_dim: int,
         cfg: SACConfig | None = None,
@@ -132,7 +132,7 @@ class SACLearner:
             if self.cfg.target_entropy is not None
             else default_target_entropy(action_dim, self.cfg.entropy_scale)
         )
-        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=self.cfg.actor_lr)  # type: ignore[union-attr]
+        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=self.cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(critic.parameters(), lr=self.cfg.critic_lr)
         self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=self.cfg.alpha_lr)
 
@@ -182,6 +182,22 @@ class SACLearner:
     def update(self, batch: Batch) -> dict[str, float]:
         return {**self.update_critic(batch), **self.update_actor(batch)}
 
+    def state_dict(self) -> dict[str, dict]:
+        """Everything needed to resume: networks, temperature and optimiser states."""
+        parts = self._parts()
+        return {name: part.state_dict() for name, part in parts.items()}
+
+    def load_state_dict(self, state: dict[str, dict]) -> None:
+        for name, part in self._parts().items():
+            part.load_state_dict(state[name])
+
+    def _parts(self) -> dict[str, nn.Module | torch.optim.Optimizer]:
+        return {
+            "actor": self.actor, "critic": self.critic, "target_critic": self.target_critic,
+            "temperature": self.temperature, "actor_opt": self.actor_opt,
+            "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt,
+        }
+
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
         dist = self.actor(obs)
@@ -190,7 +206,7 @@ class SACLearner:
 
 @OFF_POLICY_LEARNERS.register("sac")
 def make_sac_learner(
-    actor: Callable[[Tensor], TanhGaussian] | nn.Module,
+    actor: nn.Module,
     obs_dim: int,
     action_dim: int,
     cfg: SACConfig | None = None,

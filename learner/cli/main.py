@@ -13,6 +13,7 @@ import logging
 import sys
 
 from learner.config.errors import ConfigError
+from learner.registry import UnknownNameError
 
 # subcommand -> module; order is the order shown in --help
 SUBCOMMANDS: dict[str, str] = {
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args) or 0)
-    except ConfigError as e:
+    except (ConfigError, UnknownNameError) as e:
         print(f"rlinf {args.command}: config error: {e}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, VectorEnv, concat_obs
+from sim_bridges.contract import EnvSpec, Observation, VectorEnv
 from sim_bridges.registry import make_env
 
 # env families the learner itself provides (registered on import)
@@ -78,15 +78,17 @@ class GroupedVectorEnv(VectorEnv):
         return None if any(f is None for f in frames) else _interleave(frames)
 
 
+TRAIN_SEED_SPACE = 900_000_000  # training seeds live in [0, 9e8); eval uses seed_offset >= 1e9
+
+
 def stage_seed(seed: int, iteration: int, stream: int, stream_envs: int) -> int:
     """Training seed of a stream's first sub-env at an iteration (sub-env i gets ``+ i``).
 
-    Streams of one iteration get disjoint seed ranges; iterations are 10^5 apart and runs
-    (``seed``) 10^9 apart, far below the eval offset's range only when ``seed`` is small:
-    eval adds ``eval.seed_offset`` (1e9 by default) *and* uses its own stride, see
-    ``learner.eval.embodied``.
+    Streams of one iteration get disjoint ranges, iterations are 10^4 apart; everything stays in
+    ``[0, TRAIN_SEED_SPACE)`` (and below 2^31 for simulators that want 32-bit seeds), so eval
+    seeds from ``eval.seed_offset`` (default 1e9) are held out by construction.
     """
-    return seed * 1_000_000_007 + iteration * 100_003 + stream * stream_envs
+    return (seed * 7_919_993 + iteration * 10_007 + stream * stream_envs) % TRAIN_SEED_SPACE
 
 
 class StageEnvs:
@@ -121,6 +123,3 @@ class StageEnvs:
         for env in self.envs:
             env.close()
 
-
-def concat_stage_obs(parts: list[Observation]) -> Observation:
-    return concat_obs(parts)

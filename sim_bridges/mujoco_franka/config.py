@@ -32,6 +32,7 @@ class FrankaEnvConfig:
     max_episode_steps: int | None = None
     image_size: int | tuple[int, int] = 64  # square side or (H, W)
     cameras: tuple[str, ...] = ("third", "wrist")
+    robot_look: str = "collision"  # collision (fast) | visual (robosuite's detailed meshes)
     reward: str = "dense"  # dense | sparse
     terminate_on_success: bool = True
     init_qpos_noise: float = 0.02  # rad, per joint, on reset

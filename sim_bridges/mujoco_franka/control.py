@@ -32,7 +32,7 @@ class ControlConfig:
     mode: str = "ee_delta"
     pos_scale: float = 0.05  # m per control step at |a| = 1
     rot_scale: float = 0.25  # rad per control step at |a| = 1
-    joint_scale: float = 0.15  # rad per control step at |a| = 1
+    joint_scale: float = 0.1  # rad per control step at |a| = 1 (2 rad/s at 20 Hz)
     damping: float = 0.05  # DLS lambda
     nullspace_gain: float = 0.2
 
@@ -54,40 +54,44 @@ def gripper_ctrl(action: np.ndarray) -> np.ndarray:
 def site_jacobians(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
     """Stacked 6x7 arm Jacobians ``[B, 6, 7]`` (translation rows first) of the EE site."""
     nv = fm.model.nv
-    jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
-    out = np.empty((len(datas), 6, len(fm.arm_dof)))
+    full = np.zeros((len(datas), 6, nv))
     for i, d in enumerate(datas):
-        mujoco.mj_jacSite(fm.model, d, jp, jr, fm.ee_site)
-        out[i, :3] = jp[:, fm.arm_dof]
-        out[i, 3:] = jr[:, fm.arm_dof]
-    return out
+        mujoco.mj_jacSite(fm.model, d, full[i, :3], full[i, 3:], fm.ee_site)
+    return full[:, :, fm.arm_dof]
 
 
-def orientation_error(target_quat: np.ndarray, current_quat: np.ndarray) -> np.ndarray:
-    """Rotation vectors ``[B, 3]`` taking ``current`` to ``target`` (world frame)."""
-    out = np.empty((len(target_quat), 3))
-    for i in range(len(target_quat)):
-        mujoco.mju_subQuat(out[i], target_quat[i], current_quat[i])
-    # mju_subQuat gives the error in the current frame; rotate it to world
-    for i in range(len(target_quat)):
-        mat = np.empty(9)
-        mujoco.mju_quat2Mat(mat, current_quat[i])
-        out[i] = mat.reshape(3, 3) @ out[i]
-    return out
+def site_rotations(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
+    """EE site rotation matrices ``[B, 3, 3]`` (world from site)."""
+    return np.stack([d.site_xmat[fm.ee_site] for d in datas]).reshape(-1, 3, 3)
 
 
-def rotate_quats(quats: np.ndarray, rotvecs: np.ndarray) -> np.ndarray:
-    """Apply world-frame rotation vectors to quaternions (wxyz), batched."""
-    out = np.empty_like(quats)
-    dq = np.empty(4)
-    for i in range(len(quats)):
-        angle = float(np.linalg.norm(rotvecs[i]))
-        if angle < 1e-9:
-            out[i] = quats[i]
-            continue
-        mujoco.mju_axisAngle2Quat(dq, rotvecs[i] / angle, angle)
-        mujoco.mju_mulQuat(out[i], dq, quats[i])
-    return out
+def rotvec_to_matrix(rotvecs: np.ndarray) -> np.ndarray:
+    """Rodrigues' formula, batched: ``[B, 3]`` rotation vectors -> ``[B, 3, 3]``."""
+    angle = np.linalg.norm(rotvecs, axis=1)[:, None, None]
+    k = np.zeros((len(rotvecs), 3, 3))
+    x, y, z = rotvecs.T
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -z, y, -x
+    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = z, -y, x
+    safe = np.where(angle < 1e-9, 1.0, angle)
+    a = np.where(angle < 1e-9, 1.0, np.sin(safe) / safe)
+    b = np.where(angle < 1e-9, 0.5, (1.0 - np.cos(safe)) / safe**2)
+    return np.eye(3) + a * k + b * (k @ k)
+
+
+def matrix_to_rotvec(mats: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`rotvec_to_matrix` for angles below pi, batched."""
+    cos = np.clip((np.trace(mats, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    angle = np.arccos(cos)
+    axis = np.stack([mats[:, 2, 1] - mats[:, 1, 2], mats[:, 0, 2] - mats[:, 2, 0],
+                     mats[:, 1, 0] - mats[:, 0, 1]], axis=1)
+    sin = np.sin(angle)
+    scale = np.where(sin < 1e-6, 0.5, angle / (2.0 * np.where(sin < 1e-6, 1.0, sin)))
+    return axis * scale[:, None]
+
+
+def orientation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """World-frame rotation vectors ``[B, 3]`` taking ``current`` to ``target`` (both ``[B,3,3]``)."""
+    return matrix_to_rotvec(target @ np.swapaxes(current, 1, 2))
 
 
 def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
@@ -96,7 +100,7 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
     jt = np.swapaxes(jac, 1, 2)
     rows = jac.shape[1]
     jjt = jac @ jt + (damping**2) * np.eye(rows)
-    pinv = jt @ np.linalg.inv(jjt)  # [B, 7, rows]
+    pinv = np.swapaxes(np.linalg.solve(jjt, jac), 1, 2)  # J^T (J J^T + l^2 I)^-1, [B, 7, rows]
     dq = (pinv @ err[..., None])[..., 0]
     if nullspace_gain > 0:
         null = np.eye(jac.shape[2]) - pinv @ jac
@@ -105,32 +109,28 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
 
 
 def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
-                actions: np.ndarray, target_quat: np.ndarray) -> np.ndarray:
+                actions: np.ndarray, target_rot: np.ndarray) -> np.ndarray:
     """Joint targets ``[B, 7]`` for normalised ``actions [B, A]`` (gripper column excluded).
 
-    ``target_quat`` [B, 4] is the held EE orientation; it is updated in place for ``ee_delta``.
+    ``target_rot`` [B, 3, 3] is the held EE orientation; ``ee_delta`` rotates it in place.
     """
     q = np.stack([d.qpos[fm.arm_qpos] for d in datas])
     if cfg.mode == "joint_delta":
         tgt = q + cfg.joint_scale * actions[:, :7]
         return np.clip(tgt, fm.arm_lower, fm.arm_upper)
     jac = site_jacobians(fm, datas)
-    cur_quat = np.stack([_site_quat(fm, d) for d in datas])
     if cfg.mode == "ee_delta":
-        target_quat[:] = rotate_quats(target_quat, cfg.rot_scale * actions[:, 3:6])
+        target_rot[:] = rotvec_to_matrix(cfg.rot_scale * actions[:, 3:6]) @ target_rot
     err = np.concatenate(
-        [cfg.pos_scale * actions[:, :3], orientation_error(target_quat, cur_quat)], axis=1
+        [cfg.pos_scale * actions[:, :3], orientation_error(target_rot, site_rotations(fm, datas))],
+        axis=1,
     )
     dq = dls_step(jac, err, q, cfg.damping, cfg.nullspace_gain)
     return np.clip(q + dq, fm.arm_lower, fm.arm_upper)
 
 
-def _site_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
+def ee_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
+    """EE site orientation as a unit quaternion (w, x, y, z)."""
     quat = np.empty(4)
     mujoco.mju_mat2Quat(quat, d.site_xmat[fm.ee_site])
     return quat
-
-
-def ee_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
-    """EE site orientation as a unit quaternion (w, x, y, z)."""
-    return _site_quat(fm, d)

@@ -5,9 +5,9 @@ the same meshes and kinematics directly gives a model we step with one C call pe
 
 Why position actuators: the robosuite Panda has torque motors, so tracking a joint target
 would need a Python PD loop on every physics substep (a Python call per 2-5 ms of sim time,
-the dominant cost). We swap them for MuJoCo ``position`` actuators (stiffness ``kp``, damping
-``kv``, force limits of the real Panda: 87 Nm joints 1-4, 12 Nm joints 5-7... see
-``ARM_FORCE_LIMITS``) and turn on body gravity compensation, which is what Franka's own
+the dominant cost). We swap them for MuJoCo ``position`` actuators (stiffness ``kp`` = Franka's
+default joint impedance, critical damping, torque limits of the real Panda: 87 Nm for joints
+1-4, 12 Nm for 5-7) and turn on body gravity compensation, which is what Franka's own
 firmware does. A joint target is then tracked inside ``mj_step`` with no Python per substep,
 and both joint-delta and end-effector-delta control reduce to "set a joint target".
 Nothing is downloaded: every file comes from the installed ``robosuite`` wheel.
@@ -28,14 +28,18 @@ log = logging.getLogger(__name__)
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 # robosuite's Panda home pose (gripper pointing down over the table)
 HOME_QPOS = np.array([0.0, np.pi / 16, 0.0, -np.pi / 2 - np.pi / 3, 0.0, np.pi - 0.2, np.pi / 4])
-ARM_KP = np.array([600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0])
-ARM_KV = np.array([50.0, 50.0, 50.0, 50.0, 20.0, 12.0, 5.0])
+# Franka's default joint impedance (franka_ros2 example), critically damped (dampratio 1)
+ARM_KP = np.array([3000.0, 3000.0, 3000.0, 2500.0, 2500.0, 2000.0, 2000.0])
+ARM_DAMPRATIO = 1.0
 ARM_FORCE_LIMITS = np.array([87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0])
 GRIPPER_MAX_WIDTH = 0.08
 TABLE_HEIGHT = 0.0  # world z of the table top; the robot base sits on the table
 ROBOT_BASE = (-0.56, 0.0, TABLE_HEIGHT)
 TABLE_HALF = (0.45, 0.6, 0.025)
 EE_SITE = "gripper0_grip_site"
+# geom groups: robosuite puts robot collision meshes in 0 and detailed visual meshes in 1; our
+# table, objects and markers go in 2 so either robot look can be rendered with them
+COLLISION_GROUP, VISUAL_GROUP, SCENE_GROUP = 0, 1, 2
 
 
 def robosuite_assets_dir() -> Path:
@@ -90,14 +94,18 @@ class FrankaModel:
     table_geom: int
     object_geoms: dict[str, int]
     camera_ids: dict[str, int]
+    base_visuals: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False)
+    arm_lower: np.ndarray = field(init=False)  # joint limits of joint1..7 (rad)
+    arm_upper: np.ndarray = field(init=False)
 
-    @property
-    def arm_lower(self) -> np.ndarray:
-        return self.model.jnt_range[[self.model.dof_jntid[d] for d in self.arm_dof], 0]
+    def __post_init__(self) -> None:
+        rng = self.model.jnt_range[[self.model.dof_jntid[d] for d in self.arm_dof]]
+        self.arm_lower, self.arm_upper = rng[:, 0].copy(), rng[:, 1].copy()
+        # pristine colours / lights: vision randomisation writes into the shared model and
+        # restores from here before every render
+        m = self.model
+        self.base_visuals = (m.geom_rgba.copy(), m.light_diffuse.copy(), m.light_ambient.copy())
 
-    @property
-    def arm_upper(self) -> np.ndarray:
-        return self.model.jnt_range[[self.model.dof_jntid[d] for d in self.arm_dof], 1]
 
 
 def _arm_spec(assets: Path) -> mujoco.MjSpec:
@@ -106,7 +114,7 @@ def _arm_spec(assets: Path) -> mujoco.MjSpec:
         spec.delete(act)
     for i, name in enumerate(ARM_JOINTS):
         act = spec.add_actuator(name=f"pos_{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_position(kp=float(ARM_KP[i]), kv=float(ARM_KV[i]))
+        act.set_to_position(kp=float(ARM_KP[i]), dampratio=ARM_DAMPRATIO)
         act.forcelimited = True
         act.forcerange = [-ARM_FORCE_LIMITS[i], ARM_FORCE_LIMITS[i]]
         act.ctrllimited = False
@@ -115,13 +123,22 @@ def _arm_spec(assets: Path) -> mujoco.MjSpec:
     return spec
 
 
+def _colour_collision_geoms(spec: mujoco.MjSpec) -> None:
+    """Franka colours on the coarse collision meshes, the fast ("collision") render look."""
+    for geom in spec.geoms:
+        if geom.group != COLLISION_GROUP:
+            continue
+        dark = "finger" in geom.name or geom.name.startswith(("link0", "link7"))
+        geom.rgba = [0.25, 0.25, 0.27, 1.0] if dark else [0.92, 0.92, 0.93, 1.0]
+
+
 def _add_table(spec: mujoco.MjSpec, rgba: tuple[float, ...]) -> None:
     world = spec.worldbody
     world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.1],
-                   pos=[0, 0, TABLE_HEIGHT - 0.8], rgba=[0.3, 0.3, 0.32, 1])
+                   pos=[0, 0, TABLE_HEIGHT - 0.8], rgba=[0.3, 0.3, 0.32, 1], group=SCENE_GROUP)
     world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(TABLE_HALF),
                    pos=[-0.1, 0.0, TABLE_HEIGHT - TABLE_HALF[2]], rgba=list(rgba),
-                   friction=[1.0, 0.005, 0.0001])
+                   friction=[1.0, 0.005, 0.0001], group=SCENE_GROUP)
     world.add_light(name="key", pos=[0.0, -0.3, 1.6], dir=[0.0, 0.2, -1.0],
                     diffuse=[0.7, 0.7, 0.7], specular=[0.1, 0.1, 0.1], castshadow=False)
     world.add_light(name="fill", pos=[0.5, 0.6, 1.2], dir=[-0.4, -0.5, -1.0],
@@ -134,13 +151,13 @@ def _add_object(spec: mujoco.MjSpec, obj: ObjectSpec) -> None:
     gtype = getattr(mujoco.mjtGeom, f"mjGEOM_{obj.shape.upper()}")
     size = list(obj.size) + [0.0] * (3 - len(obj.size))
     body.add_geom(name=f"{obj.name}_geom", type=gtype, size=size, rgba=list(obj.rgba),
-                  mass=obj.mass, friction=[1.0, 0.005, 0.0001], condim=4)
+                  mass=obj.mass, friction=[1.0, 0.005, 0.0001], condim=4, group=SCENE_GROUP)
 
 
 def _add_marker(spec: mujoco.MjSpec, name: str) -> None:
     body = spec.worldbody.add_body(name=name, mocap=True, pos=[0.0, 0.0, TABLE_HEIGHT + 0.2])
     body.add_geom(name=f"{name}_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0],
-                  rgba=[0.1, 0.8, 0.2, 0.6], contype=0, conaffinity=0, group=2)
+                  rgba=[0.1, 0.8, 0.2, 0.6], contype=0, conaffinity=0, group=SCENE_GROUP)
 
 
 def _add_cameras(spec: mujoco.MjSpec, extra: dict) -> None:
@@ -170,6 +187,7 @@ def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     for body in spec.bodies:  # the Franka controller compensates gravity of arm and hand
         if body.name.startswith(("link", "right_hand", "gripper0_")):
             body.gravcomp = 1.0
+    _colour_collision_geoms(spec)
     spec.worldbody.add_body(name="table_center", pos=[0.0, 0.0, TABLE_HEIGHT + 0.1])
     _add_table(spec, options.table_rgba)
     for obj in options.objects:

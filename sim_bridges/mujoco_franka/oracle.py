@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_bridges.mujoco_franka.control import dls_step, site_jacobians
+from sim_bridges.mujoco_franka.control import dls_step, orientation_error, site_jacobians, site_rotations
 from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 
 
@@ -25,9 +25,12 @@ def oracle_action(env: FrankaVectorEnv, noise: float = 0.0,
     delta, grip = wants[:, :3], wants[:, 3]
     ctl = env.control
     if ctl.mode == "joint_delta":
-        jac = site_jacobians(env.fms[0], env.datas)[:, :3]
+        # hold the orientation of the episode start while moving, like the EE modes do
+        jac = site_jacobians(env.fms[0], env.datas)
         q = np.stack([d.qpos[fm.arm_qpos] for fm, d in zip(env.fms, env.datas)])
-        arm = dls_step(jac, delta, q, ctl.damping, 0.0) / ctl.joint_scale
+        cur = site_rotations(env.fms[0], env.datas)
+        err = np.concatenate([delta, orientation_error(env._target_rot, cur)], axis=1)
+        arm = dls_step(jac, err, q, ctl.damping, 0.0) / ctl.joint_scale
     else:
         arm = delta / ctl.pos_scale
         if ctl.mode == "ee_delta":

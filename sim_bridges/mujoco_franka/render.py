@@ -14,11 +14,14 @@ from typing import Sequence
 import mujoco
 import numpy as np
 
-from sim_bridges.mujoco_franka.model import FrankaModel
+from sim_bridges.mujoco_franka.model import COLLISION_GROUP, SCENE_GROUP, VISUAL_GROUP, FrankaModel
 from sim_bridges.mujoco_franka.ood import VisualState
 
 log = logging.getLogger(__name__)
 
+# "collision": the robot drawn with its coarse collision meshes (~5x fewer triangles than the
+# visual meshes; the fast default for pixel RL on CPUs); "visual": robosuite's detailed meshes
+ROBOT_LOOKS = {"collision": COLLISION_GROUP, "visual": VISUAL_GROUP}
 _OFF_FLAGS = (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
               mujoco.mjtRndFlag.mjRND_SKYBOX)
 
@@ -33,10 +36,15 @@ def camera_id(fm: FrankaModel, name: str) -> int:
 class CameraRig:
     """Renders named cameras of many MjData into preallocated uint8 arrays."""
 
-    def __init__(self, height: int, width: int) -> None:
+    def __init__(self, height: int, width: int, robot_look: str = "collision") -> None:
+        if robot_look not in ROBOT_LOOKS:
+            raise ValueError(f"robot_look={robot_look!r}; use one of {sorted(ROBOT_LOOKS)}")
         self.height, self.width = height, width
+        self.option = mujoco.MjvOption()
+        self.option.geomgroup[:] = 0
+        self.option.geomgroup[ROBOT_LOOKS[robot_look]] = 1
+        self.option.geomgroup[SCENE_GROUP] = 1
         self._renderers: dict[int, mujoco.Renderer] = {}
-        self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _renderer(self, fm: FrankaModel) -> mujoco.Renderer:
         key = id(fm.model)
@@ -45,16 +53,16 @@ class CameraRig:
             for flag in _OFF_FLAGS:
                 r.scene.flags[flag] = False
             self._renderers[key] = r
-            m = fm.model
-            self._base[key] = (m.geom_rgba.copy(), m.light_diffuse.copy(), m.light_ambient.copy())
         return self._renderers[key]
 
     def _apply_visuals(self, fm: FrankaModel, vis: VisualState | None) -> None:
+        m = fm.model
+        rgba, diffuse, ambient = fm.base_visuals
+        m.geom_rgba[:] = rgba
+        m.light_diffuse[:] = diffuse
+        m.light_ambient[:] = ambient
         if vis is None:
             return
-        m = fm.model
-        rgba, diffuse, ambient = self._base[id(m)]
-        m.geom_rgba[:] = rgba
         if vis.object_rgba is not None:
             for gid in fm.object_geoms.values():
                 m.geom_rgba[gid] = vis.object_rgba
@@ -72,7 +80,7 @@ class CameraRig:
         for i, (fm, d) in enumerate(zip(fms, datas)):
             r = self._renderer(fm)
             self._apply_visuals(fm, visuals[i] if visuals else None)
-            r.update_scene(d, camera=camera_id(fm, camera))
+            r.update_scene(d, camera=camera_id(fm, camera), scene_option=self.option)
             r.render(out=out[i])
         return out
 

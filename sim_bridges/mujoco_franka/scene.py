@@ -39,7 +39,7 @@ class FrankaScene:
         self.model = self.fm.model
         self.data = mujoco.MjData(self.model)
         self._vel_cmd: np.ndarray | None = None
-        self._rigs: dict[tuple[int, int], CameraRig] = {}
+        self._rigs: dict[tuple[int, int, str], CameraRig] = {}
         self.reset()
 
     # ------------------------------------------------------------ state
@@ -131,12 +131,13 @@ class FrankaScene:
         mujoco.mj_kinematics(self.model, self.data)
 
     # ------------------------------------------------------------ camera
-    def render(self, camera: str = "third", height: int = 128, width: int = 128) -> np.ndarray:
+    def render(self, camera: str = "third", height: int = 128, width: int = 128,
+               robot_look: str = "visual") -> np.ndarray:
         """uint8 ``[H, W, 3]`` image of ``camera`` (``third``, ``wrist`` or ``robotview``)."""
         camera_id(self.fm, camera)
-        rig = self._rigs.get((height, width))
+        rig = self._rigs.get((height, width, robot_look))
         if rig is None:
-            rig = self._rigs[(height, width)] = CameraRig(height, width)
+            rig = self._rigs[(height, width, robot_look)] = CameraRig(height, width, robot_look)
         return rig.render([self.fm], [self.data], camera)[0]
 
     def close(self) -> None:

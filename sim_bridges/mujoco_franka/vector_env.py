@@ -20,7 +20,7 @@ import numpy as np
 
 from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
-from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, ee_quat, gripper_ctrl
+from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
 from sim_bridges.mujoco_franka.model import HOME_QPOS, FrankaModel, SceneOptions, compile_scene
 from sim_bridges.mujoco_franka.ood import VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
@@ -66,7 +66,7 @@ class FrankaVectorEnv(VectorEnv):
             control_hz=cfg.control_hz,
             instruction=self.task.instruction,
         )
-        self._rig = CameraRig(h, w) if cfg.uses_images else None
+        self._rig = CameraRig(h, w, cfg.robot_look) if cfg.uses_images else None
         self._video_rig: CameraRig | None = None
         if self._rig:  # fail now, not on the first step, on a bad camera name
             from sim_bridges.mujoco_franka.render import camera_id
@@ -74,7 +74,7 @@ class FrankaVectorEnv(VectorEnv):
                 camera_id(self.fms[0], cam)
         b = cfg.num_envs
         self._rngs = [np.random.default_rng(None) for _ in range(b)]
-        self._target_quat = np.zeros((b, 4))
+        self._target_rot = np.zeros((b, 3, 3))
         self._visuals: list[VisualState | None] = [None] * b
         self._steps = np.zeros(b, dtype=np.int64)
         self._returns = np.zeros(b, dtype=np.float64)
@@ -101,7 +101,7 @@ class FrankaVectorEnv(VectorEnv):
         d.ctrl[fm.grip_act] = gripper_ctrl(np.array(1.0))
         self.task.reset(fm, d, rng)
         mujoco.mj_forward(fm.model, d)
-        self._target_quat[i] = ee_quat(fm, d)
+        self._target_rot[i] = d.site_xmat[fm.ee_site].reshape(3, 3)
         if self.cfg.ood.varies_vision:
             self._visuals[i] = sample_visuals(self.cfg.ood, rng)
         self._steps[i] = 0
@@ -144,10 +144,10 @@ class FrankaVectorEnv(VectorEnv):
     def _apply(self, idx: np.ndarray, acts: np.ndarray) -> None:
         fms = [self.fms[i] for i in idx]
         datas = [self.datas[i] for i in idx]
-        quats = self._target_quat[idx]
+        rots = self._target_rot[idx]
         # all envs share kinematics, so any env's FrankaModel indexes them
-        targets = arm_targets(self.control, fms[0], datas, acts[:, :-1].astype(np.float64), quats)
-        self._target_quat[idx] = quats
+        targets = arm_targets(self.control, fms[0], datas, acts[:, :-1].astype(np.float64), rots)
+        self._target_rot[idx] = rots
         grips = gripper_ctrl(acts[:, -1])
         for j, (fm, d) in enumerate(zip(fms, datas)):
             d.ctrl[fm.arm_act] = targets[j]
@@ -179,24 +179,26 @@ class FrankaVectorEnv(VectorEnv):
         return info
 
     # ------------------------------------------------------------ observation
-    def _state(self, i: int) -> np.ndarray:
+    def _state(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
+        """State row of env ``i`` (layout in the module docstring), written into ``out``."""
         fm, d = self.fms[i], self.datas[i]
+        out = np.empty(self.spec.state_dim, np.float32) if out is None else out
         ee = d.site_xpos[fm.ee_site]
-        rot = d.site_xmat[fm.ee_site].reshape(3, 3)[:, :2].T.ravel()
-        width = d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]
-        robot = np.concatenate([ee, rot, d.qpos[fm.arm_qpos], d.qvel[fm.arm_dof], [width]])
-        return np.concatenate([robot, self.task.features(fm, d, ee)])
+        out[0:3] = ee
+        out[3:9] = d.site_xmat[fm.ee_site][[0, 3, 6, 1, 4, 7]]  # first two columns of R
+        out[9:16] = d.qpos[fm.arm_qpos]
+        out[16:23] = d.qvel[fm.arm_dof]
+        out[23] = d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]
+        out[ROBOT_STATE_DIM:] = self.task.features(fm, d, ee)
+        return out
 
     def _observe(self) -> Observation:
         b = self.num_envs
         state = np.empty((b, self.spec.state_dim), dtype=np.float32)
-        if self.cfg.uses_state:
-            for i in range(b):
-                state[i] = self._state(i)
-        else:  # rgb-only: state carries proprioception only, task features zeroed
-            for i in range(b):
-                state[i] = self._state(i)
-                state[i, ROBOT_STATE_DIM:] = 0.0
+        for i in range(b):
+            self._state(i, state[i])
+        if not self.cfg.uses_state:  # rgb-only: proprioception only, task features zeroed
+            state[:, ROBOT_STATE_DIM:] = 0.0
         images: dict[str, np.ndarray] = {}
         if self._rig is not None:
             for cam in self.cfg.cameras:
@@ -210,7 +212,7 @@ class FrankaVectorEnv(VectorEnv):
 
     def render_frames(self) -> np.ndarray | None:
         if self._video_rig is None:
-            self._video_rig = self._rig or CameraRig(*self.cfg.image_hw)
+            self._video_rig = self._rig or CameraRig(*self.cfg.image_hw, self.cfg.robot_look)
         return self._video_rig.render(self.fms, self.datas, "third", self._visuals)
 
     def close(self) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import urllib.request
 
 import numpy as np
+import pytest
 from openpi_client import msgpack_numpy
 from openpi_client.action_chunk_broker import ActionChunkBroker
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
 from policy_server import wire
 from ps_helpers import LinearPolicy, expected_actions, running_server
+
+pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")
 
 
 def test_openpi_client_round_trip_canonical_and_libero_layouts():

@@ -25,8 +25,12 @@ BRIDGES: dict[str, Callable[[int, int], VectorEnv]] = {
                                            ood="vision", control="ee_delta_pos"),
 }
 
+SLOW: set[str] = set()
 if importlib.util.find_spec("robosuite") is not None:
     def _robosuite(n: int, t: int) -> VectorEnv:
         return make_env("robosuite/Lift", num_envs=n, max_episode_steps=t)
 
     BRIDGES["robosuite_lift_state"] = _robosuite
+
+# bridges whose conformance run takes more than ~20 s here (robosuite: ~0.6 s per env build)
+SLOW = {"robosuite_lift_state"}

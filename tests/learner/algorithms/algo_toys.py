@@ -1,6 +1,7 @@
 """A tiny batched control task for the learning checks: drive a 1-D point mass to the origin.
 
-``s' = clip(s + 0.25 a, -2, 2)``, ``a in [-1, 1]``, reward ``-|s'|``, 10 steps, ``s_0 ~ U(-1.5, 1.5)``.
+``s' = clip(s + 0.25 a, -2, 2)``, ``a in [-1, 1]``, reward ``-|s'|``, 10 steps,
+``s_0 ~ U(-1.5, 1.5)``.
 Doing nothing scores about -7.2 per episode, uniform random actions -7.7, the bang-bang
 expert (:func:`expert_action`) -1.1.
 """

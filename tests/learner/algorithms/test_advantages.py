@@ -77,7 +77,8 @@ def test_grpo_hand_values_and_all_equal_group_is_exactly_zero():
     scores = T([1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 0.1, 0.1, 0.1, 0.1])
     adv = grpo_advantages(scores, group_size=4)
     # group 1: mean 0.5, unbiased std sqrt(1/3) -> +-0.5 * sqrt(3) = +-0.8660
-    torch.testing.assert_close(adv[:4], T([1.0, -1.0, -1.0, 1.0]) * 0.5 * math.sqrt(3.0), rtol=1e-5, atol=1e-5)
+    expected = T([1.0, -1.0, -1.0, 1.0]) * 0.5 * math.sqrt(3.0)
+    torch.testing.assert_close(adv[:4], expected, rtol=1e-5, atol=1e-5)
     assert torch.equal(adv[4:], torch.zeros(8))
     assert not torch.isnan(adv).any()
 
@@ -126,7 +127,8 @@ def test_reinforce_pp_is_whitened_return():
     mask = T([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
     # returns (gamma 1): [1, 1, 1], [2, 2, -]; mean 1.4, unbiased var (3*0.16 + 2*0.36)/4 = 0.3
     expected = (T([[1.0, 1.0, 1.0], [2.0, 2.0, 1.4]]) - 1.4) / math.sqrt(0.3) * mask
-    torch.testing.assert_close(reinforce_pp_advantages(rewards, mask), expected, rtol=1e-5, atol=1e-5)
+    adv = reinforce_pp_advantages(rewards, mask)
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_reinforce_pp_baseline_hand_computed():
@@ -135,7 +137,8 @@ def test_reinforce_pp_baseline_hand_computed():
     adv = reinforce_pp_baseline_advantages(scores, mask, group_size=2)
     # token values .5,.5 | -.5 x3 | 1 | -1,-1: mean -0.1875, sum sq dev 3.96875, 8 tokens
     std = math.sqrt(3.96875 / 7)
-    expected = (T([[0.5, 0.5, 0.0], [-0.5, -0.5, -0.5], [1.0, 0.0, 0.0], [-1.0, -1.0, 0.0]]) + 0.1875) / std
+    tokens = T([[0.5, 0.5, 0.0], [-0.5, -0.5, -0.5], [1.0, 0.0, 0.0], [-1.0, -1.0, 0.0]])
+    expected = (tokens + 0.1875) / std
     torch.testing.assert_close(adv, expected * mask, rtol=1e-5, atol=1e-5)
 
 
@@ -152,7 +155,9 @@ def test_registry_names_and_compute_by_name():
     adv = compute_advantages("grpo", **inputs)  # extra inputs are ignored
     torch.testing.assert_close(adv, T([0.7071, -0.7071, 0.0, 0.0]), rtol=1e-4, atol=1e-4)
     with pytest.raises(TypeError, match="values"):
-        compute_advantages("gae", rewards=torch.zeros(1, 2), mask=torch.ones(1, 2), gamma=1.0, lam=1.0)
+        compute_advantages(
+            "gae", rewards=torch.zeros(1, 2), mask=torch.ones(1, 2), gamma=1.0, lam=1.0
+        )
     with pytest.raises(UnknownNameError, match="did you mean 'grpo'") as err:
         compute_advantages("grpoo", **inputs)
     assert isinstance(err.value, KeyError) and "rloo" in str(err.value)

@@ -43,7 +43,10 @@ def test_tanh_gaussian_density_integrates_to_one_and_sums_over_dims():
     assert float(torch.trapezoid(dens, a)) == pytest.approx(1.0, abs=1e-3)
     mean, log_std = T([[0.1, -0.4]]), T([[-0.3, 0.1]])
     joint = TanhGaussian(mean, log_std).log_prob(T([[0.2, -0.7]]))
-    parts = [TanhGaussian(mean[:, i : i + 1], log_std[:, i : i + 1]).log_prob(T([[x]])) for i, x in enumerate([0.2, -0.7])]
+    parts = [
+        TanhGaussian(mean[:, i : i + 1], log_std[:, i : i + 1]).log_prob(T([[x]]))
+        for i, x in enumerate([0.2, -0.7])
+    ]
     torch.testing.assert_close(joint, parts[0] + parts[1])
 
 
@@ -84,8 +87,9 @@ def test_binned_categorical():
     dist = BinnedCategorical(logits)
     assert dist.mode().shape == (2, 7) and (dist.mode() == 10).all()
     z = math.exp(5.0) + 255
-    torch.testing.assert_close(dist.log_prob(torch.full((2, 7), 10)), torch.full((2, 7), 5.0 - math.log(z)))
-    torch.testing.assert_close(dist.log_prob(torch.zeros(2, 7, dtype=torch.long)), torch.full((2, 7), -math.log(z)))
+    hot, cold = torch.full((2, 7), 10), torch.zeros(2, 7, dtype=torch.long)
+    torch.testing.assert_close(dist.log_prob(hot), torch.full((2, 7), 5.0 - math.log(z)))
+    torch.testing.assert_close(dist.log_prob(cold), torch.full((2, 7), -math.log(z)))
     samples = dist.sample(torch.Generator().manual_seed(0))
     assert samples.shape == (2, 7) and samples.dtype == torch.int64
     uniform = BinnedCategorical(torch.zeros(3, 256))

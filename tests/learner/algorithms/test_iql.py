@@ -39,7 +39,8 @@ def test_value_fits_the_upper_expectile():
         opt.step()
     assert float(v.detach()) == pytest.approx(0.9, abs=1e-4)
     # ensemble input: u = min_j Q_j - V
-    assert float(iql_value_loss(T([[1.0, 0.0], [3.0, -1.0]]), T([0.0, 0.0]), 0.9)) == pytest.approx(0.45 + 0.05)
+    ens = iql_value_loss(T([[1.0, 0.0], [3.0, -1.0]]), T([0.0, 0.0]), 0.9)  # u = [1, -1]
+    assert float(ens) == pytest.approx((0.9 + 0.1) / 2)
 
 
 def test_q_target_q_loss_and_awr_weights():
@@ -55,24 +56,28 @@ def test_q_target_q_loss_and_awr_weights():
 
 
 def test_iql_offline_beats_behaviour_policy():
-    """Data: 50% expert, 50% uniform-random actions. Plain BC of that mix scores ~-3;
-    IQL's advantage weighting recovers close to the expert (threshold -2.0; expert -1.1)."""
+    """Data: 50% expert actions, 50% the exact opposite (away from the goal). Behaviour
+    cloning of that mix (beta = 0) averages them to ~0 and scores about -7.4; IQL's advantage
+    weights pick the good half (about -2.0 over seeds): threshold -3.0 (expert -1.1)."""
     gen = torch.Generator().manual_seed(0)
     obs, act, rew, nxt = [], [], [], []
     state = algo_toys.reset(512, gen)
     for _ in range(algo_toys.HORIZON):
-        random_a = torch.rand(state.shape, generator=gen) * 2 - 1
         use_expert = torch.rand(state.shape, generator=gen) < 0.5
-        a = torch.where(use_expert, algo_toys.expert_action(state), random_a)
+        expert = algo_toys.expert_action(state)
+        a = torch.where(use_expert, expert, -expert)
         s2, r = algo_toys.step(state, a)
         obs.append(state), act.append(a), rew.append(r), nxt.append(s2)
         state = s2
-    data = {"obs": torch.cat(obs), "action": torch.cat(act), "reward": torch.cat(rew), "next_obs": torch.cat(nxt)}
+    data = {
+        "obs": torch.cat(obs), "action": torch.cat(act),
+        "reward": torch.cat(rew), "next_obs": torch.cat(nxt),
+    }
     q_net, v_net = CriticEnsemble(1, 1, 2, (64, 64)), CriticEnsemble(1, 0, 1, (64, 64))
     actor = algo_toys.TanhGaussianActor()
     opt = torch.optim.Adam([*q_net.parameters(), *v_net.parameters(), *actor.parameters()], lr=1e-3)
     done = torch.zeros(256)
-    for _ in range(1500):
+    for _ in range(500):
         idx = torch.randint(data["obs"].shape[0], (256,), generator=gen)
         b = {k: v[idx] for k, v in data.items()}
         q = q_net(b["obs"], b["action"])
@@ -86,4 +91,4 @@ def test_iql_offline_beats_behaviour_policy():
         loss.backward()
         opt.step()
     ret = algo_toys.evaluate(lambda s: actor(s).mode())
-    assert ret > -2.0, ret
+    assert ret > -3.0, ret

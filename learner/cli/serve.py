@@ -1,0 +1,119 @@
+"""``rlinf serve``: run the policy server for a checkpoint (or a config naming a model).
+
+- ``rlinf serve --checkpoint runs/x/checkpoints/final --port 8000 [--weights-token T]``
+- ``rlinf serve --config serve.yaml [key=value ...]`` where the YAML has ``checkpoint:`` or
+  ``policy: {name, spec, kwargs}`` and an optional ``server:`` section (``ServerConfig`` keys).
+
+Flags override the config file; secrets may also come from ``RLINF_WEIGHTS_TOKEN`` /
+``RLINF_API_KEY``. Runs until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# flag name -> ServerConfig field (flags left at None do not override the config file)
+_FLAGS: dict[str, tuple[type, str]] = {
+    "host": (str, "interface to bind (default 0.0.0.0)"),
+    "port": (int, "TCP port (default 8000; 0 picks a free one)"),
+    "max_batch": (int, "most requests fused into one forward (default 32)"),
+    "max_wait_ms": (float, "longest a request waits for batch mates (default 2 ms)"),
+    "max_frame_bytes": (int, "largest observation frame (default 8 MiB)"),
+    "max_connections": (int, "concurrent client connections (default 256)"),
+    "api_key": (str, "require 'Authorization: Api-Key <key>' from inference clients"),
+    "weights_token": (str, "shared token that authorises weight pushes on /weights"),
+    "adapter": (str, "observation layout: auto | canonical | openpi_flat"),
+    "torch_threads": (int, "torch intra-op threads (default: torch's choice)"),
+}
+
+
+@dataclass
+class PolicySource:
+    """A model built from scratch (random weights): for smoke tests and benchmarks."""
+
+    name: str = field(default="mlp", metadata={"help": "model registry name (learner.models.MODELS)"})
+    spec: dict[str, Any] = field(default_factory=dict, metadata={"help": "PolicySpec fields"})
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata={"help": "model constructor kwargs"})
+
+
+@dataclass
+class ServeConfig:
+    """Top level of ``rlinf serve --config``."""
+
+    checkpoint: str | None = field(default=None, metadata={"help": "checkpoint dir to serve"})
+    policy: PolicySource | None = field(default=None, metadata={"help": "build a fresh model instead"})
+    server: Any = None  # ServerConfig; typed lazily so --help does not import torch
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve a policy over the openpi-compatible websocket wire")
+    p.add_argument("--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)")
+    p.add_argument("--config", default=None, help="YAML with checkpoint: / policy: and a server: section")
+    for name, (tp, help_text) in _FLAGS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text)
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the --config file")
+    p.set_defaults(run=run)
+
+
+def build_config(args: argparse.Namespace) -> ServeConfig:
+    """Merge YAML, overrides and flags into a validated :class:`ServeConfig`."""
+    from learner.config import ConfigError, from_dict, load_config
+    from policy_server.config import ServerConfig
+
+    raw = load_config(args.config, list(getattr(args, "overrides", None) or [])) if args.config else {}
+    server_raw = dict(raw.pop("server", None) or {})
+    for name in _FLAGS:
+        if getattr(args, name, None) is not None:
+            server_raw[name] = getattr(args, name)
+    if args.checkpoint:
+        raw["checkpoint"] = args.checkpoint
+    cfg = from_dict(ServeConfig, raw)
+    cfg.server = from_dict(ServerConfig, server_raw, path="server").with_env_secrets()
+    cfg.server.validate()
+    if (cfg.checkpoint is None) == (cfg.policy is None):
+        raise ConfigError("give exactly one of --checkpoint PATH (or 'checkpoint:' in the config) "
+                          "and a 'policy: {name, spec, kwargs}' section")
+    return cfg
+
+
+def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
+    """(policy, weight_version, name) from a checkpoint or a ``policy:`` section."""
+    from learner.config import ConfigError
+
+    if cfg.checkpoint is not None:
+        from learner.checkpoint import load_policy
+
+        policy, meta = load_policy(cfg.checkpoint)
+        name = str((meta.get("model") or {}).get("name", type(policy).__name__))
+        return policy, int(meta.get("weight_version", 0)), name
+    from learner.models import PolicySpec, build_policy
+
+    assert cfg.policy is not None
+    try:
+        spec = PolicySpec.from_dict(cfg.policy.spec)
+    except TypeError as e:
+        raise ConfigError(f"key 'policy.spec' is not a valid PolicySpec ({e}); "
+                          f"fields: {', '.join(f.name for f in dataclasses.fields(PolicySpec))}") from None
+    return build_policy(cfg.policy.name, spec, **cfg.policy.kwargs), 0, cfg.policy.name
+
+
+def run(args: argparse.Namespace) -> int:
+    from policy_server.server import PolicyServer
+
+    cfg = build_config(args)
+    policy, version, name = load_served_policy(cfg)
+    server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
+    if cfg.server.weights_token is None:
+        log.info("no weights token configured: weight pushes on /weights will be refused")
+    try:
+        asyncio.run(server.serve_forever())
+    except KeyboardInterrupt:
+        log.info("interrupted; server stopped")
+    return 0

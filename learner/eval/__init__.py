@@ -1,0 +1,1 @@
+"""Evaluation of trained policies (held-out seeds, OOD splits, videos)."""

@@ -1,0 +1,107 @@
+"""Env and rollout workers: env stepping and batched inference, talking through channels.
+
+Pipelining: an env worker holds ``stages`` env shards. It sends every shard's obs, then for
+each step waits for shard k's actions, steps shard k and sends its next obs. While it steps
+shard k the rollout worker is already inferring shard k+1, so with ``stages >= 2`` env and
+inference overlap instead of taking turns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from learner.models import PolicySpec
+from learner.rollout.collect import policy_step, sampling_seed, value_of
+from learner.rollout.envs import StageEnvs
+from learner.rollout.streams import EnvMessage, StreamLayout
+from learner.rollout.trajectory import EpisodeStats, StepOutcome, TrajectoryBuilder
+from learner.runners.config import EmbodiedConfig
+from learner.worker import Worker
+
+
+def make_stage_envs(cfg: EmbodiedConfig, world_size: int) -> StageEnvs:
+    """This rank's share of ``env.num_envs``, split into pipeline stages (and GRPO groups)."""
+    stages = cfg.rollout.pipeline_stages
+    if cfg.env.num_envs % (world_size * stages):
+        raise ValueError(f"env.num_envs={cfg.env.num_envs} must be divisible by env processes "
+                         f"({world_size}) x rollout.pipeline_stages ({stages})")
+    group = cfg.algorithm.group_size if cfg.algorithm.adv == "grpo" else 1
+    return StageEnvs(cfg.env.name, cfg.env.num_envs // (world_size * stages), stages, group,
+                     **cfg.env.factory_kwargs())
+
+
+class EnvWorker(Worker):
+    def __init__(self, cfg: EmbodiedConfig, layout: StreamLayout) -> None:
+        self.cfg, self.layout = cfg, layout
+        self.envs = make_stage_envs(cfg, self.world_size)
+        self.streams = [self.rank * layout.stages + k for k in range(layout.stages)]
+
+    def env_spec(self) -> Any:
+        return self.envs.spec
+
+    def run_iteration(self, iteration: int, reset: bool, steps: int) -> dict[str, float]:
+        lay = self.layout
+        if reset:
+            self.envs.reset(self.cfg.seed, iteration, self.streams[0])
+        for k, s in enumerate(self.streams):
+            lay.obs.put(EnvMessage(s, self.envs.obs[k], None), key=lay.rollout_key(s), timeout=lay.timeout)
+        busy = 0.0
+        for _ in range(steps):
+            for k, s in enumerate(self.streams):
+                actions = lay.actions.get(key=lay.action_key(s), timeout=lay.timeout)
+                t0 = time.perf_counter()
+                obs, reward, term, trunc, info = self.envs.envs[k].step(actions)
+                out = StepOutcome.from_step(reward, term, trunc, info)
+                busy += time.perf_counter() - t0
+                self.envs.obs[k] = obs
+                lay.obs.put(EnvMessage(s, obs, out), key=lay.rollout_key(s), timeout=lay.timeout)
+        return {"env_busy_s": busy}
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class RolloutWorker(Worker):
+    def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str) -> None:
+        from learner.actor.trainer import make_policy
+        from learner.weights import WeightStore
+
+        self.cfg, self.layout = cfg, layout
+        self.policy = make_policy(cfg, spec)
+        self.store = WeightStore.connect(store_name)
+        self.version = -1
+        self.streams = layout.streams_of_rollout(self.rank)
+
+    def sync_weights(self) -> int:
+        if self.store.version() > self.version:
+            self.version, state = self.store.latest()
+            self.policy.load_state_dict(state)
+        return self.version
+
+    def run_iteration(self, iteration: int, steps: int, envs_per_stream: int) -> dict[str, Any]:
+        lay, cfg = self.layout, self.cfg
+        self.sync_weights()
+        single = cfg.algorithm.adv == "grpo"
+        builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single) for s in self.streams}
+        busy, stats = 0.0, EpisodeStats()
+        for _ in range(len(self.streams) * (steps + 1)):
+            msg: EnvMessage = lay.obs.get(key=lay.rollout_key(self.streams[0]), timeout=lay.timeout)
+            t0 = time.perf_counter()
+            b = builders[msg.stream]
+            if msg.outcome is not None:
+                b.add_outcome(msg.outcome, value_of(self.policy, msg.outcome.final_obs))
+            if b.steps < steps:
+                torch.manual_seed(sampling_seed(cfg.seed, msg.stream, iteration, b.steps))
+                actions, logp, value = policy_step(self.policy, msg.obs)
+                b.add_step(msg.obs, actions, logp, value)
+                busy += time.perf_counter() - t0
+                lay.actions.put(actions, key=lay.action_key(msg.stream), timeout=lay.timeout)
+            else:
+                traj = b.finish(value_of(self.policy, msg.obs))
+                stats.extend(traj.stats)
+                busy += time.perf_counter() - t0
+                lay.trajectories.put((msg.stream, traj), key=lay.actor_key(msg.stream), timeout=lay.timeout)
+        return {"stats": stats, "infer_busy_s": busy, "weight_version": self.version}

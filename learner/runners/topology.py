@@ -1,0 +1,106 @@
+"""How the three components become processes: fused (one per rank) or channel-connected groups.
+
+Both topologies answer the same four questions for the runner -- the env spec, the group
+that trains (publish / save / load), one synchronous iteration, shutdown -- so the runner's
+loop does not know which one it drives. :data:`TOPOLOGIES` maps a name to each;
+:func:`topology_name` picks one from the placement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from learner.actor.trainer import policy_spec
+from learner.actor.worker import ActorWorker
+from learner.placement import Placement
+from learner.registry import Registry
+from learner.rollout.streams import StreamLayout
+from learner.rollout.trajectory import EpisodeStats
+from learner.rollout.workers import EnvWorker, RolloutWorker
+from learner.runners.config import EmbodiedConfig
+from learner.runners.fused import FusedWorker
+from learner.worker import WorkerGroup
+
+COMPONENTS = ("env", "rollout", "actor")
+TOPOLOGIES: Registry[type] = Registry("topology")
+
+
+@dataclass
+class IterationOutput:
+    stats: EpisodeStats
+    train: dict[str, float]
+    weight_version: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def topology_name(cfg: EmbodiedConfig, placement: Placement) -> str:
+    """``fused`` when env, rollout and actor have identical processes and fusing is on."""
+    same = len({tuple(map(tuple, placement[c].process_slots)) for c in COMPONENTS}) == 1
+    return "fused" if same and cfg.rollout.fuse_collocated else "channels"
+
+
+def _merge_stats(results: list[dict[str, Any]]) -> EpisodeStats:
+    stats = EpisodeStats()
+    for r in results:
+        stats.extend(r["stats"])
+    return stats
+
+
+@TOPOLOGIES.register("fused")
+class FusedTopology:
+    def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store_name: str) -> None:
+        self.trainers = WorkerGroup.launch(FusedWorker, f"{cfg.name}-fused", cluster, placement["actor"],
+                                           cfg, store_name)
+        self.env_spec = self.trainers.execute_on([0], "env_spec").wait()[0]
+
+    def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:
+        res = self.trainers.call("run_iteration", iteration, reset, steps).wait()
+        timings = {k: float(np.mean([r[k] for r in res])) for k in ("rollout_s", "train_s")}
+        return IterationOutput(_merge_stats(res), res[0]["train"], res[0]["weight_version"], timings)
+
+    def shutdown(self) -> None:
+        self.trainers.shutdown()
+
+
+@TOPOLOGIES.register("channels")
+class ChannelTopology:
+    """Env, rollout and actor groups on their own placements, connected by three channels."""
+
+    def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store_name: str) -> None:
+        from learner.channel import Channel
+
+        tag = f"{cfg.name}-{uuid.uuid4().hex[:8]}"
+        self.channels = [Channel.create(f"{tag}-{n}") for n in ("obs", "actions", "trajectories")]
+        self.layout = StreamLayout(*self.channels, n_env=placement["env"].num_processes,
+                                   n_rollout=placement["rollout"].num_processes,
+                                   n_actor=placement["actor"].num_processes,
+                                   stages=cfg.rollout.pipeline_stages, timeout=cfg.rollout.channel_timeout)
+        self.layout.check()
+        self.envs = WorkerGroup.launch(EnvWorker, f"{cfg.name}-env", cluster, placement["env"], cfg, self.layout)
+        self.env_spec = self.envs.execute_on([0], "env_spec").wait()[0]
+        spec = policy_spec(cfg, self.env_spec)
+        self.rollouts = WorkerGroup.launch(RolloutWorker, f"{cfg.name}-rollout", cluster, placement["rollout"],
+                                           cfg, spec, self.layout, store_name)
+        self.trainers = WorkerGroup.launch(ActorWorker, f"{cfg.name}-actor", cluster, placement["actor"],
+                                           cfg, spec, self.layout, store_name)
+
+    def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:
+        n = self.env_spec.num_envs
+        env = self.envs.call("run_iteration", iteration, reset, steps)
+        roll = self.rollouts.call("run_iteration", iteration, steps, n)
+        act = self.trainers.call("run_iteration", iteration)
+        env_res, roll_res, act_res = env.wait(), roll.wait(), act.wait()
+        timings = {"env_busy_s": float(np.mean([r["env_busy_s"] for r in env_res])),
+                   "infer_busy_s": float(np.mean([r["infer_busy_s"] for r in roll_res])),
+                   "train_s": float(np.mean([r["train_busy_s"] for r in act_res]))}
+        return IterationOutput(_merge_stats(roll_res), act_res[0]["train"], act_res[0]["weight_version"], timings)
+
+    def shutdown(self) -> None:
+        for group in (self.envs, self.rollouts, self.trainers):
+            group.shutdown()
+        for ch in self.channels:
+            ch.close()

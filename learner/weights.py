@@ -1,0 +1,338 @@
+"""Versioned weight publication: a named store for pull, a collective broadcast for push.
+
+Two paths, one job (getting the actor's newest weights to rollout workers and policy servers):
+
+* :class:`WeightStore` — a named Ray actor holding ``(version, reference to the state dict)``.
+  ``publish`` writes the tensors into the object store *first* and then swaps the reference in
+  one actor call, so publication is atomic: a reader gets the whole newest set or the whole
+  previous one, never a mix. Versions start at 1 and only grow. Readers anywhere in the cluster
+  ``latest()`` or ``wait_newer(k)``; the bytes move through Ray's object store, not the actor.
+* :class:`GlooBroadcast` — a ``torch.distributed`` group of its own (gloo on CPU, NCCL on GPU)
+  for ranks that hold the same model (e.g. one worker group): ``broadcast_state_dict`` sends one
+  flat buffer per dtype instead of one message per tensor. It never touches the default process
+  group, so workers can run their own DDP group beside it.
+
+Outside the cluster (policy servers on another box) weights travel over the wire as
+safetensors; that lives with the policy server, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import json
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import torch
+
+from learner.channel.payload import pack, unpack
+
+logger = logging.getLogger(__name__)
+
+StateDict = dict[str, torch.Tensor]
+ANSWER_GRACE_S = 30.0
+"""How much longer than ``timeout`` a reader waits for the store actor's own answer."""
+
+
+class WeightStoreError(RuntimeError):
+    """The weight store is missing, gone, or did not answer in time."""
+
+
+class WeightTimeout(WeightStoreError, TimeoutError):
+    """``wait_newer`` saw no newer version within its timeout."""
+
+
+class _StoreActor:
+    """State of one store: the newest version and a one-element list holding its reference."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._version = 0
+        self._boxed_ref: list | None = None  # [ObjectRef]; the list stops Ray resolving it
+        self._changed: asyncio.Condition | None = None
+
+    def _cond(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def publish(self, boxed_ref: list) -> int:
+        cond = self._cond()
+        async with cond:
+            self._version += 1
+            self._boxed_ref = boxed_ref
+            cond.notify_all()
+            return self._version
+
+    async def latest(self) -> tuple[int, list | None]:
+        return self._version, self._boxed_ref
+
+    async def version(self) -> int:
+        return self._version
+
+    async def wait_newer(self, than: int, timeout: float | None) -> tuple[int, list | None]:
+        cond = self._cond()
+        async with cond:
+            try:
+                await asyncio.wait_for(cond.wait_for(lambda: self._version > than), timeout)
+            except asyncio.TimeoutError:
+                pass
+            return self._version, self._boxed_ref
+
+
+_RemoteStore = ray.remote(_StoreActor)
+
+
+def _actor_name(name: str) -> str:
+    return f"weights:{name}"
+
+
+def _owned_copy(state: dict) -> StateDict:
+    """Tensors the caller may modify: object-store buffers are shared by every reader on a node."""
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+
+
+class WeightStore:
+    """Handle to a named weight store; picklable, so pass it to workers or ``connect`` by name."""
+
+    def __init__(self, name: str, actor: Any) -> None:
+        self.name = name
+        self._actor = actor
+
+    @classmethod
+    def create(cls, name: str, namespace: str | None = None) -> WeightStore:
+        """Start the store actor ``name`` (0 CPUs); the name must be new. Version starts at 0."""
+        if not ray.is_initialized():
+            raise WeightStoreError(
+                f"weight store {name!r}: Ray is not initialised; call Cluster.local() first"
+            )
+        try:
+            actor = _RemoteStore.options(
+                name=_actor_name(name), namespace=namespace, num_cpus=0, max_concurrency=10_000
+            ).remote(name)
+        except ValueError as err:
+            raise ValueError(
+                f"weight store {name!r} already exists; use WeightStore.connect({name!r})"
+            ) from err
+        store = cls(name, actor)
+        store.version()  # surface start-up errors here
+        return store
+
+    @classmethod
+    def connect(cls, name: str, namespace: str | None = None, timeout: float = 30.0) -> WeightStore:
+        """Join an existing store, waiting up to ``timeout`` s for it to be created."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return cls(name, ray.get_actor(_actor_name(name), namespace=namespace))
+            except ValueError:
+                if time.monotonic() >= deadline:
+                    raise WeightStoreError(
+                        f"weight store {name!r} does not exist (waited {timeout:.0f} s); create "
+                        "it with WeightStore.create or check the name and Ray namespace"
+                    ) from None
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        """Destroy the store actor; the published weights are released."""
+        ray.kill(self._actor)
+
+    def __reduce__(self) -> tuple:
+        return (WeightStore, (self.name, self._actor))
+
+    def __repr__(self) -> str:
+        return f"WeightStore({self.name!r})"
+
+    def _get(self, ref: Any, what: str, timeout: float | None) -> Any:
+        try:
+            return ray.get(ref, timeout=None if timeout is None else timeout + ANSWER_GRACE_S)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref)
+            raise WeightTimeout(f"weight store {self.name!r}: {what}: no answer") from None
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as err:
+            raise WeightStoreError(f"weight store {self.name!r} is gone; {what} failed") from err
+
+    def publish(self, state_dict: StateDict) -> int:
+        """Publish a new set of weights and return its version (1, 2, ...).
+
+        Tensors are detached and copied to the object store before the version changes, so the
+        caller may keep training on the same tensors right away.
+        """
+        if not isinstance(state_dict, dict) or not state_dict:
+            raise ValueError(
+                f"weight store {self.name!r}: publish needs a non-empty dict of tensors, "
+                f"got {type(state_dict).__name__}"
+            )
+        cpu = {
+            k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in state_dict.items()
+        }
+        packed = pack(cpu)
+        ref = ray.put((packed.value, packed.has_tensors))
+        return int(self._get(self._actor.publish.remote([ref]), "publish", 60.0))
+
+    def version(self) -> int:
+        """Newest published version (0 when nothing was published yet)."""
+        return int(self._get(self._actor.version.remote(), "version()", 30.0))
+
+    def _open(self, version: int, boxed: list | None) -> tuple[int, StateDict]:
+        if boxed is None:
+            return version, {}
+        value, has_tensors = ray.get(boxed[0])
+        return version, _owned_copy(unpack(value, has_tensors))
+
+    def latest(self) -> tuple[int, StateDict]:
+        """``(version, state_dict)`` of the newest publication; ``(0, {})`` before the first."""
+        return self._open(*self._get(self._actor.latest.remote(), "latest()", 30.0))
+
+    def wait_newer(self, than: int, timeout: float | None = None) -> tuple[int, StateDict]:
+        """Block until a version newer than ``than`` exists and return the newest one.
+
+        Raises :class:`WeightTimeout` after ``timeout`` seconds (None waits for ever).
+        """
+        ref = self._actor.wait_newer.remote(int(than), timeout)
+        version, boxed = self._get(ref, f"wait_newer(than={than})", timeout)
+        if version <= than:
+            raise WeightTimeout(
+                f"weight store {self.name!r}: no version newer than {than} within {timeout} s "
+                f"(newest is {version}); is the publisher running?"
+            )
+        return self._open(version, boxed)
+
+
+# --------------------------------------------------------------------------------------------
+# Collective broadcast inside the cluster
+# --------------------------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago, for a rendezvous store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+_ALIGN = 16  # byte alignment of each tensor inside the flat buffer, so dtype views are legal
+
+
+def _layout(state_dict: StateDict) -> tuple[list[list], int]:
+    """JSON-able ``[[name, dtype, shape, offset, nbytes], ...]`` and the flat buffer length."""
+    entries, offset = [], 0
+    for name, tensor in state_dict.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"broadcast_state_dict: entry {name!r} is a {type(tensor).__name__}, not a tensor"
+            )
+        nbytes = tensor.numel() * tensor.element_size()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        entries.append([name, dtype, list(tensor.shape), offset, nbytes])
+        offset += -(-nbytes // _ALIGN) * _ALIGN
+    return entries, offset
+
+
+def _flatten(state_dict: StateDict, entries: list[list], total: int, device: Any) -> torch.Tensor:
+    flat = torch.empty(total, dtype=torch.uint8, device=device)
+    for (name, _, _, offset, nbytes) in entries:
+        tensor = state_dict[name].detach().to(device).contiguous().reshape(-1)
+        flat[offset : offset + nbytes] = tensor.view(torch.uint8)
+    return flat
+
+
+def _unflatten(flat: torch.Tensor, entries: list[list]) -> StateDict:
+    """Views into ``flat``: no copy; each receiving rank owns its buffer."""
+    out = {}
+    for name, dtype, shape, offset, nbytes in entries:
+        piece = flat[offset : offset + nbytes].view(getattr(torch, dtype))
+        out[name] = piece.reshape(shape)
+    return out
+
+
+class GlooBroadcast:
+    """A private process group for broadcasting state dicts among ``world_size`` processes.
+
+    Every rank constructs it with the same ``master_addr`` / ``master_port`` (rank 0 hosts the
+    rendezvous store; pick the port with :func:`free_port` on rank 0's host) and then calls
+    :meth:`broadcast_state_dict` collectively. ``backend`` defaults to NCCL when CUDA is present
+    and gloo otherwise; the default ``torch.distributed`` group is left alone.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        master_addr: str,
+        master_port: int,
+        backend: str | None = None,
+        group_name: str = "weights",
+        timeout_s: float = 300.0,
+    ) -> None:
+        import torch.distributed as dist
+
+        if not 0 <= rank < world_size:
+            raise ValueError(f"GlooBroadcast: rank {rank} is outside world_size {world_size}")
+        self.rank, self.world_size = rank, world_size
+        self.backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        timeout = datetime.timedelta(seconds=timeout_s)
+        self._store = dist.TCPStore(
+            master_addr, master_port, world_size, is_master=rank == 0, timeout=timeout
+        )
+        store = dist.PrefixStore(group_name, self._store)
+        if self.backend == "gloo":
+            self._pg = dist.ProcessGroupGloo(store, rank, world_size, timeout)
+            self.device = torch.device("cpu")
+        elif self.backend == "nccl":
+            if not torch.cuda.is_available() or not hasattr(dist, "ProcessGroupNCCL"):
+                raise RuntimeError(
+                    "GlooBroadcast(backend='nccl') needs CUDA and a torch build with NCCL; "
+                    "use backend='gloo' on CPU"
+                )
+            self._pg = dist.ProcessGroupNCCL(store, rank, world_size)
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            raise ValueError(f"GlooBroadcast: backend must be 'gloo' or 'nccl', got {backend!r}")
+        logger.debug("broadcast group %r: rank %d of %d", group_name, rank, world_size)
+
+    def _broadcast(self, tensor: torch.Tensor, src: int) -> None:
+        import torch.distributed as dist
+
+        opts = dist.BroadcastOptions()
+        opts.rootRank = src
+        opts.rootTensor = 0
+        self._pg.broadcast([tensor], opts).wait()
+
+    def broadcast_state_dict(self, state_dict: StateDict | None, src: int = 0) -> StateDict:
+        """Send ``state_dict`` from rank ``src`` to every rank; all ranks call it together.
+
+        Non-source ranks pass None and get tensors on this group's device. Two messages go out:
+        a small JSON header (names, dtypes, shapes, offsets) and one flat byte buffer.
+        """
+        is_src = self.rank == src
+        if is_src:
+            if not state_dict:
+                raise ValueError(f"broadcast_state_dict: source rank {src} must pass a state dict")
+            entries, total = _layout(state_dict)
+            header = json.dumps([entries, total]).encode()
+        length = torch.tensor([len(header) if is_src else 0], dtype=torch.int64, device=self.device)
+        self._broadcast(length, src)
+        if is_src:
+            header_t = torch.frombuffer(bytearray(header), dtype=torch.uint8).to(self.device)
+        else:
+            header_t = torch.empty(int(length.item()), dtype=torch.uint8, device=self.device)
+        self._broadcast(header_t, src)
+        if not is_src:
+            entries, total = json.loads(bytes(header_t.cpu().numpy()).decode())
+        if is_src:
+            flat = _flatten(state_dict, entries, total, self.device)
+        else:
+            flat = torch.empty(total, dtype=torch.uint8, device=self.device)
+        self._broadcast(flat, src)
+        return state_dict if is_src else _unflatten(flat, entries)
+
+    def close(self) -> None:
+        """Drop the group and its store connection."""
+        self._pg = None
+        self._store = None

@@ -1,0 +1,148 @@
+"""Typed config of a ROS 2 node graph: one YAML drives ``rlinf ros up`` and the launch files.
+
+Topic names are relative (namespace-able) and default to franka_ros2 / realsense2_camera
+conventions (REFERENCE.md §2-3). Services are ``std_srvs/Trigger`` because franka_msgs /
+control_msgs actions are not available as wheels here: ``estop``, ``reset_estop``,
+``error_recovery``, and the gripper's ``homing`` / ``open`` / ``grasp`` / ``stop``.
+
+Gripper convention (as franka_gripper publishes it): joints ``<prefix>finger_joint1/2`` each at
+half the opening width. A JointTrajectory that includes ``<prefix>finger_joint1`` also commands
+the gripper, so one message moves arm and gripper together (one or two arms alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from learner.config import ConfigError, from_dict, load_config
+from robot_drivers.cameras import CameraConfig
+from robot_drivers.factory import ArmConfig
+
+
+@dataclass
+class RobotTopics:
+    joint_states: str = field(default="joint_states", metadata={"help": "sensor_msgs/JointState out"})
+    gripper_joint_states: str = field(default="franka_gripper/joint_states", metadata={"help": "finger joints out"})
+    ee_pose: str = field(default="franka_robot_state_broadcaster/current_pose", metadata={"help": "PoseStamped out"})
+    robot_state: str = field(default="franka_robot_state_broadcaster/robot_state",
+                             metadata={"help": "std_msgs/String JSON: mode, errors, e-stop, safety counters"})
+    joint_trajectory: str = field(default="joint_trajectory_controller/joint_trajectory",
+                                  metadata={"help": "trajectory_msgs/JointTrajectory in"})
+    target_pose: str = field(default="cartesian_impedance_controller/target_pose",
+                             metadata={"help": "geometry_msgs/PoseStamped target in (IK to joints)"})
+
+
+@dataclass
+class RobotNodeConfig:
+    enabled: bool = field(default=True, metadata={"help": "start this node (false: robot driven elsewhere)"})
+    name: str = "robot"
+    namespace: str = ""
+    arms: list[ArmConfig] = field(default_factory=lambda: [ArmConfig()])
+    driver_hz: float = field(default=100.0, metadata={"help": "driver tick (physics, watchdog, trajectories)"})
+    publish_hz: float = field(default=50.0, metadata={"help": "joint state / pose publication rate"})
+    state_hz: float = field(default=5.0, metadata={"help": "robot_state JSON rate"})
+    frame_id: str = "base"
+    grasp_width: float = 0.0
+    grasp_force: float = 20.0
+    topics: RobotTopics = field(default_factory=RobotTopics)
+
+    def validate(self) -> None:
+        if len(self.arms) not in (1, 2):
+            raise ConfigError(f"key 'robot.arms' must list 1 or 2 arms, got {len(self.arms)}")
+        prefixes = [a.joint_prefix for a in self.arms]
+        if len(set(prefixes)) != len(prefixes):
+            raise ConfigError(f"key 'robot.arms[*].joint_prefix' must differ between arms, got {prefixes}")
+
+
+@dataclass
+class CameraNodeConfig:
+    name: str = "camera"
+    namespace: str = ""
+    camera: CameraConfig = field(default_factory=CameraConfig)
+    image_topic: str = field(default="camera/camera/color/image_raw", metadata={"help": "sensor_msgs/Image out"})
+    info_topic: str = field(default="camera/camera/color/camera_info", metadata={"help": "CameraInfo out"})
+    encoding: str = field(default="rgb8", metadata={"help": "rgb8 | bgr8 | mono8 ..."})
+    frame_id: str = "camera_color_optical_frame"
+    mirror_joint_states: str = field(default="joint_states",
+                                     metadata={"help": "sim only: joint topic the rendered arm mirrors"})
+    joint_prefix: str = "panda_"
+
+
+@dataclass
+class PolicyClientConfig:
+    enabled: bool = field(default=True, metadata={"help": "start this node (a section that is absent is off)"})
+    name: str = "policy_client"
+    namespace: str = ""
+    server_url: str = field(default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"})
+    api_key: str = ""
+    control_hz: float = 10.0
+    slop_s: float = field(default=0.05, metadata={"help": "max stamp spread of one synchronised observation"})
+    max_obs_age_s: float = field(default=0.5, metadata={"help": "older observations are not sent; hold"})
+    cameras: dict[str, str] = field(default_factory=lambda: {"camera": "camera/camera/color/image_raw"},
+                                    metadata={"help": "observation image name -> Image topic"})
+    joint_states_topic: str = "joint_states"
+    gripper_joint_states_topic: str = "franka_gripper/joint_states"
+    command_topic: str = "joint_trajectory_controller/joint_trajectory"
+    status_topic: str = "policy_client/status"
+    joint_prefixes: list[str] = field(default_factory=lambda: ["panda_"],
+                                      metadata={"help": "one per arm; state = [joints, gripper] per arm"})
+    action_mode: str = field(default="joint_delta", metadata={"help": "joint_delta | joint_position"})
+    action_scale: float = field(default=0.05, metadata={"help": "rad per control step at |a| = 1 (joint_delta)"})
+    instruction: str = ""
+    infer_timeout_s: float = 2.0
+    reconnect_s: float = field(default=0.5, metadata={"help": "pause between reconnection attempts"})
+
+
+@dataclass
+class RosEnvConfig:
+    """RosRobotEnv: the robot over ROS as a vector env (reward from a registered source)."""
+
+    reward: str = field(default="none", metadata={"help": "none | ee_distance | topic"})
+    reward_topic: str = "reward"
+    goal_position: tuple[float, float, float] = (0.5, 0.0, 0.4)
+    success_radius: float = 0.03
+    max_episode_steps: int = 100
+    home_timeout_s: float = 10.0
+    step_timeout_s: float = 1.0
+
+
+@dataclass
+class RosGraphConfig:
+    """The whole graph. ``enabled: false`` (or, for the policy client, no section) starts no such node.
+
+    Sections are not ``X | None``: a typo inside a section then gets an error naming the key.
+    """
+
+    domain_id: int | None = field(default=None, metadata={"help": "ROS_DOMAIN_ID (null: inherit)"})
+    rmw: str = "rmw_fastrtps_cpp"
+    log_level: str = "info"
+    robot: RobotNodeConfig = field(default_factory=RobotNodeConfig)
+    cameras: list[CameraNodeConfig] = field(default_factory=list)
+    policy_client: PolicyClientConfig = field(default_factory=lambda: PolicyClientConfig(enabled=False))
+    env: RosEnvConfig = field(default_factory=RosEnvConfig)
+
+    def node_names(self) -> dict[str, str]:
+        """node name -> kind (``robot`` | ``camera`` | ``policy_client``), in start order."""
+        out: dict[str, str] = {}
+        if self.robot.enabled:
+            out[self.robot.name] = "robot"
+        for cam in self.cameras:
+            out[cam.name] = "camera"
+        if self.policy_client.enabled:
+            out[self.policy_client.name] = "policy_client"
+        return out
+
+    def validate(self) -> None:
+        names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + (
+            [self.policy_client.name] if self.policy_client.enabled else [])
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name")
+
+
+def load_graph_config(path: str | Path | None, overrides: list[str] | None = None) -> RosGraphConfig:
+    """YAML (+ ``key=value`` overrides) -> :class:`RosGraphConfig`; errors name the key."""
+    data: dict[str, Any] = load_config(path, overrides)
+    return from_dict(RosGraphConfig, data)

@@ -1,0 +1,201 @@
+"""Robot node: a FrankaArm (or two) on ROS 2 with franka_ros2 topic names.
+
+Publishes ``joint_states`` (JointState), ``franka_gripper/joint_states`` (finger joints at half
+the width), the end-effector ``current_pose`` (PoseStamped) and ``robot_state`` (std_msgs/String
+JSON: mode, errors, e-stop, safety counters). Accepts ``JointTrajectory`` (arm joints, and the
+gripper through ``<prefix>finger_joint1``) and ``PoseStamped`` targets. ``std_srvs/Trigger``
+services: ``estop``, ``reset_estop``, ``error_recovery``, ``franka_gripper/{homing,open,grasp,stop}``
+(with two arms, gripper services and the pose topics are prefixed by the arm name).
+
+A timer at ``driver_hz`` samples the active trajectories, commands the arms through their safety
+layers and advances the simulated physics; everything runs on one executor thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from rlinf_ros.config import RobotNodeConfig, RosGraphConfig
+from rlinf_ros.conversions import (
+    ConversionError,
+    Trajectory,
+    joint_state_msg,
+    pose_from_msg,
+    pose_msg,
+    trajectory_from_msg,
+)
+from rlinf_ros.nodes.common import reliable_qos, run_node
+from robot_drivers.arm import FrankaArm
+from robot_drivers.factory import make_arm
+from robot_drivers.kinematics import quat_xyzw_to_matrix, solve_ik
+
+log = logging.getLogger(__name__)
+
+
+class RobotNode(Node):
+    def __init__(self, cfg: RobotNodeConfig, arms: list[FrankaArm] | None = None) -> None:
+        super().__init__(cfg.name, namespace=cfg.namespace or None)
+        self.cfg = cfg
+        self.arms = arms if arms is not None else [make_arm(a) for a in cfg.arms]
+        for arm in self.arms:
+            arm.command_period_s = 1.0 / cfg.driver_hz
+            arm.connect()
+        self.trajectories: list[Trajectory | None] = [None] * len(self.arms)
+        self._gripper_cmd: list[float | None] = [None] * len(self.arms)
+        t = cfg.topics
+        qos = reliable_qos()
+        self.pub_js = self.create_publisher(JointState, t.joint_states, qos)
+        self.pub_grip = self.create_publisher(JointState, t.gripper_joint_states, qos)
+        self.pub_pose = [self.create_publisher(PoseStamped, self._arm_topic(i, t.ee_pose), qos)
+                         for i in range(len(self.arms))]
+        self.pub_state = self.create_publisher(String, t.robot_state, reliable_qos(1))
+        self.create_subscription(JointTrajectory, t.joint_trajectory, self._on_trajectory, reliable_qos(10))
+        for i in range(len(self.arms)):
+            self.create_subscription(PoseStamped, self._arm_topic(i, t.target_pose),
+                                     lambda m, i=i: self._on_target_pose(i, m), reliable_qos(10))
+        self._make_services()
+        self.create_timer(1.0 / cfg.driver_hz, self._tick)
+        self.create_timer(1.0 / cfg.publish_hz, self._publish)
+        self.create_timer(1.0 / cfg.state_hz, self._publish_state)
+        self.stats = {"trajectories": 0, "rejected": 0}
+        log.info("robot node: arms %s, joints %s", [a.name for a in self.arms], self.joint_names)
+
+    # ---- naming -------------------------------------------------------------------------
+    def _arm_topic(self, i: int, topic: str) -> str:
+        return topic if len(self.arms) == 1 else f"{self.arms[i].name}/{topic}"
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [n for a in self.arms for n in a.joint_names]
+
+    def _make_services(self) -> None:
+        def srv(name: str, fn: Any) -> None:
+            def cb(_req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+                ok, message = fn()
+                resp.success, resp.message = bool(ok), message
+                log.info("service %s -> %s (%s)", name, ok, message)
+                return resp
+
+            self.create_service(Trigger, name, cb)
+
+        srv("estop", lambda: (self._all(lambda a: a.estop("service call")), "e-stop latched; call reset_estop"))
+        srv("reset_estop", lambda: (self._all(lambda a: a.reset_estop() or True), "e-stop released"))
+        srv("error_recovery", lambda: (self._all(FrankaArm.recover), "automatic error recovery"))
+        for i, arm in enumerate(self.arms):
+            g = self._arm_topic(i, "franka_gripper")
+            srv(f"{g}/homing", lambda a=arm: (a.gripper_homing(), "homing"))
+            srv(f"{g}/open", lambda a=arm: (a.gripper_move(a.safety.cfg.gripper_max_width), "open"))
+            srv(f"{g}/grasp", lambda a=arm: (a.gripper_grasp(self.cfg.grasp_width, force=self.cfg.grasp_force),
+                                            "grasp"))
+            srv(f"{g}/stop", lambda a=arm: (a.backend.gripper_stop(), "stop"))
+
+    def _all(self, fn: Any) -> bool:
+        results = [fn(a) for a in self.arms]
+        for i in range(len(self.arms)):
+            self.trajectories[i] = None
+        return all(r is None or bool(r) for r in results)
+
+    # ---- commands -----------------------------------------------------------------------
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        now = time.time()
+        names = set(msg.joint_names)
+        for i, arm in enumerate(self.arms):
+            finger = arm.gripper_joint_names[0]
+            try:
+                if names & set(arm.joint_names):
+                    self.trajectories[i] = trajectory_from_msg(msg, arm.joint_names, now, arm.state().q)
+                    self.stats["trajectories"] += 1
+                if finger in names:
+                    final = trajectory_from_msg(msg, [finger], now).positions[-1, 0]
+                    self._command_gripper(i, 2.0 * final)
+            except ConversionError as e:
+                self.stats["rejected"] += 1
+                log.warning("rejected JointTrajectory for arm %s: %s", arm.name, e)
+
+    def _command_gripper(self, i: int, width: float) -> None:
+        last = self._gripper_cmd[i]
+        if last is None or abs(last - width) > 1e-3:  # hardware grippers dislike a move per tick
+            if self.arms[i].gripper_move(width):
+                self._gripper_cmd[i] = width
+
+    def _on_target_pose(self, i: int, msg: PoseStamped) -> None:
+        arm = self.arms[i]
+        try:
+            pose = pose_from_msg(msg)
+        except ConversionError as e:
+            self.stats["rejected"] += 1
+            log.warning("rejected target pose for arm %s: %s", arm.name, e)
+            return
+        goal = np.eye(4)
+        goal[:3, :3] = quat_xyzw_to_matrix(pose.quat_xyzw)
+        goal[:3, 3] = pose.position
+        q0 = arm.state().q
+        q1 = solve_ik(q0, goal, iters=50)
+        duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
+        now = time.time()
+        self.trajectories[i] = Trajectory(arm.joint_names, np.array([0.0, duration]), np.stack([q0, q1]), now)
+
+    # ---- timers -------------------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.time()
+        for i, arm in enumerate(self.arms):
+            traj = self.trajectories[i]
+            if traj is not None:
+                arm.move_joints(traj.sample(now))
+                if now >= traj.end:
+                    self.trajectories[i] = None
+                    arm.settle()
+            arm.tick()
+
+    def _publish(self) -> None:
+        stamp = time.time()
+        states = [a.state() for a in self.arms]
+        self.pub_js.publish(joint_state_msg(
+            self.joint_names, np.concatenate([s.q for s in states]), np.concatenate([s.dq for s in states]),
+            np.concatenate([s.tau_j for s in states]), stamp=stamp))
+        fingers = [n for a in self.arms for n in a.gripper_joint_names]
+        widths = np.repeat([s.gripper.width / 2 for s in states], 2)
+        self.pub_grip.publish(joint_state_msg(fingers, widths, stamp=stamp))
+        for pub, s in zip(self.pub_pose, states):
+            pub.publish(pose_msg(s.ee_pose, stamp=stamp, frame_id=self.cfg.frame_id))
+
+    def status(self) -> dict[str, Any]:
+        out = {}
+        for arm in self.arms:
+            s = arm.state()
+            out[arm.name] = {"mode": s.mode.name, "errors": list(s.errors), "estop": arm.safety.estopped,
+                             "holding": arm.holding, "safety": arm.counters}
+        return {"arms": out, **self.stats}
+
+    def _publish_state(self) -> None:
+        self.pub_state.publish(String(data=json.dumps(self.status())))
+
+    def close(self) -> None:
+        for arm in self.arms:
+            arm.backend.hold()
+            arm.disconnect()
+
+
+def build(cfg: RosGraphConfig, name: str | None) -> RobotNode:
+    if not cfg.robot.enabled:
+        raise SystemExit("robot.enabled is false in this config; nothing to start")
+    return RobotNode(cfg.robot)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node("robot", build, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,279 @@
+"""The policy client's control logic, without ROS: action chunks, inference thread, hold on loss.
+
+Why separate from the node: this is where the safety-relevant behaviour lives (what is
+commanded when the server is slow, lost or back), so it is unit-tested with a real in-process
+fake server, and the node only wires topics to it.
+
+Per control tick (:meth:`PolicyLoop.tick`):
+
+1. the newest synchronised observation (or None) comes in;
+2. if the current chunk has steps left, the next one becomes the command;
+3. otherwise the arm *holds* the last commanded target (reason ``waiting``, ``server_lost``
+   or ``no_observation``), so losing the server never moves the arm;
+4. when nothing is in flight and at most ``prefetch`` steps remain, the observation is handed
+   to the inference thread, which reconnects by itself every ``reconnect_s`` when the server is
+   gone. A new chunk replaces what is left of the old one.
+
+Action layout per arm: ``[joint 1..7, gripper]`` in [-1, 1]; gripper -1 closed, +1 open.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from robot_drivers.types import PANDA_GRIPPER_MAX_WIDTH, PANDA_Q_MAX, PANDA_Q_MIN
+
+log = logging.getLogger(__name__)
+
+ARM_DOF = 7
+
+
+class InferClient(Protocol):
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Command:
+    """Per-arm joint targets [7] and gripper widths (m); ``kind`` is ``policy`` or ``hold``."""
+
+    joints: list[np.ndarray]
+    grippers: list[float]
+    kind: str
+    reason: str = ""
+
+
+# ---- action modes: action row -> joint targets --------------------------------------------
+def _joint_delta(action: np.ndarray, prev: np.ndarray, scale: float) -> np.ndarray:
+    return prev + scale * action
+
+
+def _joint_position(action: np.ndarray, prev: np.ndarray, scale: float) -> np.ndarray:
+    lo, hi = np.asarray(PANDA_Q_MIN), np.asarray(PANDA_Q_MAX)
+    return lo + (action + 1.0) / 2.0 * (hi - lo)
+
+
+ACTION_MODES: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
+    "joint_delta": _joint_delta, "joint_position": _joint_position}
+
+
+def gripper_width(a: float) -> float:
+    return float(np.clip((a + 1.0) / 2.0, 0.0, 1.0) * PANDA_GRIPPER_MAX_WIDTH)
+
+
+def chunk_to_targets(chunk: np.ndarray, base: list[np.ndarray], mode: str, scale: float) -> list[Command]:
+    """Action chunk ``[H, 8 * arms]`` -> one :class:`Command` per step, integrated from ``base``."""
+    if mode not in ACTION_MODES:
+        raise ValueError(f"action_mode {mode!r} unknown; known: {sorted(ACTION_MODES)}")
+    chunk = np.asarray(chunk, dtype=np.float64)
+    n_arms = len(base)
+    if chunk.ndim != 2 or chunk.shape[1] != n_arms * (ARM_DOF + 1):
+        raise ValueError(f"policy actions must be [chunk, {n_arms * (ARM_DOF + 1)}] for {n_arms} arm(s) "
+                         f"(7 joints + gripper each), got {list(chunk.shape)}")
+    if not np.all(np.isfinite(chunk)):
+        raise ValueError("policy actions contain NaN/inf")
+    chunk = np.clip(chunk, -1.0, 1.0)
+    fn = ACTION_MODES[mode]
+    prev = [np.asarray(b, dtype=np.float64) for b in base]
+    out = []
+    for row in chunk:
+        joints, grips = [], []
+        for k in range(n_arms):
+            a = row[k * (ARM_DOF + 1):(k + 1) * (ARM_DOF + 1)]
+            prev[k] = fn(a[:ARM_DOF], prev[k], scale)
+            joints.append(prev[k].copy())
+            grips.append(gripper_width(a[ARM_DOF]))
+        out.append(Command(joints, grips, "policy"))
+    return out
+
+
+# ---- inference thread -----------------------------------------------------------------------
+@dataclass
+class _Job:
+    obs: dict[str, Any]
+    base: list[np.ndarray]
+    t_obs: float
+
+
+@dataclass
+class InferResult:
+    actions: np.ndarray
+    base: list[np.ndarray]
+    t_obs: float
+    latency_s: float
+    response: dict[str, Any] = field(default_factory=dict)
+
+
+class InferenceWorker:
+    """Owns the connection; one request at a time; reconnects forever until :meth:`stop`."""
+
+    def __init__(self, connect: Callable[[], InferClient], reconnect_s: float = 0.5, name: str = "policy") -> None:
+        self._connect = connect
+        self.reconnect_s = reconnect_s
+        self.name = name
+        self._jobs: queue.Queue[_Job] = queue.Queue(maxsize=1)
+        self._results: deque[InferResult] = deque(maxlen=1)
+        self._busy = threading.Event()
+        self._stop = threading.Event()
+        self.connected = False
+        self.connects = 0
+        self.failures = 0
+        self.last_error = ""
+        self._client: InferClient | None = None
+        self._thread = threading.Thread(target=self._run, name=f"infer-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set()
+
+    def submit(self, obs: dict[str, Any], base: list[np.ndarray], t_obs: float) -> bool:
+        """Queue one request; False while one is in flight or the server is down."""
+        if self.busy or not self.connected:
+            return False
+        self._busy.set()
+        self._jobs.put(_Job(obs, base, t_obs))
+        return True
+
+    def take(self) -> InferResult | None:
+        try:
+            return self._results.popleft()
+        except IndexError:
+            return None
+
+    def _ensure_client(self) -> bool:
+        if self._client is not None:
+            return True
+        try:
+            self._client = self._connect()
+        except Exception as e:  # noqa: BLE001 -- any failure means "not reachable yet"
+            if self.connected or self.connects == 0 and not self.last_error:
+                log.warning("policy server unreachable (%s); holding position, retrying every %.1f s",
+                            e, self.reconnect_s)
+            self.connected, self.last_error = False, str(e)
+            return False
+        self.connects += 1
+        self.connected = True
+        log.info("policy server connected (connection #%d)", self.connects)
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self._ensure_client():
+                self._stop.wait(self.reconnect_s)
+                continue
+            try:
+                job = self._jobs.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            t0 = time.monotonic()
+            try:
+                resp = self._client.infer(job.obs)  # type: ignore[union-attr]
+                actions = np.asarray(resp["actions"], dtype=np.float64)
+                self._results.append(InferResult(np.atleast_2d(actions), job.base, job.t_obs,
+                                                 time.monotonic() - t0, resp))
+            except Exception as e:  # noqa: BLE001 -- connection lost or server error: drop and retry
+                self.failures += 1
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.warning("policy request failed (%s); holding position until the server answers", self.last_error)
+                self._drop()
+            finally:
+                self._busy.clear()
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        self.connected = False
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 -- already broken
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self._drop()
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+@dataclass
+class LoopStats:
+    policy_steps: int = 0
+    hold_steps: int = 0
+    chunks: int = 0
+    bad_chunks: int = 0
+    mode: str = "hold"
+    reason: str = "starting"
+    latencies_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> chunk ready
+    infer_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
+
+    def summary(self) -> dict[str, Any]:
+        def pct(d: deque, p: float) -> float | None:
+            return float(np.percentile(np.asarray(d), p)) if d else None
+
+        return {"mode": self.mode, "reason": self.reason, "policy_steps": self.policy_steps,
+                "hold_steps": self.hold_steps, "chunks": self.chunks, "bad_chunks": self.bad_chunks,
+                "latency_ms_p50": pct(self.latencies_ms, 50), "latency_ms_p99": pct(self.latencies_ms, 99),
+                "infer_ms_p50": pct(self.infer_ms, 50)}
+
+
+class PolicyLoop:
+    def __init__(self, worker: InferenceWorker, action_mode: str = "joint_delta", action_scale: float = 0.05,
+                 prefetch: int = 1, clock: Callable[[], float] = time.time) -> None:
+        if action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode {action_mode!r} unknown; known: {sorted(ACTION_MODES)}")
+        self.worker = worker
+        self.action_mode, self.action_scale, self.prefetch = action_mode, action_scale, prefetch
+        self._clock = clock
+        self._plan: deque[Command] = deque()
+        self.last: Command | None = None
+        self.stats = LoopStats()
+
+    def _hold(self, measured: Command | None, reason: str) -> Command | None:
+        ref = self.last or measured
+        if ref is None:
+            return None
+        return Command([j.copy() for j in ref.joints], list(ref.grippers), "hold", reason)
+
+    def tick(self, obs: dict[str, Any] | None, measured: Command | None, t_obs: float | None) -> Command | None:
+        """One control step. ``measured`` holds the joints / grippers of ``obs`` (None: no data yet)."""
+        res = self.worker.take()
+        if res is not None:
+            try:
+                self._plan = deque(chunk_to_targets(res.actions, res.base, self.action_mode, self.action_scale))
+                self.stats.chunks += 1
+                self.stats.latencies_ms.append((self._clock() - res.t_obs) * 1e3)
+                self.stats.infer_ms.append(res.latency_s * 1e3)
+            except ValueError as e:
+                self.stats.bad_chunks += 1
+                log.warning("discarding policy chunk: %s", e)
+        if obs is not None and measured is not None and len(self._plan) <= self.prefetch:
+            self.worker.submit(obs, [j.copy() for j in measured.joints], t_obs if t_obs is not None else self._clock())
+        if self._plan:
+            cmd = self._plan.popleft()
+            self.stats.policy_steps += 1
+        else:
+            if not self.worker.connected:
+                reason = "server_lost"
+            elif obs is None and not self.worker.busy:
+                reason = "no_observation"
+            else:
+                reason = "waiting"
+            cmd = self._hold(measured, reason)
+            if cmd is not None:
+                self.stats.hold_steps += 1
+        if cmd is not None:
+            if (cmd.kind, cmd.reason) != (self.stats.mode, self.stats.reason):
+                log.info("policy loop: %s%s", cmd.kind, f" ({cmd.reason})" if cmd.reason else "")
+            self.stats.mode, self.stats.reason = cmd.kind, cmd.reason
+            self.last = cmd
+        return cmd

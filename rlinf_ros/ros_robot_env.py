@@ -1,0 +1,266 @@
+"""RosRobotEnv: a robot on ROS 2 as a ``sim_bridges`` vector env (``env: ros/franka``).
+
+Why: the learner's env workers step any ``VectorEnv``; with this class they train on the real
+(or ROS-simulated) robot through the same topics the policy client uses, no learner change.
+
+- ``reset``: command the arms' home pose, wait until reached (``home_timeout_s``), return the
+  next synchronised observation.
+- ``step``: per control step (``[1, A]`` or a chunk ``[1, chunk, A]``), publish the joint
+  command, keep the control rate, and wait for a synchronised observation stamped after the
+  command (``step_timeout_s``, else :class:`TimeoutError` naming the topics).
+- reward / success come from a registered source (``none``, ``ee_distance`` to a goal,
+  ``topic``: std_msgs/Float64 published by an external judge); episodes truncate at
+  ``max_episode_steps`` and auto-reset as the contract says.
+
+One robot is one env: ``num_envs`` must be 1 (run one env worker per robot).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from rlinf_ros.config import RosGraphConfig, load_graph_config
+from rlinf_ros.conversions import (
+    ConversionError,
+    image_to_rgb,
+    joint_state_to_arrays,
+    pose_from_msg,
+    stamp_to_sec,
+    trajectory_msg,
+)
+from rlinf_ros.policy_loop import ARM_DOF, chunk_to_targets
+from rlinf_ros.sync import ApproxTimeSync
+from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from sim_bridges.registry import register_env
+
+log = logging.getLogger(__name__)
+
+# reward source: (env, ee_position) -> (reward, success)
+RewardFn = Callable[["RosRobotEnv", np.ndarray | None], tuple[float, bool]]
+
+
+def _reward_none(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+    return 0.0, False
+
+
+def _reward_ee_distance(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+    if ee is None:
+        return 0.0, False
+    d = float(np.linalg.norm(ee - np.asarray(env.cfg.env.goal_position)))
+    return -d, d < env.cfg.env.success_radius
+
+
+def _reward_topic(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+    r = env._external_reward
+    return r, r > 0.0
+
+
+REWARD_SOURCES: dict[str, RewardFn] = {"none": _reward_none, "ee_distance": _reward_ee_distance,
+                                       "topic": _reward_topic}
+
+
+class RosRobotEnv(VectorEnv):
+    def __init__(self, cfg: RosGraphConfig, cameras: dict[str, tuple[int, int]] | None = None) -> None:
+
+        if cfg.env.reward not in REWARD_SOURCES:
+            raise ValueError(f"env.reward {cfg.env.reward!r} unknown; known: {sorted(REWARD_SOURCES)}")
+        self.cfg = cfg
+        pc = cfg.policy_client
+        self.pc = pc
+        n_arms = len(pc.joint_prefixes)
+        if cameras is None:  # sizes from the camera nodes publishing those topics
+            by_topic = {c.image_topic: (c.camera.height, c.camera.width) for c in cfg.cameras}
+            cameras = {name: by_topic[t] for name, t in pc.cameras.items() if t in by_topic}
+        self.spec = EnvSpec(num_envs=1, state_dim=n_arms * (ARM_DOF + 1), action_dim=n_arms * (ARM_DOF + 1),
+                            cameras=dict(cameras), max_episode_steps=cfg.env.max_episode_steps,
+                            control_hz=pc.control_hz, instruction=pc.instruction)
+        self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in pc.joint_prefixes]
+        self.fingers = [f"{p}finger_joint1" for p in pc.joint_prefixes]
+        self.home = [np.asarray(a.home, dtype=np.float64) for a in cfg.robot.arms]
+        self._grippers = [0.0] * n_arms
+        self._ee: np.ndarray | None = None
+        self._external_reward = 0.0
+        self._reward_fn = REWARD_SOURCES[cfg.env.reward]
+        self.sync = ApproxTimeSync(["joints", *self.spec.cameras], slop=pc.slop_s)
+        self._new_obs = threading.Condition()
+        self._steps = 0
+        self._return = 0.0
+        self._start_ros()
+
+    # ---- ROS plumbing -------------------------------------------------------------------
+    def _start_ros(self) -> None:
+        import rclpy
+        from geometry_msgs.msg import PoseStamped
+        from rclpy.executors import SingleThreadedExecutor
+        from sensor_msgs.msg import Image, JointState
+        from std_msgs.msg import Float64
+        from trajectory_msgs.msg import JointTrajectory
+
+        from rlinf_ros.nodes.common import reliable_qos, sensor_qos
+
+        self._ctx = rclpy.Context()
+        rclpy.init(context=self._ctx)
+        self.node = rclpy.create_node("ros_robot_env", context=self._ctx)
+        n = self.node
+        n.create_subscription(JointState, self.pc.joint_states_topic, self._on_joints, sensor_qos())
+        n.create_subscription(JointState, self.pc.gripper_joint_states_topic, self._on_gripper, sensor_qos())
+        for cam in self.spec.cameras:
+            n.create_subscription(Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos())
+        n.create_subscription(PoseStamped, self.cfg.robot.topics.ee_pose, self._on_pose, sensor_qos())
+        n.create_subscription(Float64, self.cfg.env.reward_topic,
+                              lambda m: setattr(self, "_external_reward", float(m.data)), reliable_qos())
+        self._pub = n.create_publisher(JointTrajectory, self.pc.command_topic, reliable_qos(10))
+        self._executor = SingleThreadedExecutor(context=self._ctx)
+        self._executor.add_node(n)
+        self._stop = threading.Event()
+        self._spin = threading.Thread(target=self._spin_loop, name="ros-env", daemon=True)
+        self._spin.start()
+
+    def _spin_loop(self) -> None:
+        while not self._stop.is_set():
+            self._executor.spin_once(timeout_sec=0.05)
+
+    def _add(self, stream: str, msg: Any) -> None:
+        self.sync.add(stream, stamp_to_sec(msg.header.stamp), msg)
+        with self._new_obs:
+            self._new_obs.notify_all()
+
+    def _on_joints(self, msg: Any) -> None:
+        try:
+            q = np.concatenate([joint_state_to_arrays(msg, names)[0] for names in self.arm_joints])
+        except ConversionError as e:
+            log.warning("joint_states: %s", e)
+            return
+        self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
+        with self._new_obs:
+            self._new_obs.notify_all()
+
+    def _on_gripper(self, msg: Any) -> None:
+        names = list(msg.name)
+        for i, f in enumerate(self.fingers):
+            if f in names:
+                self._grippers[i] = 2.0 * float(msg.position[names.index(f)])
+
+    def _on_pose(self, msg: Any) -> None:
+        try:
+            self._ee = pose_from_msg(msg).position
+        except ConversionError:
+            pass
+
+    # ---- observations -------------------------------------------------------------------
+    def _wait_obs(self, after: float, timeout: float) -> tuple[Observation, list[np.ndarray]]:
+        """Next synchronised set whose newest stamp is later than ``after`` (wall clock)."""
+        deadline = time.time() + timeout
+        while True:
+            found = self.sync.pop_newest()
+            if found is not None and min(s for s, _ in found.values()) > after:
+                return self._to_obs(found)
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"RosRobotEnv: no synchronised observation on {self.pc.joint_states_topic} + "
+                    f"{list(self.pc.cameras.values()) if self.spec.cameras else '(no cameras)'} within {timeout} s "
+                    f"(slop {self.pc.slop_s} s; last stamps {self.sync.latest_stamps()}); are the nodes running "
+                    "on this ROS_DOMAIN_ID?")
+            with self._new_obs:
+                self._new_obs.wait(min(remaining, 0.05))
+
+    def _to_obs(self, found: dict[str, tuple[float, Any]]) -> tuple[Observation, list[np.ndarray]]:
+        q = found["joints"][1]
+        joints = [q[i * ARM_DOF:(i + 1) * ARM_DOF] for i in range(len(self.arm_joints))]
+        state = np.concatenate([np.append(j, g) for j, g in zip(joints, self._grippers)]).astype(np.float32)
+        images = {c: image_to_rgb(found[c][1])[None].copy() for c in self.spec.cameras}
+        return {"state": state[None], "images": images, "instruction": [self.spec.instruction]}, joints
+
+    def _publish(self, joints: list[np.ndarray], grippers: list[float], duration: float) -> None:
+        names = [n for js in self.arm_joints for n in js] + self.fingers
+        point = np.concatenate([*joints, np.asarray(grippers) / 2.0])
+        self._pub.publish(trajectory_msg(names, point[None], np.array([duration])))
+
+    # ---- VectorEnv ----------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> Observation:
+        e = self.cfg.env
+        self._wait_for_robot(e.home_timeout_s)
+        t0 = time.time()
+        self._publish(self.home, [0.08] * len(self.home), duration=2.0)
+        while True:
+            obs, joints = self._wait_obs(t0, e.step_timeout_s * 5)
+            err = max(float(np.abs(j - h).max()) for j, h in zip(joints, self.home))
+            if err < 0.02:
+                break
+            if time.time() - t0 > e.home_timeout_s:
+                raise TimeoutError(f"RosRobotEnv.reset: arm not home after {e.home_timeout_s} s "
+                                   f"(max joint error {err:.3f} rad); check e-stop / robot_state")
+            self._publish(self.home, [0.08] * len(self.home), duration=0.5)  # keep the watchdog fed
+        self._obs, self._joints = obs, joints
+        self._steps, self._return = 0, 0.0
+        return obs
+
+    def _wait_for_robot(self, timeout: float) -> None:
+        """Commands published before DDS matched the robot's subscription would be lost."""
+        deadline = time.time() + timeout
+        while self._pub.get_subscription_count() == 0:
+            if time.time() > deadline:
+                raise TimeoutError(f"RosRobotEnv: nobody subscribes to {self.pc.command_topic} after {timeout} s; "
+                                   "is the robot node running on this ROS_DOMAIN_ID?")
+            time.sleep(0.02)
+
+    def _substep(self, action: np.ndarray) -> tuple[float, bool]:
+        """Command one control step (a trajectory lasting one period) and observe its end."""
+        period = 1.0 / self.spec.control_hz
+        cmd = chunk_to_targets(action[None], self._joints, self.pc.action_mode, self.pc.action_scale)[0]
+        t_cmd = time.time()
+        self._publish(cmd.joints, cmd.grippers, period)
+        self._obs, self._joints = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period)
+        return self._reward_fn(self, self._ee)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        acts = check_actions(actions, self.spec)[0]  # [chunk, A]
+        chunk = len(acts)
+        rewards, valid = np.zeros((1, chunk), np.float32), np.zeros((1, chunk), bool)
+        success, done_trunc = False, False
+        for k, a in enumerate(acts):
+            r, success = self._substep(a)
+            rewards[0, k], valid[0, k] = r, True
+            self._steps += 1
+            self._return += r
+            if success or self._steps >= self.spec.max_episode_steps:
+                done_trunc = not success
+                break
+        terminated, truncated = np.array([success]), np.array([done_trunc])
+        info: dict[str, Any] = {"success": np.array([success]), "valid_steps": valid,
+                                "episode_return": np.array([self._return], np.float32),
+                                "episode_length": np.array([self._steps])}
+        obs = self._obs
+        if success or done_trunc:
+            info["final_observation"] = obs
+            obs = self.reset()
+        if np.asarray(actions).ndim == 2:
+            rewards = rewards[:, 0]
+        return obs, rewards, terminated, truncated, info
+
+    def close(self) -> None:
+        import rclpy
+
+        if getattr(self, "_stop", None) is None or self._stop.is_set():
+            return
+        self._stop.set()
+        self._spin.join(timeout=2)
+        self._executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self._ctx)
+
+
+@register_env("ros")
+def make_ros_env(task: str = "franka", num_envs: int = 1, config: str = "configs/ros_sim_franka.yaml",
+                 overrides: list[str] | None = None, **_: Any) -> RosRobotEnv:
+    """``env: ros/<task>`` -> RosRobotEnv over the graph YAML ``config`` (one robot = one env)."""
+    if num_envs != 1:
+        raise ValueError(f"env ros/{task}: one robot is one env, got num_envs={num_envs}; "
+                         "run one env worker per robot")
+    return RosRobotEnv(load_graph_config(config, overrides))

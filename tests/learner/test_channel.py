@@ -1,0 +1,178 @@
+"""Channel behaviour against a real Ray instance: FIFO, keys, batches, nowait, back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+
+import numpy as np
+import pytest
+import ray
+import torch
+
+from learner.channel import (
+    Channel,
+    ChannelClosed,
+    ChannelEmpty,
+    ChannelFull,
+    ChannelTimeout,
+)
+from learner.channel.channel import PUT_WINDOW
+from learner.channel.payload import INLINE_LIMIT, pack, unpack
+
+pytestmark = pytest.mark.ray
+
+_ids = itertools.count()
+
+
+@pytest.fixture
+def channel(ray_cluster):
+    ch = Channel.create(f"test-ch-{next(_ids)}")
+    yield ch
+    ch.close()
+
+
+@pytest.fixture
+def bounded(ray_cluster):
+    ch = Channel.create(f"test-bounded-{next(_ids)}", maxsize=2)
+    yield ch
+    ch.close()
+
+
+def test_fifo_per_key_and_key_isolation(channel):
+    for i in range(5):
+        channel.put(("a", i), key="a")
+        channel.put(("b", i), key="b")
+    channel.put("default")
+    assert channel.qsize("a") == 5 and channel.qsize("b") == 5 and channel.qsize() == 1
+    assert [channel.get(key="a", timeout=5) for _ in range(5)] == [("a", i) for i in range(5)]
+    # key "a" drained; "b" untouched and still in order; default key separate
+    assert channel.empty("a") and channel.qsize("b") == 5
+    assert channel.get(timeout=5) == "default"
+    assert [channel.get(key="b", timeout=5) for _ in range(5)] == [("b", i) for i in range(5)]
+    with pytest.raises(ChannelEmpty, match=channel.name):
+        channel.get_nowait(key="a")
+
+
+def test_get_batch_and_by_weight(channel):
+    for i in range(6):
+        channel.put(i, key="k", weight=float(i % 3 + 1))  # weights 1,2,3,1,2,3
+    assert channel.get_batch(2, key="k", timeout=5) == [0, 1]
+    # head weights 3,1,2,3: the shortest head reaching 4.0 is [2, 3]
+    assert channel.get_batch_by_weight(4.0, key="k", timeout=5) == [2, 3]
+    assert channel.qsize("k") == 2
+    with pytest.raises(ChannelTimeout, match="get_batch"):
+        channel.get_batch(3, key="k", timeout=0.3)
+    assert channel.get_batch(2, key="k", timeout=5) == [4, 5]  # a timed-out batch took nothing
+
+
+def test_nowait_raises_on_full_and_empty(bounded):
+    with pytest.raises(ChannelEmpty, match=f"{bounded.name}.*empty"):
+        bounded.get_nowait()
+    bounded.put_nowait(1)
+    bounded.put_nowait(2)
+    assert bounded.full() and not bounded.empty()
+    with pytest.raises(ChannelFull, match=f"{bounded.name}.*maxsize=2"):
+        bounded.put_nowait(3)
+    assert bounded.get_nowait() == 1
+    bounded.put_nowait(3)
+    assert [bounded.get_nowait(), bounded.get_nowait()] == [2, 3]
+
+
+def test_backpressure_blocked_producer_released_by_consumer(bounded):
+    bounded.put("x0", key="k")
+    bounded.put("x1", key="k")
+    bounded.put("other", key="free")  # capacity is per key: another key is not blocked
+    done = threading.Event()
+
+    def produce() -> None:
+        bounded.put("x2", key="k", timeout=20)
+        done.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    time.sleep(0.8)
+    assert not done.is_set(), "put into a full queue must block"
+    assert bounded.qsize("k") == 2
+    assert bounded.get(key="k", timeout=5) == "x0"  # frees one slot
+    assert done.wait(10), "the blocked producer was not released by the consumer"
+    producer.join(5)
+    assert [bounded.get(key="k", timeout=5) for _ in range(2)] == ["x1", "x2"]
+    bounded.put("a", key="free")  # second slot of "free"
+    with pytest.raises(ChannelTimeout, match=bounded.name):
+        bounded.put("b", key="free", timeout=0.2)
+
+
+def test_large_numpy_and_torch_payloads_round_trip(channel):
+    big = np.arange(INLINE_LIMIT, dtype=np.float32)  # 4x the inline limit: goes by reference
+    tensor = torch.arange(300_000, dtype=torch.bfloat16)
+    channel.put({"obs": big, "t": tensor, "small": torch.ones(3), "tag": "x"})
+    item = channel.get(timeout=10)
+    np.testing.assert_array_equal(item["obs"], big)
+    assert item["t"].dtype == torch.bfloat16 and torch.equal(item["t"], tensor)
+    assert torch.equal(item["small"], torch.ones(3)) and item["tag"] == "x"
+
+
+def test_pack_boxes_tensors_and_measures_bytes():
+    state = {"w": torch.zeros(10, 10), "nested": [np.zeros(5, np.uint8), (torch.ones(2),)]}
+    packed = pack(state)
+    assert packed.nbytes == 400 + 5 + 8 and packed.has_tensors and packed.inline
+    assert not isinstance(packed.value["w"], torch.Tensor)
+    back = unpack(packed.value, packed.has_tensors)
+    assert torch.equal(back["w"], state["w"]) and isinstance(back["nested"][1], tuple)
+    plain = {"a": np.zeros(INLINE_LIMIT + 1, np.uint8)}
+    assert pack(plain).value is plain and not pack(plain).inline  # untouched, not copied
+
+
+@ray.remote(num_cpus=0)
+def _produce(ch: Channel, n: int) -> int:
+    for i in range(n):
+        ch.put(np.full(50_000, i, dtype=np.int32), key="w")  # 200 KB: by reference
+    return n
+
+
+def test_handle_crosses_to_workers_and_connect_by_name(channel):
+    ref = _produce.remote(channel, 4)
+    same = Channel.connect(channel.name)
+    got = [int(same.get(key="w", timeout=30)[0]) for _ in range(4)]
+    assert got == [0, 1, 2, 3] and ray.get(ref) == 4
+    with pytest.raises(ChannelTimeout, match="does not exist"):
+        Channel.connect("no-such-channel", timeout=0.2)
+    with pytest.raises(ValueError, match="already exists"):
+        Channel.create(channel.name)
+
+
+def test_asyncio_variants(channel):
+    async def roundtrip() -> list:
+        getter = asyncio.ensure_future(channel.aget(key="a", timeout=10))
+        await asyncio.sleep(0.2)
+        await channel.aput(np.ones(200_000, np.uint8), key="a")
+        await channel.aput(7, key="a")
+        first = await getter
+        return [first.sum(), await channel.aget_batch(1, key="a", timeout=5)]
+
+    assert asyncio.run(roundtrip()) == [200_000, [7]]
+
+
+def test_closed_channel_raises(ray_cluster):
+    ch = Channel.create(f"test-closed-{next(_ids)}")
+    ch.close()
+    with pytest.raises(ChannelClosed, match=ch.name):
+        for _ in range(50):  # ray.kill is asynchronous
+            ch.qsize()
+            time.sleep(0.1)
+
+
+def test_unbounded_put_is_pipelined_but_ordered_and_visible(channel):
+    """Unbounded puts return before the actor answers; order and visibility still hold."""
+    for i in range(PUT_WINDOW + 10):
+        channel.put(i, key="p")
+    assert len(channel._inflight) <= PUT_WINDOW  # the window bounds unacknowledged puts
+    other = Channel.connect(channel.name)  # a second handle sees items once flushed
+    channel.flush()
+    assert not channel._inflight and other.qsize("p") == PUT_WINDOW + 10
+    assert other.get_batch(PUT_WINDOW + 10, key="p", timeout=5) == list(range(PUT_WINDOW + 10))
+    channel.put("seen", key="q")  # same handle: a later get is ordered after the put
+    assert channel.get(key="q", timeout=5) == "seen"

@@ -1,0 +1,124 @@
+"""Helpers to run node graphs as real processes in tests and benchmarks (always cleaned up)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Procs:
+    """Start processes with logs in ``log_dir``; :meth:`stop_all` TERMs then KILLs them."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        log = open(self.log_dir / f"{name}.log", "ab")
+        p = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = p
+        return p
+
+    def start_node(self, kind: str, config: Path, *overrides: str) -> subprocess.Popen:
+        return self.start(kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides])
+
+    def start_server(self, port: int, camera: str = "camera:224x224", name: str = "server") -> subprocess.Popen:
+        return self.start(name, [str(ROOT / "tests/rlinf_ros/scripted_policy_server.py"), "--port", str(port),
+                                 "--camera", camera])
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        p = self.procs.pop(name)
+        p.send_signal(sig)
+        p.wait(timeout=10)
+
+    def alive(self, name: str) -> bool:
+        return self.procs[name].poll() is None
+
+    def stop_all(self, timeout: float = 8.0) -> dict[str, int | None]:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        codes = {}
+        deadline = time.time() + timeout
+        for name, p in self.procs.items():
+            try:
+                codes[name] = p.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+                codes[name] = None
+        self.procs.clear()
+        return codes
+
+    def logs(self) -> str:
+        out = []
+        for f in sorted(self.log_dir.glob("*.log")):
+            out.append(f"==== {f.name}\n" + f.read_text(errors="replace")[-3000:])
+        return "\n".join(out)
+
+
+class Probe:
+    """An in-process rclpy node on its own context, spun in a thread, recording messages."""
+
+    def __init__(self, name: str = "probe") -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.executor = SingleThreadedExecutor(context=self.ctx)
+        self.executor.add_node(self.node)
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def record(self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10) -> list:
+        """Subscribe; returns the list that collects ``(receive_time, convert(msg))``."""
+        out: list = []
+
+        def cb(msg: Any) -> None:
+            with self.lock:
+                out.append((time.time(), convert(msg)))
+
+        self.node.create_subscription(msg_type, topic, cb, qos)
+        return out
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if cond():
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}\n" + (procs.logs() if procs else ""))
+
+    def close(self) -> None:
+        import rclpy
+
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)

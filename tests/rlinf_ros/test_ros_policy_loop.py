@@ -1,0 +1,137 @@
+"""Policy client control logic: chunks become joint targets; a lost server means hold; resume."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from rlinf_ros.policy_loop import Command, InferenceWorker, PolicyLoop, chunk_to_targets, gripper_width
+from robot_drivers.types import PANDA_HOME
+
+
+class Server:
+    """An in-process stand-in for the policy server: can go down and come back."""
+
+    def __init__(self, chunk: int = 1) -> None:
+        self.alive = True
+        self.generation = 0
+        self.calls = 0
+        self.chunk = chunk
+
+    def connect(self) -> "Conn":
+        if not self.alive:
+            raise ConnectionRefusedError("server down")
+        return Conn(self, self.generation)
+
+    def kill(self) -> None:
+        self.alive = False
+        self.generation += 1
+
+    def restart(self) -> None:
+        self.alive = True
+
+
+class Conn:
+    def __init__(self, server: Server, gen: int) -> None:
+        self.server, self.gen = server, gen
+
+    def infer(self, obs: dict) -> dict:
+        if not self.server.alive or self.server.generation != self.gen:
+            raise ConnectionResetError("connection closed")
+        self.server.calls += 1
+        return {"actions": np.tile(np.array([1.0, -1.0, 0, 0, 0, 0, 0.5, 1.0]), (self.server.chunk, 1))}
+
+    def close(self) -> None:
+        pass
+
+
+def measured(q: np.ndarray) -> Command:
+    return Command([q.copy()], [0.08], "measured")
+
+
+def run_ticks(loop: PolicyLoop, q: np.ndarray, n: int, obs: bool = True) -> list[Command]:
+    out = []
+    for _ in range(n):
+        cmd = loop.tick({"state": q} if obs else None, measured(q) if obs else None, time.time())
+        out.append(cmd)
+        time.sleep(0.02)  # let the inference thread answer, as between 10 Hz ticks
+    return out
+
+
+def test_chunk_to_targets_integrates_deltas_and_maps_gripper() -> None:
+    q = np.array(PANDA_HOME)
+    chunk = np.array([[1, 0, 0, 0, 0, 0, 0, -1], [1, 0, 0, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 0, 0, 0]])
+    cmds = chunk_to_targets(chunk, [q], "joint_delta", 0.1)
+    assert [c.joints[0][0] - q[0] for c in cmds] == pytest.approx([0.1, 0.2, 0.3])  # 2 clipped to 1
+    assert [c.grippers[0] for c in cmds] == pytest.approx([0.0, 0.08, 0.04])
+    assert gripper_width(0.0) == pytest.approx(0.04)
+    absolute = chunk_to_targets(np.zeros((1, 8)), [q], "joint_position", 0.1)[0].joints[0]
+    assert absolute[0] == pytest.approx(0.0) and absolute[3] == pytest.approx((-3.0718 - 0.0698) / 2)
+    with pytest.raises(ValueError, match=r"\[chunk, 16\] for 2 arm"):
+        chunk_to_targets(np.zeros((1, 8)), [q, q], "joint_delta", 0.1)
+    with pytest.raises(ValueError, match="NaN"):
+        chunk_to_targets(np.full((1, 8), np.nan), [q], "joint_delta", 0.1)
+
+
+def test_loop_runs_the_policy_then_holds_on_loss_and_resumes() -> None:
+    server = Server()
+    worker = InferenceWorker(server.connect, reconnect_s=0.05)
+    loop = PolicyLoop(worker, "joint_delta", 0.01)
+    q = np.array(PANDA_HOME)
+    try:
+        deadline = time.time() + 5
+        while not worker.connected and time.time() < deadline:
+            time.sleep(0.01)
+        cmds = run_ticks(loop, q, 10)
+        policy = [c for c in cmds if c.kind == "policy"]
+        assert len(policy) >= 7  # at most the first ticks wait for the first chunk
+        assert all(c.joints[0][0] == pytest.approx(q[0] + 0.01) for c in policy)  # base = measured q
+        assert all(c.grippers[0] == pytest.approx(0.08) for c in policy)
+        last_target = loop.last.joints[0].copy()
+
+        server.kill()
+        cmds = run_ticks(loop, q + 0.3, 10)  # the arm drifted? never mind: hold the last target
+        holds = [c for c in cmds if c.kind == "hold"]
+        assert len(holds) >= 9 and holds[-1].reason == "server_lost"
+        assert all(np.allclose(c.joints[0], last_target) for c in holds)
+        assert not worker.connected and worker.failures >= 1
+
+        server.restart()
+        cmds = run_ticks(loop, q, 15)
+        assert cmds[-1].kind == "policy" and worker.connects == 2
+        assert loop.stats.summary()["latency_ms_p50"] is not None
+    finally:
+        worker.stop()
+
+
+def test_loop_holds_measured_joints_until_the_first_chunk() -> None:
+    server = Server()
+    server.kill()
+    worker = InferenceWorker(server.connect, reconnect_s=0.05)
+    loop = PolicyLoop(worker)
+    q = np.array(PANDA_HOME)
+    try:
+        assert loop.tick(None, None, None) is None  # nothing known yet: publish nothing
+        cmd = loop.tick({"state": q}, measured(q), time.time())
+        assert cmd.kind == "hold" and np.allclose(cmd.joints[0], q) and cmd.reason == "server_lost"
+    finally:
+        worker.stop()
+
+
+def test_chunks_are_executed_one_step_per_tick() -> None:
+    server = Server(chunk=4)
+    worker = InferenceWorker(server.connect, reconnect_s=0.05)
+    loop = PolicyLoop(worker, "joint_delta", 0.01, prefetch=1)
+    q = np.array(PANDA_HOME)
+    try:
+        while not worker.connected:
+            time.sleep(0.01)
+        cmds = [c for c in run_ticks(loop, q, 12) if c.kind == "policy"]
+        steps = [round((c.joints[0][0] - q[0]) / 0.01) for c in cmds]
+        assert steps[:4] == [1, 2, 3, 4]  # the chunk is integrated step by step from its base
+        assert 1 in steps[4:]  # the next chunk (prefetched) starts again from the measured joints
+        assert server.calls < 12  # a request every few ticks, not every tick
+    finally:
+        worker.stop()
