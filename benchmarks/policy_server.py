@@ -35,7 +35,9 @@ from policy_server.client import AsyncPolicyClient  # noqa: E402 - light import,
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STATE_DIM, ACTION_DIM, CHUNK = 32, 7, 8
-MODELS = {"mlp": [256, 256], "wide_mlp_26M": [2560, 2560, 2560]}
+# name -> (hidden sizes, max_wait_ms). The wait is a per-deployment knob: long enough for a
+# closed-loop client population to re-send after a response (~ a third of the forward time).
+MODELS = {"mlp": ([256, 256], 2.0), "wide_mlp_26M": ([2560, 2560, 2560], 20.0)}
 
 
 # -- client processes (no torch) ------------------------------------------------------------------
@@ -98,25 +100,30 @@ def raw_forward(policy: Any, batch: int, min_time: float = 1.5) -> dict[str, flo
             "p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
 
 
-def serve_and_measure(policy: Any, max_batch: int, clients: int, args: argparse.Namespace) -> dict[str, float]:
+def serve_and_measure(policy: Any, max_batch: int, clients: int, max_wait_ms: float,
+                      args: argparse.Namespace) -> dict[str, float]:
     from policy_server.background import ServerThread
     from policy_server.config import ServerConfig
     from policy_server.server import PolicyServer
 
-    cfg = ServerConfig(host="127.0.0.1", port=0, max_batch=max_batch, max_wait_ms=args.max_wait_ms,
+    cfg = ServerConfig(host="127.0.0.1", port=0, max_batch=max_batch, max_wait_ms=max_wait_ms,
                        torch_threads=args.torch_threads)
     with ServerThread(PolicyServer(policy, cfg, policy_name="bench")) as srv:
         result = drive_clients(srv.url, clients, args.warmup, args.duration)
         m = srv.server.metrics
         result["mean_batch"] = m.batch_sum / max(1, m.batches)
+        result["server_forward_ms"] = m.forward_ms_sum / max(1, m.batches)  # whole run incl. warm-up
     return result
 
 
-def bench_model(name: str, hidden: list[int], args: argparse.Namespace) -> dict[str, Any]:
+def bench_model(name: str, hidden: list[int], max_wait_ms: float, args: argparse.Namespace) -> dict[str, Any]:
     from learner.models import PolicySpec, build_policy
 
     policy = build_policy("mlp", PolicySpec(STATE_DIM, ACTION_DIM, CHUNK), hidden=hidden)
-    out: dict[str, Any] = {"hidden": hidden, "params_M": sum(p.numel() for p in policy.parameters()) / 1e6,
+    if args.max_wait_ms is not None:
+        max_wait_ms = args.max_wait_ms
+    out: dict[str, Any] = {"hidden": hidden, "max_wait_ms": max_wait_ms,
+                           "params_M": sum(p.numel() for p in policy.parameters()) / 1e6,
                            "raw": {}, "batched": {}, "one_at_a_time": {}}
     for n in args.clients:
         out["raw"][n] = raw_forward(policy, n)
@@ -126,7 +133,7 @@ def bench_model(name: str, hidden: list[int], args: argparse.Namespace) -> dict[
         for n in args.clients:
             if mode == "one_at_a_time" and n == 1:
                 continue  # identical to batched with one client
-            r = serve_and_measure(policy, max_batch, n, args)
+            r = serve_and_measure(policy, max_batch, n, max_wait_ms, args)
             raw = out["raw"][n]
             r["throughput_vs_raw"] = r["req_per_s"] / raw["req_per_s"]
             r["p50_overhead_ms"] = r["p50_ms"] - raw["p50_ms"]
@@ -135,27 +142,38 @@ def bench_model(name: str, hidden: list[int], args: argparse.Namespace) -> dict[
             print(f"[{name}] {mode:13s} {n:2d} clients: {r['req_per_s']:8.0f} req/s "
                   f"({100 * r['throughput_vs_raw']:5.1f}% of raw batch {n}), p50 {r['p50_ms']:7.2f} ms, "
                   f"p99 {r['p99_ms']:7.2f} ms (+{r['p99_overhead_ms']:.2f} over forward), "
-                  f"mean batch {r['mean_batch']:.1f}", flush=True)
+                  f"mean batch {r['mean_batch']:.1f} (server forward {r['server_forward_ms']:.1f} ms)", flush=True)
     return out
+
+
+def _fmt_load(load: Any) -> str:
+    return "/".join(f"{x:.1f}" for x in load)
 
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Policy server benchmark ({report['when']})", "",
-             f"Machine: {report['machine']}; torch threads {report['torch_threads']}; "
-             f"max_wait_ms {report['max_wait_ms']}; {report['duration_s']} s per point after "
-             f"{report['warmup_s']} s warm-up. Throughput ratio = server req/s over raw `policy.act` "
-             "req/s at batch = #clients; overhead = client p99 round trip minus raw forward p99 at that batch.",
-             "", "| model | params | clients | raw req/s | raw p99 ms | server req/s | % of raw | p50 ms | "
-             "p99 ms | p99 overhead ms | mean batch | 1-at-a-time req/s | 1-at-a-time p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"Machine: {report['machine']}; torch threads {report['torch_threads']}; {report['duration_s']} s "
+             f"per point after {report['warmup_s']} s warm-up; clients in 2 separate processes on the same "
+             "machine. `% of raw` = server req/s over raw in-process `policy.act` req/s at batch = #clients; "
+             "`p99 overhead` = client p99 round trip minus raw forward p99 at that batch; `server fwd` = mean "
+             "forward time per batch inside the server (vs raw mean at that batch: CPU shared with clients). "
+             f"Load average (1/5/15 min) before {_fmt_load(report['load_avg_before'])}, after "
+             f"{_fmt_load(report['load_avg_after'])}: other jobs share this machine.",
+             "", "| model | params | wait ms | clients | raw req/s | raw mean/p99 ms | server req/s | % of raw | "
+             "p50 ms | p99 ms | p99 overhead ms | mean batch | server fwd ms | 1-at-a-time req/s | "
+             "1-at-a-time p50/p99 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in report["models"].items():
         for n, r in m["batched"].items():
             raw, single = m["raw"][n], m["one_at_a_time"].get(n)
             s_tput = f"{single['req_per_s']:.0f}" if single else "(same)"
-            s_p99 = f"{single['p99_ms']:.1f}" if single else "(same)"
-            lines.append(f"| {name} | {m['params_M']:.2f} M | {n} | {raw['req_per_s']:.0f} | {raw['p99_ms']:.2f} | "
-                         f"{r['req_per_s']:.0f} | {100 * r['throughput_vs_raw']:.1f}% | {r['p50_ms']:.2f} | "
-                         f"{r['p99_ms']:.2f} | {r['p99_overhead_ms']:.2f} | {r['mean_batch']:.1f} | {s_tput} | {s_p99} |")
+            s_lat = f"{single['p50_ms']:.1f} / {single['p99_ms']:.1f}" if single else "(same)"
+            lines.append(
+                f"| {name} | {m['params_M']:.2f} M | {m['max_wait_ms']:g} | {n} | {raw['req_per_s']:.0f} | "
+                f"{raw['mean_ms']:.2f} / {raw['p99_ms']:.2f} | {r['req_per_s']:.0f} | "
+                f"{100 * r['throughput_vs_raw']:.1f}% | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                f"{r['p99_overhead_ms']:.2f} | {r['mean_batch']:.1f} | {r['server_forward_ms']:.1f} | "
+                f"{s_tput} | {s_lat} |")
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +182,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5.0, help="measured seconds per point")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--torch-threads", type=int, default=1)
-    ap.add_argument("--max-wait-ms", type=float, default=2.0)
+    ap.add_argument("--max-wait-ms", type=float, default=None, help="override the per-model batching wait")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--quick", action="store_true", help="1.5 s points (smoke run)")
@@ -178,10 +196,12 @@ def main() -> None:
     report: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs (shared), torch {torch.__version__}",
-        "torch_threads": args.torch_threads, "max_wait_ms": args.max_wait_ms,
+        "torch_threads": args.torch_threads,
         "duration_s": args.duration, "warmup_s": args.warmup,
-        "models": {name: bench_model(name, MODELS[name], args) for name in args.models},
+        "load_avg_before": os.getloadavg(),
+        "models": {name: bench_model(name, *MODELS[name], args) for name in args.models},
     }
+    report["load_avg_after"] = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(report, indent=1))
     (RESULTS / f"{args.out}.md").write_text(markdown(report))

@@ -100,7 +100,7 @@ def _join_optimizer_state(tensors: dict[str, torch.Tensor], js: dict[str, Any]) 
         state.setdefault(int(idx), {})[name] = value
     for idx, entry in js.get("scalars", {}).items():
         state.setdefault(int(idx), {}).update(entry)
-    return {"state": state, "param_groups": js["param_groups"]}
+    return {"state": dict(sorted(state.items())), "param_groups": js["param_groups"]}
 
 
 # -- save / load ------------------------------------------------------------------------------

@@ -55,6 +55,10 @@ class ServerConfig:
     )
     deterministic: bool = field(default=True, metadata={"help": "serve the distribution's mode"})
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads (also set in the forward thread); 0 = current"})
+    inline_forward_ms: float = field(
+        default=1.0,
+        metadata={"help": "forwards measured faster than this run on the I/O thread (no hand-off); 0 = never"},
+    )
     latency_window: int = field(default=2048, metadata={"help": "requests kept for latency quantiles"})
 
     def validate(self) -> None:
@@ -69,6 +73,7 @@ class ServerConfig:
         need(self.max_weights_bytes >= 1024, "max_weights_bytes", "must be >= 1024", self.max_weights_bytes)
         need(self.max_connections >= 1, "max_connections", "must be >= 1", self.max_connections)
         need(self.torch_threads >= 0, "torch_threads", "must be >= 0", self.torch_threads)
+        need(self.inline_forward_ms >= 0, "inline_forward_ms", "must be >= 0", self.inline_forward_ms)
         need(self.latency_window >= 16, "latency_window", "must be >= 16", self.latency_window)
         for key in ("api_key", "weights_token"):
             value = getattr(self, key)

@@ -5,7 +5,7 @@ updates happen on the server's event-loop thread, so no locking is needed; rende
 consistent snapshot on the same thread.
 
 >>> m = ServerMetrics(window=16)
->>> m.observe_batch(3)
+>>> m.observe_batch(3, forward_ms=1.5)
 >>> m.observe_request(latency_ms=2.0)
 >>> m.count_error("bad_request")
 >>> text = m.render(weight_version=4, connections=1)
@@ -31,6 +31,7 @@ class ServerMetrics:
         self.errors: collections.Counter[str] = collections.Counter()
         self.batches = 0
         self.batch_sum = 0
+        self.forward_ms_sum = 0.0
         self.batch_buckets = [0] * len(BATCH_BUCKETS)
         self.weight_swaps = 0
         self.refused_pushes = 0
@@ -42,9 +43,10 @@ class ServerMetrics:
         self._latencies.append(latency_ms)
         self._latency_sum_ms += latency_ms
 
-    def observe_batch(self, size: int) -> None:
+    def observe_batch(self, size: int, forward_ms: float) -> None:
         self.batches += 1
         self.batch_sum += size
+        self.forward_ms_sum += forward_ms
         for i, bound in enumerate(BATCH_BUCKETS):
             if size <= bound:
                 self.batch_buckets[i] += 1
@@ -77,6 +79,9 @@ class ServerMetrics:
             f'{p}batch_size_bucket{{le="+Inf"}} {self.batches}',
             f"{p}batch_size_sum {self.batch_sum}",
             f"{p}batch_size_count {self.batches}",
+            f"# HELP {p}forward_ms_total Milliseconds spent in policy forwards (incl. thread hand-off).",
+            f"# TYPE {p}forward_ms_total counter",
+            f"{p}forward_ms_total {self.forward_ms_sum:.3f}",
             f"# HELP {p}latency_ms Server-side request latency (frame received to response ready), recent window.",
             f"# TYPE {p}latency_ms summary",
         ]

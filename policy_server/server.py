@@ -87,7 +87,7 @@ class PolicyServer:
         self._batcher = DynamicBatcher(
             self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
             open_clients=lambda: self._infer_connections, deterministic=self.config.deterministic,
-            thread_init=init,
+            thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
         )
         self._batcher.start()
         self._server = await serve(

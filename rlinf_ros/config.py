@@ -92,6 +92,8 @@ class PolicyClientConfig:
     action_scale: float = field(default=0.05, metadata={"help": "rad per control step at |a| = 1 (joint_delta)"})
     instruction: str = ""
     infer_timeout_s: float = 2.0
+    max_wait_fraction: float = field(default=0.6, metadata={
+        "help": "a tick with nothing to execute waits this fraction of a period for the answer"})
     reconnect_s: float = field(default=0.5, metadata={"help": "pause between reconnection attempts"})
 
 

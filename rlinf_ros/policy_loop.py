@@ -12,7 +12,9 @@ Per control tick (:meth:`PolicyLoop.tick`):
    or ``no_observation``), so losing the server never moves the arm;
 4. when nothing is in flight and at most ``prefetch`` steps remain, the observation is handed
    to the inference thread, which reconnects by itself every ``reconnect_s`` when the server is
-   gone. A new chunk replaces what is left of the old one.
+   gone. A new chunk replaces what is left of the old one. With nothing left to execute the
+   tick waits up to ``max_wait_s`` for the answer, so a fast server's action goes out in the
+   same tick as its observation (latency = observation age + round trip, not + one period).
 
 Action layout per arm: ``[joint 1..7, gripper]`` in [-1, 1]; gripper -1 closed, +1 open.
 """
@@ -50,6 +52,8 @@ class Command:
     grippers: list[float]
     kind: str
     reason: str = ""
+    t_obs: float = 0.0  # stamp of the observation this command was computed from
+    first: bool = False  # first step of its chunk
 
 
 # ---- action modes: action row -> joint targets --------------------------------------------
@@ -110,6 +114,7 @@ class InferResult:
     base: list[np.ndarray]
     t_obs: float
     latency_s: float
+    t_done: float = 0.0  # wall clock when the answer arrived
     response: dict[str, Any] = field(default_factory=dict)
 
 
@@ -123,6 +128,7 @@ class InferenceWorker:
         self._jobs: queue.Queue[_Job] = queue.Queue(maxsize=1)
         self._results: deque[InferResult] = deque(maxlen=1)
         self._busy = threading.Event()
+        self._done = threading.Event()
         self._stop = threading.Event()
         self.connected = False
         self.connects = 0
@@ -141,8 +147,13 @@ class InferenceWorker:
         if self.busy or not self.connected:
             return False
         self._busy.set()
+        self._done.clear()
         self._jobs.put(_Job(obs, base, t_obs))
         return True
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` s for the request in flight to finish (answer or failure)."""
+        return self._done.wait(timeout) if self.busy else False
 
     def take(self) -> InferResult | None:
         try:
@@ -180,7 +191,7 @@ class InferenceWorker:
                 resp = self._client.infer(job.obs)  # type: ignore[union-attr]
                 actions = np.asarray(resp["actions"], dtype=np.float64)
                 self._results.append(InferResult(np.atleast_2d(actions), job.base, job.t_obs,
-                                                 time.monotonic() - t0, resp))
+                                                 time.monotonic() - t0, time.time(), resp))
             except Exception as e:  # noqa: BLE001 -- connection lost or server error: drop and retry
                 self.failures += 1
                 self.last_error = f"{type(e).__name__}: {e}"
@@ -188,6 +199,7 @@ class InferenceWorker:
                 self._drop()
             finally:
                 self._busy.clear()
+                self._done.set()
 
     def _drop(self) -> None:
         client, self._client = self._client, None
@@ -214,6 +226,7 @@ class LoopStats:
     mode: str = "hold"
     reason: str = "starting"
     latencies_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> chunk ready
+    command_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> first command out
     infer_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
 
     def summary(self) -> dict[str, Any]:
@@ -223,20 +236,39 @@ class LoopStats:
         return {"mode": self.mode, "reason": self.reason, "policy_steps": self.policy_steps,
                 "hold_steps": self.hold_steps, "chunks": self.chunks, "bad_chunks": self.bad_chunks,
                 "latency_ms_p50": pct(self.latencies_ms, 50), "latency_ms_p99": pct(self.latencies_ms, 99),
+                "command_ms_p50": pct(self.command_ms, 50), "command_ms_p99": pct(self.command_ms, 99),
                 "infer_ms_p50": pct(self.infer_ms, 50)}
 
 
 class PolicyLoop:
     def __init__(self, worker: InferenceWorker, action_mode: str = "joint_delta", action_scale: float = 0.05,
-                 prefetch: int = 1, clock: Callable[[], float] = time.time) -> None:
+                 prefetch: int = 1, clock: Callable[[], float] = time.time, max_wait_s: float = 0.0) -> None:
         if action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode {action_mode!r} unknown; known: {sorted(ACTION_MODES)}")
         self.worker = worker
         self.action_mode, self.action_scale, self.prefetch = action_mode, action_scale, prefetch
         self._clock = clock
+        self.max_wait_s = max_wait_s
         self._plan: deque[Command] = deque()
         self.last: Command | None = None
         self.stats = LoopStats()
+
+    def _load(self, res: InferResult | None) -> None:
+        if res is None:
+            return
+        try:
+            plan = chunk_to_targets(res.actions, res.base, self.action_mode, self.action_scale)
+        except ValueError as e:
+            self.stats.bad_chunks += 1
+            log.warning("discarding policy chunk: %s", e)
+            return
+        for c in plan:
+            c.t_obs = res.t_obs
+        plan[0].first = True
+        self._plan = deque(plan)
+        self.stats.chunks += 1
+        self.stats.latencies_ms.append((res.t_done - res.t_obs) * 1e3)
+        self.stats.infer_ms.append(res.latency_s * 1e3)
 
     def _hold(self, measured: Command | None, reason: str) -> Command | None:
         ref = self.last or measured
@@ -246,21 +278,19 @@ class PolicyLoop:
 
     def tick(self, obs: dict[str, Any] | None, measured: Command | None, t_obs: float | None) -> Command | None:
         """One control step. ``measured`` holds the joints / grippers of ``obs`` (None: no data yet)."""
-        res = self.worker.take()
-        if res is not None:
-            try:
-                self._plan = deque(chunk_to_targets(res.actions, res.base, self.action_mode, self.action_scale))
-                self.stats.chunks += 1
-                self.stats.latencies_ms.append((self._clock() - res.t_obs) * 1e3)
-                self.stats.infer_ms.append(res.latency_s * 1e3)
-            except ValueError as e:
-                self.stats.bad_chunks += 1
-                log.warning("discarding policy chunk: %s", e)
+        self._load(self.worker.take())
         if obs is not None and measured is not None and len(self._plan) <= self.prefetch:
-            self.worker.submit(obs, [j.copy() for j in measured.joints], t_obs if t_obs is not None else self._clock())
+            sent = self.worker.submit(obs, [j.copy() for j in measured.joints],
+                                      t_obs if t_obs is not None else self._clock())
+            if sent and not self._plan and self.max_wait_s > 0:
+                # nothing left to execute: wait (bounded) so this tick acts on this observation
+                self.worker.wait(self.max_wait_s)
+                self._load(self.worker.take())
         if self._plan:
             cmd = self._plan.popleft()
             self.stats.policy_steps += 1
+            if cmd.first:
+                self.stats.command_ms.append((self._clock() - cmd.t_obs) * 1e3)
         else:
             if not self.worker.connected:
                 reason = "server_lost"

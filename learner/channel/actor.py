@@ -2,9 +2,9 @@
 
 Why an async actor: a blocked ``get`` (empty queue) or ``put`` (full queue) must not stop other
 callers, so every blocking operation awaits an ``asyncio.Condition`` of its key instead of
-holding a thread. The actor stores *envelopes*, never large payloads: producers ``ray.put`` big
-items themselves and send the reference wrapped in a list (so Ray does not resolve it), and
-consumers fetch the bytes from the object store directly.
+holding a thread. The actor stores *envelopes* (:mod:`learner.channel.payload`): small items as
+opaque pickled bytes, large ones as an object reference the producer made, so consumers fetch
+big payloads from the object store directly.
 
 Every method answers with a status string rather than raising, because exceptions crossing Ray
 are slow and arrive wrapped; the client turns statuses into ``ChannelFull`` / ``ChannelEmpty``
@@ -14,21 +14,21 @@ are slow and arrive wrapped; the client turns statuses into ``ChannelFull`` / ``
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from learner.channel.payload import Envelope
+
+logger = logging.getLogger("learner.channel")
+
 OK, FULL, EMPTY, TIMEOUT = "ok", "full", "empty", "timeout"
+ORDER_WAIT_S = 60.0
+"""How long a pipelined put waits for its predecessor before going ahead (and warning)."""
 
-
-@dataclass
-class Envelope:
-    """One queued item: the payload (inline value or ``[ObjectRef]``) and its weight."""
-
-    payload: Any
-    is_ref: bool
-    has_tensors: bool
-    weight: float = 1.0
+Ticket = tuple[str, int]
+"""``(producer id, sequence number)`` of a pipelined put; sequence numbers start at 1."""
 
 
 @dataclass
@@ -67,6 +67,32 @@ class ChannelActor:
         self._name = name
         self._maxsize = maxsize
         self._queues: dict[Any, _SubQueue] = {}
+        # Ray may start an async actor's calls out of submission order, so pipelined puts carry
+        # a ticket and are applied in ticket order per producer; reads may name the last ticket
+        # of their own handle so that they see its puts ("read your writes").
+        self._applied: dict[str, int] = {}
+        self._order = asyncio.Condition()
+
+    async def _turn(self, ticket: Ticket | None, ahead: int) -> None:
+        """Wait until the producer of ``ticket`` has applied ``ticket[1] - ahead`` puts."""
+        if ticket is None:
+            return
+        producer, seq = ticket
+        ready = lambda: self._applied.get(producer, 0) >= seq - ahead  # noqa: E731
+        async with self._order:
+            if not await _wait(self._order, ready, ORDER_WAIT_S):
+                logger.warning(
+                    "channel %r: put %d of producer %s arrived but its predecessor did not "
+                    "within %.0f s; going ahead", self._name, seq, producer, ORDER_WAIT_S,
+                )
+
+    async def _applied_turn(self, ticket: Ticket | None) -> None:
+        if ticket is None:
+            return
+        producer, seq = ticket
+        async with self._order:
+            self._applied[producer] = max(self._applied.get(producer, 0), seq)
+            self._order.notify_all()
 
     def _queue(self, key: Any) -> _SubQueue:
         queue = self._queues.get(key)
@@ -77,47 +103,50 @@ class ChannelActor:
     def _has_room(self, queue: _SubQueue, n: int = 1) -> bool:
         return self._maxsize <= 0 or len(queue.items) + n <= self._maxsize
 
-    async def put(self, envelope: Envelope, key: Any, timeout: float | None) -> str:
-        """Append one envelope, waiting up to ``timeout`` for room."""
-        queue = self._queue(key)
-        async with queue.changed:
-            if not await _wait(queue.changed, lambda: self._has_room(queue), timeout):
-                return FULL if timeout is not None and timeout <= 0 else TIMEOUT
-            queue.items.append(envelope)
-            queue.weight += envelope.weight
-            queue.changed.notify_all()
-        return OK
+    async def put(
+        self,
+        envelopes: list[Envelope],
+        key: Any,
+        timeout: float | None,
+        ticket: Ticket | None = None,
+    ) -> str:
+        """Append ``envelopes`` (all or none), waiting up to ``timeout`` for room.
 
-    async def put_many(self, envelopes: list[Envelope], key: Any, timeout: float | None) -> str:
-        """Append several envelopes at once (all or none), waiting up to ``timeout`` for room."""
+        With a ``ticket`` the put is first held back until the producer's previous one landed.
+        """
+        await self._turn(ticket, ahead=1)
+        try:
+            return await self._append(envelopes, key, timeout)
+        finally:
+            await self._applied_turn(ticket)
+
+    async def _append(self, envelopes: list[Envelope], key: Any, timeout: float | None) -> str:
         queue = self._queue(key)
         n = len(envelopes)
         async with queue.changed:
             if not await _wait(queue.changed, lambda: self._has_room(queue, n), timeout):
                 return FULL if timeout is not None and timeout <= 0 else TIMEOUT
             queue.items.extend(envelopes)
-            queue.weight += sum(e.weight for e in envelopes)
+            queue.weight += sum(w for _, w in envelopes)
             queue.changed.notify_all()
         return OK
 
     def _pop(self, queue: _SubQueue, n: int) -> list[Envelope]:
         out = [queue.items.popleft() for _ in range(n)]
-        queue.weight -= sum(e.weight for e in out)
+        queue.weight -= sum(w for _, w in out)
         if not queue.items:
             queue.weight = 0.0  # no float drift on an empty queue
         queue.changed.notify_all()
         return out
 
-    async def get(self, key: Any, timeout: float | None) -> tuple[str, Envelope | None]:
-        """Pop the oldest envelope of ``key``, waiting up to ``timeout`` for one."""
-        queue = self._queue(key)
-        async with queue.changed:
-            if not await _wait(queue.changed, lambda: bool(queue.items), timeout):
-                return (EMPTY if timeout is not None and timeout <= 0 else TIMEOUT), None
-            return OK, self._pop(queue, 1)[0]
+    async def get_batch(
+        self, n: int, key: Any, timeout: float | None, after: Ticket | None = None
+    ) -> tuple[str, list]:
+        """Pop exactly ``n`` envelopes at once, waiting until ``n`` are queued.
 
-    async def get_batch(self, n: int, key: Any, timeout: float | None) -> tuple[str, list]:
-        """Pop exactly ``n`` envelopes at once, waiting until ``n`` are queued."""
+        ``after`` names the caller's own last put, which must land first.
+        """
+        await self._turn(after, ahead=0)
         queue = self._queue(key)
         async with queue.changed:
             if not await _wait(queue.changed, lambda: len(queue.items) >= n, timeout):
@@ -126,17 +155,18 @@ class ChannelActor:
 
     def _count_for_weight(self, queue: _SubQueue, target: float) -> int:
         total, count = 0.0, 0
-        for envelope in queue.items:
+        for _, weight in queue.items:
             if total >= target:
                 break
-            total += envelope.weight
+            total += weight
             count += 1
         return count
 
     async def get_batch_by_weight(
-        self, target: float, key: Any, timeout: float | None
+        self, target: float, key: Any, timeout: float | None, after: Ticket | None = None
     ) -> tuple[str, list]:
         """Pop the shortest head of the queue whose weights sum to at least ``target``."""
+        await self._turn(after, ahead=0)
         queue = self._queue(key)
         async with queue.changed:
             ready = lambda: queue.weight >= target - 1e-9  # noqa: E731
@@ -144,13 +174,15 @@ class ChannelActor:
                 return (EMPTY if timeout is not None and timeout <= 0 else TIMEOUT), []
             return OK, self._pop(queue, self._count_for_weight(queue, target))
 
-    async def qsize(self, key: Any) -> int:
+    async def qsize(self, key: Any, after: Ticket | None = None) -> int:
         """Number of envelopes queued under ``key``."""
+        await self._turn(after, ahead=0)
         queue = self._queues.get(key)
         return len(queue.items) if queue else 0
 
-    async def keys(self) -> list:
+    async def keys(self, after: Ticket | None = None) -> list:
         """Keys that currently hold at least one item."""
+        await self._turn(after, ahead=0)
         return [key for key, queue in self._queues.items() if queue.items]
 
     async def info(self) -> dict[str, Any]:

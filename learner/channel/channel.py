@@ -21,15 +21,17 @@ ever with a periodic warning; a finite timeout raises :class:`ChannelTimeout`.
 
 from __future__ import annotations
 
+import itertools
 import time
+import uuid
 from collections import deque
 from typing import Any
 
 import ray
 
-from learner.channel.actor import OK, ChannelActor, Envelope
+from learner.channel.actor import OK, ChannelActor, Ticket
 from learner.channel.errors import ChannelError, ChannelTimeout
-from learner.channel.payload import pack, unpack
+from learner.channel.payload import Envelope, open_envelopes, refs_of, seal
 from learner.channel.waiting import await_answer, raise_status, wait
 
 DEFAULT_KEY = "__default__"
@@ -42,31 +44,17 @@ def _key(key: Any) -> Any:
     return DEFAULT_KEY if key is None else key
 
 
-def _seal(item: Any, weight: float) -> Envelope:
-    """Pack ``item``; large items go to the object store here, in the producer."""
-    packed = pack(item)
-    if packed.inline:
-        return Envelope(packed.value, False, packed.has_tensors, float(weight))
-    return Envelope([ray.put(packed.value)], True, packed.has_tensors, float(weight))
-
-
-def _values(envelopes: list[Envelope], fetched: list) -> list[Any]:
-    it = iter(fetched)
-    values = [next(it) if e.is_ref else e.payload for e in envelopes]
-    return [unpack(v, e.has_tensors) for v, e in zip(values, envelopes)]
-
-
 def _open_all(envelopes: list[Envelope]) -> list[Any]:
-    """Payloads of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
-    refs = [e.payload[0] for e in envelopes if e.is_ref]
-    return _values(envelopes, ray.get(refs) if refs else [])
+    """Items of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
+    refs = refs_of(envelopes)
+    return open_envelopes(envelopes, ray.get(refs) if refs else [])
 
 
 async def _aopen_all(envelopes: list[Envelope]) -> list[Any]:
     import asyncio
 
-    refs = [e.payload[0] for e in envelopes if e.is_ref]
-    return _values(envelopes, list(await asyncio.gather(*refs)) if refs else [])
+    refs = refs_of(envelopes)
+    return open_envelopes(envelopes, list(await asyncio.gather(*refs)) if refs else [])
 
 
 class Channel:
@@ -78,6 +66,9 @@ class Channel:
         self.namespace = namespace
         self._actor = actor
         self._inflight: deque[tuple[Any, str]] = deque()
+        self._producer = uuid.uuid4().hex  # every copy of a handle is its own producer
+        self._seq = itertools.count(1)
+        self._last_seq = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -156,11 +147,25 @@ class Channel:
         self._check(status, what, timeout)
         return payload
 
-    def _submit_put(self, ref: Any, what: str, timeout: float | None) -> None:
-        """Bounded: wait for the answer (back-pressure). Unbounded: track it in the window."""
+    def _after(self) -> Ticket | None:
+        """Ticket of this handle's last pipelined put, which a read of this handle must see."""
+        return (self._producer, self._last_seq) if self._last_seq else None
+
+    def _ticket(self) -> Ticket | None:
+        """Order this put after the handle's earlier ones (unbounded channels pipeline puts)."""
         if self.maxsize:
+            return None  # bounded puts wait for their answer, so they are ordered already
+        seq = next(self._seq)
+        self._last_seq = max(self._last_seq, seq)
+        return (self._producer, seq)
+
+    def _put(self, envelopes: list[Envelope], key: Any, timeout: float | None, what: str) -> None:
+        """Bounded: wait for the answer (back-pressure). Unbounded: pipeline with a ticket."""
+        if self.maxsize:
+            ref = self._actor.put.remote(envelopes, _key(key), timeout)
             self._check(wait(self.name, ref, what, timeout), what, timeout)
             return
+        ref = self._actor.put.remote(envelopes, _key(key), timeout, self._ticket())
         self._inflight.append((ref, what))
         while len(self._inflight) > PUT_WINDOW:
             try:
@@ -179,13 +184,12 @@ class Channel:
         self, item: Any, key: Any = None, weight: float = 1.0, timeout: float | None = None
     ) -> None:
         """Append ``item`` under ``key``; blocks while that key's queue is full."""
-        ref = self._actor.put.remote(_seal(item, weight), _key(key), timeout)
-        self._submit_put(ref, f"put(key={key!r})", timeout)
+        self._put([seal(item, weight)], key, timeout, f"put(key={key!r})")
 
     def put_nowait(self, item: Any, key: Any = None, weight: float = 1.0) -> None:
         """Append ``item`` or raise :class:`ChannelFull` at once."""
         what = f"put_nowait(key={key!r})"
-        ref = self._actor.put.remote(_seal(item, weight), _key(key), 0.0)
+        ref = self._actor.put.remote([seal(item, weight)], _key(key), 0.0, self._ticket())
         self._check(wait(self.name, ref, what, 0.0), what, 0.0)
 
     def put_many(
@@ -207,25 +211,24 @@ class Channel:
                 f"channel {self.name!r}: put_many of {len(items)} items can never fit "
                 f"maxsize={self.maxsize}; split the list"
             )
-        envelopes = [_seal(x, w) for x, w in zip(items, weights)]
-        ref = self._actor.put_many.remote(envelopes, _key(key), timeout)
-        self._submit_put(ref, f"put_many(key={key!r})", timeout)
+        envelopes = [seal(x, w) for x, w in zip(items, weights)]
+        self._put(envelopes, key, timeout, f"put_many(key={key!r})")
 
     # -- consumer side ---------------------------------------------------------------------
     def get(self, key: Any = None, timeout: float | None = None) -> Any:
         """Pop the oldest item of ``key``; blocks while that queue is empty."""
-        ref = self._actor.get.remote(_key(key), timeout)
-        return _open_all([self._call(ref, f"get(key={key!r})", timeout)])[0]
+        ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
+        return _open_all(self._call(ref, f"get(key={key!r})", timeout))[0]
 
     def get_nowait(self, key: Any = None) -> Any:
         """Pop the oldest item of ``key`` or raise :class:`ChannelEmpty` at once."""
-        ref = self._actor.get.remote(_key(key), 0.0)
-        return _open_all([self._call(ref, f"get_nowait(key={key!r})", 0.0)])[0]
+        ref = self._actor.get_batch.remote(1, _key(key), 0.0, self._after())
+        return _open_all(self._call(ref, f"get_nowait(key={key!r})", 0.0))[0]
 
     def get_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """Pop exactly ``n`` items of ``key`` (oldest first) once ``n`` are queued."""
         self._check_batch(n)
-        ref = self._actor.get_batch.remote(n, _key(key), timeout)
+        ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
         return _open_all(self._call(ref, f"get_batch(n={n}, key={key!r})", timeout))
 
     def get_batch_by_weight(
@@ -236,14 +239,17 @@ class Channel:
             raise ValueError(
                 f"channel {self.name!r}: get_batch_by_weight target must be > 0, got {target}"
             )
-        ref = self._actor.get_batch_by_weight.remote(float(target), _key(key), timeout)
+        ref = self._actor.get_batch_by_weight.remote(
+            float(target), _key(key), timeout, self._after()
+        )
         what = f"get_batch_by_weight(target={target}, key={key!r})"
         return _open_all(self._call(ref, what, timeout))
 
     # -- queries ---------------------------------------------------------------------------
     def qsize(self, key: Any = None) -> int:
         """Items queued under ``key`` right now (puts of this handle included)."""
-        return wait(self.name, self._actor.qsize.remote(_key(key)), f"qsize(key={key!r})", 0.0)
+        ref = self._actor.qsize.remote(_key(key), self._after())
+        return wait(self.name, ref, f"qsize(key={key!r})", 0.0)
 
     def empty(self, key: Any = None) -> bool:
         """True when ``key``'s queue holds nothing."""
@@ -255,7 +261,7 @@ class Channel:
 
     def keys(self) -> list[Any]:
         """Keys currently holding items (the default key appears as ``DEFAULT_KEY``)."""
-        return wait(self.name, self._actor.keys.remote(), "keys()", 0.0)
+        return wait(self.name, self._actor.keys.remote(self._after()), "keys()", 0.0)
 
     # -- asyncio ---------------------------------------------------------------------------
     async def aput(
@@ -263,22 +269,22 @@ class Channel:
     ) -> None:
         """``put`` for async workers: awaits the actor's answer without blocking the loop."""
         what = f"aput(key={key!r})"
-        ref = self._actor.put.remote(_seal(item, weight), _key(key), timeout)
+        ref = self._actor.put.remote([seal(item, weight)], _key(key), timeout, self._ticket())
         self._check(await await_answer(self.name, ref, what, timeout), what, timeout)
 
     async def aget(self, key: Any = None, timeout: float | None = None) -> Any:
         """``get`` for async workers."""
         what = f"aget(key={key!r})"
-        ref = self._actor.get.remote(_key(key), timeout)
-        status, envelope = await await_answer(self.name, ref, what, timeout)
+        ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
+        status, envelopes = await await_answer(self.name, ref, what, timeout)
         self._check(status, what, timeout)
-        return (await _aopen_all([envelope]))[0]
+        return (await _aopen_all(envelopes))[0]
 
     async def aget_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """``get_batch`` for async workers."""
         self._check_batch(n)
         what = f"aget_batch(n={n}, key={key!r})"
-        ref = self._actor.get_batch.remote(n, _key(key), timeout)
+        ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
         status, envelopes = await await_answer(self.name, ref, what, timeout)
         self._check(status, what, timeout)
         return await _aopen_all(envelopes)

@@ -6,22 +6,30 @@ string, which costs two extra copies of every tensor. :func:`pack` swaps CPU ten
 their numpy view before Ray sees them and :func:`unpack` swaps them back with
 ``torch.from_numpy``, so a tensor is copied once (into the object store) and read in place.
 
-It also decides *how* an item is shipped. An actor call carries arguments under
-:data:`INLINE_LIMIT` bytes inside the call itself, which is cheaper than an object-store round
-trip; anything larger is ``ray.put`` by the producer and only its reference travels, so the
-channel actor never touches the bytes.
+It also decides *how* an item is shipped (:func:`seal`). An item with at most
+:data:`INLINE_LIMIT` array bytes is pickled by the producer into one ``bytes`` blob that rides
+inside the actor call: the actor then stores and returns opaque bytes, which Ray moves far more
+cheaply than numpy arrays or dataclasses. Anything larger is ``ray.put`` by the producer and only
+its reference travels (in a list, so Ray does not resolve it), so the actor never touches the
+bytes. Items holding Ray object references or actor handles always take the ``ray.put`` path,
+whose serializer tracks them.
 
-Only dicts, lists and tuples are walked; other containers are left for Ray to pickle.
-Importing this module does not import torch: tensors are recognised by type name first.
+Only dicts, lists and tuples are walked; other containers are left to pickle whole.
+Importing this module does not import torch: tensors are recognised through ``sys.modules``.
 """
 
 from __future__ import annotations
 
+import pickle
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import ray
+
+Envelope = tuple[Any, float]
+"""What the channel actor queues: ``(pickled bytes | [ObjectRef], weight)``."""
 
 INLINE_LIMIT = 100 * 1024
 """Items at or below this many array bytes ride inside the actor call (Ray's own inline limit)."""
@@ -45,11 +53,12 @@ class Packed:
     value: Any
     nbytes: int
     has_tensors: bool
+    has_ray_refs: bool = False
 
     @property
     def inline(self) -> bool:
         """True when the item is small enough to ride inside the actor call."""
-        return self.nbytes <= INLINE_LIMIT
+        return self.nbytes <= INLINE_LIMIT and not self.has_ray_refs
 
 
 _BITCAST = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
@@ -73,7 +82,10 @@ def _box_tensor(tensor: Any) -> TensorBox:
 
 
 def _walk_pack(obj: Any, depth: int, acc: list[int]) -> Any:
-    """Return ``obj`` with CPU tensors boxed; ``acc = [nbytes, n_tensors]`` is updated."""
+    """Return ``obj`` with CPU tensors boxed; ``acc = [nbytes, n_tensors, n_refs]`` is updated."""
+    if isinstance(obj, (ray.ObjectRef, ray.actor.ActorHandle)):
+        acc[2] += 1
+        return obj
     if isinstance(obj, np.ndarray):
         acc[0] += obj.nbytes
         return obj
@@ -112,9 +124,9 @@ def _rebuild(like: list | tuple, items: list) -> Any:
 def pack(item: Any) -> Packed:
     """Box CPU tensors inside ``item`` and measure its array bytes (containers are not copied
     unless they hold a tensor)."""
-    acc = [0, 0]
+    acc = [0, 0, 0]
     value = _walk_pack(item, 0, acc)
-    return Packed(value=value, nbytes=acc[0], has_tensors=acc[1] > 0)
+    return Packed(value, nbytes=acc[0], has_tensors=acc[1] > 0, has_ray_refs=acc[2] > 0)
 
 
 def _unbox(box: TensorBox) -> Any:
@@ -147,3 +159,31 @@ def _walk_unpack(obj: Any, depth: int) -> Any:
 def unpack(value: Any, has_tensors: bool) -> Any:
     """Inverse of :func:`pack`; a no-op walk is skipped when the item held no tensor."""
     return _walk_unpack(value, 0) if has_tensors else value
+
+
+def _dumps(body: Any) -> bytes:
+    try:
+        return pickle.dumps(body, protocol=5)
+    except (pickle.PicklingError, AttributeError, TypeError):  # lambdas, local classes...
+        return ray.cloudpickle.dumps(body, protocol=5)
+
+
+def seal(item: Any, weight: float) -> Envelope:
+    """Pack ``item`` for the channel; large items go to the object store here, in the producer."""
+    packed = pack(item)
+    body = (packed.value, packed.has_tensors)
+    if packed.inline:
+        return _dumps(body), float(weight)
+    return [ray.put(body)], float(weight)
+
+
+def refs_of(envelopes: list[Envelope]) -> list:
+    """Object references to fetch for ``envelopes``, in order."""
+    return [payload[0] for payload, _ in envelopes if isinstance(payload, list)]
+
+
+def open_envelopes(envelopes: list[Envelope], fetched: list) -> list[Any]:
+    """Items of ``envelopes``; ``fetched`` are the values of :func:`refs_of`, in order."""
+    it = iter(fetched)
+    bodies = [next(it) if isinstance(p, list) else pickle.loads(p) for p, _ in envelopes]
+    return [unpack(value, has_tensors) for value, has_tensors in bodies]

@@ -49,6 +49,7 @@ class ServeConfig:
 
     checkpoint: str | None = field(default=None, metadata={"help": "checkpoint dir to serve"})
     policy: PolicySource | None = field(default=None, metadata={"help": "build a fresh model instead"})
+    device: str = field(default="cpu", metadata={"help": "torch device for the served model, e.g. cuda:0"})
     server: Any = None  # ServerConfig; typed lazily so --help does not import torch
 
 
@@ -56,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a policy over the openpi-compatible websocket wire")
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)")
     p.add_argument("--config", default=None, help="YAML with checkpoint: / policy: and a server: section")
+    p.add_argument("--device", default=None, help="torch device for the model (default cpu), e.g. cuda:0")
     for name, (tp, help_text) in _FLAGS.items():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text)
     p.add_argument("overrides", nargs="*", help="key=value overrides of the --config file")
@@ -74,6 +76,8 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
             server_raw[name] = getattr(args, name)
     if args.checkpoint:
         raw["checkpoint"] = args.checkpoint
+    if getattr(args, "device", None):
+        raw["device"] = args.device
     cfg = from_dict(ServeConfig, raw)
     cfg.server = from_dict(ServerConfig, server_raw, path="server").with_env_secrets()
     cfg.server.validate()
@@ -90,7 +94,7 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     if cfg.checkpoint is not None:
         from learner.checkpoint import load_policy
 
-        policy, meta = load_policy(cfg.checkpoint)
+        policy, meta = load_policy(cfg.checkpoint, device=cfg.device)
         name = str((meta.get("model") or {}).get("name", type(policy).__name__))
         return policy, int(meta.get("weight_version", 0)), name
     from learner.models import PolicySpec, build_policy
@@ -101,7 +105,7 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     except TypeError as e:
         raise ConfigError(f"key 'policy.spec' is not a valid PolicySpec ({e}); "
                           f"fields: {', '.join(f.name for f in dataclasses.fields(PolicySpec))}") from None
-    return build_policy(cfg.policy.name, spec, **cfg.policy.kwargs), 0, cfg.policy.name
+    return build_policy(cfg.policy.name, spec, **cfg.policy.kwargs).to(cfg.device), 0, cfg.policy.name
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import Observation, slice_obs
+from sim_bridges.contract import Observation
 
 
 @dataclass
@@ -46,7 +46,8 @@ class StepOutcome:
         trunc_only = truncated & ~terminated
         final = None
         if trunc_only.any() and "final_observation" in info:
-            final = slice_obs(info["final_observation"], np.flatnonzero(trunc_only))
+            rows, fo = np.flatnonzero(trunc_only), info["final_observation"]
+            final = {"state": fo["state"][rows], "images": {k: v[rows] for k, v in (fo.get("images") or {}).items()}}
         n = reward.shape[0]
         return cls(
             reward=reward, terminated=terminated, truncated=truncated,

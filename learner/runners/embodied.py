@@ -19,6 +19,7 @@ import logging
 import math
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,18 @@ def needs_reset(cfg: EmbodiedConfig, iteration: int, start: int) -> bool:
     return iteration == start or cfg.algorithm.adv == "grpo" or (every > 0 and iteration % every == 0)
 
 
-def iteration_metrics(out: IterationOutput, env_steps: int, total_steps: int, seconds: float) -> dict[str, float]:
-    m: dict[str, float] = {**out.stats.summary(), "env_steps": float(total_steps),
-                           "env_steps_per_s": env_steps / max(seconds, 1e-9), "iteration_s": seconds,
-                           "weight_version": float(out.weight_version)}
+def iteration_metrics(out: IterationOutput, env_steps: int, total_steps: int, seconds: float,
+                      recent: deque[bool]) -> dict[str, float]:
+    """This iteration's numbers; ``success_rate`` is over the last ``recent.maxlen`` episodes
+    (a per-iteration rate jumps around with the few episodes that happen to end in it)."""
+    recent.extend(out.stats.successes)
+    m: dict[str, float] = {f"iter/{k}": v for k, v in out.stats.summary().items()}
+    if recent:
+        m["success_rate"] = float(sum(recent) / len(recent))
+    if out.stats.returns:
+        m["episode_return"] = m["iter/episode_return"]
+    m.update({"env_steps": float(total_steps), "env_steps_per_s": env_steps / max(seconds, 1e-9),
+              "iteration_s": seconds, "weight_version": float(out.weight_version)})
     m.update({f"train/{k}": v for k, v in out.train.items()})
     m.update({f"time/{k}": v for k, v in out.timings.items()})
     return m
@@ -102,10 +111,11 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
                                cfg.train.progress, desc=cfg.name)
         metrics: dict[str, float] = {"weight_version": float(version)}
         last_saved = start if cfg.train.resume else -1
+        recent: deque[bool] = deque(maxlen=100)
         for it in range(start, cfg.train.iterations):
             t0 = time.perf_counter()
             out = r.topo.iterate(it, needs_reset(cfg, it, start), steps)
-            metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0)
+            metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent)
             logger.log(it, metrics)
             if cfg.train.checkpoint_every and (it + 1) % cfg.train.checkpoint_every == 0:
                 r.save(it + 1, metrics)

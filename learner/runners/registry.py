@@ -1,12 +1,13 @@
 """Runner registry: a config's top-level ``runner:`` string -> its config class and loop.
 
-Runners register on import (``learner.runners.embodied`` registers ``embodied``); the CLI
-looks the name up, builds ``spec.config_cls`` with ``learner.config.from_dict`` and calls
-``spec.run(cfg, cluster)``.
+Runner modules register themselves on import (``learner.runners.embodied`` adds
+``embodied``). :func:`get_runner` imports the module of a known runner first, so callers
+(the CLI) need not import every runner, and importing this module stays cheap (no torch/Ray).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,3 +21,13 @@ class RunnerSpec:
 
 
 RUNNERS: Registry[RunnerSpec] = Registry("runner")
+
+# runner name -> module that registers it (imported on first use)
+RUNNER_MODULES: dict[str, str] = {"embodied": "learner.runners.embodied"}
+
+
+def get_runner(name: str) -> RunnerSpec:
+    """``RUNNERS.get(name)`` after importing the runner's module if it is a known lazy one."""
+    if name not in RUNNERS and name in RUNNER_MODULES:
+        importlib.import_module(RUNNER_MODULES[name])
+    return RUNNERS.get(name)

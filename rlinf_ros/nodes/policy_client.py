@@ -66,7 +66,8 @@ class PolicyClientNode(Node):
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name)
-        self.loop = PolicyLoop(self.worker, cfg.action_mode, cfg.action_scale)
+        self.loop = PolicyLoop(self.worker, cfg.action_mode, cfg.action_scale,
+                               max_wait_s=cfg.max_wait_fraction / cfg.control_hz)
         self.stale_obs = 0
         self.create_timer(1.0 / cfg.control_hz, self._tick)
         self.create_timer(0.5, self._publish_status)

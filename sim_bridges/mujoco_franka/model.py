@@ -178,6 +178,7 @@ def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     spec.visual.global_.offwidth = max(options.offscreen_size[1], 640)
     spec.visual.global_.offheight = max(options.offscreen_size[0], 480)
     spec.visual.quality.shadowsize = 0
+    spec.visual.quality.offsamples = 0  # no MSAA: ~4x faster software rendering of small images
     base = spec.body("base")
     base.pos = list(ROBOT_BASE)
     hand = spec.body("right_hand")

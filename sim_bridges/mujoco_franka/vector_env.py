@@ -152,9 +152,13 @@ class FrankaVectorEnv(VectorEnv):
         for j, (fm, d) in enumerate(zip(fms, datas)):
             d.ctrl[fm.arm_act] = targets[j]
             d.ctrl[fm.grip_act] = grips[j]
-            mujoco.mj_step(fm.model, d, nstep=self.substeps)
-            mujoco.mj_kinematics(fm.model, d)  # positions after the last substep
-            mujoco.mj_comPos(fm.model, d)  # Jacobians for the next control step
+            # step2 first: the position/velocity stage of this step was done by the previous
+            # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
+            # with no extra pass; the physics is exactly mj_step(nstep=substeps)
+            mujoco.mj_step2(fm.model, d)
+            if self.substeps > 1:
+                mujoco.mj_step(fm.model, d, nstep=self.substeps - 1)
+            mujoco.mj_step1(fm.model, d)
 
     def _score(self, i: int) -> tuple[bool, float]:
         fm, d = self.fms[i], self.datas[i]

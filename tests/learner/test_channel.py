@@ -166,13 +166,18 @@ def test_closed_channel_raises(ray_cluster):
 
 
 def test_unbounded_put_is_pipelined_but_ordered_and_visible(channel):
-    """Unbounded puts return before the actor answers; order and visibility still hold."""
+    """Unbounded puts return before the actor answers; order and visibility still hold.
+
+    Ray may start an async actor's calls out of order; tickets restore each producer's order.
+    """
+    big = np.zeros(60_000, np.int32)  # 240 KB: every 5th item goes by reference
     for i in range(PUT_WINDOW + 10):
-        channel.put(i, key="p")
+        channel.put(i if i % 5 else (i, big), key="p")
     assert len(channel._inflight) <= PUT_WINDOW  # the window bounds unacknowledged puts
     other = Channel.connect(channel.name)  # a second handle sees items once flushed
     channel.flush()
     assert not channel._inflight and other.qsize("p") == PUT_WINDOW + 10
-    assert other.get_batch(PUT_WINDOW + 10, key="p", timeout=5) == list(range(PUT_WINDOW + 10))
+    got = other.get_batch(PUT_WINDOW + 10, key="p", timeout=5)
+    assert [x if isinstance(x, int) else x[0] for x in got] == list(range(PUT_WINDOW + 10))
     channel.put("seen", key="q")  # same handle: a later get is ordered after the put
     assert channel.get(key="q", timeout=5) == "seen"

@@ -47,7 +47,9 @@ def test_round_trip_restores_weights_optimizer_and_meta(tmp_path) -> None:
         assert torch.equal(a, b), k  # includes the normaliser buffers
     opt2 = torch.optim.Adam(restored.parameters(), lr=1e-3)
     opt2.load_state_dict(load_checkpoint(path).optimizer_state)
-    for s1, s2 in zip(opt.state_dict()["state"].values(), opt2.state_dict()["state"].values()):
+    st1, st2 = opt.state_dict()["state"], opt2.state_dict()["state"]
+    assert sorted(st1) == sorted(st2)
+    for s1, s2 in ((st1[k], st2[k]) for k in st1):
         assert torch.equal(s1["exp_avg"], s2["exp_avg"]) and torch.equal(s1["exp_avg_sq"], s2["exp_avg_sq"])
         assert float(s1["step"]) == float(s2["step"])
     # the restored optimiser takes the same next step as the original

@@ -113,3 +113,12 @@ def test_bad_pushes_are_refused_with_the_reason_and_serving_continues():
             assert out["weight_version"] == 4
             np.testing.assert_allclose(out["actions"], expected_actions(state, 4), rtol=1e-6)
             assert client.metadata.weight_version == 4
+
+
+def test_weights_path_has_its_own_frame_limit():
+    policy = LinearPolicy(state_dim=4000)  # 96 kB of weights, far above the 4 kB observation limit
+    with running_server(policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=1 << 20) as srv:
+        assert push_weights(srv.url, version_weights(policy, 1), token=TOKEN).version == 1
+    with running_server(policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=8192) as srv:
+        with pytest.raises(WeightPushError, match="no ack.*1009|1009.*no ack|exceeds limit"):
+            push_weights(srv.url, version_weights(policy, 1), token=TOKEN)

@@ -122,13 +122,16 @@ def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ro
     from sensor_msgs.msg import Image, JointState
 
     proc = subprocess.Popen([sys.executable, "-m", "learner.cli.main", "ros", "up", "configs/ros_sim_franka.yaml",
-                             "cameras.0.camera.width=64", "--only", "robot", "camera"], cwd=ROOT,
+                             "policy_client.control_hz=5", "--only", "robot", "camera"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     probe = Probe()
     try:
         joints = probe.record(JointState, "joint_states", lambda m: list(m.name))
         images = probe.record(Image, "camera/camera/color/image_raw", lambda m: (m.encoding, m.width, m.height))
-        probe.wait_for(lambda: joints and images, 90, "joint_states and images from `rlinf ros up`")
+        probe.wait_for(lambda: (joints and images) or proc.poll() is not None, 90,
+                       "joint_states and images from `rlinf ros up`")
+        if proc.poll() is not None:
+            pytest.fail(f"`rlinf ros up` exited early ({proc.returncode}):\n{proc.communicate()[0].decode()}")
         assert joints[-1][1] == [f"panda_joint{i}" for i in range(1, 8)]
         assert images[-1][1] == ("rgb8", 224, 224)
         proc.send_signal(signal.SIGINT)

@@ -135,3 +135,19 @@ def test_chunks_are_executed_one_step_per_tick() -> None:
         assert server.calls < 12  # a request every few ticks, not every tick
     finally:
         worker.stop()
+
+
+def test_a_tick_with_nothing_to_execute_acts_on_its_own_observation() -> None:
+    server = Server()
+    worker = InferenceWorker(server.connect, reconnect_s=0.05)
+    loop = PolicyLoop(worker, "joint_delta", 0.01, max_wait_s=0.5)
+    q = np.array(PANDA_HOME)
+    try:
+        while not worker.connected:
+            time.sleep(0.01)
+        t_obs = time.time()
+        cmd = loop.tick({"state": q}, measured(q), t_obs)
+        assert cmd.kind == "policy" and cmd.t_obs == t_obs and cmd.first
+        assert loop.stats.summary()["command_ms_p50"] < 500
+    finally:
+        worker.stop()

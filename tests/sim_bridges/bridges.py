@@ -5,8 +5,33 @@ from __future__ import annotations
 import importlib.util
 from typing import Callable
 
-from sim_bridges.contract import VectorEnv
+import numpy as np
+
+from sim_bridges.contract import EnvSpec, VectorEnv
+from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 from sim_bridges.registry import make_env
+
+
+class PointMass(SingleEnv):
+    """A 2-D point pushed toward a goal: a cheap ``SingleEnv`` to test ``LoopVectorEnv`` itself."""
+
+    def reset(self, seed: int) -> SingleObs:
+        rng = np.random.default_rng(seed)
+        self.pos, self.goal = rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 2)
+        return self._obs()
+
+    def _obs(self) -> SingleObs:
+        return SingleObs(np.concatenate([self.pos, self.goal]).astype(np.float32), {}, "reach the goal")
+
+    def step(self, action: np.ndarray) -> SingleStep:
+        self.pos = np.clip(self.pos + 0.1 * action, -1, 1)
+        dist = float(np.linalg.norm(self.pos - self.goal))
+        return SingleStep(self._obs(), -dist, dist < 0.05)
+
+
+def _point_mass(n: int, t: int) -> VectorEnv:
+    spec = EnvSpec(num_envs=n, state_dim=4, action_dim=2, max_episode_steps=t, instruction="reach the goal")
+    return LoopVectorEnv([PointMass() for _ in range(n)], spec)
 
 
 def _franka(task: str, **kw) -> Callable[[int, int], VectorEnv]:
@@ -17,6 +42,7 @@ def _franka(task: str, **kw) -> Callable[[int, int], VectorEnv]:
 
 
 BRIDGES: dict[str, Callable[[int, int], VectorEnv]] = {
+    "loop_point_mass": _point_mass,
     "franka_reach_state_ee": _franka("reach"),
     "franka_push_state_joint": _franka("push", control="joint_delta"),
     "franka_lift_rgb_ee": _franka("lift", obs_mode="state+rgb", image_size=32,

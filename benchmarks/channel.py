@@ -1,0 +1,212 @@
+"""Channel put+get throughput next to raw ``ray.put``/``ray.get`` of the same payloads.
+
+For each payload size (1 KB, 1 MB, 16 MB of uint8) we time, in this driver process and in the
+same Ray instance:
+
+* ``raw``: ``ray.get(ray.put(x))`` — the object-store round trip with no queue at all;
+* ``channel``: ``ch.put(x); ch.get()`` on an unbounded ``learner.channel.Channel`` (puts are
+  pipelined, see the channel docs);
+* ``channel_bounded``: the same on a channel with ``maxsize=64`` (every put waits for its
+  acknowledgement, i.e. two actor round trips per item);
+* ``channel_batched``: ``put_many`` of 16 items then ``get_batch(16)``;
+* ``rlinf``: RLinf 0.3.0's ``Channel`` (``put(x); get()`` from the driver), when importable.
+
+The figure is ``items/s of a method / items/s of raw``, from the median of ``--repeats`` rounds;
+methods run interleaved in rotating order inside each round so machine load hits them alike.
+Target >= 0.8x raw at every size (floor 0.5x); absolute rates depend on the machine's load.
+
+    .venv/bin/python benchmarks/channel.py              # full table, ~2-4 min on 2 busy cores
+    .venv/bin/python benchmarks/channel.py --quick      # smoke run
+
+Writes ``benchmarks/results/channel.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import numpy as np  # noqa: E402
+import ray  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+SIZES = {"1KB": 1024, "1MB": 1 << 20, "16MB": 16 << 20}
+ITEMS = {"1KB": 300, "1MB": 150, "16MB": 30}
+BATCH = 16
+
+
+def _private_ray_init(real_init: Callable) -> Callable:
+    """``ray.init`` that never joins another Ray instance on this host.
+
+    RLinf's ``Cluster`` first tries ``ray.init(address="auto")``, which would attach to whatever
+    Ray instance other jobs on a shared machine are running; refusing that attempt makes it
+    fall back to starting a private local instance, as a benchmark needs.
+    """
+
+    def init(*args, **kwargs):
+        if kwargs.get("address") == "auto":
+            raise ConnectionError("benchmark: use a private Ray instance")
+        kwargs.setdefault("num_cpus", 2)
+        kwargs.setdefault("include_dashboard", False)
+        return real_init(*args, **kwargs)
+
+    return init
+
+
+def start_rlinf() -> tuple[object | None, str]:
+    """Start RLinf's cluster first (it insists on initialising Ray itself); our code reuses it."""
+    real_init = ray.init
+    try:
+        import importlib.metadata
+
+        from rlinf.scheduler import Cluster as RLinfCluster
+
+        ray.init = _private_ray_init(real_init)
+        RLinfCluster(num_nodes=1)
+        return RLinfCluster, importlib.metadata.version("rlinf")
+    except Exception as err:  # noqa: BLE001 - any failure means "peer not measurable here"
+        return None, f"not measured: {type(err).__name__}: {err}"
+    finally:
+        ray.init = real_init
+
+
+def timed(step: Callable[[], None], n: int) -> float:
+    """Items/s of ``n`` calls of ``step`` (one warm-up call first)."""
+    step()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return n / (time.perf_counter() - t0)
+
+
+def methods(x: np.ndarray, chans: dict, rlinf_ch: object | None) -> dict[str, Callable]:
+    """One put+get step per method (the batched one moves BATCH items per call)."""
+
+    def raw() -> None:
+        ray.get(ray.put(x))
+
+    def channel() -> None:
+        chans["unbounded"].put(x)
+        chans["unbounded"].get(timeout=60)
+
+    def channel_bounded() -> None:
+        chans["bounded"].put(x, timeout=60)
+        chans["bounded"].get(timeout=60)
+
+    def channel_batched() -> None:
+        chans["unbounded"].put_many([x] * BATCH)
+        chans["unbounded"].get_batch(BATCH, timeout=60)
+
+    out = {"raw": raw, "channel": channel, "channel_bounded": channel_bounded,
+           "channel_batched": channel_batched}
+    if rlinf_ch is not None:
+        def rlinf() -> None:
+            rlinf_ch.put(x)
+            rlinf_ch.get()
+
+        out["rlinf"] = rlinf
+    return out
+
+
+def run_size(label: str, repeats: int, chans: dict, rlinf_ch: object | None, quick: bool) -> dict:
+    x = np.random.default_rng(0).integers(0, 255, SIZES[label], dtype=np.uint8)
+    steps = methods(x, chans, rlinf_ch)
+    n = max(ITEMS[label] // (5 if quick else 1), 3)
+    rates: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate the order
+            per_call = BATCH if name == "channel_batched" else 1
+            calls = max(n // per_call, 2)
+            rates[name].append(timed(steps[name], calls) * per_call)
+    med = {name: statistics.median(v) for name, v in rates.items()}
+    row = {
+        "bytes": SIZES[label],
+        "items_per_round": n,
+        "median_items_per_s": med,
+        "ratio_vs_raw": {name: med[name] / med["raw"] for name in med if name != "raw"},
+        "all_items_per_s": rates,
+    }
+    print(f"{label:>5}: " + "  ".join(f"{k} {v:8.1f}/s" for k, v in med.items()))
+    print("       ratio vs raw: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["ratio_vs_raw"].items()))
+    return row
+
+
+def write(results: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "channel.json").write_text(json.dumps(results, indent=2))
+    cols = [c for c in ("channel", "channel_bounded", "channel_batched", "rlinf")
+            if c in next(iter(results["sizes"].values()))["ratio_vs_raw"]]
+    lines = [
+        "# Channel put+get throughput vs raw ray.put/ray.get",
+        "",
+        f"{results['machine']}; Ray {results['ray']}; median of {results['repeats']} interleaved "
+        "rounds, one driver process doing put then get. Ratio = method items/s / raw items/s "
+        "(higher is better; target >= 0.8, floor 0.5).",
+        "",
+        "| payload | raw items/s | " + " | ".join(f"{c} items/s" for c in cols) + " | "
+        + " | ".join(f"{c} ratio" for c in cols) + " |",
+        "|---" * (2 + 2 * len(cols)) + "|",
+    ]
+    for label, row in results["sizes"].items():
+        med, ratio = row["median_items_per_s"], row["ratio_vs_raw"]
+        lines.append(
+            f"| {label} | {med['raw']:.1f} | " + " | ".join(f"{med[c]:.1f}" for c in cols)
+            + " | " + " | ".join(f"**{ratio[c]:.2f}x**" if c == "channel" else f"{ratio[c]:.2f}x"
+                                 for c in cols) + " |"
+        )
+    lines += ["", f"RLinf peer: {results['rlinf']}", "", *results["notes"]]
+    (RESULTS / "channel.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer items and rounds")
+    parser.add_argument("--no-rlinf", action="store_true", help="skip the RLinf peer")
+    args = parser.parse_args()
+    repeats = 2 if args.quick else args.repeats
+
+    rlinf_cls, rlinf_info = (None, "skipped (--no-rlinf)") if args.no_rlinf else start_rlinf()
+    from learner.channel import Channel
+    from learner.cluster import Cluster
+
+    Cluster.local(num_cpus=2)  # reuses RLinf's Ray instance when it started one
+    chans = {"unbounded": Channel.create("bench-unbounded"),
+             "bounded": Channel.create("bench-bounded", maxsize=64)}
+    rlinf_ch = None
+    if rlinf_cls is not None:
+        from rlinf.scheduler import Channel as RLinfChannel
+
+        rlinf_ch = RLinfChannel.create("bench-rlinf")
+        rlinf_info = f"rlinf {rlinf_info} Channel, driven from the driver (put(x); get())"
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "ray": ray.__version__,
+        "repeats": repeats,
+        "rlinf": rlinf_info,
+        "sizes": {},
+        "notes": [
+            "`channel` = unbounded channel (puts pipelined, ordered by tickets); "
+            "`channel_bounded` = maxsize 64 (each put acknowledged); "
+            f"`channel_batched` = put_many + get_batch of {BATCH} items.",
+            "All rates come from one process on a machine shared with other jobs; compare "
+            "ratios within a run, not absolute numbers across runs.",
+        ],
+    }
+    for label in SIZES:
+        results["sizes"][label] = run_size(label, repeats, chans, rlinf_ch, args.quick)
+    write(results)
+    print(f"wrote {RESULTS / 'channel.json'} and channel.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The actor: log-probs, PPO-style updates and SFT steps on a causal LM, micro-batched.
+
+Pure torch, no Ray: the reasoning runner's actor worker and the in-process demo both drive
+this class, so the math is tested once. The loss of a step is split into micro-batches with
+the step's *global* normaliser, so gradient accumulation gives the full-batch gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from learner.algorithms import sft_loss
+from learner.config import ConfigError
+from learner.llm.algo import AlgorithmConfig, policy_objective, step_normalizer
+from learner.llm.batch import TrainBatch, response_logprobs
+
+__all__ = ["ActorConfig", "ActorTrainer"]
+
+
+@dataclass
+class ActorConfig:
+    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate (RL phase)"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    grad_clip: float = field(default=1.0, metadata={"help": "global grad-norm clip (0 = off)"})
+    ppo_epochs: int = field(default=1, metadata={"help": "passes over each rollout batch"})
+    mini_batches: int = field(default=1, metadata={"help": "optimizer steps per epoch (batch split)"})
+    micro_batch: int = field(default=0, metadata={"help": "rows per forward/backward (0 = whole mini-batch)"})
+
+    def validate(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"actor.lr must be > 0, got {self.lr}")
+        if self.ppo_epochs < 1 or self.mini_batches < 1 or self.micro_batch < 0:
+            raise ConfigError("actor.ppo_epochs and actor.mini_batches must be >= 1, actor.micro_batch >= 0; "
+                              f"got {self.ppo_epochs}, {self.mini_batches}, {self.micro_batch}")
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int]]:
+    size = size or n
+    return [(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+class ActorTrainer:
+    """Owns the trainable model and its optimizer."""
+
+    def __init__(self, model: nn.Module, cfg: ActorConfig, algo: AlgorithmConfig, temperature: float = 1.0,
+                 max_new_tokens: int = 16) -> None:
+        self.model = model
+        self.max_new_tokens = max_new_tokens  # default constant of seq-mean-token-sum-norm
+        self.cfg = cfg
+        self.algo = algo
+        self.temperature = temperature
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.steps = 0
+
+    @torch.no_grad()
+    def logprobs(self, batch: TrainBatch) -> torch.Tensor:
+        """``[N, R]`` response log-probs under the current weights (the "old" policy)."""
+        was = self.model.training
+        self.model.eval()
+        out = torch.cat([response_logprobs(self.model, batch.slice(s, e), self.temperature)
+                         for s, e in _chunks(len(batch), self.cfg.micro_batch)])
+        self.model.train(was)
+        return out
+
+    def _clip_and_step(self) -> float:
+        gn = 0.0
+        if self.cfg.grad_clip > 0:
+            gn = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return gn
+
+    def accumulate(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
+                   ref_logp: torch.Tensor | None = None, backward: bool = True) -> tuple[float, dict[str, float]]:
+        """Loss of ``batch`` as one optimizer step, micro-batched; gradients accumulate if ``backward``.
+
+        Returns the summed loss (equal to the shared library's loss on the whole batch, since
+        every micro-batch uses the batch's global normaliser) and mean metrics.
+        """
+        normalizer = step_normalizer(self.algo, batch.response_mask, self.max_new_tokens)
+        total = 0.0
+        sums: dict[str, float] = {}
+        chunks = _chunks(len(batch), self.cfg.micro_batch)
+        for s, e in chunks:
+            mb = batch.slice(s, e)
+            logp = response_logprobs(self.model, mb, self.temperature)
+            ref = ref_logp[s:e] if ref_logp is not None else None
+            loss, m = policy_objective(self.algo, logp, old_logp[s:e], advantages[s:e],
+                                       mb.response_mask, normalizer, ref)
+            if backward:
+                loss.backward()
+            total += float(loss.detach())
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v / len(chunks)
+        sums["actor/loss"] = total
+        return total, sums
+
+    def update(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
+               ref_logp: torch.Tensor | None = None) -> dict[str, float]:
+        """``ppo_epochs`` x ``mini_batches`` optimizer steps on one rollout batch; mean metrics."""
+        self.model.train()
+        n = len(batch)
+        sums: dict[str, float] = {}
+        steps = 0
+        size = -(-n // self.cfg.mini_batches)
+        for _ in range(self.cfg.ppo_epochs):
+            for ms, me in _chunks(n, size):
+                ref = ref_logp[ms:me] if ref_logp is not None else None
+                _, m = self.accumulate(batch.slice(ms, me), old_logp[ms:me], advantages[ms:me], ref)
+                m["actor/grad_norm"] = self._clip_and_step()
+                for k, v in m.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                steps += 1
+                self.steps += 1
+        return {k: v / max(steps, 1) for k, v in sums.items()}
+
+    def sft_step(self, batch: TrainBatch) -> float:
+        """One supervised step: token cross-entropy of the responses given the prompts."""
+        self.model.train()
+        out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                         position_ids=batch.position_ids, use_cache=False)
+        p = batch.prompt_len
+        loss = sft_loss(out.logits[:, p - 1:-1], batch.responses, batch.response_mask)
+        loss.backward()
+        self._clip_and_step()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights to publish to rollout workers (LoRA merged views are the backend's job)."""
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def set_lr(self, lr: float) -> None:
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr

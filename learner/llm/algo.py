@@ -1,0 +1,139 @@
+"""Reasoning-RL algorithm settings and the per-batch math, all delegated to ``learner.algorithms``.
+
+GRPO, Dr.GRPO, DAPO, REINFORCE++ are *configurations* of the shared library, not new code:
+
+- GRPO: ``adv: grpo``, ``loss: ppo``, ``agg_mode: seq-mean-token-mean`` (or token-mean).
+- Dr.GRPO: ``adv: dr_grpo``, ``agg_mode: seq-mean-token-sum-norm``.
+- DAPO: ``clip_high: 0.28``, ``dynamic_sampling: true``, ``overlong_buffer > 0``, ``token-mean``.
+- REINFORCE++: ``adv: reinforce_pp`` (or ``reinforce_pp_baseline``), optional ``kl_in_reward``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from learner.algorithms import (
+    AGG_MODES,
+    ADVANTAGES,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    broadcast_to_tokens,
+    compute_advantages,
+    dynamic_sampling_mask,
+    global_normalizer,
+    kl_estimate,
+    kl_loss,
+    kl_penalized_rewards,
+    overlong_penalty,
+)
+from learner.config import ConfigError
+
+__all__ = ["AlgorithmConfig", "shape_scores", "token_advantages", "policy_objective"]
+
+_TOKEN_LEVEL = {"reinforce_pp", "reinforce_pp_baseline"}
+
+
+@dataclass
+class AlgorithmConfig:
+    adv: str = field(default="grpo", metadata={"help": "advantage estimator (learner.algorithms.ADVANTAGES)"})
+    loss: str = field(default="ppo", metadata={"help": "policy loss (learner.algorithms.POLICY_LOSSES)"})
+    clip_low: float = field(default=0.2, metadata={"help": "PPO ratio clip below 1"})
+    clip_high: float = field(default=0.2, metadata={"help": "PPO ratio clip above 1 (DAPO clip-higher: 0.28)"})
+    dual_clip: float | None = field(default=None, metadata={"help": "dual-clip constant c > 1 for A < 0"})
+    agg_mode: str = field(default="token-mean", metadata={"help": "loss aggregation (learner.algorithms.AGG_MODES)"})
+    norm_constant: float | None = field(default=None, metadata={"help": "constant for seq-mean-token-sum-norm (default max_new_tokens)"})
+    kl_coef: float = field(default=0.0, metadata={"help": "KL-to-reference weight; > 0 needs a ref model"})
+    kl_kind: str = field(default="k3", metadata={"help": "KL estimator k1 | k2 | k3"})
+    kl_in_reward: bool = field(default=False, metadata={"help": "fold KL into token rewards (REINFORCE++) instead of the loss"})
+    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight"})
+    gamma: float = field(default=1.0, metadata={"help": "discount for token-level returns"})
+    dynamic_sampling: bool = field(default=False, metadata={"help": "DAPO: drop groups whose rewards are all equal"})
+    overlong_buffer: int = field(default=0, metadata={"help": "DAPO overlong shaping buffer in tokens (0 = off)"})
+    overlong_factor: float = field(default=1.0, metadata={"help": "DAPO overlong penalty at max length"})
+
+    def validate(self) -> None:
+        for key, reg in (("adv", ADVANTAGES), ("loss", POLICY_LOSSES), ("kl_kind", KL_ESTIMATORS)):
+            name = getattr(self, key)
+            if name not in reg:
+                raise ConfigError(f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}")
+        if self.adv == "gae":
+            raise ConfigError("algorithm.adv=gae needs a critic, which the reasoning runner does not train "
+                              "yet; use grpo, dr_grpo, rloo, reinforce_pp or reinforce_pp_baseline")
+        if self.agg_mode not in AGG_MODES:
+            raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
+        if self.clip_low < 0 or self.clip_high < 0:
+            raise ConfigError(f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ConfigError(f"algorithm.dual_clip must be > 1, got {self.dual_clip}")
+        if self.kl_coef < 0:
+            raise ConfigError(f"algorithm.kl_coef must be >= 0, got {self.kl_coef}")
+
+
+def shape_scores(algo: AlgorithmConfig, scores: Tensor, lengths: Tensor, max_new_tokens: int) -> Tensor:
+    """Outcome scores after DAPO overlong shaping (identity when ``overlong_buffer`` is 0)."""
+    if algo.overlong_buffer <= 0:
+        return scores
+    return scores + overlong_penalty(lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_factor)
+
+
+def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
+    """Samples to train on: all, or (DAPO dynamic sampling) those of groups with mixed rewards."""
+    if not algo.dynamic_sampling:
+        return torch.ones_like(scores, dtype=torch.bool)
+    return dynamic_sampling_mask(scores, group_size)
+
+
+def token_advantages(
+    algo: AlgorithmConfig, scores: Tensor, mask: Tensor, group_size: int,
+    logp: Tensor | None = None, ref_logp: Tensor | None = None,
+) -> Tensor:
+    """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator."""
+    if algo.adv in _TOKEN_LEVEL:
+        last = mask.cumsum(-1) == mask.sum(-1, keepdim=True)
+        token_rewards = (last & mask.bool()).float() * scores[:, None]
+        if algo.kl_in_reward and algo.kl_coef > 0 and logp is not None and ref_logp is not None:
+            token_rewards = kl_penalized_rewards(token_rewards, logp, ref_logp, mask, algo.kl_coef, algo.kl_kind)
+        if algo.adv == "reinforce_pp_baseline":
+            extra = token_rewards - (last & mask.bool()).float() * scores[:, None]
+            return compute_advantages(algo.adv, scores=scores, mask=mask, group_size=group_size,
+                                      token_rewards=extra, gamma=algo.gamma)
+        return compute_advantages(algo.adv, token_rewards=token_rewards, mask=mask, gamma=algo.gamma)
+    adv = compute_advantages(algo.adv, scores=scores, group_size=group_size)
+    return broadcast_to_tokens(adv, mask)
+
+
+def policy_objective(
+    algo: AlgorithmConfig, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor,
+    normalizer: float, ref_logp: Tensor | None = None, entropy: Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Total loss of one micro-batch: shared-library policy loss (+ KL loss, + entropy bonus).
+
+    ``normalizer`` is the global one of the whole step (see ``learner.algorithms.aggregation``),
+    so summing micro-batch losses reproduces the full-batch loss exactly.
+    """
+    fn = POLICY_LOSSES.get(algo.loss)
+    loss, metrics = fn(logp, old_logp, advantages, mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
+                       dual_clip=algo.dual_clip, agg_mode=algo.agg_mode, normalizer=normalizer)
+    metrics = {f"actor/{k}": v for k, v in metrics.items()}
+    if algo.kl_coef > 0 and not algo.kl_in_reward and ref_logp is not None:
+        kl = kl_loss(logp, ref_logp, mask, algo.kl_kind, algo.agg_mode, normalizer)
+        loss = loss + algo.kl_coef * kl
+        metrics["actor/kl"] = float(kl.detach())
+    elif ref_logp is not None:
+        with torch.no_grad():
+            k = kl_estimate(logp, ref_logp, algo.kl_kind)
+            metrics["actor/kl"] = float((k * mask).sum() / mask.sum().clamp_min(1))
+    if algo.entropy_coef > 0 and entropy is not None:
+        from learner.algorithms import entropy_loss
+
+        loss = loss + algo.entropy_coef * entropy_loss(entropy, mask, algo.agg_mode, normalizer)
+    return loss, metrics
+
+
+def step_normalizer(algo: AlgorithmConfig, mask: Tensor, max_new_tokens: int) -> float:
+    """The global loss normaliser of a whole training step (all micro-batches together)."""
+    const = algo.norm_constant if algo.norm_constant is not None else float(max_new_tokens)
+    return global_normalizer(mask, algo.agg_mode, const)

@@ -1,0 +1,10 @@
+"""Rollout backends behind one interface: ``hf`` (CPU-capable), ``vllm`` and ``sglang`` (GPU).
+
+Backends register in :data:`ROLLOUT_BACKENDS`; ``rollout.backend: hf`` in a config picks one.
+The GPU adapters import their engines lazily, so this package imports on any machine.
+"""
+
+from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBackend, RolloutBatch, SamplingParams
+from learner.llm.rollout import hf as _hf  # noqa: F401  (registers "hf")
+
+__all__ = ["ROLLOUT_BACKENDS", "RolloutBackend", "RolloutBatch", "SamplingParams"]
