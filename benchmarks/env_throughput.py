@@ -1,8 +1,9 @@
 """Env steps/s of the MuJoCo Franka vector env per observation type vs raw ``mj_step``.
 
 For each (task, obs mode) we time ``env.step`` with random actions on B envs in this process,
-and in the same run time bare ``mj_step(model, data, nstep=substeps)`` over B ``MjData`` of the
-same compiled model — the physics an env step must do anyway. The overhead ratio
+and in the same run bare ``mj_step(model, data, nstep=substeps)`` over B ``MjData`` of the same
+compiled model replaying the env's recorded joint targets — the same motion and contacts, i.e.
+the physics an env step must do anyway. Env and raw segments alternate every 10 steps. The overhead ratio
 ``env steps/s / raw control steps/s`` is the figure (target >= 0.8 for state obs, floor 0.6);
 absolute numbers depend on the machine and its load.
 
@@ -45,27 +46,46 @@ def record_controls(env, actions: np.ndarray) -> tuple[list, np.ndarray]:
     return start, ctrls
 
 
-def raw_rate(env, start: list, ctrls: np.ndarray) -> float:
-    """Control steps/s of bare physics replaying the env's own controls: the same motion and
-    contacts as the env run, minus everything the env adds (controller, obs, reward, resets)."""
-    datas = [mujoco.MjData(fm.model) for fm in env.fms]
-    for src, d in zip(start, datas):
-        d.qpos[:], d.qvel[:], d.mocap_pos[:] = src.qpos, src.qvel, src.mocap_pos
-    pairs = list(zip([fm.model for fm in env.fms], datas))
-    t0 = time.perf_counter()
-    for ctrl in ctrls:
-        for i, (m, d) in enumerate(pairs):
-            d.ctrl[:] = ctrl[i]
-            mujoco.mj_step(m, d, nstep=env.substeps)
-    return ctrls.shape[0] * len(pairs) / (time.perf_counter() - t0)
+class Clock:
+    """Wall and process-CPU time of a block. The CPU time is this process's own work, so the
+    ratio survives other jobs competing for the cores (wall rates are reported too)."""
+
+    def __enter__(self) -> "Clock":
+        self.w, self.c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.w, time.process_time() - self.c
 
 
-def env_rate(env, actions: np.ndarray) -> float:
+def physics_share(env, actions: np.ndarray) -> float:
+    """Fraction of env.step CPU time spent inside MuJoCo's step calls (instrumented pass)."""
+    import sim_bridges.mujoco_franka.vector_env as vec
+
+    spent = [0.0]
+
+    class Timed:
+        def __getattr__(self, name: str):
+            fn = getattr(mujoco, name)
+            if not name.startswith("mj_step"):
+                return fn
+
+            def timed(*a, **k):
+                t = time.process_time()
+                fn(*a, **k)
+                spent[0] += time.process_time() - t
+
+            return timed
+
     env.reset(seed=0)
-    t0 = time.perf_counter()
-    for act in actions:
-        env.step(act)
-    return len(actions) * env.num_envs / (time.perf_counter() - t0)
+    vec.mujoco = Timed()
+    try:
+        with Clock() as c:
+            for act in actions:
+                env.step(act)
+    finally:
+        vec.mujoco = mujoco
+    return spent[0] / c.cpu
 
 
 def measure(task: str, obs_mode: str, num_envs: int, image_size: int, seconds: float) -> dict:
@@ -75,24 +95,42 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, seconds: f
     env = make_env(f"mujoco_franka/{task}", num_envs=num_envs, **kw)
     rng = np.random.default_rng(0)
     b, a = env.num_envs, env.spec.action_dim
-    probe = rng.uniform(-1, 1, size=(5, b, a)).astype(np.float32)
-    per_step = 1.0 / env_rate(env, probe) * b  # warm-up (renderer contexts) and sizing
-    steps = int(np.clip(seconds / 4 / per_step, 5, env.spec.max_episode_steps))
+    env.reset(seed=0)
+    with Clock() as probe:  # warm-up (renderer contexts) and sizing
+        for act in rng.uniform(-1, 1, size=(3, b, a)).astype(np.float32):
+            env.step(act)
+    seg = 10
+    steps = int(np.clip(seconds / 2 / (probe.wall / 3) // seg * seg, seg, 400))
     actions = rng.uniform(-1, 1, size=(steps, b, a)).astype(np.float32)
     start, ctrls = record_controls(env, actions)
-    # interleave env and raw timing so machine load hits both alike; best of 2 each
-    envs, raws = [], []
-    for _ in range(2):
-        envs.append(env_rate(env, actions))
-        raws.append(raw_rate(env, start, ctrls))
+    env.reset(seed=0)  # replays the recorded trajectory exactly (deterministic)
+    pairs = [(fm.model, d) for fm, d in zip(env.fms, start)]
+    env_t, raw_t = np.zeros((2, steps // seg)), np.zeros((2, steps // seg))  # [wall, cpu] per segment
+    for r in range(steps // seg):  # alternate short env / raw segments: load hits both alike
+        with Clock() as c:
+            for act in actions[r * seg : (r + 1) * seg]:
+                env.step(act)
+        env_t[:, r] = c.wall, c.cpu
+        with Clock() as c:
+            for ctrl in ctrls[r * seg : (r + 1) * seg]:
+                for i, (m, d) in enumerate(pairs):
+                    d.ctrl[:] = ctrl[i]
+                    mujoco.mj_step(m, d, nstep=env.substeps)
+        raw_t[:, r] = c.wall, c.cpu
+    share = physics_share(env, actions)
     env.close()
-    e, r = float(np.max(envs)), float(np.max(raws))
+    n = steps * b
+    e_wall, r_wall = n / env_t[0].sum(), n / raw_t[0].sum()
+    ratio_cpu = float(raw_t[1].sum() / env_t[1].sum())
     return {
         "task": task, "obs_mode": obs_mode, "num_envs": num_envs, "substeps": env.substeps,
         "image_size": image_size if "rgb" in obs_mode else None,
-        "cameras": 2 if "rgb" in obs_mode else 0,
-        "env_steps_per_s": round(e, 1), "raw_control_steps_per_s": round(r, 1),
-        "raw_mj_steps_per_s": round(r * env.substeps, 1), "overhead_ratio": round(e / r, 3),
+        "cameras": 2 if "rgb" in obs_mode else 0, "steps_timed": steps,
+        "env_steps_per_s": round(e_wall, 1), "env_steps_per_cpu_s": round(n / env_t[1].sum(), 1),
+        "raw_control_steps_per_s": round(r_wall, 1),
+        "raw_mj_steps_per_cpu_s": round(n * env.substeps / raw_t[1].sum(), 1),
+        "overhead_ratio": round(ratio_cpu, 3), "overhead_ratio_wall": round(e_wall / r_wall, 3),
+        "physics_share_in_env": round(share, 3),
     }
 
 
@@ -104,23 +142,27 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     (RESULTS / "env_throughput.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     lines = ["# MuJoCo Franka env throughput", "",
              f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.", "",
-             "| task | obs | image | substeps | env steps/s | raw ctrl steps/s | raw mj_step/s | ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ratio = raw physics CPU time / env CPU time for the same trajectory (process CPU time, "
+             "robust to other jobs on the machine); wall = the same from wall-clock rates; physics share = "
+             "fraction of env.step CPU time spent inside mj_step (instrumented pass).", "",
+             "| task | obs | image | substeps | env steps/s (wall) | env steps/CPU-s | raw mj_step/CPU-s | ratio | ratio (wall) | physics share |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         img = f"{r['image_size']}px x{r['cameras']}" if r["image_size"] else "-"
         lines.append(f"| {r['task']} | {r['obs_mode']} | {img} | {r['substeps']} | {r['env_steps_per_s']} | "
-                     f"{r['raw_control_steps_per_s']} | {r['raw_mj_steps_per_s']} | {r['overhead_ratio']} |")
+                     f"{r['env_steps_per_cpu_s']} | {r['raw_mj_steps_per_cpu_s']} | {r['overhead_ratio']} | "
+                     f"{r['overhead_ratio_wall']} | {r['physics_share_in_env']} |")
     (RESULTS / "env_throughput.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--num-envs", type=int, default=16)
-    p.add_argument("--seconds", type=float, default=4.0, help="timing budget per row")
+    p.add_argument("--seconds", type=float, default=8.0, help="timing budget per row (about)")
     p.add_argument("--quick", action="store_true", help="reach only, shorter timings")
     args = p.parse_args()
     if args.quick:
-        args.seconds = 1.5
+        args.seconds = 3.0
         plan = [("reach", "state", 64), ("reach", "rgb", 64)]
     else:
         plan = [("reach", "state", 64), ("push", "state", 64), ("lift", "state", 64),

@@ -128,6 +128,7 @@ def save_checkpoint(
         save_file(tensors, str(tmp / OPTIM_FILE))
     meta = {
         "format": FORMAT,
+        "runner": (config or {}).get("runner", "embodied"),
         "created_unix": time.time(),
         "iteration": int(iteration),
         "weight_version": int(weight_version),

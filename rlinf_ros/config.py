@@ -80,6 +80,8 @@ class PolicyClientConfig:
     control_hz: float = 10.0
     slop_s: float = field(default=0.05, metadata={"help": "max stamp spread of one synchronised observation"})
     max_obs_age_s: float = field(default=0.5, metadata={"help": "older observations are not sent; hold"})
+    reuse_observation: bool = field(default=True, metadata={
+        "help": "a tick without a newer synchronised set re-sends the newest one (if younger than max_obs_age_s)"})
     cameras: dict[str, str] = field(default_factory=lambda: {"camera": "camera/camera/color/image_raw"},
                                     metadata={"help": "observation image name -> Image topic"})
     joint_states_topic: str = "joint_states"

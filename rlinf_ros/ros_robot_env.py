@@ -9,7 +9,8 @@ Why: the learner's env workers step any ``VectorEnv``; with this class they trai
   command, keep the control rate, and wait for a synchronised observation stamped after the
   command (``step_timeout_s``, else :class:`TimeoutError` naming the topics).
 - reward / success come from a registered source (``none``, ``ee_distance`` to a goal,
-  ``topic``: std_msgs/Float64 published by an external judge); episodes truncate at
+  ``topic``: std_msgs/Float64 published by an external judge; with two arms ``ee_distance`` uses
+  the first arm); episodes truncate at
   ``max_episode_steps`` and auto-reset as the contract says.
 
 One robot is one env: ``num_envs`` must be 1 (run one env worker per robot).
@@ -111,7 +112,11 @@ class RosRobotEnv(VectorEnv):
         n.create_subscription(JointState, self.pc.gripper_joint_states_topic, self._on_gripper, sensor_qos())
         for cam in self.spec.cameras:
             n.create_subscription(Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos())
-        n.create_subscription(PoseStamped, self.cfg.robot.topics.ee_pose, self._on_pose, sensor_qos())
+        arms = self.cfg.robot.arms  # the robot node prefixes per-arm topics with the arm name when dual
+        pose_topic = self.cfg.robot.topics.ee_pose
+        if len(arms) > 1:
+            pose_topic = f"{arms[0].name}/{pose_topic}"
+        n.create_subscription(PoseStamped, pose_topic, self._on_pose, sensor_qos())
         n.create_subscription(Float64, self.cfg.env.reward_topic,
                               lambda m: setattr(self, "_external_reward", float(m.data)), reliable_qos())
         self._pub = n.create_publisher(JointTrajectory, self.pc.command_topic, reliable_qos(10))

@@ -34,7 +34,7 @@ class ApproxTimeSync:
         self._q: dict[str, collections.deque[tuple[float, Any]]] = {
             s: collections.deque(maxlen=queue_size) for s in streams}
         self._lock = threading.Lock()
-        self.dropped = 0  # sets skipped because a newer one was taken
+        self.last: dict[str, tuple[float, Any]] | None = None  # the newest set handed out
 
     def add(self, stream: str, stamp: float, msg: Any) -> None:
         if stream not in self._q:
@@ -72,6 +72,7 @@ class ApproxTimeSync:
                         t = found[s][0]
                         while q and q[0][0] <= t:
                             q.popleft()
+                    self.last = found
                     return found
             return None
 

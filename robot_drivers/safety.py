@@ -235,7 +235,8 @@ class SafetyLayer:
         v = np.clip(dq, -self._dq_max, self._dq_max)
         if not np.array_equal(v, dq):
             events.append("velocity_limit")
-            self.record("velocity_limit", f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}")
+            self.record("velocity_limit",
+                        f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}")
         nxt = q_now + v * max(dt, 1e-3)
         past = ((nxt < self._lo) & (v < 0)) | ((nxt > self._hi) & (v > 0))
         if past.any():

@@ -14,8 +14,10 @@ are slow and arrive wrapped; the client turns statuses into ``ChannelFull`` / ``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ class _SubQueue:
     items: deque[Envelope] = field(default_factory=deque)
     weight: float = 0.0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    users: int = 0  # calls holding or waiting on ``changed``; an idle empty queue is dropped
 
 
 async def _wait(cond: asyncio.Condition, predicate: Any, timeout: float | None) -> bool:
@@ -94,11 +97,21 @@ class ChannelActor:
             self._applied[producer] = max(self._applied.get(producer, 0), seq)
             self._order.notify_all()
 
-    def _queue(self, key: Any) -> _SubQueue:
+    @contextlib.asynccontextmanager
+    async def _locked(self, key: Any) -> AsyncIterator[_SubQueue]:
+        """The queue of ``key`` with its lock held; dropped afterwards if empty and unused, so
+        short-lived keys (one per episode, say) do not pile up."""
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _SubQueue()
-        return queue
+        queue.users += 1
+        try:
+            async with queue.changed:
+                yield queue
+        finally:
+            queue.users -= 1
+            if not queue.users and not queue.items and self._queues.get(key) is queue:
+                del self._queues[key]
 
     def _has_room(self, queue: _SubQueue, n: int = 1) -> bool:
         return self._maxsize <= 0 or len(queue.items) + n <= self._maxsize
@@ -121,9 +134,8 @@ class ChannelActor:
             await self._applied_turn(ticket)
 
     async def _append(self, envelopes: list[Envelope], key: Any, timeout: float | None) -> str:
-        queue = self._queue(key)
         n = len(envelopes)
-        async with queue.changed:
+        async with self._locked(key) as queue:
             if not await _wait(queue.changed, lambda: self._has_room(queue, n), timeout):
                 return FULL if timeout is not None and timeout <= 0 else TIMEOUT
             queue.items.extend(envelopes)
@@ -147,8 +159,7 @@ class ChannelActor:
         ``after`` names the caller's own last put, which must land first.
         """
         await self._turn(after, ahead=0)
-        queue = self._queue(key)
-        async with queue.changed:
+        async with self._locked(key) as queue:
             if not await _wait(queue.changed, lambda: len(queue.items) >= n, timeout):
                 return (EMPTY if timeout is not None and timeout <= 0 else TIMEOUT), []
             return OK, self._pop(queue, n)
@@ -167,8 +178,7 @@ class ChannelActor:
     ) -> tuple[str, list]:
         """Pop the shortest head of the queue whose weights sum to at least ``target``."""
         await self._turn(after, ahead=0)
-        queue = self._queue(key)
-        async with queue.changed:
+        async with self._locked(key) as queue:
             ready = lambda: queue.weight >= target - 1e-9  # noqa: E731
             if not await _wait(queue.changed, ready, timeout):
                 return (EMPTY if timeout is not None and timeout <= 0 else TIMEOUT), []
@@ -188,4 +198,9 @@ class ChannelActor:
     async def info(self) -> dict[str, Any]:
         """Name, capacity and per-key sizes, for ``repr`` and debugging."""
         sizes = {repr(k): len(q.items) for k, q in self._queues.items() if q.items}
-        return {"name": self._name, "maxsize": self._maxsize, "sizes": sizes}
+        return {
+            "name": self._name,
+            "maxsize": self._maxsize,
+            "sizes": sizes,
+            "queues_held": len(self._queues),  # includes empty queues that callers wait on
+        }

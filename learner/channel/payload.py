@@ -29,7 +29,7 @@ import numpy as np
 import ray
 
 Envelope = tuple[Any, float]
-"""What the channel actor queues: ``(pickled bytes | [ObjectRef], weight)``."""
+"""What the channel actor queues: ``(pickled bytes | [ObjectRef, has_tensors], weight)``."""
 
 INLINE_LIMIT = 100 * 1024
 """Items at or below this many array bytes ride inside the actor call (Ray's own inline limit)."""
@@ -171,10 +171,11 @@ def _dumps(body: Any) -> bytes:
 def seal(item: Any, weight: float) -> Envelope:
     """Pack ``item`` for the channel; large items go to the object store here, in the producer."""
     packed = pack(item)
-    body = (packed.value, packed.has_tensors)
     if packed.inline:
-        return _dumps(body), float(weight)
-    return [ray.put(body)], float(weight)
+        return _dumps((packed.value, packed.has_tensors)), float(weight)
+    # The value itself, not a tuple around it: Ray stores a top-level numpy array about twice
+    # as fast as one nested in a container (measured at 16 MB on 2 cores).
+    return [ray.put(packed.value), packed.has_tensors], float(weight)
 
 
 def refs_of(envelopes: list[Envelope]) -> list:
@@ -185,5 +186,5 @@ def refs_of(envelopes: list[Envelope]) -> list:
 def open_envelopes(envelopes: list[Envelope], fetched: list) -> list[Any]:
     """Items of ``envelopes``; ``fetched`` are the values of :func:`refs_of`, in order."""
     it = iter(fetched)
-    bodies = [next(it) if isinstance(p, list) else pickle.loads(p) for p, _ in envelopes]
+    bodies = [(next(it), p[1]) if isinstance(p, list) else pickle.loads(p) for p, _ in envelopes]
     return [unpack(value, has_tensors) for value, has_tensors in bodies]

@@ -23,6 +23,7 @@ from learner.runners.config import EmbodiedConfig
 
 log = logging.getLogger(__name__)
 IN_DISTRIBUTION = ("id", "train")
+VIDEO_ROUNDS = 3  # the video shows the first rounds, ``eval.video_episodes`` envs side by side
 
 
 def _run_round(policy: Policy, env: Any, seed: int, recorder: "_Recorder | None") -> dict[str, np.ndarray]:
@@ -56,7 +57,14 @@ class _Recorder:
         self.ok = True
 
     def add(self, env: Any, alive: np.ndarray) -> None:
-        frames = env.render_frames()
+        if not self.ok:
+            return
+        try:
+            frames = env.render_frames()
+        except Exception as e:  # no GL context etc.: keep the evaluation, drop the video
+            log.warning("eval: rendering failed (%s: %s); set MUJOCO_GL=osmesa or egl for videos",
+                        type(e).__name__, e)
+            frames = None
         if frames is None:
             self.ok = False
             return
@@ -65,6 +73,12 @@ class _Recorder:
             rows = np.where(alive[: self.k, None, None, None], rows, self.last)
         self.last = rows
         self.frames.append(np.concatenate(list(rows), axis=1))
+
+    def end_round(self) -> None:
+        """Hold the last frame half a second-ish, then start the next round fresh."""
+        if self.frames:
+            self.frames += [self.frames[-1]] * 5
+        self.last = None
 
     def write(self, path: str | Path, fps: float) -> str | None:
         if not self.ok or not self.frames:
@@ -86,7 +100,10 @@ def evaluate_policy(policy: Policy, env_name: str, env_kwargs: dict[str, Any], e
     results: list[dict[str, np.ndarray]] = []
     try:
         for rnd in range((episodes + n - 1) // n):
-            results.append(_run_round(policy, env, seed + rnd * n, recorder if rnd == 0 else None))
+            rec = recorder if rnd < VIDEO_ROUNDS else None
+            results.append(_run_round(policy, env, seed + rnd * n, rec))
+            if rec is not None:
+                rec.end_round()
     finally:
         env.close()
     take = lambda key: np.concatenate([r[key] for r in results])[:episodes]  # noqa: E731
@@ -107,14 +124,14 @@ def _apply_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -
     """``{"env.num_envs": 4}`` or nested ``{"env": {"num_envs": 4}}`` onto a config dict."""
     out = copy.deepcopy(config)
     for key, value in (overrides or {}).items():
-        if isinstance(value, dict) and "." not in key:
-            out.setdefault(key, {}).update(value)
-            continue
         node = out
         *parents, leaf = key.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = value
+        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            node[leaf] = _apply_overrides(node[leaf], value)
+        else:
+            node[leaf] = value
     return out
 
 
@@ -133,16 +150,25 @@ def evaluate_config(policy: Policy, cfg: EmbodiedConfig, episodes: int, seed: in
     return results
 
 
-def evaluate_checkpoint(path: str, episodes: int = 50, seed: int = 0, ood_splits: list[str] | None = None,
-                        video_path: str | None = None, overrides: dict | None = None) -> dict[str, Any]:
+def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None = None,
+                        ood_splits: list[str] | None = None, video_path: str | None = None,
+                        overrides: dict | None = None) -> dict[str, Any]:
     """Load a checkpoint and evaluate it on held-out seeds, per OOD split.
+
+    ``episodes`` / ``ood_splits`` default to the checkpoint config's ``eval`` section, ``seed`` to
+    0 (seeds are always offset by ``eval.seed_offset``, far from training seeds). ``video_path``
+    defaults to ``<checkpoint>/eval.mp4``; pass ``""`` for no video. ``overrides`` changes the
+    stored training config (``{"eval.num_envs": 10}`` or nested dicts).
 
     Returns ``{"checkpoint", "iteration", "seed", "episodes", "splits": {split: {success_rate,
     episode_return, episode_length, episodes, video?}}, "success_rate": {split: rate}}``.
-    ``overrides`` changes the stored training config (e.g. ``{"eval.num_envs": 10}``).
     """
     policy, meta = load_policy(path)
     cfg = from_dict(EmbodiedConfig, _apply_overrides(meta["config"], overrides))
-    splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path)
+    episodes = episodes if episodes is not None else cfg.eval.episodes
+    seed = seed if seed is not None else 0
+    if video_path is None:
+        video_path = str(Path(meta["path"]) / "eval.mp4")
+    splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path or None)
     return {"checkpoint": meta["path"], "iteration": meta["iteration"], "seed": seed, "episodes": episodes,
             "splits": splits, "success_rate": {k: v["success_rate"] for k, v in splits.items()}}

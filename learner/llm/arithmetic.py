@@ -18,7 +18,7 @@ from pathlib import Path
 from learner.config import ConfigError
 from learner.llm.datasets import PromptExample, write_jsonl
 
-__all__ = ["ArithmeticConfig", "arithmetic_split", "noisy_demonstrations", "write_arithmetic_data", "tokenizer_corpus"]
+__all__ = ["ArithmeticConfig", "arithmetic_split", "noisy_demonstrations", "format_answer", "write_arithmetic_data", "tokenizer_corpus"]
 
 
 @dataclass
@@ -28,6 +28,7 @@ class ArithmeticConfig:
     correct_frac: float = field(default=0.3, metadata={"help": "share of demonstrations with the right answer"})
     random_frac: float = field(default=0.1, metadata={"help": "share with a random wrong answer; the rest are off by one"})
     seed: int = field(default=0, metadata={"help": "split / noise seed"})
+    zero_pad: bool = field(default=True, metadata={"help": "write operands as 2 digits and answers as 3 (07+45=052): fixed digit positions make addition learnable in minutes on a CPU"})
 
     def validate(self) -> None:
         if not 0.0 < self.heldout_frac < 1.0:
@@ -37,8 +38,13 @@ class ArithmeticConfig:
                               f"{self.correct_frac} + {self.random_frac}")
 
 
-def _prompt(a: int, b: int) -> str:
-    return f"{a}+{b}="
+def _prompt(a: int, b: int, zero_pad: bool) -> str:
+    return f"{a:02d}+{b:02d}=" if zero_pad else f"{a}+{b}="
+
+
+def format_answer(value: int, cfg: ArithmeticConfig) -> str:
+    """Demonstration text of an answer (``052`` when zero-padded; exact match reads it as 52)."""
+    return f"{value:03d}" if cfg.zero_pad else str(value)
 
 
 def arithmetic_split(cfg: ArithmeticConfig) -> tuple[list[PromptExample], list[PromptExample]]:
@@ -46,7 +52,7 @@ def arithmetic_split(cfg: ArithmeticConfig) -> tuple[list[PromptExample], list[P
     pairs = [(a, b) for a in range(cfg.max_operand + 1) for b in range(cfg.max_operand + 1)]
     random.Random(cfg.seed).shuffle(pairs)
     n_held = max(1, int(len(pairs) * cfg.heldout_frac))
-    ex = [PromptExample(_prompt(a, b), str(a + b)) for a, b in pairs]
+    ex = [PromptExample(_prompt(a, b, cfg.zero_pad), str(a + b)) for a, b in pairs]
     return ex[n_held:], ex[:n_held]
 
 
@@ -65,7 +71,7 @@ def noisy_demonstrations(examples: list[PromptExample], cfg: ArithmeticConfig) -
             ans = rng.choice([x for x in range(top + 2) if x != right])
         else:
             ans = right + 1
-        out.append({"prompt": ex.prompt, "response": str(ans), "answer": ex.answer})
+        out.append({"prompt": ex.prompt, "response": format_answer(ans, cfg), "answer": ex.answer})
     return out
 
 
@@ -82,6 +88,6 @@ def write_arithmetic_data(out_dir: str | Path, cfg: ArithmeticConfig) -> dict[st
 
 def tokenizer_corpus(cfg: ArithmeticConfig) -> list[str]:
     """Text the demo tokenizer is trained on: every equation plus a little prose for merges."""
-    eqs = [f"{a}+{b}={a + b}" for a in range(cfg.max_operand + 1) for b in range(cfg.max_operand + 1)]
+    eqs = [_prompt(a, b, cfg.zero_pad) + format_answer(a + b, cfg) for a in range(cfg.max_operand + 1) for b in range(cfg.max_operand + 1)]
     prose = ["What is the answer? Put the final answer in \\boxed{}.", "The answer is"] * 50
     return eqs + prose

@@ -132,6 +132,7 @@ class TrainConfig:
     tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
     final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
+    time_budget_s: float | None = field(default=None, metadata=_h("stop training after this many seconds (then save and evaluate)"))
 
     def validate(self) -> None:
         if self.iterations < 0 or self.checkpoint_every < 0:

@@ -112,7 +112,12 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         metrics: dict[str, float] = {"weight_version": float(version)}
         last_saved = start if cfg.train.resume else -1
         recent: deque[bool] = deque(maxlen=100)
+        t_start = time.perf_counter()
+        last = start
         for it in range(start, cfg.train.iterations):
+            if cfg.train.time_budget_s is not None and time.perf_counter() - t_start > cfg.train.time_budget_s:
+                log.info("train.time_budget_s=%s reached after %d iterations", cfg.train.time_budget_s, it)
+                break
             t0 = time.perf_counter()
             out = r.topo.iterate(it, needs_reset(cfg, it, start), steps)
             metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent)
@@ -120,9 +125,10 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
             if cfg.train.checkpoint_every and (it + 1) % cfg.train.checkpoint_every == 0:
                 r.save(it + 1, metrics)
                 last_saved = it + 1
-        final_path = checkpoint_dir(cfg.train.out_dir, cfg.train.iterations)
-        if last_saved != cfg.train.iterations:
-            final_path = r.save(cfg.train.iterations, metrics)
+            last = it + 1
+        final_path = checkpoint_dir(cfg.train.out_dir, last)
+        if last_saved != last:
+            final_path = r.save(last, metrics)
         final = {**logger.last, "checkpoint": str(final_path), "placement_mode": r.placement.mode,
                  "topology": topology_name(cfg, r.placement)}
         if cfg.train.final_eval:

@@ -69,6 +69,7 @@ class PolicyClientNode(Node):
         self.loop = PolicyLoop(self.worker, cfg.action_mode, cfg.action_scale,
                                max_wait_s=cfg.max_wait_fraction / cfg.control_hz)
         self.stale_obs = 0
+        self.reused_obs = 0
         self.create_timer(1.0 / cfg.control_hz, self._tick)
         self.create_timer(0.5, self._publish_status)
         log.info("policy client: %s @ %.1f Hz, cameras %s, server %s", cfg.action_mode, cfg.control_hz,
@@ -94,6 +95,9 @@ class PolicyClientNode(Node):
     # ---- control ------------------------------------------------------------------------
     def _observation(self) -> tuple[dict[str, Any] | None, Command | None, float | None]:
         found = self.sync.pop_newest()
+        if found is None and self.cfg.reuse_observation and self.sync.last is not None:
+            found = self.sync.last  # no newer set yet (camera slower than control): act on the newest
+            self.reused_obs += 1
         if found is None:
             return None, None, None
         t_obs = max(stamp for stamp, _ in found.values())
@@ -124,7 +128,7 @@ class PolicyClientNode(Node):
 
     def status(self) -> dict[str, Any]:
         return {**self.loop.stats.summary(), "connected": self.worker.connected, "connects": self.worker.connects,
-                "failures": self.worker.failures, "stale_obs": self.stale_obs}
+                "failures": self.worker.failures, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs}
 
     def _publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))

@@ -114,7 +114,7 @@ def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
 
     ``target_rot`` [B, 3, 3] is the held EE orientation; ``ee_delta`` rotates it in place.
     """
-    q = np.stack([d.qpos[fm.arm_qpos] for d in datas])
+    q = np.stack([d.qpos[fm.q_slice] for d in datas])
     if cfg.mode == "joint_delta":
         tgt = q + cfg.joint_scale * actions[:, :7]
         return np.clip(tgt, fm.arm_lower, fm.arm_upper)

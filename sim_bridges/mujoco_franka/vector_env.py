@@ -79,6 +79,8 @@ class FrankaVectorEnv(VectorEnv):
         self._steps = np.zeros(b, dtype=np.int64)
         self._returns = np.zeros(b, dtype=np.float64)
         self._ever_success = np.zeros(b, dtype=bool)
+        # state rows of every env, kept current after each physics step and reset
+        self._state_buf = np.zeros((b, self.spec.state_dim), dtype=np.float32)
         self._needs_reset = True
 
     # ----------------------------------------------------------------- reset
@@ -107,6 +109,7 @@ class FrankaVectorEnv(VectorEnv):
         self._steps[i] = 0
         self._returns[i] = 0.0
         self._ever_success[i] = False
+        self._state(i, self._state_buf[i])
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray) -> StepResult:
@@ -125,33 +128,37 @@ class FrankaVectorEnv(VectorEnv):
             if active.size == 0:
                 break
             valid[active, k] = True
-            self._apply(active, acts[active, k])
-            for i in active:
-                ok, r = self._score(i)
-                rewards[i, k] = r
-                success[i] = ok
-                self._returns[i] += r
-                self._steps[i] += 1
-                self._ever_success[i] |= ok
-                terminated[i] = ok and self.cfg.terminate_on_success
-                truncated[i] = (not terminated[i]) and self._steps[i] >= self.max_steps
+            scores = self._apply(active, acts[active, k])
+            ok = np.fromiter((s[0] for s in scores), bool, len(active))
+            r = np.fromiter((s[1] for s in scores), np.float64, len(active))
+            rewards[active, k] = r
+            success[active] = ok
+            self._returns[active] += r
+            self._steps[active] += 1
+            self._ever_success[active] |= ok
+            terminated[active] = ok & self.cfg.terminate_on_success
+            truncated[active] = ~terminated[active] & (self._steps[active] >= self.max_steps)
         done = terminated | truncated
-        info = self._finish(done, success)
+        obs = self._observe()
+        info = self._finish(done, success, obs)
         info["valid_steps"] = valid
         reward = rewards if chunked else rewards[:, 0]
-        return self._observe(), reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, info
 
-    def _apply(self, idx: np.ndarray, acts: np.ndarray) -> None:
-        fms = [self.fms[i] for i in idx]
-        datas = [self.datas[i] for i in idx]
+    def _apply(self, idx: np.ndarray, acts: np.ndarray) -> list[tuple[bool, float]]:
+        """One control step of envs ``idx``: controller, physics, then (while that env's data
+        is still hot in the CPU cache) its score and state row. Returns (success, reward)s."""
+        ids = idx.tolist()
+        fms = [self.fms[i] for i in ids]
+        datas = [self.datas[i] for i in ids]
         rots = self._target_rot[idx]
         # all envs share kinematics, so any env's FrankaModel indexes them
         targets = arm_targets(self.control, fms[0], datas, acts[:, :-1].astype(np.float64), rots)
         self._target_rot[idx] = rots
-        grips = gripper_ctrl(acts[:, -1])
-        for j, (fm, d) in enumerate(zip(fms, datas)):
-            d.ctrl[fm.arm_act] = targets[j]
-            d.ctrl[fm.grip_act] = grips[j]
+        ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
+        scores = []
+        for j, (i, fm, d) in enumerate(zip(ids, fms, datas)):
+            d.ctrl[fm.ctrl_order] = ctrl[j]
             # step2 first: the position/velocity stage of this step was done by the previous
             # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
             # with no extra pass; the physics is exactly mj_step(nstep=substeps)
@@ -159,6 +166,9 @@ class FrankaVectorEnv(VectorEnv):
             if self.substeps > 1:
                 mujoco.mj_step(fm.model, d, nstep=self.substeps - 1)
             mujoco.mj_step1(fm.model, d)
+            scores.append(self._score(i))
+            self._state(i, self._state_buf[i])
+        return scores
 
     def _score(self, i: int) -> tuple[bool, float]:
         fm, d = self.fms[i], self.datas[i]
@@ -167,19 +177,27 @@ class FrankaVectorEnv(VectorEnv):
             return ok, float(ok)
         return ok, dense + float(ok)
 
-    def _finish(self, done: np.ndarray, success: np.ndarray) -> dict[str, Any]:
-        """Record episode stats and the final observation, then auto-reset finished envs."""
+    def _finish(self, done: np.ndarray, success: np.ndarray, obs: Observation) -> dict[str, Any]:
+        """Record episode stats; auto-reset finished envs, keeping their last obs as final.
+
+        ``obs`` is updated in place: rows of reset envs become their new episode's first obs.
+        """
         info: dict[str, Any] = {
             "success": success.copy(),
             "episode_return": np.where(done, self._returns, 0.0).astype(np.float32),
             "episode_length": np.where(done, self._steps, 0),
         }
         if done.any():
-            info["final_observation"] = self._observe()
+            info["final_observation"] = {
+                "state": obs["state"].copy(),
+                "images": {k: v.copy() for k, v in obs["images"].items()},
+                "instruction": list(obs["instruction"]),
+            }
             idx = np.flatnonzero(done)
             info["success"][idx] = self._ever_success[idx]
             for i in idx:
                 self._reset_one(i)
+            self._observe(idx, obs)
         return info
 
     # ------------------------------------------------------------ observation
@@ -189,25 +207,32 @@ class FrankaVectorEnv(VectorEnv):
         out = np.empty(self.spec.state_dim, np.float32) if out is None else out
         ee = d.site_xpos[fm.ee_site]
         out[0:3] = ee
-        out[3:9] = d.site_xmat[fm.ee_site][[0, 3, 6, 1, 4, 7]]  # first two columns of R
-        out[9:16] = d.qpos[fm.arm_qpos]
-        out[16:23] = d.qvel[fm.arm_dof]
+        xmat = d.site_xmat[fm.ee_site]
+        out[3:6] = xmat[0::3]  # first two columns of R
+        out[6:9] = xmat[1::3]
+        out[9:16] = d.qpos[fm.q_slice]
+        out[16:23] = d.qvel[fm.dof_slice]
         out[23] = d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]
         out[ROBOT_STATE_DIM:] = self.task.features(fm, d, ee)
         return out
 
-    def _observe(self) -> Observation:
-        b = self.num_envs
-        state = np.empty((b, self.spec.state_dim), dtype=np.float32)
-        for i in range(b):
-            self._state(i, state[i])
+    def _observe(self, idx: np.ndarray | None = None, obs: Observation | None = None) -> Observation:
+        """Batched obs of all envs, or (with ``idx`` and ``obs``) refresh rows ``idx`` of ``obs``."""
+        if obs is None or idx is None:
+            b, (h, w) = self.num_envs, self.cfg.image_hw
+            obs = {"state": self._state_buf.copy(),
+                   "images": {c: np.empty((b, h, w, 3), np.uint8) for c in self.spec.cameras},
+                   "instruction": [self.spec.instruction] * b}
+            idx = np.arange(b)
+        else:
+            obs["state"][idx] = self._state_buf[idx]
         if not self.cfg.uses_state:  # rgb-only: proprioception only, task features zeroed
-            state[:, ROBOT_STATE_DIM:] = 0.0
-        images: dict[str, np.ndarray] = {}
+            obs["state"][:, ROBOT_STATE_DIM:] = 0.0
         if self._rig is not None:
-            for cam in self.cfg.cameras:
-                images[cam] = self._rig.render(self.fms, self.datas, cam, self._visuals)
-        return {"state": state, "images": images, "instruction": [self.spec.instruction] * b}
+            for cam, img in obs["images"].items():
+                for i in idx.tolist():
+                    self._rig.render([self.fms[i]], [self.datas[i]], cam, [self._visuals[i]], out=img[i : i + 1])
+        return obs
 
     # ---------------------------------------------------------------- extras
     def ee_positions(self) -> np.ndarray:

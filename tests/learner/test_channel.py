@@ -54,6 +54,7 @@ def test_fifo_per_key_and_key_isolation(channel):
     assert [channel.get(key="b", timeout=5) for _ in range(5)] == [("b", i) for i in range(5)]
     with pytest.raises(ChannelEmpty, match=channel.name):
         channel.get_nowait(key="a")
+    assert channel.keys() == [] and ray.get(channel._actor.info.remote())["queues_held"] == 0
 
 
 def test_get_batch_and_by_weight(channel):

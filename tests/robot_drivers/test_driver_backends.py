@@ -47,6 +47,7 @@ def test_ee_delta_ik_reaches_the_goal_in_orientation_too() -> None:
 
 @pytest.fixture(scope="module")
 def sim_arm() -> FrankaArm:
+    pytest.importorskip("mujoco", reason="needs the sim extra")
     arm = make_arm(ArmConfig(backend="sim"))
     arm.connect()
     yield arm

@@ -140,3 +140,15 @@ def test_step_before_reset_is_an_error() -> None:
     env = make_env("mujoco_franka/reach", num_envs=1)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros((1, 7), np.float32))
+
+
+def test_reach_defaults_for_the_ppo_runner() -> None:
+    env = make_env("mujoco_franka/reach", num_envs=2)
+    s = env.spec
+    assert (s.state_dim, s.action_dim, s.max_episode_steps, s.control_hz) == (30, 7, 50, 20.0)
+    assert s.cameras == {} and env.substeps == 10 and "target" in s.instruction
+    obs = env.reset(seed=0)
+    assert obs["images"] == {} and obs["instruction"] == [s.instruction] * 2
+    frames = env.render_frames()  # video frames work in state mode too
+    assert frames.shape == (2, 64, 64, 3) and frames.std() > 5
+    env.close()

@@ -7,6 +7,8 @@ within ``success_radius`` (5 cm), which ends the episode by default.
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 
@@ -34,7 +36,8 @@ class ReachTask(FrankaTask):
         return np.concatenate([tgt, tgt - ee])
 
     def evaluate(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> tuple[bool, float]:
-        dist = float(np.linalg.norm(self._target(fm, d) - ee))
+        diff = self._target(fm, d) - ee
+        dist = math.sqrt(float(diff @ diff))  # np.linalg.norm costs ~3x more on 3-vectors
         return dist < self.success_radius, -dist
 
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:

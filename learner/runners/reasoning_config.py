@@ -1,0 +1,125 @@
+"""``ReasoningConfig``: the typed config of the LLM reasoning runner (``runner: reasoning``).
+
+One dataclass tree for the CPU demo and a GPU run: the placement string decides collocated
+vs disaggregated, ``rollout.backend`` picks hf / vllm / sglang, ``algorithm`` picks GRPO,
+Dr.GRPO, DAPO or REINFORCE++ from the shared library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from learner.cluster import ClusterConfig
+from learner.config import ConfigError
+from learner.llm.actor import ActorConfig
+from learner.llm.algo import AlgorithmConfig
+from learner.llm.arithmetic import ArithmeticConfig
+from learner.llm.model import ModelConfig
+
+__all__ = ["ReasoningConfig", "DataConfig", "RolloutConfig", "RewardConfig", "SFTConfig", "TrainConfig",
+           "COMPONENTS"]
+
+COMPONENTS = ["rollout", "reward", "actor"]
+
+
+@dataclass
+class DataConfig:
+    synthetic: Literal["none", "arithmetic"] = field(default="none", metadata={"help": "generate a synthetic task into <out_dir>/data instead of reading files"})
+    arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+    train_path: str | None = field(default=None, metadata={"help": "jsonl / parquet of RL prompts + answers"})
+    eval_path: str | None = field(default=None, metadata={"help": "jsonl / parquet for held-out accuracy"})
+    sft_path: str | None = field(default=None, metadata={"help": "jsonl of {prompt, response} demonstrations for SFT warm-up"})
+    prompt_key: str = field(default="prompt", metadata={"help": "prompt column"})
+    answer_key: str = field(default="answer", metadata={"help": "reference answer column"})
+    prompt_format: Literal["raw", "chat"] = field(default="raw", metadata={"help": "raw text or the tokenizer's chat template"})
+    system_prompt: str | None = field(default=None, metadata={"help": "system message for chat prompts"})
+    eval_limit: int = field(default=400, metadata={"help": "max eval prompts (0 = all)"})
+    tokenizer_vocab: int = field(default=96, metadata={"help": "vocab size of a locally trained tokenizer (tiny model only)"})
+
+    def validate(self) -> None:
+        if self.synthetic == "none" and self.train_path is None:
+            raise ConfigError("data.train_path is required unless data.synthetic is set (e.g. arithmetic)")
+
+
+@dataclass
+class RolloutConfig:
+    backend: Literal["hf", "vllm", "sglang"] = field(default="hf", metadata={"help": "generation engine"})
+    n: int = field(default=8, metadata={"help": "samples per prompt (group size)"})
+    max_new_tokens: int = field(default=8, metadata={"help": "response length limit"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
+    top_k: int = field(default=0, metadata={"help": "top-k (0 = off)"})
+    micro_batch_prompts: int = field(default=0, metadata={"help": "prompts per rollout micro-batch streamed to reward/actor (0 = whole step)"})
+    gpu_memory_utilization: float = field(default=0.5, metadata={"help": "vllm / sglang memory fraction"})
+    tensor_parallel: int = field(default=1, metadata={"help": "vllm / sglang tensor parallel size"})
+
+    def validate(self) -> None:
+        if self.n < 1 or self.max_new_tokens < 1:
+            raise ConfigError(f"rollout.n and rollout.max_new_tokens must be >= 1, got {self.n}, {self.max_new_tokens}")
+        if self.temperature <= 0:
+            raise ConfigError(f"rollout.temperature must be > 0 for RL sampling, got {self.temperature}")
+
+
+@dataclass
+class RewardConfig:
+    weights: dict[str, float] = field(default_factory=lambda: {"exact_match": 1.0}, metadata={"help": "reward name -> weight (learner.llm.rewards.REWARDS)"})
+
+    def validate(self) -> None:
+        from learner.llm.rewards import REWARDS
+
+        for name in self.weights:
+            if name not in REWARDS:
+                raise ConfigError(f"reward.weights key {name!r} is unknown; choose from {REWARDS.names()}")
+
+
+@dataclass
+class SFTConfig:
+    steps: int = field(default=0, metadata={"help": "SFT warm-up steps before RL (0 = none)"})
+    batch_size: int = field(default=128, metadata={"help": "demonstrations per SFT step"})
+    lr: float = field(default=3e-3, metadata={"help": "SFT learning rate"})
+
+
+@dataclass
+class TrainConfig:
+    steps: int = field(default=50, metadata={"help": "RL steps"})
+    prompts_per_step: int = field(default=32, metadata={"help": "prompts per RL step (x rollout.n samples)"})
+    eval_every: int = field(default=5, metadata={"help": "held-out greedy eval every N steps (0 = only at the end)"})
+    target_accuracy: float | None = field(default=None, metadata={"help": "stop early once held-out accuracy reaches this"})
+    driver: Literal["workers", "inline"] = field(default="workers", metadata={"help": "workers: Ray worker groups + channels per placement; inline: the same components in this process"})
+    torch_threads: int = field(default=1, metadata={"help": "torch threads of the inline driver (1 is fastest on a shared 2-core box)"})
+    seed: int = field(default=0, metadata={"help": "prompt order / sampling seed"})
+    out_dir: str = field(default="runs/reasoning", metadata={"help": "curve CSV/PNG, metrics, checkpoint"})
+    save_checkpoint: bool = field(default=True, metadata={"help": "save the final model (safetensors) to <out_dir>/checkpoint"})
+    timeout_s: float = field(default=600.0, metadata={"help": "max wait for any worker call"})
+
+
+@dataclass
+class ReasoningConfig:
+    runner: str = field(default="reasoning", metadata={"help": "runner name"})
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    placement: dict[str, str] = field(default_factory=lambda: {"rollout,reward,actor": "0"}, metadata={"help": "components rollout / reward / actor -> slots (learner.placement grammar)"})
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self) -> None:
+        if self.runner != "reasoning":
+            raise ConfigError(f"key 'runner' must be 'reasoning' for ReasoningConfig, got {self.runner!r}")
+        placed = {c.strip() for key in self.placement for c in key.split(",")}
+        unknown = placed - set(COMPONENTS) - {"ref"}
+        if unknown:
+            raise ConfigError(f"placement names unknown component(s) {sorted(unknown)}; use {COMPONENTS}")
+        missing = set(COMPONENTS) - placed
+        if missing and self.train.driver == "workers":
+            raise ConfigError(f"placement must place {sorted(missing)} (e.g. placement: {{'rollout,reward,actor': all}})")
+        if self.model.path is None and self.data.synthetic == "none" and self.sft.steps == 0:
+            raise ConfigError("model.path is null (a tiny random model) but there is no SFT warm-up; "
+                              "set model.path or sft.steps")
+        if self.algorithm.kl_coef > 0 and self.rollout.backend != "hf" and self.model.lora_rank > 0:
+            raise ConfigError("algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set model.lora_rank=0")

@@ -1,0 +1,302 @@
+"""Rollout, reward and actor workers of the reasoning runner.
+
+Plain :class:`learner.worker.Worker` subclasses: ``WorkerGroup.launch`` makes them Ray actors
+placed by ``learner.placement``; the ``inline`` driver calls the very same classes in-process.
+Micro-batches stream rollout -> reward -> actor through ``learner.channel`` channels under the
+step number as key, so step ``s+1`` generation (disaggregated) never mixes with step ``s``.
+Weights flow actor -> rollout through a ``learner.weights.WeightStore`` (or the in-process
+:class:`LocalWeights` with the same methods).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from learner.llm.actor import ActorTrainer
+from learner.llm.algo import keep_mask, shape_scores, token_advantages
+from learner.llm.batch import make_train_batch
+from learner.llm.datasets import apply_template
+from learner.llm.model import build_model, save_model
+from learner.llm.rewards import combine
+from learner.llm.rollout import ROLLOUT_BACKENDS, RolloutBatch, SamplingParams
+from learner.llm.tokenizer import load_tokenizer
+from learner.runners.reasoning_config import ReasoningConfig
+from learner.worker import Worker
+
+__all__ = ["LocalWeights", "RolloutWorker", "RewardWorker", "ActorWorker", "weights_digest"]
+
+log = logging.getLogger(__name__)
+
+
+class LocalWeights:
+    """In-process stand-in for ``WeightStore`` (same publish / latest / version / wait_newer)."""
+
+    def __init__(self) -> None:
+        self._version, self._state = 0, {}
+
+    def publish(self, state_dict: dict[str, torch.Tensor]) -> int:
+        self._version += 1
+        self._state = {k: v.detach().clone() for k, v in state_dict.items()}
+        return self._version
+
+    def version(self) -> int:
+        return self._version
+
+    def latest(self) -> tuple[int, dict]:
+        return self._version, self._state
+
+    def wait_newer(self, than: int, timeout: float | None = None) -> tuple[int, dict]:
+        if self._version <= than:
+            raise TimeoutError(f"local weights: version {self._version} is not newer than {than}")
+        return self.latest()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """Short hash of all parameters: equal digests = identical weights (for sync checks)."""
+    h = hashlib.sha1()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _build_backend(cfg: ReasoningConfig, tokenizer_dir: str) -> Any:
+    tok = load_tokenizer(tokenizer_dir)
+    backend_cls = ROLLOUT_BACKENDS.get(cfg.rollout.backend)
+    if cfg.rollout.backend == "hf":
+        model = build_model(cfg.model, tok)
+        if hasattr(model, "merge_and_unload"):  # rollout serves merged weights, never adapters
+            model = model.merge_and_unload()
+        return backend_cls(model, tok, device="cuda" if torch.cuda.is_available() else "cpu")
+    return backend_cls.from_config(cfg, tokenizer_dir)  # type: ignore[attr-defined]
+
+
+class RolloutWorker(Worker):
+    """Generates groups of samples with the configured backend; syncs weights before each call."""
+
+    def __init__(self, cfg: ReasoningConfig, tokenizer_dir: str, store: Any) -> None:
+        self.cfg = cfg
+        self.store = store
+        # generate / evaluate may be called concurrently (actor max_concurrency > 1): never swap
+        # weights under a running generation
+        self._lock = threading.RLock()
+        self.backend = _build_backend(cfg, tokenizer_dir)
+        self.tokenizer = self.backend.tokenizer
+        r = cfg.rollout
+        self.params = SamplingParams(n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                                     max_new_tokens=r.max_new_tokens, seed=cfg.train.seed + self.rank)
+
+    @property
+    def weight_version(self) -> int:
+        return self.backend.weight_version
+
+    def sync_weights(self, min_version: int, timeout: float | None = None) -> int:
+        """Load the newest weights, waiting until at least ``min_version`` exists."""
+        have = self.store.version()
+        if have < min_version:
+            self.store.wait_newer(min_version - 1, timeout=timeout)
+        if self.store.version() > self.backend.weight_version:
+            version, state = self.store.latest()
+            self.backend.update_weights(state, version)
+        return self.backend.weight_version
+
+    def _prompts(self, prompts: Sequence[str]) -> list[str]:
+        d = self.cfg.data
+        return [apply_template(self.tokenizer, p, d.prompt_format, d.system_prompt) for p in prompts]
+
+    def generate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int,
+                 out: Any = None, key: Any = None, first_index: int = 0) -> RolloutBatch | int:
+        """Sample ``n`` responses per prompt in micro-batches; each goes to ``out`` (a channel,
+        under ``key``) as soon as it is ready, or all are returned together when ``out`` is None."""
+        with self._lock:
+            return self._generate(prompts, answers, min_version, out, key, first_index)
+
+    def _generate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int,
+                  out: Any, key: Any, first_index: int) -> RolloutBatch | int:
+        self.backend.onload()
+        self.sync_weights(min_version, self.cfg.train.timeout_s)
+        mb = self.cfg.rollout.micro_batch_prompts or len(prompts)
+        batches = []
+        for s in range(0, len(prompts), mb):
+            t0 = time.perf_counter()
+            b = self.backend.generate(self._prompts(prompts[s:s + mb]), self.params)
+            b.prompt_index = [first_index + s + i for i in b.prompt_index]
+            b.extra["answers"] = [answers[i - first_index] for i in b.prompt_index]
+            b.extra["t_generate"] = time.perf_counter() - t0
+            if out is not None:
+                out.put(b, key=key, timeout=self.cfg.train.timeout_s)
+            else:
+                batches.append(b)
+        self.backend.offload()
+        if out is not None:
+            return -(-len(prompts) // mb)
+        return RolloutBatch.concat(batches) if len(batches) > 1 else batches[0]
+
+    def evaluate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int) -> dict[str, float]:
+        """Greedy accuracy (first reward of ``reward.weights`` > 0.5) on held-out prompts."""
+        with self._lock:
+            return self._evaluate(prompts, answers, min_version)
+
+    def _evaluate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int) -> dict[str, float]:
+        self.backend.onload()
+        self.sync_weights(min_version, self.cfg.train.timeout_s)
+        greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=self.cfg.rollout.max_new_tokens)
+        b = self.backend.generate(self._prompts(prompts), greedy)
+        name = next(iter(self.cfg.reward.weights))
+        scores = combine({name: 1.0}, b.texts, list(answers))
+        self.backend.offload()
+        return {"eval/accuracy": sum(s > 0.5 for s in scores) / len(scores), "eval/weight_version": b.weight_version}
+
+    def weight_version_now(self) -> int:
+        return self.backend.weight_version
+
+    def digest(self) -> str:
+        return weights_digest(self.backend.model)
+
+
+class RewardWorker(Worker):
+    """Scores rollout micro-batches with the weighted reward functions of ``reward.weights``."""
+
+    def __init__(self, cfg: ReasoningConfig) -> None:
+        self.cfg = cfg
+
+    def score(self, batch: RolloutBatch) -> RolloutBatch:
+        t0 = time.perf_counter()
+        batch.extra["scores"] = combine(self.cfg.reward.weights, batch.texts, batch.extra["answers"])
+        batch.extra["t_reward"] = time.perf_counter() - t0
+        return batch
+
+    def score_stream(self, inp: Any, out: Any, key: Any, count: int) -> int:
+        """Move ``count`` micro-batches of ``key`` from ``inp`` to ``out``, scoring each."""
+        for _ in range(count):
+            out.put(self.score(inp.get(key=key, timeout=self.cfg.train.timeout_s)), key=key,
+                    timeout=self.cfg.train.timeout_s)
+        return count
+
+
+class ActorWorker(Worker):
+    """Owns the trainable model: SFT warm-up, log-probs, policy updates, weight publication."""
+
+    def __init__(self, cfg: ReasoningConfig, tokenizer_dir: str, store: Any) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.tokenizer = load_tokenizer(tokenizer_dir)
+        model = build_model(cfg.model, self.tokenizer)
+        self.trainer = ActorTrainer(model, cfg.actor, cfg.algorithm, cfg.rollout.temperature, cfg.rollout.max_new_tokens)
+        self.ref_model = None
+        self.version = 0
+
+    def publish(self) -> int:
+        self.version = self.store.publish(self._rollout_state())
+        return self.version
+
+    def _rollout_state(self) -> dict[str, torch.Tensor]:
+        model = self.trainer.model
+        if hasattr(model, "merge_and_unload"):  # LoRA: publish merged weights, base names
+            import copy
+
+            model = copy.deepcopy(model).merge_and_unload()
+        return {k: v.detach() for k, v in model.state_dict().items()}
+
+    def sft(self, demos: Sequence[dict[str, str]]) -> dict[str, float]:
+        """SFT warm-up on ``{prompt, response}`` demonstrations, then publish the weights."""
+        s = self.cfg.sft
+        gen = torch.Generator().manual_seed(self.cfg.train.seed)
+        enc = lambda text: self.tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+        eos = self.tokenizer.eos_token_id
+        self.trainer.set_lr(s.lr)
+        loss = float("nan")
+        t0 = time.perf_counter()
+        for _ in range(s.steps):
+            idx = torch.randint(len(demos), (s.batch_size,), generator=gen).tolist()
+            rows = [demos[i] for i in idx]
+            batch = make_train_batch([enc(r["prompt"]) for r in rows], [enc(r["response"]) + [eos] for r in rows],
+                                     self.tokenizer.pad_token_id)
+            loss = self.trainer.sft_step(batch)
+        self.trainer.set_lr(self.cfg.actor.lr)
+        self._make_ref()
+        return {"sft/loss": loss, "sft/seconds": time.perf_counter() - t0, "weight_version": self.publish()}
+
+    def _make_ref(self) -> None:
+        """Freeze a copy of the current (post-SFT) policy as the KL reference, if KL is on."""
+        if self.cfg.algorithm.kl_coef > 0:
+            import copy
+
+            self.ref_model = copy.deepcopy(self.trainer.model).eval().requires_grad_(False)
+
+    def train_stream(self, inp: Any, key: Any, count: int) -> dict[str, float]:
+        """Collect ``count`` scored micro-batches of ``key`` (log-probs computed as each arrives,
+        overlapping generation), then update once on the step's batch and publish."""
+        parts = []
+        t_logp = 0.0
+        for _ in range(count):
+            b = inp.get(key=key, timeout=self.cfg.train.timeout_s)
+            t0 = time.perf_counter()
+            tb = make_train_batch(b.prompt_ids, b.response_ids, self.tokenizer.pad_token_id)
+            b.extra["old_logp"] = self.trainer.logprobs(tb)
+            t_logp += time.perf_counter() - t0
+            parts.append(b)
+        return self.train(parts, t_logp)
+
+    def train(self, parts: Sequence[RolloutBatch], t_logp: float = 0.0) -> dict[str, float]:
+        """Advantages + policy update on one step's micro-batches; returns metrics."""
+        batch = RolloutBatch.concat(list(parts)) if len(parts) > 1 else parts[0]
+        stale = self.version - batch.weight_version
+        tb = make_train_batch(batch.prompt_ids, batch.response_ids, self.tokenizer.pad_token_id)
+        t0 = time.perf_counter()
+        if all("old_logp" in p.extra for p in parts):
+            width = tb.responses.shape[1]
+            old = torch.cat([torch.nn.functional.pad(p.extra["old_logp"], (0, width - p.extra["old_logp"].shape[1]))
+                             for p in parts])
+        else:
+            old = self.trainer.logprobs(tb)
+        ref = None
+        if self.ref_model is not None:
+            from learner.llm.batch import response_logprobs
+
+            with torch.no_grad():
+                ref = response_logprobs(self.ref_model, tb, self.cfg.rollout.temperature)
+        t_logp += time.perf_counter() - t0
+        raw = torch.tensor(batch.extra["scores"], dtype=torch.float32)
+        lengths = tb.response_mask.sum(-1)
+        scores = shape_scores(self.cfg.algorithm, raw, lengths, self.cfg.rollout.max_new_tokens)
+        n = self.cfg.rollout.n
+        keep = keep_mask(self.cfg.algorithm, scores, n)
+        metrics = {"rollout/reward": float(raw.mean()), "rollout/response_len": float(lengths.mean()),
+                   "rollout/staleness": float(stale), "rollout/kept_frac": float(keep.float().mean()),
+                   "time/generate": sum(p.extra.get("t_generate", 0.0) for p in parts),
+                   "time/reward": sum(p.extra.get("t_reward", 0.0) for p in parts)}
+        t1 = time.perf_counter()
+        if bool(keep.any()):
+            idx = keep.nonzero().squeeze(-1)
+            sub = tb.slice(0, len(tb)) if bool(keep.all()) else _index(tb, idx)
+            adv = token_advantages(self.cfg.algorithm, scores[idx], sub.response_mask, n,
+                                   old[idx], None if ref is None else ref[idx])
+            metrics.update(self.trainer.update(sub, old[idx], adv, None if ref is None else ref[idx]))
+        metrics["time/logprob"] = t_logp
+        metrics["time/train"] = time.perf_counter() - t1
+        metrics["weight_version"] = float(self.publish())
+        return metrics
+
+    def get_version(self) -> int:
+        return self.version
+
+    def digest(self) -> str:
+        return weights_digest(self.trainer.model)
+
+    def save(self, path: str) -> str:
+        return str(save_model(self.trainer.model, self.tokenizer, path))
+
+
+def _index(tb: Any, idx: torch.Tensor) -> Any:
+    from learner.llm.batch import TrainBatch
+
+    return TrainBatch(tb.input_ids[idx], tb.attention_mask[idx], tb.position_ids[idx], tb.responses[idx],
+                      tb.response_mask[idx], tb.prompt_len)
