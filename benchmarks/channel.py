@@ -11,6 +11,10 @@ same Ray instance:
 * ``channel_batched``: ``put_many`` of 16 items then ``get_batch(16)``;
 * ``rlinf``: RLinf 0.3.0's ``Channel`` (``put(x); get()`` from the driver), when importable.
 
+A second table moves the same payloads from a producer actor (another process) to the driver:
+raw Ray is the driver fetching the producer's task returns (all calls submitted up front, Ray's
+best case); the channel case has the producer ``put`` while the driver ``get``s.
+
 The figure is ``items/s of a method / items/s of raw``, from the median of ``--repeats`` rounds;
 methods run interleaved in rotating order inside each round so machine load hits them alike.
 Target >= 0.8x raw at every size (floor 0.5x); absolute rates depend on the machine's load.
@@ -136,8 +140,67 @@ def run_size(label: str, repeats: int, chans: dict, rlinf_ch: object | None, qui
         "all_items_per_s": rates,
     }
     print(f"{label:>5}: " + "  ".join(f"{k} {v:8.1f}/s" for k, v in med.items()))
-    print("       ratio vs raw: " + "  ".join(f"{k} {v:.2f}x" for k, v in row["ratio_vs_raw"].items()))
+    ratios = "  ".join(f"{k} {v:.2f}x" for k, v in row["ratio_vs_raw"].items())
+    print(f"       ratio vs raw: {ratios}")
     return row
+
+
+@ray.remote(num_cpus=0)
+class Producer:
+    """Another process that makes payloads, as an env or rollout worker would."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.x = np.random.default_rng(1).integers(0, 255, nbytes, dtype=np.uint8)
+
+    def make(self) -> np.ndarray:
+        return self.x
+
+    def fill(self, channel, n: int) -> int:
+        for _ in range(n):
+            channel.put(self.x)
+        channel.flush()
+        return n
+
+
+def run_cross_process(label: str, repeats: int, channel, quick: bool) -> dict:
+    """Items/s moved from a producer actor to this driver: raw Ray (the driver fetches task
+    returns, all calls submitted up front) vs the channel (producer puts while driver gets)."""
+    producer = Producer.remote(SIZES[label])
+    ray.get(producer.make.remote())
+    n = max(ITEMS[label] // (5 if quick else 1), 3)
+
+    def raw() -> float:
+        t0 = time.perf_counter()
+        refs = [producer.make.remote() for _ in range(n)]
+        for ref in refs:
+            ray.get(ref)
+        return n / (time.perf_counter() - t0)
+
+    def chan() -> float:
+        t0 = time.perf_counter()
+        done = producer.fill.remote(channel, n)
+        for _ in range(n):
+            channel.get(timeout=120)
+        ray.get(done)
+        return n / (time.perf_counter() - t0)
+
+    rates: dict[str, list[float]] = {"raw_task_returns": [], "channel": []}
+    for r in range(repeats):
+        order = [("raw_task_returns", raw), ("channel", chan)][:: 1 if r % 2 == 0 else -1]
+        for name, fn in order:
+            rates[name].append(fn())
+    med = {name: statistics.median(v) for name, v in rates.items()}
+    ray.kill(producer)
+    ratio = med["channel"] / med["raw_task_returns"]
+    print(f"{label:>5} cross-process: raw task returns {med['raw_task_returns']:8.1f}/s  "
+          f"channel {med['channel']:8.1f}/s  ratio {ratio:.2f}x")
+    return {"median_items_per_s": med, "ratio_vs_raw": ratio, "all_items_per_s": rates}
+
+
+def actor_round_trip_ms(channel, repeats: int, quick: bool) -> float:
+    """Median time of one empty call to the channel actor: the floor of any per-item get."""
+    n = 40 if quick else 200
+    return statistics.median(1e3 / timed(channel.qsize, n) for _ in range(repeats))
 
 
 def write(results: dict) -> None:
@@ -163,6 +226,29 @@ def write(results: dict) -> None:
             + " | " + " | ".join(f"**{ratio[c]:.2f}x**" if c == "channel" else f"{ratio[c]:.2f}x"
                                  for c in cols) + " |"
         )
+    lines += [
+        "",
+        "Cross-process (a producer actor feeds this driver; raw = the driver fetching the "
+        "producer's task returns, all submitted up front):",
+        "",
+        "| payload | raw task returns items/s | channel items/s | ratio |",
+        "|---|---|---|---|",
+    ]
+    for label, row in results["cross_process"].items():
+        med = row["median_items_per_s"]
+        lines.append(
+            f"| {label} | {med['raw_task_returns']:.1f} | {med['channel']:.1f} | "
+            f"{row['ratio_vs_raw']:.2f}x |"
+        )
+    rtt = results["actor_round_trip_ms"]
+    raw_1k = 1e3 / results["sizes"]["1KB"]["median_items_per_s"]["raw"]
+    lines += [
+        "",
+        f"One empty call to the channel actor took {rtt:.2f} ms in this run; a raw 1 KB "
+        f"put+get took {raw_1k:.2f} ms. A queue between processes needs at least one actor "
+        "call per `get`, so per-item put+get cannot beat ~raw/(raw+round trip) here; batching "
+        "(`get_batch`, `put_many`) amortises the call and is the path for small items.",
+    ]
     lines += ["", f"RLinf peer: {results['rlinf']}", "", *results["notes"]]
     (RESULTS / "channel.md").write_text("\n".join(lines) + "\n")
 
@@ -189,7 +275,8 @@ def main() -> None:
         rlinf_ch = RLinfChannel.create("bench-rlinf")
         rlinf_info = f"rlinf {rlinf_info} Channel, driven from the driver (put(x); get())"
     results = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start",
         "ray": ray.__version__,
         "repeats": repeats,
         "rlinf": rlinf_info,
@@ -200,10 +287,17 @@ def main() -> None:
             f"`channel_batched` = put_many + get_batch of {BATCH} items.",
             "All rates come from one process on a machine shared with other jobs; compare "
             "ratios within a run, not absolute numbers across runs.",
+            "RLinf's Cluster first tries to join any Ray instance running on the host "
+            "(address='auto'); the benchmark refuses that attempt, so RLinf, our channel and "
+            "raw Ray all run in one private Ray instance (2 CPUs) started by RLinf.",
         ],
     }
     for label in SIZES:
         results["sizes"][label] = run_size(label, repeats, chans, rlinf_ch, args.quick)
+    results["actor_round_trip_ms"] = actor_round_trip_ms(chans["unbounded"], repeats, args.quick)
+    results["cross_process"] = {
+        label: run_cross_process(label, repeats, chans["unbounded"], args.quick) for label in SIZES
+    }
     write(results)
     print(f"wrote {RESULTS / 'channel.json'} and channel.md")
 

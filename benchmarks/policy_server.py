@@ -125,24 +125,29 @@ def bench_model(name: str, hidden: list[int], max_wait_ms: float, args: argparse
     out: dict[str, Any] = {"hidden": hidden, "max_wait_ms": max_wait_ms,
                            "params_M": sum(p.numel() for p in policy.parameters()) / 1e6,
                            "raw": {}, "batched": {}, "one_at_a_time": {}}
-    for n in args.clients:
-        out["raw"][n] = raw_forward(policy, n)
-        print(f"[{name}] raw forward batch {n}: {out['raw'][n]['req_per_s']:.0f} req/s, "
-              f"p99 {out['raw'][n]['p99_ms']:.2f} ms", flush=True)
     for mode, max_batch in (("batched", max(args.clients)), ("one_at_a_time", 1)):
         for n in args.clients:
             if mode == "one_at_a_time" and n == 1:
                 continue  # identical to batched with one client
+            # raw forward right before and after each server point: this machine's speed drifts
+            before = raw_forward(policy, n)
             r = serve_and_measure(policy, max_batch, n, max_wait_ms, args)
-            raw = out["raw"][n]
+            after = raw_forward(policy, n)
+            raw = {k: (before[k] + after[k]) / 2 for k in before}
+            if mode == "batched":
+                out["raw"][n] = raw
+            r["raw"] = raw
             r["throughput_vs_raw"] = r["req_per_s"] / raw["req_per_s"]
             r["p50_overhead_ms"] = r["p50_ms"] - raw["p50_ms"]
             r["p99_overhead_ms"] = r["p99_ms"] - raw["p99_ms"]
+            # share of wall time the server spent inside forwards (1.0 = the model never idles)
+            r["forward_duty"] = r["req_per_s"] / r["mean_batch"] * r["server_forward_ms"] / 1000.0
             out[mode][n] = r
             print(f"[{name}] {mode:13s} {n:2d} clients: {r['req_per_s']:8.0f} req/s "
-                  f"({100 * r['throughput_vs_raw']:5.1f}% of raw batch {n}), p50 {r['p50_ms']:7.2f} ms, "
-                  f"p99 {r['p99_ms']:7.2f} ms (+{r['p99_overhead_ms']:.2f} over forward), "
-                  f"mean batch {r['mean_batch']:.1f} (server forward {r['server_forward_ms']:.1f} ms)", flush=True)
+                  f"({100 * r['throughput_vs_raw']:5.1f}% of raw batch {n} = {raw['req_per_s']:.0f}), "
+                  f"p50 {r['p50_ms']:7.2f} ms, p99 {r['p99_ms']:7.2f} ms (+{r['p99_overhead_ms']:.2f} over forward), "
+                  f"mean batch {r['mean_batch']:.1f}, server forward {r['server_forward_ms']:.1f} ms "
+                  f"(raw {raw['mean_ms']:.1f}), duty {r['forward_duty']:.2f}", flush=True)
     return out
 
 
@@ -156,13 +161,15 @@ def markdown(report: dict[str, Any]) -> str:
              f"per point after {report['warmup_s']} s warm-up; clients in 2 separate processes on the same "
              "machine. `% of raw` = server req/s over raw in-process `policy.act` req/s at batch = #clients; "
              "`p99 overhead` = client p99 round trip minus raw forward p99 at that batch; `server fwd` = mean "
-             "forward time per batch inside the server (vs raw mean at that batch: CPU shared with clients). "
+             "forward time per batch inside the server (vs raw mean at that batch: CPU shared with clients); "
+             "`fwd duty` = share of wall time the server spent in forwards. Raw figures are the mean of a "
+             "measurement right before and right after each server point. "
              f"Load average (1/5/15 min) before {_fmt_load(report['load_avg_before'])}, after "
              f"{_fmt_load(report['load_avg_after'])}: other jobs share this machine.",
              "", "| model | params | wait ms | clients | raw req/s | raw mean/p99 ms | server req/s | % of raw | "
-             "p50 ms | p99 ms | p99 overhead ms | mean batch | server fwd ms | 1-at-a-time req/s | "
+             "p50 ms | p99 ms | p99 overhead ms | mean batch | server fwd ms | fwd duty | 1-at-a-time req/s | "
              "1-at-a-time p50/p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in report["models"].items():
         for n, r in m["batched"].items():
             raw, single = m["raw"][n], m["one_at_a_time"].get(n)
@@ -173,6 +180,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{raw['mean_ms']:.2f} / {raw['p99_ms']:.2f} | {r['req_per_s']:.0f} | "
                 f"{100 * r['throughput_vs_raw']:.1f}% | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                 f"{r['p99_overhead_ms']:.2f} | {r['mean_batch']:.1f} | {r['server_forward_ms']:.1f} | "
+                f"{r['forward_duty']:.2f} | "
                 f"{s_tput} | {s_lat} |")
     return "\n".join(lines) + "\n"
 

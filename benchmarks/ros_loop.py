@@ -144,7 +144,7 @@ def loop_at_rate(tmp: Path, rate: float, seconds: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--rates", type=float, nargs="+", default=[5, 10, 15, 20, 30])
+    ap.add_argument("--rates", type=float, nargs="+", default=[5, 10, 20, 30, 40, 50])
     ap.add_argument("--seconds", type=float, default=8.0)
     a = ap.parse_args()
     if a.echo:
@@ -158,28 +158,45 @@ def main() -> None:
         r = loop_at_rate(tmp, rate, a.seconds)
         print(json.dumps(r), flush=True)
         loops.append(r)
-    best = max([r["target_hz"] for r in loops if r["sustained"]], default=None)
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_avg_1m": os.getloadavg()[0]},
-              "raw_round_trip_ms": raw, "loop": loops, "highest_sustained_hz": best,
+              "raw_round_trip_ms": raw, "loop": loops, "highest_sustained_hz": highest_sustained(loops),
               "notes": "chunk=1 (fresh inference every control step); 224x224 rgb8 sim camera rendered with "
                        "osmesa; shared 2-core machine, see load_avg"}
+    write_results(result)
+
+
+def highest_sustained(loops: list[dict]) -> float | None:
+    """The highest target rate such that it and every lower rate tried were sustained."""
+    best = None
+    for r in sorted(loops, key=lambda r: r["target_hz"]):
+        if not r["sustained"]:
+            break
+        best = r["target_hz"]
+    return best
+
+
+def write_results(result: dict) -> None:
+    raw, loops, best = result["raw_round_trip_ms"], result["loop"], result["highest_sustained_hz"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ros_loop.json").write_text(json.dumps(result, indent=2))
     lines = ["# ROS control loop (benchmarks/ros_loop.py)", "",
-             f"Machine: {os.cpu_count()} CPUs, load avg {result['machine']['load_avg_1m']:.1f} (shared).", "",
+             f"Machine: {result['machine']['cpus']} CPUs, load avg {result['machine']['load_avg_1m']:.1f} "
+             "(shared with other jobs; figures move with the load).", "",
              "Raw rclpy round trip (publish -> echo process -> back), same run:", "",
              "| message | p50 ms | p99 ms |", "|---|---|---|"]
     lines += [f"| {k} | {v['p50']} | {v['p99']} |" for k, v in raw.items()]
     lines += ["", "Closed loop (robot + camera 224x224 + policy client + policy server, chunk 1):", "",
               "| target Hz | achieved Hz | policy steps | fresh obs/s | obs->command p50/p99 ms | "
-              "obs->action p50/p99 ms | server infer p50 ms | load avg | sustained |", "|---|---|---|---|---|---|---|---|---|"]
+              "obs->action p50/p99 ms | server infer p50 ms | load avg | sustained |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in loops:
         oc, oa = r["obs_to_command_ms"], r["obs_to_action_ms"]
         lines.append(f"| {r['target_hz']:g} | {r['achieved_hz']} | {r['policy_fraction']:.0%} | {r['fresh_obs_hz']} | "
                      f"{oc['p50']:.1f} / {oc['p99']:.1f} | {oa['p50']:.1f} / {oa['p99']:.1f} | "
                      f"{r['infer_ms_p50']:.1f} | {r['load_avg_1m']} | {'yes' if r['sustained'] else 'no'} |")
-    lines += ["", f"Highest sustained control rate: {best} Hz" if best else "No rate sustained."]
+    lines += ["", f"Highest sustained control rate (it and every lower rate sustained): {best} Hz"
+              if best else "No rate sustained."]
     (RESULTS / "ros_loop.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

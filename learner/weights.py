@@ -55,7 +55,8 @@ class _StoreActor:
     def __init__(self, name: str) -> None:
         self._name = name
         self._version = 0
-        self._boxed_ref: list | None = None  # [ObjectRef]; the list stops Ray resolving it
+        self._boxed_ref: list | None = None  # [ObjectRef, has_tensors]: a list, so Ray does not
+        # resolve the reference on the way in or out
         self._changed: asyncio.Condition | None = None
 
     def _cond(self) -> asyncio.Condition:
@@ -174,8 +175,8 @@ class WeightStore:
             k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in state_dict.items()
         }
         packed = pack(cpu)
-        ref = ray.put((packed.value, packed.has_tensors))
-        return int(self._get(self._actor.publish.remote([ref]), "publish", 60.0))
+        boxed = [ray.put(packed.value), packed.has_tensors]
+        return int(self._get(self._actor.publish.remote(boxed), "publish", 60.0))
 
     def version(self) -> int:
         """Newest published version (0 when nothing was published yet)."""
@@ -184,8 +185,9 @@ class WeightStore:
     def _open(self, version: int, boxed: list | None) -> tuple[int, StateDict]:
         if boxed is None:
             return version, {}
+        ref, has_tensors = boxed
         try:
-            value, has_tensors = ray.get(boxed[0])
+            value = ray.get(ref)
         except (ray.exceptions.OwnerDiedError, ray.exceptions.ObjectLostError) as err:
             raise WeightStoreError(
                 f"weight store {self.name!r}: version {version} is lost: the process that "

@@ -5,7 +5,10 @@ partial resets via ``options={"env_idx": ...}``); on a CPU (``physx_cpu``) one e
 one env, so B of them run in a :class:`~sim_bridges.loop_env.LoopVectorEnv`. Both paths share
 the pure mapping below (state flattening, camera renaming, control-mode names), which is
 unit-tested without ManiSkill installed. ``mani-skill`` is an optional extra; on a CPU it also
-needs a Vulkan driver (Mesa >= 24.3 lavapipe) for rendering.
+needs a Vulkan driver (Mesa >= 24.3 lavapipe) — even for state observations, because SAPIEN
+builds render materials with every task scene (checked with mani-skill 3.0.1 / sapien 3.0.3:
+without a Vulkan device, ``gym.make("PickCube-v1", sim_backend="physx_cpu",
+render_backend="none")`` fails with "failed to find a rendering device").
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class ManiSkillConfig:
     cameras: tuple[str, ...] = ("third",)
     max_episode_steps: int = 50
     sim_backend: str = "auto"  # auto | physx_cpu | physx_cuda
+    render_backend: str | None = None  # None = ManiSkill's default; "none", "cpu", "gpu", "cuda:0"...
     reward: str = "dense"  # dense -> normalized_dense | sparse
     terminate_on_success: bool = True
 
@@ -122,6 +126,7 @@ def _make_native(cfg: ManiSkillConfig, num_envs: int, backend: str):  # pragma: 
         reward_mode="normalized_dense" if cfg.reward == "dense" else "sparse",
         sensor_configs={"width": cfg.image_size, "height": cfg.image_size},
         max_episode_steps=10**9,
+        **({"render_backend": cfg.render_backend} if cfg.render_backend is not None else {}),
     )
 
 

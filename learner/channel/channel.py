@@ -2,9 +2,13 @@
 
 A channel is a small async Ray actor (:mod:`learner.channel.actor`) plus this handle. The handle
 is picklable: create it on the driver, pass it to workers as an argument, or ``connect`` by name.
-Items up to :data:`~learner.channel.payload.INLINE_LIMIT` array bytes ride inside the actor call;
-bigger ones are ``ray.put`` by the producer and only the reference goes through the actor, so
-payload bytes are written once into the object store and read zero-copy by the consumer.
+Items up to :data:`~learner.channel.payload.INLINE_LIMIT` array bytes ride inside the actor call
+as one pickled blob; bigger ones are ``ray.put`` by the producer and only the reference goes
+through the actor, so payload bytes are written once into the object store and read zero-copy
+by the consumer (CPU tensors included, see :mod:`learner.channel.payload`). Such a large item
+is owned by its producer's process: once that process has exited, an unconsumed item may be
+lost (Ray serves it while its bytes remain reachable), and the ``get`` that pops a lost item
+raises :class:`ChannelError` saying so.
 
 >>> ch = Channel.create("rollouts", maxsize=4)          # doctest: +SKIP
 >>> ch.put({"obs": obs}, key="env0")                   # doctest: +SKIP
@@ -14,9 +18,11 @@ Semantics follow ``asyncio.Queue``: ``maxsize`` bounds each key's queue (0 = unb
 blocks while that queue is full, ``get`` while it is empty. On an *unbounded* channel ``put``
 can never block, so it returns as soon as the item is handed to Ray and its acknowledgement is
 checked later (at most :data:`PUT_WINDOW` in flight; :meth:`Channel.flush` waits for all). Ray
-runs one caller's calls to an actor in submission order, so FIFO order per producer holds and a
-``get`` issued after a ``put`` from the same process sees the item. ``timeout=None`` waits for
-ever with a periodic warning; a finite timeout raises :class:`ChannelTimeout`.
+may start an async actor's calls out of order, so each pipelined put carries a ticket
+``(handle id, sequence)`` and the actor applies one handle's puts in ticket order; a read from
+the same handle names its last ticket and so always sees that handle's earlier puts. Bounded
+channels acknowledge every put (that is the back-pressure). ``timeout=None`` waits for ever with
+a periodic warning naming the channel; a finite timeout raises :class:`ChannelTimeout`.
 """
 
 from __future__ import annotations
@@ -44,17 +50,31 @@ def _key(key: Any) -> Any:
     return DEFAULT_KEY if key is None else key
 
 
-def _open_all(envelopes: list[Envelope]) -> list[Any]:
+def _lost(name: str, err: Exception) -> ChannelError:
+    return ChannelError(
+        f"channel {name!r}: a large item was lost because the process that put it exited "
+        f"before it was consumed ({type(err).__name__}); keep producers alive until their "
+        "items are taken, or put smaller items"
+    )
+
+
+def _open_all(name: str, envelopes: list[Envelope]) -> list[Any]:
     """Items of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
     refs = refs_of(envelopes)
-    return open_envelopes(envelopes, ray.get(refs) if refs else [])
+    try:
+        return open_envelopes(envelopes, ray.get(refs) if refs else [])
+    except ray.exceptions.ObjectLostError as err:
+        raise _lost(name, err) from err
 
 
-async def _aopen_all(envelopes: list[Envelope]) -> list[Any]:
+async def _aopen_all(name: str, envelopes: list[Envelope]) -> list[Any]:
     import asyncio
 
     refs = refs_of(envelopes)
-    return open_envelopes(envelopes, list(await asyncio.gather(*refs)) if refs else [])
+    try:
+        return open_envelopes(envelopes, list(await asyncio.gather(*refs)) if refs else [])
+    except ray.exceptions.ObjectLostError as err:
+        raise _lost(name, err) from err
 
 
 class Channel:
@@ -218,18 +238,19 @@ class Channel:
     def get(self, key: Any = None, timeout: float | None = None) -> Any:
         """Pop the oldest item of ``key``; blocks while that queue is empty."""
         ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
-        return _open_all(self._call(ref, f"get(key={key!r})", timeout))[0]
+        return _open_all(self.name, self._call(ref, f"get(key={key!r})", timeout))[0]
 
     def get_nowait(self, key: Any = None) -> Any:
         """Pop the oldest item of ``key`` or raise :class:`ChannelEmpty` at once."""
         ref = self._actor.get_batch.remote(1, _key(key), 0.0, self._after())
-        return _open_all(self._call(ref, f"get_nowait(key={key!r})", 0.0))[0]
+        return _open_all(self.name, self._call(ref, f"get_nowait(key={key!r})", 0.0))[0]
 
     def get_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """Pop exactly ``n`` items of ``key`` (oldest first) once ``n`` are queued."""
         self._check_batch(n)
         ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
-        return _open_all(self._call(ref, f"get_batch(n={n}, key={key!r})", timeout))
+        what = f"get_batch(n={n}, key={key!r})"
+        return _open_all(self.name, self._call(ref, what, timeout))
 
     def get_batch_by_weight(
         self, target: float, key: Any = None, timeout: float | None = None
@@ -243,7 +264,7 @@ class Channel:
             float(target), _key(key), timeout, self._after()
         )
         what = f"get_batch_by_weight(target={target}, key={key!r})"
-        return _open_all(self._call(ref, what, timeout))
+        return _open_all(self.name, self._call(ref, what, timeout))
 
     # -- queries ---------------------------------------------------------------------------
     def qsize(self, key: Any = None) -> int:
@@ -278,7 +299,7 @@ class Channel:
         ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
         status, envelopes = await await_answer(self.name, ref, what, timeout)
         self._check(status, what, timeout)
-        return (await _aopen_all(envelopes))[0]
+        return (await _aopen_all(self.name, envelopes))[0]
 
     async def aget_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """``get_batch`` for async workers."""
@@ -287,4 +308,4 @@ class Channel:
         ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
         status, envelopes = await await_answer(self.name, ref, what, timeout)
         self._check(status, what, timeout)
-        return await _aopen_all(envelopes)
+        return await _aopen_all(self.name, envelopes)

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="torch device for the model (default cpu), e.g. cuda:0")
     for name, (tp, help_text) in _FLAGS.items():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text)
-    p.add_argument("overrides", nargs="*", help="key=value overrides of the --config file")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. server.max_batch=8 (applied over --config)")
     p.set_defaults(run=run)
 
 
@@ -69,7 +69,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     from learner.config import ConfigError, from_dict, load_config
     from policy_server.config import ServerConfig
 
-    raw = load_config(args.config, list(getattr(args, "overrides", None) or [])) if args.config else {}
+    raw = load_config(args.config, list(getattr(args, "overrides", None) or []))
     server_raw = dict(raw.pop("server", None) or {})
     for name in _FLAGS:
         if getattr(args, name, None) is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,11 @@ from learner.rollout.envs import build_env
 from learner.runners.config import EmbodiedConfig
 
 log = logging.getLogger(__name__)
+if not os.environ.get("DISPLAY"):
+    # headless: MuJoCo's default GLFW backend cannot render; osmesa always can (slowly). Only a
+    # default -- MUJOCO_GL=egl set by the caller (GPU boxes) wins. Must precede `import mujoco`.
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 IN_DISTRIBUTION = ("id", "train")
 VIDEO_ROUNDS = 3  # the video shows the first rounds, ``eval.video_episodes`` envs side by side
 

@@ -23,8 +23,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from learner.checkpoint import checkpoint_dir
-from learner.config import to_dict
+from learner.checkpoint import checkpoint_dir, load_policy
+# imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
+from learner.eval.embodied import evaluate_config
 from learner.placement import parse_placement
 from learner.runners.config import EmbodiedConfig
 from learner.runners.registry import RUNNERS, RunnerSpec
@@ -74,7 +75,11 @@ class _Run:
         self.store = WeightStore.create(self.store_name)
         name = topology_name(cfg, self.placement)
         log.info("placement %s -> %s topology", self.placement.describe(), name)
-        self.topo = TOPOLOGIES.get(name)(cfg, cluster, self.placement, self.store_name)
+        try:
+            self.topo = TOPOLOGIES.get(name)(cfg, cluster, self.placement, self.store_name)
+        except BaseException:
+            self.store.close()
+            raise
         self.trainers = self.topo.trainers
 
     def prepare(self) -> tuple[int, int]:
@@ -139,16 +144,14 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         if logger is not None:
             logger.close()
         r.topo.shutdown()
+        r.store.close()
 
 
 def _final_eval(cfg: EmbodiedConfig, path: Path) -> dict[str, Any]:
-    from learner.checkpoint import load_policy
-    from learner.eval.embodied import evaluate_config
-
     policy, _ = load_policy(path)
     video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
     return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video)
 
 
 RUNNERS.add("embodied", RunnerSpec(config_cls=EmbodiedConfig, run=run))
-__all__ = ["run", "EmbodiedConfig", "to_dict"]
+__all__ = ["run", "EmbodiedConfig"]

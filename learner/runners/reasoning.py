@@ -85,10 +85,11 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
     reward = RewardWorker(cfg)
     curve = _Curve()
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version = actor.publish()
+    version, sft = actor.publish(), {}
     if data.demos:
-        version = int(actor.sft(data.demos)["weight_version"])
-    curve.add(0, "sft", rollout.evaluate(ev_p, ev_a, version))
+        sft = actor.sft(data.demos)
+        version = int(sft["weight_version"])
+    curve.add(0, "sft", {**sft, **rollout.evaluate(ev_p, ev_a, version)})
     rng = random.Random(cfg.train.seed)
     for step in range(1, cfg.train.steps + 1):
         prompts, answers = _step_prompts(data, rng, cfg.train.prompts_per_step)
@@ -162,10 +163,11 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
     timeout = cfg.train.timeout_s
     curve = _Curve()
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version = actor.execute_on([0], "publish").wait(timeout)[0]
+    version, sft = actor.execute_on([0], "publish").wait(timeout)[0], {}
     if data.demos:
-        version = int(actor.execute_on([0], "sft", data.demos).wait(timeout)[0]["weight_version"])
-    curve.add(0, "sft", rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0])
+        sft = actor.execute_on([0], "sft", data.demos).wait(timeout)[0]
+        version = int(sft["weight_version"])
+    curve.add(0, "sft", {**sft, **rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0]})
     rng = random.Random(cfg.train.seed)
     base = version  # weights version that step 1 samples with
     pending = _launch_generation(cfg, rollout, *_step_prompts(data, rng, cfg.train.prompts_per_step), base, gen_ch, 1)

@@ -214,7 +214,9 @@ class ActorWorker(Worker):
         self.trainer.set_lr(s.lr)
         loss = float("nan")
         t0 = time.perf_counter()
-        for _ in range(s.steps):
+        for i in range(s.steps):
+            # linear decay to 10%: a constant lr leaves the noisy-label loss bouncing around
+            self.trainer.set_lr(s.lr * (1.0 - 0.9 * i / max(1, s.steps)))
             idx = torch.randint(len(demos), (s.batch_size,), generator=gen).tolist()
             rows = [demos[i] for i in idx]
             batch = make_train_batch([enc(r["prompt"]) for r in rows], [enc(r["response"]) + [eos] for r in rows],

@@ -23,7 +23,7 @@ from learner.rollout.trajectory import EpisodeStats
 from learner.rollout.workers import EnvWorker, RolloutWorker
 from learner.runners.config import EmbodiedConfig
 from learner.runners.fused import FusedWorker
-from learner.worker import WorkerGroup
+from learner.worker import GroupResult, WorkerGroup
 
 COMPONENTS = ("env", "rollout", "actor")
 TOPOLOGIES: Registry[type] = Registry("topology")
@@ -41,6 +41,26 @@ def topology_name(cfg: EmbodiedConfig, placement: Placement) -> str:
     """``fused`` when env, rollout and actor have identical processes and fusing is on."""
     same = len({tuple(map(tuple, placement[c].process_slots)) for c in COMPONENTS}) == 1
     return "fused" if same and cfg.rollout.fuse_collocated else "channels"
+
+
+def wait_all(calls: list[GroupResult]) -> list[list[Any]]:
+    """Results of several group calls; the first worker error is raised at once.
+
+    Why not ``wait()`` one by one: the groups wait on each other through channels, so when the
+    rollout fails the env worker would sit in its channel timeout before its result came back.
+    """
+    import ray
+
+    owner = {ref: call for call in calls for ref in call.refs}
+    pending = list(owner)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # noqa: BLE001 -- re-raised below as WorkerError with group and rank
+                owner[ref].wait()
+    return [call.wait() for call in calls]
 
 
 def _merge_stats(results: list[dict[str, Any]]) -> EpisodeStats:
@@ -80,27 +100,38 @@ class ChannelTopology:
                                    n_actor=placement["actor"].num_processes,
                                    stages=cfg.rollout.pipeline_stages, timeout=cfg.rollout.channel_timeout)
         self.layout.check()
-        self.envs = WorkerGroup.launch(EnvWorker, f"{cfg.name}-env", cluster, placement["env"], cfg, self.layout)
-        self.env_spec = self.envs.execute_on([0], "env_spec").wait()[0]
-        spec = policy_spec(cfg, self.env_spec)
-        self.rollouts = WorkerGroup.launch(RolloutWorker, f"{cfg.name}-rollout", cluster, placement["rollout"],
-                                           cfg, spec, self.layout, store_name)
-        self.trainers = WorkerGroup.launch(ActorWorker, f"{cfg.name}-actor", cluster, placement["actor"],
-                                           cfg, spec, self.layout, store_name)
+        self.groups: list[WorkerGroup] = []
+        try:
+            self.envs = self._launch(EnvWorker, "env", cluster, placement, cfg, self.layout)
+            self.env_spec = self.envs.execute_on([0], "env_spec").wait()[0]
+            spec = policy_spec(cfg, self.env_spec)
+            self.rollouts = self._launch(RolloutWorker, "rollout", cluster, placement, cfg, spec, self.layout,
+                                         store_name)
+            self.trainers = self._launch(ActorWorker, "actor", cluster, placement, cfg, spec, self.layout,
+                                         store_name)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _launch(self, cls: type, component: str, cluster: Any, placement: Placement, cfg: EmbodiedConfig,
+                *args: Any) -> WorkerGroup:
+        group = WorkerGroup.launch(cls, f"{cfg.name}-{component}", cluster, placement[component], cfg, *args)
+        self.groups.append(group)
+        return group
 
     def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:
         n = self.env_spec.num_envs
-        env = self.envs.call("run_iteration", iteration, reset, steps)
-        roll = self.rollouts.call("run_iteration", iteration, steps, n)
-        act = self.trainers.call("run_iteration", iteration)
-        env_res, roll_res, act_res = env.wait(), roll.wait(), act.wait()
+        env_res, roll_res, act_res = wait_all([
+            self.envs.call("run_iteration", iteration, reset, steps),
+            self.rollouts.call("run_iteration", iteration, steps, n),
+            self.trainers.call("run_iteration", iteration)])
         timings = {"env_busy_s": float(np.mean([r["env_busy_s"] for r in env_res])),
                    "infer_busy_s": float(np.mean([r["infer_busy_s"] for r in roll_res])),
                    "train_s": float(np.mean([r["train_busy_s"] for r in act_res]))}
         return IterationOutput(_merge_stats(roll_res), act_res[0]["train"], act_res[0]["weight_version"], timings)
 
     def shutdown(self) -> None:
-        for group in (self.envs, self.rollouts, self.trainers):
+        for group in self.groups:
             group.shutdown()
         for ch in self.channels:
             ch.close()

@@ -73,7 +73,7 @@ class CameraNode(Node):
 def build(cfg: RosGraphConfig, name: str | None) -> CameraNode:
     cams = [c for c in cfg.cameras if name is None or c.name == name]
     if not cams:
-        raise SystemExit(f"no camera named {name!r} in the config; cameras: {[c.name for c in cfg.cameras]}")
+        raise ValueError(f"no camera named {name!r} in the config; cameras: {[c.name for c in cfg.cameras]}")
     return CameraNode(cams[0])
 
 

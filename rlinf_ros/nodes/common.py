@@ -70,7 +70,12 @@ def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], a
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    node = build(cfg, name)
+    try:
+        node = build(cfg, name)
+    except Exception as e:  # noqa: BLE001 -- a node that cannot start says why, once, and exits 2
+        log.error("%s node failed to start: %s: %s", kind, type(e).__name__, e)
+        rclpy.try_shutdown()
+        return 2
     executor = SingleThreadedExecutor()
     executor.add_node(node)  # type: ignore[arg-type]
     log.info("%s node up (ROS_DOMAIN_ID=%s)", kind, os.environ.get("ROS_DOMAIN_ID", "0"))

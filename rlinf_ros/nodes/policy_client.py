@@ -139,7 +139,7 @@ class PolicyClientNode(Node):
 
 def build(cfg: RosGraphConfig, name: str | None) -> PolicyClientNode:
     if not cfg.policy_client.enabled:
-        raise SystemExit("no enabled 'policy_client' section in this config; nothing to start")
+        raise ValueError("no enabled 'policy_client' section in this config; nothing to start")
     return PolicyClientNode(cfg.policy_client)
 
 

@@ -189,7 +189,7 @@ class RobotNode(Node):
 
 def build(cfg: RosGraphConfig, name: str | None) -> RobotNode:
     if not cfg.robot.enabled:
-        raise SystemExit("robot.enabled is false in this config; nothing to start")
+        raise ValueError("robot.enabled is false in this config; nothing to start")
     return RobotNode(cfg.robot)
 
 

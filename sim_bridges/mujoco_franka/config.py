@@ -10,6 +10,7 @@ from sim_bridges.mujoco_franka.control import CONTROL_MODES
 from sim_bridges.mujoco_franka.ood import OODConfig, parse_ood
 
 OBS_MODES = ("state", "rgb", "state+rgb")
+OBS_ALIASES = {"image": "rgb", "state+image": "state+rgb"}  # the learner's toy-env spelling
 REWARD_MODES = ("dense", "sparse")
 
 
@@ -88,6 +89,8 @@ class FrankaEnvConfig:
             raise TypeError(
                 f"unknown mujoco_franka option(s) {unknown}; known options: {sorted(names - {'task', 'num_envs'})}"
             )
+        if kwargs.get("obs_mode") in OBS_ALIASES:
+            kwargs["obs_mode"] = OBS_ALIASES[kwargs["obs_mode"]]
         if "ood" in kwargs:
             kwargs["ood"] = parse_ood(kwargs["ood"])
         if "cameras" in kwargs:

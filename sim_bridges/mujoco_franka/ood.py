@@ -54,6 +54,9 @@ OOD_SPLITS: dict[str, OODConfig] = {
     "vision": OODConfig(split="vision", random_colors=True, light_range=(0.4, 1.4)),
     "semantic": OODConfig(split="semantic", object_shapes=("cylinder", "sphere", "capsule")),
 }
+# names the learner's eval config uses for the same splits
+OOD_SPLITS["id"] = OOD_SPLITS["train"]
+OOD_SPLITS["pose"] = OOD_SPLITS["position"]
 
 
 def parse_ood(ood: None | str | dict[str, Any] | OODConfig) -> OODConfig:

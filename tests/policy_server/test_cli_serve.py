@@ -38,6 +38,8 @@ def test_flags_override_the_config_file_and_checkpoint_loads(tmp_path, monkeypat
     assert cfg.server.weights_token == "env-token-12345"
     loaded, version, name = serve.load_served_policy(cfg)
     assert version == 9 and name == "mlp" and loaded.spec.chunk == 2
+    cfg = serve.build_config(_args(["--checkpoint", str(ckpt), "server.max_batch=3"]))  # no --config
+    assert cfg.server.max_batch == 3 and cfg.checkpoint == str(ckpt)
     with pytest.raises(ConfigError, match="exactly one of --checkpoint"):
         serve.build_config(_args(["--port", "1"]))
     with pytest.raises(ConfigError, match="server.max_batch"):

@@ -143,3 +143,10 @@ def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ro
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_node_that_cannot_start_says_why_and_exits_2(ros_domain_id: int) -> None:
+    out = subprocess.run([sys.executable, "-m", "rlinf_ros.nodes.camera", "--config", "configs/ros_sim_franka.yaml",
+                          "--name", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "no camera named 'nope' in the config; cameras: ['camera']" in out.stderr

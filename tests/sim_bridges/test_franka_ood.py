@@ -44,6 +44,8 @@ def test_semantic_split_uses_other_object_shapes() -> None:
 def test_parse_ood_overrides_and_errors() -> None:
     cfg = parse_ood({"split": "position", "pos_scale": 2.0})
     assert cfg.pos_scale == 2.0 and cfg.pos_shift == OOD_SPLITS["position"].pos_shift
+    assert parse_ood("id").pos_scale == 1.0 and not parse_ood("id").varies_vision
+    assert parse_ood("pose").pos_scale == OOD_SPLITS["position"].pos_scale > 1.0
     with pytest.raises(ValueError, match="unknown ood knob"):
         parse_ood({"colour": 1})
     with pytest.raises(ValueError, match="ood split 'weird'"):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.ray
 def _cfg(tmp_path: Path, name: str, placement: dict, **over) -> EmbodiedConfig:
     base = {"name": name, "placement": placement,
             "env": {"name": "toy/point_reach", "num_envs": 8, "max_episode_steps": 10},
-            "rollout": {"steps_per_iteration": 6, "pipeline_stages": 1, "channel_timeout": 60.0},
+            "rollout": {"steps_per_iteration": 6, "pipeline_stages": 1, "channel_timeout": 240.0},
             "actor": {"epochs": 2, "minibatches": 2},
             "train": {"iterations": 2, "out_dir": str(tmp_path / name), "progress": False,
                       "tensorboard": False, "final_eval": False},
@@ -48,7 +48,11 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+# worker start-up dominates (3 groups x Ray actor + torch import): > 20 s on 2 busy cores
+SLOW_MODES = {"collocated-channels", "disaggregated", "hybrid"}
+
+
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_MODES else m for m in MODES])
 def test_two_iterations_update_weights_in_every_placement(ray_cluster, tmp_path, mode) -> None:
     placement, over = MODES[mode]
     cfg = _cfg(tmp_path, f"smoke-{mode}", placement, **over)
@@ -65,6 +69,7 @@ def test_two_iterations_update_weights_in_every_placement(ray_cluster, tmp_path,
     assert [h["iteration"] for h in _history(cfg)] == [0.0, 1.0]
 
 
+@pytest.mark.slow
 def test_fused_and_channel_pipelines_compute_the_same_update(ray_cluster, tmp_path) -> None:
     """Same seeds, same streams: the channel pipeline (2 stages) reproduces the fused numbers."""
     stages = {"rollout": {"pipeline_stages": 2}}
@@ -77,6 +82,7 @@ def test_fused_and_channel_pipelines_compute_the_same_update(ray_cluster, tmp_pa
     torch.testing.assert_close(pa, pb, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_next_iteration(ray_cluster, tmp_path) -> None:
     full = _cfg(tmp_path, "full", {"env,rollout,actor": "0"}, train={"iterations": 3, "checkpoint_every": 1})
     get_runner("embodied").run(full, ray_cluster)
@@ -95,6 +101,7 @@ def test_resume_reproduces_the_next_iteration(ray_cluster, tmp_path) -> None:
     torch.testing.assert_close(pf, pr, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_grpo_mode_and_eval_with_ood_split_and_video(ray_cluster, tmp_path) -> None:
     cfg = _cfg(tmp_path, "grpo", {"env,rollout,actor": "0"}, algorithm={"adv": "grpo", "group_size": 4},
                train={"final_eval": True}, eval={"video": True})
@@ -108,3 +115,12 @@ def test_grpo_mode_and_eval_with_ood_split_and_video(ray_cluster, tmp_path) -> N
     assert set(report["success_rate"]) == {"id", "far"} and report["iteration"] == 2
     assert report["splits"]["far"]["episodes"] == 5
     assert (tmp_path / "v.mp4").stat().st_size > 1000 and (tmp_path / "v_far.mp4").exists()
+
+
+def test_worker_errors_surface_with_group_and_cause(ray_cluster, tmp_path) -> None:
+    from learner.worker import WorkerError
+
+    cfg = _cfg(tmp_path, "broken", {"env,rollout,actor": "0"}, env={"name": "toy/no_such_task"})
+    with pytest.raises(WorkerError, match="unknown toy task 'no_such_task'") as info:
+        get_runner("embodied").run(cfg, ray_cluster)
+    assert info.value.group == "broken-fused" and info.value.rank == 0
