@@ -249,7 +249,8 @@ def write(results: dict) -> None:
         "call per `get`, so per-item put+get cannot beat ~raw/(raw+round trip) here; batching "
         "(`get_batch`, `put_many`) amortises the call and is the path for small items.",
     ]
-    lines += ["", f"RLinf peer: {results['rlinf']}", "", *results["notes"]]
+    notes = [f"- {note}" for note in results["notes"]]
+    lines += ["", f"RLinf peer: {results['rlinf']}", "", *notes]
     (RESULTS / "channel.md").write_text("\n".join(lines) + "\n")
 
 

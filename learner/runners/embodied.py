@@ -115,7 +115,7 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         logger = MetricsLogger(cfg.train.out_dir, cfg.train.iterations, start, cfg.train.tensorboard,
                                cfg.train.progress, desc=cfg.name)
         metrics: dict[str, float] = {"weight_version": float(version)}
-        last_saved = start if cfg.train.resume else -1
+        last_saved = start if (checkpoint_dir(cfg.train.out_dir, start) / "meta.json").exists() else -1
         recent: deque[bool] = deque(maxlen=100)
         t_start = time.perf_counter()
         last = start

@@ -150,3 +150,17 @@ def test_a_node_that_cannot_start_says_why_and_exits_2(ros_domain_id: int) -> No
                           "--name", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "no camera named 'nope' in the config; cameras: ['camera']" in out.stderr
+
+
+def test_graph_stops_everything_when_a_node_dies(tmp_path: Path, ros_domain_id: int) -> None:
+    from rlinf_ros.graph import up
+
+    if importlib.util.find_spec("pyrealsense2") is not None:
+        pytest.skip("a RealSense SDK is installed: the failing camera would be a real one")
+    cfg = {"robot": {"arms": [{"backend": "kinematic"}]},
+           "cameras": [{"name": "wrist", "camera": {"backend": "realsense"}}]}  # no pyrealsense2 here
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    t0 = time.time()
+    assert up(path, duration_s=60) == 1  # the camera exits 2 -> the graph stops the robot too, returns 1
+    assert time.time() - t0 < 50
