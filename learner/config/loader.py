@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -18,19 +19,39 @@ from learner.config.errors import ConfigError
 __all__ = ["ConfigError", "load_config", "parse_overrides"]
 
 
-def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    bad = [o for o in overrides if "=" not in o or o.startswith("=")]
-    if bad:
-        raise ConfigError(f"overrides must look like key=value, got: {' '.join(bad)}")
-    cleaned = [o[1:] if o.startswith("+") else o for o in overrides]
+def _split_override(text: str) -> tuple[str, Any]:
+    if "=" not in text or text.startswith("="):
+        raise ConfigError(f"overrides must look like key=value, got: {text}")
+    key, _, raw = text.partition("=")
+    key = key[1:] if key.startswith("+") else key
     try:
-        return OmegaConf.to_container(OmegaConf.from_dotlist(cleaned), resolve=False)  # type: ignore[return-value]
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"cannot parse overrides {overrides}: {e}") from None
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot parse the value of override '{text}': {e}") from None
+    return key.strip(), value
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "c=[1,2]"]`` -> ``{"a": {"b": 1}, "c": [1, 2]}`` (values parsed as YAML)."""
+    out: dict[str, Any] = {}
+    for text in overrides:
+        key, value = _split_override(text)
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{text}' conflicts with an earlier override of '{part}'")
+        node[parts[-1]] = value
+    return out
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """YAML file (optional) + overrides -> plain resolved dict, ready for ``from_dict``."""
+    """YAML file (optional) + overrides -> plain resolved dict, ready for ``from_dict``.
+
+    Overrides may index lists (``cameras.0.fps=30``); a key the file lacks is added and then
+    rejected (with a suggestion) by schema validation if it is not a real key.
+    """
     base = OmegaConf.create({})
     if path is not None:
         p = Path(path)
@@ -40,9 +61,14 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
             base = OmegaConf.load(p)
         except Exception as e:  # yaml errors carry line numbers; keep them
             raise ConfigError(f"cannot parse {p}: {e}") from None
+    for text in overrides or []:
+        key, value = _split_override(text)
+        try:
+            OmegaConf.update(base, key, value, merge=True, force_add=True)
+        except (OmegaConfBaseException, TypeError, ValueError, IndexError) as e:
+            raise ConfigError(f"cannot apply override '{text}': {e}") from None
     try:
-        merged = OmegaConf.merge(base, OmegaConf.create(parse_overrides(overrides or [])))
-        out = OmegaConf.to_container(merged, resolve=True)
+        out = OmegaConf.to_container(base, resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError(f"bad config {path}: {e}") from None
     if not isinstance(out, dict):

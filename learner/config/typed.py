@@ -57,6 +57,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
+        non_null = [a for a in args if a is not type(None)]
+        if len(non_null) == 1:  # Optional[X]: keep X's own, more precise error
+            return _convert(non_null[0], value, path)
         errors = []
         for arg in args:
             if arg is type(None):

@@ -55,7 +55,7 @@ def test_wrong_types_name_key_and_expected_type():
     with pytest.raises(ConfigError, match=r"key 'actor.loss' must be one of 'ppo' \| 'grpo', got 'grpp'. Did you mean 'grpo'\?"):
         from_dict(Top, {"actor": {"loss": "grpp"}})
     assert from_dict(Top, {"resume": None}).resume is None
-    with pytest.raises(ConfigError, match=r"key 'resume' expects str \| null"):
+    with pytest.raises(ConfigError, match=r"key 'resume' expects str, got int 5"):
         from_dict(Top, {"resume": 5})
 
 
@@ -79,3 +79,26 @@ def test_help_text_lists_leaf_keys_with_help():
     lines = help_text(Top)
     assert "actor.lr (float, default 0.001): learning rate" in lines
     assert any(l.startswith("resume (str | null") for l in lines)
+
+
+@dataclass
+class Cam:
+    fps: int = 30
+
+
+@dataclass
+class WithList:
+    cameras: list[Cam] = field(default_factory=lambda: [Cam(), Cam()])
+    extra: Cam | None = None
+
+
+def test_list_index_override_and_optional_section_errors(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("cameras:\n  - fps: 30\n  - fps: 15\n")
+    cfg = from_dict(WithList, load_config(f, ["cameras.1.fps=60"]))
+    assert [c.fps for c in cfg.cameras] == [30, 60]
+    with pytest.raises(ConfigError, match="cannot apply override 'cameras.5.fps=1'"):
+        load_config(f, ["cameras.5.fps=1"])
+    # an optional section keeps the precise error of the key inside it
+    with pytest.raises(ConfigError, match=r"unknown key 'extra.fsp'. Did you mean 'extra.fps'\?"):
+        from_dict(WithList, {"extra": {"fsp": 3}})
