@@ -21,6 +21,8 @@ test-fast: setup
 	@bash scripts/run_tests.sh -m "not slow"
 
 bench: setup
+	@# RLinf 0.3.0 is the peer in benchmarks/channel.py; its metadata pins would replace our stack.
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps rlinf==0.3.0
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:

@@ -66,9 +66,10 @@ class ChannelActor:
     its own producers without stalling other keys.
     """
 
-    def __init__(self, name: str, maxsize: int) -> None:
+    def __init__(self, name: str, maxsize: int, prefetch: int = 1) -> None:
         self._name = name
         self._maxsize = maxsize
+        self._prefetch = prefetch  # handles made by ``Channel.connect`` adopt it
         self._queues: dict[Any, _SubQueue] = {}
         # Ray may start an async actor's calls out of submission order, so pipelined puts carry
         # a ticket and are applied in ticket order per producer; reads may name the last ticket
@@ -143,6 +144,55 @@ class ChannelActor:
             queue.changed.notify_all()
         return OK
 
+    async def put_batches(self, batches: list[tuple[Any, list[Envelope]]], ticket: Ticket) -> str:
+        """Append the coalesced puts of one handle (unbounded channels only, so nothing waits).
+
+        ``batches`` are ``(key, envelopes)`` runs in the order the handle made them.
+        """
+        await self._turn(ticket, ahead=1)
+        try:
+            for key, envelopes in batches:
+                await self._append(envelopes, key, None)
+        finally:
+            await self._applied_turn(ticket)
+        return OK
+
+    async def take(
+        self,
+        min_n: int,
+        max_n: int,
+        max_bytes: int,
+        key: Any,
+        timeout: float | None,
+        after: Ticket | None = None,
+        puts: list[tuple[Any, list[Envelope]]] | None = None,
+    ) -> tuple[str, list]:
+        """Pop between ``min_n`` and ``max_n`` envelopes, waiting until ``min_n`` are queued.
+
+        Beyond ``min_n`` it stops before inline bytes would pass ``max_bytes`` (the consumer's
+        prefetch). ``puts`` are the caller's own unsent puts, ticket ``after``: applying them in
+        the same call saves the caller a second round trip.
+        """
+        if puts:
+            await self.put_batches(puts, after)
+        else:
+            await self._turn(after, ahead=0)
+        async with self._locked(key) as queue:
+            if not await _wait(queue.changed, lambda: len(queue.items) >= min_n, timeout):
+                return (EMPTY if timeout is not None and timeout <= 0 else TIMEOUT), []
+            return OK, self._pop(queue, self._count_for_bytes(queue, min_n, max_n, max_bytes))
+
+    @staticmethod
+    def _count_for_bytes(queue: _SubQueue, min_n: int, max_n: int, max_bytes: int) -> int:
+        count, total = 0, 0
+        for payload, _ in queue.items:
+            size = len(payload) if isinstance(payload, bytes) else 0  # a reference: no bytes here
+            if count >= max_n or (count >= min_n and total + size > max_bytes):
+                break
+            total += size
+            count += 1
+        return count
+
     def _pop(self, queue: _SubQueue, n: int) -> list[Envelope]:
         out = [queue.items.popleft() for _ in range(n)]
         queue.weight -= sum(w for _, w in out)
@@ -201,6 +251,7 @@ class ChannelActor:
         return {
             "name": self._name,
             "maxsize": self._maxsize,
+            "prefetch": self._prefetch,
             "sizes": sizes,
             "queues_held": len(self._queues),  # includes empty queues that callers wait on
         }

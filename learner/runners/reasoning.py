@@ -90,6 +90,7 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
         sft = actor.sft(data.demos)
         version = int(sft["weight_version"])
     curve.add(0, "sft", {**sft, **rollout.evaluate(ev_p, ev_a, version)})
+    sft_digest = actor.digest()
     rng = random.Random(cfg.train.seed)
     for step in range(1, cfg.train.steps + 1):
         prompts, answers = _step_prompts(data, rng, cfg.train.prompts_per_step)
@@ -102,9 +103,10 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
         target = cfg.train.target_accuracy
         if target is not None and row.get("eval/accuracy", -1.0) >= target:
             break
-    return _finish(cfg, curve, out_dir, actor.save, {"driver": "inline", "mode": "inline",
-                                                     "rollout_version": rollout.weight_version,
-                                                     "actor_version": actor.version})
+    return _finish(cfg, curve, out_dir, actor.save, {
+        "driver": "inline", "mode": "inline", "sft_digest": sft_digest, "actor_digest": actor.digest(),
+        "actor_version": actor.version, "rollout_versions": [rollout.weight_version],
+        "rollout_digests": [rollout.digest()]})
 
 
 def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path) -> dict[str, Any]:
@@ -168,6 +170,7 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
         sft = actor.execute_on([0], "sft", data.demos).wait(timeout)[0]
         version = int(sft["weight_version"])
     curve.add(0, "sft", {**sft, **rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0]})
+    sft_digest = actor.execute_on([0], "digest").wait(timeout)[0]
     rng = random.Random(cfg.train.seed)
     base = version  # weights version that step 1 samples with
     pending = _launch_generation(cfg, rollout, *_step_prompts(data, rng, cfg.train.prompts_per_step), base, gen_ch, 1)
@@ -201,7 +204,8 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
                 "actor_digest": actor.execute_on([0], "digest").wait(timeout)[0],
                 "rollout_digests": rollout.call("digest").wait(timeout)}
     save = lambda path: actor.execute_on([0], "save", path).wait(timeout)[0]  # noqa: E731
-    return _finish(cfg, curve, out_dir, save, {"driver": "workers", "disaggregated": disagg, **versions})
+    return _finish(cfg, curve, out_dir, save, {"driver": "workers", "disaggregated": disagg,
+                                                "sft_digest": sft_digest, **versions})
 
 
 def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""Two-step runs of the reasoning runner: collocated and disaggregated worker groups, inline."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from learner.config import ConfigError, from_dict, load_config
+from learner.runners.reasoning import ReasoningConfig, run
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _cfg(tmp_path: Path, placement: dict[str, str], driver: str = "workers") -> ReasoningConfig:
+    raw = load_config(ROOT / "configs/llm_grpo_arith.yaml", [
+        "sft.steps=3", "sft.batch_size=16", "train.steps=2", "train.prompts_per_step=4", "rollout.n=4",
+        "rollout.micro_batch_prompts=2", "train.eval_every=1", "data.eval_limit=8",
+        "data.arithmetic.max_operand=20", f"train.out_dir={tmp_path}", f"train.driver={driver}",
+        "train.timeout_s=120",
+    ])
+    raw["placement"] = placement
+    return from_dict(ReasoningConfig, raw)
+
+
+def _rows(result: dict) -> list[dict[str, str]]:
+    with open(result["csv"]) as f:
+        return list(csv.DictReader(f))
+
+
+def _check_common(result: dict) -> list[dict[str, str]]:
+    rows = _rows(result)
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [int(r["step"]) for r in rl] == [1, 2]
+    # parameters changed: SFT digest differs from the final one, and RL published 2 versions
+    assert result["actor_digest"] != result["sft_digest"]
+    assert [float(r["weight_version"]) for r in rl] == [result["actor_version"] - 1, result["actor_version"]]
+    # rollout weights follow the actor's: same version, bit-identical parameters after the last sync
+    assert result["rollout_versions"] == [result["actor_version"]] * len(result["rollout_versions"])
+    assert set(result["rollout_digests"]) == {result["actor_digest"]}
+    assert Path(result["png"]).is_file() and Path(result["checkpoint"], "config.json").is_file()
+    return rl
+
+
+@pytest.mark.ray
+def test_two_steps_collocated(ray_cluster, tmp_path):
+    result = run(_cfg(tmp_path, {"rollout,reward,actor": "0"}), ray_cluster)
+    assert result["mode"] == "collocated" and not result["disaggregated"]
+    rl = _check_common(result)
+    assert [float(r["rollout/staleness"]) for r in rl] == [0.0, 0.0]  # on-policy
+
+
+@pytest.mark.ray
+def test_two_steps_disaggregated(ray_cluster, tmp_path):
+    result = run(_cfg(tmp_path, {"rollout": "0-1", "reward": "2", "actor": "3"}), ray_cluster)
+    assert result["mode"] == "disaggregated" and result["disaggregated"]
+    assert len(result["rollout_versions"]) == 2  # two rollout ranks, both synced
+    rl = _check_common(result)
+    assert all(0.0 <= float(r["rollout/staleness"]) <= 1.0 for r in rl)  # staleness bound 1
+
+
+def test_inline_driver_two_steps(tmp_path):
+    result = run(_cfg(tmp_path, {"rollout,reward,actor": "0"}, driver="inline"), None)
+    rl = _check_common(result)
+    assert len(rl) == 2 and result["driver"] == "inline"
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="placement names unknown component"):
+        _cfg(tmp_path, {"rollout,reward,actor": "0", "critic": "1"})
+    with pytest.raises(ConfigError, match="placement must place"):
+        _cfg(tmp_path, {"rollout,actor": "0"})
+    with pytest.raises(ConfigError, match="rollout.temperature"):
+        from_dict(ReasoningConfig, {**load_config(ROOT / "configs/llm_grpo_arith.yaml"), "rollout": {"temperature": 0.0}})
+
+
+def test_gpu_config_validates_with_the_same_dataclass():
+    cfg = from_dict(ReasoningConfig, load_config(ROOT / "configs/llm_grpo_math_gpu.yaml"))
+    assert cfg.rollout.backend in ("vllm", "sglang")
+    assert cfg.model.path and "Qwen" in cfg.model.path
+    assert "not run here" in (ROOT / "configs/llm_grpo_math_gpu.yaml").read_text()
