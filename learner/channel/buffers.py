@@ -21,6 +21,8 @@ COALESCE_ITEMS = 64
 """Unsent puts of one handle are sent once this many items are waiting..."""
 COALESCE_BYTES = 1 << 20
 """...or once their inline bytes reach this (large items only add a reference)."""
+DEFAULT_PREFETCH = 64
+"""Items one ``get`` may fetch ahead on an unbounded channel when ``prefetch`` is not given."""
 
 
 def envelope_bytes(envelope: Envelope) -> int:
@@ -104,3 +106,18 @@ class ReadBuffer:
         """Keep ``envelopes`` (newer than anything buffered) for later gets of ``key``."""
         if envelopes:
             self._queues.setdefault(key, deque()).extend(envelopes)
+
+
+def resolve_prefetch(name: str, prefetch: int | None, maxsize: int) -> int:
+    """``prefetch`` checked, or its default: :data:`DEFAULT_PREFETCH` unbounded, 1 bounded.
+
+    Bounded channels do not prefetch by default because items held by a handle no longer count
+    against ``maxsize``, which would loosen the back-pressure the bound exists for.
+    """
+    if prefetch is None:
+        return 1 if maxsize else DEFAULT_PREFETCH
+    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 1:
+        raise ValueError(
+            f"channel {name!r}: prefetch must be an int >= 1 (1: no prefetch), got {prefetch!r}"
+        )
+    return prefetch

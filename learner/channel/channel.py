@@ -28,6 +28,7 @@ a periodic warning naming the channel; a finite timeout raises :class:`ChannelTi
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import uuid
 from collections import deque
@@ -36,13 +37,18 @@ from typing import Any
 import ray
 
 from learner.channel.actor import OK, ChannelActor, Ticket
+from learner.channel.buffers import Batches, PendingPuts, ReadBuffer, resolve_prefetch
 from learner.channel.errors import ChannelError, ChannelTimeout
-from learner.channel.payload import Envelope, open_envelopes, refs_of, seal
+from learner.channel.buffers import DEFAULT_PREFETCH  # noqa: F401 - re-exported
+from learner.channel.flusher import FLUSHER
+from learner.channel.payload import Envelope, aopen_all, open_all, seal
 from learner.channel.waiting import await_answer, raise_status, wait
 
 DEFAULT_KEY = "__default__"
 PUT_WINDOW = 64
-"""Unacknowledged puts one handle may have in flight on an unbounded channel."""
+"""Unacknowledged put calls one handle may have in flight on an unbounded channel."""
+PREFETCH_BYTES = 2 << 20
+"""Beyond the first item, a prefetching ``get`` stops before this many inline bytes."""
 _RemoteActor = ray.remote(ChannelActor)
 
 
@@ -50,58 +56,44 @@ def _key(key: Any) -> Any:
     return DEFAULT_KEY if key is None else key
 
 
-def _lost(name: str, err: Exception) -> ChannelError:
-    return ChannelError(
-        f"channel {name!r}: a large item was lost because the process that put it exited "
-        f"before it was consumed ({type(err).__name__}); keep producers alive until their "
-        "items are taken, or put smaller items"
-    )
-
-
-def _open_all(name: str, envelopes: list[Envelope]) -> list[Any]:
-    """Items of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
-    refs = refs_of(envelopes)
-    try:
-        return open_envelopes(envelopes, ray.get(refs) if refs else [])
-    except ray.exceptions.ObjectLostError as err:
-        raise _lost(name, err) from err
-
-
-async def _aopen_all(name: str, envelopes: list[Envelope]) -> list[Any]:
-    import asyncio
-
-    refs = refs_of(envelopes)
-    try:
-        return open_envelopes(envelopes, list(await asyncio.gather(*refs)) if refs else [])
-    except ray.exceptions.ObjectLostError as err:
-        raise _lost(name, err) from err
-
-
 class Channel:
     """Handle to a named channel; cheap to pickle and pass to workers (see module doc)."""
 
-    def __init__(self, name: str, actor: Any, maxsize: int, namespace: str | None) -> None:
+    def __init__(
+        self, name: str, actor: Any, maxsize: int, namespace: str | None,
+        prefetch: int | None = None,
+    ) -> None:
         self.name = name
         self.maxsize = maxsize
         self.namespace = namespace
+        self.prefetch = resolve_prefetch(name, prefetch, maxsize)
         self._actor = actor
         self._inflight: deque[tuple[Any, str]] = deque()
         self._producer = uuid.uuid4().hex  # every copy of a handle is its own producer
         self._seq = itertools.count(1)
         self._last_seq = 0
+        self._lock = threading.Lock()  # guards the two buffers and the ticket counter
+        self._pending = PendingPuts()
+        self._ready = ReadBuffer()
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    def create(cls, name: str, maxsize: int = 0, namespace: str | None = None) -> Channel:
+    def create(
+        cls, name: str, maxsize: int = 0, namespace: str | None = None,
+        prefetch: int | None = None,
+    ) -> Channel:
         """Start the channel actor ``name`` (0 CPUs, so it takes no slot); the name must be new.
 
-        The actor lives as long as the process that created it. Ray must be initialised
-        (``Cluster.local()`` or ``Cluster.connect()``).
+        ``prefetch``: items one ``get`` may fetch ahead for later gets of the same key (default
+        :data:`DEFAULT_PREFETCH` unbounded, 1 = off bounded); ``connect`` adopts it. Set 1 when
+        several consumers share a key (see module doc). The actor lives as long as the process
+        that created it. Ray must be initialised (``Cluster.local()`` or ``Cluster.connect()``).
         """
         if not name or not isinstance(name, str):
             raise ValueError(f"channel name must be a non-empty string, got {name!r}")
         if maxsize < 0:
             raise ValueError(f"channel {name!r}: maxsize must be >= 0 (0: no bound), got {maxsize}")
+        prefetch = resolve_prefetch(name, prefetch, maxsize)
         if not ray.is_initialized():
             raise ChannelError(
                 f"channel {name!r}: Ray is not initialised; start it with "
@@ -109,18 +101,26 @@ class Channel:
             )
         options = dict(name=f"channel:{name}", namespace=namespace, num_cpus=0)
         try:
-            actor = _RemoteActor.options(**options, max_concurrency=10_000).remote(name, maxsize)
+            actor = _RemoteActor.options(**options, max_concurrency=10_000).remote(
+                name, maxsize, prefetch
+            )
         except ValueError as err:  # Ray: "The name ... is already taken"
             raise ValueError(
                 f"channel {name!r} already exists; use Channel.connect({name!r}) to join it"
             ) from err
-        channel = cls(name, actor, maxsize, namespace)
+        channel = cls(name, actor, maxsize, namespace, prefetch)
         channel.qsize()  # wait until the actor is up so start-up errors surface here
         return channel
 
     @classmethod
-    def connect(cls, name: str, namespace: str | None = None, timeout: float = 30.0) -> Channel:
-        """Join an existing channel by name, waiting up to ``timeout`` s for it to be created."""
+    def connect(
+        cls, name: str, namespace: str | None = None, timeout: float = 30.0,
+        prefetch: int | None = None,
+    ) -> Channel:
+        """Join an existing channel by name, waiting up to ``timeout`` s for it to be created.
+
+        ``prefetch`` overrides the channel's setting for this handle only.
+        """
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -134,27 +134,38 @@ class Channel:
                     ) from None
                 time.sleep(0.1)
         info = wait(name, actor.info.remote(), "connect", timeout)
-        return cls(name, actor, info["maxsize"], namespace)
+        chosen = info.get("prefetch") if prefetch is None else prefetch
+        return cls(name, actor, info["maxsize"], namespace, chosen)
+
+    def send_pending(self) -> None:
+        """Hand this handle's coalesced puts to Ray now, without waiting for the answer."""
+        with self._lock:
+            batches, ticket = self._take_pending()
+            if batches:
+                ref = self._actor.put_batches.remote(batches, ticket)
+                self._inflight.append((ref, f"put(key={batches[-1][0]!r})"))
+        if batches:
+            FLUSHER.forget(self)
+            self._trim_window(PUT_WINDOW)
 
     def flush(self) -> None:
         """Wait until every put of this handle has reached the channel actor."""
-        while self._inflight:
-            try:
-                ref, what = self._inflight.popleft()
-            except IndexError:  # another thread took the last one
-                return
-            self._check(wait(self.name, ref, what, None), what, None)
+        self.send_pending()
+        self._trim_window(0)
 
     def close(self) -> None:
         """Destroy the channel actor; queued items are dropped and other handles stop working."""
+        with self._lock:
+            self._pending.drain()
+        FLUSHER.forget(self)
         self._inflight.clear()
         ray.kill(self._actor)
 
     def __reduce__(self) -> tuple:
-        return (Channel, (self.name, self._actor, self.maxsize, self.namespace))
+        return (Channel, (self.name, self._actor, self.maxsize, self.namespace, self.prefetch))
 
     def __repr__(self) -> str:
-        return f"Channel({self.name!r}, maxsize={self.maxsize})"
+        return f"Channel({self.name!r}, maxsize={self.maxsize}, prefetch={self.prefetch})"
 
     # -- helpers ---------------------------------------------------------------------------
     def _check(self, status: str, what: str, timeout: float | None) -> None:
@@ -167,32 +178,61 @@ class Channel:
         self._check(status, what, timeout)
         return payload
 
+    def _trim_window(self, limit: int) -> None:
+        """Wait for the oldest in-flight puts until at most ``limit`` remain."""
+        while len(self._inflight) > limit:
+            try:
+                old, old_what = self._inflight.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            self._check(wait(self.name, old, old_what, None), old_what, None)
+
     def _after(self) -> Ticket | None:
         """Ticket of this handle's last pipelined put, which a read of this handle must see."""
         return (self._producer, self._last_seq) if self._last_seq else None
 
-    def _ticket(self) -> Ticket | None:
-        """Order this put after the handle's earlier ones (unbounded channels pipeline puts)."""
-        if self.maxsize:
-            return None  # bounded puts wait for their answer, so they are ordered already
-        seq = next(self._seq)
-        self._last_seq = max(self._last_seq, seq)
-        return (self._producer, seq)
+    def _take_pending(self) -> tuple[Batches, Ticket | None]:
+        """Drain the unsent puts (caller holds the lock) and give them the next ticket."""
+        if not len(self._pending):
+            return [], self._after()
+        self._last_seq = next(self._seq)
+        return self._pending.drain(), (self._producer, self._last_seq)
 
     def _put(self, envelopes: list[Envelope], key: Any, timeout: float | None, what: str) -> None:
-        """Bounded: wait for the answer (back-pressure). Unbounded: pipeline with a ticket."""
+        """Bounded: wait for the answer (back-pressure). Unbounded: coalesce, send later."""
         if self.maxsize:
             ref = self._actor.put.remote(envelopes, _key(key), timeout)
             self._check(wait(self.name, ref, what, timeout), what, timeout)
             return
-        ref = self._actor.put.remote(envelopes, _key(key), timeout, self._ticket())
-        self._inflight.append((ref, what))
-        while len(self._inflight) > PUT_WINDOW:
-            try:
-                old, old_what = self._inflight.popleft()
-            except IndexError:
-                break
-            self._check(wait(self.name, old, old_what, None), old_what, None)
+        with self._lock:
+            send_now = self._pending.add(_key(key), envelopes)
+        if send_now:
+            self.send_pending()
+        else:
+            FLUSHER.schedule(self)
+
+    def _take(self, min_n: int, max_n: int, max_bytes: int, key: Any, timeout: float | None):
+        """Submit a ``take`` carrying this handle's unsent puts; other handles' puts go too."""
+        with self._lock:
+            puts, after = self._take_pending()
+            ref = self._actor.take.remote(min_n, max_n, max_bytes, key, timeout, after, puts)
+        if puts:
+            FLUSHER.forget(self)
+        FLUSHER.send_all()  # this process is about to wait: publish what it made
+        return ref
+
+    def _read_ref(self, method: str, *args: Any) -> Any:
+        """Submit a read that must see this handle's puts, which are sent first."""
+        self.send_pending()
+        FLUSHER.send_all()
+        return getattr(self._actor, method).remote(*args, self._after())
+
+    def _keep(self, key: Any, envelopes: list[Envelope]) -> Envelope:
+        """Buffer all but the first of a prefetching fetch; return the first."""
+        if len(envelopes) > 1:
+            with self._lock:
+                self._ready.push_back(key, envelopes[1:])
+        return envelopes[0]
 
     def _check_batch(self, n: int) -> None:
         if n < 1 or (self.maxsize and n > self.maxsize):
@@ -207,9 +247,12 @@ class Channel:
         self._put([seal(item, weight)], key, timeout, f"put(key={key!r})")
 
     def put_nowait(self, item: Any, key: Any = None, weight: float = 1.0) -> None:
-        """Append ``item`` or raise :class:`ChannelFull` at once."""
+        """Append ``item`` or raise :class:`ChannelFull` at once (never, if unbounded)."""
         what = f"put_nowait(key={key!r})"
-        ref = self._actor.put.remote([seal(item, weight)], _key(key), 0.0, self._ticket())
+        if not self.maxsize:
+            self._put([seal(item, weight)], key, None, what)
+            return
+        ref = self._actor.put.remote([seal(item, weight)], _key(key), 0.0)
         self._check(wait(self.name, ref, what, 0.0), what, 0.0)
 
     def put_many(
@@ -237,20 +280,36 @@ class Channel:
     # -- consumer side ---------------------------------------------------------------------
     def get(self, key: Any = None, timeout: float | None = None) -> Any:
         """Pop the oldest item of ``key``; blocks while that queue is empty."""
-        ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
-        return _open_all(self.name, self._call(ref, f"get(key={key!r})", timeout))[0]
+        return self._get_one(key, timeout, f"get(key={key!r})")
 
     def get_nowait(self, key: Any = None) -> Any:
         """Pop the oldest item of ``key`` or raise :class:`ChannelEmpty` at once."""
-        ref = self._actor.get_batch.remote(1, _key(key), 0.0, self._after())
-        return _open_all(self.name, self._call(ref, f"get_nowait(key={key!r})", 0.0))[0]
+        return self._get_one(key, 0.0, f"get_nowait(key={key!r})")
+
+    def _get_one(self, key: Any, timeout: float | None, what: str) -> Any:
+        k = _key(key)
+        with self._lock:
+            envelope = self._ready.pop(k)
+        if envelope is None:
+            ref = self._take(1, self.prefetch, PREFETCH_BYTES, k, timeout)
+            envelope = self._keep(k, self._call(ref, what, timeout))
+        return open_all(self.name, [envelope])[0]
 
     def get_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """Pop exactly ``n`` items of ``key`` (oldest first) once ``n`` are queued."""
         self._check_batch(n)
-        ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
-        what = f"get_batch(n={n}, key={key!r})"
-        return _open_all(self.name, self._call(ref, what, timeout))
+        k = _key(key)
+        with self._lock:
+            head = self._ready.pop_upto(k, n)
+        try:
+            if len(head) < n:
+                ref = self._take(n - len(head), n - len(head), 0, k, timeout)
+                head += self._call(ref, f"get_batch(n={n}, key={key!r})", timeout)
+        except BaseException:
+            with self._lock:
+                self._ready.push_front(k, head)  # a batch that failed takes nothing
+            raise
+        return open_all(self.name, head)
 
     def get_batch_by_weight(
         self, target: float, key: Any = None, timeout: float | None = None
@@ -260,20 +319,30 @@ class Channel:
             raise ValueError(
                 f"channel {self.name!r}: get_batch_by_weight target must be > 0, got {target}"
             )
-        ref = self._actor.get_batch_by_weight.remote(
-            float(target), _key(key), timeout, self._after()
-        )
-        what = f"get_batch_by_weight(target={target}, key={key!r})"
-        return _open_all(self.name, self._call(ref, what, timeout))
+        k = _key(key)
+        with self._lock:
+            head, have = self._ready.pop_weight(k, target)
+        try:
+            if have < target - 1e-9:
+                ref = self._read_ref("get_batch_by_weight", float(target - have), k, timeout)
+                what = f"get_batch_by_weight(target={target}, key={key!r})"
+                head += self._call(ref, what, timeout)
+        except BaseException:
+            with self._lock:
+                self._ready.push_front(k, head)
+            raise
+        return open_all(self.name, head)
 
     # -- queries ---------------------------------------------------------------------------
     def qsize(self, key: Any = None) -> int:
-        """Items queued under ``key`` right now (puts of this handle included)."""
-        ref = self._actor.qsize.remote(_key(key), self._after())
-        return wait(self.name, ref, f"qsize(key={key!r})", 0.0)
+        """Items this handle could get from ``key`` now: the actor's queue (this handle's puts
+        included) plus items this handle already prefetched (invisible to other handles)."""
+        k = _key(key)
+        ref = self._read_ref("qsize", k)
+        return wait(self.name, ref, f"qsize(key={key!r})", 0.0) + self._ready.count(k)
 
     def empty(self, key: Any = None) -> bool:
-        """True when ``key``'s queue holds nothing."""
+        """True when ``key``'s queue holds nothing (for this handle, see :meth:`qsize`)."""
         return self.qsize(key) == 0
 
     def full(self, key: Any = None) -> bool:
@@ -282,7 +351,8 @@ class Channel:
 
     def keys(self) -> list[Any]:
         """Keys currently holding items (the default key appears as ``DEFAULT_KEY``)."""
-        return wait(self.name, self._actor.keys.remote(self._after()), "keys()", 0.0)
+        found = wait(self.name, self._read_ref("keys"), "keys()", 0.0)
+        return found + [k for k in self._ready.keys() if k not in found]
 
     # -- asyncio ---------------------------------------------------------------------------
     async def aput(
@@ -290,22 +360,45 @@ class Channel:
     ) -> None:
         """``put`` for async workers: awaits the actor's answer without blocking the loop."""
         what = f"aput(key={key!r})"
-        ref = self._actor.put.remote([seal(item, weight)], _key(key), timeout, self._ticket())
+        envelopes = [seal(item, weight)]
+        if self.maxsize:
+            ref = self._actor.put.remote(envelopes, _key(key), timeout)
+        else:
+            with self._lock:
+                self._pending.add(_key(key), envelopes)
+                batches, ticket = self._take_pending()
+                ref = self._actor.put_batches.remote(batches, ticket)
+            FLUSHER.forget(self)
         self._check(await await_answer(self.name, ref, what, timeout), what, timeout)
 
     async def aget(self, key: Any = None, timeout: float | None = None) -> Any:
         """``get`` for async workers."""
-        what = f"aget(key={key!r})"
-        ref = self._actor.get_batch.remote(1, _key(key), timeout, self._after())
-        status, envelopes = await await_answer(self.name, ref, what, timeout)
-        self._check(status, what, timeout)
-        return (await _aopen_all(self.name, envelopes))[0]
+        k = _key(key)
+        with self._lock:
+            envelope = self._ready.pop(k)
+        if envelope is None:
+            what = f"aget(key={key!r})"
+            ref = self._take(1, self.prefetch, PREFETCH_BYTES, k, timeout)
+            status, envelopes = await await_answer(self.name, ref, what, timeout)
+            self._check(status, what, timeout)
+            envelope = self._keep(k, envelopes)
+        return (await aopen_all(self.name, [envelope]))[0]
 
     async def aget_batch(self, n: int, key: Any = None, timeout: float | None = None) -> list[Any]:
         """``get_batch`` for async workers."""
         self._check_batch(n)
-        what = f"aget_batch(n={n}, key={key!r})"
-        ref = self._actor.get_batch.remote(n, _key(key), timeout, self._after())
-        status, envelopes = await await_answer(self.name, ref, what, timeout)
-        self._check(status, what, timeout)
-        return await _aopen_all(self.name, envelopes)
+        k = _key(key)
+        with self._lock:
+            head = self._ready.pop_upto(k, n)
+        try:
+            if len(head) < n:
+                what = f"aget_batch(n={n}, key={key!r})"
+                ref = self._take(n - len(head), n - len(head), 0, k, timeout)
+                status, envelopes = await await_answer(self.name, ref, what, timeout)
+                self._check(status, what, timeout)
+                head += envelopes
+        except BaseException:
+            with self._lock:
+                self._ready.push_front(k, head)
+            raise
+        return await aopen_all(self.name, head)

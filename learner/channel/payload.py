@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import ray
 
+from learner.channel.errors import ChannelError
+
 Envelope = tuple[Any, float]
 """What the channel actor queues: ``(pickled bytes | [ObjectRef, has_tensors], weight)``."""
 
@@ -188,3 +190,30 @@ def open_envelopes(envelopes: list[Envelope], fetched: list) -> list[Any]:
     it = iter(fetched)
     bodies = [(next(it), p[1]) if isinstance(p, list) else pickle.loads(p) for p, _ in envelopes]
     return [unpack(value, has_tensors) for value, has_tensors in bodies]
+
+
+def _lost(name: str, err: Exception) -> ChannelError:
+    return ChannelError(
+        f"channel {name!r}: a large item was lost because the process that put it exited "
+        f"before it was consumed ({type(err).__name__}); keep producers alive until their "
+        "items are taken, or put smaller items"
+    )
+
+
+def open_all(name: str, envelopes: list[Envelope]) -> list[Any]:
+    """Items of ``envelopes`` in order; all object-store fetches go out in one ``ray.get``."""
+    refs = refs_of(envelopes)
+    try:
+        return open_envelopes(envelopes, ray.get(refs) if refs else [])
+    except ray.exceptions.ObjectLostError as err:
+        raise _lost(name, err) from err
+
+
+async def aopen_all(name: str, envelopes: list[Envelope]) -> list[Any]:
+    import asyncio
+
+    refs = refs_of(envelopes)
+    try:
+        return open_envelopes(envelopes, list(await asyncio.gather(*refs)) if refs else [])
+    except ray.exceptions.ObjectLostError as err:
+        raise _lost(name, err) from err

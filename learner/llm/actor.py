@@ -49,6 +49,7 @@ class ActorTrainer:
     def __init__(self, model: nn.Module, cfg: ActorConfig, algo: AlgorithmConfig, temperature: float = 1.0,
                  max_new_tokens: int = 16) -> None:
         self.model = model
+        self.device = next(model.parameters()).device
         self.max_new_tokens = max_new_tokens  # default constant of seq-mean-token-sum-norm
         self.cfg = cfg
         self.algo = algo
@@ -62,10 +63,11 @@ class ActorTrainer:
         """``[N, R]`` response log-probs under the current weights (the "old" policy)."""
         was = self.model.training
         self.model.eval()
+        batch = batch.to(self.device)
         out = torch.cat([response_logprobs(self.model, batch.slice(s, e), self.temperature)
                          for s, e in _chunks(len(batch), self.cfg.micro_batch)])
         self.model.train(was)
-        return out
+        return out.cpu()
 
     def _clip_and_step(self) -> float:
         gn = 0.0
@@ -83,6 +85,9 @@ class ActorTrainer:
         every micro-batch uses the batch's global normaliser) and mean metrics.
         """
         normalizer = step_normalizer(self.algo, batch.response_mask, self.max_new_tokens)
+        batch, dev = batch.to(self.device), self.device
+        old_logp, advantages = old_logp.to(dev), advantages.to(dev)
+        ref_logp = ref_logp.to(dev) if ref_logp is not None else None
         total = 0.0
         sums: dict[str, float] = {}
         chunks = _chunks(len(batch), self.cfg.micro_batch)
@@ -122,6 +127,7 @@ class ActorTrainer:
     def sft_step(self, batch: TrainBatch) -> float:
         """One supervised step: token cross-entropy of the responses given the prompts."""
         self.model.train()
+        batch = batch.to(self.device)
         out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                          position_ids=batch.position_ids, use_cache=False)
         p = batch.prompt_len

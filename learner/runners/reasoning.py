@@ -59,11 +59,12 @@ def _should_eval(cfg: ReasoningConfig, step: int) -> bool:
     return step == cfg.train.steps or (every > 0 and step % every == 0)
 
 
-def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any, extra: dict[str, Any]) -> dict[str, Any]:
+def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any, extra: dict[str, Any],
+            eval_path: str | None = None) -> dict[str, Any]:
     files = write_curve(curve.rows, out_dir)
-    evals = [r for r in curve.rows if "eval/accuracy" in r]
+    evals = [r for r in curve.rows if "eval/accuracy" in r and r["phase"] != "init"]
     result = {
-        "initial_accuracy": evals[0]["eval/accuracy"] if evals else None,
+        "initial_accuracy": evals[0]["eval/accuracy"] if evals else None,  # after SFT, before RL
         "final_accuracy": evals[-1]["eval/accuracy"] if evals else None,
         "best_accuracy": max((r["eval/accuracy"] for r in evals), default=None),
         "rl_steps": max((r["step"] for r in curve.rows if r["phase"] == "rl"), default=0),
@@ -71,7 +72,7 @@ def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any,
         **files, **extra,
     }
     if cfg.train.save_checkpoint:
-        result["checkpoint"] = actor_save(str(out_dir / "checkpoint"))
+        result["checkpoint"] = actor_save(str(out_dir / "checkpoint"), {"eval_path": eval_path})
     (out_dir / "metrics.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -87,6 +88,7 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
     version, sft = actor.publish(), {}
     if data.demos:
+        curve.add(-1, "init", rollout.evaluate(ev_p, ev_a, version))  # before SFT
         sft = actor.sft(data.demos)
         version = int(sft["weight_version"])
     curve.add(0, "sft", {**sft, **rollout.evaluate(ev_p, ev_a, version)})
@@ -106,7 +108,7 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
     return _finish(cfg, curve, out_dir, actor.save, {
         "driver": "inline", "mode": "inline", "sft_digest": sft_digest, "actor_digest": actor.digest(),
         "actor_version": actor.version, "rollout_versions": [rollout.weight_version],
-        "rollout_digests": [rollout.digest()]})
+        "rollout_digests": [rollout.digest()]}, data.eval_path)
 
 
 def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path) -> dict[str, Any]:
@@ -167,6 +169,7 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
     version, sft = actor.execute_on([0], "publish").wait(timeout)[0], {}
     if data.demos:
+        curve.add(-1, "init", rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0])
         sft = actor.execute_on([0], "sft", data.demos).wait(timeout)[0]
         version = int(sft["weight_version"])
     curve.add(0, "sft", {**sft, **rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0]})
@@ -199,13 +202,15 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
             break
     if disagg and step < cfg.train.steps:  # early stop: drain the generation already running
         pending[0].wait(timeout)
-    versions = {"actor_version": actor.execute_on([0], "get_version").wait(timeout)[0],
+    final = actor.execute_on([0], "get_version").wait(timeout)[0]
+    rollout.call("sync_weights", final, timeout).wait(timeout)  # every rank ends on the final weights
+    versions = {"actor_version": final,
                 "rollout_versions": rollout.call("weight_version_now").wait(timeout),
                 "actor_digest": actor.execute_on([0], "digest").wait(timeout)[0],
                 "rollout_digests": rollout.call("digest").wait(timeout)}
-    save = lambda path: actor.execute_on([0], "save", path).wait(timeout)[0]  # noqa: E731
+    save = lambda path, meta: actor.execute_on([0], "save", path, meta).wait(timeout)[0]  # noqa: E731
     return _finish(cfg, curve, out_dir, save, {"driver": "workers", "disaggregated": disagg,
-                                                "sft_digest": sft_digest, **versions})
+                                                "sft_digest": sft_digest, **versions}, data.eval_path)
 
 
 def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:

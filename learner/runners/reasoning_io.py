@@ -23,6 +23,7 @@ class RunData:
     train: list[PromptExample]
     eval: list[PromptExample]
     demos: list[dict[str, str]]
+    eval_path: str | None = None
 
 
 def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
@@ -60,7 +61,7 @@ def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
     demos = []
     if sft_path and cfg.sft.steps > 0:
         demos = [json.loads(x) for x in Path(sft_path).read_text().splitlines() if x.strip()]
-    return RunData(tok_dir, train, evals, demos)
+    return RunData(tok_dir, train, evals, demos, str(Path(eval_path).resolve()) if eval_path else None)
 
 
 def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-out greedy accuracy") -> dict[str, str]:

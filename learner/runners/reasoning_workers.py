@@ -58,10 +58,11 @@ class LocalWeights:
         return self.latest()
 
 
-def weights_digest(model: torch.nn.Module) -> str:
+def weights_digest(model: torch.nn.Module | dict[str, torch.Tensor]) -> str:
     """Short hash of all parameters: equal digests = identical weights (for sync checks)."""
     h = hashlib.sha1()
-    for k, v in sorted(model.state_dict().items()):
+    state = model if isinstance(model, dict) else model.state_dict()
+    for k, v in sorted(state.items()):
         h.update(k.encode())
         h.update(v.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
@@ -137,7 +138,9 @@ class RolloutWorker(Worker):
         self.backend.offload()
         if out is not None:
             return -(-len(prompts) // mb)
-        return RolloutBatch.concat(batches) if len(batches) > 1 else batches[0]
+        merged = RolloutBatch.concat(batches) if len(batches) > 1 else batches[0]
+        merged.extra["t_generate"] = sum(b.extra["t_generate"] for b in batches)
+        return merged
 
     def evaluate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int) -> dict[str, float]:
         """Greedy accuracy (first reward of ``reward.weights`` > 0.5) on held-out prompts."""
@@ -189,6 +192,8 @@ class ActorWorker(Worker):
         self.store = store
         self.tokenizer = load_tokenizer(tokenizer_dir)
         model = build_model(cfg.model, self.tokenizer)
+        if torch.cuda.is_available():  # a GPU slot: the worker sees only its own GPUs
+            model = model.to("cuda")
         self.trainer = ActorTrainer(model, cfg.actor, cfg.algorithm, cfg.rollout.temperature, cfg.rollout.max_new_tokens)
         self.ref_model = None
         self.version = 0
@@ -264,7 +269,7 @@ class ActorWorker(Worker):
             from learner.llm.batch import response_logprobs
 
             with torch.no_grad():
-                ref = response_logprobs(self.ref_model, tb, self.cfg.rollout.temperature)
+                ref = response_logprobs(self.ref_model, tb.to(self.trainer.device), self.cfg.rollout.temperature).cpu()
         t_logp += time.perf_counter() - t0
         raw = torch.tensor(batch.extra["scores"], dtype=torch.float32)
         lengths = tb.response_mask.sum(-1)
@@ -291,10 +296,21 @@ class ActorWorker(Worker):
         return self.version
 
     def digest(self) -> str:
-        return weights_digest(self.trainer.model)
+        """Digest of the weights rollout workers receive (LoRA merged), comparable to theirs."""
+        return weights_digest(self._rollout_state())
 
-    def save(self, path: str) -> str:
-        return str(save_model(self.trainer.model, self.tokenizer, path))
+    def save(self, path: str, extra: dict[str, Any] | None = None) -> str:
+        """HF checkpoint (safetensors + tokenizer) and ``meta.json`` that ``rlinf eval`` reads."""
+        import json
+        from pathlib import Path
+
+        from learner.config import to_dict
+
+        out = save_model(self.trainer.model, self.tokenizer, path)
+        meta = {"runner": "reasoning", "weight_version": self.version, "optimizer_steps": self.trainer.steps,
+                "config": to_dict(self.cfg), **(extra or {})}
+        (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+        return str(out)
 
 
 def _index(tb: Any, idx: torch.Tensor) -> Any:

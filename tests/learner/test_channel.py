@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import pickle
 import threading
 import time
 
@@ -19,7 +20,9 @@ from learner.channel import (
     ChannelFull,
     ChannelTimeout,
 )
-from learner.channel.channel import PUT_WINDOW
+from learner.channel import DEFAULT_KEY
+from learner.channel.buffers import COALESCE_ITEMS, PendingPuts, ReadBuffer
+from learner.channel.channel import DEFAULT_PREFETCH, PUT_WINDOW
 from learner.channel.payload import INLINE_LIMIT, pack, unpack
 
 pytestmark = pytest.mark.ray
@@ -182,3 +185,94 @@ def test_unbounded_put_is_pipelined_but_ordered_and_visible(channel):
     assert [x if isinstance(x, int) else x[0] for x in got] == list(range(PUT_WINDOW + 10))
     channel.put("seen", key="q")  # same handle: a later get is ordered after the put
     assert channel.get(key="q", timeout=5) == "seen"
+
+
+# -- prefetch and coalescing ---------------------------------------------------------------
+def test_buffers_merge_runs_and_restore_order():
+    pending = PendingPuts()
+    assert not pending.add("a", [(b"1", 1.0)]) and not pending.add("a", [(b"2", 1.0)])
+    pending.add("b", [(b"3", 1.0)])
+    pending.add("a", [(b"4", 1.0)])
+    assert pending.drain() == [("a", [(b"1", 1.0), (b"2", 1.0)]), ("b", [(b"3", 1.0)]),
+                               ("a", [(b"4", 1.0)])]
+    assert len(pending) == 0 and pending.add("k", [(b"x", 1.0)] * COALESCE_ITEMS)
+    ready = ReadBuffer()
+    ready.push_back("k", [(i, w) for i, w in enumerate([1.0, 2.0, 3.0])])
+    head, total = ready.pop_weight("k", 2.5)
+    assert [i for i, _ in head] == [0, 1] and total == 3.0
+    ready.push_front("k", head)  # an incomplete batch goes back in front, in order
+    assert [ready.pop("k")[0] for _ in range(3)] == [0, 1, 2] and ready.pop("k") is None
+
+
+def test_prefetch_keeps_fifo_and_hides_items_from_other_consumers(channel):
+    assert channel.prefetch == DEFAULT_PREFETCH
+    for i in range(10):
+        channel.put(i, key="a")
+        channel.put(-i, key="b")
+    other = Channel.connect(channel.name)
+    assert channel.get(key="a", timeout=5) == 0
+    # the one call fetched the rest of "a": this handle still counts them, the actor does not
+    assert channel._ready.count("a") == 9 and channel.qsize("a") == 9
+    assert other.qsize("a") == 0 and other.qsize("b") == 10 and "a" in channel.keys()
+    with pytest.raises(ChannelEmpty):
+        other.get_nowait(key="a")  # prefetched items are invisible to another consumer
+    channel.put(10, key="a")  # newer than the buffered items: comes after them
+    assert channel.get_batch(3, key="a", timeout=5) == [1, 2, 3]
+    with pytest.raises(ChannelTimeout):
+        channel.get_batch(9, key="a", timeout=0.3)  # 6 buffered + 1 queued: not enough
+    assert [channel.get(key="a", timeout=5) for _ in range(7)] == list(range(4, 11))
+    assert [other.get(key="b", timeout=5) for _ in range(10)] == [-i for i in range(10)]
+
+
+def test_prefetch_one_shares_a_key_between_consumers(ray_cluster):
+    ch = Channel.create(f"test-nopf-{next(_ids)}", prefetch=1)
+    try:
+        other = Channel.connect(ch.name)
+        assert other.prefetch == 1 and pickle.loads(pickle.dumps(ch)).prefetch == 1
+        ch.put_many(list(range(4)))
+        assert [ch.get(timeout=5), other.get(timeout=5), ch.get(timeout=5)] == [0, 1, 2]
+        assert other.qsize() == 1 and ch._ready.count(DEFAULT_KEY) == 0
+        with pytest.raises(ValueError, match="prefetch"):
+            Channel.connect(ch.name, prefetch=0)
+    finally:
+        ch.close()
+
+
+def test_weighted_batch_uses_prefetched_items_first(channel):
+    for i in range(5):
+        channel.put(i, key="w", weight=2.0)
+    assert channel.get(key="w", timeout=5) == 0  # 1..4 now buffered in this handle
+    assert channel.get_batch_by_weight(3.0, key="w", timeout=5) == [1, 2]
+    channel.put(5, key="w", weight=2.0)
+    assert channel.get_batch_by_weight(6.0, key="w", timeout=5) == [3, 4, 5]
+
+
+def test_coalesced_puts_arrive_without_flush(channel):
+    """A lone put waits at most the linger time for company, then the flusher sends it."""
+    channel.put("lone", key="c")
+    assert len(channel._pending) == 1  # not sent yet: coalescing
+    other = Channel.connect(channel.name, prefetch=1)
+    assert other.get(key="c", timeout=10) == "lone"  # delivered with no read from `channel`
+    for i in range(COALESCE_ITEMS):
+        channel.put(i, key="d")  # reaching the size bound sends at once
+    assert len(channel._pending) == 0
+    assert other.get_batch(COALESCE_ITEMS, key="d", timeout=10) == list(range(COALESCE_ITEMS))
+
+
+@ray.remote(num_cpus=0)
+def _ping_pong(requests: Channel, replies: Channel, n: int) -> int:
+    for i in range(n):
+        requests.put(i)  # no flush: the blocking get on *another* channel sends it
+        assert replies.get(timeout=30) == i * 10
+    return n
+
+
+def test_blocking_read_sends_the_processes_pending_puts(channel, ray_cluster):
+    replies = Channel.create(f"test-replies-{next(_ids)}")
+    try:
+        done = _ping_pong.remote(channel, replies, 5)
+        for _ in range(5):
+            replies.put(channel.get(timeout=30) * 10)
+        assert ray.get(done, timeout=60) == 5
+    finally:
+        replies.close()

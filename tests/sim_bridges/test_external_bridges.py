@@ -1,4 +1,5 @@
-"""ManiSkill3, LIBERO and IsaacLab bridges: pure mappings (their simulators are not installed here)."""
+"""ManiSkill3, LIBERO and IsaacLab bridges: pure mappings, tested without their simulators
+(ManiSkill on the real simulator: ``test_maniskill_bridge.py``)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,44 @@ def test_maniskill_final_rows_are_kept_from_the_step_they_ended() -> None:
     assert ms.merge_final_rows(None, obs(1), np.zeros(3, bool)) is None
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mani_skill") is not None, reason="mani_skill installed")
-def test_maniskill_missing_package_error() -> None:
-    with pytest.raises(ImportError, match="pip install mani-skill"):
+def test_maniskill_render_backend_choice() -> None:
+    # physx_cpu: no per-step render work without cameras, lavapipe ("cpu") with them
+    assert ms.choose_render_backend(None, uses_cameras=False, sim_backend="physx_cpu") == "none"
+    assert ms.choose_render_backend(None, uses_cameras=True, sim_backend="physx_cpu") == "cpu"
+    assert ms.choose_render_backend(None, uses_cameras=True, sim_backend="physx_cuda") is None
+    assert ms.choose_render_backend("cpu", uses_cameras=False, sim_backend="physx_cpu") == "cpu"
+
+
+def test_maniskill_config_errors_name_the_key() -> None:
+    cfg = ms.config_from_kwargs("", {"obs_mode": "state+rgb", "cameras": ["third"]})
+    assert cfg.task == "PickCube-v1" and cfg.cameras == ("third",) and cfg.uses_cameras
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['camera'\]"):
+        ms.config_from_kwargs("PickCube-v1", {"camera": ("third",)})
+    with pytest.raises(ValueError, match="reward='shaped'"):
+        ms.config_from_kwargs("PickCube-v1", {"reward": "shaped"})
+    with pytest.raises(ValueError, match="sim_backend='tpu'"):
+        ms.config_from_kwargs("PickCube-v1", {"sim_backend": "tpu"})
+    with pytest.raises(ValueError, match="Did you mean PickCube-v1"):
+        ms.check_task("PickCub-v1", ["PickCube-v1", "PushCube-v1"])
+    ms.check_task("PushCube-v1", ["PickCube-v1", "PushCube-v1"])
+
+
+def test_maniskill_spec_instruction_and_action_scaling() -> None:
+    spec = ms.make_spec(ms.ManiSkillConfig(obs_mode="rgb", image_size=16, cameras=("third", "wrist")),
+                        num_envs=2, state_dim=9, action_dim=4, control_hz=20.0)
+    assert spec.cameras == {"third": (16, 16), "wrist": (16, 16)} and spec.control_hz == 20.0
+    assert spec.instruction == ms.TASK_INSTRUCTIONS["PickCube-v1"]
+    assert ms.task_instruction(ms.ManiSkillConfig(task="Empty-v1")) == "Empty-v1"
+    assert ms.task_instruction(ms.ManiSkillConfig(instruction="do it")) == "do it"
+    low, high = np.array([-1.0, 0.0]), np.array([1.0, 2.0])
+    np.testing.assert_allclose(ms.scale_actions(np.array([[-1.0, 0.5]]), low, high), [[-1.0, 1.5]])
+
+
+def test_maniskill_missing_package_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(ms.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mani_skill" else real(name, *a))
+    with pytest.raises(ImportError, match="install_maniskill.sh"):
         make_env("maniskill/PickCube-v1", num_envs=1)
 
 

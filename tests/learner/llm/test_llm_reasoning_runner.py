@@ -79,4 +79,29 @@ def test_gpu_config_validates_with_the_same_dataclass():
     cfg = from_dict(ReasoningConfig, load_config(ROOT / "configs/llm_grpo_math_gpu.yaml"))
     assert cfg.rollout.backend in ("vllm", "sglang")
     assert cfg.model.path and "Qwen" in cfg.model.path
-    assert "not run here" in (ROOT / "configs/llm_grpo_math_gpu.yaml").read_text()
+    assert "not run here" in (ROOT / "configs/llm_grpo_math_gpu.yaml").read_text().lower()
+    from learner.placement import parse_placement
+
+    placement = parse_placement(dict(cfg.placement), num_slots=8)
+    assert placement["actor"].process_slots == [[4, 5, 6, 7]]
+    assert not placement.shares_slots("rollout", "actor")  # runs disaggregated
+
+
+@pytest.mark.parametrize("overrides", [
+    ["algorithm.adv=dr_grpo", "algorithm.agg_mode=seq-mean-token-sum-norm"],  # Dr.GRPO
+    ["algorithm.clip_high=0.28", "algorithm.dynamic_sampling=true", "algorithm.overlong_buffer=2"],  # DAPO
+    ["algorithm.adv=reinforce_pp", "algorithm.kl_coef=0.1", "algorithm.kl_in_reward=true"],  # REINFORCE++
+    ["algorithm.kl_coef=0.1", "actor.ppo_epochs=2", "actor.mini_batches=2", "actor.micro_batch=4"],
+    ["model.lora_rank=4"],  # LoRA (peft): the rollout receives merged weights
+], ids=["dr_grpo", "dapo", "reinforce_pp", "grpo_kl_ppo_epochs", "lora"])
+def test_algorithm_variants_train_inline(tmp_path, overrides):
+    raw = load_config(ROOT / "configs/llm_grpo_arith.yaml", [
+        "sft.steps=2", "sft.batch_size=8", "train.steps=1", "train.prompts_per_step=4", "rollout.n=4",
+        "train.eval_every=1", "data.eval_limit=4", "data.arithmetic.max_operand=20", f"train.out_dir={tmp_path}",
+        "train.save_checkpoint=false", *overrides])
+    result = run(from_dict(ReasoningConfig, raw), None)
+    rl = [r for r in _rows(result) if r["phase"] == "rl"]
+    assert len(rl) == 1 and result["rollout_digests"] == [result["actor_digest"]]
+    if float(rl[0]["rollout/kept_frac"]) > 0:  # DAPO may drop every group of a 1-step run
+        assert result["actor_digest"] != result["sft_digest"]
+        assert float(rl[0]["actor/loss"]) == float(rl[0]["actor/loss"])  # not NaN
