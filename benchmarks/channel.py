@@ -105,7 +105,7 @@ def methods(x: np.ndarray, chans: dict, rlinf_ch: object | None) -> dict[str, Ca
     ``*_stream`` methods put all ``n`` items, then get all ``n`` (one producer, one consumer);
     the others alternate ``put(x); get()`` item by item, so nothing can be batched.
     """
-    unbounded, bounded = chans["unbounded"], chans["bounded"]
+    unbounded, bounded, no_prefetch = chans["unbounded"], chans["bounded"], chans["prefetch1"]
 
     def raw_stream(n: int) -> None:
         refs = [ray.put(x) for _ in range(n)]
@@ -117,6 +117,12 @@ def methods(x: np.ndarray, chans: dict, rlinf_ch: object | None) -> dict[str, Ca
             unbounded.put(x)
         for _ in range(n):
             unbounded.get(timeout=60)
+
+    def channel_stream_prefetch1(n: int) -> None:
+        for _ in range(n):
+            no_prefetch.put(x)
+        for _ in range(n):
+            no_prefetch.get(timeout=60)
 
     def raw(n: int) -> None:
         for _ in range(n):
@@ -137,7 +143,8 @@ def methods(x: np.ndarray, chans: dict, rlinf_ch: object | None) -> dict[str, Ca
             unbounded.put_many([x] * BATCH)
             unbounded.get_batch(BATCH, timeout=60)
 
-    out = {"raw_stream": raw_stream, "channel_stream": channel_stream, "raw": raw,
+    out = {"raw_stream": raw_stream, "channel_stream": channel_stream,
+           "channel_stream_prefetch1": channel_stream_prefetch1, "raw": raw,
            "channel": channel, "channel_bounded": channel_bounded,
            "channel_batched": channel_batched}
     if rlinf_ch is not None:
@@ -244,6 +251,48 @@ def actor_round_trip_ms(channel, repeats: int, quick: bool) -> float:
     return statistics.median(1e3 / timed(channel.qsize, n) for _ in range(repeats))
 
 
+FINDINGS = """## What was tried (issue 2 throughput work)
+
+Before this work the same benchmark gave per-item put+get 0.39x / 0.20x / 0.45x of raw
+(1 KB / 1 MB / 16 MB) with one actor call per put and one per get. Ideas evaluated, each with
+scratch A/B scripts on the same loaded 2-core machine (ratios to raw in the same run):
+
+1. **Consumer prefetch** (kept): a get that calls the actor takes up to 64 ready items of the
+   key and serves the next gets locally. Stream at 1 MB: prefetch 1 / 16 / 64 gave 0.21x /
+   0.43x / 0.54x in one A/B; the `channel_stream_prefetch1` column above repeats it. Default 64
+   on unbounded channels (runners have one consumer per key), off on bounded ones (prefetched
+   items no longer count against `maxsize`). Other consumers of a key do not see items one
+   handle prefetched; channels shared by several consumers per key should use `prefetch=1`.
+2. **Producer coalescing** (kept): unbounded puts wait in the handle and go as one call at 64
+   items / 1 MB inline bytes, after a 5 ms linger, with the handle's next read (same call), or
+   before any read of the process blocks. The linger matters: at 2 ms a 1 MB producer (one
+   put ~1 ms) sent 2-3 items per call; with sends only on size the 1 MB stream rose from 0.67x
+   to 0.84x in one A/B, and 5 ms kept that (0.79x vs 0.77x, within noise). The flusher thread
+   is only woken when a new deadline is earlier than its next wake-up, since every wake-up
+   costs the GIL.
+3. **Large payloads**: `ray.put(..., _owner=actor)` is gone in Ray 2.60 (raises). Calling
+   the channel actor directly with batches of references (no handle logic) measured 0.9-1.1x
+   of raw at 1 MB, so the actor and Ray's borrower protocol are not the whole story; phase
+   timing of the handle's 1 MB stream showed +0.4-0.6 ms per item on the put loop (sends of
+   64 references running on the second core while the driver keeps putting) and +0.4 ms per
+   item on the get loop versus raw. Not pinned down further in the time available. Shipping
+   1 MB items inline as bytes instead was far worse (0.11x-0.31x: the bytes are copied
+   through the actor twice). Reads were already zero-copy for numpy and CPU tensors.
+4. **Threaded fast path**: not built; the actor's time per call is dominated by Ray's call
+   overhead, not by asyncio, and the alternating pattern needs one round trip whatever the
+   actor runs on.
+
+What is left: the *alternating* pattern (`put(x); get()` item by item, nothing to batch) still
+needs one actor round trip per item (the put now travels inside the get call), so it stays at
+0.4-0.6x at 1 KB and 16 MB across runs and ~0.2x at 1 MB, where the call also carries the
+item's reference in and out (measured: a take carrying one reference each way costs ~2-3x an
+empty call). Stream at 1 MB is 0.67x in two full runs: above the 0.5 floor, below the 0.8
+target. Next step for 1 MB: bundle the large items of one send into a single object (one
+reference per send instead of per item); it needs a copy at put time to keep put's
+copy semantics, so it was not done blind.
+"""
+
+
 def _table(results: dict, raw: str, cols: list[str], bold: str) -> list[str]:
     """Markdown rows: items/s of ``raw`` and ``cols``, then each column's ratio to ``raw``."""
     first = next(iter(results["sizes"].values()))["median_items_per_s"]
@@ -276,7 +325,8 @@ def write(results: dict) -> None:
         "**Stream** (the headline): one driver puts N items, then gets the N items; raw = "
         "`refs = [ray.put(x) ...]` then `ray.get(ref)` one by one.",
         "",
-        *_table(results, "raw_stream", ["channel_stream", "rlinf_stream"], "channel_stream"),
+        *_table(results, "raw_stream",
+                ["channel_stream", "channel_stream_prefetch1", "rlinf_stream"], "channel_stream"),
         "",
         "**Alternating**: `put(x); get()` item by item (raw = `ray.get(ray.put(x))`), so "
         "nothing can be coalesced or prefetched; every get is an actor round trip.",
@@ -305,7 +355,7 @@ def write(results: dict) -> None:
         "per item, cannot beat ~raw/(raw+round trip) at 1 KB.",
     ]
     notes = [f"- {note}" for note in results["notes"]]
-    lines += ["", f"RLinf peer: {results['rlinf']}", "", *notes]
+    lines += ["", f"RLinf peer: {results['rlinf']}", "", *notes, "", FINDINGS]
     (RESULTS / "channel.md").write_text("\n".join(lines) + "\n")
 
 
@@ -323,7 +373,8 @@ def main() -> None:
 
     Cluster.local(num_cpus=2)  # reuses RLinf's Ray instance when it started one
     chans = {"unbounded": Channel.create("bench-unbounded"),
-             "bounded": Channel.create("bench-bounded", maxsize=64)}
+             "bounded": Channel.create("bench-bounded", maxsize=64),
+             "prefetch1": Channel.create("bench-prefetch1", prefetch=1)}
     rlinf_ch = None
     if rlinf_cls is not None:
         from rlinf.scheduler import Channel as RLinfChannel
@@ -340,7 +391,9 @@ def main() -> None:
         "notes": [
             "`channel_stream` / `channel` = unbounded channel with default settings (puts "
             "coalesced, gets prefetch); `channel_bounded` = maxsize 64 (each put acknowledged, "
-            f"no prefetch); `channel_batched` = put_many + get_batch of {BATCH} items.",
+            f"no prefetch); `channel_batched` = put_many + get_batch of {BATCH} items; "
+            "`channel_stream_prefetch1` = the stream on a channel created with prefetch=1 "
+            "(coalesced puts, one actor call per get): what prefetch adds.",
             "All rates come from one process on a machine shared with other jobs; compare "
             "ratios within a run, not absolute numbers across runs.",
             "RLinf's Cluster first tries to join any Ray instance running on the host "

@@ -15,7 +15,7 @@ each with ``rollout.pipeline_stages`` 1 and 2. The cluster has ``--slots`` logic
 (default 4) mapped onto the machine's cores as ``slot % cores`` by the worker pinning, so on a
 2-core machine disjoint *slots* are only disjoint *cores* for env vs rollout; the report says so.
 
-    .venv/bin/python benchmarks/placement.py            # ~5-8 min on 2 busy cores
+    .venv/bin/python benchmarks/placement.py            # ~15 min on 2 busy cores (2 passes)
     .venv/bin/python benchmarks/placement.py --quick    # 2 modes, smoke run
 
 Writes ``benchmarks/results/placement.json`` and ``.md``.
@@ -70,20 +70,31 @@ def run_mode(cluster, label: str, placement: dict, fuse: bool, stages: int, env:
     final = get_runner("embodied").run(cfg, cluster)
     wall = time.perf_counter() - t0
     hist = json.loads((Path(cfg.train.out_dir) / "metrics.json").read_text())["history"][warmup:]
-    it_s = statistics.median(h["iteration_s"] for h in hist)
-    steps = 32 * 16
-    timing = {k[5:]: statistics.median(h[k] for h in hist) for k in hist[0] if k.startswith("time/")}
     return {"mode": label, "placement_mode": final["placement_mode"], "topology": final["topology"],
-            "placement": placement, "pipeline_stages": stages, "iteration_s": it_s,
-            "env_steps_per_s": steps / it_s, "timings_s": timing, "run_wall_s": wall}
+            "placement": placement, "pipeline_stages": stages, "run_wall_s": wall,
+            "iteration_s_all": [h["iteration_s"] for h in hist],
+            "timings_all": [{k[5:]: v for k, v in h.items() if k.startswith("time/")} for h in hist]}
+
+
+def merge(runs: list[dict]) -> dict:
+    """Medians over every measured iteration of every repeat of one (mode, stages)."""
+    its = [t for r in runs for t in r["iteration_s_all"]]
+    timings = [t for r in runs for t in r["timings_all"]]
+    it_s = statistics.median(its)
+    row = {k: runs[0][k] for k in ("mode", "placement_mode", "topology", "placement", "pipeline_stages")}
+    row.update(iteration_s=it_s, iteration_s_min=min(its), iteration_s_max=max(its), samples=len(its),
+               env_steps_per_s=32 * 16 / it_s,
+               timings_s={k: statistics.median(t[k] for t in timings) for k in timings[0]})
+    return row
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--env", default="mujoco_franka/reach")
+    ap.add_argument("--repeats", type=int, default=2, help="passes over all modes, alternating order")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -92,15 +103,19 @@ def main() -> int:
 
     modes = MODES[:1] + MODES[3:4] if args.quick else MODES
     iters = 2 if args.quick else args.iterations
+    combos = [(label, placement, fuse, stages) for label, placement, fuse in modes for stages in (1, 2)]
     cluster = Cluster.local(num_cpus=args.slots)
-    rows = []
+    runs: dict[tuple[str, int], list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, placement, fuse in modes:
-            for stages in (1, 2):
-                r = run_mode(cluster, label, placement, fuse, stages, args.env, iters, args.warmup, Path(tmp))
-                rows.append(r)
-                print(f"{label:14s} stages={stages} {r['placement_mode']:13s} it={r['iteration_s']:.3f}s "
-                      f"sps={r['env_steps_per_s']:.0f} {r['timings_s']}", flush=True)
+        for rep in range(1 if args.quick else args.repeats):
+            # alternate the order so slow drifts of the machine's load hit every mode alike
+            for label, placement, fuse, stages in (combos if rep % 2 == 0 else combos[::-1]):
+                r = run_mode(cluster, label, placement, fuse, stages, args.env, iters, args.warmup,
+                             Path(tmp) / f"rep{rep}")
+                runs.setdefault((label, stages), []).append(r)
+                print(f"rep {rep} {label:14s} stages={stages} {r['placement_mode']:13s} "
+                      f"it={statistics.median(r['iteration_s_all']):.3f}s", flush=True)
+    rows = [merge(runs[(label, stages)]) for label, _, _, stages in combos]
     cluster.shutdown()
     report(rows, args)
     return 0
@@ -119,19 +134,21 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs)",
             "python": platform.python_version(), "slots": args.slots, "env": args.env,
             "iterations_measured": 2 if args.quick else args.iterations, "warmup": args.warmup,
+            "repeats": 1 if args.quick else args.repeats,
             "workload": "PPO, 32 envs x 16 steps per iteration, MLP 64x64, 5 epochs x 4 minibatches"}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "placement.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
     lines = ["# Placement modes on one workload", "", f"{meta['workload']}; env `{args.env}`; "
-             f"{args.slots} logical slots on {meta['machine']}; median of {meta['iterations_measured']} "
-             f"iterations after {args.warmup} warm-up.", "",
-             "| mode | placement | mode (parsed) | stages | iteration s | env steps/s | env busy s | infer busy s | train s |",
+             f"{args.slots} logical slots on {meta['machine']}; median over {meta['repeats']} passes (alternating "
+             f"order) x {meta['iterations_measured']} iterations after {args.warmup} warm-up each.", "",
+             "| mode | placement | mode (parsed) | stages | iteration s (min-max) | env steps/s | env busy s | infer busy s | train s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = r["timings_s"]
         env_busy = t.get("env_busy_s", t.get("rollout_s", float("nan")))
         lines.append(f"| {r['mode']} | `{json.dumps(r['placement'])}` | {r['placement_mode']} ({r['topology']}) | "
-                     f"{r['pipeline_stages']} | {r['iteration_s']:.3f} | {r['env_steps_per_s']:.0f} | "
+                     f"{r['pipeline_stages']} | {r['iteration_s']:.3f} ({r['iteration_s_min']:.3f}-{r['iteration_s_max']:.3f}) | "
+                     f"{r['env_steps_per_s']:.0f} | "
                      f"{env_busy:.3f} | {t.get('infer_busy_s', float('nan')):.3f} | {t.get('train_s', float('nan')):.3f} |")
     lines += explain(rows)
     lines += ["", f"Best: **{summary['best']}**, {summary['speedup_best_over_collocated']:.2f}x the env steps/s "

@@ -108,7 +108,7 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
     if (RESULTS / "sim_learning.json").exists() and not args.quick:
         prev = {r["task"]: r for r in json.loads((RESULTS / "sim_learning.json").read_text()).get("rows", [])}
     prev.update({r["task"]: r for r in rows})
-    rows = list(prev.values())
+    rows = sorted(prev.values(), key=lambda r: list(TASKS).index(r["task"]) if r["task"] in TASKS else 99)
     (RESULTS / "sim_learning.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = ["# Sim learning: success vs wall time and env steps", "",
              f"PPO, one fused process per run, {meta['machine']}; wall-time budget per task "

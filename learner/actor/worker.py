@@ -20,12 +20,11 @@ class ActorWorker(TrainerHost, Worker):
         self.cfg, self.layout = cfg, layout
         self.trainer = Trainer(cfg, spec, self.rank, self.world_size)
         self.store = WeightStore.connect(store_name) if self.rank == 0 else None
-        self.streams = layout.streams_of_actor(self.rank)
 
     def run_iteration(self, iteration: int) -> dict[str, Any]:
+        """Train on this rank's shard of every stream (rows split by the rollout workers)."""
         lay = self.layout
-        items = lay.trajectories.get_batch(len(self.streams), key=lay.actor_key(self.rank),
-                                           timeout=lay.timeout)
+        items = lay.trajectories.get_batch(lay.n_streams, key=lay.actor_key(self.rank), timeout=lay.timeout)
         t0 = time.perf_counter()
         traj = collate([t for _, t in sorted(items, key=lambda item: item[0])])
         metrics = self.trainer.train(traj, iteration)

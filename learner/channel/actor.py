@@ -193,6 +193,14 @@ class ChannelActor:
             count += 1
         return count
 
+    async def requeue(self, envelopes: list[Envelope], key: Any) -> str:
+        """Put back items a dropped handle had prefetched, at the head: they are the oldest."""
+        async with self._locked(key) as queue:
+            queue.items.extendleft(reversed(envelopes))
+            queue.weight += sum(w for _, w in envelopes)
+            queue.changed.notify_all()
+        return OK
+
     def _pop(self, queue: _SubQueue, n: int) -> list[Envelope]:
         out = [queue.items.popleft() for _ in range(n)]
         queue.weight -= sum(w for _, w in out)

@@ -15,14 +15,29 @@ raises :class:`ChannelError` saying so.
 >>> batch = ch.get_batch(8, key="env0", timeout=30)     # doctest: +SKIP
 
 Semantics follow ``asyncio.Queue``: ``maxsize`` bounds each key's queue (0 = unbounded); ``put``
-blocks while that queue is full, ``get`` while it is empty. On an *unbounded* channel ``put``
-can never block, so it returns as soon as the item is handed to Ray and its acknowledgement is
-checked later (at most :data:`PUT_WINDOW` in flight; :meth:`Channel.flush` waits for all). Ray
-may start an async actor's calls out of order, so each pipelined put carries a ticket
-``(handle id, sequence)`` and the actor applies one handle's puts in ticket order; a read from
-the same handle names its last ticket and so always sees that handle's earlier puts. Bounded
-channels acknowledge every put (that is the back-pressure). ``timeout=None`` waits for ever with
+blocks while that queue is full, ``get`` while it is empty. ``timeout=None`` waits for ever with
 a periodic warning naming the channel; a finite timeout raises :class:`ChannelTimeout`.
+
+Speed: one actor call costs about a raw 1 KB ``ray.put`` + ``ray.get``, so the handle avoids
+calls per item (measured in ``benchmarks/results/channel.md``):
+
+* *Coalesced puts* (unbounded channels; a put there can never block): a ``put`` joins this
+  handle's unsent puts (:mod:`learner.channel.buffers`), sent in one call once 64 items or 1 MB
+  of inline bytes wait, after :data:`~learner.channel.flusher.LINGER_S` at the latest, when this
+  handle reads (the read carries them in the same call), or when *any* handle of the process is
+  about to block on a read. Each send carries a ticket ``(handle id, sequence)`` and the actor
+  applies one handle's sends in ticket order (Ray may start an async actor's calls out of
+  order), so a handle's puts keep their order and its own reads always see them; other
+  handles see them within the linger. :meth:`Channel.flush` sends and waits for all. Bounded
+  channels acknowledge every put (that is the back-pressure).
+* *Prefetch*: a ``get`` that has to call the actor takes up to ``prefetch`` ready items of the
+  key (:data:`PREFETCH_BYTES` of inline bytes) and keeps the extra ones in this handle for its
+  next gets, in FIFO order. Trade-off: an item prefetched by one handle is invisible to every
+  other handle (their ``qsize`` / ``get`` see only the actor's queue) until that handle gets
+  them or is garbage-collected (it then gives them back, at the head of the queue), so when
+  several consumers share one key, create the channel with ``prefetch=1``. The default is
+  :data:`~learner.channel.buffers.DEFAULT_PREFETCH` on unbounded channels, where the runners
+  have one consumer per key, and 1 (off) on bounded ones, whose bound would otherwise loosen.
 """
 
 from __future__ import annotations
@@ -37,9 +52,9 @@ from typing import Any
 import ray
 
 from learner.channel.actor import OK, ChannelActor, Ticket
+from learner.channel.buffers import DEFAULT_PREFETCH  # noqa: F401 - re-exported
 from learner.channel.buffers import Batches, PendingPuts, ReadBuffer, resolve_prefetch
 from learner.channel.errors import ChannelError, ChannelTimeout
-from learner.channel.buffers import DEFAULT_PREFETCH  # noqa: F401 - re-exported
 from learner.channel.flusher import FLUSHER
 from learner.channel.payload import Envelope, aopen_all, open_all, seal
 from learner.channel.waiting import await_answer, raise_status, wait
@@ -160,6 +175,15 @@ class Channel:
         FLUSHER.forget(self)
         self._inflight.clear()
         ray.kill(self._actor)
+
+    def __del__(self) -> None:
+        """Give prefetched items back to the actor, so dropping a handle loses no item."""
+        try:
+            for key in self._ready.keys():
+                items = self._ready.pop_upto(key, self._ready.count(key))
+                self._actor.requeue.remote(items, key)
+        except Exception:  # noqa: BLE001, S110 - interpreter or Ray shutting down: nothing to do
+            pass
 
     def __reduce__(self) -> tuple:
         return (Channel, (self.name, self._actor, self.maxsize, self.namespace, self.prefetch))

@@ -31,7 +31,7 @@ from learner.algorithms import (
 )
 from learner.config import ConfigError
 
-__all__ = ["AlgorithmConfig", "shape_scores", "token_advantages", "policy_objective"]
+__all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_advantages", "policy_objective", "step_normalizer"]
 
 _TOKEN_LEVEL = {"reinforce_pp", "reinforce_pp_baseline"}
 

@@ -1,8 +1,9 @@
 """Who talks to whom between env, rollout and actor workers: streams, keys, messages.
 
 A *stream* is one pipeline stage of one env worker: stream ``s = env_rank * stages + k``.
-Stream ``s`` is served by rollout rank ``s % n_rollout`` and trained on by actor rank
-``s % n_actor``; every channel key below is derived from that, so no worker needs a table.
+Stream ``s`` is served by rollout rank ``s % n_rollout``; its trajectory is split by rows into
+one shard per actor rank (data parallel), so every actor rank receives one shard of every
+stream. Every channel key below is derived from that, so no worker needs a table.
 """
 
 from __future__ import annotations
@@ -45,20 +46,16 @@ class StreamLayout:
     def action_key(self, stream: int) -> str:
         return f"stream{stream}"
 
-    def actor_key(self, stream: int) -> str:
-        return f"actor{stream % self.n_actor}"
+    def actor_key(self, actor_rank: int) -> str:
+        return f"actor{actor_rank}"
 
     def streams_of_rollout(self, rank: int) -> list[int]:
         return [s for s in range(self.n_streams) if s % self.n_rollout == rank]
 
-    def streams_of_actor(self, rank: int) -> list[int]:
-        return [s for s in range(self.n_streams) if s % self.n_actor == rank]
-
     def check(self) -> None:
-        """Every rollout and actor rank must get at least one stream."""
-        for what, n in (("rollout", self.n_rollout), ("actor", self.n_actor)):
-            if n > self.n_streams:
-                raise ValueError(
-                    f"{n} {what} processes but only {self.n_streams} env streams "
-                    f"({self.n_env} env processes x rollout.pipeline_stages={self.stages}); "
-                    f"give '{what}' fewer slots in 'placement' or raise rollout.pipeline_stages")
+        """Every rollout rank must serve at least one stream."""
+        if self.n_rollout > self.n_streams:
+            raise ValueError(
+                f"{self.n_rollout} rollout processes but only {self.n_streams} env streams "
+                f"({self.n_env} env processes x rollout.pipeline_stages={self.stages}); "
+                "give 'rollout' fewer slots in 'placement' or raise rollout.pipeline_stages")

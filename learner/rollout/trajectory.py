@@ -103,6 +103,28 @@ class Trajectory:
         return int(self.mask.sum())
 
 
+def split_rows(traj: Trajectory, parts: int, group_size: int = 1) -> list[Trajectory]:
+    """Split along the batch axis into ``parts`` near-equal shards of whole groups.
+
+    Used to give every actor rank a share of every stream; GRPO groups (``group_size``
+    contiguous rows) are never cut. Episode stats stay with the first shard only.
+    """
+    groups = traj.mask.shape[0] // group_size
+    if groups < parts:
+        raise ValueError(f"cannot split {groups} group(s) of {group_size} env(s) over {parts} actor processes; "
+                         "raise env.num_envs or give 'actor' fewer processes in 'placement'")
+    bounds = np.cumsum([0] + [len(c) * group_size for c in np.array_split(np.arange(groups), parts)])
+    out = []
+    for k in range(parts):
+        sl = slice(int(bounds[k]), int(bounds[k + 1]))
+        out.append(Trajectory(
+            obs={"state": traj.obs["state"][sl], "images": {c: v[sl] for c, v in traj.obs.get("images", {}).items()}},
+            actions=traj.actions[sl], logp=traj.logp[sl], values=traj.values[sl], rewards=traj.rewards[sl],
+            dones=traj.dones[sl], mask=traj.mask[sl], bootstrap_value=traj.bootstrap_value[sl],
+            scores=traj.scores[sl], stats=traj.stats if k == 0 else EpisodeStats()))
+    return out
+
+
 def collate(parts: list[Trajectory]) -> Trajectory:
     """Concatenate trajectories of equal T along the batch axis (stream order kept)."""
     cat = lambda xs: np.concatenate(xs, axis=0)  # noqa: E731

@@ -17,7 +17,7 @@ from learner.models import PolicySpec
 from learner.rollout.collect import policy_step, sampling_seed, value_of
 from learner.rollout.envs import StageEnvs
 from learner.rollout.streams import EnvMessage, StreamLayout
-from learner.rollout.trajectory import EpisodeStats, StepOutcome, TrajectoryBuilder
+from learner.rollout.trajectory import EpisodeStats, StepOutcome, TrajectoryBuilder, split_rows
 from learner.runners.config import EmbodiedConfig
 from learner.worker import Worker
 
@@ -74,6 +74,7 @@ class RolloutWorker(Worker):
         self.store = WeightStore.connect(store_name)
         self.version = -1
         self.streams = layout.streams_of_rollout(self.rank)
+        self.group_size = cfg.algorithm.group_size if cfg.algorithm.adv == "grpo" else 1
 
     def sync_weights(self) -> int:
         if self.store.version() > self.version:
@@ -102,6 +103,8 @@ class RolloutWorker(Worker):
             else:
                 traj = b.finish(value_of(self.policy, msg.obs))
                 stats.extend(traj.stats)
+                shards = split_rows(traj, lay.n_actor, self.group_size)
                 busy += time.perf_counter() - t0
-                lay.trajectories.put((msg.stream, traj), key=lay.actor_key(msg.stream), timeout=lay.timeout)
+                for a, shard in enumerate(shards):
+                    lay.trajectories.put((msg.stream, shard), key=lay.actor_key(a), timeout=lay.timeout)
         return {"stats": stats, "infer_busy_s": busy, "weight_version": self.version}

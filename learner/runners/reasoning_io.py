@@ -82,7 +82,7 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
 
         fig, ax = plt.subplots(figsize=(7, 4))
         ev = [r for r in rows if "eval/accuracy" in r]
-        ax.plot([r["elapsed_s"] for r in ev], [r["eval/accuracy"] for r in ev], "o-", label="held-out greedy accuracy")
+        ax.plot([r["elapsed_s"] for r in ev], [r["eval/accuracy"] for r in ev], "o-", label="held-out greedy accuracy (first point: before SFT)")
         tr = [r for r in rows if "rollout/reward" in r]
         ax.plot([r["elapsed_s"] for r in tr], [r["rollout/reward"] for r in tr], ".-", alpha=0.6, label="train sample reward")
         sft_end = [r["elapsed_s"] for r in rows if r.get("phase") == "sft"]
@@ -91,7 +91,7 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(title)
-        ax.legend(loc="lower right")
+        ax.legend(loc="center left", fontsize=8)
         fig.tight_layout()
         fig.savefig(png_path, dpi=100)
         plt.close(fig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import pickle
 import threading
@@ -276,3 +277,12 @@ def test_blocking_read_sends_the_processes_pending_puts(channel, ray_cluster):
         assert ray.get(done, timeout=60) == 5
     finally:
         replies.close()
+
+
+def test_dropped_handle_gives_prefetched_items_back(channel):
+    channel.put_many(list(range(6)), key="r")
+    taker = Channel.connect(channel.name)
+    assert taker.get(key="r", timeout=5) == 0 and taker._ready.count("r") == 5
+    del taker
+    gc.collect()
+    assert channel.get_batch(5, key="r", timeout=10) == [1, 2, 3, 4, 5]  # back at the head

@@ -43,6 +43,7 @@ def _check_common(result: dict) -> list[dict[str, str]]:
     return rl
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_two_steps_collocated(ray_cluster, tmp_path):
     result = run(_cfg(tmp_path, {"rollout,reward,actor": "0"}), ray_cluster)
@@ -51,6 +52,7 @@ def test_two_steps_collocated(ray_cluster, tmp_path):
     assert [float(r["rollout/staleness"]) for r in rl] == [0.0, 0.0]  # on-policy
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_two_steps_disaggregated(ray_cluster, tmp_path):
     result = run(_cfg(tmp_path, {"rollout": "0-1", "reward": "2", "actor": "3"}), ray_cluster)

@@ -40,11 +40,15 @@ def _history(cfg: EmbodiedConfig) -> list[dict]:
     return json.loads((Path(cfg.train.out_dir) / "metrics.json").read_text())["history"]
 
 
+# each mode also exercises one model variant: heads and action chunks travel through every path
 MODES = {
     "collocated-fused": ({"env,rollout,actor": "0-1"}, {}),
-    "collocated-channels": ({"env,rollout,actor": "0"}, {"rollout": {"fuse_collocated": False}}),
-    "disaggregated": ({"env": "0", "rollout": "1", "actor": "2"}, {"rollout": {"pipeline_stages": 2}}),
-    "hybrid": ({"env": "0", "rollout": "1", "actor": "0-1"}, {"rollout": {"pipeline_stages": 2}}),
+    "collocated-channels": ({"env,rollout,actor": "0"}, {"rollout": {"fuse_collocated": False},
+                                                         "model": {"head": "tanh_gaussian"}}),
+    "disaggregated": ({"env": "0", "rollout": "1", "actor": "2"}, {"rollout": {"pipeline_stages": 2},
+                                                                   "model": {"head": "binned"}}),
+    "hybrid": ({"env": "0", "rollout": "1", "actor": "0-1"}, {"rollout": {"pipeline_stages": 2},
+                                                              "model": {"chunk": 2}}),
 }
 
 
@@ -66,6 +70,7 @@ def test_two_iterations_update_weights_in_every_placement(ray_cluster, tmp_path,
     initial = make_policy(cfg, spec)
     assert not torch.allclose(_params(trained), _params(initial))
     assert float(trained.norm.count) > 90  # the state normaliser saw the 2 x 48 rollout states
+    assert trained.spec.chunk == cfg.model.chunk and meta["model"]["kwargs"]["head"] == cfg.model.head
     assert [h["iteration"] for h in _history(cfg)] == [0.0, 1.0]
 
 
