@@ -1,21 +1,22 @@
 """Channel put+get throughput next to raw ``ray.put``/``ray.get`` of the same payloads.
 
 For each payload size (1 KB, 1 MB, 16 MB of uint8) we time, in this driver process and in the
-same Ray instance:
+same Ray instance, two patterns:
 
-* ``raw``: ``ray.get(ray.put(x))`` — the object-store round trip with no queue at all;
-* ``channel``: ``ch.put(x); ch.get()`` on an unbounded ``learner.channel.Channel`` (puts are
-  pipelined, see the channel docs);
-* ``channel_bounded``: the same on a channel with ``maxsize=64`` (every put waits for its
-  acknowledgement, i.e. two actor round trips per item);
-* ``channel_batched``: ``put_many`` of 16 items then ``get_batch(16)``;
-* ``rlinf``: RLinf 0.3.0's ``Channel`` (``put(x); get()`` from the driver), when importable.
+* *stream* (the headline, what a producer/consumer pair does): put N items, then get N items.
+  ``raw_stream`` = ``ray.put`` N times, then ``ray.get`` each ref; ``channel_stream`` = the same
+  through an unbounded ``learner.channel.Channel`` (puts coalesced, gets prefetched);
+  ``channel_stream_prefetch1`` = the same on a channel with ``prefetch=1``; ``rlinf_stream`` =
+  RLinf 0.3.0's ``Channel``, when importable.
+* *alternating*: ``put(x); get()`` item by item, so nothing can be batched: ``raw`` =
+  ``ray.get(ray.put(x))``; ``channel`` (unbounded), ``channel_bounded`` (``maxsize=64``: every
+  put acknowledged), ``channel_batched`` (``put_many`` of 16 then ``get_batch(16)``), ``rlinf``.
 
 A second table moves the same payloads from a producer actor (another process) to the driver:
 raw Ray is the driver fetching the producer's task returns (all calls submitted up front, Ray's
 best case); the channel case has the producer ``put`` while the driver ``get``s.
 
-The figure is ``items/s of a method / items/s of raw``, from the median of ``--repeats`` rounds;
+The figure is ``items/s of a method / items/s of raw Ray in the same pattern``, from the median of ``--repeats`` rounds;
 methods run interleaved in rotating order inside each round so machine load hits them alike.
 Target >= 0.8x raw at every size (floor 0.5x); absolute rates depend on the machine's load.
 

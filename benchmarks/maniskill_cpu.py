@@ -6,7 +6,7 @@ actions, alternating 10-step segments with the raw ManiSkill ``gym`` envs inside
 stepped directly with the same (already scaled) actions — the simulator work an env step must do
 anyway. The overhead ratio is ``raw CPU time / bridge CPU time`` (process CPU time, robust to
 other jobs on a shared machine); wall-clock rates are reported too. Build cost: wall seconds for
-the B envs of each row (the first camera env of a process includes lavapipe shader compilation).
+the B envs of each row (the first camera env of a process and image size includes lavapipe shader compilation).
 
     .venv/bin/python benchmarks/maniskill_cpu.py            # state + rgb rows, B=4, ~1-2 min
     .venv/bin/python benchmarks/maniskill_cpu.py --quick    # state row only
@@ -94,8 +94,8 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     lines = ["# ManiSkill3 bridge on physx_cpu", "",
              f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.", "",
              "ratio = raw ManiSkill CPU time / bridge CPU time for the same actions (1.0 = no bridge "
-             "overhead); build = wall seconds to build the B envs (the rgb row includes lavapipe's "
-             "one-off shader compilation).", "",
+             "overhead); build = wall seconds to build the B envs (camera rows include lavapipe's "
+             "shader compilation, once per process and image size).", "",
              "| task | obs | image | build s | env steps/s (wall) | env steps/CPU-s | raw steps/s (wall) | ratio | ratio (wall) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -81,7 +81,7 @@ PIP=("$PY" -m pip install -q -c "$pins")
 import gymnasium as gym
 import mani_skill.envs  # noqa: F401
 
-env = gym.make("PickCube-v1", num_envs=1, obs_mode="state", sim_backend="physx_cpu")
+env = gym.make("PickCube-v1", num_envs=1, obs_mode="state", sim_backend="physx_cpu", render_backend="none")
 obs, _ = env.reset(seed=0)
 env.step(env.action_space.sample())
 env.close()

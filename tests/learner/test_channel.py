@@ -21,7 +21,7 @@ from learner.channel import (
     ChannelFull,
     ChannelTimeout,
 )
-from learner.channel import DEFAULT_KEY
+from learner.channel import DEFAULT_KEY, flusher
 from learner.channel.buffers import COALESCE_ITEMS, PendingPuts, ReadBuffer
 from learner.channel.channel import DEFAULT_PREFETCH, PUT_WINDOW
 from learner.channel.payload import INLINE_LIMIT, pack, unpack
@@ -248,8 +248,9 @@ def test_weighted_batch_uses_prefetched_items_first(channel):
     assert channel.get_batch_by_weight(6.0, key="w", timeout=5) == [3, 4, 5]
 
 
-def test_coalesced_puts_arrive_without_flush(channel):
+def test_coalesced_puts_arrive_without_flush(channel, monkeypatch):
     """A lone put waits at most the linger time for company, then the flusher sends it."""
+    monkeypatch.setattr(flusher, "LINGER_S", 0.5)  # long enough to see it waiting, even loaded
     channel.put("lone", key="c")
     assert len(channel._pending) == 1  # not sent yet: coalescing
     other = Channel.connect(channel.name, prefetch=1)

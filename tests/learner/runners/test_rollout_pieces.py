@@ -131,3 +131,19 @@ def test_ppo_learner_minibatches_cover_every_sample_once_per_epoch() -> None:
     learner._step = lambda obs, *a: calls.append(len(obs["state"])) or orig(obs, *a)  # type: ignore[method-assign]
     learner.update(traj, 0, torch.Generator().manual_seed(0))
     assert calls == [14, 13, 13, 14, 13, 13]  # 40 samples, 3 minibatches, 2 epochs
+
+
+def test_split_rows_keeps_groups_whole_and_stats_once() -> None:
+    from learner.rollout.trajectory import split_rows
+
+    b = TrajectoryBuilder(12, gamma=0.9)
+    b.add_step({"state": np.arange(12, dtype=np.float32)[:, None]}, np.zeros((12, 1, 1)), np.zeros(12), np.zeros(12))
+    b.add_outcome(StepOutcome.from_step(np.ones(12), np.ones(12, bool), np.zeros(12, bool),
+                                        {"success": np.ones(12, bool)}))
+    traj = b.finish(np.zeros(12))
+    shards = split_rows(traj, 2, group_size=4)  # 3 groups of 4 over 2 actor ranks
+    assert [s.mask.shape[0] for s in shards] == [8, 4]
+    np.testing.assert_array_equal(np.concatenate([s.obs["state"][:, 0, 0] for s in shards]), np.arange(12))
+    assert len(shards[0].stats.successes) == 12 and not shards[1].stats.successes
+    with pytest.raises(ValueError, match="3 group"):
+        split_rows(traj, 4, group_size=4)
