@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="${EXTRAS:-sim,ros,llm,dev}"
+EXTRAS="${EXTRAS:-sim,ros,llm,maniskill,dev}"
 TORCH_PIN="torch==2.13.0"
 APT_PACKAGES=(libosmesa6 libgl1 libegl1 libglfw3 libusb-1.0-0 ffmpeg)
 
@@ -34,7 +34,7 @@ install_apt() {
 }
 
 stamp_inputs() {
-    cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh"
+    cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" "$ROOT/scripts/install_maniskill.sh"
     echo "$EXTRAS"
 }
 
@@ -60,6 +60,10 @@ main() {
     if [[ ",$EXTRAS," == *",sim,"* ]]; then
         # Only robosuite's bundled Panda assets and its env API are used; see pyproject.toml.
         "${pip[@]}" --no-deps "robosuite==1.5.2"
+    fi
+    if [[ ",$EXTRAS," == *",maniskill,"* ]]; then
+        log "installing ManiSkill3 (system Vulkan lavapipe + mani-skill, see scripts/install_maniskill.sh)"
+        bash "$ROOT/scripts/install_maniskill.sh" "$VENV"
     fi
     if [[ ",$EXTRAS," == *",dev,"* ]]; then
         # openpi-client pins numpy<2 in its metadata but runs on numpy 2: it is the reference
