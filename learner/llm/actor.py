@@ -3,6 +3,8 @@
 Pure torch, no Ray: the reasoning runner's actor worker and the in-process demo both drive
 this class, so the math is tested once. The loss of a step is split into micro-batches with
 the step's *global* normaliser, so gradient accumulation gives the full-batch gradient.
+With PPO-with-a-critic (``algorithm.adv: gae``) the trainer also holds the
+:class:`~learner.llm.critic.CriticTrainer` and updates it on the same rollout batch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from learner.algorithms import sft_loss
 from learner.config import ConfigError
 from learner.llm.algo import AlgorithmConfig, policy_objective, step_normalizer
 from learner.llm.batch import TrainBatch, response_logprobs
+from learner.llm.critic import CriticTrainer
 
 __all__ = ["ActorConfig", "ActorTrainer"]
 
@@ -47,7 +50,7 @@ class ActorTrainer:
     """Owns the trainable model and its optimizer."""
 
     def __init__(self, model: nn.Module, cfg: ActorConfig, algo: AlgorithmConfig, temperature: float = 1.0,
-                 max_new_tokens: int = 16) -> None:
+                 max_new_tokens: int = 16, critic: CriticTrainer | None = None) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.max_new_tokens = max_new_tokens  # default constant of seq-mean-token-sum-norm
@@ -56,6 +59,7 @@ class ActorTrainer:
         self.temperature = temperature
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.critic = critic  # PPO-with-a-critic only; built after SFT by the actor worker
         self.steps = 0
 
     @torch.no_grad()
@@ -106,8 +110,23 @@ class ActorTrainer:
         return total, sums
 
     def update(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
-               ref_logp: torch.Tensor | None = None) -> dict[str, float]:
-        """``ppo_epochs`` x ``mini_batches`` optimizer steps on one rollout batch; mean metrics."""
+               ref_logp: torch.Tensor | None = None, old_values: torch.Tensor | None = None,
+               returns: torch.Tensor | None = None) -> dict[str, float]:
+        """``ppo_epochs`` x ``mini_batches`` optimizer steps on one rollout batch; mean metrics.
+
+        With ``returns`` (GAE targets) the critic is then regressed onto them on the same batch,
+        ``critic.epochs`` (default ``ppo_epochs``) x ``mini_batches`` steps.
+        """
+        metrics = self._update_actor(batch, old_logp, advantages, ref_logp)
+        if returns is not None:
+            if self.critic is None or old_values is None:
+                raise ValueError("update(returns=...) needs a critic (ActorTrainer(critic=...)) and old_values")
+            epochs = self.critic.cfg.epochs or self.cfg.ppo_epochs
+            metrics.update(self.critic.update(batch, old_values, returns, epochs, self.cfg.mini_batches))
+        return metrics
+
+    def _update_actor(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
+                      ref_logp: torch.Tensor | None) -> dict[str, float]:
         self.model.train()
         n = len(batch)
         sums: dict[str, float] = {}

@@ -6,6 +6,9 @@ GRPO, Dr.GRPO, DAPO, REINFORCE++ are *configurations* of the shared library, not
 - Dr.GRPO: ``adv: dr_grpo``, ``agg_mode: seq-mean-token-sum-norm``.
 - DAPO: ``clip_high: 0.28``, ``dynamic_sampling: true``, ``overlong_buffer > 0``, ``token-mean``.
 - REINFORCE++: ``adv: reinforce_pp`` (or ``reinforce_pp_baseline``), optional ``kl_in_reward``.
+- PPO with a critic: ``adv: gae`` plus an ``algorithm.critic`` section (:mod:`learner.llm.critic`);
+  token rewards are the score on the last response token (+ KL penalty with ``kl_in_reward``),
+  advantages are GAE over response tokens with the critic's values (:func:`gae_advantages`).
 """
 
 from __future__ import annotations
@@ -23,15 +26,19 @@ from learner.algorithms import (
     broadcast_to_tokens,
     compute_advantages,
     dynamic_sampling_mask,
+    gae,
     global_normalizer,
     kl_estimate,
     kl_loss,
     kl_penalized_rewards,
     overlong_penalty,
+    whiten,
 )
 from learner.config import ConfigError
+from learner.llm.critic import CriticConfig
 
-__all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_advantages", "policy_objective", "step_normalizer"]
+__all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_rewards", "token_advantages",
+           "gae_advantages", "policy_objective", "step_normalizer"]
 
 _TOKEN_LEVEL = {"reinforce_pp", "reinforce_pp_baseline"}
 
@@ -50,6 +57,9 @@ class AlgorithmConfig:
     kl_in_reward: bool = field(default=False, metadata={"help": "fold KL into token rewards (REINFORCE++) instead of the loss"})
     entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight"})
     gamma: float = field(default=1.0, metadata={"help": "discount for token-level returns"})
+    lam: float = field(default=0.95, metadata={"help": "GAE lambda (adv: gae only)"})
+    whiten_adv: bool = field(default=True, metadata={"help": "whiten GAE advantages over the batch (adv: gae only)"})
+    critic: CriticConfig | None = field(default=None, metadata={"help": "value model + optimizer; required by (and only used with) adv: gae"})
     dynamic_sampling: bool = field(default=False, metadata={"help": "DAPO: drop groups whose rewards are all equal"})
     overlong_buffer: int = field(default=0, metadata={"help": "DAPO overlong shaping buffer in tokens (0 = off)"})
     overlong_factor: float = field(default=1.0, metadata={"help": "DAPO overlong penalty at max length"})
@@ -59,9 +69,15 @@ class AlgorithmConfig:
             name = getattr(self, key)
             if name not in reg:
                 raise ConfigError(f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}")
-        if self.adv == "gae":
-            raise ConfigError("algorithm.adv=gae needs a critic, which the reasoning runner does not train "
-                              "yet; use grpo, dr_grpo, rloo, reinforce_pp or reinforce_pp_baseline")
+        if self.adv == "gae" and self.critic is None:
+            raise ConfigError("algorithm.adv=gae needs a critic: add an algorithm.critic section "
+                              "(e.g. algorithm.critic: {lr: 1.0e-3}), or use a critic-free adv "
+                              "(grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline)")
+        if self.adv != "gae" and self.critic is not None:
+            raise ConfigError(f"algorithm.critic is set but algorithm.adv={self.adv!r} does not use a critic; "
+                              "set algorithm.adv=gae or remove algorithm.critic")
+        if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"algorithm.gamma and algorithm.lam must be in [0, 1], got {self.gamma}, {self.lam}")
         if self.agg_mode not in AGG_MODES:
             raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
         if self.clip_low < 0 or self.clip_high < 0:
@@ -90,19 +106,50 @@ def token_advantages(
     algo: AlgorithmConfig, scores: Tensor, mask: Tensor, group_size: int,
     logp: Tensor | None = None, ref_logp: Tensor | None = None,
 ) -> Tensor:
-    """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator."""
+    """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator.
+
+    Critic-free estimators only; ``adv: gae`` needs values, see :func:`gae_advantages`.
+    """
+    if algo.adv == "gae":
+        raise ValueError("algorithm.adv=gae needs the critic's values: call gae_advantages(algo, scores, mask, values)")
     if algo.adv in _TOKEN_LEVEL:
-        last = mask.cumsum(-1) == mask.sum(-1, keepdim=True)
-        token_rewards = (last & mask.bool()).float() * scores[:, None]
-        if algo.kl_in_reward and algo.kl_coef > 0 and logp is not None and ref_logp is not None:
-            token_rewards = kl_penalized_rewards(token_rewards, logp, ref_logp, mask, algo.kl_coef, algo.kl_kind)
+        rewards = token_rewards(algo, scores, mask, logp, ref_logp)
         if algo.adv == "reinforce_pp_baseline":
-            extra = token_rewards - (last & mask.bool()).float() * scores[:, None]
+            extra = rewards - token_rewards(algo, scores, mask)
             return compute_advantages(algo.adv, scores=scores, mask=mask, group_size=group_size,
                                       token_rewards=extra, gamma=algo.gamma)
-        return compute_advantages(algo.adv, token_rewards=token_rewards, mask=mask, gamma=algo.gamma)
+        return compute_advantages(algo.adv, token_rewards=rewards, mask=mask, gamma=algo.gamma)
     adv = compute_advantages(algo.adv, scores=scores, group_size=group_size)
     return broadcast_to_tokens(adv, mask)
+
+
+def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,
+                  logp: Tensor | None = None, ref_logp: Tensor | None = None) -> Tensor:
+    """``[N, R]`` rewards: each score on its last response token, minus ``kl_coef * KL`` per token
+    when ``kl_in_reward`` (and both log-probs are given); 0 at padding."""
+    last = mask.cumsum(-1) == mask.sum(-1, keepdim=True)
+    rewards = (last & mask.bool()).to(scores.dtype) * scores[:, None]
+    if algo.kl_in_reward and algo.kl_coef > 0 and logp is not None and ref_logp is not None:
+        rewards = kl_penalized_rewards(rewards, logp, ref_logp, mask, algo.kl_coef, algo.kl_kind)
+    return rewards
+
+
+def gae_advantages(
+    algo: AlgorithmConfig, scores: Tensor, mask: Tensor, values: Tensor,
+    logp: Tensor | None = None, ref_logp: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """PPO-with-a-critic: ``(advantages, returns)``, both ``[N, R]``.
+
+    GAE (:func:`learner.algorithms.gae`, ``algo.gamma`` / ``algo.lam``) over the response tokens
+    of :func:`token_rewards` with the critic's ``values``; nothing is bootstrapped after the last
+    token (the answer is finished). ``returns = A + V`` are the critic's regression targets and
+    stay unwhitened; the advantages are whitened over the batch when ``algo.whiten_adv``.
+    """
+    rewards = token_rewards(algo, scores, mask, logp, ref_logp)
+    adv, returns = gae(rewards, values.to(rewards.dtype), mask, algo.gamma, algo.lam)
+    if algo.whiten_adv:
+        adv = whiten(adv, mask)
+    return adv, returns
 
 
 def policy_objective(

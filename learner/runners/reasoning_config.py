@@ -2,7 +2,8 @@
 
 One dataclass tree for the CPU demo and a GPU run: the placement string decides collocated
 vs disaggregated, ``rollout.backend`` picks hf / vllm / sglang, ``algorithm`` picks GRPO,
-Dr.GRPO, DAPO or REINFORCE++ from the shared library.
+Dr.GRPO, DAPO, REINFORCE++ or PPO with a critic (``adv: gae`` + ``algorithm.critic``) from the
+shared library.
 """
 
 from __future__ import annotations

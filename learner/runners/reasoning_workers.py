@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from learner.llm.actor import ActorTrainer
-from learner.llm.algo import keep_mask, shape_scores, token_advantages
-from learner.llm.batch import make_train_batch
+from learner.llm.algo import gae_advantages, keep_mask, shape_scores, token_advantages
+from learner.llm.batch import TrainBatch, make_train_batch
+from learner.llm.critic import CriticTrainer, build_critic
 from learner.llm.datasets import apply_template
 from learner.llm.model import build_model, save_model
 from learner.llm.rewards import combine
@@ -284,13 +285,35 @@ class ActorWorker(Worker):
         if bool(keep.any()):
             idx = keep.nonzero().squeeze(-1)
             sub = tb.slice(0, len(tb)) if bool(keep.all()) else _index(tb, idx)
-            adv = token_advantages(self.cfg.algorithm, scores[idx], sub.response_mask, n,
-                                   old[idx], None if ref is None else ref[idx])
-            metrics.update(self.trainer.update(sub, old[idx], adv, None if ref is None else ref[idx]))
+            metrics.update(self._update(sub, scores[idx], old[idx], None if ref is None else ref[idx]))
         metrics["time/logprob"] = t_logp
         metrics["time/train"] = time.perf_counter() - t1
         metrics["weight_version"] = float(self.publish())
         return metrics
+
+    def _update(self, tb: TrainBatch, scores: torch.Tensor, old: torch.Tensor,
+                ref: torch.Tensor | None) -> dict[str, float]:
+        """Advantages (critic-free, or GAE on the critic's values) and the actor (+ critic) update."""
+        algo = self.cfg.algorithm
+        if algo.adv != "gae":
+            adv = token_advantages(algo, scores, tb.response_mask, self.cfg.rollout.n, old, ref)
+            return self.trainer.update(tb, old, adv, ref)
+        values = self._critic().values(tb)
+        adv, returns = gae_advantages(algo, scores, tb.response_mask, values, old, ref)
+        metrics = self.trainer.update(tb, old, adv, ref, old_values=values, returns=returns)
+        m = tb.response_mask.bool()
+        var = returns[m].var() if int(m.sum()) > 1 else torch.tensor(0.0)
+        metrics["critic/explained_var"] = float(1.0 - (returns - values)[m].var() / var) if var > 0 else 0.0
+        return metrics
+
+    def _critic(self) -> CriticTrainer:
+        """The critic, built on first use, i.e. from the actor's weights after SFT (in this process)."""
+        if self.trainer.critic is None:
+            ccfg = self.cfg.algorithm.critic
+            assert ccfg is not None  # AlgorithmConfig.validate: adv=gae requires algorithm.critic
+            model = build_critic(self.cfg.model, ccfg, self.tokenizer, self.trainer.model).to(self.trainer.device)
+            self.trainer.critic = CriticTrainer(model, ccfg, self.cfg.actor.micro_batch)
+        return self.trainer.critic
 
     def get_version(self) -> int:
         return self.version
@@ -307,6 +330,8 @@ class ActorWorker(Worker):
         from learner.config import to_dict
 
         out = save_model(self.trainer.model, self.tokenizer, path)
+        if self.trainer.critic is not None:
+            self.trainer.critic.save(out)
         meta = {"runner": "reasoning", "weight_version": self.version, "optimizer_steps": self.trainer.steps,
                 "config": to_dict(self.cfg), **(extra or {})}
         (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str))

@@ -1,0 +1,1 @@
+"""Training side of the embodied runner: PPO / GRPO updates, gradient sync, the actor worker."""

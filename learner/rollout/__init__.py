@@ -1,0 +1,1 @@
+"""Env rollout: env construction and stages, trajectories, env / rollout workers, the toy env."""
