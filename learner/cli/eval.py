@@ -38,39 +38,42 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("rlinf eval: --episodes must be >= 1")
     if args.policy_server:
         return _eval_server(args)
-    path = Path(args.target)
-    meta_file = path / "meta.json"
-    if not meta_file.is_file():
-        raise FileNotFoundError(f"{path} is not a checkpoint directory (no meta.json); pass a checkpoint dir "
-                                f"such as runs/<name>/checkpoints/final")
-    runner = json.loads(meta_file.read_text()).get("runner", "embodied")
-    if runner == "reasoning":
+    meta = _checkpoint_meta(Path(args.target))
+    if meta.get("runner") == "reasoning":
         from learner.eval.llm import evaluate_llm_checkpoint
 
-        _print(evaluate_llm_checkpoint(str(path), dataset=args.dataset, episodes=args.episodes))
+        _print(evaluate_llm_checkpoint(str(meta["_dir"]), dataset=args.dataset, episodes=args.episodes))
         return 0
     from learner.config import parse_overrides
     from learner.eval.embodied import evaluate_checkpoint
 
     splits = args.ood.split(",") if args.ood else None
-    _print(evaluate_checkpoint(str(path), episodes=args.episodes, seed=args.seed, ood_splits=splits,
+    _print(evaluate_checkpoint(str(meta["_dir"]), episodes=args.episodes, seed=args.seed, ood_splits=splits,
                                video_path=args.video, overrides=parse_overrides(args.overrides)))
     return 0
 
 
+def _checkpoint_meta(path: Path) -> dict:
+    """meta.json of the checkpoint ``path`` points at: a checkpoint dir, a run's out_dir or its
+    checkpoints/ dir (latest iteration), or an LLM run's checkpoint/ dir."""
+    for cand in (path, path / "checkpoint"):
+        if (cand / "meta.json").is_file():
+            return {**json.loads((cand / "meta.json").read_text()), "_dir": cand}
+    from learner.checkpoint import resolve_checkpoint
+
+    found = resolve_checkpoint(path)  # raises FileNotFoundError with the layouts it accepts
+    return {**json.loads((found / "meta.json").read_text()), "_dir": found}
+
+
 def _eval_server(args: argparse.Namespace) -> int:
-    from learner.config import load_config
+    from learner.config import from_dict, load_config
+    from learner.runners.config import EnvConfig, EvalConfig
     from policy_server.sim_eval import run_sim_eval
 
     cfg = load_config(args.target, args.overrides)
-    env = dict(cfg.get("env") or {})
-    name = env.pop("name", None)
-    if not name:
-        from learner.config.errors import ConfigError
-
-        raise ConfigError(f"key 'env.name' is required in {args.target} to evaluate against a policy server")
-    env.pop("num_envs", None)
-    episodes = args.episodes or int((cfg.get("eval") or {}).get("episodes", 20))
-    seed = args.seed if args.seed is not None else int((cfg.get("eval") or {}).get("seed", 10_000))
-    _print(run_sim_eval(args.policy_server, name, env.get("kwargs", env), episodes, seed))
+    env = from_dict(EnvConfig, cfg.get("env") or {}, path="env")
+    eval_cfg = from_dict(EvalConfig, cfg.get("eval") or {}, path="eval")
+    episodes = args.episodes or eval_cfg.episodes
+    seed = args.seed if args.seed is not None else eval_cfg.seed_offset
+    _print(run_sim_eval(args.policy_server, env.name, env.factory_kwargs(), episodes, seed))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from learner.config.errors import ConfigError
@@ -40,7 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _default_environment() -> None:
+    """Headless defaults, set before Ray starts so every worker inherits them."""
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "osmesa")
+        os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+
 def main(argv: list[str] | None = None) -> int:
+    _default_environment()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -23,7 +23,10 @@ class RunnerSpec:
 RUNNERS: Registry[RunnerSpec] = Registry("runner")
 
 # runner name -> module that registers it (imported on first use)
-RUNNER_MODULES: dict[str, str] = {"embodied": "learner.runners.embodied"}
+RUNNER_MODULES: dict[str, str] = {
+    "embodied": "learner.runners.embodied",
+    "reasoning": "learner.runners.reasoning",
+}
 
 
 def get_runner(name: str) -> RunnerSpec:
