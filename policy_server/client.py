@@ -83,8 +83,8 @@ def _headers(api_key: str | None) -> dict[str, str] | None:
     return {"Authorization": f"Api-Key {api_key}"} if api_key else None
 
 
-class PolicyClient:
-    """Blocking client: ``PolicyClient("ws://host:8000").infer(obs) -> {"actions": ...}``."""
+class _ClientSettings:
+    """Connection settings and state shared by the blocking and the asyncio client."""
 
     def __init__(
         self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
@@ -95,8 +95,15 @@ class PolicyClient:
         self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
         self.metadata: ServerMetadata | dict[str, Any] = {}
         self.reconnects = 0
-        self._ws: websockets.sync.client.ClientConnection | None = None
+        self._ws: Any = None
         self._packer = Packer()
+
+
+class PolicyClient(_ClientSettings):
+    """Blocking client: ``PolicyClient("ws://host:8000").infer(obs) -> {"actions": ...}``."""
+
+    def __init__(self, url: str, **settings: Any) -> None:
+        super().__init__(url, **settings)
         self._call(lambda: None)  # connect now so errors surface at construction
 
     def _connect(self) -> websockets.sync.client.ClientConnection:
@@ -151,20 +158,9 @@ class PolicyClient:
         self.close()
 
 
-class AsyncPolicyClient:
+class AsyncPolicyClient(_ClientSettings):
     """asyncio client: ``client = await AsyncPolicyClient.connect(url)``; ``await client.infer(obs)``."""
 
-    def __init__(
-        self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
-    ) -> None:
-        self.url, self.api_key = url, api_key
-        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
-        self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
-        self.metadata: ServerMetadata | dict[str, Any] = {}
-        self.reconnects = 0
-        self._ws: websockets.asyncio.client.ClientConnection | None = None
-        self._packer = Packer()
 
     @classmethod
     async def connect(cls, url: str, **kwargs: Any) -> "AsyncPolicyClient":
