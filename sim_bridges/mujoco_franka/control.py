@@ -109,12 +109,16 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
 
 
 def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
-                actions: np.ndarray, target_rot: np.ndarray) -> np.ndarray:
+                actions: np.ndarray, target_rot: np.ndarray, q: np.ndarray | None = None,
+                rot: np.ndarray | None = None) -> np.ndarray:
     """Joint targets ``[B, 7]`` for normalised ``actions [B, A]`` (gripper column excluded).
 
     ``target_rot`` [B, 3, 3] is the held EE orientation; ``ee_delta`` rotates it in place.
+    ``q`` [B, 7] and ``rot`` [B, 3, 3] (EE rotation), when the caller already gathered them
+    from ``datas``, save reading them again.
     """
-    q = np.stack([d.qpos[fm.q_slice] for d in datas])
+    if q is None:
+        q = np.stack([d.qpos[fm.q_slice] for d in datas])
     if cfg.mode == "joint_delta":
         tgt = q + cfg.joint_scale * actions[:, :7]
         return np.clip(tgt, fm.arm_lower, fm.arm_upper)
@@ -122,7 +126,7 @@ def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
     if cfg.mode == "ee_delta":
         target_rot[:] = rotvec_to_matrix(cfg.rot_scale * actions[:, 3:6]) @ target_rot
     err = np.concatenate(
-        [cfg.pos_scale * actions[:, :3], orientation_error(target_rot, site_rotations(fm, datas))],
+        [cfg.pos_scale * actions[:, :3], orientation_error(target_rot, site_rotations(fm, datas) if rot is None else rot)],
         axis=1,
     )
     dq = dls_step(jac, err, q, cfg.damping, cfg.nullspace_gain)

@@ -13,7 +13,7 @@ features (reach: ``target(3) target-ee(3)``; push: ``obj, obj-ee, goal, goal-obj
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import mujoco
 import numpy as np
@@ -21,7 +21,9 @@ import numpy as np
 from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
-from sim_bridges.mujoco_franka.model import HOME_QPOS, FrankaModel, SceneOptions, compile_scene
+from sim_bridges.mujoco_franka.model import (
+    HOME_QPOS, FrankaModel, SceneOptions, _as_slice, compile_scene,
+)
 from sim_bridges.mujoco_franka.ood import VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
 from sim_bridges.mujoco_franka.tasks import FrankaTask, get_task
@@ -37,6 +39,38 @@ def cached_model(options: SceneOptions) -> FrankaModel:
     if key not in _MODEL_CACHE:
         _MODEL_CACHE[key] = compile_scene(options)
     return _MODEL_CACHE[key]
+
+
+# layout of FrankaVectorEnv._raw rows: what _row_sources gathers, then the task's raw_views
+_RAW_EE, _RAW_XMAT, _RAW_Q, _RAW_DQ, _RAW_GRIP = (slice(0, 3), slice(3, 12), slice(12, 19),
+                                                  slice(19, 26), slice(26, 28))
+_RAW_TASK = 28
+# raw columns of state[:, :23]: ee_pos, first two columns of R (xmat is row-major), q, dq
+_STATE_COLS = np.r_[0:3, 3, 6, 9, 4, 7, 10, 12:26]
+
+
+def _row_sources(fm: FrankaModel, d: mujoco.MjData, task: FrankaTask) -> Callable[[], tuple]:
+    """Callable returning the arrays one raw row is concatenated from. Views into ``d`` are
+    made once when every index is basic (the usual case); else they are re-indexed each call."""
+    grip = _as_slice(np.asarray(fm.grip_qpos))
+    parts = [(d.site_xpos, fm.ee_site), (d.site_xmat, fm.ee_site), (d.qpos, fm.q_slice),
+             (d.qvel, fm.dof_slice), (d.qpos, grip)]
+    if not any(isinstance(ix, np.ndarray) for _, ix in parts):
+        views = tuple(a[ix] for a, ix in parts) + tuple(task.raw_views(fm, d))
+        return lambda: views
+    return lambda: tuple(a[ix] for a, ix in parts) + tuple(task.raw_views(fm, d))
+
+
+def _ctrl_target(fm: FrankaModel, d: mujoco.MjData) -> Any:
+    """Something ``[:] = ctrl_row`` writes the actuators of ``[7 arm, 2 fingers]`` through."""
+    if isinstance(fm.ctrl_order, slice):
+        return d.ctrl[fm.ctrl_order]
+
+    class _Fancy:
+        def __setitem__(self, key: slice, value: np.ndarray) -> None:
+            d.ctrl[fm.ctrl_order] = value
+
+    return _Fancy()
 
 
 class FrankaVectorEnv(VectorEnv):
@@ -81,6 +115,12 @@ class FrankaVectorEnv(VectorEnv):
         self._ever_success = np.zeros(b, dtype=bool)
         # state rows of every env, kept current after each physics step and reset
         self._state_buf = np.zeros((b, self.spec.state_dim), dtype=np.float32)
+        # raw per-env quantities (layout: _RAW_*), gathered with one C call per env per step so
+        # state rows, rewards and the controller's inputs are computed batched in numpy
+        self._raw = np.zeros((b, _RAW_TASK + self.task.raw_dim))
+        self._raw_const = np.array([self.task.raw_const(fm) for fm in self.fms])
+        self._sources = [_row_sources(fm, d, self.task) for fm, d in zip(self.fms, self.datas)]
+        self._ctrl_views = [_ctrl_target(fm, d) for fm, d in zip(self.fms, self.datas)]
         self._needs_reset = True
 
     # ----------------------------------------------------------------- reset
@@ -109,7 +149,7 @@ class FrankaVectorEnv(VectorEnv):
         self._steps[i] = 0
         self._returns[i] = 0.0
         self._ever_success[i] = False
-        self._state(i, self._state_buf[i])
+        self._refresh(np.array([i]))
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray) -> StepResult:
@@ -128,9 +168,7 @@ class FrankaVectorEnv(VectorEnv):
             if active.size == 0:
                 break
             valid[active, k] = True
-            scores = self._apply(active, acts[active, k])
-            ok = np.fromiter((s[0] for s in scores), bool, len(active))
-            r = np.fromiter((s[1] for s in scores), np.float64, len(active))
+            ok, r = self._apply(active, acts[active, k])
             rewards[active, k] = r
             success[active] = ok
             self._returns[active] += r
@@ -145,37 +183,48 @@ class FrankaVectorEnv(VectorEnv):
         reward = rewards if chunked else rewards[:, 0]
         return obs, reward, terminated, truncated, info
 
-    def _apply(self, idx: np.ndarray, acts: np.ndarray) -> list[tuple[bool, float]]:
-        """One control step of envs ``idx``: controller, physics, then (while that env's data
-        is still hot in the CPU cache) its score and state row. Returns (success, reward)s."""
+    def _apply(self, idx: np.ndarray, acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One control step of envs ``idx``: controller, physics, then their state rows and
+        scores, batched. Returns (success ``[n]``, reward ``[n]``)."""
         ids = idx.tolist()
-        fms = [self.fms[i] for i in ids]
         datas = [self.datas[i] for i in ids]
+        raw = self._raw[idx]  # kinematics of the previous step1 / reset, still current
         rots = self._target_rot[idx]
         # all envs share kinematics, so any env's FrankaModel indexes them
-        targets = arm_targets(self.control, fms[0], datas, acts[:, :-1].astype(np.float64), rots)
+        targets = arm_targets(self.control, self.fms[0], datas, acts[:, :-1].astype(np.float64),
+                              rots, q=raw[:, _RAW_Q], rot=raw[:, _RAW_XMAT].reshape(-1, 3, 3))
         self._target_rot[idx] = rots
         ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
-        scores = []
-        for j, (i, fm, d) in enumerate(zip(ids, fms, datas)):
-            d.ctrl[fm.ctrl_order] = ctrl[j]
+        nsub = self.substeps - 1
+        for j, i in enumerate(ids):
+            model, d = self.fms[i].model, datas[j]
+            self._ctrl_views[i][:] = ctrl[j]
             # step2 first: the position/velocity stage of this step was done by the previous
             # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
             # with no extra pass; the physics is exactly mj_step(nstep=substeps)
-            mujoco.mj_step2(fm.model, d)
-            if self.substeps > 1:
-                mujoco.mj_step(fm.model, d, nstep=self.substeps - 1)
-            mujoco.mj_step1(fm.model, d)
-            scores.append(self._score(i))
-            self._state(i, self._state_buf[i])
-        return scores
+            mujoco.mj_step2(model, d)
+            if nsub > 0:
+                mujoco.mj_step(model, d, nstep=nsub)
+            mujoco.mj_step1(model, d)
+        return self._refresh(idx)
 
-    def _score(self, i: int) -> tuple[bool, float]:
-        fm, d = self.fms[i], self.datas[i]
-        ok, dense = self.task.evaluate(fm, d, d.site_xpos[fm.ee_site])
-        if self.cfg.reward == "sparse":
-            return ok, float(ok)
-        return ok, dense + float(ok)
+    def _refresh(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Gather envs ``idx`` into ``_raw``, rewrite their state rows; (success, reward)."""
+        raw_all = self._raw
+        for i in idx.tolist():
+            np.concatenate(self._sources[i](), out=raw_all[i])
+        raw = raw_all[idx]
+        ee, task_raw, const = raw[:, _RAW_EE], raw[:, _RAW_TASK:], self._raw_const[idx]
+        width = raw[:, _RAW_GRIP.start] - raw[:, _RAW_GRIP.start + 1]
+        state = np.empty((len(idx), self.spec.state_dim), np.float32)
+        state[:, : ROBOT_STATE_DIM - 1] = raw[:, _STATE_COLS]
+        state[:, ROBOT_STATE_DIM - 1] = width
+        state[:, ROBOT_STATE_DIM:] = self.task.batch_features(ee, task_raw, const)
+        self._state_buf[idx] = state
+        ok, dense = self.task.batch_evaluate(ee, task_raw, width, const)
+        ok = np.asarray(ok, dtype=bool)
+        reward = ok.astype(np.float64) if self.cfg.reward == "sparse" else dense + ok
+        return ok, reward
 
     def _finish(self, done: np.ndarray, success: np.ndarray, obs: Observation) -> dict[str, Any]:
         """Record episode stats; auto-reset finished envs, keeping their last obs as final.
@@ -202,18 +251,9 @@ class FrankaVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------ observation
     def _state(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
-        """State row of env ``i`` (layout in the module docstring), written into ``out``."""
-        fm, d = self.fms[i], self.datas[i]
+        """State row of env ``i`` (layout in the module docstring) as of its last refresh."""
         out = np.empty(self.spec.state_dim, np.float32) if out is None else out
-        ee = d.site_xpos[fm.ee_site]
-        out[0:3] = ee
-        xmat = d.site_xmat[fm.ee_site]
-        out[3:6] = xmat[0::3]  # first two columns of R
-        out[6:9] = xmat[1::3]
-        out[9:16] = d.qpos[fm.q_slice]
-        out[16:23] = d.qvel[fm.dof_slice]
-        out[23] = d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]
-        out[ROBOT_STATE_DIM:] = self.task.features(fm, d, ee)
+        out[:] = self._state_buf[i]
         return out
 
     def _observe(self, idx: np.ndarray | None = None, obs: Observation | None = None) -> Observation:

@@ -106,6 +106,30 @@ class FrankaTask(abc.ABC):
     def evaluate(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> tuple[bool, float]:
         """(success, dense reward) of the current state."""
 
+    # -- batched scoring: the vector env gathers each env's raw quantities into one array per
+    # step and scores / featurises all envs with a few numpy calls instead of per-env Python
+    # calls (the per-env path above costs more than the physics of a small step).
+    raw_dim: int = 0  # floats returned by ``raw_views`` together
+
+    def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
+        """Views into ``d`` (basic indexing only, so they stay live) of the task quantities."""
+        return ()
+
+    def raw_const(self, fm: FrankaModel) -> float:
+        """A per-env constant the batched methods need (e.g. the object's rest height)."""
+        return 0.0
+
+    def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
+        """``features`` of n envs: ``ee [n, 3]``, ``raw [n, raw_dim]``, ``const [n]``."""
+        raise NotImplementedError(f"task '{self.name}' does not implement batch_features; "
+                                  "add it (and raw_views) so FrankaVectorEnv can score it")
+
+    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
+                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``evaluate`` of n envs: (success ``[n]`` bool, dense reward ``[n]`` float64)."""
+        raise NotImplementedError(f"task '{self.name}' does not implement batch_evaluate; "
+                                  "add it (and raw_views) so FrankaVectorEnv can score it")
+
     @abc.abstractmethod
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         """Scripted expert: desired EE displacement (metres, world xyz) and gripper in [-1, 1]."""

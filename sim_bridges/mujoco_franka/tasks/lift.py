@@ -49,6 +49,25 @@ class LiftTask(FrankaTask):
             reward += 0.5 + 5.0 * min(max(height, 0.0), LIFT_HEIGHT)
         return success, reward
 
+    raw_dim = 3  # object position
+
+    def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
+        return (body_pos(fm, d, "object"),)
+
+    def raw_const(self, fm: FrankaModel) -> float:
+        return object_rest_z(fm)
+
+    def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
+        return np.concatenate([raw, raw - ee, (raw[:, 2] - const)[:, None]], axis=1)
+
+    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
+                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        height = raw[:, 2] - const
+        dist = np.linalg.norm(raw - ee, axis=1)
+        grasped = (dist < 0.03) & (width < 0.075)
+        bonus = 0.5 + 5.0 * np.clip(height, 0.0, LIFT_HEIGHT)
+        return height > LIFT_HEIGHT, -dist + np.where(grasped, bonus, 0.0)
+
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         obj = body_pos(fm, d, "object")
         width = gripper_width(fm, d)

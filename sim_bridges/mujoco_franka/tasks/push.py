@@ -53,6 +53,21 @@ class PushTask(FrankaTask):
         goal = self._goal_dist(fm, d)
         return goal < self.success_radius, -reach - 2.0 * goal
 
+    raw_dim = 6  # object position, goal position
+
+    def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
+        return body_pos(fm, d, "object"), d.mocap_pos[fm.marker_mocap["goal"]]
+
+    def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
+        obj, goal = raw[:, :3], raw[:, 3:6]
+        return np.concatenate([obj, obj - ee, goal, goal - obj], axis=1)
+
+    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
+                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        reach = np.linalg.norm(raw[:, :3] - ee, axis=1)
+        goal = np.linalg.norm(raw[:, 3:5] - raw[:, :2], axis=1)
+        return goal < self.success_radius, -reach - 2.0 * goal
+
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         obj = body_pos(fm, d, "object").copy()
         goal = d.mocap_pos[fm.marker_mocap["goal"]]

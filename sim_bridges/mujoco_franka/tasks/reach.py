@@ -40,5 +40,19 @@ class ReachTask(FrankaTask):
         dist = math.sqrt(float(diff @ diff))  # np.linalg.norm costs ~3x more on 3-vectors
         return dist < self.success_radius, -dist
 
+    raw_dim = 3
+
+    def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
+        return (d.mocap_pos[fm.marker_mocap["target"]],)
+
+    def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
+        return np.concatenate([raw, raw - ee], axis=1)
+
+    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
+                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        diff = raw - ee
+        dist = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        return dist < self.success_radius, -dist
+
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         return np.concatenate([self._target(fm, d) - ee, [1.0]])
