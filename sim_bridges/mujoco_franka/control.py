@@ -45,6 +45,15 @@ class ControlConfig:
         return ACTION_DIMS[self.mode]
 
 
+_EYE3 = np.eye(3)
+_EYES = {n: np.eye(n) for n in (3, 6, 7)}
+
+
+def _eye(n: int) -> np.ndarray:
+    """Cached identity (read-only use): ``np.eye`` each control step is measurable overhead."""
+    return _EYES[n] if n in _EYES else np.eye(n)
+
+
 def gripper_ctrl(action: np.ndarray) -> np.ndarray:
     """Gripper action in [-1, 1] -> finger targets ``[B, 2]`` (each finger moves half the width)."""
     half = (np.asarray(action, dtype=np.float64) + 1.0) * 0.25 * GRIPPER_MAX_WIDTH
@@ -75,7 +84,7 @@ def rotvec_to_matrix(rotvecs: np.ndarray) -> np.ndarray:
     safe = np.where(angle < 1e-9, 1.0, angle)
     a = np.where(angle < 1e-9, 1.0, np.sin(safe) / safe)
     b = np.where(angle < 1e-9, 0.5, (1.0 - np.cos(safe)) / safe**2)
-    return np.eye(3) + a * k + b * (k @ k)
+    return _EYE3 + a * k + b * (k @ k)
 
 
 def matrix_to_rotvec(mats: np.ndarray) -> np.ndarray:
@@ -99,11 +108,11 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
     """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to the home pose."""
     jt = np.swapaxes(jac, 1, 2)
     rows = jac.shape[1]
-    jjt = jac @ jt + (damping**2) * np.eye(rows)
+    jjt = jac @ jt + (damping**2) * _eye(rows)
     pinv = np.swapaxes(np.linalg.solve(jjt, jac), 1, 2)  # J^T (J J^T + l^2 I)^-1, [B, 7, rows]
     dq = (pinv @ err[..., None])[..., 0]
     if nullspace_gain > 0:
-        null = np.eye(jac.shape[2]) - pinv @ jac
+        null = _eye(jac.shape[2]) - pinv @ jac
         dq += (null @ (nullspace_gain * (HOME_QPOS - q))[..., None])[..., 0]
     return dq
 

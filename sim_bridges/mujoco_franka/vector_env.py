@@ -130,6 +130,7 @@ class FrankaVectorEnv(VectorEnv):
             self._rngs = [np.random.default_rng(seed + i) for i in range(self.num_envs)]
         for i in range(self.num_envs):
             self._reset_one(i)
+        self._refresh(np.arange(self.num_envs))
         self._needs_reset = False
         return self._observe()
 
@@ -149,7 +150,7 @@ class FrankaVectorEnv(VectorEnv):
         self._steps[i] = 0
         self._returns[i] = 0.0
         self._ever_success[i] = False
-        self._refresh(np.array([i]))
+        # the caller refreshes _raw / state rows of all reset envs in one batch
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray) -> StepResult:
@@ -164,11 +165,13 @@ class FrankaVectorEnv(VectorEnv):
         truncated = np.zeros(b, dtype=bool)
         success = np.zeros(b, dtype=bool)
         for k in range(chunk):
-            active = np.flatnonzero(~(terminated | truncated))
-            if active.size == 0:
+            idx = np.flatnonzero(~(terminated | truncated))
+            if idx.size == 0:
                 break
+            # a slice (views, no copies) in the common case of every env still running
+            active = slice(None) if idx.size == b else idx
             valid[active, k] = True
-            ok, r = self._apply(active, acts[active, k])
+            ok, r = self._apply(idx, active, acts[active, k])
             rewards[active, k] = r
             success[active] = ok
             self._returns[active] += r
@@ -183,17 +186,19 @@ class FrankaVectorEnv(VectorEnv):
         reward = rewards if chunked else rewards[:, 0]
         return obs, reward, terminated, truncated, info
 
-    def _apply(self, idx: np.ndarray, acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One control step of envs ``idx``: controller, physics, then their state rows and
-        scores, batched. Returns (success ``[n]``, reward ``[n]``)."""
+    def _apply(self, idx: np.ndarray, sel: np.ndarray | slice,
+               acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One control step of envs ``idx`` (``sel`` indexes the same rows, maybe as a slice):
+        controller, physics, then their state rows and scores, batched.
+        Returns (success ``[n]``, reward ``[n]``)."""
         ids = idx.tolist()
         datas = [self.datas[i] for i in ids]
-        raw = self._raw[idx]  # kinematics of the previous step1 / reset, still current
-        rots = self._target_rot[idx]
+        raw = self._raw[sel]  # kinematics of the previous step1 / reset, still current
+        rots = self._target_rot[sel]
         # all envs share kinematics, so any env's FrankaModel indexes them
         targets = arm_targets(self.control, self.fms[0], datas, acts[:, :-1].astype(np.float64),
                               rots, q=raw[:, _RAW_Q], rot=raw[:, _RAW_XMAT].reshape(-1, 3, 3))
-        self._target_rot[idx] = rots
+        self._target_rot[sel] = rots
         ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
         nsub = self.substeps - 1
         for j, i in enumerate(ids):
@@ -206,21 +211,23 @@ class FrankaVectorEnv(VectorEnv):
             if nsub > 0:
                 mujoco.mj_step(model, d, nstep=nsub)
             mujoco.mj_step1(model, d)
-        return self._refresh(idx)
+        return self._refresh(idx, sel)
 
-    def _refresh(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _refresh(self, idx: np.ndarray,
+                 sel: np.ndarray | slice | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Gather envs ``idx`` into ``_raw``, rewrite their state rows; (success, reward)."""
+        sel = idx if sel is None else sel
         raw_all = self._raw
         for i in idx.tolist():
             np.concatenate(self._sources[i](), out=raw_all[i])
-        raw = raw_all[idx]
-        ee, task_raw, const = raw[:, _RAW_EE], raw[:, _RAW_TASK:], self._raw_const[idx]
+        raw = raw_all[sel]
+        ee, task_raw, const = raw[:, _RAW_EE], raw[:, _RAW_TASK:], self._raw_const[sel]
         width = raw[:, _RAW_GRIP.start] - raw[:, _RAW_GRIP.start + 1]
         state = np.empty((len(idx), self.spec.state_dim), np.float32)
         state[:, : ROBOT_STATE_DIM - 1] = raw[:, _STATE_COLS]
         state[:, ROBOT_STATE_DIM - 1] = width
         state[:, ROBOT_STATE_DIM:] = self.task.batch_features(ee, task_raw, const)
-        self._state_buf[idx] = state
+        self._state_buf[sel] = state
         ok, dense = self.task.batch_evaluate(ee, task_raw, width, const)
         ok = np.asarray(ok, dtype=bool)
         reward = ok.astype(np.float64) if self.cfg.reward == "sparse" else dense + ok
@@ -246,6 +253,7 @@ class FrankaVectorEnv(VectorEnv):
             info["success"][idx] = self._ever_success[idx]
             for i in idx:
                 self._reset_one(i)
+            self._refresh(idx)
             self._observe(idx, obs)
         return info
 
