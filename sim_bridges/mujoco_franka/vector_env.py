@@ -121,6 +121,7 @@ class FrankaVectorEnv(VectorEnv):
         self._raw_const = np.array([self.task.raw_const(fm) for fm in self.fms])
         self._sources = [_row_sources(fm, d, self.task) for fm, d in zip(self.fms, self.datas)]
         self._ctrl_views = [_ctrl_target(fm, d) for fm, d in zip(self.fms, self.datas)]
+        self._models = [fm.model for fm in self.fms]
         self._needs_reset = True
 
     # ----------------------------------------------------------------- reset
@@ -201,9 +202,10 @@ class FrankaVectorEnv(VectorEnv):
         self._target_rot[sel] = rots
         ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
         nsub = self.substeps - 1
+        models, ctrl_views = self._models, self._ctrl_views
         for j, i in enumerate(ids):
-            model, d = self.fms[i].model, datas[j]
-            self._ctrl_views[i][:] = ctrl[j]
+            model, d = models[i], datas[j]
+            ctrl_views[i][:] = ctrl[j]
             # step2 first: the position/velocity stage of this step was done by the previous
             # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
             # with no extra pass; the physics is exactly mj_step(nstep=substeps)
@@ -223,11 +225,13 @@ class FrankaVectorEnv(VectorEnv):
         raw = raw_all[sel]
         ee, task_raw, const = raw[:, _RAW_EE], raw[:, _RAW_TASK:], self._raw_const[sel]
         width = raw[:, _RAW_GRIP.start] - raw[:, _RAW_GRIP.start + 1]
-        state = np.empty((len(idx), self.spec.state_dim), np.float32)
+        whole = isinstance(sel, slice)  # then write the rows in place
+        state = self._state_buf if whole else np.empty((len(idx), self.spec.state_dim), np.float32)
         state[:, : ROBOT_STATE_DIM - 1] = raw[:, _STATE_COLS]
         state[:, ROBOT_STATE_DIM - 1] = width
         state[:, ROBOT_STATE_DIM:] = self.task.batch_features(ee, task_raw, const)
-        self._state_buf[sel] = state
+        if not whole:
+            self._state_buf[sel] = state
         ok, dense = self.task.batch_evaluate(ee, task_raw, width, const)
         ok = np.asarray(ok, dtype=bool)
         reward = ok.astype(np.float64) if self.cfg.reward == "sparse" else dense + ok
