@@ -73,6 +73,8 @@ def _ctrl_target(fm: FrankaModel, d: mujoco.MjData) -> Any:
     return _Fancy()
 
 
+VIDEO_HW = (240, 320)  # height, width of render_frames() for state-obs envs
+
 class FrankaVectorEnv(VectorEnv):
     """The embedded default simulator: Franka Panda reach / push / lift on a table."""
 
@@ -293,7 +295,9 @@ class FrankaVectorEnv(VectorEnv):
 
     def render_frames(self) -> np.ndarray | None:
         if self._video_rig is None:
-            self._video_rig = self._rig or CameraRig(*self.cfg.image_hw, self.cfg.robot_look)
+            # image-obs envs reuse their observation cameras; state-obs envs get a rig sized for
+            # people (obs images are sized for policies: 64 px of collision meshes)
+            self._video_rig = self._rig or CameraRig(*VIDEO_HW, "visual")
         return self._video_rig.render(self.fms, self.datas, "third", self._visuals)
 
     def close(self) -> None:

@@ -150,5 +150,5 @@ def test_reach_defaults_for_the_ppo_runner() -> None:
     obs = env.reset(seed=0)
     assert obs["images"] == {} and obs["instruction"] == [s.instruction] * 2
     frames = env.render_frames()  # video frames work in state mode too
-    assert frames.shape == (2, 64, 64, 3) and frames.std() > 5
+    assert frames.shape == (2, 240, 320, 3) and frames.std() > 5  # sized for people, not policies
     env.close()
