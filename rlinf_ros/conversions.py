@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from robot_drivers.cameras import CameraIntrinsics
 from robot_drivers.types import EEPose
+
+log = logging.getLogger(__name__)
 
 
 class ConversionError(ValueError):
@@ -172,6 +175,16 @@ def joint_state_to_arrays(msg: JointState, names: list[str]) -> tuple[np.ndarray
     """(position, velocity, effort) in the order of ``names`` (empty fields -> zeros)."""
     return tuple(_reorder(list(msg.name), getattr(msg, f), names, f)  # type: ignore[return-value]
                  for f in ("position", "velocity", "effort"))
+
+
+def arm_positions(msg: JointState, arms: list[list[str]]) -> np.ndarray | None:
+    """Joint positions of one or more arms (each a list of joint names), concatenated in arm
+    order; None (with a warning) when the message lacks a joint, so callers just skip it."""
+    try:
+        return np.concatenate([joint_state_to_arrays(msg, names)[0] for names in arms])
+    except ConversionError as e:
+        log.warning("joint_states: %s", e)
+        return None
 
 
 # ---- poses -------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ import numpy as np
 from rlinf_ros.config import RosGraphConfig, load_graph_config
 from rlinf_ros.conversions import (
     ConversionError,
+    arm_positions,
     image_to_rgb,
-    joint_state_to_arrays,
     pose_from_msg,
     stamp_to_sec,
     trajectory_msg,
@@ -136,10 +136,8 @@ class RosRobotEnv(VectorEnv):
             self._new_obs.notify_all()
 
     def _on_joints(self, msg: Any) -> None:
-        try:
-            q = np.concatenate([joint_state_to_arrays(msg, names)[0] for names in self.arm_joints])
-        except ConversionError as e:
-            log.warning("joint_states: %s", e)
+        q = arm_positions(msg, self.arm_joints)
+        if q is None:
             return
         self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
         with self._new_obs:

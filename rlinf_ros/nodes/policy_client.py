@@ -25,8 +25,8 @@ from trajectory_msgs.msg import JointTrajectory
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
 from rlinf_ros.conversions import (
     ConversionError,
+    arm_positions,
     image_to_rgb,
-    joint_state_to_arrays,
     stamp_to_sec,
     trajectory_msg,
 )
@@ -77,12 +77,9 @@ class PolicyClientNode(Node):
 
     # ---- inputs -------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
-        try:
-            q = np.concatenate([joint_state_to_arrays(msg, names)[0] for names in self.arm_joints])
-        except ConversionError as e:
-            log.warning("joint_states: %s", e)
-            return
-        self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
+        q = arm_positions(msg, self.arm_joints)
+        if q is not None:
+            self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
 
     def _on_gripper(self, msg: JointState) -> None:
         for i, finger in enumerate(self.fingers):

@@ -94,6 +94,15 @@ class FrankaTask(abc.ABC):
                 "capsule": (0.015, 0.012)}[shape]
         return (ObjectSpec(name="object", shape=shape, size=size),)
 
+    def place_object(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator,
+                     box: Workspace, max_yaw: float) -> np.ndarray:
+        """Put the object upright on the table at a position sampled from ``box`` (scaled and
+        shifted by the OOD knobs) and a yaw in [-max_yaw, max_yaw]; returns its position."""
+        obj = box.sample(rng, self.pos_scale, self.pos_shift)
+        obj[2] = object_rest_z(fm)
+        set_free_pose(fm, d, "object", obj, yaw=float(rng.uniform(-max_yaw, max_yaw)))
+        return obj
+
     @abc.abstractmethod
     def reset(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator) -> None:
         """Place objects and markers for a new episode (robot is already at home)."""

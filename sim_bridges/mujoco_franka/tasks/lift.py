@@ -12,7 +12,7 @@ import numpy as np
 
 from sim_bridges.mujoco_franka.model import FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import (
-    FrankaTask, Workspace, body_pos, gripper_width, object_rest_z, register_task, set_free_pose,
+    FrankaTask, Workspace, body_pos, gripper_width, object_rest_z, register_task,
 )
 
 OBJECT_BOX = Workspace(center=(-0.08, 0.0, 0.0), half=(0.08, 0.12, 0.0))
@@ -28,9 +28,7 @@ class LiftTask(FrankaTask):
     default_max_steps = 80
 
     def reset(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator) -> None:
-        obj = OBJECT_BOX.sample(rng, self.pos_scale, self.pos_shift)
-        obj[2] = object_rest_z(fm)
-        set_free_pose(fm, d, "object", obj, yaw=float(rng.uniform(-np.pi / 4, np.pi / 4)))
+        obj = self.place_object(fm, d, rng, OBJECT_BOX, max_yaw=np.pi / 4)
 
     def features(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         obj = body_pos(fm, d, "object")
