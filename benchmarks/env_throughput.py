@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -28,9 +27,9 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench_results import RESULTS, machine_meta, write_table  # noqa: E402
 from sim_bridges.registry import make_env  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
 
 
 def record_controls(env, actions: np.ndarray) -> tuple[list, np.ndarray]:
@@ -135,24 +134,20 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, seconds: f
 
 
 def write(rows: list[dict], args: argparse.Namespace) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "mujoco": mujoco.__version__, "num_envs": args.num_envs, "seconds": args.seconds,
-            "note": "single process, one core; shared machine, so absolute rates vary with load"}
-    (RESULTS / "env_throughput.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    lines = ["# MuJoCo Franka env throughput", "",
-             f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.", "",
+    meta = machine_meta(mujoco=mujoco.__version__, num_envs=args.num_envs, seconds=args.seconds,
+                        note="single process, one core; shared machine, so absolute rates vary with load")
+    intro = [f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.",
              "ratio = raw physics CPU time / env CPU time for the same trajectory (process CPU time, "
              "robust to other jobs on the machine); wall = the same from wall-clock rates; physics share = "
-             "fraction of env.step CPU time spent inside mj_step (instrumented pass).", "",
-             "| task | obs | image | substeps | env steps/s (wall) | env steps/CPU-s | raw mj_step/CPU-s | ratio | ratio (wall) | physics share |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        img = f"{r['image_size']}px x{r['cameras']}" if r["image_size"] else "-"
-        lines.append(f"| {r['task']} | {r['obs_mode']} | {img} | {r['substeps']} | {r['env_steps_per_s']} | "
-                     f"{r['env_steps_per_cpu_s']} | {r['raw_mj_steps_per_cpu_s']} | {r['overhead_ratio']} | "
-                     f"{r['overhead_ratio_wall']} | {r['physics_share_in_env']} |")
-    (RESULTS / "env_throughput.md").write_text("\n".join(lines) + "\n")
+             "fraction of env.step CPU time spent inside mj_step (instrumented pass)."]
+    columns = [("task", lambda r: r["task"]), ("obs", lambda r: r["obs_mode"]),
+               ("image", lambda r: f"{r['image_size']}px x{r['cameras']}" if r["image_size"] else "-"),
+               ("substeps", lambda r: r["substeps"]), ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
+               ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
+               ("raw mj_step/CPU-s", lambda r: r["raw_mj_steps_per_cpu_s"]), ("ratio", lambda r: r["overhead_ratio"]),
+               ("ratio (wall)", lambda r: r["overhead_ratio_wall"]),
+               ("physics share", lambda r: r["physics_share_in_env"])]
+    write_table("env_throughput", "MuJoCo Franka env throughput", intro, meta, rows, columns)
 
 
 def main() -> None:

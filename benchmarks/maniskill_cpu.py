@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench_results import RESULTS, machine_meta, write_table
 from sim_bridges.maniskill_bridge import scale_actions
 from sim_bridges.registry import make_env
 
-RESULTS = Path(__file__).parent / "results"
 
 
 class Clock:
@@ -86,24 +84,19 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     import mani_skill
     import sapien
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "mani_skill": mani_skill.__version__, "sapien": sapien.__version__, "num_envs": args.num_envs,
-            "note": "physx_cpu, one process; shared 2-core machine, so absolute rates vary with load"}
-    (RESULTS / "maniskill_cpu.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    lines = ["# ManiSkill3 bridge on physx_cpu", "",
-             f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.", "",
+    meta = machine_meta(mani_skill=mani_skill.__version__, sapien=sapien.__version__, num_envs=args.num_envs,
+                        note="physx_cpu, one process; shared 2-core machine, so absolute rates vary with load")
+    intro = [f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.",
              "ratio = raw ManiSkill CPU time / bridge CPU time for the same actions (1.0 = no bridge "
              "overhead); build = wall seconds to build the B envs (camera rows include lavapipe's "
-             "shader compilation, once per process and image size).", "",
-             "| task | obs | image | build s | env steps/s (wall) | env steps/CPU-s | raw steps/s (wall) | ratio | ratio (wall) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        img = f"{r['image_size']}px" if r["image_size"] else "-"
-        lines.append(f"| {r['task']} | {r['obs_mode']} | {img} | {r['build_s']} | {r['env_steps_per_s']} | "
-                     f"{r['env_steps_per_cpu_s']} | {r['raw_steps_per_s']} | {r['overhead_ratio']} | "
-                     f"{r['overhead_ratio_wall']} |")
-    (RESULTS / "maniskill_cpu.md").write_text("\n".join(lines) + "\n")
+             "shader compilation, once per process and image size)."]
+    columns = [("task", lambda r: r["task"]), ("obs", lambda r: r["obs_mode"]),
+               ("image", lambda r: f"{r['image_size']}px" if r["image_size"] else "-"),
+               ("build s", lambda r: r["build_s"]), ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
+               ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
+               ("raw steps/s (wall)", lambda r: r["raw_steps_per_s"]), ("ratio", lambda r: r["overhead_ratio"]),
+               ("ratio (wall)", lambda r: r["overhead_ratio_wall"])]
+    write_table("maniskill_cpu", "ManiSkill3 bridge on physx_cpu", intro, meta, rows, columns)
 
 
 def main() -> None:
