@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
