@@ -27,7 +27,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench_results import RESULTS, machine_meta, write_table  # noqa: E402
-from sim_bridges.registry import make_env  # noqa: E402
+from rlinf_contracts.env_registry import make_env  # noqa: E402
 
 
 

@@ -85,7 +85,7 @@ def bench_generate(model_cfg: ModelConfig, n_prompts: int, n: int, max_new: int,
 
 def bench_steps(steps: int) -> list[dict]:
     from learner.cluster import Cluster
-    from learner.config import from_dict, load_config
+    from rlinf_contracts.config import from_dict, load_config
     from learner.runners.reasoning import ReasoningConfig, run
 
     layouts = [("inline", "inline", {"rollout,reward,actor": "0"}),

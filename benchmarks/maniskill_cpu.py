@@ -24,7 +24,7 @@ import numpy as np
 
 from bench_results import RESULTS, machine_meta, write_table
 from sim_bridges.maniskill_bridge import scale_actions
-from sim_bridges.registry import make_env
+from rlinf_contracts.env_registry import make_env
 
 
 

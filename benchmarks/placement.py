@@ -72,7 +72,7 @@ def workload(name: str) -> dict:
 
 def run_mode(cluster, label: str, placement: dict, fuse: bool, stages: int, work: str, iters: int,
              warmup: int, out: Path) -> dict:
-    from learner.config import from_dict
+    from rlinf_contracts.config import from_dict
     from learner.runners import get_runner
     from learner.runners.config import EmbodiedConfig
 

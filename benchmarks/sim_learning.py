@@ -52,7 +52,7 @@ def curve(history: list[dict], points: int = 8) -> list[dict]:
 
 
 def run_task(cluster, name: str, path: str, budget: float, episodes: int, out: Path) -> dict:
-    from learner.config import from_dict, load_config
+    from rlinf_contracts.config import from_dict, load_config
     from learner.runners import get_runner
 
     raw = load_config(ROOT / path, [f"train.time_budget_s={budget}", "train.iterations=100000",

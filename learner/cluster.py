@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from learner.config.errors import ConfigError
+from rlinf_contracts.config.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
-from learner.config.errors import ConfigError
+from rlinf_contracts.config.errors import ConfigError
 
 Mode = Literal["collocated", "disaggregated", "hybrid"]
 

@@ -1,6 +1,6 @@
 """Policy server: openpi-compatible WebSocket inference with batching and weight hot-swap.
 
-Deliberately imports nothing: ``policy_server.wire`` / ``policy_server.messages`` (numpy +
+Deliberately imports nothing: ``rlinf_contracts.wire`` / ``policy_server.messages`` (numpy +
 msgpack only) must stay importable on a robot PC without torch. Modules:
 
 - ``wire`` — the one msgpack+numpy codec; ``messages`` — typed metadata / weight-push frames

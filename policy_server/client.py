@@ -21,7 +21,7 @@ import websockets.asyncio.client
 import websockets.sync.client
 
 from policy_server.messages import MessageError, ServerMetadata
-from policy_server.wire import Packer, unpackb
+from rlinf_contracts.wire import Packer, unpackb
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Policy-server configuration: one typed dataclass, validated with errors that name the key.
 
-Built from YAML / CLI flags through ``learner.config.from_dict`` (which calls :meth:`validate`),
+Built from YAML / CLI flags through ``rlinf_contracts.config.from_dict`` (which calls :meth:`validate`),
 or directly in Python. Secrets may come from the environment so they stay out of config files:
 ``RLINF_WEIGHTS_TOKEN`` (weight push) and ``RLINF_API_KEY`` (inference clients).
 
@@ -8,7 +8,7 @@ or directly in Python. Secrets may come from the environment so they stay out of
 >>> ServerConfig(max_batch=0).validate()
 Traceback (most recent call last):
 ...
-learner.config.errors.ConfigError: key 'server.max_batch' must be >= 1, got 0; ...
+rlinf_contracts.config.errors.ConfigError: key 'server.max_batch' must be >= 1, got 0; ...
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from learner.config.errors import ConfigError
+from rlinf_contracts.config.errors import ConfigError
 
 WEIGHTS_TOKEN_ENV = "RLINF_WEIGHTS_TOKEN"
 API_KEY_ENV = "RLINF_API_KEY"

@@ -3,7 +3,7 @@
 Why dataclasses over loose dicts: the server, the client library, the learner's push helper and
 the ROS policy-client node all build or read these frames; one definition with ``to_wire`` /
 ``from_wire`` keeps them in step, and ``from_wire`` says exactly which field was wrong.
-Imports only numpy + msgpack (via :mod:`policy_server.wire`), like the codec.
+Imports only numpy + msgpack (via :mod:`rlinf_contracts.wire`), like the codec.
 
 >>> meta = ServerMetadata(policy_name="mlp", observation_spec={"state": ("float32", (3,))},
 ...                       action_dim=2, chunk=4, weight_version=5)

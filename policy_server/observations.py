@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 ObservationSpec = dict[str, tuple[str, tuple[int, ...]]]
 Canonical = dict[str, Any]  # {"state": array, "images": {cam: HxWx3}, "instruction": str}

@@ -16,7 +16,7 @@ import websockets
 from policy_server.client import open_sync
 from policy_server.config import WEIGHTS_TOKEN_ENV
 from policy_server.messages import ServerMetadata, WeightAck, WeightPush
-from policy_server.wire import packb, unpackb
+from rlinf_contracts.wire import packb, unpackb
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from policy_server.hotswap import ModelSlot, WeightLoadError
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.metrics import ServerMetrics
 from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
-from policy_server.wire import Packer, WireError, packb, unpackb
+from rlinf_contracts.wire import Packer, WireError, packb, unpackb
 
 log = logging.getLogger(__name__)
 

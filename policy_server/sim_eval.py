@@ -16,8 +16,8 @@ import numpy as np
 
 from policy_server.client import AsyncPolicyClient
 from policy_server.messages import ServerMetadata
-from sim_bridges.contract import EnvSpec, VectorEnv
-from sim_bridges.registry import make_env
+from rlinf_contracts.env import EnvSpec, VectorEnv
+from rlinf_contracts.env_registry import make_env
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learner.config import ConfigError, from_dict, load_config
+from rlinf_contracts.config import ConfigError, from_dict, load_config
 from robot_drivers.cameras import CameraConfig
 from robot_drivers.factory import ArmConfig
 

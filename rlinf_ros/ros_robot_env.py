@@ -36,8 +36,8 @@ from rlinf_ros.conversions import (
 )
 from rlinf_ros.policy_loop import ARM_DOF, chunk_to_targets
 from rlinf_ros.sync import ApproxTimeSync
-from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
-from sim_bridges.registry import register_env
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env_registry import register_env
 
 log = logging.getLogger(__name__)
 

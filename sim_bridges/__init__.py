@@ -1,6 +1,6 @@
-"""Simulators behind one batched vector-env contract (:mod:`sim_bridges.contract`).
+"""Simulators behind one batched vector-env contract (:mod:`rlinf_contracts.env`).
 
-Pick one by name through :func:`sim_bridges.registry.make_env` (simulators import lazily):
+Pick one by name through :func:`rlinf_contracts.env_registry.make_env` (simulators import lazily):
 
 - ``mujoco_franka/<reach|push|lift>`` — the embedded default, a Franka Panda in MuJoCo
   (:mod:`sim_bridges.mujoco_franka`); also ``FrankaScene`` for single-robot drivers;

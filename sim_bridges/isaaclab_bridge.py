@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
-from sim_bridges.registry import register_env
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env_registry import register_env
 
 SUCCESS_TERMS = ("success", "object_reached_goal", "goal_reached")
 

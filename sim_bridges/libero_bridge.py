@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec
+from rlinf_contracts.env import EnvSpec
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
-from sim_bridges.registry import register_env
+from rlinf_contracts.env_registry import register_env
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}

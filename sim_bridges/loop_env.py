@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 
 
 @dataclass

@@ -27,9 +27,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
-from sim_bridges.registry import register_env
+from rlinf_contracts.env_registry import register_env
 
 log = logging.getLogger(__name__)
 CONTROL_MODES = {"ee_delta": "pd_ee_delta_pose", "ee_delta_pos": "pd_ee_delta_pos",

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec
+from rlinf_contracts.env import EnvSpec
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
-from sim_bridges.registry import register_env
+from rlinf_contracts.env_registry import register_env
 
 log = logging.getLogger(__name__)
 CAMERA_ALIASES = {"third": "agentview", "wrist": "robot0_eye_in_hand"}

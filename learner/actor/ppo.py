@@ -17,7 +17,7 @@ from learner.actor.ddp import GradSync
 from learner.algorithms.advantages import broadcast_to_tokens, gae, grpo_advantages, whiten
 from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 from learner.models import Policy
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import ActorConfig, AlgorithmConfig
 

@@ -14,12 +14,12 @@ import torch
 from learner.actor.ddp import GradSync, free_address
 from learner.actor.ppo import PPOLearner
 from learner.checkpoint import load_checkpoint, save_checkpoint
-from learner.config import to_dict
+from rlinf_contracts.config import to_dict
 from learner.models import Policy, PolicySpec, build_policy
 from learner.rollout.collect import derive_seed, seed_everything
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import EmbodiedConfig
-from sim_bridges.contract import EnvSpec
+from rlinf_contracts.env import EnvSpec
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 ADVANTAGES: Registry[Callable[..., Any]] = Registry("advantage estimator")
 

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from learner.algorithms.aggregation import aggregate
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 KL_ESTIMATORS: Registry[Callable[[Tensor, Tensor], Tensor]] = Registry("KL estimator")
 

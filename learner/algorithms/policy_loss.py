@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from learner.algorithms.aggregation import aggregate, masked_mean
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 POLICY_LOSSES: Registry[Callable[..., tuple[Tensor, dict[str, float]]]] = Registry(
     "policy loss"

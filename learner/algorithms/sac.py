@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 Batch = dict[str, Tensor]
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from learner.checkpoint import load_policy
-from learner.config import from_dict
+from rlinf_contracts.config import from_dict
 from learner.models import Policy
 from learner.rollout.envs import build_env
 from learner.runners.config import EmbodiedConfig

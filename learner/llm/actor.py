@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from learner.algorithms import sft_loss
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 from learner.llm.algo import AlgorithmConfig, policy_objective, step_normalizer
 from learner.llm.batch import TrainBatch, response_logprobs
 from learner.llm.critic import CriticTrainer

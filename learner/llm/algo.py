@@ -34,7 +34,7 @@ from learner.algorithms import (
     overlong_penalty,
     whiten,
 )
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 from learner.llm.critic import CriticConfig
 
 __all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_rewards", "token_advantages",

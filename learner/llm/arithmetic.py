@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 from learner.llm.datasets import PromptExample, write_jsonl
 
 __all__ = ["ArithmeticConfig", "arithmetic_split", "noisy_demonstrations", "format_answer", "write_arithmetic_data", "tokenizer_corpus"]

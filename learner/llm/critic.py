@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from learner.algorithms import AGG_MODES, global_normalizer, value_loss
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 from learner.llm.batch import TrainBatch
 from learner.llm.model import ModelConfig, build_model, count_parameters
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from learner.config import ConfigError
-from learner.registry import Registry
+from rlinf_contracts.config import ConfigError
+from rlinf_contracts.registry import Registry
 
 __all__ = ["ModelConfig", "ARCHITECTURES", "build_model", "count_parameters", "save_model", "load_model"]
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from learner.models.actor_critic import ActorCriticPolicy
 from learner.models.heads import HEADS
 from learner.models.policy import Policy, PolicyOutput, PolicySpec, obs_to_tensors
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 MODELS: Registry[Callable[..., Policy]] = Registry("model")
 

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from learner.algorithms.distributions import ActionBins
 from learner.models.distributions import ChunkBinned, ChunkGaussian, ChunkTanhGaussian
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 HEADS: Registry[type[nn.Module]] = Registry("action head")
 

@@ -1,6 +1,6 @@
 """The policy contract: what env rollout workers, the actor and the policy server rely on.
 
-A policy maps a batch of canonical observations (see ``sim_bridges.contract``) to a
+A policy maps a batch of canonical observations (see ``rlinf_contracts.env``) to a
 distribution over action chunks ``[B, chunk, A]`` in [-1, 1], and optionally a value estimate.
 Keeping this one small interface lets the policy server serve any learner model, and the
 runners train any of them, without knowing the architecture.

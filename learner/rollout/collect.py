@@ -15,7 +15,7 @@ import torch
 from learner.models import Policy, obs_to_tensors
 from learner.rollout.envs import StageEnvs
 from learner.rollout.trajectory import StepOutcome, Trajectory, TrajectoryBuilder, collate
-from sim_bridges.contract import Observation
+from rlinf_contracts.env import Observation
 
 
 def derive_seed(*parts: object) -> int:

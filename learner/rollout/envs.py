@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, VectorEnv
-from sim_bridges.registry import make_env
+from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
+from rlinf_contracts.env_registry import make_env
 
 # env families the learner itself provides (registered on import)
 _LEARNER_ENV_MODULES = {"toy": "learner.rollout.toy_env"}

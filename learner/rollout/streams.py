@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from learner.rollout.trajectory import StepOutcome
-from sim_bridges.contract import Observation
+from rlinf_contracts.env import Observation
 
 
 @dataclass

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, VectorEnv, check_actions
-from sim_bridges.registry import register_env
+from rlinf_contracts.env import EnvSpec, VectorEnv, check_actions
+from rlinf_contracts.env_registry import register_env
 
 _GOAL_RANGES = {"id": (0.3, 0.8), "far": (0.8, 1.0)}
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_bridges.contract import Observation
+from rlinf_contracts.env import Observation
 
 
 @dataclass

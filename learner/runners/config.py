@@ -1,6 +1,6 @@
 """``EmbodiedConfig``: every knob of the on-policy embodied runner, typed, with help text.
 
-Built with ``learner.config.from_dict(EmbodiedConfig, load_config(path, overrides))``; each
+Built with ``rlinf_contracts.config.from_dict(EmbodiedConfig, load_config(path, overrides))``; each
 section validates itself and names the offending key. ``rlinf train --help-config`` prints the
 ``help`` of every field.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from learner.cluster import ClusterConfig
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 
 
 def _h(text: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from learner.cluster import ClusterConfig
-from learner.config import ConfigError
+from rlinf_contracts.config import ConfigError
 from learner.llm.actor import ActorConfig
 from learner.llm.algo import AlgorithmConfig
 from learner.llm.arithmetic import ArithmeticConfig

@@ -327,7 +327,7 @@ class ActorWorker(Worker):
         import json
         from pathlib import Path
 
-        from learner.config import to_dict
+        from rlinf_contracts.config import to_dict
 
         out = save_model(self.trainer.model, self.tokenizer, path)
         if self.trainer.critic is not None:

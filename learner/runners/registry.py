@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 
 @dataclass(frozen=True)

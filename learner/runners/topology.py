@@ -17,7 +17,7 @@ import numpy as np
 from learner.actor.trainer import policy_spec
 from learner.actor.worker import ActorWorker
 from learner.placement import Placement
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 from learner.rollout.streams import StreamLayout
 from learner.rollout.trajectory import EpisodeStats
 from learner.rollout.workers import EnvWorker, RolloutWorker

@@ -15,7 +15,7 @@ from sim_bridges.mujoco_franka.oracle import oracle_action
 from sim_bridges.mujoco_franka.scene import FrankaScene
 from sim_bridges.mujoco_franka.tasks import TASKS, get_task
 from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
-from sim_bridges.registry import register_env
+from rlinf_contracts.env_registry import register_env
 
 
 @register_env("mujoco_franka")

@@ -1,4 +1,4 @@
-"""``FrankaVectorEnv``: B MuJoCo Franka envs stepped in one process (see ``sim_bridges.contract``).
+"""``FrankaVectorEnv``: B MuJoCo Franka envs stepped in one process (see ``rlinf_contracts.env``).
 
 Why a Python loop over ``MjData`` with shared ``MjModel``s: each control step is one C call
 (``mj_step`` with ``nstep=substeps``) per env, the controller math is batched with numpy, and
@@ -18,7 +18,7 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
 from sim_bridges.mujoco_franka.model import (

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from learner.cli.main import main
+from rlinf_cli.main import main
 
-RLINF = [sys.executable, "-m", "learner.cli.main"]
+RLINF = [sys.executable, "-m", "rlinf_cli.main"]
 
 
 def test_help_lists_the_subcommands():

@@ -3,7 +3,7 @@ from typing import Literal
 
 import pytest
 
-from learner.config import ConfigError, from_dict, help_text, load_config, parse_overrides, to_dict
+from rlinf_contracts.config import ConfigError, from_dict, help_text, load_config, parse_overrides, to_dict
 
 
 @dataclass

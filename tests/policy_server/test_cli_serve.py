@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from learner.checkpoint import save_checkpoint
-from learner.cli import serve
-from learner.config import ConfigError
+from rlinf_cli import serve
+from rlinf_contracts.config import ConfigError
 from learner.models import PolicySpec, build_policy
 from policy_server.client import PolicyClient
 
@@ -57,7 +57,7 @@ def test_rlinf_serve_process_answers_health_and_inference(tmp_path):
     yaml.write_text("policy:\n  name: mlp\n  spec: {state_dim: 3, action_dim: 2, chunk: 4}\n"
                     "  kwargs: {hidden: [8]}\n")
     port = _free_port()
-    cmd = [sys.executable, "-m", "learner.cli.main", "serve", "--config", str(yaml),
+    cmd = [sys.executable, "-m", "rlinf_cli.main", "serve", "--config", str(yaml),
            "--host", "127.0.0.1", "--port", str(port)]
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)

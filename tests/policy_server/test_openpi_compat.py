@@ -10,7 +10,7 @@ from openpi_client import msgpack_numpy
 from openpi_client.action_chunk_broker import ActionChunkBroker
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from policy_server import wire
+from rlinf_contracts import wire
 from ps_helpers import LinearPolicy, expected_actions, running_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")

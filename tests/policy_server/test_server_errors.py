@@ -11,7 +11,7 @@ import websockets
 import websockets.sync.client
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-from policy_server import wire
+from rlinf_contracts import wire
 from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.client import PolicyClient, PolicyRequestError
 from policy_server.hotswap import ModelSlot

@@ -9,8 +9,8 @@ from learner.models import build_policy
 from learner.models.policy import PolicySpec
 from policy_server.push import push_weights
 from policy_server.sim_eval import IncompatibleServerError, run_sim_eval
-from sim_bridges.contract import EnvSpec, VectorEnv, check_actions
-from sim_bridges.registry import make_env, register_env
+from rlinf_contracts.env import EnvSpec, VectorEnv, check_actions
+from rlinf_contracts.env_registry import make_env, register_env
 from ps_helpers import TOKEN, LinearPolicy, running_server, version_weights
 
 

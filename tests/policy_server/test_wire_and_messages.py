@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from learner.config import ConfigError, from_dict
-from policy_server import wire
+from rlinf_contracts.config import ConfigError, from_dict
+from rlinf_contracts import wire
 from policy_server.config import ServerConfig
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.observations import ObservationError, collate, to_canonical, validate_observation
@@ -40,7 +40,7 @@ def test_scalars_tuples_bytes_and_refusals():
 
 
 def test_codec_imports_only_numpy_and_msgpack():
-    code = ("import sys; import policy_server.wire, policy_server.messages; "
+    code = ("import sys; import rlinf_contracts.wire, policy_server.messages; "
             "bad = [m for m in ('torch', 'websockets', 'learner', 'ray') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -17,7 +17,7 @@ pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
 from ros_procs import ROOT, Probe, Procs  # noqa: E402
 
-from learner.config import ConfigError  # noqa: E402
+from rlinf_contracts.config import ConfigError  # noqa: E402
 from rlinf_ros.config import load_graph_config  # noqa: E402
 from rlinf_ros.graph import node_commands  # noqa: E402
 from robot_drivers.kinematics import forward_kinematics  # noqa: E402
@@ -78,7 +78,7 @@ def _env_config(tmp_path: Path) -> Path:
 
 @pytest.mark.ros
 def test_ros_robot_env_resets_steps_and_auto_resets(tmp_path: Path, ros_domain_id: int) -> None:
-    from sim_bridges.registry import make_env
+    from rlinf_contracts.env_registry import make_env
 
     path = _env_config(tmp_path)
     procs = Procs(tmp_path)
@@ -121,7 +121,7 @@ def test_ros_robot_env_resets_steps_and_auto_resets(tmp_path: Path, ros_domain_i
 def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ros_domain_id: int) -> None:
     from sensor_msgs.msg import Image, JointState
 
-    proc = subprocess.Popen([sys.executable, "-m", "learner.cli.main", "ros", "up", "configs/ros_sim_franka.yaml",
+    proc = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", "ros", "up", "configs/ros_sim_franka.yaml",
                              "policy_client.control_hz=5", "--only", "robot", "camera"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     probe = Probe()

@@ -7,9 +7,9 @@ from typing import Callable
 
 import numpy as np
 
-from sim_bridges.contract import EnvSpec, VectorEnv
+from rlinf_contracts.env import EnvSpec, VectorEnv
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
-from sim_bridges.registry import make_env
+from rlinf_contracts.env_registry import make_env
 
 
 class PointMass(SingleEnv):

@@ -1,4 +1,4 @@
-"""Reusable conformance suite for the vector-env contract (``sim_bridges.contract``).
+"""Reusable conformance suite for the vector-env contract (``rlinf_contracts.env``).
 
 Any bridge (MuJoCo Franka, robosuite, ManiSkill, a ROS robot env...) passes it by providing a
 factory ``make(num_envs: int, max_episode_steps: int) -> VectorEnv``:
@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from sim_bridges.contract import ActionShapeError, VectorEnv
+from rlinf_contracts.env import ActionShapeError, VectorEnv
 
 EnvMaker = Callable[[int, int], VectorEnv]
 NUM_ENVS = 3

@@ -11,7 +11,7 @@ import pytest
 from sim_bridges import isaaclab_bridge as il
 from sim_bridges import libero_bridge as lb
 from sim_bridges import maniskill_bridge as ms
-from sim_bridges.registry import make_env
+from rlinf_contracts.env_registry import make_env
 
 
 # ------------------------------------------------------------------ ManiSkill

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sim_bridges.mujoco_franka import oracle_action
-from sim_bridges.registry import make_env
+from rlinf_contracts.env_registry import make_env
 
 
 @pytest.mark.parametrize("task", ["reach", "push", "lift"])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim_bridges.mujoco_franka.ood import OOD_SPLITS, parse_ood
-from sim_bridges.registry import make_env
+from rlinf_contracts.env_registry import make_env
 
 pytestmark = pytest.mark.sim
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sim_bridges.mujoco_franka import TASKS, FrankaVectorEnv, oracle_action
-from sim_bridges.registry import UnknownEnvError, make_env
+from rlinf_contracts.env_registry import UnknownEnvError, make_env
 
 pytestmark = pytest.mark.sim
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from sim_bridges import maniskill_bridge as ms
-from sim_bridges.contract import ActionShapeError, VectorEnv
-from sim_bridges.registry import make_env
+from rlinf_contracts.env import ActionShapeError, VectorEnv
+from rlinf_contracts.env_registry import make_env
 from tests.sim_bridges.conformance import CHECKS
 
 pytestmark = [

@@ -29,7 +29,7 @@ def test_camera_image_aliases_and_flips_rows() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("robosuite") is None, reason="robosuite not installed")
 def test_robosuite_lift_with_cameras() -> None:
-    from sim_bridges.registry import make_env
+    from rlinf_contracts.env_registry import make_env
 
     env = make_env("robosuite/Lift", num_envs=1, obs_mode="state+rgb", image_size=32, cameras=("third", "wrist"))
     obs = env.reset(seed=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 __all__ = ["REWARDS", "RewardFn", "score_batch", "combine"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from learner.registry import Registry
+from rlinf_contracts.registry import Registry
 
 __all__ = ["SamplingParams", "RolloutBatch", "RolloutBackend", "ROLLOUT_BACKENDS"]
 

@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 
 from sim_bridges.mujoco_franka.model import TABLE_HEIGHT, FrankaModel, ObjectSpec
-from sim_bridges.registry import UnknownEnvError
+from rlinf_contracts.env_registry import UnknownEnvError
 
 TASKS: dict[str, type["FrankaTask"]] = {}
 

@@ -19,7 +19,7 @@ from learner.algorithms.advantages import (
     rloo_advantages,
     whiten,
 )
-from learner.registry import UnknownNameError
+from rlinf_contracts.registry import UnknownNameError
 
 T = torch.tensor
 

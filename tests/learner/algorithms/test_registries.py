@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import learner.algorithms as algos
-from learner.registry import Registry, UnknownNameError
+from rlinf_contracts.registry import Registry, UnknownNameError
 
 
 def test_registered_names():

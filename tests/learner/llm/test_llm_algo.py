@@ -14,7 +14,7 @@ from learner.algorithms import (
     overlong_penalty,
     ppo_policy_loss,
 )
-from learner.config import ConfigError, from_dict
+from rlinf_contracts.config import ConfigError, from_dict
 from learner.llm.actor import ActorConfig, ActorTrainer
 from learner.llm.algo import AlgorithmConfig, keep_mask, shape_scores, token_advantages
 from learner.llm.batch import make_train_batch, response_logprobs

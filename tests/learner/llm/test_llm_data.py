@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from learner.config import ConfigError, from_dict
+from rlinf_contracts.config import ConfigError, from_dict
 from learner.llm.arithmetic import ArithmeticConfig, arithmetic_split, noisy_demonstrations, write_arithmetic_data
 from learner.llm.datasets import PromptSampler, apply_template, load_prompts
 from learner.llm.rewards import REWARDS

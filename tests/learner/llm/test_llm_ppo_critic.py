@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from learner.algorithms import gae, global_normalizer, value_loss, whiten
-from learner.config import ConfigError, from_dict, load_config
+from rlinf_contracts.config import ConfigError, from_dict, load_config
 from learner.llm.actor import ActorConfig, ActorTrainer
 from learner.llm.algo import AlgorithmConfig, gae_advantages, token_advantages, token_rewards
 from learner.llm.batch import make_train_batch

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from learner.config import ConfigError, from_dict, load_config
+from rlinf_contracts.config import ConfigError, from_dict, load_config
 from learner.runners.reasoning import ReasoningConfig, run
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from learner.llm.rewards import REWARDS, combine, extract_boxed, extract_final_number, score_batch
-from learner.registry import UnknownNameError
+from rlinf_contracts.registry import UnknownNameError
 
 MATH_SAMPLE = Path(__file__).resolve().parents[3] / "learner/llm/data/math_sample.jsonl"
 

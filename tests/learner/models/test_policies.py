@@ -8,7 +8,7 @@ import torch
 
 from learner.models import MODELS, PolicySpec, build_policy, obs_to_tensors
 from learner.models.encoders import RunningNorm
-from learner.registry import UnknownNameError
+from rlinf_contracts.registry import UnknownNameError
 
 HEADS = ["gaussian", "tanh_gaussian", "binned"]
 

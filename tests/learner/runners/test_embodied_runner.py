@@ -10,7 +10,7 @@ import torch
 
 from learner.actor.trainer import make_policy, policy_spec
 from learner.checkpoint import checkpoint_dir, load_policy
-from learner.config import from_dict
+from rlinf_contracts.config import from_dict
 from learner.eval.embodied import evaluate_checkpoint
 from learner.rollout.envs import build_env
 from learner.runners import get_runner

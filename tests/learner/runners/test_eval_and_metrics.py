@@ -9,7 +9,7 @@ import pytest
 
 from learner.actor.trainer import make_policy, policy_spec
 from learner.checkpoint import checkpoint_dir, save_checkpoint
-from learner.config import from_dict, to_dict
+from rlinf_contracts.config import from_dict, to_dict
 from learner.eval.embodied import evaluate_checkpoint, evaluate_policy
 from learner.metrics import MetricsLogger
 from learner.rollout.envs import build_env

@@ -8,7 +8,7 @@ import torch
 
 from learner.actor.ppo import PPOLearner
 from learner.actor.trainer import Trainer, policy_spec
-from learner.config import ConfigError, from_dict
+from rlinf_contracts.config import ConfigError, from_dict
 from learner.rollout.collect import collect_inline
 from learner.rollout.envs import GroupedVectorEnv, StageEnvs, build_env, stage_seed
 from learner.rollout.trajectory import StepOutcome, TrajectoryBuilder, collate

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
         _print(evaluate_llm_checkpoint(str(meta["_dir"]), dataset=args.dataset, episodes=args.episodes))
         return 0
-    from learner.config import parse_overrides
+    from rlinf_contracts.config import parse_overrides
     from learner.eval.embodied import evaluate_checkpoint
 
     splits = args.ood.split(",") if args.ood else None
@@ -66,7 +66,7 @@ def _checkpoint_meta(path: Path) -> dict:
 
 
 def _eval_server(args: argparse.Namespace) -> int:
-    from learner.config import from_dict, load_config
+    from rlinf_contracts.config import from_dict, load_config
     from learner.runners.config import EnvConfig, EvalConfig
     from policy_server.sim_eval import run_sim_eval
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from learner.config.errors import ConfigError
-from learner.registry import UnknownNameError
+from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.registry import UnknownNameError
 
 
 def runner_spec(name: str) -> Any:

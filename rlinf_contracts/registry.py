@@ -18,7 +18,7 @@ Importing this module imports nothing heavy (no torch, no Ray).
 >>> colors.get("rd")
 Traceback (most recent call last):
 ...
-learner.registry.UnknownNameError: unknown color 'rd'; did you mean 'red'? Known: red
+rlinf_contracts.registry.UnknownNameError: unknown color 'rd'; did you mean 'red'? Known: red
 """
 
 from __future__ import annotations

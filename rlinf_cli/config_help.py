@@ -12,8 +12,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from learner.cli.runner_lookup import runner_spec
-    from learner.config import help_text
+    from rlinf_cli.runner_lookup import runner_spec
+    from rlinf_contracts.config import help_text
 
     for line in help_text(runner_spec(args.runner).config_cls):
         print(line)

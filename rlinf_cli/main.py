@@ -13,16 +13,16 @@ import logging
 import os
 import sys
 
-from learner.config.errors import ConfigError
-from learner.registry import UnknownNameError
+from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.registry import UnknownNameError
 
 # subcommand -> module; order is the order shown in --help
 SUBCOMMANDS: dict[str, str] = {
-    "train": "learner.cli.train",
-    "eval": "learner.cli.eval",
-    "serve": "learner.cli.serve",
-    "ros": "learner.cli.ros",
-    "config": "learner.cli.config_help",
+    "train": "rlinf_cli.train",
+    "eval": "rlinf_cli.eval",
+    "serve": "rlinf_cli.serve",
+    "ros": "rlinf_cli.ros",
+    "config": "rlinf_cli.config_help",
 }
 
 

@@ -8,7 +8,7 @@ import difflib
 import importlib
 from typing import Any, Callable
 
-from sim_bridges.contract import VectorEnv
+from rlinf_contracts.env import VectorEnv
 
 EnvFactory = Callable[..., VectorEnv]
 

@@ -19,9 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from learner.cli.runner_lookup import runner_spec
-    from learner.config import from_dict, load_config, to_dict
-    from learner.config.errors import ConfigError
+    from rlinf_cli.runner_lookup import runner_spec
+    from rlinf_contracts.config import from_dict, load_config, to_dict
+    from rlinf_contracts.config.errors import ConfigError
 
     raw = load_config(args.config, args.overrides)
     name = raw.get("runner", "embodied")

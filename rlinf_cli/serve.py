@@ -66,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """Merge YAML, overrides and flags into a validated :class:`ServeConfig`."""
-    from learner.config import ConfigError, from_dict, load_config
+    from rlinf_contracts.config import ConfigError, from_dict, load_config
     from policy_server.config import ServerConfig
 
     raw = load_config(args.config, list(getattr(args, "overrides", None) or []))
@@ -89,7 +89,7 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
 
 def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     """(policy, weight_version, name) from a checkpoint or a ``policy:`` section."""
-    from learner.config import ConfigError
+    from rlinf_contracts.config import ConfigError
 
     if cfg.checkpoint is not None:
         from learner.checkpoint import load_policy

@@ -15,11 +15,11 @@ Opt(lr=0.01, epochs=4)
 >>> from_dict(Opt, {"ephocs": 3}, path="actor")
 Traceback (most recent call last):
 ...
-learner.config.errors.ConfigError: unknown key 'actor.ephocs'. Did you mean 'actor.epochs'?
+rlinf_contracts.config.errors.ConfigError: unknown key 'actor.ephocs'. Did you mean 'actor.epochs'?
 >>> from_dict(Opt, {"epochs": "many"}, path="actor")
 Traceback (most recent call last):
 ...
-learner.config.errors.ConfigError: key 'actor.epochs' expects int, got str 'many'
+rlinf_contracts.config.errors.ConfigError: key 'actor.epochs' expects int, got str 'many'
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import types
 import typing
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from learner.config.errors import ConfigError
+from rlinf_contracts.config.errors import ConfigError
 
 T = TypeVar("T")
 

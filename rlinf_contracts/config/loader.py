@@ -14,7 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from learner.config.errors import ConfigError
+from rlinf_contracts.config.errors import ConfigError
 
 __all__ = ["ConfigError", "load_config", "parse_overrides"]
 
