@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Set up rlinf-ros from scratch on a Debian/Ubuntu machine: system packages, .venv, torch first,
-# then the project with the extras named in EXTRAS. Idempotent: a second run with unchanged
-# inputs only checks a stamp and returns in about a second.
+# Set up rlinf-ros from scratch on a Debian/Ubuntu machine: system packages, .venv, torch first
+# (only when EXTRAS has `learner`), then the project with the extras named in EXTRAS. A robot PC:
+# `EXTRAS=robot bash scripts/bootstrap.sh` (no torch, no Ray; add `sim` for the MuJoCo twin).
+# Idempotent: a second run with unchanged inputs only checks a stamp and returns in about a second.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
-EXTRAS="${EXTRAS:-sim,ros,llm,maniskill,dev}"
+EXTRAS="${EXTRAS:-learner,sim,robot,llm,maniskill,dev}"
 TORCH_PIN="torch==2.13.0"
 APT_PACKAGES=(libosmesa6 libgl1 libegl1 libglfw3 libusb-1.0-0 ffmpeg)
 
@@ -53,8 +54,10 @@ main() {
     fi
     local pip=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
     "${pip[@]}" --upgrade pip setuptools wheel
-    log "installing $TORCH_PIN first (CPU build from local disk here, CUDA build on GPU machines)"
-    "${pip[@]}" "$TORCH_PIN"
+    if [[ ",$EXTRAS," == *",learner,"* ]]; then
+        log "installing $TORCH_PIN first (CPU build from local disk here, CUDA build on GPU machines)"
+        "${pip[@]}" "$TORCH_PIN"
+    fi
     log "installing rlinf-ros[$EXTRAS] (editable)"
     "${pip[@]}" -e "$ROOT[$EXTRAS]"
     if [[ ",$EXTRAS," == *",sim,"* ]]; then
