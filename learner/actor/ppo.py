@@ -1,23 +1,23 @@
 """The actor's update: advantages (GAE or GRPO groups) + clipped PPO epochs on one batch.
 
 Pure torch, no Ray: the fused worker and the actor worker both call :meth:`PPOLearner.update`.
-Advantage modes are registered in :data:`EMBODIED_ADVANTAGES` (config ``algorithm.adv``).
+The estimator is the one the config resolved from the shared registry
+(:data:`learner.algorithms.ADVANTAGES`); :func:`advantages` feeds it what env rollouts hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from learner.actor.ddp import GradSync
-from learner.algorithms.advantages import broadcast_to_tokens, gae, grpo_advantages, whiten
+from learner.algorithms.advantages import broadcast_to_tokens, compute_advantages, whiten
 from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 from learner.models import Policy
-from rlinf_contracts.registry import Registry
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import ActorConfig, AlgorithmConfig
 
@@ -46,26 +46,22 @@ class TensorBatch:
                    dones=f(t.dones), mask=f(t.mask), bootstrap=f(t.bootstrap_value), scores=f(t.scores))
 
 
-AdvantageFn = Callable[[TensorBatch, AlgorithmConfig], tuple[Tensor, Tensor]]
-EMBODIED_ADVANTAGES: Registry[AdvantageFn] = Registry("embodied advantage mode")
+def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
+    """``(advantages, returns)``, both ``[B, T]``, from the config's resolved estimator.
 
-
-@EMBODIED_ADVANTAGES.register("gae")
-def _gae(b: TensorBatch, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
-    return gae(b.rewards, b.values, b.mask, cfg.gamma, cfg.gae_lambda, bootstrap_value=b.bootstrap, dones=b.dones)
-
-
-@EMBODIED_ADVANTAGES.register("grpo")
-def _grpo(b: TensorBatch, cfg: AlgorithmConfig) -> tuple[Tensor, Tensor]:
-    """Episode return relative to the other episodes of its group (same initial state)."""
-    adv = broadcast_to_tokens(grpo_advantages(b.scores, cfg.group_size), b.mask)
+    With a critic: GAE over env steps, bootstrapped from the value after the last step and cut
+    at episode ends. Without: one advantage per episode (its return against its group's, all
+    reset from the same initial state) on every step of it; returns are unused (zeros).
+    """
+    est = algo.estimator
+    if est.needs_critic:
+        return est(b.rewards, b.values, b.mask, algo.gamma, algo.lam, bootstrap_value=b.bootstrap, dones=b.dones)
+    adv = broadcast_to_tokens(compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask)
     return adv, torch.zeros_like(adv)
 
 
 class PPOLearner:
     """Owns the policy's optimiser; one :meth:`update` per iteration."""
-
-    uses_critic = {"gae": True, "grpo": False}
 
     def __init__(self, policy: Policy, algo: AlgorithmConfig, actor: ActorConfig,
                  total_iterations: int = 1, sync: GradSync | None = None) -> None:
@@ -83,16 +79,16 @@ class PPOLearner:
     def update(self, traj: Trajectory, iteration: int, generator: torch.Generator) -> dict[str, float]:
         """Advantages, then ``epochs x minibatches`` PPO steps, then the state normaliser."""
         b = TensorBatch.from_trajectory(traj)
-        adv, ret = EMBODIED_ADVANTAGES.get(self.algo.adv)(b, self.algo)
+        adv, ret = advantages(b, self.algo)
         valid = b.mask.reshape(-1) > 0
         flat = lambda x: x.reshape(-1, *x.shape[2:])[valid]  # noqa: E731  [B, T, ...] -> [N, ...]
         state, actions, old_logp, old_v = flat(b.state), flat(b.actions), flat(b.logp), flat(b.values)
         images = {k: flat(v) for k, v in b.images.items()}
         adv, ret = flat(adv), flat(ret)
-        if self.algo.normalize_advantages and adv.numel() > 1:
+        if self.algo.whiten_adv and adv.numel() > 1:
             adv = whiten(adv)
         self._set_lr(iteration)
-        use_critic = self.uses_critic[self.algo.adv]
+        use_critic = self.algo.estimator.needs_critic
         stats: dict[str, list[float]] = {}
         self.policy.train()
         for _ in range(self.cfg.epochs):
@@ -122,7 +118,7 @@ class PPOLearner:
                                           clip_low=self.algo.clip_low, clip_high=self.algo.clip_high,
                                           dual_clip=self.algo.dual_clip)
             entropy = out.dist.entropy().mean()
-            loss = pl - self.algo.ent_coef * entropy
+            loss = pl - self.algo.entropy_coef * entropy
             if use_critic and out.value is not None:
                 vl, vm = value_loss(out.value, old_v, ret, ones, clip=self.algo.vf_clip)
                 loss = loss + self.algo.vf_coef * vl

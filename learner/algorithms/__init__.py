@@ -3,7 +3,8 @@
 Every selectable method is registered by name so configs pick it with a string:
 
 - :data:`ADVANTAGES`: ``gae``, ``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp``,
-  ``reinforce_pp_baseline`` (``algorithm.adv``; call through :func:`compute_advantages`)
+  ``reinforce_pp_baseline`` (``algorithm.adv``), each an :class:`AdvantageEstimator` with the
+  flags runners act on (``needs_critic``, ``grouped``, ``signal``)
 - :data:`POLICY_LOSSES`: ``ppo``, ``pg`` (``algorithm.loss``)
 - :data:`KL_ESTIMATORS`: ``k1``, ``k2``, ``k3`` (= ``low_var_kl``) (``algorithm.kl``)
 - :data:`AGG_MODES`: the loss aggregation modes (``algorithm.agg_mode``)
@@ -12,6 +13,7 @@ Every selectable method is registered by name so configs pick it with a string:
 
 from learner.algorithms.advantages import (
     ADVANTAGES,
+    AdvantageEstimator,
     broadcast_to_tokens,
     compute_advantages,
     dr_grpo_advantages,
@@ -75,7 +77,7 @@ from learner.algorithms.sac import (
 
 __all__ = [
     "ADVANTAGES", "AGG_MODES", "KL_ESTIMATORS", "OFF_POLICY_LEARNERS", "POLICY_LOSSES",
-    "ActionBins", "BinnedCategorical", "CriticEnsemble", "CrossQLearner", "DaggerBuffer",
+    "ActionBins", "AdvantageEstimator", "BinnedCategorical", "CriticEnsemble", "CrossQLearner", "DaggerBuffer",
     "RLPDConfig", "SACConfig", "SACLearner", "TanhGaussian", "Temperature", "aggregate",
     "aggregate_dagger", "awr_actor_loss", "awr_weights", "bc_loss", "broadcast_to_tokens",
     "chunk_log_prob", "compute_advantages", "crossq_joint_q", "dagger_mix",

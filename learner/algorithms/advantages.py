@@ -8,23 +8,74 @@ Outcome-reward estimators (GRPO, RLOO) take one score per sample ``[N]`` laid ou
 state next to each other) and return ``[N]``; use :func:`broadcast_to_tokens` to turn
 that into ``[N, T]``.
 
-Each estimator is registered in :data:`ADVANTAGES` so configs select it by name
-(``algorithm.adv: grpo``); :func:`compute_advantages` calls one with whatever inputs
-the runner has, passing each estimator only the arguments it accepts.
+Each estimator is registered in :data:`ADVANTAGES` as an :class:`AdvantageEstimator`: the
+function plus what it needs (a critic's values, an outcome score per sample, token rewards;
+contiguous groups or not). A config names one (``algorithm.adv: grpo``); the config section
+resolves that name once, at validation, and the runners branch on the estimator's flags,
+never on its name. :func:`compute_advantages` calls one with whatever inputs the runner
+has, passing each estimator only the arguments it accepts.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from rlinf_contracts.registry import Registry
 
-ADVANTAGES: Registry[Callable[..., Any]] = Registry("advantage estimator")
+Signal = Literal["value", "outcome", "token"]
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    """A registered estimator and the facts a runner needs to feed it.
+
+    Why a spec and not a bare function: which data to collect (one whole episode per env row,
+    a value head, groups reset from one seed) follows from the estimator, and deciding that
+    from its *name* in every module is how string checks spread. Runners read these flags.
+
+    ``signal`` is what the estimator consumes: ``value`` = per-step rewards and a critic's
+    values (GAE); ``outcome`` = one score per sample (episode return / response reward);
+    ``token`` = per-token rewards (REINFORCE++). ``grouped``: samples come in contiguous
+    groups of ``group_size`` sharing a prompt / initial state. Calling the spec calls the
+    function, so ``ADVANTAGES.get("grpo")(scores, 4)`` works.
+
+    >>> est = ADVANTAGES.get("grpo")
+    >>> (est.needs_critic, est.grouped, est.signal)
+    (False, True, 'outcome')
+    >>> ADVANTAGES.get("gae").needs_critic
+    True
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    signal: Signal
+    grouped: bool = False
+
+    @property
+    def needs_critic(self) -> bool:
+        return self.signal == "value"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+ADVANTAGES: Registry[AdvantageEstimator] = Registry("advantage estimator")
+
+
+def estimator(name: str, signal: Signal, grouped: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register ``fn`` in :data:`ADVANTAGES` under ``name``; returns ``fn`` unchanged."""
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        ADVANTAGES.add(name, AdvantageEstimator(name, fn, signal, grouped))
+        return fn
+
+    return decorator
 
 
 def _group(scores: Tensor, group_size: int) -> Tensor:
@@ -44,7 +95,7 @@ def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
     return adv.unsqueeze(-1).to(mask.device) * mask.to(adv.dtype)
 
 
-@ADVANTAGES.register("gae")
+@estimator("gae", "value")
 def gae(
     rewards: Tensor,
     values: Tensor,
@@ -105,7 +156,7 @@ def gae(
     return adv, returns
 
 
-@ADVANTAGES.register("grpo")
+@estimator("grpo", "outcome", grouped=True)
 def grpo_advantages(
     scores: Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6
 ) -> Tensor:
@@ -127,14 +178,14 @@ def grpo_advantages(
     return adv.reshape(-1).to(scores.dtype)
 
 
-@ADVANTAGES.register("dr_grpo")
+@estimator("dr_grpo", "outcome", grouped=True)
 def dr_grpo_advantages(scores: Tensor, group_size: int) -> Tensor:
     """Dr.GRPO: ``A_i = s_i - mean_g`` (no std division); pair it with the constant
     normaliser of ``seq-mean-token-sum-norm`` aggregation to drop the length bias too."""
     return grpo_advantages(scores, group_size, normalize_std=False)
 
 
-@ADVANTAGES.register("rloo")
+@estimator("rloo", "outcome", grouped=True)
 def rloo_advantages(scores: Tensor, group_size: int) -> Tensor:
     """REINFORCE leave-one-out: ``A_i = s_i - (sum_g - s_i) / (n - 1)``.
 
@@ -186,7 +237,7 @@ def reinforce_pp_returns(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0
     return out * mask.to(out.dtype)
 
 
-@ADVANTAGES.register("reinforce_pp")
+@estimator("reinforce_pp", "token")
 def reinforce_pp_advantages(
     token_rewards: Tensor, mask: Tensor, gamma: float = 1.0
 ) -> Tensor:
@@ -206,7 +257,7 @@ def _last_valid_onehot(mask: Tensor) -> Tensor:
     return (positions == last.unsqueeze(1)) & valid
 
 
-@ADVANTAGES.register("reinforce_pp_baseline")
+@estimator("reinforce_pp_baseline", "token", grouped=True)
 def reinforce_pp_baseline_advantages(
     scores: Tensor,
     mask: Tensor,
@@ -229,14 +280,15 @@ def reinforce_pp_baseline_advantages(
     return whiten(reinforce_pp_returns(rewards, mask, gamma), mask)
 
 
-def compute_advantages(name: str, **inputs: Any) -> Any:
-    """Call the estimator registered as ``name`` with the subset of ``inputs`` it accepts.
+def compute_advantages(name: str | AdvantageEstimator, **inputs: Any) -> Any:
+    """Call the estimator ``name`` (or a resolved spec) with the subset of ``inputs`` it accepts.
 
     Lets a runner hand every tensor and config value it has (``scores=..., mask=...,
     rewards=..., values=..., gamma=..., group_size=...``) to whichever estimator the
     config names; missing required arguments raise a TypeError naming them.
     """
-    fn = ADVANTAGES.get(name)
+    spec = name if isinstance(name, AdvantageEstimator) else ADVANTAGES.get(name)
+    fn, name = spec.fn, spec.name
     params = inspect.signature(fn).parameters
     accepted = {k: v for k, v in inputs.items() if k in params}
     missing = [

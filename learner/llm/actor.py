@@ -10,35 +10,40 @@ With PPO-with-a-critic (``algorithm.adv: gae``) the trainer also holds the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from learner.algorithms import sft_loss
-from rlinf_contracts.config import ConfigError
 from learner.llm.algo import AlgorithmConfig, policy_objective, step_normalizer
 from learner.llm.batch import TrainBatch, response_logprobs
 from learner.llm.critic import CriticTrainer
+from learner.sections import OptimConfig, h
+from rlinf_contracts.config import ConfigError
 
 __all__ = ["ActorConfig", "ActorTrainer"]
 
 
 @dataclass
-class ActorConfig:
-    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate (RL phase)"})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    grad_clip: float = field(default=1.0, metadata={"help": "global grad-norm clip (0 = off)"})
-    ppo_epochs: int = field(default=1, metadata={"help": "passes over each rollout batch"})
-    mini_batches: int = field(default=1, metadata={"help": "optimizer steps per epoch (batch split)"})
-    micro_batch: int = field(default=0, metadata={"help": "rows per forward/backward (0 = whole mini-batch)"})
+class ActorConfig(OptimConfig):
+    """The shared optimiser section plus AdamW and micro-batching knobs of the LLM actor."""
+
+    ALIASES: ClassVar[dict[str, str]] = {"ppo_epochs": "epochs", "mini_batches": "minibatches"}
+
+    lr: float = field(default=1e-3, metadata=h("AdamW learning rate (RL phase)"))
+    epochs: int = field(default=1, metadata=h("passes over each rollout batch"))
+    minibatches: int = field(default=1, metadata=h("optimizer steps per epoch (batch split)"))
+    weight_decay: float = field(default=0.0, metadata=h("AdamW weight decay"))
+    grad_clip: float = field(default=1.0, metadata=h("global grad-norm clip (0 = off)"))
+    micro_batch: int = field(default=0, metadata=h("rows per forward/backward (0 = whole mini-batch)"))
+    ppo_epochs: int | None = field(default=None, metadata=h("alias of actor.epochs"))
+    mini_batches: int | None = field(default=None, metadata=h("alias of actor.minibatches"))
 
     def validate(self) -> None:
-        if self.lr <= 0:
-            raise ConfigError(f"actor.lr must be > 0, got {self.lr}")
-        if self.ppo_epochs < 1 or self.mini_batches < 1 or self.micro_batch < 0:
-            raise ConfigError("actor.ppo_epochs and actor.mini_batches must be >= 1, actor.micro_batch >= 0; "
-                              f"got {self.ppo_epochs}, {self.mini_batches}, {self.micro_batch}")
+        super().validate()
+        if self.micro_batch < 0:
+            raise ConfigError(f"actor.micro_batch must be >= 0 (0 = whole mini-batch), got {self.micro_batch}")
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -112,17 +117,17 @@ class ActorTrainer:
     def update(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
                ref_logp: torch.Tensor | None = None, old_values: torch.Tensor | None = None,
                returns: torch.Tensor | None = None) -> dict[str, float]:
-        """``ppo_epochs`` x ``mini_batches`` optimizer steps on one rollout batch; mean metrics.
+        """``epochs`` x ``minibatches`` optimizer steps on one rollout batch; mean metrics.
 
         With ``returns`` (GAE targets) the critic is then regressed onto them on the same batch,
-        ``critic.epochs`` (default ``ppo_epochs``) x ``mini_batches`` steps.
+        ``critic.epochs`` (default ``actor.epochs``) x ``minibatches`` steps.
         """
         metrics = self._update_actor(batch, old_logp, advantages, ref_logp)
         if returns is not None:
             if self.critic is None or old_values is None:
                 raise ValueError("update(returns=...) needs a critic (ActorTrainer(critic=...)) and old_values")
-            epochs = self.critic.cfg.epochs or self.cfg.ppo_epochs
-            metrics.update(self.critic.update(batch, old_values, returns, epochs, self.cfg.mini_batches))
+            epochs = self.critic.cfg.epochs or self.cfg.epochs
+            metrics.update(self.critic.update(batch, old_values, returns, epochs, self.cfg.minibatches))
         return metrics
 
     def _update_actor(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
@@ -131,8 +136,8 @@ class ActorTrainer:
         n = len(batch)
         sums: dict[str, float] = {}
         steps = 0
-        size = -(-n // self.cfg.mini_batches)
-        for _ in range(self.cfg.ppo_epochs):
+        size = -(-n // self.cfg.minibatches)
+        for _ in range(self.cfg.epochs):
             for ms, me in _chunks(n, size):
                 ref = ref_logp[ms:me] if ref_logp is not None else None
                 _, m = self.accumulate(batch.slice(ms, me), old_logp[ms:me], advantages[ms:me], ref)

@@ -6,6 +6,9 @@ GRPO, Dr.GRPO, DAPO, REINFORCE++ are *configurations* of the shared library, not
 - Dr.GRPO: ``adv: dr_grpo``, ``agg_mode: seq-mean-token-sum-norm``.
 - DAPO: ``clip_high: 0.28``, ``dynamic_sampling: true``, ``overlong_buffer > 0``, ``token-mean``.
 - REINFORCE++: ``adv: reinforce_pp`` (or ``reinforce_pp_baseline``), optional ``kl_in_reward``.
+The section extends :class:`learner.sections.PolicyAlgorithmConfig` (shared with the embodied
+runner); the functions below branch on the resolved ``algo.estimator``, never on its name.
+
 - PPO with a critic: ``adv: gae`` plus an ``algorithm.critic`` section (:mod:`learner.llm.critic`);
   token rewards are the score on the last response token (+ KL penalty with ``kl_in_reward``),
   advantages are GAE over response tokens with the critic's values (:func:`gae_advantages`).
@@ -20,7 +23,6 @@ from torch import Tensor
 
 from learner.algorithms import (
     AGG_MODES,
-    ADVANTAGES,
     KL_ESTIMATORS,
     POLICY_LOSSES,
     broadcast_to_tokens,
@@ -34,56 +36,47 @@ from learner.algorithms import (
     overlong_penalty,
     whiten,
 )
-from rlinf_contracts.config import ConfigError
 from learner.llm.critic import CriticConfig
+from learner.sections import PolicyAlgorithmConfig, h
+from rlinf_contracts.config import ConfigError
 
 __all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_rewards", "token_advantages",
            "gae_advantages", "policy_objective", "step_normalizer"]
 
-_TOKEN_LEVEL = {"reinforce_pp", "reinforce_pp_baseline"}
-
 
 @dataclass
-class AlgorithmConfig:
-    adv: str = field(default="grpo", metadata={"help": "advantage estimator (learner.algorithms.ADVANTAGES)"})
-    loss: str = field(default="ppo", metadata={"help": "policy loss (learner.algorithms.POLICY_LOSSES)"})
-    clip_low: float = field(default=0.2, metadata={"help": "PPO ratio clip below 1"})
-    clip_high: float = field(default=0.2, metadata={"help": "PPO ratio clip above 1 (DAPO clip-higher: 0.28)"})
-    dual_clip: float | None = field(default=None, metadata={"help": "dual-clip constant c > 1 for A < 0"})
-    agg_mode: str = field(default="token-mean", metadata={"help": "loss aggregation (learner.algorithms.AGG_MODES)"})
-    norm_constant: float | None = field(default=None, metadata={"help": "constant for seq-mean-token-sum-norm (default max_new_tokens)"})
-    kl_coef: float = field(default=0.0, metadata={"help": "KL-to-reference weight; > 0 needs a ref model"})
-    kl_kind: str = field(default="k3", metadata={"help": "KL estimator k1 | k2 | k3"})
-    kl_in_reward: bool = field(default=False, metadata={"help": "fold KL into token rewards (REINFORCE++) instead of the loss"})
-    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight"})
-    gamma: float = field(default=1.0, metadata={"help": "discount for token-level returns"})
-    lam: float = field(default=0.95, metadata={"help": "GAE lambda (adv: gae only)"})
-    whiten_adv: bool = field(default=True, metadata={"help": "whiten GAE advantages over the batch (adv: gae only)"})
-    critic: CriticConfig | None = field(default=None, metadata={"help": "value model + optimizer; required by (and only used with) adv: gae"})
-    dynamic_sampling: bool = field(default=False, metadata={"help": "DAPO: drop groups whose rewards are all equal"})
-    overlong_buffer: int = field(default=0, metadata={"help": "DAPO overlong shaping buffer in tokens (0 = off)"})
-    overlong_factor: float = field(default=1.0, metadata={"help": "DAPO overlong penalty at max length"})
+class AlgorithmConfig(PolicyAlgorithmConfig):
+    """The shared policy-gradient section plus the LLM knobs: loss choice, aggregation, KL, DAPO."""
+
+    adv: str = field(default="grpo", metadata=h("advantage estimator (learner.algorithms.ADVANTAGES); gae needs algorithm.critic"))
+    gamma: float = field(default=1.0, metadata=h("discount for token-level returns"))
+    whiten_adv: bool = field(default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only)"))
+    loss: str = field(default="ppo", metadata=h("policy loss (learner.algorithms.POLICY_LOSSES)"))
+    agg_mode: str = field(default="token-mean", metadata=h("loss aggregation (learner.algorithms.AGG_MODES)"))
+    norm_constant: float | None = field(default=None, metadata=h("constant for seq-mean-token-sum-norm (default max_new_tokens)"))
+    kl_coef: float = field(default=0.0, metadata=h("KL-to-reference weight; > 0 needs a ref model"))
+    kl_kind: str = field(default="k3", metadata=h("KL estimator k1 | k2 | k3"))
+    kl_in_reward: bool = field(default=False, metadata=h("fold KL into token rewards (REINFORCE++) instead of the loss"))
+    critic: CriticConfig | None = field(default=None, metadata=h("value model + optimizer; required by (and only used with) an estimator that needs a critic (gae)"))
+    dynamic_sampling: bool = field(default=False, metadata=h("DAPO: drop groups whose rewards are all equal"))
+    overlong_buffer: int = field(default=0, metadata=h("DAPO overlong shaping buffer in tokens (0 = off)"))
+    overlong_factor: float = field(default=1.0, metadata=h("DAPO overlong penalty at max length"))
 
     def validate(self) -> None:
-        for key, reg in (("adv", ADVANTAGES), ("loss", POLICY_LOSSES), ("kl_kind", KL_ESTIMATORS)):
+        super().validate()
+        for key, reg in (("loss", POLICY_LOSSES), ("kl_kind", KL_ESTIMATORS)):
             name = getattr(self, key)
             if name not in reg:
                 raise ConfigError(f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}")
-        if self.adv == "gae" and self.critic is None:
-            raise ConfigError("algorithm.adv=gae needs a critic: add an algorithm.critic section "
+        if self.estimator.needs_critic and self.critic is None:
+            raise ConfigError(f"algorithm.adv={self.adv} needs a critic: add an algorithm.critic section "
                               "(e.g. algorithm.critic: {lr: 1.0e-3}), or use a critic-free adv "
                               "(grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline)")
-        if self.adv != "gae" and self.critic is not None:
+        if not self.estimator.needs_critic and self.critic is not None:
             raise ConfigError(f"algorithm.critic is set but algorithm.adv={self.adv!r} does not use a critic; "
                               "set algorithm.adv=gae or remove algorithm.critic")
-        if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"algorithm.gamma and algorithm.lam must be in [0, 1], got {self.gamma}, {self.lam}")
         if self.agg_mode not in AGG_MODES:
             raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
-        if self.clip_low < 0 or self.clip_high < 0:
-            raise ConfigError(f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}")
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ConfigError(f"algorithm.dual_clip must be > 1, got {self.dual_clip}")
         if self.kl_coef < 0:
             raise ConfigError(f"algorithm.kl_coef must be >= 0, got {self.kl_coef}")
 
@@ -108,19 +101,21 @@ def token_advantages(
 ) -> Tensor:
     """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator.
 
-    Critic-free estimators only; ``adv: gae`` needs values, see :func:`gae_advantages`.
+    Critic-free estimators only; one that needs a critic needs values, see :func:`gae_advantages`.
+    Token-signal estimators (REINFORCE++) get :func:`token_rewards` (KL folded in when
+    ``kl_in_reward``); a grouped one also gets the scores and centres them itself, so only the
+    KL part goes in as token rewards. Outcome estimators (GRPO...) score whole samples.
     """
-    if algo.adv == "gae":
-        raise ValueError("algorithm.adv=gae needs the critic's values: call gae_advantages(algo, scores, mask, values)")
-    if algo.adv in _TOKEN_LEVEL:
-        rewards = token_rewards(algo, scores, mask, logp, ref_logp)
-        if algo.adv == "reinforce_pp_baseline":
-            extra = rewards - token_rewards(algo, scores, mask)
-            return compute_advantages(algo.adv, scores=scores, mask=mask, group_size=group_size,
-                                      token_rewards=extra, gamma=algo.gamma)
-        return compute_advantages(algo.adv, token_rewards=rewards, mask=mask, gamma=algo.gamma)
-    adv = compute_advantages(algo.adv, scores=scores, group_size=group_size)
-    return broadcast_to_tokens(adv, mask)
+    est = algo.estimator
+    if est.needs_critic:
+        raise ValueError(f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, scores, mask, values)")
+    if est.signal == "outcome":
+        return broadcast_to_tokens(compute_advantages(est, scores=scores, group_size=group_size), mask)
+    rewards = token_rewards(algo, scores, mask, logp, ref_logp)
+    if est.grouped:
+        rewards = rewards - token_rewards(algo, scores, mask)
+    return compute_advantages(est, scores=scores, mask=mask, group_size=group_size,
+                              token_rewards=rewards, gamma=algo.gamma)
 
 
 def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,

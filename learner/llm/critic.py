@@ -45,7 +45,7 @@ class CriticConfig:
     grad_clip: float = field(default=1.0, metadata={"help": "critic grad-norm clip (0 = off)"})
     value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping around the rollout-time values (null = off)"})
     agg_mode: str = field(default="token-mean", metadata={"help": "value-loss aggregation (learner.algorithms.AGG_MODES)"})
-    epochs: int = field(default=0, metadata={"help": "critic passes over each rollout batch (0 = actor.ppo_epochs)"})
+    epochs: int = field(default=0, metadata={"help": "critic passes over each rollout batch (0 = actor.epochs)"})
     init_from_actor: bool = field(default=True, metadata={"help": "start from the (SFT'd) actor's backbone; false = fresh init / model.path"})
     seed: int = field(default=1, metadata={"help": "init seed of the value head (and of a fresh backbone)"})
 
@@ -57,7 +57,7 @@ class CriticConfig:
         if self.agg_mode not in AGG_MODES:
             raise ConfigError(f"algorithm.critic.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
         if self.epochs < 0:
-            raise ConfigError(f"algorithm.critic.epochs must be >= 0 (0 = actor.ppo_epochs), got {self.epochs}")
+            raise ConfigError(f"algorithm.critic.epochs must be >= 0 (0 = actor.epochs), got {self.epochs}")
 
 
 class ValueModel(nn.Module):

@@ -28,8 +28,7 @@ def make_stage_envs(cfg: EmbodiedConfig, world_size: int) -> StageEnvs:
     if cfg.env.num_envs % (world_size * stages):
         raise ValueError(f"env.num_envs={cfg.env.num_envs} must be divisible by env processes "
                          f"({world_size}) x rollout.pipeline_stages ({stages})")
-    group = cfg.algorithm.group_size if cfg.algorithm.adv == "grpo" else 1
-    return StageEnvs(cfg.env.name, cfg.env.num_envs // (world_size * stages), stages, group,
+    return StageEnvs(cfg.env.name, cfg.env.num_envs // (world_size * stages), stages, cfg.algorithm.env_group_size,
                      **cfg.env.factory_kwargs())
 
 
@@ -74,7 +73,7 @@ class RolloutWorker(Worker):
         self.store = WeightStore.connect(store_name)
         self.version = -1
         self.streams = layout.streams_of_rollout(self.rank)
-        self.group_size = cfg.algorithm.group_size if cfg.algorithm.adv == "grpo" else 1
+        self.group_size = cfg.algorithm.env_group_size
 
     def sync_weights(self) -> int:
         if self.store.version() > self.version:
@@ -85,7 +84,7 @@ class RolloutWorker(Worker):
     def run_iteration(self, iteration: int, steps: int, envs_per_stream: int) -> dict[str, Any]:
         lay, cfg = self.layout, self.cfg
         self.sync_weights()
-        single = cfg.algorithm.adv == "grpo"
+        single = cfg.algorithm.single_episode
         builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single) for s in self.streams}
         busy, stats = 0.0, EpisodeStats()
         for _ in range(len(self.streams) * (steps + 1)):

@@ -1,21 +1,20 @@
 """``EmbodiedConfig``: every knob of the on-policy embodied runner, typed, with help text.
 
 Built with ``rlinf_contracts.config.from_dict(EmbodiedConfig, load_config(path, overrides))``; each
-section validates itself and names the offending key. ``rlinf train --help-config`` prints the
+section validates itself and names the offending key. ``algorithm``, ``actor`` and ``train``
+extend the shared sections of :mod:`learner.sections` (the reasoning runner extends the same). ``rlinf train --help-config`` prints the
 ``help`` of every field.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 from learner.cluster import ClusterConfig
+from learner.sections import OptimConfig, PolicyAlgorithmConfig, TrainLoopConfig
+from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
-
-
-def _h(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass
@@ -73,25 +72,42 @@ class ModelConfig:
 
 
 @dataclass
-class AlgorithmConfig:
-    adv: Literal["gae", "grpo"] = field(default="gae", metadata=_h("advantage estimator: gae (PPO + critic) | grpo (episode groups)"))
+class AlgorithmConfig(PolicyAlgorithmConfig):
+    """PPO (``adv: gae``, with the policy's value head) or a grouped outcome estimator (``grpo``,
+    ``dr_grpo``, ``rloo``: one whole episode per env row, groups reset from the same seed)."""
+
+    ALIASES: ClassVar[dict[str, str]] = {"gae_lambda": "lam", "normalize_advantages": "whiten_adv",
+                                         "ent_coef": "entropy_coef"}
+
     gamma: float = field(default=0.99, metadata=_h("discount per policy step"))
-    gae_lambda: float = field(default=0.95, metadata=_h("GAE lambda"))
-    group_size: int = field(default=8, metadata=_h("GRPO: episodes per group, reset from the same seed"))
-    normalize_advantages: bool = field(default=True, metadata=_h("whiten advantages over the batch"))
-    clip_low: float = field(default=0.2, metadata=_h("PPO ratio clip below 1"))
-    clip_high: float = field(default=0.2, metadata=_h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
-    dual_clip: float | None = field(default=None, metadata=_h("dual-clip constant c > 1 for negative advantages"))
-    vf_coef: float = field(default=0.5, metadata=_h("value loss weight (ignored by grpo)"))
+    group_size: int = field(default=8, metadata=_h("grouped estimators (grpo...): episodes per group, reset from the same seed"))
+    vf_coef: float = field(default=0.5, metadata=_h("value loss weight (estimators with a critic only)"))
     vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))
-    ent_coef: float = field(default=0.0, metadata=_h("entropy bonus weight"))
     max_grad_norm: float = field(default=0.5, metadata=_h("gradient norm clip"))
+    gae_lambda: float | None = field(default=None, metadata=_h("alias of algorithm.lam"))
+    normalize_advantages: bool | None = field(default=None, metadata=_h("alias of algorithm.whiten_adv"))
+    ent_coef: float | None = field(default=None, metadata=_h("alias of algorithm.entropy_coef"))
 
     def validate(self) -> None:
-        if not 0.0 < self.gamma <= 1.0:
+        super().validate()
+        if self.gamma <= 0.0:
             raise ConfigError(f"key 'algorithm.gamma' must be in (0, 1], got {self.gamma}")
-        if self.adv == "grpo" and self.group_size < 2:
-            raise ConfigError(f"key 'algorithm.group_size' must be >= 2 for grpo, got {self.group_size}")
+        est = self.estimator
+        if not (est.needs_critic or est.signal == "outcome"):
+            raise ConfigError(f"key 'algorithm.adv'={self.adv!r} needs token rewards, which env rollouts do not "
+                              "make; use gae (critic) or an outcome estimator (grpo, dr_grpo, rloo)")
+        if est.grouped and self.group_size < 2:
+            raise ConfigError(f"key 'algorithm.group_size' must be >= 2 for {self.adv}, got {self.group_size}")
+
+    @property
+    def env_group_size(self) -> int:
+        """Envs reset from one seed as a group: ``group_size`` for grouped estimators, else 1."""
+        return self.group_size if self.estimator.grouped else 1
+
+    @property
+    def single_episode(self) -> bool:
+        """Outcome estimators score whole episodes: each env row runs exactly one per iteration."""
+        return self.estimator.signal == "outcome"
 
 
 @dataclass
@@ -109,22 +125,14 @@ class RolloutConfig:
 
 
 @dataclass
-class ActorConfig:
+class ActorConfig(OptimConfig):
     lr: float = field(default=3e-4, metadata=_h("Adam learning rate"))
-    epochs: int = field(default=4, metadata=_h("PPO epochs per iteration"))
-    minibatches: int = field(default=4, metadata=_h("minibatches per epoch (per actor rank)"))
     anneal_lr: bool = field(default=False, metadata=_h("linearly decay lr to 0 over train.iterations"))
     target_kl: float | None = field(default=None, metadata=_h("stop the epochs early when approx KL exceeds this"))
 
-    def validate(self) -> None:
-        if self.lr <= 0:
-            raise ConfigError(f"key 'actor.lr' must be > 0, got {self.lr}")
-        if self.epochs < 1 or self.minibatches < 1:
-            raise ConfigError(f"keys 'actor.epochs' and 'actor.minibatches' must be >= 1, got {self.epochs}, {self.minibatches}")
-
 
 @dataclass
-class TrainConfig:
+class TrainConfig(TrainLoopConfig):
     iterations: int = field(default=50, metadata=_h("training iterations (rollout + update)"))
     checkpoint_every: int = field(default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)"))
     out_dir: str = field(default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json"))
@@ -173,6 +181,6 @@ class EmbodiedConfig:
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
         if names != {"env", "rollout", "actor"}:
             raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")
-        if self.algorithm.adv == "grpo" and self.env.num_envs % self.algorithm.group_size:
+        if self.env.num_envs % self.algorithm.env_group_size:
             raise ConfigError(f"key 'env.num_envs' ({self.env.num_envs}) must be a multiple of "
-                              f"'algorithm.group_size' ({self.algorithm.group_size}) for grpo")
+                              f"'algorithm.group_size' ({self.algorithm.group_size}) for {self.algorithm.adv}")

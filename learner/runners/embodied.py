@@ -35,15 +35,16 @@ log = logging.getLogger(__name__)
 
 
 def steps_per_iteration(cfg: EmbodiedConfig, max_episode_steps: int) -> int:
-    """GAE: the configured rollout length; GRPO: long enough for every row to finish one episode."""
-    if cfg.algorithm.adv == "grpo":
+    """With a critic: the configured rollout length; outcome estimators (GRPO...): long enough for
+    every row to finish one episode."""
+    if cfg.algorithm.single_episode:
         return math.ceil(max_episode_steps / cfg.model.chunk)
     return cfg.rollout.steps_per_iteration
 
 
 def needs_reset(cfg: EmbodiedConfig, iteration: int, start: int) -> bool:
     every = cfg.train.checkpoint_every
-    return iteration == start or cfg.algorithm.adv == "grpo" or (every > 0 and iteration % every == 0)
+    return iteration == start or cfg.algorithm.single_episode or (every > 0 and iteration % every == 0)
 
 
 def iteration_metrics(out: IterationOutput, env_steps: int, total_steps: int, seconds: float,

@@ -1,0 +1,119 @@
+"""Config sections every runner shares: the policy-gradient algorithm, the optimiser, the loop.
+
+Why shared bases: the embodied and reasoning runners train the same objective (a clipped
+policy loss on advantages from :data:`learner.algorithms.ADVANTAGES`) with the same kind of
+optimiser loop, so the knobs that mean the same thing have one name, one help text and one
+validation. Each runner's section subclasses these, adds its own knobs and may change a
+default (``gamma`` is 0.99 for env steps, 1.0 for tokens).
+
+``algorithm.adv`` is resolved once, when the section is built, into
+:attr:`PolicyAlgorithmConfig.estimator` (an :class:`~learner.algorithms.AdvantageEstimator`);
+code reads its flags (``needs_critic``, ``grouped``, ``signal``) instead of comparing names.
+
+Older key spellings stay valid through *aliases*: a field such as ``gae_lambda`` (help
+"alias of ...") whose value, when set, moves to the canonical field during construction.
+
+>>> a = PolicyAlgorithmConfig(adv="grpo")
+>>> a.estimator.grouped, a.estimator.needs_critic
+(True, False)
+>>> PolicyAlgorithmConfig(adv="grop")
+Traceback (most recent call last):
+...
+rlinf_contracts.config.errors.ConfigError: algorithm.adv='grop' is unknown; choose one of ['dr_grpo', 'gae', 'grpo', 'reinforce_pp', 'reinforce_pp_baseline', 'rloo']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from learner.algorithms.advantages import ADVANTAGES, AdvantageEstimator
+from rlinf_contracts.config import ConfigError
+
+__all__ = ["h", "apply_aliases", "PolicyAlgorithmConfig", "OptimConfig", "TrainLoopConfig"]
+
+
+def h(text: str) -> dict[str, str]:
+    """Field metadata carrying the one-line help that ``rlinf config`` prints."""
+    return {"help": text}
+
+
+def apply_aliases(obj: Any, section: str) -> None:
+    """Move each set alias field of ``obj`` (``ALIASES``: alias -> canonical) onto its canonical field.
+
+    The alias is cleared afterwards, so ``to_dict`` -> ``from_dict`` round-trips. Setting both
+    to different values is an error naming both keys.
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(obj)}
+    for alias, canonical in getattr(obj, "ALIASES", {}).items():
+        value = getattr(obj, alias)
+        if value is None:
+            continue
+        current = getattr(obj, canonical)
+        if current != defaults[canonical] and current != value:
+            raise ConfigError(f"keys '{section}.{alias}' ({value!r}) and '{section}.{canonical}' ({current!r}) "
+                              f"are the same setting; keep only '{section}.{canonical}'")
+        setattr(obj, canonical, value)
+        setattr(obj, alias, None)
+
+
+@dataclass
+class PolicyAlgorithmConfig:
+    """The clipped policy-gradient objective and its advantage estimator (``algorithm:``)."""
+
+    ALIASES: ClassVar[dict[str, str]] = {}
+
+    adv: str = field(default="gae", metadata=h("advantage estimator (learner.algorithms.ADVANTAGES): gae needs a critic; grpo / dr_grpo / rloo use groups of samples"))
+    gamma: float = field(default=0.99, metadata=h("discount per step (env step or token)"))
+    lam: float = field(default=0.95, metadata=h("GAE lambda (adv: gae only)"))
+    whiten_adv: bool = field(default=True, metadata=h("whiten advantages over the batch"))
+    clip_low: float = field(default=0.2, metadata=h("PPO ratio clip below 1"))
+    clip_high: float = field(default=0.2, metadata=h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
+    dual_clip: float | None = field(default=None, metadata=h("dual-clip constant c > 1 for negative advantages"))
+    entropy_coef: float = field(default=0.0, metadata=h("entropy bonus weight"))
+
+    def __post_init__(self) -> None:
+        apply_aliases(self, "algorithm")
+        self.estimator: AdvantageEstimator = self._resolve()
+
+    def _resolve(self) -> AdvantageEstimator:
+        if self.adv not in ADVANTAGES:
+            raise ConfigError(f"algorithm.adv={self.adv!r} is unknown; choose one of {ADVANTAGES.names()}")
+        return ADVANTAGES.get(self.adv)
+
+    def validate(self) -> None:
+        self.estimator = self._resolve()  # again: ``adv`` may have been reassigned since __init__
+        if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"algorithm.gamma and algorithm.lam must be in [0, 1], got {self.gamma}, {self.lam}")
+        if self.clip_low < 0 or self.clip_high < 0:
+            raise ConfigError(f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ConfigError(f"algorithm.dual_clip must be > 1, got {self.dual_clip}")
+
+
+@dataclass
+class OptimConfig:
+    """The trainer's optimiser loop over one batch of experience (``actor:``)."""
+
+    ALIASES: ClassVar[dict[str, str]] = {}
+
+    lr: float = field(default=3e-4, metadata=h("learning rate"))
+    epochs: int = field(default=4, metadata=h("passes over each batch of experience"))
+    minibatches: int = field(default=4, metadata=h("optimizer steps per epoch (the batch is split)"))
+
+    def __post_init__(self) -> None:
+        apply_aliases(self, "actor")
+
+    def validate(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"key 'actor.lr' must be > 0, got {self.lr}")
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ConfigError(f"keys 'actor.epochs' and 'actor.minibatches' must be >= 1, got {self.epochs}, {self.minibatches}")
+
+
+@dataclass
+class TrainLoopConfig:
+    """The outer loop (``train:``): where a run writes its checkpoints, curves and metrics."""
+
+    out_dir: str = field(default="runs/run", metadata=h("run directory: checkpoint(s), metrics.json, curves / tb"))
