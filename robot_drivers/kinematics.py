@@ -4,6 +4,8 @@ Why here and not from the backend: the safety layer checks the end-effector work
 *before* a joint target is sent, and end-effector delta commands need IK on every backend
 (sim and pylibfranka alike) without a model library. The Franka arm is a 7-joint chain with
 published modified-DH parameters (Craig convention), so this is exact and cheap (~20 us).
+Rotation conversions come from :mod:`rlinf_contracts.rotations` (one implementation, robust
+near pi).
 
 >>> import numpy as np
 >>> T = forward_kinematics(np.array(PANDA_HOME))
@@ -15,6 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
+# re-exported for rlinf_ros.nodes.robot until it imports it from rlinf_contracts.rotations itself
+from rlinf_contracts.rotations import quat_xyzw_to_matrix  # noqa: F401
 from robot_drivers.types import PANDA_HOME  # noqa: F401  (doctest uses it)
 
 # (a, d, alpha) per joint, modified DH; then the flange and the Franka Hand TCP offsets.
@@ -77,53 +82,10 @@ def jacobian(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
     return J
 
 
-def rotvec_to_matrix(rv: np.ndarray) -> np.ndarray:
-    """Rodrigues: rotation vector (axis * angle) -> 3x3 matrix."""
-    theta = float(np.linalg.norm(rv))
-    if theta < 1e-12:
-        return np.eye(3)
-    k = np.asarray(rv) / theta
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + np.sin(theta) * K + (1 - np.cos(theta)) * K @ K
-
-
-def matrix_to_rotvec(R: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`rotvec_to_matrix` (angle in [0, pi])."""
-    cos = np.clip((np.trace(R) - 1) / 2, -1.0, 1.0)
-    theta = np.arccos(cos)
-    if theta < 1e-9:
-        return np.zeros(3)
-    if np.pi - theta < 1e-6:  # axis from the symmetric part
-        axis = np.sqrt(np.maximum((np.diag(R) + 1) / 2, 0))
-        axis *= np.sign(np.array([R[2, 1] - R[1, 2] or 1, R[0, 2] - R[2, 0] or 1, R[1, 0] - R[0, 1] or 1]))
-        return axis * theta
-    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    return w / (2 * np.sin(theta)) * theta
-
-
-def matrix_to_quat_xyzw(R: np.ndarray) -> np.ndarray:
-    """3x3 rotation -> unit quaternion [x, y, z, w] with w >= 0."""
-    rv = matrix_to_rotvec(R)
-    theta = np.linalg.norm(rv)
-    if theta < 1e-12:
-        return np.array([0.0, 0.0, 0.0, 1.0])
-    xyz = rv / theta * np.sin(theta / 2)
-    return np.array([*xyz, np.cos(theta / 2)])
-
-
-def quat_xyzw_to_matrix(q: np.ndarray) -> np.ndarray:
-    x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
-
-
 def pose_error(T_now: np.ndarray, T_goal: np.ndarray) -> np.ndarray:
     """[dp (3), drot (3)] that moves ``T_now`` onto ``T_goal``, both in the base frame."""
     dp = T_goal[:3, 3] - T_now[:3, 3]
-    drot = matrix_to_rotvec(T_goal[:3, :3] @ T_now[:3, :3].T)
+    drot = orientation_error(T_goal[:3, :3], T_now[:3, :3])
     return np.concatenate([dp, drot])
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from robot_drivers.arm import ArmBackend, DriverError
-from robot_drivers.kinematics import matrix_to_quat_xyzw
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
 
 log = logging.getLogger(__name__)

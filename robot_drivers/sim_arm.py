@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend
-from robot_drivers.kinematics import forward_kinematics, matrix_to_quat_xyzw
+from robot_drivers.kinematics import forward_kinematics
 from robot_drivers.types import (
     PANDA_DQ_MAX,
     PANDA_GRIPPER_MAX_WIDTH,

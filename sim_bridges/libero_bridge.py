@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.env import EnvSpec
+from rlinf_contracts.rotations import quat_xyzw_to_rotvec
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 from rlinf_contracts.env_registry import register_env
 
@@ -43,21 +44,9 @@ class LiberoConfig:
     settle_steps: int = 10
 
 
-def quat_to_axis_angle(quat_xyzw: np.ndarray) -> np.ndarray:
-    """robosuite quaternion (x, y, z, w) -> axis-angle vector (3,), angle in [0, pi]."""
-    q = np.asarray(quat_xyzw, dtype=np.float64)
-    w = float(np.clip(q[3], -1.0, 1.0))
-    if w < 0:  # same rotation, angle <= pi
-        q, w = -q, -w
-    den = np.sqrt(max(1.0 - w * w, 0.0))
-    if den < 1e-9:
-        return np.zeros(3)
-    return q[:3] * (2.0 * np.arccos(w)) / den
-
-
 def libero_state(obs: dict[str, np.ndarray]) -> np.ndarray:
     """openpi's 8-D LIBERO state: eef pos, eef axis-angle, gripper finger positions."""
-    return np.concatenate([obs["robot0_eef_pos"], quat_to_axis_angle(obs["robot0_eef_quat"]),
+    return np.concatenate([obs["robot0_eef_pos"], quat_xyzw_to_rotvec(obs["robot0_eef_quat"]),
                            obs["robot0_gripper_qpos"]]).astype(np.float32)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
 from sim_bridges.mujoco_franka.model import GRIPPER_MAX_WIDTH, HOME_QPOS, FrankaModel
 
 CONTROL_MODES = ("ee_delta", "ee_delta_pos", "joint_delta")
@@ -45,7 +46,6 @@ class ControlConfig:
         return ACTION_DIMS[self.mode]
 
 
-_EYE3 = np.eye(3)
 _EYES = {n: np.eye(n) for n in (3, 6, 7)}
 
 
@@ -72,35 +72,6 @@ def site_jacobians(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
 def site_rotations(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
     """EE site rotation matrices ``[B, 3, 3]`` (world from site)."""
     return np.stack([d.site_xmat[fm.ee_site] for d in datas]).reshape(-1, 3, 3)
-
-
-def rotvec_to_matrix(rotvecs: np.ndarray) -> np.ndarray:
-    """Rodrigues' formula, batched: ``[B, 3]`` rotation vectors -> ``[B, 3, 3]``."""
-    angle = np.linalg.norm(rotvecs, axis=1)[:, None, None]
-    k = np.zeros((len(rotvecs), 3, 3))
-    x, y, z = rotvecs.T
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -z, y, -x
-    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = z, -y, x
-    safe = np.where(angle < 1e-9, 1.0, angle)
-    a = np.where(angle < 1e-9, 1.0, np.sin(safe) / safe)
-    b = np.where(angle < 1e-9, 0.5, (1.0 - np.cos(safe)) / safe**2)
-    return _EYE3 + a * k + b * (k @ k)
-
-
-def matrix_to_rotvec(mats: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`rotvec_to_matrix` for angles below pi, batched."""
-    cos = np.clip((np.trace(mats, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(cos)
-    axis = np.stack([mats[:, 2, 1] - mats[:, 1, 2], mats[:, 0, 2] - mats[:, 2, 0],
-                     mats[:, 1, 0] - mats[:, 0, 1]], axis=1)
-    sin = np.sin(angle)
-    scale = np.where(sin < 1e-6, 0.5, angle / (2.0 * np.where(sin < 1e-6, 1.0, sin)))
-    return axis * scale[:, None]
-
-
-def orientation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """World-frame rotation vectors ``[B, 3]`` taking ``current`` to ``target`` (both ``[B,3,3]``)."""
-    return matrix_to_rotvec(target @ np.swapaxes(current, 1, 2))
 
 
 def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_bridges.mujoco_franka.control import dls_step, orientation_error, site_jacobians, site_rotations
+from rlinf_contracts.rotations import orientation_error
+from sim_bridges.mujoco_franka.control import dls_step, site_jacobians, site_rotations
 from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 
 

@@ -14,14 +14,13 @@ from robot_drivers.arm import DriverError, FrankaArm
 from robot_drivers.cameras import CameraConfig, CameraError, SimCamera, make_camera
 from robot_drivers.dual_arm import DualArm
 from robot_drivers.factory import ArmConfig, make_arm
-from robot_drivers.kinematics import (
-    apply_ee_delta,
-    forward_kinematics,
+from rlinf_contracts.rotations import (
     matrix_to_quat_xyzw,
     matrix_to_rotvec,
     quat_xyzw_to_matrix,
     rotvec_to_matrix,
 )
+from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.libfranka_arm import LibfrankaArmBackend, error_names, o_t_ee_to_pose
 from robot_drivers.sim_arm import KinematicArmBackend
 from robot_drivers.types import PANDA_HOME, RobotMode

@@ -12,6 +12,7 @@ from sim_bridges import isaaclab_bridge as il
 from sim_bridges import libero_bridge as lb
 from sim_bridges import maniskill_bridge as ms
 from rlinf_contracts.env_registry import make_env
+from rlinf_contracts.rotations import quat_xyzw_to_rotvec
 
 
 # ------------------------------------------------------------------ ManiSkill
@@ -101,9 +102,9 @@ def test_libero_state_is_openpi_layout() -> None:
     st = lb.libero_state(obs)
     assert st.dtype == np.float32 and st.shape == (8,)
     np.testing.assert_allclose(st, [0.1, 0.2, 0.3, 0, 0, np.pi / 2, 0.04, -0.04], atol=1e-6)
-    np.testing.assert_allclose(lb.quat_to_axis_angle(np.array([0, 0, 0, 1.0])), 0.0)
+    np.testing.assert_allclose(quat_xyzw_to_rotvec(np.array([0, 0, 0, 1.0])), 0.0)
     # q and -q are the same rotation: same axis-angle
-    np.testing.assert_allclose(lb.quat_to_axis_angle(-obs["robot0_eef_quat"]), [0, 0, np.pi / 2], atol=1e-6)
+    np.testing.assert_allclose(quat_xyzw_to_rotvec(-obs["robot0_eef_quat"]), [0, 0, np.pi / 2], atol=1e-6)
 
 
 def test_libero_images_rotated_and_init_state_cycles() -> None:

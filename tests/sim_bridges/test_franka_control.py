@@ -1,4 +1,4 @@
-"""Pure controller math: rotations, DLS step, gripper mapping."""
+"""Pure controller math: rotations (as the controller uses them), DLS step, gripper mapping."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from sim_bridges.mujoco_franka.control import (
-    ControlConfig, dls_step, gripper_ctrl, matrix_to_rotvec, orientation_error, rotvec_to_matrix,
-)
+from rlinf_contracts.rotations import matrix_to_rotvec, orientation_error, rotvec_to_matrix
+from sim_bridges.mujoco_franka.control import ControlConfig, dls_step, gripper_ctrl
 
 
 def test_rotvec_matrix_roundtrip_matches_mujoco() -> None:
