@@ -102,13 +102,15 @@ def raw_forward(policy: Any, batch: int, min_time: float = 1.5) -> dict[str, flo
 
 def serve_and_measure(policy: Any, max_batch: int, clients: int, max_wait_ms: float,
                       args: argparse.Namespace) -> dict[str, float]:
+    from learner.serving import TorchPolicy
     from policy_server.background import ServerThread
     from policy_server.config import ServerConfig
     from policy_server.server import PolicyServer
 
     cfg = ServerConfig(host="127.0.0.1", port=0, max_batch=max_batch, max_wait_ms=max_wait_ms,
                        torch_threads=args.torch_threads)
-    with ServerThread(PolicyServer(policy, cfg, policy_name="bench")) as srv:
+    served = TorchPolicy(policy, threads=args.torch_threads)
+    with ServerThread(PolicyServer(served, cfg, policy_name="bench")) as srv:
         result = drive_clients(srv.url, clients, args.warmup, args.duration)
         m = srv.server.metrics
         result["mean_batch"] = m.batch_sum / max(1, m.batches)

@@ -78,7 +78,6 @@ class DynamicBatcher:
         max_batch: int,
         max_wait_ms: float,
         open_clients: Callable[[], int],
-        deterministic: bool = True,
         thread_init: Callable[[], None] | None = None,
         inline_forward_ms: float = 0.0,
     ) -> None:
@@ -87,7 +86,6 @@ class DynamicBatcher:
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self.open_clients = open_clients
-        self.deterministic = deterministic
         self._items: collections.deque[_Request | _Swap] = collections.deque()
         self._wakeup = asyncio.Event()
         # thread_init sets torch's thread count *in* the forward thread: OpenMP settings are
@@ -177,7 +175,7 @@ class DynamicBatcher:
 
     def _forward(self, model: Any, samples: list[Canonical]) -> np.ndarray:
         t0 = time.perf_counter()
-        actions, _, _ = model.act(collate(samples), deterministic=self.deterministic)
+        actions = model.infer(collate(samples))["actions"]
         ms = (time.perf_counter() - t0) * 1000.0
         self._forward_ema_ms = ms if self._forward_ema_ms == float("inf") else 0.9 * self._forward_ema_ms + 0.1 * ms
         actions = np.asarray(actions, dtype=np.float32)

@@ -21,6 +21,8 @@ import websockets.asyncio.client
 import websockets.sync.client
 
 from policy_server.messages import MessageError, ServerMetadata
+from policy_server.spec_check import SPEC_HEADER, policy_header
+from rlinf_contracts.spec import RobotSpec
 from rlinf_contracts.wire import Packer, unpackb
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,19 @@ class PolicyRequestError(PolicyClientError):
 
 class PolicyServerUnavailable(PolicyClientError):
     """The server could not be reached within the retry budget."""
+
+
+class SpecRefused(PolicyClientError):
+    """The server's policy was trained for another robot spec (HTTP 409 on connect). Final:
+    retrying cannot help; the message names both layouts."""
+
+
+def _refused(e: BaseException) -> SpecRefused | None:
+    """The :class:`SpecRefused` a failed handshake means, if it was a spec refusal."""
+    if isinstance(e, websockets.InvalidStatus) and e.response.status_code == 409:
+        body = (e.response.body or b"").decode(errors="replace").strip()
+        return SpecRefused(body or "policy server refused this robot spec (HTTP 409)")
+    return None
 
 
 def backoff_delays(base_s: float, max_s: float, retries: int) -> Iterator[float]:
@@ -79,8 +94,11 @@ def open_sync(url: str, **kwargs: Any) -> websockets.sync.client.ClientConnectio
     return websockets.sync.client.connect(url, **kwargs).__enter__()
 
 
-def _headers(api_key: str | None) -> dict[str, str] | None:
-    return {"Authorization": f"Api-Key {api_key}"} if api_key else None
+def _headers(api_key: str | None, robot_spec: RobotSpec | None) -> dict[str, str] | None:
+    headers = {"Authorization": f"Api-Key {api_key}"} if api_key else {}
+    if robot_spec is not None:
+        headers[SPEC_HEADER] = policy_header(robot_spec)
+    return headers or None
 
 
 class _ClientSettings:
@@ -88,9 +106,9 @@ class _ClientSettings:
 
     def __init__(
         self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
+        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0, robot_spec: RobotSpec | None = None,
     ) -> None:
-        self.url, self.api_key = url, api_key
+        self.url, self.api_key, self.robot_spec = url, api_key, robot_spec
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
         self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
         self.metadata: ServerMetadata | dict[str, Any] = {}
@@ -108,7 +126,7 @@ class PolicyClient(_ClientSettings):
 
     def _connect(self) -> websockets.sync.client.ClientConnection:
         ws = open_sync(
-            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key),
+            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key, self.robot_spec),
             max_size=None, compression=None,
         )
         self.metadata = parse_metadata(ws.recv(timeout=self.connect_timeout_s))
@@ -127,6 +145,8 @@ class PolicyClient(_ClientSettings):
                         log.info("reconnected to policy server %s", self.url)
                 return fn()
             except _RETRYABLE as e:
+                if (refused := _refused(e)) is not None:
+                    raise refused from None
                 last = e
                 self._drop()
                 log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)
@@ -170,7 +190,7 @@ class AsyncPolicyClient(_ClientSettings):
 
     async def _open(self) -> websockets.asyncio.client.ClientConnection:
         ws = await websockets.asyncio.client.connect(
-            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key),
+            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key, self.robot_spec),
             max_size=None, compression=None,
         )
         self.metadata = parse_metadata(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
@@ -192,6 +212,8 @@ class AsyncPolicyClient(_ClientSettings):
                 await self._ws.send(frame)
                 return decode_response(await asyncio.wait_for(self._ws.recv(), self.timeout_s))
             except _RETRYABLE as e:
+                if (refused := _refused(e)) is not None:
+                    raise refused from None
                 last = e
                 await self._drop()
                 log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)

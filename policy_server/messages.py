@@ -60,6 +60,7 @@ class ServerMetadata:
     max_frame_bytes: int = 0
     accepts: tuple[str, ...] = ()  # observation layouts (adapter names) the server understands
     protocol: str = PROTOCOL
+    robot_spec: dict[str, Any] | None = None  # rlinf_contracts.spec.RobotSpec.to_dict() of the policy
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ class ServerMetadata:
             "max_frame_bytes": self.max_frame_bytes,
             "accepts": list(self.accepts),
             "protocol": self.protocol,
+            "robot_spec": self.robot_spec,
         }
 
     @classmethod
@@ -96,6 +98,7 @@ class ServerMetadata:
             max_frame_bytes=int(d.get("max_frame_bytes", 0)),
             accepts=tuple(d.get("accepts", ())),
             protocol=str(d.get("protocol", PROTOCOL)),
+            robot_spec=d.get("robot_spec") if isinstance(d.get("robot_spec"), dict) else None,
         )
 
 

@@ -36,11 +36,20 @@ def weights_url(url: str) -> str:
 
 
 def _to_bytes(weights: Any) -> bytes:
+    """safetensors bytes as given, or a state dict of torch tensors / numpy arrays serialised.
+
+    Tensors become numpy through their own methods, so this module never imports torch."""
     if isinstance(weights, (bytes, bytearray)):
         return bytes(weights)
-    from policy_server.hotswap import state_dict_to_bytes  # torch only when given tensors
+    import numpy as np
+    from safetensors.numpy import save
 
-    return state_dict_to_bytes(weights)
+    def as_numpy(v: Any) -> np.ndarray:
+        if hasattr(v, "detach"):  # a torch tensor
+            v = v.detach().cpu().contiguous().numpy()
+        return np.ascontiguousarray(v)
+
+    return save({k: as_numpy(v) for k, v in weights.items()})
 
 
 class WeightPusher:

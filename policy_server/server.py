@@ -18,7 +18,6 @@ request layouts in :mod:`policy_server.observations`; this module only routes fr
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import logging
 import time
@@ -32,13 +31,14 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from learner.models.policy import Policy
 from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.config import ServerConfig
 from policy_server.hotswap import ModelSlot, WeightLoadError
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.metrics import ServerMetrics
 from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
+from policy_server.policy import ServedPolicy, check_policy
+from policy_server.spec_check import SPEC_HEADER, refusal
 from rlinf_contracts.wire import Packer, WireError, packb, unpackb
 
 log = logging.getLogger(__name__)
@@ -54,18 +54,19 @@ def _bearer(headers: Headers, scheme: str) -> str | None:
 
 
 class PolicyServer:
-    """Serve one :class:`~learner.models.policy.Policy` over the wire. Run with :meth:`start`."""
+    """Serve one :class:`~policy_server.policy.ServedPolicy` over the wire. Run with :meth:`start`."""
 
     def __init__(
-        self, policy: Policy, config: ServerConfig, *, weight_version: int = 0, policy_name: str | None = None
+        self, policy: ServedPolicy, config: ServerConfig, *, weight_version: int = 0, policy_name: str | None = None
     ) -> None:
         config.validate()
         if config.adapter != "auto":
             ADAPTERS.get(config.adapter)  # unknown adapter names fail here, with suggestions
+        check_policy(policy)
         self.config = config
-        self.policy_name = policy_name or getattr(policy, "model_name", type(policy).__name__)
-        self.spec = policy.spec
-        self.obs_spec = policy.spec.observation_spec()
+        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        self.spec = policy.robot_spec
+        self.obs_spec = self.spec.observation_spec()
         self.slot = ModelSlot(policy, weight_version)
         self.metrics = ServerMetrics(window=config.latency_window)
         self._infer_connections = 0
@@ -77,17 +78,14 @@ class PolicyServer:
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         """Bind and start serving (returns once listening; ``port`` is then the bound port)."""
-        import torch
-
-        threads = self.config.torch_threads or torch.get_num_threads()
-        torch.set_num_threads(threads)
-        init = functools.partial(torch.set_num_threads, threads)  # per worker thread, see batching
+        init = getattr(self.slot.active, "thread_init", None)  # per worker thread, see batching
+        if init is not None:
+            init()
         self._load_executor = ThreadPoolExecutor(1, thread_name_prefix="policy-weights", initializer=init)
         self._push_lock = asyncio.Lock()
         self._batcher = DynamicBatcher(
             self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
-            open_clients=lambda: self._infer_connections, deterministic=self.config.deterministic,
-            thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
+            open_clients=lambda: self._infer_connections, thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
         )
         self._batcher.start()
         self._server = await serve(
@@ -128,8 +126,9 @@ class PolicyServer:
     def metadata(self) -> ServerMetadata:
         return ServerMetadata(
             policy_name=self.policy_name, observation_spec=self.obs_spec, action_dim=self.spec.action_dim,
-            chunk=self.spec.chunk, weight_version=self.slot.version, uses_instruction=self.spec.uses_instruction,
+            chunk=self.spec.action.chunk, weight_version=self.slot.version, uses_instruction=self.spec.uses_instruction,
             max_frame_bytes=self.config.max_frame_bytes, accepts=tuple(ADAPTERS.names()),
+            robot_spec=self.spec.to_dict(),
         )
 
     # -- plain HTTP and admission --------------------------------------------------------------
@@ -156,6 +155,11 @@ class PolicyServer:
                 self.metrics.count_error("unauthorized")
                 log.warning("refused client %s: missing or wrong API key", conn.remote_address)
                 return conn.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong 'Authorization: Api-Key <key>'\n")
+        reason = refusal(self.spec, request.headers.get(SPEC_HEADER))
+        if reason is not None:
+            self.metrics.count_error("spec_mismatch")
+            log.warning("refused client %s: %s", conn.remote_address, reason)
+            return conn.respond(HTTPStatus.CONFLICT, reason + "\n")
         return None
 
     def _admit_push(self, conn: ServerConnection, request: Request) -> Response | None:

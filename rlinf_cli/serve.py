@@ -88,15 +88,15 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
 
 
 def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
-    """(policy, weight_version, name) from a checkpoint or a ``policy:`` section."""
+    """(served policy, weight_version, name) from a checkpoint or a ``policy:`` section."""
+    from learner.serving import TorchPolicy, load_served_checkpoint
     from rlinf_contracts.config import ConfigError
 
+    det, threads = cfg.server.deterministic, cfg.server.torch_threads
     if cfg.checkpoint is not None:
-        from learner.checkpoint import load_policy
-
-        policy, meta = load_policy(cfg.checkpoint, device=cfg.device)
-        name = str((meta.get("model") or {}).get("name", type(policy).__name__))
-        return policy, int(meta.get("weight_version", 0)), name
+        served, version = load_served_checkpoint(cfg.checkpoint, cfg.device, det, threads)
+        log.info("serving %s: %s", cfg.checkpoint, served.robot_spec.describe())
+        return served, version, served.name
     from learner.models import PolicySpec, build_policy
 
     assert cfg.policy is not None
@@ -105,7 +105,8 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     except TypeError as e:
         raise ConfigError(f"key 'policy.spec' is not a valid PolicySpec ({e}); "
                           f"fields: {', '.join(f.name for f in dataclasses.fields(PolicySpec))}") from None
-    return build_policy(cfg.policy.name, spec, **cfg.policy.kwargs).to(cfg.device), 0, cfg.policy.name
+    model = build_policy(cfg.policy.name, spec, **cfg.policy.kwargs).to(cfg.device)
+    return TorchPolicy(model, det, threads), 0, cfg.policy.name
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,16 +16,31 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlinf_contracts.spec import RobotSpec
+
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """Observation and action layout a policy was built for (saved with every checkpoint)."""
+    """Observation and action layout a policy was built for (saved with every checkpoint).
+
+    The sizes are what the network needs; ``robot`` is what the numbers *mean* (the env's
+    robot/task spec as the policy consumes it: its chunk, only the cameras it reads), so a
+    checkpoint served to a robot can be checked against that robot. ``None`` for models built
+    without an env (served with a ``raw`` spec that fixes sizes only).
+    """
 
     state_dim: int
     action_dim: int
     chunk: int = 1
     cameras: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (H, W)
     uses_instruction: bool = False
+    robot: RobotSpec | None = None
+
+    def robot_spec(self) -> RobotSpec:
+        """The robot spec to announce when serving: ``robot``, or a size-only ``raw`` spec."""
+        if self.robot is not None:
+            return self.robot
+        return RobotSpec.raw(self.state_dim, self.action_dim, self.chunk, self.cameras, self.uses_instruction)
 
     def observation_spec(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """Per-sample dtype and shape of every array key (``images/<cam>`` for cameras)."""
@@ -37,12 +52,15 @@ class PolicySpec:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["cameras"] = {k: list(v) for k, v in self.cameras.items()}
+        d["robot"] = None if self.robot is None else self.robot.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PolicySpec":
         d = dict(d)
         d["cameras"] = {k: tuple(v) for k, v in d.get("cameras", {}).items()}
+        if d.get("robot") is not None:
+            d["robot"] = RobotSpec.from_dict(d["robot"])
         return cls(**d)
 
 

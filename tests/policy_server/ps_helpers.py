@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
+from learner.serving import TorchPolicy
 from policy_server.background import ServerThread
 from policy_server.config import ServerConfig
 from policy_server.server import PolicyServer
@@ -74,6 +75,6 @@ def local_config(**kw: Any) -> ServerConfig:
 
 @contextlib.contextmanager
 def running_server(policy: Policy | None = None, **config: Any) -> Iterator[ServerThread]:
-    server = PolicyServer(policy or LinearPolicy(), local_config(**config), policy_name="linear")
+    server = PolicyServer(TorchPolicy(policy or LinearPolicy()), local_config(**config), policy_name="linear")
     with ServerThread(server) as srv:
         yield srv

@@ -37,7 +37,7 @@ def test_flags_override_the_config_file_and_checkpoint_loads(tmp_path, monkeypat
     assert (cfg.server.port, cfg.server.max_batch, cfg.server.max_wait_ms) == (9200, 4, 7.0)
     assert cfg.server.weights_token == "env-token-12345"
     loaded, version, name = serve.load_served_policy(cfg)
-    assert version == 9 and name == "mlp" and loaded.spec.chunk == 2
+    assert version == 9 and name == "mlp" and loaded.policy.spec.chunk == 2 and loaded.robot_spec.action.chunk == 2
     cfg = serve.build_config(_args(["--checkpoint", str(ckpt), "server.max_batch=3"]))  # no --config
     assert cfg.server.max_batch == 3 and cfg.checkpoint == str(ckpt)
     with pytest.raises(ConfigError, match="exactly one of --checkpoint"):

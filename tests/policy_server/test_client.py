@@ -14,19 +14,20 @@ from policy_server.broker import ActionChunkBroker
 from policy_server.client import AsyncPolicyClient, PolicyClient, PolicyServerUnavailable
 from policy_server.messages import ServerMetadata
 from policy_server.server import PolicyServer
+from learner.serving import TorchPolicy
 from ps_helpers import LinearPolicy, expected_actions, local_config, running_server
 
 STATE = np.array([0.5, -0.5, 0.25, 0.0], np.float32)
 
 
 def test_sync_client_reconnects_after_server_restart():
-    first = ServerThread(PolicyServer(LinearPolicy(), local_config())).start()
+    first = ServerThread(PolicyServer(TorchPolicy(LinearPolicy()), local_config())).start()
     port = first.port
     client = PolicyClient(first.url, backoff_s=0.1, max_backoff_s=0.4, retries=20)
     assert isinstance(client.metadata, ServerMetadata) and client.metadata.chunk == 3
     assert client.infer({"state": STATE})["weight_version"] == 0
     first.stop()
-    second = PolicyServer(LinearPolicy(), local_config(port=port), weight_version=7)
+    second = PolicyServer(TorchPolicy(LinearPolicy()), local_config(port=port), weight_version=7)
     starter = threading.Timer(0.5, lambda: ServerThread(second).start())
     starter.start()
     try:

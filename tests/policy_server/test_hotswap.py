@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from policy_server.client import PolicyClient
-from policy_server.hotswap import state_dict_to_bytes
+from learner.serving import state_dict_to_bytes
 from policy_server.push import WeightPushError, WeightPusher, push_weights
 from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 

@@ -16,6 +16,7 @@ from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.client import PolicyClient, PolicyRequestError
 from policy_server.hotswap import ModelSlot
 from policy_server.metrics import ServerMetrics
+from learner.serving import TorchPolicy
 from ps_helpers import LinearPolicy, expected_actions, running_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")
@@ -93,7 +94,7 @@ def test_inference_error_is_a_text_frame_then_close_1011():
 def test_a_failing_sample_does_not_fail_its_batch_mates():
     async def scenario():
         metrics = ServerMetrics()
-        batcher = DynamicBatcher(ModelSlot(LinearPolicy()), metrics, max_batch=8, max_wait_ms=200,
+        batcher = DynamicBatcher(ModelSlot(TorchPolicy(LinearPolicy())), metrics, max_batch=8, max_wait_ms=200,
                                  open_clients=lambda: 3)
         batcher.start()
         samples = [{"state": np.array([v, 0, 0, 0], np.float32), "images": {}, "instruction": ""}

@@ -1,10 +1,11 @@
-"""A real PolicyServer (policy_server.server) serving a scripted policy, as a process of its own.
+"""A real PolicyServer (policy_server.server) serving a scripted numpy policy, as a process of its own.
 
-Used by the end-to-end test and benchmarks/ros_loop.py: ``python tests/rlinf_ros/scripted_policy_server.py
---port P --camera camera:224x224``. The policy is a tiny torch module whose action is a smooth
-joint-space sine wave (phase advancing per request) with the gripper half open, so the arm
-moves visibly and predictably; its observation spec matches the ROS policy client's
-(state 8 = 7 joints + gripper, one camera).
+Used by the end-to-end tests and benchmarks/ros_loop.py: ``python tests/rlinf_ros/scripted_policy_server.py
+--port P --camera camera:224x224``. The policy is plain numpy (the server serves any object with
+a robot spec and ``infer``), so it also runs in a robot-PC install without torch. Its action is
+a smooth joint-space sine wave (phase advancing per request) with the gripper unchanged, so the
+arm moves visibly and predictably; its robot spec is the ROS policy client's joint-delta layout
+(state 8 = 7 joints + gripper, the given cameras).
 """
 
 from __future__ import annotations
@@ -16,35 +17,41 @@ import math
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
-import torch
-from torch import nn
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from learner.models.distributions import ChunkGaussian  # noqa: E402
-from learner.models.policy import Policy, PolicyOutput, PolicySpec  # noqa: E402
 from policy_server.config import ServerConfig  # noqa: E402
 from policy_server.server import PolicyServer  # noqa: E402
+from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, StateField  # noqa: E402
 
 
-class SineJointPolicy(Policy):
-    """actions[b, 0, j] = amp * sin(2 pi k / period + j) for joints, 0 for the gripper."""
+def joint_delta_spec(cameras: dict[str, tuple[int, int]], chunk: int = 1, scale: float = 0.05) -> RobotSpec:
+    """The layout of a joint-delta ROS policy client: 7 joints + gripper width, 8-D actions."""
+    return RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+                     action=ActionSpace("joint_delta", 8, chunk, joint_scale=scale),
+                     cameras=tuple(CameraSpec(n, h, w) for n, (h, w) in cameras.items()))
 
-    def __init__(self, spec: PolicySpec, amp: float = 0.6, period: int = 40) -> None:
-        super().__init__()
-        self.spec = spec
+
+class SineJointPolicy:
+    """actions[b, :, j] = amp * sin(2 pi k / period + j) for joints, 0 for the gripper."""
+
+    name = "sine"
+
+    def __init__(self, spec: RobotSpec, amp: float = 0.6, period: int = 40) -> None:
+        self.robot_spec = spec
         self.amp, self.period = amp, period
         self.k = 0
-        self.dummy = nn.Parameter(torch.zeros(1))
 
-    def forward(self, obs: dict) -> PolicyOutput:
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         b = obs["state"].shape[0]
         phase = 2 * math.pi * self.k / self.period
         self.k += 1
-        joints = self.amp * torch.sin(phase + torch.arange(7, dtype=torch.float32))
-        mean = torch.cat([joints, torch.zeros(1)]).expand(b, self.spec.chunk, 8).clone()
-        return PolicyOutput(ChunkGaussian(mean, torch.full_like(mean, -5.0)), None)
+        joints = self.amp * np.sin(phase + np.arange(7, dtype=np.float32))
+        row = np.concatenate([joints, np.zeros(1, np.float32)]).astype(np.float32)
+        return {"actions": np.broadcast_to(row, (b, self.robot_spec.action.chunk, 8)).copy()}
 
 
 def main() -> None:
@@ -59,8 +66,7 @@ def main() -> None:
         name, hw = c.split(":")
         h, w = hw.split("x")
         cams[name] = (int(h), int(w))
-    torch.set_num_threads(1)
-    policy = SineJointPolicy(PolicySpec(state_dim=8, action_dim=8, chunk=a.chunk, cameras=cams))
+    policy = SineJointPolicy(joint_delta_spec(cams, a.chunk))
     server = PolicyServer(policy, ServerConfig(host="127.0.0.1", port=a.port, max_wait_ms=0.0))
 
     async def run() -> None:
