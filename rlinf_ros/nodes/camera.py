@@ -2,6 +2,8 @@
 
 realsense2_camera topic names by default. A sim camera renders its own copy of the MuJoCo
 scene with the arm placed where ``joint_states`` says (see :mod:`robot_drivers.cameras`).
+Settings are ROS parameters too: ``--ros-args -p camera.fps:=5`` overrides the YAML (see
+:func:`rlinf_ros.nodes.common.declare_config`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from rlinf_ros.config import CameraNodeConfig, RosGraphConfig
 from rlinf_ros.conversions import ConversionError, camera_info_msg, joint_state_to_arrays, numpy_to_image
-from rlinf_ros.nodes.common import reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
 from robot_drivers.cameras import Camera, make_camera
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,7 @@ _CONVERT = {"rgb8": lambda a: a, "bgr8": lambda a: np.ascontiguousarray(a[..., :
 class CameraNode(Node):
     def __init__(self, cfg: CameraNodeConfig, camera: Camera | None = None) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
+        cfg = declare_config(self, cfg)  # every setting is a ROS parameter (`-p camera.fps:=5`)
         if cfg.encoding not in _CONVERT:
             raise ConversionError(f"camera {cfg.name!r}: encoding {cfg.encoding!r} not publishable; "
                                   f"use one of {sorted(_CONVERT)}")

@@ -1,24 +1,38 @@
-"""Shared process entry point of every node: args, logging, rclpy init, clean signal handling.
+"""Shared process entry point of every node: args, ROS parameters, logging, rclpy init, signals.
 
 Why our own signal handling: a node must stop its driver (hold the arm, close the camera)
 before exiting on SIGINT / SIGTERM from ``rlinf ros up`` or a test; rclpy's default handler
 would raise inside a callback instead. We disable it, set a flag, and leave the spin loop.
+
+Why settings are ROS parameters as well as YAML: ``ros2 launch`` files, ``ros2 param get``
+and ``--ros-args -p key:=value`` are how ROS users configure and inspect nodes. The YAML
+section stays the source of defaults (``rlinf ros up`` and the launch files read the same
+file); :func:`declare_config` declares each leaf of the node's config dataclass as a parameter
+with the YAML value as default and rebuilds the dataclass from any override.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
+import dataclasses
+import difflib
 import logging
 import os
 import signal
+import sys
 import threading
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
+from rlinf_contracts.config import ConfigError, from_dict, to_dict
 from rlinf_ros.config import RosGraphConfig, load_graph_config
 
 log = logging.getLogger(__name__)
 
+C = TypeVar("C")
 QOS_SENSOR_DEPTH = 5
+# set by the node's name / namespace (``-r __node:=`` / ``-r __ns:=``), not by parameters
+NOT_PARAMETERS = ("name", "namespace")
 
 
 def sensor_qos():  # type: ignore[no-untyped-def]
@@ -35,13 +49,147 @@ def reliable_qos(depth: int = 5):  # type: ignore[no-untyped-def]
     return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
+# ---- ROS parameters from a config dataclass ---------------------------------------------------
+LeafPath = tuple  # of str (field / mapping key) and int (list index): where a leaf sits in to_dict(cfg)
+
+
+def _param_value(value: Any) -> Any:
+    """A leaf as a ROS parameter value: arrays are homogeneous, so ints beside floats become floats."""
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
+        return [float(v) for v in items] if numbers and any(isinstance(v, float) for v in items) else items
+    return value
+
+
+def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
+            out: dict[str, tuple[LeafPath, Any, str]]) -> None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _leaves(getattr(value, f.name), f"{name}.{f.name}" if name else f.name, (*path, f.name),
+                    f.metadata.get("help", ""), out)
+    elif isinstance(value, dict) and value:
+        for k, v in value.items():
+            _leaves(v, f"{name}.{k}", (*path, k), help_text, out)
+    elif isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, dict) or dataclasses.is_dataclass(v) for v in value):
+        for i, v in enumerate(value):  # `-p` names may not have a part that starts with a digit
+            _leaves(v, f"{name}_{i}", (*path, i), help_text, out)
+    else:
+        out[name] = (path, _param_value(value), help_text)
+
+
+def config_leaves(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[str, tuple[LeafPath, Any, str]]:
+    """``{parameter name: (path in to_dict(cfg), value, help)}`` for every leaf field of ``cfg``."""
+    out: dict[str, tuple[LeafPath, Any, str]] = {}
+    for f in dataclasses.fields(cfg):
+        if f.name not in skip:
+            _leaves(getattr(cfg, f.name), f.name, (f.name,), f.metadata.get("help", ""), out)
+    return out
+
+
+def config_parameters(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[str, Any]:
+    """Every leaf field of a node config as ``{ROS parameter name: value}``.
+
+    Nested dataclasses and mappings give dotted names (``camera.fps``, ``cameras.wrist``); item
+    ``i`` of a list of dataclasses is ``<field>_<i>`` (``arms_0.backend``). ``None`` and empty
+    lists have no ROS type and are left out (a launch file cannot pass them either).
+
+    >>> from rlinf_ros.config import CameraNodeConfig
+    >>> params = config_parameters(CameraNodeConfig())
+    >>> params["camera.fps"], params["encoding"], "name" in params
+    (30.0, 'rgb8', False)
+    """
+    return {name: value for name, (_, value, _) in config_leaves(cfg, skip).items()
+            if value is not None and value != []}
+
+
+def _set_path(data: Any, path: LeafPath, value: Any) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+def _plain(value: Any) -> Any:
+    """rclpy returns arrays as ``array.array`` or tuples; compare and store them as lists."""
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple, array.array)) else value
+
+
+def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) -> C:
+    """Declare every leaf of ``cfg`` as a read-only ROS parameter (YAML value as default) and
+    return ``cfg`` rebuilt with the overrides (``--ros-args -p k:=v``, a launch file's parameters).
+
+    Why two passes: ``-p camera.fps:=5`` parses as an integer, which ROS would refuse for a
+    float parameter; we read overrides loosely, convert them with the typed walker (which names
+    the parameter when it cannot), then declare the typed values, so ``ros2 param get`` shows
+    what the node really uses. Why read-only: values are read once, at start; a later
+    ``ros2 param set`` is refused instead of accepted and silently ignored. An override that
+    names no parameter is an error (with the nearest name): ROS alone would ignore the typo.
+    """
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    data = to_dict(cfg)
+    loose = ParameterDescriptor(dynamic_typing=True)
+    for name, (path, default, _) in config_leaves(cfg, skip).items():
+        default = None if default == [] else default
+        got = _plain(node.declare_parameter(name, default, loose).value)
+        node.undeclare_parameter(name)
+        if got is None or got == default:
+            continue
+        _set_path(data, path, got)
+        try:
+            from_dict(type(cfg), data)
+        except ConfigError as e:
+            raise ConfigError(f"ROS parameter '{name}' := {got!r} of node {node.get_name()!r}: {e}") from None
+        log.info("%s: parameter %s := %r (YAML: %r)", node.get_name(), name, got, default)
+    out = from_dict(type(cfg), data)
+    for name, (_, value, help_text) in config_leaves(out, skip).items():
+        value = None if value == [] else value
+        desc = ParameterDescriptor(description=help_text, read_only=True, dynamic_typing=value is None)
+        node.declare_parameter(name, value, desc, ignore_override=True)
+    _reject_unknown_overrides(node)
+    return out
+
+
+def _reject_unknown_overrides(node: Any) -> None:
+    """A ``-p`` override for a parameter this node never declared is a typo; say which."""
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public accessor
+    unknown = sorted(n for n in overrides if not node.has_parameter(n))
+    if unknown:
+        known = list(node.list_parameters([], 0).names)
+        near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.5)
+        hint = f" Did you mean '{near[0]}'?" if near else ""
+        raise ConfigError(f"node {node.get_name()!r} has no parameter(s) {unknown}.{hint} "
+                          f"(`ros2 param list` shows them; nested fields are dotted, e.g. 'camera.fps')")
+
+
+def split_ros_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``(our args, ROS args)``: every ``--ros-args ... [--]`` block goes to rclpy, markers included.
+
+    >>> split_ros_args(["--config", "g.yaml", "--ros-args", "-p", "fps:=5", "--", "x=1"])
+    (['--config', 'g.yaml', 'x=1'], ['--ros-args', '-p', 'fps:=5', '--'])
+    """
+    ours: list[str] = []
+    ros: list[str] = []
+    inside = False
+    for arg in argv:
+        if arg == "--ros-args":
+            inside = True
+        if inside:
+            ros.append(arg)
+            inside = arg != "--"
+        else:
+            ours.append(arg)
+    return ours, ros
+
+
 def parse_args(kind: str, argv: list[str] | None = None) -> tuple[RosGraphConfig, str | None]:
     p = argparse.ArgumentParser(prog=f"python -m rlinf_ros.nodes.{kind}",
                                 description=f"rlinf {kind} node (ROS 2)")
     p.add_argument("--config", required=True, help="graph YAML (configs/ros_*.yaml)")
     p.add_argument("--name", default=None, help="which node of that kind (cameras: by name)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
-    a = p.parse_args(argv)
+    a = p.parse_args(split_ros_args(sys.argv[1:] if argv is None else argv)[0])
     return load_graph_config(a.config, a.overrides), a.name
 
 
@@ -53,7 +201,9 @@ def apply_ros_env(cfg: RosGraphConfig) -> None:
 
 
 def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], argv: list[str] | None = None) -> int:
-    """Parse args, start rclpy, build the node, spin until SIGINT/SIGTERM, then close it."""
+    """Parse args, start rclpy (with the ``--ros-args`` part), build the node, spin until
+    SIGINT/SIGTERM, then close it."""
+    argv = sys.argv[1:] if argv is None else argv
     cfg, name = parse_args(kind, argv)
     logging.basicConfig(level=cfg.log_level.upper(), format=f"%(asctime)s {kind} %(levelname)s %(name)s: %(message)s")
     apply_ros_env(cfg)
@@ -67,7 +217,8 @@ def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], a
         log.info("%s: signal %d, shutting down", kind, signum)
         stop.set()
 
-    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(args=[f"rlinf_ros.nodes.{kind}", *split_ros_args(argv)[1]],
+               signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:

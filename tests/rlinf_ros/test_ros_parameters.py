@@ -1,0 +1,112 @@
+"""Node settings are ROS parameters: flattened from the config dataclass, overridable with
+``--ros-args -p key:=value``, typed, read-only after start, typos named."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("rclpy", reason="needs the robot extra (ros-kilted-* wheels)")
+
+from ros_procs import Probe, Procs  # noqa: E402
+
+from rlinf_contracts.config import ConfigError  # noqa: E402
+from rlinf_ros.config import CameraNodeConfig, PolicyClientConfig, RobotNodeConfig  # noqa: E402
+from rlinf_ros.nodes.common import config_parameters, declare_config, split_ros_args  # noqa: E402
+
+
+def test_every_leaf_is_a_parameter_with_its_yaml_value() -> None:
+    robot = config_parameters(RobotNodeConfig())
+    assert robot["driver_hz"] == 100.0 and robot["topics.joint_states"] == "joint_states"
+    assert robot["arms_0.backend"] == "sim" and isinstance(robot["arms_0.safety.watchdog_ms"], (int, float))
+    assert len(robot["arms_0.home"]) == 7 and all(isinstance(v, float) for v in robot["arms_0.home"])
+    assert "name" not in robot and "namespace" not in robot  # set by -r __node:= / __ns:=
+    client = config_parameters(PolicyClientConfig())
+    assert client["cameras.camera"] == "camera/camera/color/image_raw" and client["joint_prefixes"] == ["panda_"]
+
+
+def test_ros_args_are_split_from_ours() -> None:
+    assert split_ros_args(["--config", "a.yaml", "x=1"]) == (["--config", "a.yaml", "x=1"], [])
+    ours, ros = split_ros_args(["--config", "a.yaml", "--ros-args", "-p", "fps:=5", "-r", "__ns:=/a"])
+    assert ours == ["--config", "a.yaml"] and ros == ["--ros-args", "-p", "fps:=5", "-r", "__ns:=/a"]
+
+
+def _node_with(overrides: dict[str, object]):  # type: ignore[no-untyped-def]
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("params_under_test", context=ctx,
+                parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+    return ctx, node
+
+
+def _declare(cfg: object, overrides: dict[str, object]) -> tuple[object, dict[str, object]]:
+    """(rebuilt config, {name: (value, read_only)}) of a throwaway node with these overrides."""
+    import rclpy
+
+    ctx, node = _node_with(overrides)
+    try:
+        out = declare_config(node, cfg)
+        names = list(config_parameters(cfg))
+        values = node.get_parameters(names)
+        descs = node.describe_parameters(names)
+        return out, {n: (v.value, d.read_only) for n, v, d in zip(names, values, descs)}
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def test_overrides_rebuild_the_typed_config(ros_domain_id: int) -> None:
+    cfg, params = _declare(CameraNodeConfig(), {"camera.fps": 5, "camera.width": 32, "encoding": "bgr8"})
+    assert cfg.camera.fps == 5.0 and isinstance(cfg.camera.fps, float)  # `-p camera.fps:=5` is an int
+    assert cfg.camera.width == 32 and cfg.encoding == "bgr8" and cfg.camera.height == 224
+    fps, read_only = params["camera.fps"]
+    assert fps == 5.0 and isinstance(fps, float)  # `ros2 param get` shows the value the node uses
+    assert all(ro for _, ro in params.values())  # read at start: a later `ros2 param set` is refused
+    robot, _ = _declare(RobotNodeConfig(), {"arms_0.backend": "kinematic", "arms_0.home": [0.0] * 7})
+    assert robot.arms[0].backend == "kinematic" and robot.arms[0].home == (0.0,) * 7
+
+
+def test_bad_overrides_name_the_parameter(ros_domain_id: int) -> None:
+    with pytest.raises(ConfigError, match=r"ROS parameter 'camera.width' := 'wide'.*expects int"):
+        _declare(CameraNodeConfig(), {"camera.width": "wide"})
+    with pytest.raises(ConfigError, match=r"no parameter\(s\) \['camera.fsp'\]. Did you mean 'camera.fps'"):
+        _declare(CameraNodeConfig(), {"camera.fsp": 5.0})
+
+
+@pytest.mark.ros
+@pytest.mark.sim
+def test_camera_node_takes_ros_args_parameters(tmp_path: Path, ros_domain_id: int) -> None:
+    """A real camera process started with ``--ros-args -p``: the parameter service reports the
+    override and the images follow it (size and rate)."""
+    from rcl_interfaces.srv import GetParameters
+    from sensor_msgs.msg import Image
+
+    path = tmp_path / "cam.yaml"
+    path.write_text(yaml.safe_dump({"robot": {"enabled": False}, "cameras": [
+        {"name": "cam", "camera": {"backend": "sim", "width": 64, "height": 48, "fps": 20},
+         "mirror_joint_states": ""}]}))
+    procs, probe = Procs(tmp_path), Probe("param_probe")
+    try:
+        procs.start_node("camera", path, "--ros-args", "-p", "camera.fps:=4", "-p", "camera.width:=40")
+        images = probe.record(Image, "camera/camera/color/image_raw", lambda m: m.width)
+        client = probe.node.create_client(GetParameters, "/cam/get_parameters")
+        probe.wait_for(lambda: client.service_is_ready(), 60, "the camera's parameter service", procs)
+        future = client.call_async(GetParameters.Request(names=["camera.fps", "camera.width", "camera.height"]))
+        probe.wait_for(future.done, 10, "GetParameters answer", procs)
+        fps, width, height = future.result().values
+        assert (fps.double_value, width.integer_value, height.integer_value) == (4.0, 40, 48)
+        probe.wait_for(lambda: len(images) >= 2, 30, "images", procs)
+        n0, t0 = len(images), time.time()
+        time.sleep(2.5)
+        rate = (len(images) - n0) / (time.time() - t0)
+        assert images[-1][1] == 40 and 2.0 <= rate <= 6.0, (rate, procs.logs())
+    finally:
+        probe.close()
+        procs.stop_all()
