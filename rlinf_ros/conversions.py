@@ -4,7 +4,10 @@ Why our own: cv_bridge needs OpenCV's C++ build and a system ROS; the canonical 
 map needs only RGB uint8 arrays, and image encodings are a small table. Every function here is
 pure (messages in, arrays out) and tested without DDS.
 
-Conventions: stamps are float seconds; joint vectors follow the *caller's* name order (messages
+Conventions: stamps are float seconds of wall-clock time; a builder called without ``stamp``
+stamps the message *now* (a zero stamp on the wire reads as "no time" to rosbag, TF and
+message filters; pass ``stamp=0.0`` explicitly for a JointTrajectory that should start on
+receipt). Joint vectors follow the *caller's* name order (messages
 from other publishers may list joints in any order); quaternions are [x, y, z, w].
 
 >>> import numpy as np
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +51,11 @@ ENCODINGS: dict[str, tuple[str, int]] = {
 
 
 # ---- time --------------------------------------------------------------------------------
+def stamp_or_now(stamp: float | None) -> float:
+    """``stamp`` as given, or the wall-clock time now when None (the builders' default)."""
+    return time.time() if stamp is None else stamp
+
+
 def to_time_msg(t: float) -> Time:
     sec = int(np.floor(t))
     return Time(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
@@ -66,7 +75,7 @@ def duration_to_sec(d: Duration) -> float:
 
 
 # ---- images ------------------------------------------------------------------------------
-def numpy_to_image(arr: np.ndarray, encoding: str = "rgb8", stamp: float = 0.0, frame_id: str = "") -> Image:
+def numpy_to_image(arr: np.ndarray, encoding: str = "rgb8", stamp: float | None = None, frame_id: str = "") -> Image:
     """Array ``[H, W]`` or ``[H, W, C]`` -> Image with ``encoding`` (dtype and channels checked)."""
     if encoding not in ENCODINGS:
         raise ConversionError(f"unsupported image encoding {encoding!r}; supported: {sorted(ENCODINGS)}")
@@ -77,7 +86,7 @@ def numpy_to_image(arr: np.ndarray, encoding: str = "rgb8", stamp: float = 0.0, 
         raise ConversionError(f"encoding {encoding!r} needs dtype {np.dtype(dtype)} with {ch} channel(s), "
                               f"got {arr.dtype} {arr.shape}")
     msg = Image()
-    msg.header.stamp = to_time_msg(stamp)
+    msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.header.frame_id = frame_id
     msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
     msg.encoding = encoding
@@ -126,9 +135,9 @@ def image_to_rgb(msg: Image) -> np.ndarray:
 
 
 # ---- camera info -------------------------------------------------------------------------
-def camera_info_msg(intr: CameraIntrinsics, stamp: float = 0.0, frame_id: str = "") -> CameraInfo:
+def camera_info_msg(intr: CameraIntrinsics, stamp: float | None = None, frame_id: str = "") -> CameraInfo:
     msg = CameraInfo()
-    msg.header.stamp = to_time_msg(stamp)
+    msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.header.frame_id = frame_id
     msg.width, msg.height = intr.width, intr.height
     msg.distortion_model = "plumb_bob"
@@ -147,9 +156,9 @@ def camera_info_to_intrinsics(msg: CameraInfo) -> CameraIntrinsics:
 
 # ---- joints ------------------------------------------------------------------------------
 def joint_state_msg(names: list[str], position: np.ndarray, velocity: np.ndarray | None = None,
-                    effort: np.ndarray | None = None, stamp: float = 0.0) -> JointState:
+                    effort: np.ndarray | None = None, stamp: float | None = None) -> JointState:
     msg = JointState()
-    msg.header.stamp = to_time_msg(stamp)
+    msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.name = list(names)
     msg.position = np.asarray(position, dtype=np.float64)
     msg.velocity = np.asarray(velocity if velocity is not None else [], dtype=np.float64)
@@ -188,9 +197,9 @@ def arm_positions(msg: JointState, arms: list[list[str]]) -> np.ndarray | None:
 
 
 # ---- poses -------------------------------------------------------------------------------
-def pose_msg(pose: EEPose, stamp: float = 0.0, frame_id: str = "base") -> PoseStamped:
+def pose_msg(pose: EEPose, stamp: float | None = None, frame_id: str = "base") -> PoseStamped:
     msg = PoseStamped()
-    msg.header.stamp = to_time_msg(stamp)
+    msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.header.frame_id = frame_id
     p, q = pose.position, pose.quat_xyzw
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
@@ -228,14 +237,19 @@ class Trajectory:
         return self.start + float(self.times[-1])
 
 
-def trajectory_msg(names: list[str], positions: np.ndarray, times: np.ndarray, stamp: float = 0.0) -> JointTrajectory:
-    """``positions [N, J]`` at ``times [N]`` (seconds from start) -> JointTrajectory."""
+def trajectory_msg(names: list[str], positions: np.ndarray, times: np.ndarray,
+                   stamp: float | None = None) -> JointTrajectory:
+    """``positions [N, J]`` at ``times [N]`` (seconds from ``stamp``, default now) -> JointTrajectory.
+
+    The stamp is when the motion starts (as for ros2_control's trajectory controller), so a
+    command that waited in a queue is not stretched; ``stamp=0.0`` means "start on receipt".
+    """
     positions = np.atleast_2d(np.asarray(positions, dtype=np.float64))
     times = np.atleast_1d(np.asarray(times, dtype=np.float64))
     if positions.shape != (len(times), len(names)):
         raise ConversionError(f"trajectory positions {positions.shape} != (points {len(times)}, joints {len(names)})")
     msg = JointTrajectory()
-    msg.header.stamp = to_time_msg(stamp)
+    msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.joint_names = list(names)
     for q, t in zip(positions, times):
         pt = JointTrajectoryPoint()

@@ -106,8 +106,8 @@ def test_pose_round_trip_normalises_quaternion() -> None:
 
 def test_trajectory_round_trip_and_sampling() -> None:
     names = ["a", "b"]
-    msg = trajectory_msg(names[::-1], np.array([[1.0, 0.0], [3.0, 2.0]]), np.array([0.5, 1.0]))
-    traj = trajectory_from_msg(msg, names, now=100.0, q_now=np.array([0.0, 0.0]))
+    msg = trajectory_msg(names[::-1], np.array([[1.0, 0.0], [3.0, 2.0]]), np.array([0.5, 1.0]), stamp=0.0)
+    traj = trajectory_from_msg(msg, names, now=100.0, q_now=np.array([0.0, 0.0]))  # zero stamp: start on receipt
     assert traj.start == 100.0 and traj.end == pytest.approx(101.0)
     assert np.allclose(traj.sample(100.0), [0.0, 0.0])
     assert np.allclose(traj.sample(100.25), [0.0, 0.5])  # halfway to the first waypoint (b=1, a=0)
