@@ -9,6 +9,10 @@ leaves a half checkpoint that ``resume`` would pick up)::
         meta.json               format, iteration, weight_version, model name/kwargs, spec,
                                 config, optimiser param groups, RNG states, metrics
 
+Every runner writes it through :func:`write_checkpoint`; an LLM checkpoint
+(:func:`learner.llm.model.save_model`) also holds the HF ``config.json`` and the tokenizer
+files beside ``model.safetensors``, so it loads with ``from_pretrained`` too.
+
 ``load_policy(path)`` rebuilds the model from ``meta.json`` alone (the policy server uses it);
 ``path`` may be the iteration dir, a ``checkpoints`` dir or a run's ``out_dir`` (latest wins).
 """
@@ -22,7 +26,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -104,6 +108,62 @@ def _join_optimizer_state(tensors: dict[str, torch.Tensor], js: dict[str, Any]) 
 
 
 # -- save / load ------------------------------------------------------------------------------
+def write_checkpoint(
+    path: str | Path,
+    model_state: dict[str, torch.Tensor],
+    model_meta: dict[str, Any],
+    *,
+    iteration: int,
+    weight_version: int,
+    spec: dict[str, Any] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    config: dict[str, Any] | None = None,
+    metrics: dict[str, float] | None = None,
+    rng: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    beside: Callable[[Path], None] | None = None,
+) -> Path:
+    """Write the one checkpoint format at ``path`` (atomically) and return it; any runner's model.
+
+    ``model_meta`` says how to rebuild the model (``{"name", "kwargs"}``); ``spec`` is the
+    policy's I/O layout (embodied policies); ``extra`` adds top-level meta keys; ``beside``
+    writes runner-specific files into the directory before it is published (an LLM's HF
+    ``config.json`` and tokenizer files, so the directory also loads with ``from_pretrained``).
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    # one owned CPU copy per tensor: tied weights (shared storage) are saved under each name
+    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model_state.items()}
+    save_file(tensors, str(tmp / MODEL_FILE), metadata={"format": "pt"})
+    optim_json = None
+    if optimizer is not None:
+        optim_tensors, optim_json = _split_optimizer_state(optimizer.state_dict())
+        save_file(optim_tensors, str(tmp / OPTIM_FILE))
+    if beside is not None:
+        beside(tmp)
+    meta = {
+        "format": FORMAT,
+        "runner": (config or {}).get("runner", "embodied"),
+        "created_unix": time.time(),
+        "iteration": int(iteration),
+        "weight_version": int(weight_version),
+        "model": model_meta,
+        "spec": spec,
+        "config": config or {},
+        "optimizer": optim_json,
+        "rng": rng if rng is not None else rng_state(),
+        "metrics": metrics or {},
+        **(extra or {}),
+    }
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=1, default=_json_default))
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+    log.info("saved checkpoint %s (iteration %d, weight version %d)", path, iteration, weight_version)
+    return path
+
+
 def save_checkpoint(
     path: str | Path,
     policy: Policy,
@@ -115,36 +175,11 @@ def save_checkpoint(
     metrics: dict[str, float] | None = None,
     rng: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a checkpoint directory at ``path`` (atomically) and return it."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file({k: v.detach().cpu().contiguous().clone() for k, v in policy.state_dict().items()},
-              str(tmp / MODEL_FILE))
-    optim_json = None
-    if optimizer is not None:
-        tensors, optim_json = _split_optimizer_state(optimizer.state_dict())
-        save_file(tensors, str(tmp / OPTIM_FILE))
-    meta = {
-        "format": FORMAT,
-        "runner": (config or {}).get("runner", "embodied"),
-        "created_unix": time.time(),
-        "iteration": int(iteration),
-        "weight_version": int(weight_version),
-        "model": {"name": getattr(policy, "model_name", "mlp"),
-                  "kwargs": getattr(policy, "model_kwargs", {})},
-        "spec": policy.spec.to_dict(),
-        "config": config or {},
-        "optimizer": optim_json,
-        "rng": rng if rng is not None else rng_state(),
-        "metrics": metrics or {},
-    }
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=1, default=_json_default))
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
-    log.info("saved checkpoint %s (iteration %d, weight version %d)", path, iteration, weight_version)
-    return path
+    """Checkpoint an embodied policy: :func:`write_checkpoint` with its registry name and spec."""
+    model_meta = {"name": getattr(policy, "model_name", "mlp"), "kwargs": getattr(policy, "model_kwargs", {})}
+    return write_checkpoint(path, policy.state_dict(), model_meta, iteration=iteration,
+                            weight_version=weight_version, spec=policy.spec.to_dict(), optimizer=optimizer,
+                            config=config, metrics=metrics, rng=rng)
 
 
 def _json_default(obj: Any) -> Any:

@@ -7,6 +7,7 @@ Two paths, one job (getting the actor's newest weights to rollout workers and po
   one actor call, so publication is atomic: a reader gets the whole newest set or the whole
   previous one, never a mix. Versions start at 1 and only grow. Readers anywhere in the cluster
   ``latest()`` or ``wait_newer(k)``; the bytes move through Ray's object store, not the actor.
+  ``WeightStore.in_process()`` is the same interface inside one process, for inline drivers.
 * :class:`GlooBroadcast` — a ``torch.distributed`` group of its own (gloo on CPU, NCCL on GPU)
   for ranks that hold the same model (e.g. one worker group): ``broadcast_state_dict`` sends a
   small JSON header and then every tensor packed into one flat byte buffer, i.e. two collective
@@ -24,6 +25,7 @@ import datetime
 import json
 import logging
 import socket
+import threading
 import time
 from typing import Any
 
@@ -223,6 +225,57 @@ class WeightStore:
                 f"(newest is {version}); is the publisher running?"
             )
         return self._open(version, boxed)
+
+    @classmethod
+    def in_process(cls, name: str = "local") -> WeightStore:
+        """A store living in this process, without Ray: same methods, same versioning.
+
+        Why: the inline drivers (one process, no cluster) should run the same publish / sync
+        code as the distributed ones, so a bug in that path shows up in the fast CPU tests too.
+        """
+        return _InProcessStore(name)
+
+
+class _InProcessStore(WeightStore):
+    """:meth:`WeightStore.in_process`: a lock-guarded ``(version, state dict)`` pair."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, None)
+        self._version, self._state = 0, {}
+        self._changed = threading.Condition()
+
+    def __reduce__(self) -> tuple:
+        raise TypeError(f"{self!r} is in-process; use WeightStore.create to share weights between processes")
+
+    def __repr__(self) -> str:
+        return f"WeightStore.in_process({self.name!r})"
+
+    def close(self) -> None:
+        self._state = {}
+
+    def publish(self, state_dict: StateDict) -> int:
+        if not isinstance(state_dict, dict) or not state_dict:
+            raise ValueError(f"weight store {self.name!r}: publish needs a non-empty dict of tensors, "
+                             f"got {type(state_dict).__name__}")
+        copy = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in state_dict.items()}
+        with self._changed:
+            self._version, self._state = self._version + 1, copy
+            self._changed.notify_all()
+            return self._version
+
+    def version(self) -> int:
+        return self._version
+
+    def latest(self) -> tuple[int, StateDict]:
+        with self._changed:
+            return self._version, _owned_copy(self._state)
+
+    def wait_newer(self, than: int, timeout: float | None = None) -> tuple[int, StateDict]:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._version > than, timeout):
+                raise WeightTimeout(f"weight store {self.name!r}: no version newer than {than} within "
+                                    f"{timeout} s (newest is {self._version}); is the publisher running?")
+        return self.latest()
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from learner.checkpoint import load_checkpoint, save_checkpoint
 from rlinf_contracts.config import to_dict
 from learner.models import Policy, PolicySpec, build_policy
 from learner.rollout.collect import derive_seed, seed_everything
+from learner.roles import WeightPublisher
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import EmbodiedConfig
 from rlinf_contracts.env import EnvSpec
@@ -53,14 +54,12 @@ class Trainer:
         return self.learner.update(traj, iteration, gen)
 
 
-class TrainerHost:
-    """Mixin for workers that own ``self.trainer``, ``self.store`` (rank 0) and ``self.version``."""
+class TrainerHost(WeightPublisher):
+    """Mixin for workers that own ``self.trainer``: the actor role (publish / save / load) plus
+    the data-parallel rendezvous. ``self.store`` is the run's weight store on rank 0, else None."""
 
     trainer: Trainer
     store: Any
-    version: int = 0
-    version_base: int = 0  # resumed runs continue the checkpoint's version numbering
-    rank: int
 
     def dist_address(self) -> str:
         return free_address()
@@ -68,15 +67,8 @@ class TrainerHost:
     def init_dist(self, address: str) -> None:
         self.trainer.sync.init(address)
 
-    def publish(self) -> int:
-        """Rank 0 pushes the current weights to the weight store; returns the run's weight version.
-
-        The store counts publications from 1; a resumed run adds ``version_base`` so the first
-        publish after a resume reports the checkpoint's version again and then continues it.
-        """
-        if self.rank == 0 and self.store is not None:
-            self.version = self.version_base + int(self.store.publish(cpu_state_dict(self.trainer.policy)))
-        return self.version
+    def publish_state(self) -> dict[str, torch.Tensor]:
+        return cpu_state_dict(self.trainer.policy)
 
     def save(self, path: str, iteration: int, metrics: dict[str, float]) -> str:
         """Rank 0 writes a checkpoint (ranks hold identical weights)."""

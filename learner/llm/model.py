@@ -123,18 +123,37 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def save_model(model: nn.Module, tokenizer: Any, path: str | Path) -> Path:
-    """``save_pretrained`` of model (safetensors) and tokenizer into ``path``; LoRA is merged first."""
-    p = Path(path)
-    p.mkdir(parents=True, exist_ok=True)
-    to_save = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    to_save.save_pretrained(str(p), safe_serialization=True)
-    tokenizer.save_pretrained(str(p))
-    return p
+def save_model(model: nn.Module, tokenizer: Any, path: str | Path, *, iteration: int = 0,
+               weight_version: int = 0, config: dict[str, Any] | None = None,
+               metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> Path:
+    """The shared checkpoint format (:func:`learner.checkpoint.write_checkpoint`) for a causal LM.
+
+    ``model.safetensors`` + ``meta.json`` like every runner's checkpoint, with the HF
+    ``config.json`` and the tokenizer files beside them, so ``from_pretrained(path)`` (and vllm /
+    sglang) read the directory as it is. LoRA adapters are merged first.
+    """
+    from learner.checkpoint import write_checkpoint
+
+    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+
+    def beside(tmp: Path) -> None:
+        merged.config.save_pretrained(str(tmp))
+        if getattr(merged, "generation_config", None) is not None:
+            merged.generation_config.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+
+    model_meta = {"name": "causal_lm", "kwargs": {"model_type": merged.config.model_type}}
+    return write_checkpoint(path, merged.state_dict(), model_meta, iteration=iteration,
+                            weight_version=weight_version, config=config, metrics=metrics, extra=extra,
+                            beside=beside)
 
 
 def load_model(path: str | Path, dtype: str = "float32") -> tuple[nn.Module, Any]:
-    """Load a checkpoint written by :func:`save_model` (or any HF causal LM dir): (model, tokenizer)."""
+    """Load a checkpoint written by :func:`save_model` (or any HF causal LM dir): (model, tokenizer).
+
+    The shared format keeps ``model.safetensors`` with HF's parameter names, so HF's loader
+    reads it directly; tied weights saved under both names load as one.
+    """
     from transformers import AutoModelForCausalLM
 
     from learner.llm.tokenizer import load_tokenizer

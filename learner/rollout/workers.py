@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from learner.models import PolicySpec
+from learner.roles import WeightSubscriber
 from learner.rollout.collect import policy_step, sampling_seed, value_of
 from learner.rollout.envs import StageEnvs
 from learner.rollout.streams import EnvMessage, StreamLayout
@@ -63,7 +64,7 @@ class EnvWorker(Worker):
         self.envs.close()
 
 
-class RolloutWorker(Worker):
+class RolloutWorker(WeightSubscriber, Worker):
     def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str) -> None:
         from learner.actor.trainer import make_policy
         from learner.weights import WeightStore
@@ -75,11 +76,13 @@ class RolloutWorker(Worker):
         self.streams = layout.streams_of_rollout(self.rank)
         self.group_size = cfg.algorithm.env_group_size
 
-    def sync_weights(self) -> int:
-        if self.store.version() > self.version:
-            self.version, state = self.store.latest()
-            self.policy.load_state_dict(state)
+    @property
+    def weight_version(self) -> int:
         return self.version
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> None:
+        self.policy.load_state_dict(state)
+        self.version = version
 
     def run_iteration(self, iteration: int, steps: int, envs_per_stream: int) -> dict[str, Any]:
         lay, cfg = self.layout, self.cfg

@@ -26,7 +26,7 @@ import torch
 
 from learner.runners.reasoning_config import ReasoningConfig
 from learner.runners.reasoning_io import RunData, prepare_data, write_curve
-from learner.runners.reasoning_workers import ActorWorker, LocalWeights, RewardWorker, RolloutWorker
+from learner.runners.reasoning_workers import ActorWorker, RewardWorker, RolloutWorker
 from learner.runners.registry import RUNNERS, RunnerSpec
 
 __all__ = ["ReasoningConfig", "run", "run_inline", "run_workers"]
@@ -78,9 +78,11 @@ def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any,
 
 
 def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, Any]:
-    """All components in this process; same classes and weight path (a local store)."""
+    """All components in this process; same classes and weight path (an in-process store)."""
+    from learner.weights import WeightStore
+
     torch.set_num_threads(cfg.train.torch_threads)
-    store = LocalWeights()
+    store = WeightStore.in_process("reasoning-inline")
     actor = ActorWorker(cfg, data.tokenizer_dir, store)
     rollout = RolloutWorker(cfg, data.tokenizer_dir, store)
     reward = RewardWorker(cfg)

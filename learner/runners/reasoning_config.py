@@ -3,7 +3,8 @@
 One dataclass tree for the CPU demo and a GPU run: the placement string decides collocated
 vs disaggregated, ``rollout.backend`` picks hf / vllm / sglang, ``algorithm`` picks GRPO,
 Dr.GRPO, DAPO, REINFORCE++ or PPO with a critic (``adv: gae`` + ``algorithm.critic``) from the
-shared library.
+shared library. ``algorithm``, ``actor`` and ``train`` extend the sections of
+:mod:`learner.sections` that the embodied runner extends too.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from learner.cluster import ClusterConfig
-from rlinf_contracts.config import ConfigError
 from learner.llm.actor import ActorConfig
 from learner.llm.algo import AlgorithmConfig
 from learner.llm.arithmetic import ArithmeticConfig
 from learner.llm.model import ModelConfig
+from learner.sections import TrainLoopConfig
+from rlinf_contracts.config import ConfigError
 
 __all__ = ["ReasoningConfig", "DataConfig", "RolloutConfig", "RewardConfig", "SFTConfig", "TrainConfig",
            "COMPONENTS"]
@@ -82,7 +84,7 @@ class SFTConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(TrainLoopConfig):
     steps: int = field(default=50, metadata={"help": "RL steps"})
     prompts_per_step: int = field(default=32, metadata={"help": "prompts per RL step (x rollout.n samples)"})
     eval_every: int = field(default=5, metadata={"help": "held-out greedy eval every N steps (0 = only at the end)"})

@@ -4,13 +4,13 @@ Plain :class:`learner.worker.Worker` subclasses: ``WorkerGroup.launch`` makes th
 placed by ``learner.placement``; the ``inline`` driver calls the very same classes in-process.
 Micro-batches stream rollout -> reward -> actor through ``learner.channel`` channels under the
 step number as key, so step ``s+1`` generation (disaggregated) never mixes with step ``s``.
-Weights flow actor -> rollout through a ``learner.weights.WeightStore`` (or the in-process
-:class:`LocalWeights` with the same methods).
+Weights flow actor -> rollout through a ``learner.weights.WeightStore`` (in-process for the
+inline driver); the publish / sync halves are the shared roles of :mod:`learner.roles`, and
+checkpoints are the shared format (:func:`learner.llm.model.save_model`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -28,45 +28,13 @@ from learner.llm.model import build_model, save_model
 from learner.llm.rewards import combine
 from learner.llm.rollout import ROLLOUT_BACKENDS, RolloutBatch, SamplingParams
 from learner.llm.tokenizer import load_tokenizer
+from learner.roles import WeightPublisher, WeightSubscriber, weights_digest
 from learner.runners.reasoning_config import ReasoningConfig
 from learner.worker import Worker
 
-__all__ = ["LocalWeights", "RolloutWorker", "RewardWorker", "ActorWorker", "weights_digest"]
+__all__ = ["RolloutWorker", "RewardWorker", "ActorWorker"]
 
 log = logging.getLogger(__name__)
-
-
-class LocalWeights:
-    """In-process stand-in for ``WeightStore`` (same publish / latest / version / wait_newer)."""
-
-    def __init__(self) -> None:
-        self._version, self._state = 0, {}
-
-    def publish(self, state_dict: dict[str, torch.Tensor]) -> int:
-        self._version += 1
-        self._state = {k: v.detach().clone() for k, v in state_dict.items()}
-        return self._version
-
-    def version(self) -> int:
-        return self._version
-
-    def latest(self) -> tuple[int, dict]:
-        return self._version, self._state
-
-    def wait_newer(self, than: int, timeout: float | None = None) -> tuple[int, dict]:
-        if self._version <= than:
-            raise TimeoutError(f"local weights: version {self._version} is not newer than {than}")
-        return self.latest()
-
-
-def weights_digest(model: torch.nn.Module | dict[str, torch.Tensor]) -> str:
-    """Short hash of all parameters: equal digests = identical weights (for sync checks)."""
-    h = hashlib.sha1()
-    state = model if isinstance(model, dict) else model.state_dict()
-    for k, v in sorted(state.items()):
-        h.update(k.encode())
-        h.update(v.detach().float().cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 def _build_backend(cfg: ReasoningConfig, tokenizer_dir: str) -> Any:
@@ -80,7 +48,7 @@ def _build_backend(cfg: ReasoningConfig, tokenizer_dir: str) -> Any:
     return backend_cls.from_config(cfg, tokenizer_dir)  # type: ignore[attr-defined]
 
 
-class RolloutWorker(Worker):
+class RolloutWorker(WeightSubscriber, Worker):
     """Generates groups of samples with the configured backend; syncs weights before each call."""
 
     def __init__(self, cfg: ReasoningConfig, tokenizer_dir: str, store: Any) -> None:
@@ -99,15 +67,8 @@ class RolloutWorker(Worker):
     def weight_version(self) -> int:
         return self.backend.weight_version
 
-    def sync_weights(self, min_version: int, timeout: float | None = None) -> int:
-        """Load the newest weights, waiting until at least ``min_version`` exists."""
-        have = self.store.version()
-        if have < min_version:
-            self.store.wait_newer(min_version - 1, timeout=timeout)
-        if self.store.version() > self.backend.weight_version:
-            version, state = self.store.latest()
-            self.backend.update_weights(state, version)
-        return self.backend.weight_version
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> None:
+        self.backend.update_weights(state, version)
 
     def _prompts(self, prompts: Sequence[str]) -> list[str]:
         d = self.cfg.data
@@ -185,7 +146,7 @@ class RewardWorker(Worker):
         return count
 
 
-class ActorWorker(Worker):
+class ActorWorker(WeightPublisher, Worker):
     """Owns the trainable model: SFT warm-up, log-probs, policy updates, weight publication."""
 
     def __init__(self, cfg: ReasoningConfig, tokenizer_dir: str, store: Any) -> None:
@@ -198,12 +159,9 @@ class ActorWorker(Worker):
         self.trainer = ActorTrainer(model, cfg.actor, cfg.algorithm, cfg.rollout.temperature, cfg.rollout.max_new_tokens)
         self.ref_model = None
         self.version = 0
+        self.rl_steps = 0  # policy updates so far: the checkpoint's ``iteration``
 
-    def publish(self) -> int:
-        self.version = self.store.publish(self._rollout_state())
-        return self.version
-
-    def _rollout_state(self) -> dict[str, torch.Tensor]:
+    def publish_state(self) -> dict[str, torch.Tensor]:
         model = self.trainer.model
         if hasattr(model, "merge_and_unload"):  # LoRA: publish merged weights, base names
             import copy
@@ -255,6 +213,7 @@ class ActorWorker(Worker):
 
     def train(self, parts: Sequence[RolloutBatch], t_logp: float = 0.0) -> dict[str, float]:
         """Advantages + policy update on one step's micro-batches; returns metrics."""
+        self.rl_steps += 1
         batch = RolloutBatch.concat(list(parts)) if len(parts) > 1 else parts[0]
         stale = self.version - batch.weight_version
         tb = make_train_batch(batch.prompt_ids, batch.response_ids, self.tokenizer.pad_token_id)
@@ -295,7 +254,7 @@ class ActorWorker(Worker):
                 ref: torch.Tensor | None) -> dict[str, float]:
         """Advantages (critic-free, or GAE on the critic's values) and the actor (+ critic) update."""
         algo = self.cfg.algorithm
-        if algo.adv != "gae":
+        if not algo.estimator.needs_critic:
             adv = token_advantages(algo, scores, tb.response_mask, self.cfg.rollout.n, old, ref)
             return self.trainer.update(tb, old, adv, ref)
         values = self._critic().values(tb)
@@ -310,31 +269,21 @@ class ActorWorker(Worker):
         """The critic, built on first use, i.e. from the actor's weights after SFT (in this process)."""
         if self.trainer.critic is None:
             ccfg = self.cfg.algorithm.critic
-            assert ccfg is not None  # AlgorithmConfig.validate: adv=gae requires algorithm.critic
+            assert ccfg is not None  # AlgorithmConfig.validate: an estimator needing a critic requires it
             model = build_critic(self.cfg.model, ccfg, self.tokenizer, self.trainer.model).to(self.trainer.device)
             self.trainer.critic = CriticTrainer(model, ccfg, self.cfg.actor.micro_batch)
         return self.trainer.critic
 
-    def get_version(self) -> int:
-        return self.version
-
-    def digest(self) -> str:
-        """Digest of the weights rollout workers receive (LoRA merged), comparable to theirs."""
-        return weights_digest(self._rollout_state())
-
     def save(self, path: str, extra: dict[str, Any] | None = None) -> str:
-        """HF checkpoint (safetensors + tokenizer) and ``meta.json`` that ``rlinf eval`` reads."""
-        import json
-        from pathlib import Path
-
+        """The shared checkpoint (safetensors + meta.json, HF config and tokenizer beside it) that
+        ``rlinf eval`` reads; the critic, if any, as ``critic.safetensors`` in the same directory."""
         from rlinf_contracts.config import to_dict
 
-        out = save_model(self.trainer.model, self.tokenizer, path)
+        out = save_model(self.trainer.model, self.tokenizer, path, iteration=self.rl_steps,
+                         weight_version=self.version, config=to_dict(self.cfg),
+                         extra={"optimizer_steps": self.trainer.steps, **(extra or {})})
         if self.trainer.critic is not None:
             self.trainer.critic.save(out)
-        meta = {"runner": "reasoning", "weight_version": self.version, "optimizer_steps": self.trainer.steps,
-                "config": to_dict(self.cfg), **(extra or {})}
-        (Path(out) / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
         return str(out)
 
 

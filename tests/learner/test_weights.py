@@ -134,3 +134,27 @@ def test_gloo_broadcast_across_two_processes():
         p.join(30)
     assert results == [(0, True, "gloo"), (1, True, "gloo")]
     assert all(p.exitcode == 0 for p in procs)
+
+
+def test_in_process_store_has_the_same_versioning_without_ray():
+    """The inline drivers' store: versions from 1, owned copies, timeouts, refuses to be shipped."""
+    import pickle
+
+    store = WeightStore.in_process("inline")
+    assert store.latest() == (0, {}) and store.version() == 0
+    state = _model_state(3)
+    assert store.publish(state) == 1
+    state["enc.weight"].add_(1.0)  # the publisher keeps training: the published copy must not move
+    version, got = store.latest()
+    assert version == 1
+    _assert_same(got, _model_state(3))
+    got["enc.weight"].zero_()  # readers own their copy
+    _assert_same(store.latest()[1], _model_state(3))
+    with pytest.raises(WeightTimeout, match="no version newer than 1"):
+        store.wait_newer(1, timeout=0.05)
+    threading.Timer(0.05, lambda: store.publish(_model_state(4))).start()
+    assert store.wait_newer(1, timeout=5)[0] == 2
+    with pytest.raises(ValueError, match="non-empty dict"):
+        store.publish({})
+    with pytest.raises(TypeError, match="in-process"):
+        pickle.dumps(store)

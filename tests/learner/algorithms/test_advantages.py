@@ -161,3 +161,20 @@ def test_registry_names_and_compute_by_name():
     with pytest.raises(UnknownNameError, match="did you mean 'grpo'") as err:
         compute_advantages("grpoo", **inputs)
     assert isinstance(err.value, KeyError) and "rloo" in str(err.value)
+
+
+def test_estimator_specs_carry_what_runners_need():
+    flags = {n: (ADVANTAGES.get(n).needs_critic, ADVANTAGES.get(n).grouped, ADVANTAGES.get(n).signal)
+             for n in ADVANTAGES.names()}
+    assert flags == {
+        "gae": (True, False, "value"),
+        "grpo": (False, True, "outcome"),
+        "dr_grpo": (False, True, "outcome"),
+        "rloo": (False, True, "outcome"),
+        "reinforce_pp": (False, False, "token"),
+        "reinforce_pp_baseline": (False, True, "token"),
+    }
+    spec = ADVANTAGES.get("grpo")
+    scores = T([1.0, 0.0, 2.0, 2.0])
+    torch.testing.assert_close(compute_advantages(spec, scores=scores, group_size=2),
+                               compute_advantages("grpo", scores=scores, group_size=2))
