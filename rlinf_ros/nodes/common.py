@@ -62,6 +62,21 @@ def _param_value(value: Any) -> Any:
     return value
 
 
+def _ros_default(value: Any) -> Any:
+    """None for what has no ROS parameter type (None, empty list / mapping): declared untyped."""
+    return None if isinstance(value, (list, tuple, dict)) and not value else value
+
+
+def _representable(value: Any) -> bool:
+    """Whether ROS has a parameter type for ``value``: a scalar or a flat homogeneous array."""
+    scalar = (bool, int, float, str)
+    if value is None or isinstance(value, scalar):
+        return True
+    if isinstance(value, list):
+        return any(all(isinstance(v, t) and (t is bool or not isinstance(v, bool)) for v in value) for t in scalar)
+    return False
+
+
 def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
             out: dict[str, tuple[LeafPath, Any, str]]) -> None:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -75,8 +90,10 @@ def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
             isinstance(v, dict) or dataclasses.is_dataclass(v) for v in value):
         for i, v in enumerate(value):  # `-p` names may not have a part that starts with a digit
             _leaves(v, f"{name}_{i}", (*path, i), help_text, out)
-    else:
+    elif _representable(_ros_default(_param_value(value))):
         out[name] = (path, _param_value(value), help_text)
+    else:  # e.g. a list of lists: stays YAML-only
+        log.debug("config field %s has no ROS parameter type; not declared", name)
 
 
 def config_leaves(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[str, tuple[LeafPath, Any, str]]:
@@ -93,7 +110,8 @@ def config_parameters(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[
 
     Nested dataclasses and mappings give dotted names (``camera.fps``, ``cameras.wrist``); item
     ``i`` of a list of dataclasses is ``<field>_<i>`` (``arms_0.backend``). ``None`` and empty
-    lists have no ROS type and are left out (a launch file cannot pass them either).
+    lists have no ROS type and are left out (a launch file cannot pass them either); values ROS
+    cannot hold at all (a list of lists) are not parameters, only YAML.
 
     >>> from rlinf_ros.config import CameraNodeConfig
     >>> params = config_parameters(CameraNodeConfig())
@@ -101,7 +119,7 @@ def config_parameters(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[
     (30.0, 'rgb8', False)
     """
     return {name: value for name, (_, value, _) in config_leaves(cfg, skip).items()
-            if value is not None and value != []}
+            if _ros_default(value) is not None}
 
 
 def _set_path(data: Any, path: LeafPath, value: Any) -> None:
@@ -131,7 +149,7 @@ def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) ->
     data = to_dict(cfg)
     loose = ParameterDescriptor(dynamic_typing=True)
     for name, (path, default, _) in config_leaves(cfg, skip).items():
-        default = None if default == [] else default
+        default = _ros_default(default)
         got = _plain(node.declare_parameter(name, default, loose).value)
         node.undeclare_parameter(name)
         if got is None or got == default:
@@ -144,7 +162,7 @@ def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) ->
         log.info("%s: parameter %s := %r (YAML: %r)", node.get_name(), name, got, default)
     out = from_dict(type(cfg), data)
     for name, (_, value, help_text) in config_leaves(out, skip).items():
-        value = None if value == [] else value
+        value = _ros_default(value)
         desc = ParameterDescriptor(description=help_text, read_only=True, dynamic_typing=value is None)
         node.declare_parameter(name, value, desc, ignore_override=True)
     _reject_unknown_overrides(node)

@@ -71,6 +71,8 @@ def test_overrides_rebuild_the_typed_config(ros_domain_id: int) -> None:
     assert all(ro for _, ro in params.values())  # read at start: a later `ros2 param set` is refused
     robot, _ = _declare(RobotNodeConfig(), {"arms_0.backend": "kinematic", "arms_0.home": [0.0] * 7})
     assert robot.arms[0].backend == "kinematic" and robot.arms[0].home == (0.0,) * 7
+    client, params = _declare(PolicyClientConfig(cameras={}), {})  # an empty mapping has no ROS type
+    assert client.cameras == {} and params["joint_prefixes"] == (["panda_"], True)
 
 
 def test_bad_overrides_name_the_parameter(ros_domain_id: int) -> None:
