@@ -20,6 +20,9 @@ row is the first obs of the new episode and the last obs of the old one is kept 
 ``info["success"]`` (bool [B]) is the task's success test for the step (for a finished episode:
 whether it succeeded), ``info["episode_return"]`` / ``info["episode_length"]`` are valid where
 done.
+
+These rules are implemented once, in :class:`rlinf_contracts.stepping.SteppedVectorEnv`: a
+family writes its hooks (step some rows, reset rows, observe) and inherits ``step``.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv
 from rlinf_contracts.env_registry import register_env
+from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv
 
 SUCCESS_TERMS = ("success", "object_reached_goal", "goal_reached")
 
@@ -53,89 +54,96 @@ def scale_actions(actions: np.ndarray, scale: float) -> np.ndarray:
     return np.asarray(actions, dtype=np.float32) * np.float32(scale)
 
 
+def _bools(x: Any, n: int) -> np.ndarray:
+    """A torch tensor (any device) or array of flags -> bool [n]."""
+    return np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=bool).reshape(n)
+
+
 def success_from_terms(term_values: Mapping[str, Any], names: tuple[str, ...], n: int) -> np.ndarray:
     """OR of the named termination terms that exist (bool [N]); all False when none exist."""
     out = np.zeros(n, dtype=bool)
     for name in names:
         if name in term_values:
-            v = term_values[name]
-            out |= np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=bool).reshape(n)
+            out |= _bools(term_values[name], n)
     return out
 
 
-class IsaacLabEnv(VectorEnv):  # pragma: no cover - needs Isaac Sim on a GPU
-    def __init__(self, cfg: IsaacLabConfig, num_envs: int) -> None:
-        from isaaclab.app import AppLauncher
+class IsaacLabEnv(SteppedVectorEnv):
+    """An IsaacLab manager-based env (``env``, a gym env) behind the contract.
 
-        self._app = AppLauncher(headless=cfg.headless).app
-        import gymnasium as gym
-        import isaaclab_tasks  # noqa: F401  (registers tasks)
-        from isaaclab_tasks.utils import parse_env_cfg
+    IsaacLab decides termination itself (its termination terms, success among them) and resets
+    finished envs inside its own ``step``: its flags are passed on as the simulator's verdicts,
+    ``_reset_rows`` has nothing left to do, and every row steps every sub-step (idle rows get
+    zero actions), so the final observation is the post-reset one of the sub-step it ended.
+    """
 
-        env_cfg = parse_env_cfg(cfg.task, device=cfg.device, num_envs=num_envs)
-        self.env = gym.make(cfg.task, cfg=env_cfg)
+    steps_idle_rows = True
+
+    def __init__(self, cfg: IsaacLabConfig, env: Any, app: Any = None) -> None:
         self.cfg = cfg
-        raw, _ = self.env.reset()
-        self._obs_raw = raw
-        adim = int(np.prod(self.env.unwrapped.single_action_space.shape))
-        self.spec = EnvSpec(num_envs=num_envs, state_dim=policy_state(raw).shape[1], action_dim=adim,
-                            max_episode_steps=cfg.max_episode_steps, instruction=cfg.task,
-                            control_hz=1.0 / self.env.unwrapped.step_dt)
-        self._steps = np.zeros(num_envs, np.int64)
-        self._returns = np.zeros(num_envs)
+        self.env = env
+        self._app = app
+        self._obs_raw, _ = env.reset()
+        n = policy_state(self._obs_raw).shape[0]
+        adim = int(np.prod(env.unwrapped.single_action_space.shape))
+        spec = EnvSpec(num_envs=n, state_dim=policy_state(self._obs_raw).shape[1], action_dim=adim,
+                       max_episode_steps=cfg.max_episode_steps, instruction=cfg.task,
+                       control_hz=1.0 / env.unwrapped.step_dt)
+        super().__init__(spec, terminate_on_success=False)  # IsaacLab's own terms terminate
 
-    def _obs(self) -> Observation:
+    def _observe(self) -> Observation:
         return {"state": policy_state(self._obs_raw), "images": {}, "instruction": [self.cfg.task] * self.num_envs}
 
     def reset(self, seed: int | None = None) -> Observation:
         if seed is not None:
             self.env.unwrapped.seed(seed)
         self._obs_raw, _ = self.env.reset()
-        self._steps[:], self._returns[:] = 0, 0.0
-        return self._obs()
+        self._begin_episodes(self._all_rows)
+        return self._observe()
+
+    def _reset_rows(self, rows: np.ndarray) -> None:
+        """Nothing to do: IsaacLab already reset these rows inside its ``step``. (A row cut by
+        ``max_episode_steps`` before IsaacLab's own time-out goes on in the simulator: keep
+        ``max_episode_steps`` at or above the task's ``episode_length_s`` / ``step_dt``.)"""
 
     def _terms(self) -> dict[str, Any]:
         tm = self.env.unwrapped.termination_manager
         return {n: tm.get_term(n) for n in tm.active_terms}
 
-    def step(self, actions: np.ndarray) -> StepResult:
+    def _step_rows(self, rows: Rows, actions: np.ndarray) -> RowStep:
         import torch
 
-        chunked = np.ndim(actions) == 3
-        acts = check_actions(actions, self.spec)
-        b, chunk, _ = acts.shape
-        rewards, valid = np.zeros((b, chunk), np.float32), np.zeros((b, chunk), bool)
-        term, trunc, success = (np.zeros(b, bool) for _ in range(3))
-        final = None
-        for k in range(chunk):
-            live = ~(term | trunc)
-            if not live.any():
-                break
-            raw = scale_actions(acts[:, k], self.cfg.action_scale)
-            raw[~live] = 0.0
-            a = torch.as_tensor(raw, device=self.cfg.device)
-            self._obs_raw, rew, te, to, _ = self.env.step(a)
-            r = rew.detach().cpu().numpy().astype(np.float32)
-            ok = success_from_terms(self._terms(), self.cfg.success_terms, b)
-            rewards[live, k], valid[live, k], success[live] = r[live], True, ok[live]
-            self._returns[live] += r[live]
-            self._steps[live] += 1
-            te_np, to_np = te.cpu().numpy().astype(bool), to.cpu().numpy().astype(bool)
-            term |= live & te_np
-            trunc |= live & ~te_np & (to_np | (self._steps >= self.cfg.max_episode_steps))
-            final = self._obs()
-        done = term | trunc
-        info: dict[str, Any] = {"success": success, "valid_steps": valid,
-                                "episode_return": np.where(done, self._returns, 0).astype(np.float32),
-                                "episode_length": np.where(done, self._steps, 0)}
-        if done.any():
-            info["final_observation"], info["final_observation_is_reset"] = final, True
-            self._steps[done], self._returns[done] = 0, 0.0
-        return self._obs(), rewards if chunked else rewards[:, 0], term, trunc, info
+        b = self.num_envs
+        raw = np.zeros((b, self.spec.action_dim), np.float32)
+        raw[rows] = scale_actions(actions, self.cfg.action_scale)
+        self._obs_raw, rew, te, to, _ = self.env.step(torch.as_tensor(raw, device=self.cfg.device))
+        reward = np.asarray(rew.detach().cpu().numpy() if hasattr(rew, "detach") else rew, np.float32).reshape(b)
+        ok = success_from_terms(self._terms(), self.cfg.success_terms, b)
+        return RowStep(reward[rows], ok[rows], terminated=_bools(te, b)[rows], truncated=_bools(to, b)[rows])
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, term, trunc, info = super().step(actions)
+        if "final_observation" in info:
+            info["final_observation_is_reset"] = True
+        return obs, reward, term, trunc, info
 
     def close(self) -> None:
         self.env.close()
-        self._app.close()
+        if self._app is not None:
+            self._app.close()
+
+
+def launch(cfg: IsaacLabConfig, num_envs: int) -> IsaacLabEnv:  # pragma: no cover - needs Isaac Sim on a GPU
+    """Start Isaac Sim (it must run before IsaacLab's modules import) and build the task."""
+    from isaaclab.app import AppLauncher
+
+    app = AppLauncher(headless=cfg.headless).app
+    import gymnasium as gym
+    import isaaclab_tasks  # noqa: F401  (registers tasks)
+    from isaaclab_tasks.utils import parse_env_cfg
+
+    env_cfg = parse_env_cfg(cfg.task, device=cfg.device, num_envs=num_envs)
+    return IsaacLabEnv(cfg, gym.make(cfg.task, cfg=env_cfg), app)
 
 
 @register_env("isaaclab")
@@ -145,4 +153,4 @@ def make_isaaclab_env(task: str = "Isaac-Lift-Cube-Franka-v0", num_envs: int = 1
             "the isaaclab bridge needs Isaac Sim and IsaacLab on an NVIDIA RTX GPU "
             "(see isaac-sim.github.io/IsaacLab installation); they are not installed here"
         )
-    return IsaacLabEnv(IsaacLabConfig(task=task or "Isaac-Lift-Cube-Franka-v0", **kwargs), num_envs)  # pragma: no cover
+    return launch(IsaacLabConfig(task=task or "Isaac-Lift-Cube-Franka-v0", **kwargs), num_envs)  # pragma: no cover

@@ -27,9 +27,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
-from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
+from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
 from rlinf_contracts.env_registry import register_env
+from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv
+from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 
 log = logging.getLogger(__name__)
 CONTROL_MODES = {"ee_delta": "pd_ee_delta_pose", "ee_delta_pos": "pd_ee_delta_pos",
@@ -176,20 +177,6 @@ def extract_images(obs: Mapping[str, Any], cameras: tuple[str, ...]) -> dict[str
     return out
 
 
-def merge_final_rows(final: Observation | None, obs: Observation, rows: np.ndarray) -> Observation | None:
-    """Keep each env's observation from the sub-step its episode ended (rows where ``rows``)."""
-    if not rows.any():
-        return final
-    if final is None:
-        final = {"state": obs["state"].copy(), "images": {k: v.copy() for k, v in obs["images"].items()},
-                 "instruction": list(obs["instruction"])}
-        return final
-    final["state"][rows] = obs["state"][rows]
-    for cam, img in obs["images"].items():
-        final["images"][cam][rows] = img[rows]
-    return final
-
-
 def scale_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Contract actions in [-1, 1] -> the env's action box (identity for ManiSkill's normalised
     pd_*_delta modes; matters for absolute modes such as ``pd_joint_pos``)."""
@@ -257,70 +244,53 @@ class ManiSkillSingle(SingleEnv):  # pragma: no cover - needs mani_skill
         self.env.close()
 
 
-class ManiSkillBatched(VectorEnv):  # pragma: no cover - needs mani_skill and a GPU
-    """All B envs in one GPU-simulated ManiSkill env; auto-reset through partial resets."""
+class ManiSkillBatched(SteppedVectorEnv):
+    """All B envs in one GPU-simulated ManiSkill env (``env``, made by ``_make_native``).
 
-    def __init__(self, cfg: ManiSkillConfig, num_envs: int, backend: str) -> None:
+    ManiSkill steps every env together, so rows whose episode ended inside a chunk idle on zero
+    actions until it ends (``steps_idle_rows``: their final observation is kept from the sub-step
+    they ended); they are then reset through ManiSkill's partial reset (``env_idx``).
+    """
+
+    steps_idle_rows = True
+
+    def __init__(self, cfg: ManiSkillConfig, env: Any, num_envs: int) -> None:
         self.cfg = cfg
-        self.env = _make_native(cfg, num_envs, backend)
-        raw, _ = self.env.reset(seed=0)
-        self._raw = raw
-        space = self.env.action_space
+        self.env = env
+        self._raw, _ = env.reset(seed=0)
+        space = env.action_space
         self.low, self.high = np.asarray(space.low)[0], np.asarray(space.high)[0]
-        self.spec = make_spec(cfg, num_envs, flatten_state(raw).shape[1], int(self.low.shape[0]),
-                              float(self.env.unwrapped.control_freq))
-        self._steps = np.zeros(num_envs, dtype=np.int64)
-        self._returns = np.zeros(num_envs)
+        super().__init__(make_spec(cfg, num_envs, flatten_state(self._raw).shape[1], int(self.low.shape[0]),
+                                   float(env.unwrapped.control_freq)), cfg.terminate_on_success)
 
-    def _obs(self, raw: Any) -> Observation:
-        images = extract_images(raw, self.cfg.cameras) if self.spec.cameras else {}
-        return {"state": flatten_state(raw), "images": images, "instruction": [self.spec.instruction] * self.num_envs}
+    def _observe(self) -> Observation:
+        images = extract_images(self._raw, self.cfg.cameras) if self.spec.cameras else {}
+        return {"state": flatten_state(self._raw), "images": images,
+                "instruction": [self.spec.instruction] * self.num_envs}
 
     def reset(self, seed: int | None = None) -> Observation:
+        """ManiSkill seeds its envs itself: one call with a seed per env."""
         seeds = None if seed is None else [seed + i for i in range(self.num_envs)]
         self._raw, _ = self.env.reset(seed=seeds)
-        self._steps[:] = 0
-        self._returns[:] = 0.0
-        return self._obs(self._raw)
+        self._begin_episodes(self._all_rows)
+        return self._observe()
 
-    def step(self, actions: np.ndarray) -> StepResult:
+    def _reset_rows(self, rows: np.ndarray) -> None:
         import torch
 
-        chunked = np.ndim(actions) == 3
-        acts = check_actions(actions, self.spec)
-        b, chunk, _ = acts.shape
-        rewards = np.zeros((b, chunk), np.float32)
-        valid = np.zeros((b, chunk), bool)
-        term, trunc, success = (np.zeros(b, bool) for _ in range(3))
-        final: Observation | None = None
-        for k in range(chunk):
-            live = ~(term | trunc)
-            if not live.any():
-                break
-            scaled = scale_actions(acts[:, k], self.low, self.high)
-            scaled[~live] = 0.0  # finished envs idle until the chunk ends, their results ignored
-            raw, rew, _, _, info = self.env.step(torch.as_tensor(scaled, device=self.env.unwrapped.device))
-            self._raw = raw
-            r, ok = to_numpy(rew).astype(np.float32), to_numpy(info["success"]).astype(bool)
-            fail = to_numpy(info.get("fail", np.zeros(b, bool))).astype(bool)
-            rewards[live, k], valid[live, k] = r[live], True
-            success[live] = ok[live]
-            self._returns[live] += r[live]
-            self._steps[live] += 1
-            was_done = term | trunc
-            term |= live & ((ok & self.cfg.terminate_on_success) | fail)
-            trunc |= live & ~term & (self._steps >= self.cfg.max_episode_steps)
-            final = merge_final_rows(final, self._obs(raw), (term | trunc) & ~was_done)
-        done = term | trunc
-        info_out: dict[str, Any] = {"success": success, "valid_steps": valid,
-                                    "episode_return": np.where(done, self._returns, 0).astype(np.float32),
-                                    "episode_length": np.where(done, self._steps, 0)}
-        if done.any():
-            info_out["final_observation"] = final
-            idx = np.flatnonzero(done)
-            self._raw, _ = self.env.reset(options={"env_idx": torch.as_tensor(idx)})
-            self._steps[idx], self._returns[idx] = 0, 0.0
-        return self._obs(self._raw), rewards if chunked else rewards[:, 0], term, trunc, info_out
+        self._raw, _ = self.env.reset(options={"env_idx": torch.as_tensor(rows)})
+
+    def _step_rows(self, rows: Rows, actions: np.ndarray) -> RowStep:
+        import torch
+
+        b = self.num_envs
+        scaled = np.zeros((b, self.spec.action_dim), np.float32)  # idle rows: zero, results ignored
+        scaled[rows] = scale_actions(actions, self.low, self.high)
+        self._raw, rew, _, _, info = self.env.step(torch.as_tensor(scaled, device=self.env.unwrapped.device))
+        reward = to_numpy(rew).astype(np.float32).reshape(b)
+        ok = to_numpy(info["success"]).astype(bool).reshape(b)
+        fail = to_numpy(info.get("fail", np.zeros(b, bool))).astype(bool).reshape(b)
+        return RowStep(reward[rows], ok[rows], terminated=fail[rows])
 
 
 def _make_cpu_env(cfg: ManiSkillConfig, num_envs: int) -> VectorEnv:  # pragma: no cover - needs mani_skill
@@ -355,5 +325,5 @@ def make_maniskill_env(task: str = "PickCube-v1", num_envs: int = 1, **kwargs: A
     backend = choose_backend(cfg.sim_backend, torch.cuda.is_available())
     log.info("maniskill %s: %d envs on %s (obs %s)", cfg.task, num_envs, backend, cfg.obs_mode)
     if backend == "physx_cuda":
-        return ManiSkillBatched(cfg, num_envs, backend)
+        return ManiSkillBatched(cfg, _make_native(cfg, num_envs, backend), num_envs)
     return _make_cpu_env(cfg, num_envs)

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv
 from rlinf_contracts.env_registry import register_env
+from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv
 
 _GOAL_RANGES = {"id": (0.3, 0.8), "far": (0.8, 1.0)}
 
 
-class PointReachEnv(VectorEnv):
-    """Vectorised point-mass reach; see the module docstring."""
+class PointReachEnv(SteppedVectorEnv):
+    """Vectorised point-mass reach; see the module docstring. The contract's bookkeeping comes
+    from :class:`SteppedVectorEnv`; the hooks below are the whole simulator."""
 
     def __init__(self, num_envs: int = 8, obs_mode: str = "state", max_episode_steps: int = 30,
                  ood: str = "id", image_size: int = 32, success_radius: float = 0.1,
@@ -32,30 +34,33 @@ class PointReachEnv(VectorEnv):
         if obs_mode not in ("state", "image"):
             raise ValueError(f"toy/point_reach: obs_mode must be 'state' or 'image', got {obs_mode!r}")
         cams = {"top": (image_size, image_size)} if obs_mode == "image" else {}
-        self.spec = EnvSpec(num_envs=num_envs, state_dim=6, action_dim=2, cameras=cams,
-                            max_episode_steps=max_episode_steps, control_hz=10.0,
-                            instruction="move the point to the red goal")
+        super().__init__(EnvSpec(num_envs=num_envs, state_dim=6, action_dim=2, cameras=cams,
+                                 max_episode_steps=max_episode_steps, control_hz=10.0,
+                                 instruction="move the point to the red goal"))
         self.goal_range = _GOAL_RANGES[ood]
         self.radius = success_radius
         self.step_cost_us = step_cost_us  # optional busy-work, to emulate a heavier simulator
-        self.rngs = [np.random.default_rng(i) for i in range(num_envs)]
+        self._rngs = [np.random.default_rng(i) for i in range(num_envs)]
         self.pos = np.zeros((num_envs, 2))
         self.vel = np.zeros((num_envs, 2))
         self.goal = np.zeros((num_envs, 2))
-        self.t = np.zeros(num_envs, dtype=np.int64)
-        self.ret = np.zeros(num_envs)
 
     def _reset_rows(self, rows: np.ndarray) -> None:
         for i in rows:
-            rng = self.rngs[i]
+            rng = self._rngs[i]
             self.pos[i] = rng.uniform(-0.2, 0.2, 2)
             ang, r = rng.uniform(0, 2 * np.pi), rng.uniform(*self.goal_range)
             self.goal[i] = [r * np.cos(ang), r * np.sin(ang)]
         self.vel[rows] = 0.0
-        self.t[rows] = 0
-        self.ret[rows] = 0.0
 
-    def _obs(self) -> dict:
+    def _step_rows(self, rows: Rows, actions: np.ndarray) -> RowStep:
+        self.vel[rows] = 0.8 * self.vel[rows] + 0.05 * actions
+        self.pos[rows] = np.clip(self.pos[rows] + self.vel[rows], -1.2, 1.2)
+        dist = np.linalg.norm(self.goal[rows] - self.pos[rows], axis=1)
+        reached = dist < self.radius
+        return RowStep(reward=-dist + reached, success=reached)
+
+    def _observe(self) -> Observation:
         state = np.concatenate([self.pos, self.vel, self.goal - self.pos], axis=1).astype(np.float32)
         obs = {"state": state, "images": {}, "instruction": [self.spec.instruction] * self.num_envs}
         if self.spec.cameras:
@@ -73,42 +78,11 @@ class PointReachEnv(VectorEnv):
                     img[b, px[:, 1] + dy, px[:, 0] + dx] = color
         return img
 
-    def reset(self, seed: int | None = None) -> dict:
-        if seed is not None:
-            self.rngs = [np.random.default_rng(seed + i) for i in range(self.num_envs)]
-        self._reset_rows(np.arange(self.num_envs))
-        return self._obs()
-
-    def step(self, actions: np.ndarray):
-        acts = check_actions(actions, self.spec)
-        b, chunk, _ = acts.shape
-        rewards = np.zeros((b, chunk), dtype=np.float32)
-        valid = np.zeros((b, chunk), dtype=bool)
-        done = np.zeros(b, dtype=bool)
-        terminated = np.zeros(b, dtype=bool)
-        for k in range(chunk):
-            live = ~done
-            valid[:, k] = live
-            self.vel[live] = 0.8 * self.vel[live] + 0.05 * acts[live, k]
-            self.pos[live] = np.clip(self.pos[live] + self.vel[live], -1.2, 1.2)
-            self.t[live] += 1
-            dist = np.linalg.norm(self.goal - self.pos, axis=1)
-            reached = live & (dist < self.radius)
-            rewards[live, k] = -dist[live] + reached[live] * 1.0
-            terminated |= reached
-            done |= reached | (live & (self.t >= self.spec.max_episode_steps))
-        if self.step_cost_us > 0:
-            _busy_wait(self.step_cost_us * 1e-6 * b)
-        self.ret += rewards.sum(1)
-        truncated = done & ~terminated
-        info = {"success": terminated.copy(), "valid_steps": valid,
-                "episode_return": self.ret.copy(), "episode_length": self.t.copy()}
-        if done.any():
-            info["final_observation"] = self._obs()
-            self._reset_rows(np.flatnonzero(done))
-        obs = self._obs()
-        rew = rewards[:, 0] if np.ndim(actions) == 2 else rewards
-        return obs, rew, terminated, truncated, info
+    def step(self, actions: np.ndarray) -> StepResult:
+        out = super().step(actions)
+        if self.step_cost_us > 0:  # once per call, as a heavier simulator's per-call cost
+            _busy_wait(self.step_cost_us * 1e-6 * self.num_envs)
+        return out
 
     def render_frames(self) -> np.ndarray:
         return self._draw(64)

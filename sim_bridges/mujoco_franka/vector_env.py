@@ -18,7 +18,8 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation
+from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, copy_obs
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
 from sim_bridges.mujoco_franka.model import (
@@ -75,8 +76,11 @@ def _ctrl_target(fm: FrankaModel, d: mujoco.MjData) -> Any:
 
 VIDEO_HW = (240, 320)  # height, width of render_frames() for state-obs envs
 
-class FrankaVectorEnv(VectorEnv):
-    """The embedded default simulator: Franka Panda reach / push / lift on a table."""
+class FrankaVectorEnv(SteppedVectorEnv):
+    """The embedded default simulator: Franka Panda reach / push / lift on a table.
+
+    Chunking, episode statistics and auto-reset come from :class:`SteppedVectorEnv`; the hooks
+    here step, score and observe the running envs batched in numpy."""
 
     def __init__(self, cfg: FrankaEnvConfig) -> None:
         self.cfg = cfg
@@ -93,7 +97,7 @@ class FrankaVectorEnv(VectorEnv):
         self.datas = [mujoco.MjData(fm.model) for fm in self.fms]
         self.max_steps = cfg.max_episode_steps or self.task.default_max_steps
         h, w = cfg.image_hw
-        self.spec = EnvSpec(
+        spec = EnvSpec(
             num_envs=cfg.num_envs,
             state_dim=ROBOT_STATE_DIM + self.task.feature_dim,
             action_dim=ACTION_DIMS[self.control.mode],
@@ -102,6 +106,7 @@ class FrankaVectorEnv(VectorEnv):
             control_hz=cfg.control_hz,
             instruction=self.task.instruction,
         )
+        super().__init__(spec, terminate_on_success=cfg.terminate_on_success)
         self._rig = CameraRig(h, w, cfg.robot_look) if cfg.uses_images else None
         self._video_rig: CameraRig | None = None
         if self._rig:  # fail now, not on the first step, on a bad camera name
@@ -109,12 +114,8 @@ class FrankaVectorEnv(VectorEnv):
             for cam in cfg.cameras:
                 camera_id(self.fms[0], cam)
         b = cfg.num_envs
-        self._rngs = [np.random.default_rng(None) for _ in range(b)]
         self._target_rot = np.zeros((b, 3, 3))
         self._visuals: list[VisualState | None] = [None] * b
-        self._steps = np.zeros(b, dtype=np.int64)
-        self._returns = np.zeros(b, dtype=np.float64)
-        self._ever_success = np.zeros(b, dtype=bool)
         # state rows of every env, kept current after each physics step and reset
         self._state_buf = np.zeros((b, self.spec.state_dim), dtype=np.float32)
         # raw per-env quantities (layout: _RAW_*), gathered with one C call per env per step so
@@ -124,18 +125,16 @@ class FrankaVectorEnv(VectorEnv):
         self._sources = [_row_sources(fm, d, self.task) for fm, d in zip(self.fms, self.datas)]
         self._ctrl_views = [_ctrl_target(fm, d) for fm, d in zip(self.fms, self.datas)]
         self._models = [fm.model for fm in self.fms]
-        self._needs_reset = True
 
     # ----------------------------------------------------------------- reset
     def reset(self, seed: int | None = None) -> Observation:
-        seed = self.cfg.seed if seed is None and self._needs_reset else seed
-        if seed is not None:
-            self._rngs = [np.random.default_rng(seed + i) for i in range(self.num_envs)]
-        for i in range(self.num_envs):
+        """Reset every env; the first reset without a seed uses ``cfg.seed``."""
+        return super().reset(self.cfg.seed if seed is None and self._needs_reset else seed)
+
+    def _reset_rows(self, rows: np.ndarray) -> None:
+        for i in rows.tolist():
             self._reset_one(i)
-        self._refresh(np.arange(self.num_envs))
-        self._needs_reset = False
-        return self._observe()
+        self._refresh(rows)  # _raw and state rows of all reset envs in one batch
 
     def _reset_one(self, i: int) -> None:
         fm, d, rng = self.fms[i], self.datas[i], self._rngs[i]
@@ -150,44 +149,11 @@ class FrankaVectorEnv(VectorEnv):
         self._target_rot[i] = d.site_xmat[fm.ee_site].reshape(3, 3)
         if self.cfg.ood.varies_vision:
             self._visuals[i] = sample_visuals(self.cfg.ood, rng)
-        self._steps[i] = 0
-        self._returns[i] = 0.0
-        self._ever_success[i] = False
-        # the caller refreshes _raw / state rows of all reset envs in one batch
 
     # ------------------------------------------------------------------ step
-    def step(self, actions: np.ndarray) -> StepResult:
-        if self._needs_reset:
-            raise RuntimeError("call reset() before step() on a FrankaVectorEnv")
-        chunked = np.ndim(actions) == 3
-        acts = check_actions(actions, self.spec)
-        b, chunk, _ = acts.shape
-        rewards = np.zeros((b, chunk), dtype=np.float32)
-        valid = np.zeros((b, chunk), dtype=bool)
-        terminated = np.zeros(b, dtype=bool)
-        truncated = np.zeros(b, dtype=bool)
-        success = np.zeros(b, dtype=bool)
-        for k in range(chunk):
-            idx = np.flatnonzero(~(terminated | truncated))
-            if idx.size == 0:
-                break
-            # a slice (views, no copies) in the common case of every env still running
-            active = slice(None) if idx.size == b else idx
-            valid[active, k] = True
-            ok, r = self._apply(idx, active, acts[active, k])
-            rewards[active, k] = r
-            success[active] = ok
-            self._returns[active] += r
-            self._steps[active] += 1
-            self._ever_success[active] |= ok
-            terminated[active] = ok & self.cfg.terminate_on_success
-            truncated[active] = ~terminated[active] & (self._steps[active] >= self.max_steps)
-        done = terminated | truncated
-        obs = self._observe()
-        info = self._finish(done, success, obs)
-        info["valid_steps"] = valid
-        reward = rewards if chunked else rewards[:, 0]
-        return obs, reward, terminated, truncated, info
+    def _step_rows(self, rows: Rows, actions: np.ndarray) -> RowStep:
+        ok, reward = self._apply(self._all_rows if isinstance(rows, slice) else rows, rows, actions)
+        return RowStep(reward, ok)
 
     def _apply(self, idx: np.ndarray, sel: np.ndarray | slice,
                acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,36 +205,16 @@ class FrankaVectorEnv(VectorEnv):
         reward = ok.astype(np.float64) if self.cfg.reward == "sparse" else dense + ok
         return ok, reward
 
-    def _finish(self, done: np.ndarray, success: np.ndarray, obs: Observation) -> dict[str, Any]:
-        """Record episode stats; auto-reset finished envs, keeping their last obs as final.
-
-        ``obs`` is updated in place: rows of reset envs become their new episode's first obs.
-        """
-        info: dict[str, Any] = {
-            "success": success.copy(),
-            "episode_return": np.where(done, self._returns, 0.0).astype(np.float32),
-            "episode_length": np.where(done, self._steps, 0),
-        }
-        if done.any():
-            info["final_observation"] = {
-                "state": obs["state"].copy(),
-                "images": {k: v.copy() for k, v in obs["images"].items()},
-                "instruction": list(obs["instruction"]),
-            }
-            idx = np.flatnonzero(done)
-            info["success"][idx] = self._ever_success[idx]
-            for i in idx:
-                self._reset_one(i)
-            self._refresh(idx)
-            self._observe(idx, obs)
-        return info
-
     # ------------------------------------------------------------ observation
     def _state(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
         """State row of env ``i`` (layout in the module docstring) as of its last refresh."""
         out = np.empty(self.spec.state_dim, np.float32) if out is None else out
         out[:] = self._state_buf[i]
         return out
+
+    def _observe_after_reset(self, rows: np.ndarray, obs: Observation) -> Observation:
+        """Copy ``obs`` and re-render only the reset rows (rendering is the expensive part)."""
+        return self._observe(rows, copy_obs(obs))
 
     def _observe(self, idx: np.ndarray | None = None, obs: Observation | None = None) -> Observation:
         """Batched obs of all envs, or (with ``idx`` and ``obs``) refresh rows ``idx`` of ``obs``."""

@@ -13,6 +13,7 @@ from sim_bridges import libero_bridge as lb
 from sim_bridges import maniskill_bridge as ms
 from rlinf_contracts.env_registry import make_env
 from rlinf_contracts.rotations import quat_xyzw_to_rotvec
+from rlinf_contracts.stepping import merge_final_rows
 
 
 # ------------------------------------------------------------------ ManiSkill
@@ -46,10 +47,10 @@ def test_maniskill_final_rows_are_kept_from_the_step_they_ended() -> None:
         return {"state": np.full((3, 2), v, np.float32), "images": {"c": np.full((3, 2, 2, 3), int(v), np.uint8)},
                 "instruction": ["t"] * 3}
 
-    final = ms.merge_final_rows(None, obs(1), np.array([True, False, False]))
-    final = ms.merge_final_rows(final, obs(2), np.array([False, True, False]))
+    final = merge_final_rows(None, obs(1), np.array([True, False, False]))
+    final = merge_final_rows(final, obs(2), np.array([False, True, False]))
     assert final["state"][:2, 0].tolist() == [1, 2] and final["images"]["c"][1].max() == 2
-    assert ms.merge_final_rows(None, obs(1), np.zeros(3, bool)) is None
+    assert merge_final_rows(None, obs(1), np.zeros(3, bool)) is None
 
 
 def test_maniskill_render_backend_choice() -> None:
