@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rlinf_ros.config import RosGraphConfig, load_graph_config
 
@@ -50,6 +51,19 @@ def node_commands(cfg: RosGraphConfig, config_path: str | Path, overrides: list[
                 *(overrides or [])]
         out.append(NodeProcess(name, kind, argv))
     return out
+
+
+def node_config(cfg: RosGraphConfig, name: str, kind: str) -> Any:
+    """The config section a node reads: the graph field named after its kind (``robot``,
+    ``policy_client``...), or for a camera the ``cameras`` entry with its name."""
+    if kind == "camera":
+        found = [c for c in cfg.cameras if c.name == name]
+        if not found:
+            raise ValueError(f"no camera named {name!r} in the config; cameras: {[c.name for c in cfg.cameras]}")
+        return found[0]
+    if not hasattr(cfg, kind):
+        raise ValueError(f"node {name!r}: kind {kind!r} has no config section; sections: {sorted(cfg.node_names())}")
+    return getattr(cfg, kind)
 
 
 def graph_env(cfg: RosGraphConfig) -> dict[str, str]:

@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -165,14 +166,19 @@ def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) ->
         value = _ros_default(value)
         desc = ParameterDescriptor(description=help_text, read_only=True, dynamic_typing=value is None)
         node.declare_parameter(name, value, desc, ignore_override=True)
-    _reject_unknown_overrides(node)
+    _reject_unknown_overrides(node, skip)
     return out
 
 
-def _reject_unknown_overrides(node: Any) -> None:
-    """A ``-p`` override for a parameter this node never declared is a typo; say which."""
+def _reject_unknown_overrides(node: Any, skip: tuple[str, ...]) -> None:
+    """A ``-p`` override for a parameter this node never declared is a typo; say which.
+
+    Names under a skipped field (``robot_spec.*`` when the node skips ``robot_spec``) are
+    ignored: a launch file passes the whole YAML section, and the node reads those from YAML.
+    """
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public accessor
-    unknown = sorted(n for n in overrides if not node.has_parameter(n))
+    unknown = sorted(n for n in overrides if not node.has_parameter(n)
+                     and re.sub(r"_\d+$", "", n.split(".")[0]) not in skip)  # `arms_0.x` -> field `arms`
     if unknown:
         known = list(node.list_parameters([], 0).names)
         near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.5)
