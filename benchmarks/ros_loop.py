@@ -106,7 +106,7 @@ def loop_at_rate(tmp: Path, rate: float, seconds: float) -> dict:
     from trajectory_msgs.msg import JointTrajectory
 
     port = free_port()
-    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{port}", control_hz=rate, slop_s=0.5 / rate + 0.01)
     cfg["cameras"][0]["camera"]["fps"] = min(1.25 * rate, 60)
     path = tmp / f"graph_{rate:g}.yaml"

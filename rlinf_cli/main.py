@@ -15,6 +15,7 @@ import sys
 
 from rlinf_contracts.config.errors import ConfigError
 from rlinf_contracts.registry import UnknownNameError
+from rlinf_contracts.spec import SpecError
 
 # subcommand -> module; order is the order shown in --help
 SUBCOMMANDS: dict[str, str] = {
@@ -22,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "eval": "rlinf_cli.eval",
     "serve": "rlinf_cli.serve",
     "ros": "rlinf_cli.ros",
+    "spec": "rlinf_cli.spec",
     "config": "rlinf_cli.config_help",
 }
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args) or 0)
-    except (ConfigError, UnknownNameError) as e:
+    except (ConfigError, UnknownNameError, SpecError) as e:
         print(f"rlinf {args.command}: config error: {e}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:

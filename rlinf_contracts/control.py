@@ -28,11 +28,34 @@ from rlinf_contracts.spec import ActionSpace
 GRIPPER_MAX_WIDTH = 0.08  # m, Franka Hand
 PANDA_Q_MIN = np.array([-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973])
 PANDA_Q_MAX = np.array([2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973])
+PANDA_DQ_MAX = np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61])  # rad/s, Franka datasheet
+
+
+def speed_limited(q: np.ndarray, target: np.ndarray, space: ActionSpace, control_hz: float) -> np.ndarray:
+    """``target [B, 7]`` pulled toward ``q`` so no joint moves faster than
+    ``space.max_joint_speed`` x the Franka limits in one control period (whole move scaled, so
+    the direction is kept). The simulator and the robot apply the same limit: a policy never
+    learns motions the real arm cannot make."""
+    if space.max_joint_speed <= 0:
+        return target
+    step = space.max_joint_speed * PANDA_DQ_MAX / control_hz
+    over = np.max(np.abs(target - q) / step, axis=-1, keepdims=True)
+    return q + (target - q) / np.maximum(over, 1.0)
 
 
 def gripper_width(action: np.ndarray | float, max_width: float = GRIPPER_MAX_WIDTH) -> np.ndarray:
     """Gripper action in [-1, 1] -> opening width in metres (0 closed .. ``max_width``)."""
     return (np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) + 1.0) * 0.5 * max_width
+
+
+_EYES: dict[int, np.ndarray] = {}
+
+
+def _eye(n: int) -> np.ndarray:
+    """Cached identity (read-only use): ``np.eye`` per control step is measurable overhead."""
+    if n not in _EYES:
+        _EYES[n] = np.eye(n)
+    return _EYES[n]
 
 
 def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nullspace_gain: float,
@@ -44,18 +67,19 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nu
     """
     jt = np.swapaxes(jac, 1, 2)
     rows, dof = jac.shape[1], jac.shape[2]
-    jjt = jac @ jt + (damping**2) * np.eye(rows)
+    jjt = jac @ jt + (damping**2) * _eye(rows)
     pinv = np.swapaxes(np.linalg.solve(jjt, jac), 1, 2)  # [B, dof, rows]
     dq = (pinv @ err[..., None])[..., 0]
     if nullspace_gain > 0:
-        null = np.eye(dof) - pinv @ jac
+        null = _eye(dof) - pinv @ jac
         dq += (null @ (nullspace_gain * (np.asarray(home) - q))[..., None])[..., 0]
     return dq
 
 
 def ee_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray, rot: np.ndarray,
                      jac: np.ndarray, target_rot: np.ndarray, home: np.ndarray,
-                     lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX) -> np.ndarray:
+                     lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX,
+                     control_hz: float = 20.0) -> np.ndarray:
     """Joint targets ``[B, 7]`` for end-effector ``actions [B, A]`` (gripper column ignored).
 
     ``rot [B, 3, 3]`` is the measured end-effector rotation, ``jac [B, 6, 7]`` its Jacobian
@@ -66,15 +90,18 @@ def ee_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray, rot
         target_rot[:] = rotvec_to_matrix(space.rot_scale * actions[:, 3:6]) @ target_rot
     err = np.concatenate([space.pos_scale * actions[:, :3], orientation_error(target_rot, rot)], axis=1)
     dq = dls_step(jac, err, q, space.ik_damping, space.nullspace_gain, home)
-    return np.clip(q + dq, lower, upper)
+    return np.clip(speed_limited(q, q + dq, space, control_hz), lower, upper)
 
 
 def joint_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray,
-                        lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX) -> np.ndarray:
+                        lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX,
+                        control_hz: float = 20.0) -> np.ndarray:
     """Joint targets ``[B, 7]`` for joint-space ``actions [B, 8]``."""
     if space.control == "joint_delta":
-        return np.clip(q + space.joint_scale * actions[:, :7], lower, upper)
-    return lower + (np.clip(actions[:, :7], -1.0, 1.0) + 1.0) / 2.0 * (upper - lower)
+        target = q + space.joint_scale * actions[:, :7]
+    else:
+        target = lower + (np.clip(actions[:, :7], -1.0, 1.0) + 1.0) / 2.0 * (upper - lower)
+    return np.clip(speed_limited(q, target, space, control_hz), lower, upper)
 
 
 class ActionDecoder:
@@ -84,9 +111,10 @@ class ActionDecoder:
     :meth:`decode` once per control step with the current joints, rotation and Jacobian.
     """
 
-    def __init__(self, space: ActionSpace, home: np.ndarray) -> None:
+    def __init__(self, space: ActionSpace, home: np.ndarray, control_hz: float = 20.0) -> None:
         space.validate()
         self.space = space
+        self.control_hz = control_hz
         self.home = np.asarray(home, dtype=np.float64)
         self.target_rot: np.ndarray | None = None
 
@@ -104,11 +132,12 @@ class ActionDecoder:
         q = np.asarray(q, dtype=np.float64).reshape(1, 7)
         width = float(gripper_width(a[0, -1]))
         if not self.needs_jacobian:
-            return joint_joint_targets(self.space, a, q)[0], width
+            return joint_joint_targets(self.space, a, q, control_hz=self.control_hz)[0], width
         if rot is None or jac is None:
             raise ValueError(f"{self.space.control} actions need the end-effector rotation and Jacobian")
         if self.target_rot is None:
             self.reset(rot)
         target = ee_joint_targets(self.space, a, q, np.asarray(rot).reshape(1, 3, 3),
-                                  np.asarray(jac).reshape(1, 6, 7), self.target_rot, self.home)
+                                  np.asarray(jac).reshape(1, 6, 7), self.target_rot, self.home,
+                                  control_hz=self.control_hz)
         return target[0], width

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.spec import RobotSpec
+
 Observation = dict[str, Any]
 StepResult = tuple[Observation, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
@@ -52,6 +54,9 @@ class EnvSpec:
     max_episode_steps: int = 100
     control_hz: float = 10.0
     instruction: str = ""
+    # what the numbers mean (state layout, action space): what a policy trained here carries to
+    # a robot; None for envs that declare no layout (toy envs, external simulators' raw state)
+    robot: RobotSpec | None = None
 
     def observation_spec(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """Per-sample (unbatched) dtype and shape of every array key, as the policy server checks."""

@@ -9,6 +9,7 @@ import importlib
 from typing import Any, Callable
 
 from rlinf_contracts.env import VectorEnv
+from rlinf_contracts.registry import UnknownNameError
 
 EnvFactory = Callable[..., VectorEnv]
 
@@ -24,9 +25,8 @@ _LAZY_MODULES: dict[str, str] = {
 }
 
 
-class UnknownEnvError(KeyError):
-    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
-        return str(self.args[0])
+class UnknownEnvError(UnknownNameError):
+    """An env family or task name nobody registered; the message lists the known ones."""
 
 
 def register_env(family: str) -> Callable[[EnvFactory], EnvFactory]:

@@ -22,7 +22,7 @@ rlinf_contracts.features.MissingInput: state feature 'object_pos' needs the obje
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -132,21 +132,32 @@ def _object_height(r: RobotReading, base: np.ndarray) -> np.ndarray:
     return np.array([float(_need(r, "object_height", "object_height"))])
 
 
-def build_state(spec: RobotSpec, reading: RobotReading) -> np.ndarray:
-    """The float32 state vector ``spec`` describes, from one reading (zeroed fields as zeros)."""
+def build_state(spec: RobotSpec, reading: RobotReading | Sequence[RobotReading]) -> np.ndarray:
+    """The float32 state vector ``spec`` describes, from one reading per arm (zeroed fields as zeros)."""
+    readings = [reading] if isinstance(reading, RobotReading) else list(reading)
+    if len(readings) != spec.arms:
+        raise ValueError(f"the spec describes {spec.arms} arm(s); got {len(readings)} reading(s)")
     base = np.asarray(spec.base_position, dtype=np.float64)
     parts = []
-    for f in spec.state:
-        if f.zeroed:
-            parts.append(np.zeros(f.size))
-            continue
-        values = np.asarray(FEATURES.get(f.name)(reading, base), dtype=np.float64).reshape(-1)
-        if values.size != f.size:
-            raise ValueError(f"state feature '{f.name}' gave {values.size} values; the spec says {f.size}")
-        parts.append(values)
+    for r in readings:
+        for f in spec.state:
+            if f.zeroed:
+                parts.append(np.zeros(f.size))
+                continue
+            values = np.asarray(FEATURES.get(f.name)(r, base), dtype=np.float64).reshape(-1)
+            if values.size != f.size:
+                raise ValueError(f"state feature '{f.name}' gave {values.size} values; the spec says {f.size}")
+            parts.append(values)
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
 
 
-def needs(spec: RobotSpec, *inputs: str) -> bool:
-    """Whether any non-zeroed feature of ``spec`` is one of ``inputs`` (e.g. ``"goal_pos"``)."""
-    return any(f.name in inputs for f in spec.state if not f.zeroed)
+# reading inputs -> the features that need them
+INPUTS = {"goal_pos": ("goal_pos", "goal_minus_ee", "goal_minus_object"),
+          "object_pos": ("object_pos", "object_minus_ee", "goal_minus_object"),
+          "object_height": ("object_height",),
+          "ee_pose": ("ee_pos", "ee_rot6d", "goal_minus_ee", "object_minus_ee")}
+
+
+def needs(spec: RobotSpec, source: str) -> bool:
+    """Whether ``spec`` reads input ``source`` (a key of :data:`INPUTS`, e.g. ``"goal_pos"``)."""
+    return any(f.name in INPUTS[source] for f in spec.state if not f.zeroed)

@@ -64,6 +64,9 @@ class ActionSpace:
     joint_scale: float = 0.1  # rad per control step at |a| = 1 (joint_delta)
     ik_damping: float = 0.05  # damped least squares lambda (ee_delta*)
     nullspace_gain: float = 0.2  # pull toward RobotSpec.home in the Jacobian's null space
+    # a step's joint move is scaled down (direction kept) to at most this fraction of the Franka
+    # joint speed limits; 0 = unlimited. Without it a simulated arm moves faster than the real one
+    max_joint_speed: float = 0.0
 
     def validate(self) -> None:
         if self.control not in CONTROL_MODES:
@@ -84,8 +87,9 @@ class ActionSpace:
         if self.control == "raw":
             return (self.control, self.dim)
         if self.control.startswith("joint"):
-            return (self.control, self.dim, self.joint_scale)
-        return (self.control, self.dim, self.pos_scale, self.rot_scale, self.ik_damping, self.nullspace_gain)
+            return (self.control, self.dim, self.joint_scale, self.max_joint_speed)
+        return (self.control, self.dim, self.pos_scale, self.rot_scale, self.ik_damping, self.nullspace_gain,
+                self.max_joint_speed)
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,12 @@ class RobotSpec:
     # a robot reports poses in its base frame; adding this expresses them as the policy saw them
     base_position: tuple[float, float, float] = (0.0, 0.0, 0.0)
     home: tuple[float, ...] = ()  # joint home (reset pose, null-space target); () = the driver's
+    arms: int = 1  # state fields and action dims are per arm, concatenated arm after arm
 
     def __post_init__(self) -> None:
         self.action.validate()
+        if self.arms < 1:
+            raise SpecError(f"arms must be >= 1, got {self.arms}")
         for f in self.state:
             if f.size < 1:
                 raise SpecError(f"state field {f.name!r} has size {f.size}; sizes must be >= 1")
@@ -138,14 +145,14 @@ class RobotSpec:
     # -- layout ----------------------------------------------------------------------------
     @property
     def state_dim(self) -> int:
-        return sum(f.size for f in self.state)
+        return self.arms * sum(f.size for f in self.state)
 
     @property
     def action_dim(self) -> int:
         return self.action.dim
 
     def state_slices(self) -> dict[str, slice]:
-        """feature name -> its slice of the state vector."""
+        """feature name -> its slice of the (first arm's part of the) state vector."""
         out, start = {}, 0
         for f in self.state:
             out[f.name] = slice(start, start + f.size)
@@ -163,7 +170,8 @@ class RobotSpec:
         return spec
 
     def state_label(self) -> str:
-        return " ".join(f.label() for f in self.state)
+        one = " ".join(f.label() for f in self.state)
+        return one if self.arms == 1 else f"{self.arms} x ({one})"
 
     def describe(self) -> str:
         """One line naming the whole layout, for logs and refusal messages."""
@@ -177,7 +185,8 @@ class RobotSpec:
         that change what the numbers mean; [] when they fit. Rate and chunk are not compared:
         a robot may run slower than training and execute any chunk length."""
         out = []
-        if [(f.name, f.size) for f in self.state] != [(f.name, f.size) for f in other.state]:
+        if [(f.name, f.size) for f in self.state] != [(f.name, f.size) for f in other.state] or \
+                self.arms != other.arms:
             out.append(f"state layout differs: {self.state_label()} vs {other.state_label()}")
         if self.action.semantics() != other.action.semantics():
             out.append(f"action differs: {_action_label(self.action)} vs {_action_label(other.action)}")
@@ -227,10 +236,11 @@ CARTESIAN = {"ee_pos", "goal_pos", "object_pos"}
 def _action_label(a: ActionSpace) -> str:
     if a.control == "raw":
         return f"raw[{a.dim}]"
+    speed = f" max_joint_speed={a.max_joint_speed:g}" if a.max_joint_speed else ""
     if a.control.startswith("joint"):
-        return f"{a.control}[{a.dim}] joint_scale={a.joint_scale:g}"
+        return f"{a.control}[{a.dim}] joint_scale={a.joint_scale:g}{speed}"
     return (f"{a.control}[{a.dim}] pos_scale={a.pos_scale:g} rot_scale={a.rot_scale:g} "
-            f"ik_damping={a.ik_damping:g} nullspace_gain={a.nullspace_gain:g}")
+            f"ik_damping={a.ik_damping:g} nullspace_gain={a.nullspace_gain:g}{speed}")
 
 
 def check_compatible(policy: RobotSpec, robot: RobotSpec) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf_contracts.config import ConfigError, from_dict, load_config
+from rlinf_contracts.spec import RobotSpec, SpecError
 from robot_drivers.cameras import CameraConfig
 from robot_drivers.factory import ArmConfig
 
@@ -70,6 +71,12 @@ class CameraNodeConfig:
     joint_prefix: str = "panda_"
 
 
+# The joint-delta layout of the wave-1 client, kept as the default so a config without a
+# robot_spec still describes something real: 7 joints + gripper width per arm, 8-D actions.
+JOINT_DELTA_SPEC = {"state": [["joint_pos", 7], ["gripper_width", 1]],
+                    "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05}}
+
+
 @dataclass
 class PolicyClientConfig:
     enabled: bool = field(default=True, metadata={"help": "start this node (a section that is absent is off)"})
@@ -77,7 +84,10 @@ class PolicyClientConfig:
     namespace: str = ""
     server_url: str = field(default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"})
     api_key: str = ""
-    control_hz: float = 10.0
+    robot_spec: dict[str, Any] = field(default_factory=lambda: dict(JOINT_DELTA_SPEC), metadata={
+        "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
+                "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"})
+    control_hz: float = field(default=0.0, metadata={"help": "control rate; 0 = the robot spec's control_hz"})
     slop_s: float = field(default=0.05, metadata={"help": "max stamp spread of one synchronised observation"})
     max_obs_age_s: float = field(default=0.5, metadata={"help": "older observations are not sent; hold"})
     reuse_observation: bool = field(default=True, metadata={
@@ -86,17 +96,71 @@ class PolicyClientConfig:
                                     metadata={"help": "observation image name -> Image topic"})
     joint_states_topic: str = "joint_states"
     gripper_joint_states_topic: str = "franka_gripper/joint_states"
+    ee_pose_topics: list[str] = field(default_factory=lambda: ["franka_robot_state_broadcaster/current_pose"],
+                                      metadata={"help": "PoseStamped of each arm's end effector (base frame)"})
+    goal_topic: str = field(default="task/goal", metadata={
+        "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach target"})
+    object_topic: str = field(default="task/object_pose", metadata={"help": "PoseStamped object pose (base frame)"})
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     status_topic: str = "policy_client/status"
+    enable_service: str = field(default="policy_client/enable", metadata={
+        "help": "std_srvs/SetBool: false pauses (no commands), true starts a new episode"})
     joint_prefixes: list[str] = field(default_factory=lambda: ["panda_"],
-                                      metadata={"help": "one per arm; state = [joints, gripper] per arm"})
-    action_mode: str = field(default="joint_delta", metadata={"help": "joint_delta | joint_position"})
-    action_scale: float = field(default=0.05, metadata={"help": "rad per control step at |a| = 1 (joint_delta)"})
+                                      metadata={"help": "one per arm; joints <prefix>joint1..7"})
     instruction: str = ""
     infer_timeout_s: float = 2.0
     max_wait_fraction: float = field(default=0.6, metadata={
         "help": "a tick with nothing to execute waits this fraction of a period for the answer"})
     reconnect_s: float = field(default=0.5, metadata={"help": "pause between reconnection attempts"})
+
+    def spec(self) -> RobotSpec:
+        """The robot spec, validated; errors name ``policy_client.robot_spec``."""
+        try:
+            spec = RobotSpec.from_dict(self.robot_spec)
+        except SpecError as e:
+            raise ConfigError(f"key 'policy_client.robot_spec': {e}") from None
+        if spec.arms != len(self.joint_prefixes):
+            raise ConfigError(f"key 'policy_client.robot_spec.arms' is {spec.arms} but policy_client.joint_prefixes "
+                              f"lists {len(self.joint_prefixes)} arm(s)")
+        return spec
+
+    @property
+    def rate_hz(self) -> float:
+        return self.control_hz or self.spec().control_hz
+
+
+@dataclass
+class TaskNodeConfig:
+    """The simulated twin's episode judge (``rlinf_ros.nodes.task``): homes the arm, publishes a
+    goal, lets the policy client run, scores success. Defaults are the MuJoCo reach task's."""
+
+    enabled: bool = field(default=False, metadata={"help": "start the task node (sim twin evaluation)"})
+    name: str = "task"
+    namespace: str = ""
+    task: str = field(default="reach", metadata={"help": "registered episode judge (rlinf_ros.episodes.JUDGES)"})
+    episodes: int = field(default=20, metadata={"help": "episodes to run, then idle; 0 = run forever"})
+    max_steps: int = field(default=50, metadata={"help": "control steps per episode (the sim task's episode length)"})
+    control_hz: float = field(default=20.0, metadata={"help": "rate the steps are counted at (the spec's control_hz)"})
+    success_radius: float = field(default=0.05, metadata={"help": "m, end effector to goal"})
+    goal_center: list[float] = field(default_factory=lambda: [-0.05, 0.0, 0.2],
+                                     metadata={"help": "goal sampling box centre, policy (world) frame"})
+    goal_half: list[float] = field(default_factory=lambda: [0.15, 0.2, 0.12], metadata={"help": "box half sizes"})
+    base_position: list[float] = field(default_factory=lambda: [-0.56, 0.0, 0.0],
+                                       metadata={"help": "robot base in the policy frame (the spec's base_position)"})
+    home: list[float] = field(default_factory=lambda: [0.0, 0.19635, 0.0, -2.61799, 0.0, 2.94159, 0.785398],
+                              metadata={"help": "joint home of each episode (the spec's home)"})
+    home_noise: float = field(default=0.02, metadata={"help": "rad, per joint, like the simulator's reset noise"})
+    home_tolerance: float = field(default=0.02, metadata={"help": "rad, max joint error to call the arm homed"})
+    home_timeout_s: float = 10.0
+    joint_prefix: str = "panda_"
+    seed: int = 0
+    joint_states_topic: str = "joint_states"
+    ee_pose_topic: str = "franka_robot_state_broadcaster/current_pose"
+    goal_topic: str = "task/goal"
+    command_topic: str = "joint_trajectory_controller/joint_trajectory"
+    enable_service: str = "policy_client/enable"
+    status_topic: str = "task/status"
+    results_path: str = field(default="", metadata={"help": "write the final episode results here (JSON)"})
 
 
 @dataclass
@@ -125,10 +189,11 @@ class RosGraphConfig:
     robot: RobotNodeConfig = field(default_factory=RobotNodeConfig)
     cameras: list[CameraNodeConfig] = field(default_factory=list)
     policy_client: PolicyClientConfig = field(default_factory=lambda: PolicyClientConfig(enabled=False))
+    task: TaskNodeConfig = field(default_factory=TaskNodeConfig)
     env: RosEnvConfig = field(default_factory=RosEnvConfig)
 
     def node_names(self) -> dict[str, str]:
-        """node name -> kind (``robot`` | ``camera`` | ``policy_client``), in start order."""
+        """node name -> kind (``robot`` | ``camera`` | ``policy_client`` | ``task``), in start order."""
         out: dict[str, str] = {}
         if self.robot.enabled:
             out[self.robot.name] = "robot"
@@ -136,11 +201,16 @@ class RosGraphConfig:
             out[cam.name] = "camera"
         if self.policy_client.enabled:
             out[self.policy_client.name] = "policy_client"
+        if self.task.enabled:
+            out[self.task.name] = "task"
         return out
 
     def validate(self) -> None:
+        if self.policy_client.enabled:
+            self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
         names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + (
-            [self.policy_client.name] if self.policy_client.enabled else [])
+            [self.policy_client.name] if self.policy_client.enabled else []) + (
+            [self.task.name] if self.task.enabled else [])
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name")

@@ -16,7 +16,11 @@ Per control tick (:meth:`PolicyLoop.tick`):
    tick waits up to ``max_wait_s`` for the answer, so a fast server's action goes out in the
    same tick as its observation (latency = observation age + round trip, not + one period).
 
-Action layout per arm: ``[joint 1..7, gripper]`` in [-1, 1]; gripper -1 closed, +1 open.
+What an action means comes from the robot spec (``rlinf_ros.robot_io.SpecIO``): joint deltas,
+absolute joints or end-effector deltas, decoded by the same control law as in simulation.
+
+A server that refuses this robot's spec (HTTP 409 on connect) is final: the worker stops
+retrying, the loop holds with reason ``refused`` and the error names both layouts.
 """
 
 from __future__ import annotations
@@ -31,11 +35,16 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from robot_drivers.types import PANDA_GRIPPER_MAX_WIDTH, PANDA_Q_MAX, PANDA_Q_MIN
+from rlinf_contracts.features import RobotReading
+from rlinf_ros.robot_io import ARM_DOF, SpecIO
 
 log = logging.getLogger(__name__)
 
-ARM_DOF = 7
+__all__ = ["ARM_DOF", "Command", "InferenceWorker", "PolicyLoop", "SpecRefusal"]
+
+
+class SpecRefusal(Exception):
+    """Marker base: a connect error of this kind is final (the server refused our robot spec)."""
 
 
 class InferClient(Protocol):
@@ -56,62 +65,18 @@ class Command:
     first: bool = False  # first step of its chunk
 
 
-# ---- action modes: action row -> joint targets --------------------------------------------
-def _joint_delta(action: np.ndarray, prev: np.ndarray, scale: float) -> np.ndarray:
-    return prev + scale * action
-
-
-def _joint_position(action: np.ndarray, prev: np.ndarray, scale: float) -> np.ndarray:
-    lo, hi = np.asarray(PANDA_Q_MIN), np.asarray(PANDA_Q_MAX)
-    return lo + (action + 1.0) / 2.0 * (hi - lo)
-
-
-ACTION_MODES: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
-    "joint_delta": _joint_delta, "joint_position": _joint_position}
-
-
-def gripper_width(a: float) -> float:
-    return float(np.clip((a + 1.0) / 2.0, 0.0, 1.0) * PANDA_GRIPPER_MAX_WIDTH)
-
-
-def chunk_to_targets(chunk: np.ndarray, base: list[np.ndarray], mode: str, scale: float) -> list[Command]:
-    """Action chunk ``[H, 8 * arms]`` -> one :class:`Command` per step, integrated from ``base``."""
-    if mode not in ACTION_MODES:
-        raise ValueError(f"action_mode {mode!r} unknown; known: {sorted(ACTION_MODES)}")
-    chunk = np.asarray(chunk, dtype=np.float64)
-    n_arms = len(base)
-    if chunk.ndim != 2 or chunk.shape[1] != n_arms * (ARM_DOF + 1):
-        raise ValueError(f"policy actions must be [chunk, {n_arms * (ARM_DOF + 1)}] for {n_arms} arm(s) "
-                         f"(7 joints + gripper each), got {list(chunk.shape)}")
-    if not np.all(np.isfinite(chunk)):
-        raise ValueError("policy actions contain NaN/inf")
-    chunk = np.clip(chunk, -1.0, 1.0)
-    fn = ACTION_MODES[mode]
-    prev = [np.asarray(b, dtype=np.float64) for b in base]
-    out = []
-    for row in chunk:
-        joints, grips = [], []
-        for k in range(n_arms):
-            a = row[k * (ARM_DOF + 1):(k + 1) * (ARM_DOF + 1)]
-            prev[k] = fn(a[:ARM_DOF], prev[k], scale)
-            joints.append(prev[k].copy())
-            grips.append(gripper_width(a[ARM_DOF]))
-        out.append(Command(joints, grips, "policy"))
-    return out
-
-
 # ---- inference thread -----------------------------------------------------------------------
 @dataclass
 class _Job:
     obs: dict[str, Any]
-    base: list[np.ndarray]
+    base: list[RobotReading]
     t_obs: float
 
 
 @dataclass
 class InferResult:
     actions: np.ndarray
-    base: list[np.ndarray]
+    base: list[RobotReading]
     t_obs: float
     latency_s: float
     t_done: float = 0.0  # wall clock when the answer arrived
@@ -121,8 +86,11 @@ class InferResult:
 class InferenceWorker:
     """Owns the connection; one request at a time; reconnects forever until :meth:`stop`."""
 
-    def __init__(self, connect: Callable[[], InferClient], reconnect_s: float = 0.5, name: str = "policy") -> None:
+    def __init__(self, connect: Callable[[], InferClient], reconnect_s: float = 0.5, name: str = "policy",
+                 final_errors: tuple[type[BaseException], ...] = (SpecRefusal,)) -> None:
         self._connect = connect
+        self.final_errors = final_errors
+        self.refused = ""  # set when the server refused us for good; the worker then stops
         self.reconnect_s = reconnect_s
         self.name = name
         self._jobs: queue.Queue[_Job] = queue.Queue(maxsize=1)
@@ -142,7 +110,7 @@ class InferenceWorker:
     def busy(self) -> bool:
         return self._busy.is_set()
 
-    def submit(self, obs: dict[str, Any], base: list[np.ndarray], t_obs: float) -> bool:
+    def submit(self, obs: dict[str, Any], base: list[RobotReading], t_obs: float) -> bool:
         """Queue one request; False while one is in flight or the server is down."""
         if self.busy or not self.connected:
             return False
@@ -166,6 +134,12 @@ class InferenceWorker:
             return True
         try:
             self._client = self._connect()
+        except self.final_errors as e:
+            self.refused = self.last_error = str(e)
+            self.connected = False
+            log.error("policy server refused this robot; not retrying: %s", e)
+            self._stop.set()
+            return False
         except Exception as e:  # noqa: BLE001 -- any failure means "not reachable yet"
             if self.connected or self.connects == 0 and not self.last_error:
                 log.warning("policy server unreachable (%s); holding position, retrying every %.1f s",
@@ -241,12 +215,10 @@ class LoopStats:
 
 
 class PolicyLoop:
-    def __init__(self, worker: InferenceWorker, action_mode: str = "joint_delta", action_scale: float = 0.05,
-                 prefetch: int = 1, clock: Callable[[], float] = time.time, max_wait_s: float = 0.0) -> None:
-        if action_mode not in ACTION_MODES:
-            raise ValueError(f"action_mode {action_mode!r} unknown; known: {sorted(ACTION_MODES)}")
+    def __init__(self, worker: InferenceWorker, io: SpecIO, prefetch: int = 1, clock: Callable[[], float] = time.time,
+                 max_wait_s: float = 0.0) -> None:
         self.worker = worker
-        self.action_mode, self.action_scale, self.prefetch = action_mode, action_scale, prefetch
+        self.io, self.prefetch = io, prefetch
         self._clock = clock
         self.max_wait_s = max_wait_s
         self._plan: deque[Command] = deque()
@@ -257,31 +229,38 @@ class PolicyLoop:
         if res is None:
             return
         try:
-            plan = chunk_to_targets(res.actions, res.base, self.action_mode, self.action_scale)
+            steps = self.io.decode(res.actions, res.base)
         except ValueError as e:
             self.stats.bad_chunks += 1
             log.warning("discarding policy chunk: %s", e)
             return
-        for c in plan:
-            c.t_obs = res.t_obs
+        plan = [Command(s.joints, s.grippers, "policy", t_obs=res.t_obs) for s in steps]
         plan[0].first = True
         self._plan = deque(plan)
         self.stats.chunks += 1
         self.stats.latencies_ms.append((res.t_done - res.t_obs) * 1e3)
         self.stats.infer_ms.append(res.latency_s * 1e3)
 
-    def _hold(self, measured: Command | None, reason: str) -> Command | None:
-        ref = self.last or measured
-        if ref is None:
+    def _hold(self, measured: list[RobotReading] | None, reason: str) -> Command | None:
+        if self.last is not None:
+            return Command([j.copy() for j in self.last.joints], list(self.last.grippers), "hold", reason)
+        if measured is None:
             return None
-        return Command([j.copy() for j in ref.joints], list(ref.grippers), "hold", reason)
+        return Command([np.asarray(r.q, dtype=np.float64).copy() for r in measured],
+                       [float(r.gripper_width) for r in measured], "hold", reason)
 
-    def tick(self, obs: dict[str, Any] | None, measured: Command | None, t_obs: float | None) -> Command | None:
-        """One control step. ``measured`` holds the joints / grippers of ``obs`` (None: no data yet)."""
+    def reset(self) -> None:
+        """A new episode: drop the plan and the held target; orientation targets are re-taken."""
+        self._plan.clear()
+        self.last = None
+        self.io.begin_episode()
+
+    def tick(self, obs: dict[str, Any] | None, measured: list[RobotReading] | None,
+             t_obs: float | None) -> Command | None:
+        """One control step. ``measured`` holds one reading per arm of ``obs`` (None: no data yet)."""
         self._load(self.worker.take())
         if obs is not None and measured is not None and len(self._plan) <= self.prefetch:
-            sent = self.worker.submit(obs, [j.copy() for j in measured.joints],
-                                      t_obs if t_obs is not None else self._clock())
+            sent = self.worker.submit(obs, measured, t_obs if t_obs is not None else self._clock())
             if sent and not self._plan and self.max_wait_s > 0:
                 # nothing left to execute: wait (bounded) so this tick acts on this observation
                 self.worker.wait(self.max_wait_s)
@@ -292,7 +271,9 @@ class PolicyLoop:
             if cmd.first:
                 self.stats.command_ms.append((self._clock() - cmd.t_obs) * 1e3)
         else:
-            if not self.worker.connected:
+            if self.worker.refused:
+                reason = "refused"
+            elif not self.worker.connected:
                 reason = "server_lost"
             elif obs is None and not self.worker.busy:
                 reason = "no_observation"

@@ -8,6 +8,8 @@ Why: the learner's env workers step any ``VectorEnv``; with this class they trai
 - ``step``: per control step (``[1, A]`` or a chunk ``[1, chunk, A]``), publish the joint
   command, keep the control rate, and wait for a synchronised observation stamped after the
   command (``step_timeout_s``, else :class:`TimeoutError` naming the topics).
+- observations and actions follow ``policy_client.robot_spec`` (``rlinf_ros.robot_io``), the
+  same state features and control law as the simulator and the policy client;
 - reward / success come from a registered source (``none``, ``ee_distance`` to a goal,
   ``topic``: std_msgs/Float64 published by an external judge; with two arms ``ee_distance`` uses
   the first arm); episodes truncate at
@@ -28,13 +30,13 @@ import numpy as np
 from rlinf_ros.config import RosGraphConfig, load_graph_config
 from rlinf_ros.conversions import (
     ConversionError,
-    arm_positions,
     image_to_rgb,
+    joint_state_to_arrays,
     pose_from_msg,
     stamp_to_sec,
     trajectory_msg,
 )
-from rlinf_ros.policy_loop import ARM_DOF, chunk_to_targets
+from rlinf_ros.robot_io import ARM_DOF, SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
 from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
 from rlinf_contracts.env_registry import register_env
@@ -77,13 +79,20 @@ class RosRobotEnv(VectorEnv):
         if cameras is None:  # sizes from the camera nodes publishing those topics
             by_topic = {c.image_topic: (c.camera.height, c.camera.width) for c in cfg.cameras}
             cameras = {name: by_topic[t] for name, t in pc.cameras.items() if t in by_topic}
-        self.spec = EnvSpec(num_envs=1, state_dim=n_arms * (ARM_DOF + 1), action_dim=n_arms * (ARM_DOF + 1),
+        robot = pc.spec()
+        if robot.camera_sizes() and robot.camera_sizes() != dict(cameras):
+            raise ValueError(f"policy_client.robot_spec cameras {robot.camera_sizes()} differ from the camera "
+                             f"nodes' sizes {dict(cameras)}")
+        self.io = SpecIO(robot)
+        self.spec = EnvSpec(num_envs=1, state_dim=robot.state_dim, action_dim=robot.action_dim,
                             cameras=dict(cameras), max_episode_steps=cfg.env.max_episode_steps,
-                            control_hz=pc.control_hz, instruction=pc.instruction)
+                            control_hz=pc.rate_hz, instruction=pc.instruction or robot.instruction, robot=robot)
         self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in pc.joint_prefixes]
         self.fingers = [f"{p}finger_joint1" for p in pc.joint_prefixes]
         self.home = [np.asarray(a.home, dtype=np.float64) for a in cfg.robot.arms]
         self._grippers = [0.0] * n_arms
+        self._poses: list[Any] = [None] * n_arms
+        self._goal: np.ndarray | None = None
         self._ee: np.ndarray | None = None
         self._external_reward = 0.0
         self._reward_fn = REWARD_SOURCES[cfg.env.reward]
@@ -112,11 +121,10 @@ class RosRobotEnv(VectorEnv):
         n.create_subscription(JointState, self.pc.gripper_joint_states_topic, self._on_gripper, sensor_qos())
         for cam in self.spec.cameras:
             n.create_subscription(Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos())
-        arms = self.cfg.robot.arms  # the robot node prefixes per-arm topics with the arm name when dual
-        pose_topic = self.cfg.robot.topics.ee_pose
-        if len(arms) > 1:
-            pose_topic = f"{arms[0].name}/{pose_topic}"
-        n.create_subscription(PoseStamped, pose_topic, self._on_pose, sensor_qos())
+        for i, topic in enumerate(self.pc.ee_pose_topics[: len(self._poses)]):
+            n.create_subscription(PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos())
+        n.create_subscription(PoseStamped, self.pc.goal_topic,
+                              lambda m: setattr(self, "_goal", pose_from_msg(m).position), reliable_qos(1))
         n.create_subscription(Float64, self.cfg.env.reward_topic,
                               lambda m: setattr(self, "_external_reward", float(m.data)), reliable_qos())
         self._pub = n.create_publisher(JointTrajectory, self.pc.command_topic, reliable_qos(10))
@@ -136,10 +144,11 @@ class RosRobotEnv(VectorEnv):
             self._new_obs.notify_all()
 
     def _on_joints(self, msg: Any) -> None:
-        q = arm_positions(msg, self.arm_joints)
-        if q is None:
+        try:
+            per_arm = [joint_state_to_arrays(msg, names)[:2] for names in self.arm_joints]
+        except ConversionError:
             return
-        self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
+        self.sync.add("joints", stamp_to_sec(msg.header.stamp), per_arm)
         with self._new_obs:
             self._new_obs.notify_all()
 
@@ -149,11 +158,13 @@ class RosRobotEnv(VectorEnv):
             if f in names:
                 self._grippers[i] = 2.0 * float(msg.position[names.index(f)])
 
-    def _on_pose(self, msg: Any) -> None:
+    def _on_pose(self, i: int, msg: Any) -> None:
         try:
-            self._ee = pose_from_msg(msg).position
+            self._poses[i] = pose_from_msg(msg)
         except ConversionError:
-            pass
+            return
+        if i == 0:
+            self._ee = self._poses[0].position
 
     # ---- observations -------------------------------------------------------------------
     def _wait_obs(self, after: float, timeout: float) -> tuple[Observation, list[np.ndarray]]:
@@ -173,12 +184,17 @@ class RosRobotEnv(VectorEnv):
             with self._new_obs:
                 self._new_obs.wait(min(remaining, 0.05))
 
-    def _to_obs(self, found: dict[str, tuple[float, Any]]) -> tuple[Observation, list[np.ndarray]]:
-        q = found["joints"][1]
-        joints = [q[i * ARM_DOF:(i + 1) * ARM_DOF] for i in range(len(self.arm_joints))]
-        state = np.concatenate([np.append(j, g) for j, g in zip(joints, self._grippers)]).astype(np.float32)
-        images = {c: image_to_rgb(found[c][1])[None].copy() for c in self.spec.cameras}
-        return {"state": state[None], "images": images, "instruction": [self.spec.instruction]}, joints
+    def _to_obs(self, found: dict[str, tuple[float, Any]]) -> tuple[Observation, list[Any]]:
+        readings = []
+        for i, (q, dq) in enumerate(found["joints"][1]):
+            pose = self._poses[i]
+            readings.append(reading_from_pose(q, dq, self._grippers[i], None if pose is None else pose.position,
+                                              None if pose is None else pose.quat_xyzw, goal_pos=self._goal))
+        images = {c: image_to_rgb(found[c][1]) for c in self.spec.cameras}
+        one = self.io.observation(readings, images, self.spec.instruction)
+        obs = {"state": one["state"][None], "images": {c: v[None].copy() for c, v in images.items()},
+               "instruction": [one["instruction"]]}
+        return obs, readings
 
     def _publish(self, joints: list[np.ndarray], grippers: list[float], duration: float) -> None:
         names = [n for js in self.arm_joints for n in js] + self.fingers
@@ -192,15 +208,16 @@ class RosRobotEnv(VectorEnv):
         t0 = time.time()
         self._publish(self.home, [0.08] * len(self.home), duration=2.0)
         while True:
-            obs, joints = self._wait_obs(t0, e.step_timeout_s * 5)
-            err = max(float(np.abs(j - h).max()) for j, h in zip(joints, self.home))
+            obs, readings = self._wait_obs(t0, e.step_timeout_s * 5)
+            err = max(float(np.abs(r.q - h).max()) for r, h in zip(readings, self.home))
             if err < 0.02:
                 break
             if time.time() - t0 > e.home_timeout_s:
                 raise TimeoutError(f"RosRobotEnv.reset: arm not home after {e.home_timeout_s} s "
                                    f"(max joint error {err:.3f} rad); check e-stop / robot_state")
             self._publish(self.home, [0.08] * len(self.home), duration=0.5)  # keep the watchdog fed
-        self._obs, self._joints = obs, joints
+        self._obs, self._readings = obs, readings
+        self.io.begin_episode(readings)
         self._steps, self._return = 0, 0.0
         return obs
 
@@ -216,10 +233,10 @@ class RosRobotEnv(VectorEnv):
     def _substep(self, action: np.ndarray) -> tuple[float, bool]:
         """Command one control step (a trajectory lasting one period) and observe its end."""
         period = 1.0 / self.spec.control_hz
-        cmd = chunk_to_targets(action[None], self._joints, self.pc.action_mode, self.pc.action_scale)[0]
+        cmd = self.io.decode(action[None], self._readings)[0]
         t_cmd = time.time()
         self._publish(cmd.joints, cmd.grippers, period)
-        self._obs, self._joints = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period)
+        self._obs, self._readings = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period)
         return self._reward_fn(self, self._ee)
 
     def step(self, actions: np.ndarray) -> StepResult:

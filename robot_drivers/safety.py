@@ -196,13 +196,15 @@ class SafetyLayer:
         ref = q_now
         if self._last_target is not None and np.all(np.abs(self._last_target - q_now) <= self.cfg.max_joint_step):
             ref = self._last_target
+        # scale the whole move, not each joint: clipping joints one by one would bend the path
+        # (an end-effector straight line becomes a curve the policy never saw)
         v_step = self._dq_max * max(dt, 1e-3)
-        limited = ref + np.clip(clamped - ref, -v_step, v_step)
+        limited = ref + _scaled(clamped - ref, v_step)
         if not np.array_equal(limited, clamped):
             events.append("velocity_limit")
             self.record("velocity_limit", f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
                         f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down")
-        stepped = q_now + np.clip(limited - q_now, -self.cfg.max_joint_step, self.cfg.max_joint_step)
+        stepped = q_now + _scaled(limited - q_now, self.cfg.max_joint_step)
         if not np.array_equal(stepped, limited):
             events.append("max_step")
             self.record("max_step", f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
@@ -255,3 +257,9 @@ class SafetyLayer:
         if w != width:
             self.record("gripper_limit", f"width {width} clamped to {w}")
         return w
+
+
+def _scaled(delta: np.ndarray, limit: np.ndarray | float) -> np.ndarray:
+    """``delta`` shrunk as a whole (direction kept) until every joint is within ``limit``."""
+    over = np.max(np.abs(delta) / limit)
+    return delta if over <= 1.0 else delta / over

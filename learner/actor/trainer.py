@@ -26,10 +26,12 @@ log = logging.getLogger(__name__)
 
 
 def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
-    """The policy layout for an env: cameras only when the model consumes images."""
+    """The policy layout for an env: cameras only when the model consumes images. The env's
+    robot spec rides along (as the policy consumes it), so the checkpoint can be served to a robot."""
     cams = dict(env_spec.cameras) if cfg.model.name == "cnn" else {}
+    robot = None if env_spec.robot is None else env_spec.robot.with_policy(cfg.model.chunk, tuple(cams))
     return PolicySpec(state_dim=env_spec.state_dim, action_dim=env_spec.action_dim,
-                      chunk=cfg.model.chunk, cameras=cams)
+                      chunk=cfg.model.chunk, cameras=cams, robot=robot)
 
 
 def make_policy(cfg: EmbodiedConfig, spec: PolicySpec) -> Policy:

@@ -1,12 +1,19 @@
-"""Policy client node: synchronised observations -> policy server -> joint commands at control rate.
+"""Policy client node: robot topics -> the spec's observation -> policy server -> joint commands.
 
-Subscribes to ``joint_states``, the gripper joint states and one Image topic per camera,
-matches the newest set within ``slop_s`` (:class:`rlinf_ros.sync.ApproxTimeSync`), sends the
-canonical observation map over the wire (``policy_server.client.PolicyClient``) from a
-background thread, and publishes one ``JointTrajectory`` point per control tick (arm joints
-plus ``<prefix>finger_joint1`` for the gripper). When the server is lost it publishes *hold*
-commands (last target), keeps running, and resumes when the server answers again. Status
-(mode, counters, latency percentiles) goes out as JSON on ``policy_client/status``.
+Subscribes to ``joint_states``, the gripper joint states, each arm's end-effector pose, the task
+inputs the robot spec needs (a ``PoseStamped`` goal on ``task/goal``, an object pose) and one
+Image topic per camera; matches joints and images within ``slop_s``
+(:class:`rlinf_ros.sync.ApproxTimeSync`); builds the state vector the spec describes (the same
+features the simulator computes, ``rlinf_ros.robot_io``); sends it over the wire from a
+background thread; and decodes the answer with the spec's control law into one
+``JointTrajectory`` point per control tick (arm joints plus ``<prefix>finger_joint1``).
+
+On connect the client announces its robot spec; a server whose policy was trained for another
+layout refuses it once (``refused`` in the status, both layouts in the log) and the client does
+not retry. A lost server means *hold* (last target) and reconnect. ``policy_client/enable``
+(``std_srvs/SetBool``) pauses the client (no commands: a supervisor may move the arm) and, on
+true, starts a new episode. Status (mode, counters, latency percentiles) goes out as JSON on
+``policy_client/status``.
 """
 
 from __future__ import annotations
@@ -17,21 +24,20 @@ import time
 from typing import Any
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
+from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
+from rlinf_contracts.features import MissingInput, RobotReading, needs
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
-from rlinf_ros.conversions import (
-    ConversionError,
-    arm_positions,
-    image_to_rgb,
-    stamp_to_sec,
-    trajectory_msg,
-)
-from rlinf_ros.nodes.common import reliable_qos, run_node, sensor_qos
-from rlinf_ros.policy_loop import ARM_DOF, Command, InferClient, InferenceWorker, PolicyLoop
+from rlinf_ros.conversions import ConversionError, image_to_rgb, joint_state_to_arrays, pose_from_msg, stamp_to_sec
+from rlinf_ros.conversions import trajectory_msg
+from rlinf_ros.nodes.common import NOT_PARAMETERS, declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.policy_loop import ARM_DOF, InferClient, InferenceWorker, PolicyLoop
+from rlinf_ros.robot_io import SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
 
 log = logging.getLogger(__name__)
@@ -43,54 +49,113 @@ def wire_client_factory(cfg: PolicyClientConfig) -> Any:
 
     # our worker logs loss / return once; the client's per-attempt warnings would repeat every retry
     logging.getLogger("policy_server.client").setLevel(logging.ERROR)
+    spec = cfg.spec()
 
     def connect() -> InferClient:
         return PolicyClient(cfg.server_url, api_key=cfg.api_key or None, timeout_s=cfg.infer_timeout_s,
-                            connect_timeout_s=max(cfg.infer_timeout_s, 1.0), retries=0)
+                            connect_timeout_s=max(cfg.infer_timeout_s, 1.0), retries=0, robot_spec=spec)
 
     return connect
+
+
+def _final_errors() -> tuple[type[BaseException], ...]:
+    from policy_server.client import SpecRefused
+
+    from rlinf_ros.policy_loop import SpecRefusal
+
+    return (SpecRefused, SpecRefusal)
 
 
 class PolicyClientNode(Node):
     def __init__(self, cfg: PolicyClientConfig, connect: Any = None) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
+        cfg = declare_config(self, cfg, skip=(*NOT_PARAMETERS, "robot_spec"))
         self.cfg = cfg
+        self.spec = cfg.spec()
+        self.io = SpecIO(self.spec)
+        self.hz = cfg.rate_hz
         self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in cfg.joint_prefixes]
         self.fingers = [f"{p}finger_joint1" for p in cfg.joint_prefixes]
         self.sync = ApproxTimeSync(["joints", *cfg.cameras], slop=cfg.slop_s)
-        self._grippers = [0.0] * len(cfg.joint_prefixes)
-        self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
-        self.create_subscription(JointState, cfg.gripper_joint_states_topic, self._on_gripper, sensor_qos())
-        for cam, topic in cfg.cameras.items():
-            self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
+        n = len(cfg.joint_prefixes)
+        self._grippers = [0.0] * n
+        self._poses: list[Any] = [None] * n
+        self._goal: np.ndarray | None = None
+        self._object: np.ndarray | None = None
+        self.enabled = True
+        self._subscribe(cfg)
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
-        self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name)
-        self.loop = PolicyLoop(self.worker, cfg.action_mode, cfg.action_scale,
-                               max_wait_s=cfg.max_wait_fraction / cfg.control_hz)
+        self.create_service(SetBool, cfg.enable_service, self._on_enable)
+        self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
+                                      final_errors=_final_errors())
+        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz)
         self.stale_obs = 0
         self.reused_obs = 0
-        self.create_timer(1.0 / cfg.control_hz, self._tick)
+        self.missing = ""
+        self.create_timer(1.0 / self.hz, self._tick)
         self.create_timer(0.5, self._publish_status)
-        log.info("policy client: %s @ %.1f Hz, cameras %s, server %s", cfg.action_mode, cfg.control_hz,
-                 list(cfg.cameras), cfg.server_url)
+        log.info("policy client @ %.1f Hz, server %s, robot spec: %s", self.hz, cfg.server_url, self.spec.describe())
+
+    def _subscribe(self, cfg: PolicyClientConfig) -> None:
+        self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
+        self.create_subscription(JointState, cfg.gripper_joint_states_topic, self._on_gripper, sensor_qos())
+        for i, topic in enumerate(cfg.ee_pose_topics[: len(self._poses)]):
+            self.create_subscription(PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos())
+        if needs(self.spec, "goal_pos"):
+            self.create_subscription(PoseStamped, cfg.goal_topic, self._on_goal, reliable_qos(1))
+        if needs(self.spec, "object_pos"):
+            self.create_subscription(PoseStamped, cfg.object_topic, self._on_object, sensor_qos())
+        for cam, topic in cfg.cameras.items():
+            self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
 
     # ---- inputs -------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
-        q = arm_positions(msg, self.arm_joints)
-        if q is not None:
-            self.sync.add("joints", stamp_to_sec(msg.header.stamp), q)
+        try:
+            per_arm = [joint_state_to_arrays(msg, names)[:2] for names in self.arm_joints]
+        except ConversionError:
+            return  # another publisher's joints (e.g. the gripper) on a shared topic
+        self.sync.add("joints", stamp_to_sec(msg.header.stamp), per_arm)
 
     def _on_gripper(self, msg: JointState) -> None:
         for i, finger in enumerate(self.fingers):
             if finger in msg.name:
                 self._grippers[i] = 2.0 * float(msg.position[list(msg.name).index(finger)])
 
+    def _on_pose(self, i: int, msg: PoseStamped) -> None:
+        try:
+            self._poses[i] = pose_from_msg(msg)
+        except ConversionError as e:
+            log.warning("end-effector pose: %s", e)
+
+    def _on_goal(self, msg: PoseStamped) -> None:
+        self._goal = pose_from_msg(msg).position
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        self._object = pose_from_msg(msg).position
+
     def _on_image(self, cam: str, msg: Image) -> None:
         self.sync.add(cam, stamp_to_sec(msg.header.stamp), msg)  # decoded only when used
 
+    def _on_enable(self, req: SetBool.Request, resp: SetBool.Response) -> SetBool.Response:
+        self.enabled = bool(req.data)
+        if self.enabled:
+            self.loop.reset()
+        resp.success, resp.message = True, "enabled: new episode" if self.enabled else "paused"
+        log.info("policy client %s", resp.message)
+        return resp
+
     # ---- control ------------------------------------------------------------------------
-    def _observation(self) -> tuple[dict[str, Any] | None, Command | None, float | None]:
+    def _readings(self, per_arm: list[tuple[np.ndarray, np.ndarray]]) -> list[RobotReading]:
+        out = []
+        for i, (q, dq) in enumerate(per_arm):
+            pose = self._poses[i]
+            out.append(reading_from_pose(q, dq, self._grippers[i], None if pose is None else pose.position,
+                                         None if pose is None else pose.quat_xyzw, goal_pos=self._goal,
+                                         object_pos=self._object))
+        return out
+
+    def _observation(self) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:
         found = self.sync.pop_newest()
         if found is None and self.cfg.reuse_observation and self.sync.last is not None:
             found = self.sync.last  # no newer set yet (camera slower than control): act on the newest
@@ -98,34 +163,36 @@ class PolicyClientNode(Node):
         if found is None:
             return None, None, None
         t_obs = max(stamp for stamp, _ in found.values())
-        q = found["joints"][1]
+        readings = self._readings(found["joints"][1])
         try:
             images = {cam: image_to_rgb(found[cam][1]) for cam in self.cfg.cameras}
-        except ConversionError as e:
-            log.warning("image: %s", e)
-            return None, None, None
-        n = len(self.arm_joints)
-        joints = [q[i * ARM_DOF:(i + 1) * ARM_DOF] for i in range(n)]
-        state = np.concatenate([np.append(joints[i], self._grippers[i]) for i in range(n)]).astype(np.float32)
-        obs = {"state": state, "images": images, "instruction": self.cfg.instruction}
-        return obs, Command(joints, list(self._grippers), "measured"), t_obs
+            obs = self.io.observation(readings, images, self.cfg.instruction)
+        except (ConversionError, MissingInput) as e:
+            if str(e) != self.missing:
+                log.warning("cannot build the observation: %s", e)
+                self.missing = str(e)
+            return None, readings, None
+        self.missing = ""
+        return obs, readings, t_obs
 
     def _tick(self) -> None:
-        obs, measured, t_obs = self._observation()
+        if not self.enabled:
+            return
+        obs, readings, t_obs = self._observation()
         if t_obs is not None and time.time() - t_obs > self.cfg.max_obs_age_s:
             self.stale_obs += 1  # a stale set is never sent: the policy would act on the past
-            log.debug("observation %.3f s old > max_obs_age_s; not sent", time.time() - t_obs)
             obs = None
-        cmd = self.loop.tick(obs, measured, t_obs)
+        cmd = self.loop.tick(obs, readings, t_obs)
         if cmd is None:
             return
         names = [n for js in self.arm_joints for n in js] + self.fingers
         point = np.concatenate([*cmd.joints, np.asarray(cmd.grippers) / 2.0])
-        self.pub_cmd.publish(trajectory_msg(names, point[None], np.array([1.0 / self.cfg.control_hz])))
+        self.pub_cmd.publish(trajectory_msg(names, point[None], np.array([1.0 / self.hz])))
 
     def status(self) -> dict[str, Any]:
         return {**self.loop.stats.summary(), "connected": self.worker.connected, "connects": self.worker.connects,
-                "failures": self.worker.failures, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs}
+                "failures": self.worker.failures, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs,
+                "refused": self.worker.refused, "enabled": self.enabled, "missing_input": self.missing}
 
     def _publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))

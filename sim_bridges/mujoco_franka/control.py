@@ -14,12 +14,15 @@ Action layouts (the last entry is always the gripper: -1 closed, +1 fully open):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
-from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
+from rlinf_contracts.control import dls_step as contract_dls_step
+from rlinf_contracts.control import ee_joint_targets, joint_joint_targets
+from rlinf_contracts.spec import ActionSpace
 from sim_bridges.mujoco_franka.model import GRIPPER_MAX_WIDTH, HOME_QPOS, FrankaModel
 
 CONTROL_MODES = ("ee_delta", "ee_delta_pos", "joint_delta")
@@ -36,6 +39,8 @@ class ControlConfig:
     joint_scale: float = 0.1  # rad per control step at |a| = 1 (2 rad/s at 20 Hz)
     damping: float = 0.05  # DLS lambda
     nullspace_gain: float = 0.2
+    max_joint_speed: float = 1.0  # fraction of the Franka joint speed limits a step may command
+    control_hz: float = 20.0  # the period the speed limit applies to
 
     def __post_init__(self) -> None:
         if self.mode not in CONTROL_MODES:
@@ -45,13 +50,12 @@ class ControlConfig:
     def action_dim(self) -> int:
         return ACTION_DIMS[self.mode]
 
-
-_EYES = {n: np.eye(n) for n in (3, 6, 7)}
-
-
-def _eye(n: int) -> np.ndarray:
-    """Cached identity (read-only use): ``np.eye`` each control step is measurable overhead."""
-    return _EYES[n] if n in _EYES else np.eye(n)
+    @functools.cached_property
+    def action_space(self) -> ActionSpace:
+        """These scales and gains as the robot spec's action space (what a robot must replay)."""
+        return ActionSpace(self.mode, self.action_dim, 1, pos_scale=self.pos_scale, rot_scale=self.rot_scale,
+                           joint_scale=self.joint_scale, ik_damping=self.damping,
+                           nullspace_gain=self.nullspace_gain, max_joint_speed=self.max_joint_speed)
 
 
 def gripper_ctrl(action: np.ndarray) -> np.ndarray:
@@ -76,16 +80,8 @@ def site_rotations(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
 
 def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
              nullspace_gain: float) -> np.ndarray:
-    """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to the home pose."""
-    jt = np.swapaxes(jac, 1, 2)
-    rows = jac.shape[1]
-    jjt = jac @ jt + (damping**2) * _eye(rows)
-    pinv = np.swapaxes(np.linalg.solve(jjt, jac), 1, 2)  # J^T (J J^T + l^2 I)^-1, [B, 7, rows]
-    dq = (pinv @ err[..., None])[..., 0]
-    if nullspace_gain > 0:
-        null = _eye(jac.shape[2]) - pinv @ jac
-        dq += (null @ (nullspace_gain * (HOME_QPOS - q))[..., None])[..., 0]
-    return dq
+    """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to this model's home."""
+    return contract_dls_step(jac, err, q, damping, nullspace_gain, HOME_QPOS)
 
 
 def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
@@ -100,17 +96,10 @@ def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
     if q is None:
         q = np.stack([d.qpos[fm.q_slice] for d in datas])
     if cfg.mode == "joint_delta":
-        tgt = q + cfg.joint_scale * actions[:, :7]
-        return np.clip(tgt, fm.arm_lower, fm.arm_upper)
-    jac = site_jacobians(fm, datas)
-    if cfg.mode == "ee_delta":
-        target_rot[:] = rotvec_to_matrix(cfg.rot_scale * actions[:, 3:6]) @ target_rot
-    err = np.concatenate(
-        [cfg.pos_scale * actions[:, :3], orientation_error(target_rot, site_rotations(fm, datas) if rot is None else rot)],
-        axis=1,
-    )
-    dq = dls_step(jac, err, q, cfg.damping, cfg.nullspace_gain)
-    return np.clip(q + dq, fm.arm_lower, fm.arm_upper)
+        return joint_joint_targets(cfg.action_space, actions, q, fm.arm_lower, fm.arm_upper, cfg.control_hz)
+    rot = site_rotations(fm, datas) if rot is None else rot
+    return ee_joint_targets(cfg.action_space, actions, q, rot, site_jacobians(fm, datas), target_rot, HOME_QPOS,
+                            fm.arm_lower, fm.arm_upper, cfg.control_hz)
 
 
 def ee_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:

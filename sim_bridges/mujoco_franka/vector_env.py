@@ -27,6 +27,7 @@ from sim_bridges.mujoco_franka.model import (
 )
 from sim_bridges.mujoco_franka.ood import VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
+from sim_bridges.mujoco_franka.robot_spec import franka_robot_spec
 from sim_bridges.mujoco_franka.tasks import FrankaTask, get_task
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self.cfg = cfg
         task_cls = get_task(cfg.task)
         self.task: FrankaTask = task_cls(pos_scale=cfg.ood.pos_scale, pos_shift=cfg.ood.pos_shift)
-        self.control = ControlConfig(mode=cfg.control or self.task.default_control)
+        self.control = ControlConfig(mode=cfg.control or self.task.default_control, control_hz=cfg.control_hz)
         dt, self.substeps = cfg.timing()
         shapes = cfg.ood.object_shapes if self.task.needs_object else ("box",)
         self.fms: list[FrankaModel] = []
@@ -105,6 +106,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
             max_episode_steps=self.max_steps,
             control_hz=cfg.control_hz,
             instruction=self.task.instruction,
+            robot=franka_robot_spec(cfg, self.task, self.control),
         )
         super().__init__(spec, terminate_on_success=cfg.terminate_on_success)
         self._rig = CameraRig(h, w, cfg.robot_look) if cfg.uses_images else None

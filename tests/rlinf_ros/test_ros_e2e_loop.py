@@ -24,7 +24,7 @@ JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 
 
 def _config(tmp_path: Path, port: int) -> Path:
-    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
     cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{port}"
     cfg["policy_client"]["reconnect_s"] = 0.3
     cfg["cameras"][0]["camera"]["fps"] = 10

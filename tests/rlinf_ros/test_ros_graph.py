@@ -23,7 +23,7 @@ from rlinf_ros.graph import node_commands  # noqa: E402
 from robot_drivers.kinematics import forward_kinematics  # noqa: E402
 from robot_drivers.types import PANDA_HOME  # noqa: E402
 
-CONFIGS = ["ros_sim_franka", "ros_real_franka", "ros_dual_arm"]
+CONFIGS = ["ros_sim_franka_camera", "ros_real_franka", "ros_dual_arm"]
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -34,6 +34,14 @@ def test_shipped_configs_load_and_list_their_nodes(name: str) -> None:
     assert kinds[0] == "robot" and kinds[-1] == "policy_client" and "camera" in kinds
     for c in cmds:
         assert c.argv[1:3] == ["-m", f"rlinf_ros.nodes.{c.kind}"] and c.argv[-1] == "policy_client.control_hz=5"
+
+
+def test_sim_twin_config_runs_the_reach_spec_with_a_task_node() -> None:
+    cfg = load_graph_config(ROOT / "configs/ros_sim_franka.yaml")
+    assert [c.kind for c in node_commands(cfg, "configs/ros_sim_franka.yaml")] == ["robot", "policy_client", "task"]
+    spec = cfg.policy_client.spec()
+    assert spec.describe().startswith("state[30] = ee_pos(3) ee_rot6d(6) joint_pos(7)")
+    assert cfg.policy_client.rate_hz == spec.control_hz == cfg.task.control_hz == 20
 
 
 def test_config_errors_name_the_key(tmp_path: Path) -> None:
@@ -67,7 +75,7 @@ def _env_config(tmp_path: Path) -> Path:
     cfg = {
         "robot": {"arms": [{"name": "panda", "backend": "kinematic", "command_period_s": 0.01}],
                   "driver_hz": 100, "publish_hz": 50},
-        "policy_client": {"cameras": {}, "control_hz": 10, "action_scale": 0.05},
+        "policy_client": {"cameras": {}, "control_hz": 10},
         "env": {"reward": "ee_distance", "goal_position": [0.4, 0.0, 0.487], "max_episode_steps": 3,
                 "step_timeout_s": 5.0, "home_timeout_s": 15.0},
     }
@@ -121,7 +129,7 @@ def test_ros_robot_env_resets_steps_and_auto_resets(tmp_path: Path, ros_domain_i
 def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ros_domain_id: int) -> None:
     from sensor_msgs.msg import Image, JointState
 
-    proc = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", "ros", "up", "configs/ros_sim_franka.yaml",
+    proc = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", "ros", "up", "configs/ros_sim_franka_camera.yaml",
                              "policy_client.control_hz=5", "--only", "robot", "camera"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     probe = Probe()
@@ -146,7 +154,7 @@ def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ro
 
 
 def test_a_node_that_cannot_start_says_why_and_exits_2(ros_domain_id: int) -> None:
-    out = subprocess.run([sys.executable, "-m", "rlinf_ros.nodes.camera", "--config", "configs/ros_sim_franka.yaml",
+    out = subprocess.run([sys.executable, "-m", "rlinf_ros.nodes.camera", "--config", "configs/ros_sim_franka_camera.yaml",
                           "--name", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "no camera named 'nope' in the config; cameras: ['camera']" in out.stderr

@@ -7,8 +7,22 @@ import time
 import numpy as np
 import pytest
 
-from rlinf_ros.policy_loop import Command, InferenceWorker, PolicyLoop, chunk_to_targets, gripper_width
+from rlinf_contracts.control import gripper_width
+from rlinf_contracts.features import RobotReading
+from rlinf_contracts.spec import ActionSpace, RobotSpec, StateField
+from rlinf_ros.policy_loop import InferenceWorker, PolicyLoop
+from rlinf_ros.robot_io import SpecIO
 from robot_drivers.types import PANDA_HOME
+
+
+def joint_io(scale: float = 0.05, mode: str = "joint_delta", arms: int = 1) -> SpecIO:
+    """The robot side of a joint-space spec: 7 joints + gripper per arm."""
+    return SpecIO(RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+                            action=ActionSpace(mode, 8 * arms, joint_scale=scale), arms=arms))
+
+
+def chunk_to_targets(chunk: np.ndarray, base: list[np.ndarray], mode: str, scale: float) -> list:
+    return joint_io(scale, mode, len(base)).decode(chunk, [RobotReading(q=b) for b in base])
 
 
 class Server:
@@ -47,11 +61,11 @@ class Conn:
         pass
 
 
-def measured(q: np.ndarray) -> Command:
-    return Command([q.copy()], [0.08], "measured")
+def measured(q: np.ndarray) -> list[RobotReading]:
+    return [RobotReading(q=q.copy(), gripper_width=0.08)]
 
 
-def run_ticks(loop: PolicyLoop, q: np.ndarray, n: int, obs: bool = True) -> list[Command]:
+def run_ticks(loop: PolicyLoop, q: np.ndarray, n: int, obs: bool = True) -> list:
     out = []
     for _ in range(n):
         cmd = loop.tick({"state": q} if obs else None, measured(q) if obs else None, time.time())
@@ -78,7 +92,7 @@ def test_chunk_to_targets_integrates_deltas_and_maps_gripper() -> None:
 def test_loop_runs_the_policy_then_holds_on_loss_and_resumes() -> None:
     server = Server()
     worker = InferenceWorker(server.connect, reconnect_s=0.05)
-    loop = PolicyLoop(worker, "joint_delta", 0.01)
+    loop = PolicyLoop(worker, joint_io(0.01))
     q = np.array(PANDA_HOME)
     try:
         deadline = time.time() + 5
@@ -110,7 +124,7 @@ def test_loop_holds_measured_joints_until_the_first_chunk() -> None:
     server = Server()
     server.kill()
     worker = InferenceWorker(server.connect, reconnect_s=0.05)
-    loop = PolicyLoop(worker)
+    loop = PolicyLoop(worker, joint_io())
     q = np.array(PANDA_HOME)
     try:
         assert loop.tick(None, None, None) is None  # nothing known yet: publish nothing
@@ -123,7 +137,7 @@ def test_loop_holds_measured_joints_until_the_first_chunk() -> None:
 def test_chunks_are_executed_one_step_per_tick() -> None:
     server = Server(chunk=4)
     worker = InferenceWorker(server.connect, reconnect_s=0.05)
-    loop = PolicyLoop(worker, "joint_delta", 0.01, prefetch=1)
+    loop = PolicyLoop(worker, joint_io(0.01), prefetch=1)
     q = np.array(PANDA_HOME)
     try:
         while not worker.connected:
@@ -140,7 +154,7 @@ def test_chunks_are_executed_one_step_per_tick() -> None:
 def test_a_tick_with_nothing_to_execute_acts_on_its_own_observation() -> None:
     server = Server()
     worker = InferenceWorker(server.connect, reconnect_s=0.05)
-    loop = PolicyLoop(worker, "joint_delta", 0.01, max_wait_s=0.5)
+    loop = PolicyLoop(worker, joint_io(0.01), max_wait_s=0.5)
     q = np.array(PANDA_HOME)
     try:
         while not worker.connected:

@@ -16,6 +16,7 @@ from typing import Callable
 import mujoco
 import numpy as np
 
+from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import TABLE_HEIGHT, FrankaModel, ObjectSpec
 from rlinf_contracts.env_registry import UnknownEnvError
 
@@ -76,6 +77,7 @@ class FrankaTask(abc.ABC):
     name: str = ""
     instruction: str = ""
     markers: tuple[str, ...] = ()
+    state_fields: tuple[StateField, ...] = ()  # the task part of the state, by feature name
     feature_dim: int = 0
     success_radius: float = 0.05
     default_control: str = "ee_delta"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import (
     FrankaTask, Workspace, body_pos, gripper_width, object_rest_z, register_task,
@@ -22,6 +23,7 @@ LIFT_HEIGHT = 0.10
 @register_task("lift")
 class LiftTask(FrankaTask):
     instruction = "pick up the cube"
+    state_fields = (StateField("object_pos", 3), StateField("object_minus_ee", 3), StateField("object_height", 1))
     feature_dim = 7
     needs_object = True
     default_control = "ee_delta"

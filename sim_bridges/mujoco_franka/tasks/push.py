@@ -9,6 +9,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import (
     FrankaTask, Workspace, body_pos, object_rest_z, register_task,
@@ -22,6 +23,8 @@ GOAL_OFFSET = Workspace(center=(0.0, 0.0, 0.0), half=(0.12, 0.12, 0.0))
 class PushTask(FrankaTask):
     instruction = "push the cube to the green marker"
     markers = ("goal",)
+    state_fields = (StateField("object_pos", 3), StateField("object_minus_ee", 3), StateField("goal_pos", 3),
+                    StateField("goal_minus_object", 3))
     feature_dim = 12
     needs_object = True
     default_control = "ee_delta"

@@ -12,6 +12,7 @@ import math
 import mujoco
 import numpy as np
 
+from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import TABLE_HEIGHT, FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import FrankaTask, Workspace, register_task
 
@@ -22,6 +23,7 @@ TARGET_BOX = Workspace(center=(-0.05, 0.0, TABLE_HEIGHT + 0.2), half=(0.15, 0.2,
 class ReachTask(FrankaTask):
     instruction = "move the gripper to the green target"
     markers = ("target",)
+    state_fields = (StateField("goal_pos", 3), StateField("goal_minus_ee", 3))
     feature_dim = 6
     default_max_steps = 50
 

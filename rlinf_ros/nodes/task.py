@@ -1,0 +1,173 @@
+"""Task node of the simulated twin: run episodes against the policy client and score them.
+
+Per episode: pause the policy client (``policy_client/enable`` false), drive the arm to the
+home pose (plus the simulator's reset noise) with a ``JointTrajectory``, sample a goal and
+publish it as a ``PoseStamped`` on ``task/goal`` (robot base frame — the policy client adds
+the spec's ``base_position``, exactly as for a goal coming from perception on a real robot),
+resume the client (a new episode), and watch the end-effector pose until the goal is reached or
+``max_steps`` control periods have passed. Results go out as JSON on ``task/status`` and, after
+``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
+never blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import SetBool
+from trajectory_msgs.msg import JointTrajectory
+
+from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
+from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, trajectory_msg
+from rlinf_ros.episodes import JUDGES, EpisodeLog
+from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
+
+log = logging.getLogger(__name__)
+
+
+class TaskNode(Node):
+    def __init__(self, cfg: TaskNodeConfig) -> None:
+        super().__init__(cfg.name, namespace=cfg.namespace or None)
+        cfg = declare_config(self, cfg)
+        self.cfg = cfg
+        self.judge = JUDGES.get(cfg.task)(cfg)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.base = np.asarray(cfg.base_position, dtype=np.float64)
+        self.joints = [f"{cfg.joint_prefix}joint{i}" for i in range(1, 8)]
+        self.finger = f"{cfg.joint_prefix}finger_joint1"
+        self.q: np.ndarray | None = None
+        self.ee: np.ndarray | None = None  # policy frame
+        self.log = EpisodeLog()
+        self.state, self.t_state = "pause", time.monotonic()
+        self.goal = np.zeros(3)
+        self.home_target = np.asarray(cfg.home, dtype=np.float64)
+        self._pending: Any = None
+        self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
+        self.create_subscription(PoseStamped, cfg.ee_pose_topic, self._on_pose, sensor_qos())
+        self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
+        self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
+        self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
+        self.enable = self.create_client(SetBool, cfg.enable_service)
+        self.create_timer(0.02, self._step)
+        log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
+                 cfg.max_steps, cfg.control_hz)
+
+    # ---- inputs ---------------------------------------------------------------------------
+    def _on_joints(self, msg: JointState) -> None:
+        try:
+            self.q = joint_state_to_arrays(msg, self.joints)[0]
+        except ConversionError:
+            pass
+
+    def _on_pose(self, msg: PoseStamped) -> None:
+        self.ee = pose_from_msg(msg).position + self.base
+
+    # ---- the episode state machine -------------------------------------------------------
+    def _enter(self, state: str) -> None:
+        self.state, self.t_state = state, time.monotonic()
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.t_state
+
+    def _call_enable(self, on: bool) -> bool:
+        """Send one SetBool to the policy client; True once it has answered."""
+        if self._pending is None:
+            if not self.enable.service_is_ready():
+                return False
+            self._pending = self.enable.call_async(SetBool.Request(data=on))
+            return False
+        if not self._pending.done():
+            return False
+        self._pending = None
+        return True
+
+    def _step(self) -> None:
+        getattr(self, f"_on_{self.state}")()
+
+    def _on_pause(self) -> None:
+        if self._call_enable(False):
+            self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
+            self._enter("homing")
+
+    def _on_homing(self) -> None:
+        if self.q is None or self.pub_cmd.get_subscription_count() == 0:
+            return
+        err = float(np.max(np.abs(self.q - self.home_target)))
+        if err < self.cfg.home_tolerance and self._elapsed() > 0.3:
+            self.goal = self.judge.sample_goal(self.rng)
+            self._publish_goal()
+            self._enter("start")
+            return
+        if self._elapsed() > self.cfg.home_timeout_s:
+            log.error("arm not home after %.0f s (max joint error %.3f rad); retrying", self.cfg.home_timeout_s, err)
+            self._enter("homing")
+        point = np.append(self.home_target, 0.04)
+        self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([0.5])))
+
+    def _publish_goal(self) -> None:
+        msg = PoseStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = "base"
+        x, y, z = (float(v) for v in self.goal - self.base)
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
+        msg.pose.orientation.w = 1.0
+        self.pub_goal.publish(msg)
+
+    def _on_start(self) -> None:
+        self._publish_goal()  # again: a late-joining client still gets it (depth-1 reliable)
+        if self._elapsed() > 0.2 and self._call_enable(True):
+            self._enter("running")
+
+    def _on_running(self) -> None:
+        steps = int(self._elapsed() * self.cfg.control_hz)
+        dist = float("inf") if self.ee is None else float(np.linalg.norm(self.ee - self.goal))
+        ok = self.ee is not None and self.judge.success(self.ee, self.goal)
+        if ok or steps >= self.cfg.max_steps:
+            self.log.add(ok, steps, dist, self.goal)
+            summary = self.log.summary()
+            log.info("episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
+                     summary["episodes"] - 1, "success" if ok else "timeout", steps, dist,
+                     summary["success_rate"], summary["episodes"])
+            self.pub_status.publish(String(data=json.dumps({k: v for k, v in summary.items() if k != "results"})))
+            self._enter("done" if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes else "pause")
+
+    def _on_done(self) -> None:
+        if self._call_enable(False):
+            self._finish()
+            self._enter("idle")
+
+    def _on_idle(self) -> None:
+        pass
+
+    def _finish(self) -> None:
+        summary = self.log.summary()
+        log.info("task done: %d/%d episodes succeeded", summary["successes"], summary["episodes"])
+        if self.cfg.results_path:
+            path = Path(self.cfg.results_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(json.dumps(summary, indent=1))
+            tmp.rename(path)
+
+
+def build(cfg: RosGraphConfig, name: str | None) -> TaskNode:
+    if not cfg.task.enabled:
+        raise ValueError("task.enabled is false in this config; nothing to start")
+    return TaskNode(cfg.task)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_node("task", build, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
