@@ -112,3 +112,12 @@ def test_camera_node_takes_ros_args_parameters(tmp_path: Path, ros_domain_id: in
     finally:
         probe.close()
         procs.stop_all()
+
+
+def test_docstring_examples_of_node_common_run() -> None:
+    import doctest
+
+    import rlinf_ros.nodes.common as common
+
+    result = doctest.testmod(common)
+    assert result.attempted > 0 and result.failed == 0
