@@ -150,7 +150,7 @@ class TaskNodeConfig:
     home: list[float] = field(default_factory=lambda: [0.0, 0.19635, 0.0, -2.61799, 0.0, 2.94159, 0.785398],
                               metadata={"help": "joint home of each episode (the spec's home)"})
     home_noise: float = field(default=0.02, metadata={"help": "rad, per joint, like the simulator's reset noise"})
-    home_tolerance: float = field(default=0.02, metadata={"help": "rad, max joint error to call the arm homed"})
+    home_tolerance: float = field(default=0.03, metadata={"help": "rad, max joint error to call the arm homed"})
     home_timeout_s: float = 10.0
     joint_prefix: str = "panda_"
     seed: int = 0

@@ -38,7 +38,8 @@ from rlinf_ros.conversions import (
 )
 from rlinf_ros.robot_io import ARM_DOF, SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
-from rlinf_contracts.env import EnvSpec, Observation, StepResult, VectorEnv, check_actions
+from rlinf_contracts.env import EnvSpec, Observation
+from rlinf_contracts.stepping import RowStep, SteppedVectorEnv
 from rlinf_contracts.env_registry import register_env
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ REWARD_SOURCES: dict[str, RewardFn] = {"none": _reward_none, "ee_distance": _rew
                                        "topic": _reward_topic}
 
 
-class RosRobotEnv(VectorEnv):
+class RosRobotEnv(SteppedVectorEnv):
     def __init__(self, cfg: RosGraphConfig, cameras: dict[str, tuple[int, int]] | None = None) -> None:
 
         if cfg.env.reward not in REWARD_SOURCES:
@@ -84,9 +85,10 @@ class RosRobotEnv(VectorEnv):
             raise ValueError(f"policy_client.robot_spec cameras {robot.camera_sizes()} differ from the camera "
                              f"nodes' sizes {dict(cameras)}")
         self.io = SpecIO(robot)
-        self.spec = EnvSpec(num_envs=1, state_dim=robot.state_dim, action_dim=robot.action_dim,
-                            cameras=dict(cameras), max_episode_steps=cfg.env.max_episode_steps,
-                            control_hz=pc.rate_hz, instruction=pc.instruction or robot.instruction, robot=robot)
+        super().__init__(EnvSpec(num_envs=1, state_dim=robot.state_dim, action_dim=robot.action_dim,
+                                 cameras=dict(cameras), max_episode_steps=cfg.env.max_episode_steps,
+                                 control_hz=pc.rate_hz, instruction=pc.instruction or robot.instruction,
+                                 robot=robot))
         self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in pc.joint_prefixes]
         self.fingers = [f"{p}finger_joint1" for p in pc.joint_prefixes]
         self.home = [np.asarray(a.home, dtype=np.float64) for a in cfg.robot.arms]
@@ -98,8 +100,6 @@ class RosRobotEnv(VectorEnv):
         self._reward_fn = REWARD_SOURCES[cfg.env.reward]
         self.sync = ApproxTimeSync(["joints", *self.spec.cameras], slop=pc.slop_s)
         self._new_obs = threading.Condition()
-        self._steps = 0
-        self._return = 0.0
         self._start_ros()
 
     # ---- ROS plumbing -------------------------------------------------------------------
@@ -202,7 +202,8 @@ class RosRobotEnv(VectorEnv):
         self._pub.publish(trajectory_msg(names, point[None], np.array([duration])))
 
     # ---- VectorEnv ----------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> Observation:
+    def _reset_rows(self, rows: np.ndarray) -> None:
+        """Drive the arm(s) home and wait until there (the one row is this robot)."""
         e = self.cfg.env
         self._wait_for_robot(e.home_timeout_s)
         t0 = time.time()
@@ -218,8 +219,9 @@ class RosRobotEnv(VectorEnv):
             self._publish(self.home, [0.08] * len(self.home), duration=0.5)  # keep the watchdog fed
         self._obs, self._readings = obs, readings
         self.io.begin_episode(readings)
-        self._steps, self._return = 0, 0.0
-        return obs
+
+    def _observe(self) -> Observation:
+        return self._obs
 
     def _wait_for_robot(self, timeout: float) -> None:
         """Commands published before DDS matched the robot's subscription would be lost."""
@@ -230,39 +232,15 @@ class RosRobotEnv(VectorEnv):
                                    "is the robot node running on this ROS_DOMAIN_ID?")
             time.sleep(0.02)
 
-    def _substep(self, action: np.ndarray) -> tuple[float, bool]:
+    def _step_rows(self, rows: Any, actions: np.ndarray) -> RowStep:
         """Command one control step (a trajectory lasting one period) and observe its end."""
         period = 1.0 / self.spec.control_hz
-        cmd = self.io.decode(action[None], self._readings)[0]
+        cmd = self.io.decode(actions[:1], self._readings)[0]
         t_cmd = time.time()
         self._publish(cmd.joints, cmd.grippers, period)
         self._obs, self._readings = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period)
-        return self._reward_fn(self, self._ee)
-
-    def step(self, actions: np.ndarray) -> StepResult:
-        acts = check_actions(actions, self.spec)[0]  # [chunk, A]
-        chunk = len(acts)
-        rewards, valid = np.zeros((1, chunk), np.float32), np.zeros((1, chunk), bool)
-        success, done_trunc = False, False
-        for k, a in enumerate(acts):
-            r, success = self._substep(a)
-            rewards[0, k], valid[0, k] = r, True
-            self._steps += 1
-            self._return += r
-            if success or self._steps >= self.spec.max_episode_steps:
-                done_trunc = not success
-                break
-        terminated, truncated = np.array([success]), np.array([done_trunc])
-        info: dict[str, Any] = {"success": np.array([success]), "valid_steps": valid,
-                                "episode_return": np.array([self._return], np.float32),
-                                "episode_length": np.array([self._steps])}
-        obs = self._obs
-        if success or done_trunc:
-            info["final_observation"] = obs
-            obs = self.reset()
-        if np.asarray(actions).ndim == 2:
-            rewards = rewards[:, 0]
-        return obs, rewards, terminated, truncated, info
+        reward, success = self._reward_fn(self, self._ee)
+        return RowStep(reward=np.array([reward], np.float32), success=np.array([success]))
 
     def close(self) -> None:
         import rclpy

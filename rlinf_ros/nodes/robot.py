@@ -35,7 +35,7 @@ from rlinf_ros.conversions import (
     pose_msg,
     trajectory_from_msg,
 )
-from rlinf_ros.nodes.common import reliable_qos, run_node
+from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import make_arm
 from robot_drivers.kinematics import quat_xyzw_to_matrix, solve_ik
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 class RobotNode(Node):
     def __init__(self, cfg: RobotNodeConfig, arms: list[FrankaArm] | None = None) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
+        cfg = declare_config(self, cfg)  # every setting is a ROS parameter (`-p driver_hz:=200`)
         self.cfg = cfg
         self.arms = arms if arms is not None else [make_arm(a) for a in cfg.arms]
         for arm in self.arms:

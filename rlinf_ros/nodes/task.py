@@ -51,6 +51,7 @@ class TaskNode(Node):
         self.goal = np.zeros(3)
         self.home_target = np.asarray(cfg.home, dtype=np.float64)
         self._pending: Any = None
+        self._last_home_cmd = 0.0
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
         self.create_subscription(PoseStamped, cfg.ee_pose_topic, self._on_pose, sensor_qos())
         self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
@@ -96,13 +97,14 @@ class TaskNode(Node):
     def _on_pause(self) -> None:
         if self._call_enable(False):
             self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
+            self._last_home_cmd = 0.0
             self._enter("homing")
 
     def _on_homing(self) -> None:
         if self.q is None or self.pub_cmd.get_subscription_count() == 0:
             return
         err = float(np.max(np.abs(self.q - self.home_target)))
-        if err < self.cfg.home_tolerance and self._elapsed() > 0.3:
+        if err < self.cfg.home_tolerance:
             self.goal = self.judge.sample_goal(self.rng)
             self._publish_goal()
             self._enter("start")
@@ -110,8 +112,12 @@ class TaskNode(Node):
         if self._elapsed() > self.cfg.home_timeout_s:
             log.error("arm not home after %.0f s (max joint error %.3f rad); retrying", self.cfg.home_timeout_s, err)
             self._enter("homing")
-        point = np.append(self.home_target, 0.04)
-        self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([0.5])))
+        now = time.monotonic()
+        if now - self._last_home_cmd >= 0.4:  # a whole trajectory, re-planned from where the arm is
+            self._last_home_cmd = now
+            duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
+            point = np.append(self.home_target, 0.04)
+            self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([duration])))
 
     def _publish_goal(self) -> None:
         msg = PoseStamped()
