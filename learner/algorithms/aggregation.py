@@ -16,8 +16,11 @@ Modes (``m`` the mask, ``n_b = sum_t m_{b,t}``, ``S`` the non-empty rows):
 - ``seq-mean-token-sum``:      ``sum_{b in S} (sum_t L m) / |S|``
 - ``seq-mean-token-mean``:     ``sum_{b in S} (sum_t L m / n_b) / |S|``  (every sequence weighs
   the same, GRPO's original choice; it under-weights tokens of long answers)
-- ``seq-mean-token-sum-norm``: ``sum_{b,t} L m / C`` with a constant ``C`` (Dr.GRPO; default
-  the padded length ``T``): no length bias and no dependence on the batch's token count.
+- ``seq-mean-token-sum-norm``: ``sum_{b in S} (sum_t L m / C) / |S|`` with a constant ``C``
+  (Dr.GRPO; default the padded length ``T``, in practice the generation limit): the mean over
+  sequences of ``token-sum / C``. No length bias, no dependence on the batch's token count and,
+  like every mode here, no growth with the number of sequences. This is verl 0.9.1's
+  ``agg_loss`` and Dr.GRPO's reference (``masked_sum(L, m, -1) / max_len``, then the batch mean).
 
 Fully masked rows contribute 0 to every numerator and are not counted in ``|S|``.
 """
@@ -43,16 +46,21 @@ def _check_mode(mode: str) -> None:
 def global_normalizer(mask: Tensor, mode: str, norm_constant: float | None = None) -> float:
     """Denominator of ``mode`` computed on the full (global) batch ``mask``.
 
-    ``token-mean``: total valid tokens; ``seq-mean-*``: number of non-empty rows;
-    ``seq-mean-token-sum-norm``: ``norm_constant`` (default ``mask.shape[-1]``).
-    Clamped to >= 1 so an all-masked batch yields a 0 loss, not NaN.
+    ``token-mean``: total valid tokens; ``seq-mean-token-sum`` / ``seq-mean-token-mean``:
+    number of non-empty rows ``|S|``; ``seq-mean-token-sum-norm``: ``|S| * norm_constant``
+    (default constant ``mask.shape[-1]``). Counts are clamped to >= 1 so an all-masked batch
+    yields a 0 loss, not NaN.
     """
     _check_mode(mode)
-    if mode == "seq-mean-token-sum-norm":
-        return float(norm_constant if norm_constant is not None else mask.shape[-1])
     if mode == "token-mean":
         return max(float(mask.float().sum()), 1.0)
-    return max(float((mask.float().sum(dim=-1) > 0).sum()), 1.0)
+    rows = max(float((mask.float().sum(dim=-1) > 0).sum()), 1.0)
+    if mode == "seq-mean-token-sum-norm":
+        const = float(norm_constant if norm_constant is not None else mask.shape[-1])
+        if const <= 0:
+            raise ValueError(f"norm_constant of seq-mean-token-sum-norm must be > 0, got {const}")
+        return rows * const
+    return rows
 
 
 def aggregate(

@@ -18,7 +18,7 @@ MASK = T([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
         ("token-mean", 22 / 6),  # (6 + 9 + 7) / 6 valid tokens
         ("seq-mean-token-sum", 22 / 3),  # 3 non-empty rows; the all-masked row is not counted
         ("seq-mean-token-mean", (2.0 + 4.5 + 7.0) / 3),
-        ("seq-mean-token-sum-norm", 22 / 3),  # constant defaults to T = 3
+        ("seq-mean-token-sum-norm", 22 / (3 * 3)),  # 3 non-empty rows, constant defaults to T = 3
     ],
 )
 def test_hand_values_and_empty_rows_not_counted(mode: str, expected: float):
@@ -26,11 +26,51 @@ def test_hand_values_and_empty_rows_not_counted(mode: str, expected: float):
 
 
 def test_norm_constant_and_global_normalizer_values():
-    torch.testing.assert_close(aggregate(LOSS, MASK, "seq-mean-token-sum-norm", 10.0), T(2.2))
+    norm = global_normalizer(MASK, "seq-mean-token-sum-norm", norm_constant=10.0)
+    assert norm == 30.0  # |S| = 3 non-empty rows times the constant
+    torch.testing.assert_close(aggregate(LOSS, MASK, "seq-mean-token-sum-norm", norm), T(22 / 30))
     assert global_normalizer(MASK, "token-mean") == 6.0
     assert global_normalizer(MASK, "seq-mean-token-mean") == 3.0
-    assert global_normalizer(MASK, "seq-mean-token-sum-norm", norm_constant=512) == 512.0
+    assert global_normalizer(MASK, "seq-mean-token-sum-norm", norm_constant=512) == 3 * 512.0
     assert global_normalizer(torch.zeros(2, 3), "token-mean") == 1.0  # no NaN on empty batches
+
+
+def _verl_091_seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, const: float) -> torch.Tensor:
+    """verl 0.9.1 ``agg_loss`` (dp_size 1), restated: the mean over non-empty rows of
+    ``token-sum``, divided by the constant."""
+    seq = (loss * mask).sum(-1)
+    keep = mask.sum(-1) > 0
+    return seq[keep].sum() / keep.sum() / const
+
+
+def _dr_grpo_reference(loss: torch.Tensor, mask: torch.Tensor, max_len: float) -> torch.Tensor:
+    """Dr.GRPO's reference: per-sequence ``masked_sum / generate_max_length``, batch mean."""
+    return ((loss * mask).sum(-1) / max_len).mean()
+
+
+def test_seq_mean_token_sum_norm_matches_verl_and_dr_grpo():
+    gen = torch.Generator().manual_seed(1)
+    loss = torch.randn(6, 5, generator=gen)
+    lengths = T([5, 1, 3, 2, 4, 5])
+    mask = (torch.arange(5).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    got = aggregate(loss, mask, "seq-mean-token-sum-norm",
+                    global_normalizer(mask, "seq-mean-token-sum-norm", norm_constant=8.0))
+    torch.testing.assert_close(got, _verl_091_seq_mean_token_sum_norm(loss, mask, 8.0))
+    torch.testing.assert_close(got, _dr_grpo_reference(loss, mask, 8.0))  # no empty rows here
+
+
+@pytest.mark.parametrize("mode", AGG_MODES)
+def test_scale_does_not_grow_with_batch_size(mode: str):
+    """Repeating the batch k times is the same data: every mode must give the same loss
+    (the old ``sum / C`` of seq-mean-token-sum-norm grew k-fold)."""
+    one = aggregate(LOSS, MASK, mode)
+    for k in (2, 8):
+        torch.testing.assert_close(aggregate(LOSS.repeat(k, 1), MASK.repeat(k, 1), mode), one)
+
+
+def test_norm_constant_must_be_positive():
+    with pytest.raises(ValueError, match="norm_constant"):
+        global_normalizer(MASK, "seq-mean-token-sum-norm", norm_constant=0.0)
 
 
 def test_nan_in_padding_does_not_leak():
