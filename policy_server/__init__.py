@@ -1,9 +1,12 @@
 """Policy server: openpi-compatible WebSocket inference with batching and weight hot-swap.
 
-Deliberately imports nothing: ``rlinf_contracts.wire`` / ``policy_server.messages`` (numpy +
-msgpack only) must stay importable on a robot PC without torch. Modules:
+Deliberately imports nothing, and nothing here imports torch or Ray: the client side
+(``client``, ``messages``, ``spec_check``) runs on a robot PC, and the server serves any object
+with a robot spec and ``infer`` (``policy`` — the protocol; a learner model goes through
+``learner.serving.TorchPolicy``). The wire codec is ``rlinf_contracts.wire``. Modules:
 
-- ``wire`` — the one msgpack+numpy codec; ``messages`` — typed metadata / weight-push frames
+- ``policy`` — the served-policy protocol; ``messages`` — typed metadata / weight-push frames;
+  ``spec_check`` — the robot-spec handshake (``X-Rlinf-Robot-Spec``, 409 on mismatch)
 - ``server`` — routing (``/``, ``/weights``, ``/healthz``, ``/metrics``); ``batching`` — dynamic
   batches and ordered swaps; ``hotswap`` — double-buffered weights; ``observations`` — layout
   adapters and validation; ``metrics`` — Prometheus text; ``config`` — ``ServerConfig``
