@@ -65,4 +65,40 @@ def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(reach_run: Path, tmp_pa
     assert summary["episodes"] == EPISODES
     assert abs(summary["success_rate"] - sim_success) <= 0.1, (
         f"ROS twin success {summary['success_rate']:.2f} vs simulator {sim_success:.2f}: {summary['results']}\n{logs}")
-    assert "refused" not in logs and "cannot build the observation" not in logs
+    assert "robot spec refused" not in logs and "cannot build the observation" not in logs
+    print(f"ROS twin: {summary['successes']}/{summary['episodes']} reached; simulator eval {sim_success:.2f}")
+
+
+def test_a_policy_trained_for_another_robot_is_refused_once(tmp_path: Path, ros_domain_id: int) -> None:
+    """The wave-1 failure, now: a joint-delta ROS client meets a server whose policy expects the
+    30-D reach state. One refusal naming both layouts, status ``refused``, no reconnect loop."""
+    from std_msgs.msg import String
+
+    from ros_procs import Probe
+
+    port = free_port()
+    serve_cfg = tmp_path / "serve.yaml"
+    serve_cfg.write_text("policy:\n  name: mlp\n  spec: {state_dim: 30, action_dim: 7}\n  kwargs: {hidden: [8]}\n")
+    procs = Procs(tmp_path)
+    probe = None
+    try:
+        procs.start("serve", ["-m", "rlinf_cli.main", "serve", "--config", str(serve_cfg), "--host", "127.0.0.1",
+                              "--port", str(port)])
+        procs.start_node("robot", ROOT / "configs/ros_sim_franka_camera.yaml", "cameras=[]")
+        procs.start_node("policy_client", ROOT / "configs/ros_sim_franka_camera.yaml", "cameras=[]",
+                         "policy_client.cameras={}", "policy_client.robot_spec.cameras=[]",
+                         f"policy_client.server_url=ws://127.0.0.1:{port}", "policy_client.reconnect_s=0.2")
+        probe = Probe()
+        status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
+        probe.wait_for(lambda: status and status[-1][1]["refused"], 90, "a refused status", procs)
+        time.sleep(3.0)  # ~15 reconnect periods: a retry loop would show up in the server log
+        last = status[-1][1]
+        assert last["mode"] == "hold" and last["reason"] == "refused" and last["connects"] == 0 and not last["connected"]
+        assert "state layout differs: state(30) vs joint_pos(7) gripper_width(1)" in last["refused"]
+        assert "Policy: state[30]" in last["refused"] and "Robot: state[8]" in last["refused"]
+    finally:
+        if probe is not None:
+            probe.close()
+        procs.stop_all()
+    server_log = (tmp_path / "serve.log").read_text()
+    assert server_log.count("refused client") == 1, server_log
