@@ -15,6 +15,7 @@ from learner.algorithms.advantages import (
     ADVANTAGES,
     AdvantageEstimator,
     broadcast_to_tokens,
+    check_groups,
     compute_advantages,
     dr_grpo_advantages,
     gae,
@@ -26,8 +27,19 @@ from learner.algorithms.advantages import (
     whiten,
 )
 from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean
-from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
-from learner.algorithms.crossq import CrossQLearner, crossq_joint_q, make_crossq_learner
+from learner.algorithms.batch_renorm import EnsembleBatchRenorm, batch_renorm
+from learner.algorithms.critics import (
+    CriticEnsemble,
+    EnsembleLayerNorm,
+    random_subset_min,
+    soft_update,
+)
+from learner.algorithms.crossq import (
+    CrossQConfig,
+    CrossQLearner,
+    crossq_joint_q,
+    make_crossq_learner,
+)
 from learner.algorithms.dapo import dynamic_sampling_mask, overlong_penalty
 from learner.algorithms.distributions import (
     ActionBins,
@@ -77,9 +89,11 @@ from learner.algorithms.sac import (
 
 __all__ = [
     "ADVANTAGES", "AGG_MODES", "KL_ESTIMATORS", "OFF_POLICY_LEARNERS", "POLICY_LOSSES",
-    "ActionBins", "AdvantageEstimator", "BinnedCategorical", "CriticEnsemble", "CrossQLearner", "DaggerBuffer",
+    "ActionBins", "AdvantageEstimator", "BinnedCategorical", "CriticEnsemble", "CrossQConfig", "CrossQLearner", "DaggerBuffer",
+    "EnsembleBatchRenorm", "EnsembleLayerNorm",
     "RLPDConfig", "SACConfig", "SACLearner", "TanhGaussian", "Temperature", "aggregate",
-    "aggregate_dagger", "awr_actor_loss", "awr_weights", "bc_loss", "broadcast_to_tokens",
+    "aggregate_dagger", "awr_actor_loss", "awr_weights", "batch_renorm", "bc_loss", "broadcast_to_tokens",
+    "check_groups",
     "chunk_log_prob", "compute_advantages", "crossq_joint_q", "dagger_mix",
     "default_target_entropy", "dr_grpo_advantages", "dynamic_sampling_mask",
     "entropy_from_logits", "entropy_loss", "expectile_loss", "gae", "global_normalizer",

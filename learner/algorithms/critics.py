@@ -11,6 +11,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
+
+from learner.algorithms.batch_renorm import EnsembleBatchRenorm
 
 
 class EnsembleLinear(nn.Module):
@@ -26,17 +29,21 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
-class EnsembleBatchNorm(nn.Module):
-    """BatchNorm per member and unit for ``x [E, B, W]`` (statistics over the batch axis)."""
+class EnsembleLayerNorm(nn.LayerNorm):
+    """LayerNorm over the last axis of ``x [E, B, W]`` with *per-member* scale and shift.
 
-    def __init__(self, n_members: int, width: int, momentum: float = 0.01) -> None:
-        super().__init__()
-        self.bn = nn.BatchNorm1d(n_members * width, momentum=momentum)
+    A plain ``nn.LayerNorm(W)`` inside the vectorised ensemble would share its affine
+    parameters across all ``E`` critics, coupling members that RLPD wants independent.
+    Here ``weight`` and ``bias`` are ``[E, 1, W]``; the normalisation itself has no parameters.
+    """
+
+    def __init__(self, n_members: int, width: int, eps: float = 1e-5) -> None:
+        super().__init__(width, eps=eps)
+        self.weight = nn.Parameter(torch.ones(n_members, 1, width))
+        self.bias = nn.Parameter(torch.zeros(n_members, 1, width))
 
     def forward(self, x: Tensor) -> Tensor:
-        e, b, w = x.shape
-        y = self.bn(x.permute(1, 0, 2).reshape(b, e * w))
-        return y.reshape(b, e, w).permute(1, 0, 2)
+        return F.layer_norm(x, self.normalized_shape, None, None, self.eps) * self.weight + self.bias
 
 
 class CriticEnsemble(nn.Module):
@@ -44,9 +51,11 @@ class CriticEnsemble(nn.Module):
 
     ``layer_norm=True`` puts LayerNorm after every hidden linear layer: RLPD's key
     ingredient, it bounds Q extrapolation on out-of-distribution actions when learning
-    from offline data at a high update-to-data ratio. ``in_dim`` lets the same class
-    serve a state-value ensemble (``act_dim = 0``). ``batch_norm=True`` normalises the
-    input and every hidden layer with BatchNorm instead (CrossQ, see ``crossq.py``).
+    from offline data at a high update-to-data ratio; every member has its own LayerNorm
+    scale and shift. ``act_dim = 0`` makes the same class a state-value ensemble.
+    ``batch_norm=True`` normalises the input and every hidden layer with batch
+    renormalisation instead (CrossQ, see ``crossq.py``; ``renorm_warmup_steps`` training
+    passes of plain BatchNorm first, ``bn_momentum`` for the running statistics).
     """
 
     def __init__(
@@ -57,19 +66,25 @@ class CriticEnsemble(nn.Module):
         hidden: Sequence[int] = (256, 256),
         layer_norm: bool = False,
         batch_norm: bool = False,
+        renorm_warmup_steps: int = 100_000,
+        bn_momentum: float = 0.01,
     ) -> None:
         super().__init__()
         if layer_norm and batch_norm:
             raise ValueError("choose at most one of layer_norm (RLPD) and batch_norm (CrossQ)")
         self.n_critics = n_critics
         last = obs_dim + act_dim
-        layers: list[nn.Module] = [EnsembleBatchNorm(n_critics, last)] if batch_norm else []
+
+        def renorm(width: int) -> nn.Module:
+            return EnsembleBatchRenorm(n_critics, width, bn_momentum, renorm_warmup_steps)
+
+        layers: list[nn.Module] = [renorm(last)] if batch_norm else []
         for width in hidden:
             layers.append(EnsembleLinear(n_critics, last, width))
             if layer_norm:
-                layers.append(nn.LayerNorm(width))
+                layers.append(EnsembleLayerNorm(n_critics, width))
             if batch_norm:
-                layers.append(EnsembleBatchNorm(n_critics, width))
+                layers.append(renorm(width))
             layers.append(nn.ReLU())
             last = width
         layers.append(EnsembleLinear(n_critics, last, 1))

@@ -1,19 +1,25 @@
-"""CrossQ (Bhatt et al. 2024): SAC without target networks, made stable by batch normalisation.
+"""CrossQ (Bhatt et al. 2024): SAC without target networks, made stable by batch renormalisation.
 
-The critic normalises its inputs and hidden layers with BatchNorm. Target networks exist
+The critic normalises its inputs and hidden layers with batch renormalisation
+(``batch_renorm.py``). Target networks exist
 to stop a critic from chasing its own moving estimate; CrossQ instead evaluates
 ``Q(s, a)`` and ``Q(s', a')`` in *one* joint forward pass over the concatenated batch, so
 the BatchNorm statistics describe both the replay actions and the policy's next actions
 (separate passes would normalise each with mismatched statistics, which is what breaks
 naive BatchNorm in off-policy RL). The target ``Q(s', a')`` is then the same network with
-stop-gradient. Fewer networks, no Polyak averaging, and it allows a UTD ratio of 1.
+stop-gradient. Fewer networks, no Polyak averaging, and it allows a UTD ratio of 1. There
+is no target critic at all: none is built, updated or checkpointed.
 
-The actor reads the critic in eval mode (running statistics), as in the reference
-implementation.
+The paper's other settings are :class:`CrossQConfig`'s defaults: policy delay 3 (one actor
+step per 3 critic steps in ``update``), Adam beta1 0.5, learning rate 1e-3. The paper's
+critics are wide (2048 units); pass ``hidden=(2048, 2048)`` where the compute allows. The
+actor reads the critic in eval mode (running statistics), as in the reference implementation.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -41,8 +47,23 @@ def crossq_joint_q(
     return q_all[:, :n], q_all[:, n:]
 
 
+@dataclass
+class CrossQConfig(SACConfig):
+    """SAC settings with CrossQ's defaults, plus the batch renormalisation settings."""
+
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    alpha_lr: float = 1e-3
+    policy_delay: int = 3
+    adam_beta1: float = 0.5
+    renorm_warmup_steps: int = 100_000  # critic training passes of plain BatchNorm first
+    bn_momentum: float = 0.01  # running-statistics rate (flax's 0.99)
+
+
 class CrossQLearner(SACLearner):
     """SAC learner whose critic step uses the joint pass and no target network."""
+
+    uses_target_critic: ClassVar[bool] = False
 
     def update_critic(self, batch: Batch) -> dict[str, float]:
         cfg = self.cfg
@@ -79,6 +100,15 @@ def make_crossq_learner(
     n_critics: int = 2,
     hidden: tuple[int, ...] = (256, 256),
 ) -> CrossQLearner:
-    """CrossQ: BatchNorm critic ensemble, joint forward pass, no target network."""
-    critic = CriticEnsemble(obs_dim, action_dim, n_critics, hidden, batch_norm=True)
+    """CrossQ: batch-renormalised critic ensemble, joint forward pass, no target network.
+
+    ``cfg`` None gives :class:`CrossQConfig` (the paper's settings); a plain
+    :class:`SACConfig` is used as given, with the default renormalisation settings.
+    """
+    cfg = cfg if cfg is not None else CrossQConfig()
+    critic = CriticEnsemble(
+        obs_dim, action_dim, n_critics, hidden, batch_norm=True,
+        renorm_warmup_steps=getattr(cfg, "renorm_warmup_steps", CrossQConfig.renorm_warmup_steps),
+        bn_momentum=getattr(cfg, "bn_momentum", CrossQConfig.bn_momentum),
+    )
     return CrossQLearner(actor, critic, action_dim, cfg)

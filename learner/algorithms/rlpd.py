@@ -65,6 +65,7 @@ class RLPDConfig:
     offline_fraction: float = 0.5
     layer_norm: bool = True
     hidden: tuple[int, ...] = (256, 256)
+    entropy_scale: float = 0.5  # target entropy -0.5 |A| (reference code)
     sac: SACConfig | None = None
 
 
@@ -75,11 +76,14 @@ def make_rlpd_learner(
     action_dim: int,
     cfg: RLPDConfig | None = None,
 ) -> SACLearner:
-    """SAC learner with RLPD's LayerNorm ensemble, random-2 target minimum and mean-Q actor."""
+    """SAC learner with RLPD's LayerNorm ensemble (per-member norm parameters), random-2
+    target minimum, mean-Q actor and target entropy ``-entropy_scale |A|`` (an explicit
+    ``sac.target_entropy`` wins)."""
     cfg = cfg or RLPDConfig()
     sac_cfg = copy.copy(cfg.sac) if cfg.sac is not None else SACConfig()
     sac_cfg.critic_subset = cfg.critic_subset
     sac_cfg.actor_q_reduce = "mean"
+    sac_cfg.entropy_scale = cfg.entropy_scale
     critic = CriticEnsemble(obs_dim, action_dim, cfg.n_critics, cfg.hidden, cfg.layer_norm)
     return SACLearner(actor, critic, action_dim, sac_cfg)
 

@@ -12,6 +12,7 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -106,15 +107,26 @@ class SACConfig:
     actor_q_reduce: str = "min"  # "min" (SAC) or "mean" (REDQ / RLPD)
     backup_entropy: bool = True  # include -alpha log pi(a'|s') in the critic target
     learn_alpha: bool = True
+    policy_delay: int = 1  # update() steps the actor once per this many critic steps
+    adam_beta1: float = 0.9  # Adam's beta1 of the actor and critic optimisers (CrossQ: 0.5)
+
+    def __post_init__(self) -> None:
+        if self.policy_delay < 1:
+            raise ValueError(f"SACConfig.policy_delay must be >= 1, got {self.policy_delay}")
 
 
 class SACLearner:
     """Owns actor, critic ensemble, target critic, temperature and their optimisers.
 
-    ``update(batch)`` = one critic step + one actor / temperature step. Callers wanting a
-    high update-to-data ratio call :meth:`update_critic` several times per
-    :meth:`update_actor` (see :func:`learner.algorithms.rlpd.rlpd_update`).
+    ``update(batch)`` = one critic step, plus one actor / temperature step every
+    ``cfg.policy_delay`` calls. Callers wanting a high update-to-data ratio call
+    :meth:`update_critic` several times per :meth:`update_actor` (see
+    :func:`learner.algorithms.rlpd.rlpd_update`). Subclasses without a target network
+    (CrossQ) set ``uses_target_critic = False``: ``target_critic`` is then None and is
+    neither built nor checkpointed.
     """
+
+    uses_target_critic: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -125,39 +137,50 @@ class SACLearner:
     ) -> None:
         self.cfg = cfg or SACConfig()
         self.actor, self.critic = actor, critic
-        self.target_critic = copy.deepcopy(critic).requires_grad_(False)
+        self.target_critic: CriticEnsemble | None = (
+            copy.deepcopy(critic).requires_grad_(False) if self.uses_target_critic else None
+        )
+        self.updates = 0  # calls of update(), for the policy delay
         self.temperature = Temperature(self.cfg.init_alpha)
         self.target_entropy = (
             self.cfg.target_entropy
             if self.cfg.target_entropy is not None
             else default_target_entropy(action_dim, self.cfg.entropy_scale)
         )
-        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=self.cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(critic.parameters(), lr=self.cfg.critic_lr)
+        betas = (self.cfg.adam_beta1, 0.999)
+        self.actor_opt = torch.optim.Adam(actor.parameters(), lr=self.cfg.actor_lr, betas=betas)
+        self.critic_opt = torch.optim.Adam(critic.parameters(), lr=self.cfg.critic_lr, betas=betas)
         self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=self.cfg.alpha_lr)
 
     @property
     def alpha(self) -> float:
         return float(self.temperature.alpha.detach())
 
+    @torch.no_grad()
+    def bellman_target(self, batch: Batch) -> Tensor:
+        """``y`` of :func:`sac_critic_target` with ``a' ~ pi(.|s')`` and the *target* critics
+        (random-subset minimum when ``cfg.critic_subset`` is set)."""
+        cfg = self.cfg
+        if self.target_critic is None:
+            raise RuntimeError(f"{type(self).__name__} has no target critic: override bellman_target")
+        next_action, next_logp = self.actor(batch["next_obs"]).sample()
+        next_q = random_subset_min(
+            self.target_critic(batch["next_obs"], next_action), cfg.critic_subset
+        )
+        alpha = self.temperature.alpha if cfg.backup_entropy else 0.0
+        return sac_critic_target(batch["reward"], batch["done"], next_q, next_logp, alpha, cfg.gamma)
+
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One gradient step on the soft Bellman error, then a Polyak target update."""
         cfg = self.cfg
-        with torch.no_grad():
-            next_action, next_logp = self.actor(batch["next_obs"]).sample()
-            next_q = random_subset_min(
-                self.target_critic(batch["next_obs"], next_action), cfg.critic_subset
-            )
-            alpha = self.temperature.alpha if cfg.backup_entropy else 0.0
-            target = sac_critic_target(
-                batch["reward"], batch["done"], next_q, next_logp, alpha, cfg.gamma
-            )
+        target = self.bellman_target(batch)
         q = self.critic(batch["obs"], batch["action"])
         loss = sac_critic_loss(q, target)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_opt.step()
-        soft_update(self.target_critic, self.critic, cfg.tau)
+        if self.target_critic is not None:
+            soft_update(self.target_critic, self.critic, cfg.tau)
         return {"critic_loss": float(loss.detach()), "q_mean": float(q.detach().mean())}
 
     def update_actor(self, batch: Batch) -> dict[str, float]:
@@ -180,7 +203,12 @@ class SACLearner:
         return metrics
 
     def update(self, batch: Batch) -> dict[str, float]:
-        return {**self.update_critic(batch), **self.update_actor(batch)}
+        """A critic step; an actor / temperature step too on every ``policy_delay``-th call."""
+        self.updates += 1
+        metrics = self.update_critic(batch)
+        if self.updates % self.cfg.policy_delay == 0:
+            metrics.update(self.update_actor(batch))
+        return metrics
 
     def state_dict(self) -> dict[str, dict]:
         """Everything needed to resume: networks, temperature and optimiser states."""
@@ -192,11 +220,13 @@ class SACLearner:
             part.load_state_dict(state[name])
 
     def _parts(self) -> dict[str, nn.Module | torch.optim.Optimizer]:
-        return {
-            "actor": self.actor, "critic": self.critic, "target_critic": self.target_critic,
-            "temperature": self.temperature, "actor_opt": self.actor_opt,
-            "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt,
+        parts: dict[str, nn.Module | torch.optim.Optimizer] = {
+            "actor": self.actor, "critic": self.critic, "temperature": self.temperature,
+            "actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt,
         }
+        if self.target_critic is not None:
+            parts["target_critic"] = self.target_critic
+        return parts
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:

@@ -92,3 +92,14 @@ def test_iql_offline_beats_behaviour_policy():
         opt.step()
     ret = algo_toys.evaluate(lambda s: actor(s).mode())
     assert ret > -3.0, ret
+
+
+def test_value_loss_sends_no_gradient_into_q():
+    """The expectile loss trains V only: Q's parameters get no gradient from it, even when
+    the caller passes Q's output without detaching it."""
+    q_net, v_net = CriticEnsemble(2, 1, 2, (8,)), CriticEnsemble(2, 0, 1, (8,))
+    obs, act = torch.randn(16, 2), torch.randn(16, 1)
+    loss = iql_value_loss(q_net(obs, act), v_net(obs).squeeze(0), tau=0.8)
+    loss.backward()
+    assert all(p.grad is None for p in q_net.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in v_net.parameters())

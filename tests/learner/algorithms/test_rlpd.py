@@ -62,3 +62,28 @@ def test_rlpd_update_runs_utd_critic_steps_per_actor_step():
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
     with pytest.raises(ValueError, match="utd_ratio"):
         rlpd_update(learner, lambda: demos, utd_ratio=0)
+
+
+def test_layer_norm_parameters_are_per_member_and_vectorised():
+    """Each of the 10 critics owns its LayerNorm scale / shift (one [E, 1, W] tensor each,
+    still one batched pass): changing member 3's norm changes only member 3's Q."""
+    from learner.algorithms.critics import EnsembleLayerNorm
+
+    learner = make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8), 1, 1, RLPDConfig(hidden=(16, 16)))
+    norms = [m for m in learner.critic.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == 2 and all(isinstance(m, EnsembleLayerNorm) for m in norms)
+    assert all(m.weight.shape == m.bias.shape == (10, 1, 16) for m in norms)
+    obs, act = torch.randn(5, 1), torch.randn(5, 1)
+    before = learner.critic(obs, act).detach()
+    with torch.no_grad():
+        norms[0].bias[3].add_(1.0)
+    after = learner.critic(obs, act).detach()
+    changed = (after - before).abs().amax(dim=1) > 0
+    assert changed.tolist() == [j == 3 for j in range(10)]
+
+
+def test_target_entropy_is_minus_half_action_dim():
+    learner = make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, RLPDConfig(hidden=(8,)))
+    assert learner.target_entropy == -2.0
+    explicit = RLPDConfig(hidden=(8,), sac=SACConfig(target_entropy=-1.0))
+    assert make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, explicit).target_entropy == -1.0
