@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
@@ -84,10 +85,14 @@ def test_a_policy_trained_for_another_robot_is_refused_once(tmp_path: Path, ros_
     try:
         procs.start("serve", ["-m", "rlinf_cli.main", "serve", "--config", str(serve_cfg), "--host", "127.0.0.1",
                               "--port", str(port)])
-        procs.start_node("robot", ROOT / "configs/ros_sim_franka_camera.yaml", "cameras=[]")
-        procs.start_node("policy_client", ROOT / "configs/ros_sim_franka_camera.yaml", "cameras=[]",
-                         "policy_client.cameras={}", "policy_client.robot_spec.cameras=[]",
-                         f"policy_client.server_url=ws://127.0.0.1:{port}", "policy_client.reconnect_s=0.2")
+        graph = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
+        graph["cameras"], graph["policy_client"]["cameras"] = [], {}  # no rendering needed here
+        graph["policy_client"]["robot_spec"]["cameras"] = []
+        graph["policy_client"].update(server_url=f"ws://127.0.0.1:{port}", reconnect_s=0.2)
+        config = tmp_path / "graph.yaml"
+        config.write_text(yaml.safe_dump(graph))
+        procs.start_node("robot", config)
+        procs.start_node("policy_client", config)
         probe = Probe()
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
         probe.wait_for(lambda: status and status[-1][1]["refused"], 90, "a refused status", procs)
