@@ -19,7 +19,7 @@ has, passing each estimator only the arguments it accepts.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -88,6 +88,37 @@ def _group(scores: Tensor, group_size: int) -> Tensor:
             f"({scores.numel()}); samples of one group must be contiguous"
         )
     return scores.reshape(-1, group_size)
+
+
+def check_groups(group_ids: Sequence[int], group_size: int) -> None:
+    """Raise unless ``group_ids`` (one per sample, e.g. a rollout's ``prompt_index``) come in
+    contiguous blocks of ``group_size`` equal ids, one block per id: the layout the grouped
+    estimators and DAPO's dynamic sampling assume when they reshape ``[N] -> [N/n, n]``.
+
+    >>> check_groups([7, 7, 3, 3], 2)
+    >>> check_groups([7, 3, 7, 3], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: samples 0..1 should all answer one prompt (contiguous groups of 2), got prompt ids [7, 3]; keep the n samples of each prompt next to each other
+    """
+    ids = [int(i) for i in group_ids]
+    if group_size < 1 or len(ids) % group_size:
+        raise ValueError(f"{len(ids)} samples do not split into groups of {group_size}")
+    seen: dict[int, int] = {}
+    for start in range(0, len(ids), group_size):
+        block = ids[start:start + group_size]
+        if any(i != block[0] for i in block):
+            raise ValueError(
+                f"samples {start}..{start + group_size - 1} should all answer one prompt "
+                f"(contiguous groups of {group_size}), got prompt ids {block}; keep the n "
+                "samples of each prompt next to each other"
+            )
+        if block[0] in seen:
+            raise ValueError(
+                f"prompt id {block[0]} fills two groups (samples from {seen[block[0]]} and "
+                f"{start}); each prompt needs exactly {group_size} samples in one block"
+            )
+        seen[block[0]] = start
 
 
 def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:

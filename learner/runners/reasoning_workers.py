@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from learner.algorithms import check_groups
 from learner.llm.actor import ActorTrainer
 from learner.llm.algo import gae_advantages, keep_mask, shape_scores, token_advantages
 from learner.llm.batch import TrainBatch, make_train_batch
@@ -235,6 +236,7 @@ class ActorWorker(WeightPublisher, Worker):
         lengths = tb.response_mask.sum(-1)
         scores = shape_scores(self.cfg.algorithm, raw, lengths, self.cfg.rollout.max_new_tokens)
         n = self.cfg.rollout.n
+        check_groups(batch.prompt_index, n)  # advantages and dynamic sampling reshape [N] -> [N/n, n]
         keep = keep_mask(self.cfg.algorithm, scores, n)
         metrics = {"rollout/reward": float(raw.mean()), "rollout/response_len": float(lengths.mean()),
                    "rollout/staleness": float(stale), "rollout/kept_frac": float(keep.float().mean()),

@@ -178,3 +178,32 @@ def test_estimator_specs_carry_what_runners_need():
     scores = T([1.0, 0.0, 2.0, 2.0])
     torch.testing.assert_close(compute_advantages(spec, scores=scores, group_size=2),
                                compute_advantages("grpo", scores=scores, group_size=2))
+
+
+def test_check_groups_accepts_contiguous_blocks_and_rejects_interleaving():
+    """The GRPO trainer reshapes ``[N] -> [N/n, n]``: a backend returning samples sample-major
+    (p0, p1, p0, p1) instead of prompt-major would silently mix prompts into one group."""
+    from learner.algorithms.advantages import check_groups
+    from learner.llm.rollout.base import RolloutBatch
+
+    check_groups([4, 4, 4, 9, 9, 9], 3)
+    check_groups([], 3)
+
+    def part(ids: list[int]) -> RolloutBatch:
+        k = len(ids)
+        return RolloutBatch([[1]] * k, [[2]] * k, [[0.0]] * k, [""] * k, ["stop"] * k, ids)
+
+    # Micro-batches of whole groups may arrive in any order: still valid.
+    check_groups(RolloutBatch.concat([part([2, 2]), part([0, 0, 1, 1])]).prompt_index, 2)
+    scores = T([1.0, 0.0, 5.0, 7.0])
+    interleaved = [0, 1, 0, 1]
+    with pytest.raises(ValueError, match=r"samples 0\.\.1 should all answer one prompt"):
+        check_groups(interleaved, 2)
+    # What the check prevents: the same rows grouped contiguously give other advantages than
+    # grouping by prompt (prompt 0 = {1, 5}, prompt 1 = {0, 7}).
+    by_prompt = T([-2.0, -3.5, 2.0, 3.5])
+    assert not torch.allclose(compute_advantages("dr_grpo", scores=scores, group_size=2), by_prompt)
+    with pytest.raises(ValueError, match="fills two groups"):
+        check_groups([3, 3, 5, 5, 3, 3], 2)
+    with pytest.raises(ValueError, match="groups of 4"):
+        check_groups([1, 1, 1, 1, 2, 2], 4)
