@@ -19,17 +19,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # policy_server; robot_drivers; sim_bridges; rlinf_contracts.
 ALLOWED: dict[str, set[str]] = {
     "rlinf_contracts": set(),
+    "rlinf_data": {"rlinf_contracts"},
     "sim_bridges": {"rlinf_contracts"},
     "robot_drivers": {"rlinf_contracts", "sim_bridges"},  # the simulated arm reuses the MuJoCo scene
     "policy_server": {"rlinf_contracts"},
-    "rlinf_ros": {"rlinf_contracts", "robot_drivers", "sim_bridges", "policy_server"},
-    "learner": {"rlinf_contracts", "sim_bridges"},
-    "rlinf_cli": {"rlinf_contracts", "sim_bridges", "robot_drivers", "policy_server", "rlinf_ros", "learner"},
+    "rlinf_ros": {"rlinf_contracts", "rlinf_data", "robot_drivers", "sim_bridges", "policy_server"},
+    "learner": {"rlinf_contracts", "rlinf_data", "sim_bridges"},
+    "rlinf_cli": {"rlinf_contracts", "rlinf_data", "sim_bridges", "robot_drivers", "policy_server", "rlinf_ros",
+                  "learner"},
 }
 # third-party packages a room must never import: the robot PC installs no torch and no Ray, and
 # the contracts stay numpy + msgpack + YAML
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "rlinf_contracts": {"torch", "ray", "mujoco", "rclpy", "websockets", "transformers"},
+    "rlinf_data": {"torch", "ray", "rclpy"},
     "policy_server": {"torch", "ray", "rclpy"},
     "rlinf_ros": {"torch", "ray"},
     "robot_drivers": {"torch", "ray"},
