@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "ros": "rlinf_cli.ros",
     "spec": "rlinf_cli.spec",
     "config": "rlinf_cli.config_help",
+    "collect": "rlinf_cli.collect",
 }
 
 
