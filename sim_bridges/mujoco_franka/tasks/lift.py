@@ -1,8 +1,20 @@
 """Lift (pick): grasp the cube and raise it 10 cm above the table.
 
-Dense reward (staged, like robosuite's Lift): ``-|ee - obj|`` for reaching, ``+0.5`` while the
-object is between the closed fingers, ``+5 * height gained`` (capped at the success height),
-plus 1 on success.
+Dense reward: a per-step *cost* that only success removes (the env adds 1 on success, and the
+episode ends there by default)::
+
+    r = -( |ee - obj| + 0.5 (1 - grasped) + 0.5 (1 - min(height / 0.10, 1)) )
+
+Every stage lowers the cost (reach, then grasp, then lift), yet every stage short of success
+still costs at least 0.5 per step, so no behaviour that stops short of lifting (hovering at
+the cube with open fingers, holding it on the table) out-scores lifting it. A positive
+per-stage bonus would be paid for lingering and is exactly what went wrong before: the old
+``+0.5`` grasp bonus with a 3 cm / 7.5 cm-width test paid hovering with open fingers (the
+gripper opens to 8 cm, the cube is 4 cm) 38 per episode against 7 for lifting.
+
+``grasped`` is a real grasp: the object centre within 2 cm of the grip site *and* the fingers
+blocked by it, i.e. commanded to close at least 1 cm further than they are (finger targets
+``d.ctrl``) while still more than 1 cm apart (closing on air ends at ~2 mm).
 """
 
 from __future__ import annotations
@@ -18,6 +30,26 @@ from sim_bridges.mujoco_franka.tasks.base import (
 
 OBJECT_BOX = Workspace(center=(-0.08, 0.0, 0.0), half=(0.08, 0.12, 0.0))
 LIFT_HEIGHT = 0.10
+GRASP_RADIUS = 0.02  # object centre to grip site
+GRASP_BLOCKED = 0.01  # commanded finger width at least this much below the actual width
+GRASP_MIN_WIDTH = 0.01  # fingers closed on nothing end at ~0.002
+STAGE_COST = 0.5  # per step, for not grasping and (scaled by the height missing) not lifting
+
+
+def lift_reward(dist: np.ndarray, height: np.ndarray, width: np.ndarray,
+                target_width: np.ndarray) -> np.ndarray:
+    """Dense lift reward of ``n`` states (see the module docstring); all inputs ``[n]``."""
+    grasped = (dist < GRASP_RADIUS) & (width > GRASP_MIN_WIDTH) & (target_width < width - GRASP_BLOCKED)
+    lifted = np.clip(height / LIFT_HEIGHT, 0.0, 1.0)
+    return -(dist + STAGE_COST * (1.0 - grasped) + STAGE_COST * (1.0 - lifted))
+
+
+def _finger_targets(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
+    """View of the two finger position targets (``d.ctrl``, contiguous actuators)."""
+    a = int(fm.grip_act[0])
+    if int(fm.grip_act[1]) != a + 1:
+        raise ValueError(f"finger actuators {fm.grip_act.tolist()} are not adjacent; lift needs a ctrl view")
+    return d.ctrl[a : a + 2]
 
 
 @register_task("lift")
@@ -36,37 +68,31 @@ class LiftTask(FrankaTask):
         obj = body_pos(fm, d, "object")
         return np.concatenate([obj, obj - ee, [obj[2] - object_rest_z(fm)]])
 
-    def _grasped(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> bool:
-        obj = body_pos(fm, d, "object")
-        return np.linalg.norm(obj - ee) < 0.03 and gripper_width(fm, d) < 0.075
-
     def evaluate(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> tuple[bool, float]:
         obj = body_pos(fm, d, "object")
         height = float(obj[2] - object_rest_z(fm))
-        success = height > LIFT_HEIGHT
-        reward = -float(np.linalg.norm(obj - ee))
-        if self._grasped(fm, d, ee):
-            reward += 0.5 + 5.0 * min(max(height, 0.0), LIFT_HEIGHT)
-        return success, reward
+        targets = _finger_targets(fm, d)
+        reward = lift_reward(np.array([np.linalg.norm(obj - ee)]), np.array([height]),
+                             np.array([gripper_width(fm, d)]), np.array([targets[0] - targets[1]]))
+        return height > LIFT_HEIGHT, float(reward[0])
 
-    raw_dim = 3  # object position
+    raw_dim = 5  # object position, finger targets
 
     def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
-        return (body_pos(fm, d, "object"),)
+        return body_pos(fm, d, "object"), _finger_targets(fm, d)
 
     def raw_const(self, fm: FrankaModel) -> float:
         return object_rest_z(fm)
 
     def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
-        return np.concatenate([raw, raw - ee, (raw[:, 2] - const)[:, None]], axis=1)
+        obj = raw[:, :3]
+        return np.concatenate([obj, obj - ee, (obj[:, 2] - const)[:, None]], axis=1)
 
     def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
                        const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         height = raw[:, 2] - const
-        dist = np.linalg.norm(raw - ee, axis=1)
-        grasped = (dist < 0.03) & (width < 0.075)
-        bonus = 0.5 + 5.0 * np.clip(height, 0.0, LIFT_HEIGHT)
-        return height > LIFT_HEIGHT, -dist + np.where(grasped, bonus, 0.0)
+        dist = np.linalg.norm(raw[:, :3] - ee, axis=1)
+        return height > LIFT_HEIGHT, lift_reward(dist, height, width, raw[:, 3] - raw[:, 4])
 
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         obj = body_pos(fm, d, "object")
