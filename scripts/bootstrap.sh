@@ -72,6 +72,17 @@ main() {
         # openpi-client pins numpy<2 in its metadata but runs on numpy 2: it is the reference
         # client of our policy server in the tests, so install it without its pins.
         "${pip[@]}" --no-deps "openpi-client==0.1.2"
+        # LeRobot's own dataset reader checks our LeRobot v3.0 export (tests/rlinf_data/
+        # test_lerobot.py runs it in a subprocess with this directory on its path). lerobot 0.4.4
+        # pins torch<2.11 and datasets an older fsspec, so they go in without their pins, with
+        # torchvision 0.28 (the release for torch 2.13), in a directory of their own: that
+        # torchvision's C ops need a CUDA torch, and in the venv it would break `import
+        # transformers`. PyAV writes and reads the mp4s (rlinf_data/lerobot.py).
+        if [[ ",$EXTRAS," == *",learner,"* ]]; then
+            "${pip[@]}" --no-deps --upgrade --target "$VENV/lerobot-reader" \
+                "lerobot==0.4.4" "datasets==4.8.5" "torchvision==0.28.0"
+            "${pip[@]}" "av>=15,<16" pandas "dill>=0.3.0,<0.4.2" "multiprocess<0.70.20" xxhash "httpx<1"
+        fi
     fi
     echo "$want" >"$stamp"
     log "done: $VENV"
