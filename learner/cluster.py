@@ -6,14 +6,23 @@ placement resources too: a robot PC that joins with ``--resources '{"robot:frank
 shows up in :attr:`Cluster.custom_resources` and workers can ask for it.
 
 Embedded by default (``Cluster.local()``): nothing to start by hand. ``Cluster.connect(addr)``
-joins an existing cluster and changes nothing else.
+joins an existing cluster and changes nothing else. ``InProcess(n)`` is the same slot view with
+no Ray at all: a runner whose whole placement is one process on this machine (the fused
+default) runs in the calling process and skips Ray's start-up.
+
+Before anything starts, :func:`expected_slots` says how many slots an embedded cluster will
+have (what Ray will detect: visible GPUs, else usable cores) and :func:`check_address` whether
+``--ray-address`` names a cluster that is there, so placements and addresses are checked
+without starting Ray.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from rlinf_contracts.config.errors import ConfigError
@@ -123,3 +132,76 @@ class Cluster:
 
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
+
+
+class InProcess:
+    """The slot view of this machine without Ray: for runs whose placement is one local process."""
+
+    in_process = True
+    custom_resources: dict[str, float] = {}
+
+    def __init__(self, num_slots: int, slot_kind: Literal["gpu", "cpu"] = "cpu") -> None:
+        self.num_slots, self.slot_kind = num_slots, slot_kind
+
+    def describe(self) -> str:
+        return f"{self.num_slots} {self.slot_kind.upper()} slots, in-process (no Ray)"
+
+    def shutdown(self) -> None:
+        """Nothing to stop."""
+
+
+def _visible_gpus() -> int:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([d for d in env.split(",") if d.strip() and d.strip() != "-1"])
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
+
+
+def expected_slots(cfg: ClusterConfig) -> tuple[int, Literal["gpu", "cpu"]] | None:
+    """Slots an embedded cluster of ``cfg`` will have, without starting it; None when joining one.
+
+    >>> expected_slots(ClusterConfig(num_cpus=3, num_gpus=0))
+    (3, 'cpu')
+    >>> expected_slots(ClusterConfig(address="auto")) is None
+    True
+    """
+    if cfg.address:
+        return None
+    gpus = cfg.num_gpus if cfg.num_gpus is not None else _visible_gpus()
+    if gpus > 0:
+        return gpus, "gpu"
+    if cfg.num_cpus is not None:
+        return cfg.num_cpus, "cpu"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores, "cpu"
+
+
+def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_address(address: str, key: str = "--ray-address") -> None:
+    """Raise ``ConnectionError`` (one line naming ``key`` and the fix) if no Ray cluster answers there."""
+    fix = f"start one with `ray start --head` there, or leave out {key} to embed Ray"
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+        current = Path("/tmp/ray/ray_current_cluster")
+        if not address and current.is_file():
+            address = current.read_text().strip().splitlines()[0] if current.read_text().strip() else ""
+        if not address:
+            raise ConnectionError(f"{key} auto: no Ray cluster is running on this machine; start one with "
+                                  f"`ray start --head`, or leave out {key} to embed Ray")
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectionError(f"{key} {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    if not _reachable(host, int(port)):
+        raise ConnectionError(f"{key} {address}: nothing is listening there; {fix}")

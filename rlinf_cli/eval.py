@@ -1,7 +1,9 @@
 """``rlinf eval``: success rate of a checkpoint in simulation, or of a running policy server.
 
-- ``rlinf eval CHECKPOINT [--episodes K] [--ood pose,vision]`` evaluates a learner checkpoint
-  on held-out seeds (embodied: success per OOD split + an mp4; LLM: accuracy on a dataset).
+- ``rlinf eval RUN_OR_CHECKPOINT [--episodes K] [--ood pose,vision] [--out DIR]`` evaluates a
+  learner checkpoint on held-out seeds (embodied: success per OOD split + an mp4; LLM: accuracy
+  on a dataset). Results (``results.json``) and the video go to ``--out``, by default
+  ``<run>/evals/<checkpoint>_seed<S>/``: never into the checkpoint, which stays as trained.
 - ``rlinf eval --policy-server ws://HOST:PORT CONFIG`` streams a sim env's observations to a
   running policy server and executes the returned chunks: the path a real robot uses.
 """
@@ -18,38 +20,60 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a checkpoint, or a running policy server, in simulation")
-    p.add_argument("target", help="checkpoint directory, or (with --policy-server) a YAML config naming the env")
+    p.add_argument("target", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings")
     p.add_argument("--policy-server", metavar="URL", default=None, help="ws://HOST:PORT of a running policy server")
     p.add_argument("--episodes", type=int, default=None, help="episodes per split (default: the config's eval.episodes)")
-    p.add_argument("--seed", type=int, default=None, help="first held-out seed (default: the config's)")
+    p.add_argument("--seed", type=int, default=None, help="first held-out seed (default: 0, offset by eval.seed_offset)")
     p.add_argument("--ood", default=None, help="comma-separated OOD splits, e.g. id,pose,vision,semantic")
-    p.add_argument("--video", default=None, help="mp4 path for a few episodes (default: next to the checkpoint)")
+    p.add_argument("--out", default=None, help="output folder (default: <run>/evals/<checkpoint>_seed<S>/)")
+    p.add_argument("--video", default=None, help="mp4 path (default: <out>/eval.mp4)")
+    p.add_argument("--no-video", action="store_true", help="do not render a video")
     p.add_argument("--dataset", default=None, help="LLM checkpoints: jsonl/parquet dataset to score")
     p.set_defaults(run=run)
 
 
-def _print(result: dict) -> None:
-    print(json.dumps(result, indent=2, default=str))
+def _report(result: dict, out: Path | None) -> None:
+    text = json.dumps(result, indent=2, default=str)
+    print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(text + "\n")
+        log.info("eval results: %s", out / "results.json")
+
+
+def output_dir(checkpoint: Path, seed: int, out: str | None) -> Path:
+    """``--out`` or ``<run>/evals/<checkpoint name>_seed<seed>`` (run = the dir above ``checkpoints/``)."""
+    if out:
+        return Path(out)
+    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    return run_dir / "evals" / f"{checkpoint.name}_seed{seed}"
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlinf_cli.errors import PreflightError
+
     if args.episodes is not None and args.episodes < 1:
-        raise SystemExit("rlinf eval: --episodes must be >= 1")
+        raise PreflightError(f"--episodes must be >= 1, got {args.episodes}")
     if args.policy_server:
         return _eval_server(args)
     meta = _checkpoint_meta(Path(args.target))
+    ckpt = Path(meta["_dir"])
+    seed = args.seed if args.seed is not None else 0
+    out = output_dir(ckpt, seed, args.out)
     if meta.get("runner") == "reasoning":
         from learner.eval.llm import evaluate_llm_checkpoint
 
-        _print(evaluate_llm_checkpoint(str(meta["_dir"]), dataset=args.dataset, episodes=args.episodes))
+        _report(evaluate_llm_checkpoint(str(ckpt), dataset=args.dataset, episodes=args.episodes), out)
         return 0
-    from rlinf_contracts.config import parse_overrides
     from learner.eval.embodied import evaluate_checkpoint
+    from rlinf_contracts.config import parse_overrides
 
     splits = args.ood.split(",") if args.ood else None
-    _print(evaluate_checkpoint(str(meta["_dir"]), episodes=args.episodes, seed=args.seed, ood_splits=splits,
-                               video_path=args.video, overrides=parse_overrides(args.overrides)))
+    video = "" if args.no_video else (args.video or str(out / "eval.mp4"))
+    result = evaluate_checkpoint(str(ckpt), episodes=args.episodes, seed=seed, ood_splits=splits, video_path=video,
+                                 overrides=parse_overrides(args.overrides), progress=True)
+    _report({**result, "out_dir": str(out)}, out)
     return 0
 
 
@@ -66,14 +90,18 @@ def _checkpoint_meta(path: Path) -> dict:
 
 
 def _eval_server(args: argparse.Namespace) -> int:
-    from rlinf_contracts.config import from_dict, load_config
     from learner.runners.config import EnvConfig, EvalConfig
     from policy_server.sim_eval import run_sim_eval
+    from rlinf_cli.preflight import check_env_name, check_ws_url
+    from rlinf_contracts.config import from_dict, load_config
 
+    check_ws_url(args.policy_server, "--policy-server", must_listen=True)
     cfg = load_config(args.target, args.overrides)
     env = from_dict(EnvConfig, cfg.get("env") or {}, path="env")
+    check_env_name(env.name)
     eval_cfg = from_dict(EvalConfig, cfg.get("eval") or {}, path="eval")
     episodes = args.episodes or eval_cfg.episodes
     seed = args.seed if args.seed is not None else eval_cfg.seed_offset
-    _print(run_sim_eval(args.policy_server, env.name, env.factory_kwargs(), episodes, seed))
+    _report(run_sim_eval(args.policy_server, env.name, env.factory_kwargs(), episodes, seed),
+            Path(args.out) if args.out else None)
     return 0

@@ -2,7 +2,10 @@
 
 Each subcommand lives in its own small module exposing ``add_parser(subparsers)`` and
 ``run(args) -> int``; heavy imports (Ray, torch, simulators, rclpy) happen inside ``run`` so
-``rlinf --help`` stays instant.
+``rlinf --help`` stays instant. ``key=value`` overrides may stand anywhere after the
+subcommand (``rlinf train CONFIG --dry-run actor.lr=1e-3``). Mistakes a user can fix (a key,
+a name, a path, a URL, a cluster address) end as one or two lines on stderr naming the key,
+exit code 2; never a traceback (``-v`` adds one for debugging).
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ import logging
 import os
 import sys
 
-from rlinf_contracts.config.errors import ConfigError
-from rlinf_contracts.registry import UnknownNameError
-from rlinf_contracts.spec import SpecError
+from rlinf_cli.errors import USER_ERRORS, describe
 
 # subcommand -> module; order is the order shown in --help
 SUBCOMMANDS: dict[str, str] = {
@@ -26,7 +27,23 @@ SUBCOMMANDS: dict[str, str] = {
     "spec": "rlinf_cli.spec",
     "config": "rlinf_cli.config_help",
     "collect": "rlinf_cli.collect",
+    "list": "rlinf_cli.listing",
+    "completion": "rlinf_cli.completion",
 }
+# positional list attributes that collect stray key=value words (first one a command has wins)
+_OVERRIDE_ATTRS = ("overrides", "options")
+# chatty third-party loggers: their INFO lines appear on every command
+_QUIET_LOGGERS = ("OpenGL", "OpenGL.acceleratesupport", "absl", "matplotlib", "PIL")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("rlinf-ros")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlinf",
         description="rlinf-ros: one RL learner for real robots (ROS 2), simulators and LLM reasoning.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"rlinf {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         try:
@@ -44,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, letting ``key=value`` words follow flags: strays join the command's overrides."""
+    args, extra = parser.parse_known_args(argv)
+    target = next((a for a in _OVERRIDE_ATTRS if isinstance(getattr(args, a, None), list)), None)
+    flags = [w for w in extra if w.startswith("-") or target is None or ("=" not in w and not w.startswith("~"))]
+    if flags:
+        parser.error(f"unrecognized arguments: {' '.join(flags)}")
+    if target is not None:
+        setattr(args, target, [*getattr(args, target), *extra])
+    return args
+
+
 def _default_environment() -> None:
     """Headless defaults, set before Ray starts so every worker inherits them."""
     if not os.environ.get("DISPLAY"):
@@ -51,25 +81,31 @@ def _default_environment() -> None:
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
-def main(argv: list[str] | None = None) -> int:
-    _default_environment()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _logging(verbose: bool) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    if not verbose:
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _default_environment()
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    _logging(args.verbose)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
     try:
         return int(args.run(args) or 0)
-    except (ConfigError, UnknownNameError, SpecError) as e:
-        print(f"rlinf {args.command}: config error: {e}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as e:
-        print(f"rlinf {args.command}: {e}", file=sys.stderr)
+    except USER_ERRORS as e:
+        if args.verbose:
+            logging.getLogger(__name__).exception("details")
+        print(f"rlinf {args.command}: {describe(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"rlinf {args.command}: interrupted", file=sys.stderr)

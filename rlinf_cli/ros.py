@@ -25,11 +25,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlinf_cli.preflight import check_ws_url
     from rlinf_ros.config import load_graph_config
     from rlinf_ros.graph import node_commands, up
 
+    cfg = load_graph_config(args.config, args.overrides)
+    if cfg.policy_client.enabled:  # the client reconnects until a server answers: check the form only
+        check_ws_url(cfg.policy_client.server_url, "key 'policy_client.server_url'", must_listen=False)
     if args.ros_command == "nodes":
-        cfg = load_graph_config(args.config, args.overrides)
         for n in node_commands(cfg, args.config, args.overrides):
             print(f"{n.name} ({n.kind}): {' '.join(n.argv)}")
         return 0

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from rlinf_contracts.config.errors import ConfigError
-from rlinf_contracts.registry import UnknownNameError
 
 
 def runner_spec(name: str) -> Any:
-    from learner.runners.registry import get_runner
+    """The registered runner ``name``; unknown names list every runner, registered or lazy."""
+    from learner.runners.registry import RUNNER_MODULES, RUNNERS, get_runner
 
-    try:
-        return get_runner(name)
-    except UnknownNameError as e:
-        raise ConfigError(f"key 'runner': {e}") from None
+    known = sorted(set(RUNNER_MODULES) | set(RUNNERS.names()))
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"key 'runner': unknown runner {name!r}{hint} Known: {', '.join(known)} "
+                          "(rlinf list runners)")
+    return get_runner(name)

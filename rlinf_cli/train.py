@@ -1,10 +1,18 @@
-"""``rlinf train CONFIG [key=value ...]``: validate the config once, start the cluster, run."""
+"""``rlinf train CONFIG [key=value ...]``: validate the config once, check it, start, run.
+
+Order: build the typed config (unknown keys, types, names resolved at build time) -> the
+preflight (``rlinf_cli.preflight``: placement against the slots that will exist, env / model
+names, paths, addresses) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
+says the run is one local process (the fused default) -> the runner -> one summary line on
+stdout (``rlinf_cli.summary``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -14,33 +22,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="YAML config, e.g. configs/sim_franka_reach_ppo.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. actor.lr=3e-4 placement.env=0")
     p.add_argument("--ray-address", default=None, help="join an existing Ray cluster instead of embedding one")
-    p.add_argument("--dry-run", action="store_true", help="validate and print the resolved config, then exit")
+    p.add_argument("--dry-run", action="store_true", help="validate, run every pre-start check, print the resolved config, exit")
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def build(config: str, overrides: list[str], ray_address: str | None = None) -> tuple[Any, Any]:
+    """(runner spec, typed config) with every pre-start check passed."""
+    from rlinf_cli.preflight import check_train
     from rlinf_cli.runner_lookup import runner_spec
-    from rlinf_contracts.config import from_dict, load_config, to_dict
+    from rlinf_contracts.config import from_dict, load_config
     from rlinf_contracts.config.errors import ConfigError
 
-    raw = load_config(args.config, args.overrides)
+    raw = load_config(config, overrides)
     name = raw.get("runner", "embodied")
     if not isinstance(name, str):
         raise ConfigError(f"key 'runner' expects str, got {name!r}")
     spec = runner_spec(name)
     cfg = from_dict(spec.config_cls, raw)
-    if args.ray_address:
-        cfg.cluster.address = args.ray_address
+    if ray_address:
+        cfg.cluster.address = ray_address
+    check_train(cfg)
+    return spec, cfg
+
+
+def open_cluster(spec: Any, cfg: Any) -> Any:
+    """No Ray for a one-process local run (when the runner allows it), else embed or join Ray."""
+    from learner.cluster import Cluster, InProcess, expected_slots
+
+    slots = expected_slots(cfg.cluster)
+    if slots is not None and spec.in_process is not None and spec.in_process(cfg, slots[0]):
+        return InProcess(*slots)
+    return Cluster.from_config(cfg.cluster)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlinf_cli.summary import summary_line
+    from rlinf_contracts.config import to_dict
+
+    spec, cfg = build(args.config, args.overrides, args.ray_address)
     if args.dry_run:
         print(json.dumps(to_dict(cfg), indent=2))
         return 0
-    from learner.cluster import Cluster
-
-    cluster = Cluster.from_config(cfg.cluster)
+    cluster = open_cluster(spec, cfg)
     log.info("cluster: %s", cluster.describe())
     try:
         metrics = spec.run(cfg, cluster)
     finally:
         cluster.shutdown()
-    log.info("final metrics: %s", json.dumps(metrics, default=str))
+    log.debug("final metrics: %s", json.dumps(metrics, default=str))
+    print(summary_line(cfg, metrics), flush=True)
     return 0

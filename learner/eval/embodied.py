@@ -4,6 +4,11 @@ Why rounds of "every sub-env runs exactly one episode": counting the first K epi
 finish would over-count short episodes, and successful episodes usually end early, which
 inflates the success rate. Each round resets all sub-envs from fresh held-out seeds
 (``eval.seed_offset + seed * 100_000 + round * num_envs + i``) and waits for all of them.
+
+A ``deadline`` (``time.perf_counter()`` value, from ``train.time_budget_s``) stops starting new
+rounds once passed; the first round always runs and the result's ``episodes`` is what ran.
+``progress`` shows a bar over episodes. ``rlinf eval`` writes its video and results into its own
+output folder, never into the checkpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,23 +103,42 @@ class _Recorder:
         return str(path)
 
 
+def _bar(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="ep", dynamic_ncols=True, leave=False)
+
+
 def evaluate_policy(policy: Policy, env_name: str, env_kwargs: dict[str, Any], episodes: int, seed: int,
-                    num_envs: int = 25, video_path: str | None = None, video_episodes: int = 2) -> dict[str, Any]:
+                    num_envs: int = 25, video_path: str | None = None, video_episodes: int = 2,
+                    deadline: float | None = None, progress: bool = False, desc: str = "eval") -> dict[str, Any]:
     """Deterministic episodes on held-out seeds ``seed + ...``; see the module docstring."""
     n = max(1, min(num_envs, episodes))
     env = build_env(env_name, n, **env_kwargs)
     recorder = _Recorder(min(video_episodes, n)) if video_path else None
     results: list[dict[str, np.ndarray]] = []
+    rounds = (episodes + n - 1) // n
+    bar = _bar(episodes, desc, progress)
     try:
-        for rnd in range((episodes + n - 1) // n):
+        for rnd in range(rounds):
+            if rnd and deadline is not None and time.perf_counter() >= deadline:
+                log.info("eval: time budget reached after %d of %d episodes", rnd * n, episodes)
+                break
             rec = recorder if rnd < VIDEO_ROUNDS else None
             results.append(_run_round(policy, env, seed + rnd * n, rec))
             if rec is not None:
                 rec.end_round()
+            if bar is not None:
+                bar.update(min(n, episodes - rnd * n))
     finally:
         env.close()
-    take = lambda key: np.concatenate([r[key] for r in results])[:episodes]  # noqa: E731
-    out: dict[str, Any] = {"success_rate": float(take("success").mean()), "episodes": episodes,
+        if bar is not None:
+            bar.close()
+    done = min(episodes, len(results) * n)
+    take = lambda key: np.concatenate([r[key] for r in results])[:done]  # noqa: E731
+    out: dict[str, Any] = {"success_rate": float(take("success").mean()), "episodes": done,
                            "episode_return": float(take("return").mean()),
                            "episode_length": float(take("length").mean())}
     if recorder is not None:
@@ -142,7 +167,8 @@ def _apply_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -
 
 
 def evaluate_config(policy: Policy, cfg: EmbodiedConfig, episodes: int, seed: int,
-                    ood_splits: list[str] | None = None, video_path: str | None = None) -> dict[str, Any]:
+                    ood_splits: list[str] | None = None, video_path: str | None = None,
+                    deadline: float | None = None, progress: bool = False) -> dict[str, Any]:
     """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and config."""
     results: dict[str, Any] = {}
     for i, split in enumerate(ood_splits or cfg.eval.ood_splits):
@@ -151,20 +177,21 @@ def evaluate_config(policy: Policy, cfg: EmbodiedConfig, episodes: int, seed: in
             video = video_path if i == 0 else str(Path(video_path).with_name(f"{Path(video_path).stem}_{split}.mp4"))
         results[split] = evaluate_policy(policy, cfg.env.name, split_kwargs(cfg, split), episodes,
                                          cfg.eval.seed_offset + seed * 100_000, cfg.eval.num_envs,
-                                         video, cfg.eval.video_episodes)
-        log.info("eval split %-10s success %.3f over %d episodes", split, results[split]["success_rate"], episodes)
+                                         video, cfg.eval.video_episodes, deadline, progress, f"eval {split}")
+        log.info("eval split %-10s success %.3f over %d episodes", split, results[split]["success_rate"],
+                 results[split]["episodes"])
     return results
 
 
 def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None = None,
                         ood_splits: list[str] | None = None, video_path: str | None = None,
-                        overrides: dict | None = None) -> dict[str, Any]:
+                        overrides: dict | None = None, progress: bool = False) -> dict[str, Any]:
     """Load a checkpoint and evaluate it on held-out seeds, per OOD split.
 
     ``episodes`` / ``ood_splits`` default to the checkpoint config's ``eval`` section, ``seed`` to
     0 (seeds are always offset by ``eval.seed_offset``, far from training seeds). ``video_path``
-    defaults to ``<checkpoint>/eval.mp4``; pass ``""`` for no video. ``overrides`` changes the
-    stored training config (``{"eval.num_envs": 10}`` or nested dicts).
+    defaults to ``<checkpoint>/eval.mp4`` for library callers; pass ``""`` for no video
+    (``rlinf eval`` always passes a path in its own output folder). ``overrides`` changes the stored training config (``{"eval.num_envs": 10}`` or nested dicts).
 
     Returns ``{"checkpoint", "iteration", "seed", "episodes", "splits": {split: {success_rate,
     episode_return, episode_length, episodes, video?}}, "success_rate": {split: rate}}``.
@@ -175,6 +202,6 @@ def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None
     seed = seed if seed is not None else 0
     if video_path is None:
         video_path = str(Path(meta["path"]) / "eval.mp4")
-    splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path or None)
+    splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path or None, progress=progress)
     return {"checkpoint": meta["path"], "iteration": meta["iteration"], "seed": seed, "episodes": episodes,
             "splits": splits, "success_rate": {k: v["success_rate"] for k, v in splits.items()}}

@@ -140,11 +140,13 @@ class TrainConfig(TrainLoopConfig):
     tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
     final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
-    time_budget_s: float | None = field(default=None, metadata=_h("stop training after this many seconds (then save and evaluate)"))
+    time_budget_s: float | None = field(default=None, metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval, from the runner's start; training stops early enough for the estimated eval, which stops starting rounds at the deadline"))
 
     def validate(self) -> None:
         if self.iterations < 0 or self.checkpoint_every < 0:
             raise ConfigError("keys 'train.iterations' and 'train.checkpoint_every' must be >= 0")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null for no budget), got {self.time_budget_s}")
 
 
 @dataclass

@@ -6,7 +6,13 @@
 
 The placement alone picks how that runs (see ``learner.runners.topology``): fused in one
 process per rank when collocated, or env / rollout / actor groups joined by channels, with
-``rollout.pipeline_stages`` micro-batches overlapping env stepping and inference.
+``rollout.pipeline_stages`` micro-batches overlapping env stepping and inference. A fused
+placement of one process runs in the calling process without Ray (:func:`in_process`).
+
+Outputs in ``train.out_dir``: ``checkpoints/``, ``metrics.json`` (final + per-iteration history;
+a resumed run appends to the earlier history), ``curves.png`` (success / return vs env steps
+and wall time), TensorBoard scalars in ``tb/`` (``eval/<split>/...`` after the final eval).
+``train.time_budget_s`` bounds training + final checkpoint + final eval (``learner.runners.budget``).
 
 Determinism: every worker reseeds per iteration from ``(seed, component, rank|stream,
 iteration)`` and envs are reset from seeded states at the first iteration and right after
@@ -26,10 +32,12 @@ from typing import Any
 from learner.checkpoint import checkpoint_dir, load_policy
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
 from learner.eval.embodied import evaluate_config
+from learner.eval.curves import prior_history, write_curves
 from learner.placement import parse_placement
+from learner.runners.budget import Budget
 from learner.runners.config import EmbodiedConfig
 from learner.runners.registry import RUNNERS, RunnerSpec
-from learner.runners.topology import COMPONENTS, TOPOLOGIES, IterationOutput, topology_name
+from learner.runners.topology import COMPONENTS, TOPOLOGIES, IterationOutput, runs_in_process, topology_name
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +80,13 @@ class _Run:
 
         self.cfg = cfg
         self.placement = parse_placement(cfg.placement, cluster.num_slots, list(COMPONENTS))
-        self.store_name = f"{cfg.name}-weights-{uuid.uuid4().hex[:8]}"
-        self.store = WeightStore.create(self.store_name)
+        store_name = f"{cfg.name}-weights-{uuid.uuid4().hex[:8]}"
+        local = getattr(cluster, "in_process", False)
+        self.store = WeightStore.in_process(store_name) if local else WeightStore.create(store_name)
         name = topology_name(cfg, self.placement)
-        log.info("placement %s -> %s topology", self.placement.describe(), name)
+        log.info("placement %s -> %s topology%s", self.placement.describe(), name, " (in-process)" if local else "")
         try:
-            self.topo = TOPOLOGIES.get(name)(cfg, cluster, self.placement, self.store_name)
+            self.topo = TOPOLOGIES.get(name)(cfg, cluster, self.placement, self.store if local else store_name)
         except BaseException:
             self.store.close()
             raise
@@ -103,42 +112,86 @@ class _Run:
         return path
 
 
-def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
-    """Train per ``cfg`` on ``cluster``; returns the final metrics (incl. held-out eval)."""
+def in_process(cfg: EmbodiedConfig, num_slots: int) -> bool:
+    """Whether ``rlinf train`` may run this config without Ray (one fused local process)."""
+    return runs_in_process(cfg, num_slots)
+
+
+def _open_logger(cfg: EmbodiedConfig, start: int) -> Any:
+    """Metrics logger; a resumed run continues the ``metrics.json`` history it resumed from."""
     from learner.metrics import MetricsLogger
 
+    logger = MetricsLogger(cfg.train.out_dir, cfg.train.iterations, start, cfg.train.tensorboard,
+                           cfg.train.progress, desc=cfg.name)
+    if cfg.train.resume:
+        logger.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", start)
+    return logger
+
+
+def _train_loop(cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: Budget,
+                version: int) -> tuple[int, int, dict[str, float]]:
+    """Iterations until ``train.iterations`` or the budget; returns (last iteration, last saved, metrics)."""
+    steps = steps_per_iteration(cfg, r.topo.env_spec.max_episode_steps)
+    env_steps = steps * cfg.env.num_envs * cfg.model.chunk
+    metrics: dict[str, float] = {"weight_version": float(version)}
+    last_saved = start if (checkpoint_dir(cfg.train.out_dir, start) / "meta.json").exists() else -1
+    recent: deque[bool] = deque(maxlen=100)
+    wall0 = logger.history[-1].get("time/wall_s", 0.0) if logger.history else 0.0
+    last = start
+    for it in range(start, cfg.train.iterations):
+        if budget.training_over():
+            log.info("train.time_budget_s=%s: stopping after %d iterations (%.0f s left for the final eval)",
+                     cfg.train.time_budget_s, it, budget.left())
+            break
+        t0 = time.perf_counter()
+        out = r.topo.iterate(it, needs_reset(cfg, it, start), steps)
+        metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent)
+        metrics["time/wall_s"] = wall0 + budget.elapsed()
+        if it == start and cfg.train.final_eval:
+            _reserve_eval(cfg, budget, out.timings, steps, r)
+        logger.log(it, metrics)
+        if logger.bar is not None and budget.seconds is not None:
+            logger.bar.total = budget.iterations_that_fit(it + 1, budget.elapsed() / (it + 1 - start),
+                                                          planned=cfg.train.iterations)
+        if cfg.train.checkpoint_every and (it + 1) % cfg.train.checkpoint_every == 0:
+            r.save(it + 1, metrics)
+            last_saved = it + 1
+        last = it + 1
+    return last, last_saved, metrics
+
+
+def _reserve_eval(cfg: EmbodiedConfig, budget: Budget, timings: dict[str, float], steps: int, r: _Run) -> None:
+    """Keep the final eval's estimated time out of the training part of the budget."""
+    if budget.seconds is None:
+        return
+    rollout_s = timings.get("rollout_s", timings.get("env_busy_s", 0.0) + timings.get("infer_busy_s", 0.0))
+    per_process = cfg.env.num_envs // r.placement["env"].num_processes
+    budget.reserve_eval(rollout_s / steps, per_process, cfg.eval.num_envs, cfg.eval.episodes,
+                        len(cfg.eval.ood_splits), math.ceil(r.topo.env_spec.max_episode_steps / cfg.model.chunk))
+    log.info("train.time_budget_s=%s: %.0f s kept for the final eval (estimated)", budget.seconds,
+             budget.eval_reserve_s)
+
+
+def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
+    """Train per ``cfg`` on ``cluster``; returns the final metrics (incl. held-out eval)."""
+    budget = Budget.start(cfg.train.time_budget_s)
     r = _Run(cfg, cluster)
     logger = None
     try:
         start, version = r.prepare()
-        steps = steps_per_iteration(cfg, r.topo.env_spec.max_episode_steps)
-        env_steps = steps * cfg.env.num_envs * cfg.model.chunk
-        logger = MetricsLogger(cfg.train.out_dir, cfg.train.iterations, start, cfg.train.tensorboard,
-                               cfg.train.progress, desc=cfg.name)
-        metrics: dict[str, float] = {"weight_version": float(version)}
-        last_saved = start if (checkpoint_dir(cfg.train.out_dir, start) / "meta.json").exists() else -1
-        recent: deque[bool] = deque(maxlen=100)
-        t_start = time.perf_counter()
-        last = start
-        for it in range(start, cfg.train.iterations):
-            if cfg.train.time_budget_s is not None and time.perf_counter() - t_start > cfg.train.time_budget_s:
-                log.info("train.time_budget_s=%s reached after %d iterations", cfg.train.time_budget_s, it)
-                break
-            t0 = time.perf_counter()
-            out = r.topo.iterate(it, needs_reset(cfg, it, start), steps)
-            metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent)
-            logger.log(it, metrics)
-            if cfg.train.checkpoint_every and (it + 1) % cfg.train.checkpoint_every == 0:
-                r.save(it + 1, metrics)
-                last_saved = it + 1
-            last = it + 1
+        logger = _open_logger(cfg, start)
+        last, last_saved, metrics = _train_loop(cfg, r, logger, start, budget, version)
         final_path = checkpoint_dir(cfg.train.out_dir, last)
         if last_saved != last:
             final_path = r.save(last, metrics)
-        final = {**logger.last, "checkpoint": str(final_path), "placement_mode": r.placement.mode,
-                 "topology": topology_name(cfg, r.placement)}
+        final = {**logger.last, "iterations": last, "checkpoint": str(final_path),
+                 "placement_mode": r.placement.mode, "topology": topology_name(cfg, r.placement),
+                 "in_process": bool(getattr(cluster, "in_process", False)), "out_dir": cfg.train.out_dir}
         if cfg.train.final_eval:
-            final["eval"] = _final_eval(cfg, final_path)
+            final["eval"] = _final_eval(cfg, final_path, budget)
+            _log_eval(logger, final["eval"], last)
+        final["elapsed_s"] = budget.elapsed()
+        final["curves"] = _curves(cfg, logger.history, final.get("eval"))
         logger.write_json(final)
         return final
     finally:
@@ -148,11 +201,32 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         r.store.close()
 
 
-def _final_eval(cfg: EmbodiedConfig, path: Path) -> dict[str, Any]:
+def _final_eval(cfg: EmbodiedConfig, path: Path, budget: Budget) -> dict[str, Any]:
     policy, _ = load_policy(path)
     video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
-    return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video)
+    return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video, deadline=budget.deadline,
+                           progress=cfg.train.progress)
 
 
-RUNNERS.add("embodied", RunnerSpec(config_cls=EmbodiedConfig, run=run))
-__all__ = ["run", "EmbodiedConfig"]
+def _log_eval(logger: Any, results: dict[str, Any], step: int) -> None:
+    """Held-out eval scalars into TensorBoard (``eval/<split>/success_rate`` ...)."""
+    if logger.writer is None:
+        return
+    for split, res in results.items():
+        for key in ("success_rate", "episode_return", "episode_length"):
+            if key in res:
+                logger.writer.add_scalar(f"eval/{split}/{key}", float(res[key]), step)
+
+
+def _curves(cfg: EmbodiedConfig, history: list[dict[str, float]], results: dict[str, Any] | None) -> str | None:
+    first = next(iter((results or {}).values()), {})
+    try:
+        path = write_curves(history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate"))
+    except Exception as e:  # noqa: BLE001 -- a plotting problem must not lose a finished run
+        log.warning("learning curves not written: %s: %s", type(e).__name__, e)
+        return None
+    return str(path) if path else None
+
+
+RUNNERS.add("embodied", RunnerSpec(config_cls=EmbodiedConfig, run=run, in_process=in_process))
+__all__ = ["run", "EmbodiedConfig", "in_process"]

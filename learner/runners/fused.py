@@ -4,28 +4,39 @@ Why: on a few CPU cores, a collocated placement gains nothing from separate proc
 would time-share the same cores) but pays a channel round trip per env step. Fusing keeps the
 collocated semantics (same slots, same data, same updates) at in-process cost; several ranks
 train data-parallel with averaged gradients.
+
+A fused placement of *one* process on this machine needs no Ray at all: :class:`InProcessGroup`
+hosts the same :class:`FusedWorker` in the calling process, with the same worker context (CPU
+affinity and torch threads follow the slot), and the run skips Ray's start-up and the actor
+spawn (``benchmarks/startup.py``).
 """
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from learner.actor.trainer import Trainer, TrainerHost, policy_spec
+from learner.placement import ComponentPlacement
 from learner.rollout.collect import collect_inline
 from learner.rollout.workers import make_stage_envs
 from learner.runners.config import EmbodiedConfig
-from learner.worker import Worker
+from learner.worker import Worker, WorkerContext, _apply_context
 
 
 class FusedWorker(TrainerHost, Worker):
-    def __init__(self, cfg: EmbodiedConfig, store_name: str) -> None:
+    def __init__(self, cfg: EmbodiedConfig, store: Any) -> None:
+        """``store``: the name of the run's weight store, or (in-process) the store itself."""
         from learner.weights import WeightStore
 
         self.cfg = cfg
         self.envs = make_stage_envs(cfg, self.world_size)
         self.trainer = Trainer(cfg, policy_spec(cfg, self.envs.spec), self.rank, self.world_size)
-        self.store = WeightStore.connect(store_name) if self.rank == 0 else None
+        if self.rank != 0:
+            self.store = None
+        else:
+            self.store = store if isinstance(store, WeightStore) else WeightStore.connect(store)
         self.first_stream = self.rank * cfg.rollout.pipeline_stages
 
     def env_spec(self) -> Any:
@@ -47,3 +58,53 @@ class FusedWorker(TrainerHost, Worker):
 
     def close(self) -> None:
         self.envs.close()
+
+
+class _Done:
+    """A finished call: ``wait()`` returns its results, like ``learner.worker.GroupResult``."""
+
+    def __init__(self, results: list[Any]) -> None:
+        self.results = results
+
+    def wait(self, timeout: float | None = None) -> list[Any]:
+        return self.results
+
+
+class InProcessGroup:
+    """One :class:`~learner.worker.Worker` hosted in this process, with the ``WorkerGroup`` calls
+    the runners use (``call``, ``execute_on``, ``size``, ``shutdown``)."""
+
+    def __init__(self, worker_cls: type[Worker], name: str, placement: ComponentPlacement, slot_kind: str,
+                 *args: Any) -> None:
+        if placement.num_processes != 1:
+            raise ValueError(f"in-process group '{name}' hosts one process, placement has {placement.num_processes}")
+        import torch
+
+        self.name, self.size = name, 1
+        self._saved = (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None,
+                       torch.get_num_threads())
+        worker = object.__new__(worker_cls)
+        _apply_context(worker, WorkerContext(name, 0, 1, tuple(placement.process_slots[0]), slot_kind,
+                                             os.cpu_count() or 1))
+        worker.__init__(*args)  # type: ignore[misc]
+        self.worker = worker
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> _Done:
+        return _Done([getattr(self.worker, method)(*args, **kwargs)])
+
+    def execute_on(self, ranks: Sequence[int], method: str, *args: Any, **kwargs: Any) -> _Done:
+        if list(ranks) != [0]:
+            raise IndexError(f"in-process group '{self.name}' has rank 0 only, not {list(ranks)}")
+        return self.call(method, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        """Close the worker and give this process back its cores and torch threads."""
+        import torch
+
+        close = getattr(self.worker, "close", None)
+        if callable(close):
+            close()
+        affinity, threads = self._saved
+        if affinity is not None:
+            os.sched_setaffinity(0, affinity)
+        torch.set_num_threads(threads)

@@ -18,6 +18,8 @@ from rlinf_contracts.registry import Registry
 class RunnerSpec:
     config_cls: type
     run: Callable[[Any, Any], dict]
+    # (config, slots on this machine) -> True when the run needs no Ray (one local process)
+    in_process: Callable[[Any, int], bool] | None = None
 
 
 RUNNERS: Registry[RunnerSpec] = Registry("runner")

@@ -3,7 +3,8 @@
 Both topologies answer the same four questions for the runner -- the env spec, the group
 that trains (publish / save / load), one synchronous iteration, shutdown -- so the runner's
 loop does not know which one it drives. :data:`TOPOLOGIES` maps a name to each;
-:func:`topology_name` picks one from the placement.
+:func:`topology_name` picks one from the placement. A fused placement of one process
+(:func:`runs_in_process`) is hosted in the calling process when the run has no Ray cluster.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import numpy as np
 
 from learner.actor.trainer import policy_spec
 from learner.actor.worker import ActorWorker
-from learner.placement import Placement
+from learner.placement import Placement, PlacementError, parse_placement
 from rlinf_contracts.registry import Registry
 from learner.rollout.streams import StreamLayout
 from learner.rollout.trajectory import EpisodeStats
 from learner.rollout.workers import EnvWorker, RolloutWorker
 from learner.runners.config import EmbodiedConfig
-from learner.runners.fused import FusedWorker
+from learner.runners.fused import FusedWorker, InProcessGroup
 from learner.worker import GroupResult, WorkerGroup
 
 COMPONENTS = ("env", "rollout", "actor")
@@ -41,6 +42,17 @@ def topology_name(cfg: EmbodiedConfig, placement: Placement) -> str:
     """``fused`` when env, rollout and actor have identical processes and fusing is on."""
     same = len({tuple(map(tuple, placement[c].process_slots)) for c in COMPONENTS}) == 1
     return "fused" if same and cfg.rollout.fuse_collocated else "channels"
+
+
+def runs_in_process(cfg: EmbodiedConfig, num_slots: int) -> bool:
+    """True when the run is one fused process on this machine: no Ray needed."""
+    if cfg.cluster.address or cfg.cluster.resources:
+        return False
+    try:
+        placement = parse_placement(cfg.placement, num_slots, list(COMPONENTS))
+    except PlacementError:
+        return False  # the preflight reports it; the cluster path reports it again
+    return topology_name(cfg, placement) == "fused" and placement["actor"].num_processes == 1
 
 
 def wait_all(calls: list[GroupResult]) -> list[list[Any]]:
@@ -72,9 +84,12 @@ def _merge_stats(results: list[dict[str, Any]]) -> EpisodeStats:
 
 @TOPOLOGIES.register("fused")
 class FusedTopology:
-    def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store_name: str) -> None:
-        self.trainers = WorkerGroup.launch(FusedWorker, f"{cfg.name}-fused", cluster, placement["actor"],
-                                           cfg, store_name)
+    def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store: Any) -> None:
+        name = f"{cfg.name}-fused"
+        if getattr(cluster, "in_process", False):
+            self.trainers: Any = InProcessGroup(FusedWorker, name, placement["actor"], cluster.slot_kind, cfg, store)
+        else:
+            self.trainers = WorkerGroup.launch(FusedWorker, name, cluster, placement["actor"], cfg, store)
         self.env_spec = self.trainers.execute_on([0], "env_spec").wait()[0]
 
     def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:

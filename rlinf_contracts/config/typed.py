@@ -75,6 +75,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         near = difflib.get_close_matches(str(value), [str(a) for a in get_args(tp)], n=1)
         hint = f" Did you mean '{near[0]}'?" if near else ""
         raise ConfigError(f"key '{path}' must be one of {_type_name(tp)}, got {value!r}.{hint}")
+    if value is None and (dataclasses.is_dataclass(tp) or origin is dict or tp is dict):
+        raise ConfigError(f"key '{path}' cannot be null: give a mapping (e.g. {path}={{...}}) or leave the key "
+                          "out for its default")
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"key '{path}' expects a mapping ({tp.__name__}), got {type(value).__name__}")

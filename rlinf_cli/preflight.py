@@ -1,0 +1,147 @@
+"""Checks before anything starts: what a config names must exist, where it points must answer.
+
+``rlinf train`` (with or without ``--dry-run``), ``rlinf eval`` and ``rlinf ros up`` run these
+after the typed config is built and before Ray, a worker, a simulator or a node starts. Each
+failure is a :class:`~rlinf_cli.errors.PreflightError` (or ``ConnectionError``) of one or two
+lines naming the key and the fix:
+
+- placement against the slots that will exist (``learner.cluster.expected_slots``);
+- registry names: env family and task, model, runner, algorithm (``algorithm.adv`` is checked
+  when the config is built), LLM rewards, with "did you mean";
+- paths: ``train.resume``, data files of the reasoning runner;
+- URLs: a policy server (``ws://HOST:PORT``) must be well formed and, for ``rlinf eval``,
+  listening; ``--ray-address`` must name a running cluster.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from rlinf_cli.errors import PreflightError
+
+log = logging.getLogger(__name__)
+PLACEMENT_COMPONENTS = {"EmbodiedConfig": ("env", "rollout", "actor")}
+GPU_ONLY_BACKENDS = ("vllm", "sglang")
+
+
+def _near(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def check_env_name(name: str, key: str = "env.name") -> None:
+    """Env family and, where the family lists them, the task."""
+    from rlinf_cli.registries import env_families, env_tasks
+
+    family, _, task = name.partition("/")
+    families = list(env_families())
+    if family not in families:
+        raise PreflightError(f"key '{key}': unknown env family '{family}' in '{name}'.{_near(family, families)} "
+                             f"Known: {', '.join(families)} (rlinf list envs)")
+    known = env_tasks(family)
+    if known is not None and task not in known:
+        close = difflib.get_close_matches(task, known, n=1, cutoff=0.5)
+        suggestion = f" Did you mean '{family}/{close[0]}'?" if close else ""
+        raise PreflightError(f"key '{key}': unknown {family} task '{task}'.{suggestion} "
+                             f"Known: {', '.join(f'{family}/{t}' for t in known)} (rlinf list tasks)")
+
+
+def check_model(name: str, key: str = "model.name") -> None:
+    from learner.models import MODELS
+
+    if name not in MODELS:
+        raise PreflightError(f"key '{key}': unknown model '{name}'.{_near(name, MODELS.names())} "
+                             f"Known: {', '.join(MODELS.names())} (rlinf list models)")
+
+
+def check_placement(placement: dict[str, Any], components: tuple[str, ...] | None, cluster: Any) -> None:
+    """Parse the placement against the slots the embedded cluster will have (skipped when joining one)."""
+    from learner.cluster import expected_slots
+    from learner.placement import PlacementError, parse_placement
+
+    slots = expected_slots(cluster)
+    if slots is None:
+        return
+    try:
+        parse_placement(placement, slots[0], list(components) if components else None)
+    except PlacementError as e:
+        fix = (f"this machine has {slots[0]} {slots[1].upper()} slot(s) (0-{slots[0] - 1}); "
+               "e.g. placement='{env,rollout,actor: 0}' or set cluster.num_cpus")
+        raise PreflightError(f"key 'placement': {e}\n  fix: {fix}") from None
+
+
+def check_resume(path: str | None, key: str = "train.resume") -> None:
+    if not path:
+        return
+    from learner.checkpoint import resolve_checkpoint
+
+    try:
+        resolve_checkpoint(Path(path))
+    except FileNotFoundError as e:
+        raise PreflightError(f"key '{key}': {e}") from None
+
+
+def check_file(path: str | None, key: str) -> None:
+    if path and not Path(path).exists():
+        raise PreflightError(f"key '{key}': no such file '{path}'")
+
+
+def check_ws_url(url: str, key: str, must_listen: bool) -> None:
+    """``ws://HOST:PORT[/path]`` well formed; with ``must_listen`` something answers on the port."""
+    u = urlparse(url)
+    if u.scheme not in ("ws", "wss") or not u.hostname:
+        raise PreflightError(f"{key} {url!r}: expected ws://HOST:PORT (or wss://), e.g. ws://127.0.0.1:8000")
+    try:
+        port = u.port or (443 if u.scheme == "wss" else 80)
+    except ValueError:
+        raise PreflightError(f"{key} {url!r}: the port is not a number") from None
+    if not must_listen:
+        return
+    try:
+        with socket.create_connection((u.hostname, port), timeout=2.0):
+            pass
+    except OSError:
+        raise ConnectionError(f"{key} {url}: nothing is listening there; start the server first, e.g. "
+                              f"rlinf serve --checkpoint RUN --port {port}") from None
+
+
+def check_cluster(cluster: Any) -> None:
+    if cluster.address:
+        from learner.cluster import check_address
+
+        check_address(cluster.address)
+
+
+def _runs_elsewhere(cfg: Any) -> bool:
+    """A GPU-only config (vLLM / SGLang rollout) on a machine without GPUs cannot run here: its
+    placement and data paths describe the GPU box, so only the config itself is checked."""
+    from learner.cluster import expected_slots
+
+    backend = getattr(getattr(cfg, "rollout", None), "backend", None)
+    slots = expected_slots(cfg.cluster)
+    if backend in GPU_ONLY_BACKENDS and slots is not None and slots[1] == "cpu":
+        log.warning("rollout.backend=%s needs GPUs and this machine has none: placement and data paths "
+                    "are not checked against this machine", backend)
+        return True
+    return False
+
+
+def check_train(cfg: Any) -> None:
+    """Every check that applies to a runner config (embodied or reasoning)."""
+    kind = type(cfg).__name__
+    check_cluster(cfg.cluster)
+    if _runs_elsewhere(cfg):
+        return
+    check_placement(cfg.placement, PLACEMENT_COMPONENTS.get(kind), cfg.cluster)
+    if kind == "EmbodiedConfig":
+        check_env_name(cfg.env.name)
+        check_model(cfg.model.name)
+        check_resume(cfg.train.resume)
+    elif kind == "ReasoningConfig":
+        for key in ("train_path", "eval_path", "sft_path"):
+            check_file(getattr(cfg.data, key), f"data.{key}")
