@@ -262,4 +262,4 @@ class SafetyLayer:
 def _scaled(delta: np.ndarray, limit: np.ndarray | float) -> np.ndarray:
     """``delta`` shrunk as a whole (direction kept) until every joint is within ``limit``."""
     over = np.max(np.abs(delta) / limit)
-    return delta if over <= 1.0 else delta / over
+    return delta if over <= 1.0 + 1e-9 else delta / over  # at the limit exactly is within it
