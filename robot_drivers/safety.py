@@ -199,12 +199,12 @@ class SafetyLayer:
         # scale the whole move, not each joint: clipping joints one by one would bend the path
         # (an end-effector straight line becomes a curve the policy never saw)
         v_step = self._dq_max * max(dt, 1e-3)
-        limited = ref + _scaled(clamped - ref, v_step)
+        limited = _limit_move(ref, clamped, v_step)
         if not np.array_equal(limited, clamped):
             events.append("velocity_limit")
             self.record("velocity_limit", f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
                         f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down")
-        stepped = q_now + _scaled(limited - q_now, self.cfg.max_joint_step)
+        stepped = _limit_move(q_now, limited, self.cfg.max_joint_step)
         if not np.array_equal(stepped, limited):
             events.append("max_step")
             self.record("max_step", f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
@@ -259,7 +259,9 @@ class SafetyLayer:
         return w
 
 
-def _scaled(delta: np.ndarray, limit: np.ndarray | float) -> np.ndarray:
-    """``delta`` shrunk as a whole (direction kept) until every joint is within ``limit``."""
-    over = np.max(np.abs(delta) / limit)
-    return delta if over <= 1.0 + 1e-9 else delta / over  # at the limit exactly is within it
+def _limit_move(start: np.ndarray, target: np.ndarray, limit: np.ndarray | float) -> np.ndarray:
+    """``target`` itself when every joint is within ``limit`` of ``start``; else the move shrunk
+    as a whole (direction kept) until the most limited joint is at its limit."""
+    delta = target - start
+    over = float(np.max(np.abs(delta) / limit))
+    return target if over <= 1.0 + 1e-9 else start + delta / over
