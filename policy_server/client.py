@@ -4,6 +4,12 @@ Why our own and not only ``openpi-client``: a robot must survive a server restar
 blip. These clients reconnect with exponential back-off and resend the request in flight
 (inference is idempotent), time out every wait with a message naming the server, and raise
 :class:`PolicyRequestError` for a request the server rejected (the connection stays usable).
+
+By default (``retries=None``) they keep retrying until the server is back or :meth:`stop` is
+called from another thread (then :class:`ClientStopped`); an outage never raises into the
+caller's loop, it only delays the answer. The warnings are rate-limited (a robot may retry for
+hours). ``retries=N`` gives up after N retries with :class:`PolicyServerUnavailable`. A spec
+refusal (HTTP 409, :class:`SpecRefused`) is final and never retried.
 Wire-compatible with any openpi server too: they only need the metadata frame and
 ``actions`` in the response.
 """
@@ -11,7 +17,9 @@ Wire-compatible with any openpi server too: they only need the metadata frame an
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,11 +29,13 @@ import websockets.asyncio.client
 import websockets.sync.client
 
 from policy_server.messages import MessageError, ServerMetadata
+from policy_server.ratelimit import RateLimitedLog
 from policy_server.spec_check import SPEC_HEADER, policy_header
 from rlinf_contracts.spec import RobotSpec
 from rlinf_contracts.wire import Packer, unpackb
 
 log = logging.getLogger(__name__)
+limited = RateLimitedLog(log, burst=3, period_s=30.0)
 
 _RETRYABLE = (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError, TimeoutError, EOFError)
 
@@ -42,6 +52,10 @@ class PolicyServerUnavailable(PolicyClientError):
     """The server could not be reached within the retry budget."""
 
 
+class ClientStopped(PolicyClientError):
+    """:meth:`stop` was called while the client waited for the server."""
+
+
 class SpecRefused(PolicyClientError):
     """The server's policy was trained for another robot spec (HTTP 409 on connect). Final:
     retrying cannot help; the message names both layouts."""
@@ -55,16 +69,19 @@ def _refused(e: BaseException) -> SpecRefused | None:
     return None
 
 
-def backoff_delays(base_s: float, max_s: float, retries: int) -> Iterator[float]:
-    """Exponential back-off: ``base, 2 base, 4 base, ...`` capped at ``max_s``, ``retries`` values.
+def backoff_delays(base_s: float, max_s: float, retries: int | None) -> Iterator[float]:
+    """Exponential back-off: ``base, 2 base, 4 base, ...`` capped at ``max_s``; ``retries``
+    values, or without end for ``None``.
 
     >>> list(backoff_delays(0.1, 0.5, 4))
     [0.1, 0.2, 0.4, 0.5]
+    >>> import itertools; list(itertools.islice(backoff_delays(1.0, 3.0, None), 5))
+    [1.0, 2.0, 3.0, 3.0, 3.0]
     """
-    delay = base_s
-    for _ in range(retries):
+    delay, n = base_s, 0
+    while retries is None or n < retries:
         yield min(delay, max_s)
-        delay *= 2
+        delay, n = min(delay * 2, max_s), n + 1
 
 
 def parse_metadata(frame: Any) -> ServerMetadata | dict[str, Any]:
@@ -106,7 +123,8 @@ class _ClientSettings:
 
     def __init__(
         self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-        retries: int = 5, backoff_s: float = 0.2, max_backoff_s: float = 5.0, robot_spec: RobotSpec | None = None,
+        retries: int | None = None, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
+        robot_spec: RobotSpec | None = None,
     ) -> None:
         self.url, self.api_key, self.robot_spec = url, api_key, robot_spec
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
@@ -115,6 +133,34 @@ class _ClientSettings:
         self.reconnects = 0
         self._ws: Any = None
         self._packer = Packer()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Tell a client waiting for the server to give up (thread-safe): its call raises
+        :class:`ClientStopped` at the next retry."""
+        self._stopped.set()
+
+    def _delays(self) -> Iterator[float]:
+        return itertools.chain([0.0], backoff_delays(self.backoff_s, self.max_backoff_s, self.retries))
+
+    def _failed(self, e: BaseException, delay: float) -> None:
+        """One attempt failed: a spec refusal is final, anything else is logged (rate-limited)."""
+        if (refused := _refused(e)) is not None:
+            raise refused from None
+        limited.warning("retry", "policy server %s: %s; retrying (back-off up to %.1f s)%s", self.url,
+                        _short(e), self.max_backoff_s, "" if self.retries is None else f", {self.retries} retries")
+
+    def _check_stopped(self) -> None:
+        if self._stopped.is_set():
+            raise ClientStopped(f"policy client for {self.url} stopped while waiting for the server")
+
+    def _unavailable(self, last: BaseException | None) -> PolicyServerUnavailable:
+        return PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+
+
+def _short(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 class PolicyClient(_ClientSettings):
@@ -134,9 +180,10 @@ class PolicyClient(_ClientSettings):
 
     def _call(self, fn: Any) -> Any:
         last: BaseException | None = None
-        for delay in [0.0, *backoff_delays(self.backoff_s, self.max_backoff_s, self.retries)]:
-            if delay:
-                time.sleep(delay)
+        for delay in self._delays():
+            if delay and self._stopped.wait(delay):
+                break
+            self._check_stopped()
             try:
                 if self._ws is None:
                     self._ws = self._connect()
@@ -145,12 +192,11 @@ class PolicyClient(_ClientSettings):
                         log.info("reconnected to policy server %s", self.url)
                 return fn()
             except _RETRYABLE as e:
-                if (refused := _refused(e)) is not None:
-                    raise refused from None
                 last = e
                 self._drop()
-                log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)
-        raise PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+                self._failed(e, delay)
+        self._check_stopped()
+        raise self._unavailable(last)
 
     def _drop(self) -> None:
         if self._ws is not None:
@@ -196,11 +242,17 @@ class AsyncPolicyClient(_ClientSettings):
         self.metadata = parse_metadata(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
         return ws
 
+    async def _sleep(self, delay: float) -> None:
+        """Sleep ``delay`` s, waking early (in 0.1 s steps) when :meth:`stop` is called."""
+        end = time.monotonic() + delay
+        while not self._stopped.is_set() and (left := end - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.1))
+
     async def _call(self, frame: bytes | None) -> Any:
         last: BaseException | None = None
-        for delay in [0.0, *backoff_delays(self.backoff_s, self.max_backoff_s, self.retries)]:
-            if delay:
-                await asyncio.sleep(delay)
+        for delay in self._delays():
+            await self._sleep(delay)
+            self._check_stopped()
             try:
                 if self._ws is None:
                     self._ws = await self._open()
@@ -212,12 +264,10 @@ class AsyncPolicyClient(_ClientSettings):
                 await self._ws.send(frame)
                 return decode_response(await asyncio.wait_for(self._ws.recv(), self.timeout_s))
             except _RETRYABLE as e:
-                if (refused := _refused(e)) is not None:
-                    raise refused from None
                 last = e
                 await self._drop()
-                log.warning("policy server %s: %s; retrying in %.2f s", self.url, e, delay)
-        raise PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+                self._failed(e, delay)
+        raise self._unavailable(last)
 
     async def _drop(self) -> None:
         if self._ws is not None:

@@ -16,6 +16,14 @@ the other clients sharing that batch.
 Traceback (most recent call last):
 ...
 policy_server.observations.ObservationError: observation key 'state' has shape (3,), expected (2,)
+>>> validate_observation({"state": np.array([1e39, 0.0])}, spec, False)  # finite in float64, inf in float32
+Traceback (most recent call last):
+...
+policy_server.observations.ObservationError: observation key 'state' contains NaN or inf after conversion to float32 (values beyond ±3.4e+38 overflow)
+>>> to_canonical({"observation/state": np.ones(2), b"junk": 1}, "auto", {})
+Traceback (most recent call last):
+...
+policy_server.observations.ObservationError: observation keys must be strings; got bytes key b'junk'
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from rlinf_contracts.registry import Registry
+from rlinf_contracts.wire import clip
 
 ObservationSpec = dict[str, tuple[str, tuple[int, ...]]]
 Canonical = dict[str, Any]  # {"state": array, "images": {cam: HxWx3}, "instruction": str}
@@ -61,10 +70,18 @@ def _hwc(img: Any) -> Any:
     return img
 
 
+def _string_keys(obs: dict[Any, Any], what: str) -> None:
+    """msgpack maps may carry bytes keys (openpi's array maps do); request keys must be str."""
+    for key in obs:
+        if not isinstance(key, str):
+            raise ObservationError(None, f"{what} must be strings; got {type(key).__name__} key {clip(key)}")
+
+
 def _canonical(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
     images = obs.get("images", {})
     if not isinstance(images, dict):
         raise ObservationError("images", f"observation key 'images' must be a map camera -> image, got {type(images).__name__}")
+    _string_keys(images, "camera names in 'images'")
     return {
         "state": obs.get("state"),
         "images": {camera_map.get(k, k): _hwc(v) for k, v in images.items()},
@@ -93,16 +110,24 @@ def to_canonical(obs: Any, adapter: str, camera_map: dict[str, str]) -> Canonica
     """Map one request onto the canonical layout with ``adapter`` (or ``"auto"``)."""
     if not isinstance(obs, dict):
         raise ObservationError(None, f"a request must be a msgpack map of observation keys, got {type(obs).__name__}")
+    _string_keys(obs, "observation keys")
     if adapter == "auto":
         for name in _AUTO_ORDER:
             if ADAPTERS.get(name).matches(obs):
                 return ADAPTERS.get(name).convert(obs, camera_map)
-        keys = ", ".join(sorted(map(str, obs))) or "(none)"
+        keys = _key_list(obs)
         raise ObservationError(
             "state", f"observation key 'state' is missing (got keys: {keys}); send 'state' + 'images' "
             "or openpi-style 'observation/state' + 'observation/<camera>'"
         )
     return ADAPTERS.get(adapter).convert(obs, camera_map)
+
+
+def _key_list(obs: dict[str, Any], most: int = 8) -> str:
+    """The keys a request had, for an error message: at most ``most``, each clipped."""
+    keys = sorted(obs)
+    text = ", ".join(k if len(k) <= 40 else clip(k, 40) for k in keys[:most]) or "(none)"
+    return text + (f", … ({len(keys)} keys)" if len(keys) > most else "")
 
 
 def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -111,10 +136,13 @@ def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np
     if value.dtype.name not in _CASTABLE.get(dtype, (dtype,)):
         raise ObservationError(key, f"observation key '{key}' has dtype {value.dtype.name}, expected {dtype}")
     if tuple(value.shape) != tuple(shape):
-        raise ObservationError(key, f"observation key '{key}' has shape {tuple(value.shape)}, expected {tuple(shape)}")
-    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-        raise ObservationError(key, f"observation key '{key}' contains NaN or inf")
-    return value.astype(dtype, copy=False)
+        raise ObservationError(key, f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected {tuple(shape)}")
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below, on the result
+        out = value.astype(dtype, copy=False)
+    if out.dtype.kind == "f" and not np.all(np.isfinite(out)):  # range check *after* the cast
+        raise ObservationError(key, f"observation key '{key}' contains NaN or inf after conversion to {dtype} "
+                                    f"(values beyond ±{np.finfo(out.dtype).max:.1e} overflow)")
+    return out
 
 
 def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction: bool) -> Canonical:
@@ -125,7 +153,7 @@ def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction
             cam = key.split("/", 1)[1]
             images = obs.get("images") or {}
             if cam not in images:
-                have = ", ".join(sorted(images)) or "none"
+                have = _key_list(images)
                 raise ObservationError(key, f"observation key '{key}' is missing (cameras sent: {have}); "
                                             "set server.camera_map to rename cameras")
             out["images"][cam] = _check_array(key, images[cam], dtype, shape)
@@ -135,7 +163,8 @@ def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction
             out[key] = _check_array(key, obs[key], dtype, shape)
     instruction = obs.get("instruction")
     if uses_instruction and not isinstance(instruction, str):
-        raise ObservationError("instruction", f"observation key 'instruction' (or 'prompt') must be a string for this policy, got {type(instruction).__name__}")
+        raise ObservationError("instruction", "observation key 'instruction' (or 'prompt') must be a string for this "
+                                              f"policy, got {type(instruction).__name__}")
     out["instruction"] = instruction if isinstance(instruction, str) else ""
     return out
 

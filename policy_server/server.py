@@ -7,50 +7,59 @@ Paths (DESIGN.md, "The wire"):
   wrong types, missing key, wrong dtype/shape) is answered with a text frame naming the problem
   and the connection stays usable; an error inside the policy is answered with a text frame and
   the connection closed with 1011 (openpi's convention). Oversized frames close with 1009.
+  Error texts are capped at ``MAX_ERROR_CHARS`` and never echo unbounded input; their log lines
+  are rate-limited. A connection silent for ``idle_timeout_s`` closes with 1001; a client that
+  stops reading replies for ``send_timeout_s`` is dropped.
 - ``ws://host:port/weights`` — authenticated (``Authorization: Bearer <token>``) weight push,
   see :mod:`policy_server.messages`; refused and logged without a valid token.
-- ``GET /healthz`` (200) and ``GET /metrics`` (Prometheus text) without upgrading.
+- ``GET /healthz`` (200) and ``GET /metrics`` (Prometheus text; needs the API key when one is
+  set) without upgrading.
 
-Batching lives in :mod:`policy_server.batching`, weight buffers in :mod:`policy_server.hotswap`,
-request layouts in :mod:`policy_server.observations`; this module only routes frames.
+Admission (auth, spec, connection cap) lives in :mod:`policy_server.admission`, batching in
+:mod:`policy_server.batching`, weight buffers in :mod:`policy_server.hotswap`, request layouts in
+:mod:`policy_server.observations`; this module only routes frames.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
-from websockets.http11 import Request, Response
 
+from policy_server.admission import CLOSE_GOING_AWAY, WEIGHTS_PATH, Gate
 from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.config import ServerConfig
+from policy_server.connections import ConnectionTable
 from policy_server.hotswap import ModelSlot, WeightLoadError
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.metrics import ServerMetrics
 from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
 from policy_server.policy import ServedPolicy, check_policy
-from policy_server.spec_check import SPEC_HEADER, refusal
-from rlinf_contracts.wire import Packer, WireError, packb, unpackb
+from policy_server.ratelimit import RateLimitedLog
+from rlinf_contracts.wire import Packer, WireError, clip, packb, unpackb
 
 log = logging.getLogger(__name__)
+limited = RateLimitedLog(log)
 
-INFER_PATH, WEIGHTS_PATH = "/", "/weights"
 CLOSE_INFERENCE_ERROR, CLOSE_TRY_AGAIN = 1011, 1013
+MAX_ERROR_CHARS = 1024  # longest text frame the server ever answers with
 
 
-def _bearer(headers: Headers, scheme: str) -> str | None:
-    value = headers.get("Authorization", "")
-    prefix = f"{scheme} "
-    return value[len(prefix):].strip() if value.startswith(prefix) else None
+class SlowReader(Exception):
+    """A reply could not be written within ``send_timeout_s``: the client is not reading."""
+
+
+def error_text(prefix: str, error: BaseException) -> str:
+    """``prefix: message``, capped at :data:`MAX_ERROR_CHARS` (messages quote clipped input only;
+    this is the last guard)."""
+    text = f"{prefix}: {error}"
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 12] + " …(cut)"
 
 
 class PolicyServer:
@@ -69,7 +78,8 @@ class PolicyServer:
         self.obs_spec = self.spec.observation_spec()
         self.slot = ModelSlot(policy, weight_version)
         self.metrics = ServerMetrics(window=config.latency_window)
-        self._infer_connections = 0
+        self.connections = ConnectionTable()
+        self.gate = Gate(config, self.spec, self.metrics, self.connections, lambda: self.slot.version, self._evict)
         self._server: Server | None = None
         self._batcher: DynamicBatcher | None = None
         self._push_lock: asyncio.Lock | None = None
@@ -85,15 +95,21 @@ class PolicyServer:
         self._push_lock = asyncio.Lock()
         self._batcher = DynamicBatcher(
             self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
-            open_clients=lambda: self._infer_connections, thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
+            open_clients=lambda: len(self.connections), thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
         )
         self._batcher.start()
+        cfg = self.config
         self._server = await serve(
-            self._handler, self.config.host, self.config.port, process_request=self._process_request,
-            max_size=self.config.max_frame_bytes, compression=None, ping_interval=20, ping_timeout=60,
+            self._handler, cfg.host, cfg.port, process_request=self.gate, max_size=cfg.max_frame_bytes,
+            max_queue=cfg.max_queued_frames, write_limit=cfg.write_limit_bytes, compression=None,
+            ping_interval=20, ping_timeout=60, close_timeout=5,
         )
-        log.info("policy server '%s' listening on %s (weights v%d, max_batch %d, max_wait %.1f ms)",
-                 self.policy_name, self.url, self.slot.version, self.config.max_batch, self.config.max_wait_ms)
+        log.info("policy server '%s' listening on %s (weights v%d, max_batch %d, max_wait %.1f ms, "
+                 "%d connections, API key %s)", self.policy_name, " ".join(self.bound_urls), self.slot.version,
+                 cfg.max_batch, cfg.max_wait_ms, cfg.max_connections, "required" if cfg.api_key else "not set")
+        if cfg.exposed and cfg.api_key is None:
+            log.warning("policy server bound to %s with no API key: anyone who can reach port %d can run the "
+                        "policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1", cfg.host, self.port)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -119,7 +135,19 @@ class PolicyServer:
         return int(next(iter(self._server.sockets)).getsockname()[1])
 
     @property
+    def bound_urls(self) -> list[str]:
+        """``ws://addr:port`` of every socket actually bound (0.0.0.0 = all interfaces)."""
+        if self._server is None:
+            raise RuntimeError("server not started; call start() first")
+        out = []
+        for sock in self._server.sockets:
+            host, port = sock.getsockname()[:2]
+            out.append(f"ws://[{host}]:{port}" if ":" in host else f"ws://{host}:{port}")
+        return out
+
+    @property
     def url(self) -> str:
+        """A URL a client on this machine can connect to (the wildcard address mapped to loopback)."""
         host = "127.0.0.1" if self.config.host in ("0.0.0.0", "") else self.config.host
         return f"ws://{host}:{self.port}"
 
@@ -131,71 +159,49 @@ class PolicyServer:
             robot_spec=self.spec.to_dict(),
         )
 
-    # -- plain HTTP and admission --------------------------------------------------------------
-    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
-        path = urlsplit(request.path).path
-        if path == "/healthz":
-            return conn.respond(HTTPStatus.OK, "OK\n")
-        if path == "/metrics":
-            resp = conn.respond(HTTPStatus.OK, self.metrics.render(self.slot.version, self._infer_connections))
-            del resp.headers["Content-Type"]  # Headers is a multi-dict: replace, not append
-            resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
-            return resp
-        if path == WEIGHTS_PATH:
-            return self._admit_push(conn, request)
-        if path != INFER_PATH:
-            return conn.respond(HTTPStatus.NOT_FOUND, f"unknown path {path!r}; use / , /weights, /healthz or /metrics\n")
-        if self._infer_connections >= self.config.max_connections:
-            self.metrics.count_error("connection_limit")
-            log.warning("refused client %s: connection limit %d reached", conn.remote_address, self.config.max_connections)
-            return conn.respond(HTTPStatus.SERVICE_UNAVAILABLE, "connection limit reached; retry later\n")
-        if self.config.api_key is not None:
-            key = _bearer(request.headers, "Api-Key")
-            if key is None or not hmac.compare_digest(key, self.config.api_key):
-                self.metrics.count_error("unauthorized")
-                log.warning("refused client %s: missing or wrong API key", conn.remote_address)
-                return conn.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong 'Authorization: Api-Key <key>'\n")
-        reason = refusal(self.spec, request.headers.get(SPEC_HEADER))
-        if reason is not None:
-            self.metrics.count_error("spec_mismatch")
-            log.warning("refused client %s: %s", conn.remote_address, reason)
-            return conn.respond(HTTPStatus.CONFLICT, reason + "\n")
-        return None
+    # -- connections ---------------------------------------------------------------------------
+    def _evict(self, ws: Any) -> None:
+        asyncio.get_running_loop().create_task(ws.close(CLOSE_GOING_AWAY, "evicted: idle while the server was full"))
 
-    def _admit_push(self, conn: ServerConnection, request: Request) -> Response | None:
-        token = _bearer(request.headers, "Bearer")
-        if self.config.weights_token is None:
-            reason, status = "weight push disabled: the server has no weights_token configured", HTTPStatus.FORBIDDEN
-        elif token is None:
-            reason, status = "weight push needs 'Authorization: Bearer <token>'", HTTPStatus.UNAUTHORIZED
-        elif not hmac.compare_digest(token, self.config.weights_token):
-            reason, status = "weight push token is wrong", HTTPStatus.FORBIDDEN
-        else:
-            conn.protocol.max_message_size = self.config.max_weights_bytes  # type: ignore[attr-defined]
+    async def _send(self, ws: ServerConnection, frame: str | bytes) -> None:
+        """Send one reply; a client that has not read for ``send_timeout_s`` is cut off."""
+        try:
+            await asyncio.wait_for(ws.send(frame), self.config.send_timeout_s)
+        except TimeoutError:
+            raise SlowReader from None
+
+    async def _recv(self, ws: ServerConnection) -> str | bytes | None:
+        """The next frame, or None after ``idle_timeout_s`` without one (``recv`` is cancel-safe)."""
+        timeout = self.config.idle_timeout_s or None
+        try:
+            return await asyncio.wait_for(ws.recv(), timeout)
+        except TimeoutError:
             return None
-        self.metrics.refused_pushes += 1
-        log.warning("refused weight push from %s: %s", conn.remote_address, reason)
-        return conn.respond(status, reason + "\n")
 
     # -- websocket handlers --------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:
         if urlsplit(ws.request.path).path == WEIGHTS_PATH:  # type: ignore[union-attr]
             await self._weights_handler(ws)
             return
-        self._infer_connections += 1
+        if len(self.connections) >= self.config.max_connections:  # raced past admission
+            self.metrics.count_error("connection_limit")
+            await ws.close(CLOSE_TRY_AGAIN, "connection limit reached; retry later")
+            return
+        self.connections.add(ws)
+        limited.info("connect", "client %s connected (%d open)", ws.remote_address, len(self.connections))
         try:
-            if self._infer_connections > self.config.max_connections:  # raced past admission
-                self.metrics.count_error("connection_limit")
-                await ws.close(CLOSE_TRY_AGAIN, "connection limit reached; retry later")
-                return
-            log.info("client %s connected (%d open)", ws.remote_address, self._infer_connections)
-            await ws.send(packb(self.metadata().to_wire()))
+            await self._send(ws, packb(self.metadata().to_wire()))
             await self._serve_requests(ws)
         except websockets.ConnectionClosed:
             pass
+        except SlowReader:
+            self.metrics.count_error("slow_reader")
+            limited.warning("slow_reader", "dropped client %s: it has not read replies for %.0f s",
+                            ws.remote_address, self.config.send_timeout_s)
+            ws.transport.abort()  # the close handshake cannot get through a full buffer
         finally:
-            self._infer_connections -= 1
-            log.info("client %s disconnected (%d open)", ws.remote_address, self._infer_connections)
+            self.connections.remove(ws)
+            limited.info("connect", "client %s disconnected (%d open)", ws.remote_address, len(self.connections))
 
     def _parse(self, message: Any) -> dict[str, Any]:
         if isinstance(message, str):
@@ -203,35 +209,52 @@ class PolicyServer:
         obs = to_canonical(unpackb(message), self.config.adapter, self.config.camera_map)
         return validate_observation(obs, self.obs_spec, self.spec.uses_instruction)
 
+    def _validate(self, ws: ServerConnection, message: Any) -> str | dict[str, Any]:
+        """The validated sample, or the error text to answer with (never raises)."""
+        try:
+            return self._parse(message)
+        except (WireError, ObservationError) as e:
+            self.metrics.count_error("bad_request")
+            limited.info("bad_request", "bad request from %s: %s", ws.remote_address, clip(str(e), 300))
+            return error_text("bad request", e)
+        except Exception as e:  # noqa: BLE001 - a validation bug must not become 1011 + traceback
+            self.metrics.count_error("bad_request_unexpected")
+            limited.log(logging.ERROR, "unexpected", "request from %s failed validation unexpectedly",
+                        ws.remote_address, exc_info=True)
+            return error_text("bad request", RuntimeError(f"could not be validated ({type(e).__name__})"))
+
     async def _serve_requests(self, ws: ServerConnection) -> None:
         assert self._batcher is not None
         packer, prev_total_ms = Packer(), 0.0
-        async for message in ws:
+        while (message := await self._recv(ws)) is not None:
             t_recv = time.perf_counter()
-            try:
-                sample = self._parse(message)
-            except (WireError, ObservationError) as e:
-                self.metrics.count_error("bad_request")
-                log.info("bad request from %s: %s", ws.remote_address, e)
-                await ws.send(f"bad request: {e}")
+            self.connections.touch(ws)
+            sample = self._validate(ws, message)
+            if isinstance(sample, str):
+                await self._send(ws, sample)
                 continue
             try:
                 result = await self._batcher.submit(sample, t_recv)
             except InferenceError as e:
                 self.metrics.count_error("inference")
-                await ws.send(f"inference error:\n{e}")
+                await self._send(ws, f"inference error:\n{e}")
                 await ws.close(CLOSE_INFERENCE_ERROR, "inference error")
                 return
             total_ms = (time.perf_counter() - t_recv) * 1000.0
             self.metrics.observe_request(total_ms)  # before sending: a client that got it sees it counted
-            await ws.send(packer.pack({
+            await self._send(ws, packer.pack({
                 "actions": result.actions,
                 "weight_version": result.weight_version,
                 "policy_timing": {"infer_ms": result.infer_ms},
                 "server_timing": {"infer_ms": result.infer_ms, "queue_ms": result.queue_ms, "total_ms": total_ms,
                                   "batch_size": result.batch_size, "prev_total_ms": prev_total_ms},
             }))
+            self.connections.touch(ws)
             prev_total_ms = (time.perf_counter() - t_recv) * 1000.0
+        if ws in self.connections:
+            self.metrics.count_error("idle_timeout")
+            limited.info("idle", "closing client %s: no request for %.0f s", ws.remote_address, self.config.idle_timeout_s)
+            await ws.close(CLOSE_GOING_AWAY, f"idle timeout: no request for {self.config.idle_timeout_s:g} s")
 
     async def _weights_handler(self, ws: ServerConnection) -> None:
         log.info("weight pusher %s connected", ws.remote_address)
@@ -244,8 +267,8 @@ class PolicyServer:
                     ack = await self._apply_push(WeightPush.from_wire(unpackb(message)))
                 except (WireError, MessageError, WeightLoadError, ValueError) as e:
                     self.metrics.refused_pushes += 1
-                    log.warning("refused weight push from %s: %s", ws.remote_address, e)
-                    await ws.send(f"weight push refused: {e}")
+                    limited.warning("push_refused", "refused weight push from %s: %s", ws.remote_address, clip(str(e), 300))
+                    await ws.send(error_text("weight push refused", e))
                     continue
                 await ws.send(packb(ack.to_wire()))
         except websockets.ConnectionClosed:

@@ -60,7 +60,8 @@ def _request(obs: dict[str, Any], i: int) -> dict[str, Any]:
 async def evaluate_env(env: VectorEnv, url: str, episodes: int, seed: int, api_key: str | None = None) -> dict[str, Any]:
     """Run ``episodes`` episodes of ``env`` with actions from the server at ``url``."""
     n = env.num_envs
-    clients = [await AsyncPolicyClient.connect(url, api_key=api_key) for _ in range(n)]
+    # an evaluation gives up (about 30 s of back-off) rather than wait forever on a wrong URL
+    clients = [await AsyncPolicyClient.connect(url, api_key=api_key, retries=10) for _ in range(n)]
     try:
         check_compatible(clients[0].metadata, env.spec, url)
         obs = env.reset(seed=seed)

@@ -15,7 +15,8 @@ Layout (see REFERENCE.md §1):
 - Decoded arrays are read-only views on the received bytes (no copy); tuples come back as lists.
 
 Unlike openpi's decoder, a malformed array map raises :class:`WireError` naming what is wrong
-(size mismatch, unknown dtype), so a server can answer a bad frame instead of crashing.
+(size mismatch, unknown dtype), so a server can answer a bad frame instead of crashing. Error
+messages never echo unbounded input: every value quoted in one is cut by :func:`clip`.
 
 >>> import numpy as np
 >>> frame = packb({"state": np.arange(3, dtype=np.float32), "prompt": "pick"})
@@ -32,6 +33,10 @@ rlinf_contracts.wire.WireError: frame is not valid msgpack: ...
 Traceback (most recent call last):
 ...
 rlinf_contracts.wire.WireError: cannot encode arrays of dtype complex64 (kind 'c'): ...
+>>> unpackb(packb({"s": {b"__ndarray__": True, b"dtype": "x" * 10**6, b"shape": [1], b"data": b""}}))
+Traceback (most recent call last):
+...
+rlinf_contracts.wire.WireError: array map has an invalid dtype 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(1000000 long)
 """
 
 from __future__ import annotations
@@ -42,9 +47,26 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array"]
+__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array", "clip"]
 
 _REFUSED_KINDS = frozenset("VOc")
+MAX_NDIM = 32  # numpy's own limit is 64; no observation comes close
+CLIP_CHARS = 64
+
+
+def clip(value: Any, limit: int = CLIP_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for quoting untrusted input in a message.
+
+    >>> clip("k" * 100, 12)
+    "'kkkkkkkkk…(100 long)"
+    >>> clip(b"state")
+    "b'state'"
+    """
+    if isinstance(value, (str, bytes, bytearray, list, tuple)) and len(value) > limit:
+        # repr of a huge value is itself huge: quote a prefix and say how long the value was
+        return f"{repr(value[:limit])[: limit - 2]}…({len(value)} long)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 2]}…({len(text)} chars)"
 
 
 class WireError(ValueError):
@@ -72,39 +94,53 @@ def pack_array(obj: Any) -> Any:
 
 
 def _dtype(spec: Any) -> np.dtype:
+    if not isinstance(spec, str):  # numpy also builds dtypes from lists / dicts: never from the wire
+        raise WireError(f"array map field 'dtype' must be a dtype string like '<f4', got {type(spec).__name__}")
     try:
         dtype = np.dtype(spec)
-    except TypeError as e:
-        raise WireError(f"array map has an invalid dtype {spec!r}: {e}") from None
+    except (TypeError, ValueError, SyntaxError):
+        raise WireError(f"array map has an invalid dtype {clip(spec)}") from None
     if dtype.kind in _REFUSED_KINDS:
-        raise WireError(f"array map has refused dtype {spec!r} (kind {dtype.kind!r})")
+        raise WireError(f"array map has refused dtype {clip(spec)} (kind {dtype.kind!r})")
     return dtype
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if not isinstance(shape, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise WireError(f"array map field 'shape' must be a list of ints >= 0, got {clip(shape)}")
+    if len(shape) > MAX_NDIM:
+        raise WireError(f"array map field 'shape' has {len(shape)} dimensions; at most {MAX_NDIM}")
+    return tuple(shape)
 
 
 def unpack_array(obj: dict[Any, Any]) -> Any:
     """msgpack ``object_hook``: byte-keyed array maps -> read-only numpy arrays / scalars."""
     if b"__ndarray__" in obj:
-        data, shape = obj.get(b"data"), obj.get(b"shape")
-        dtype = _dtype(obj.get(b"dtype"))
+        data = obj.get(b"data")
+        dtype, shape = _dtype(obj.get(b"dtype")), _shape(obj.get(b"shape"))
         if not isinstance(data, bytes):
             raise WireError(f"array map field 'data' must be bytes, got {type(data).__name__}")
-        if not isinstance(shape, list) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
-        ):
-            raise WireError(f"array map field 'shape' must be a list of ints >= 0, got {shape!r}")
         expected = math.prod(shape) * dtype.itemsize
         if len(data) != expected:
             raise WireError(
-                f"array map data has {len(data)} bytes but shape {shape} of {dtype.str} "
-                f"needs {expected}"
+                f"array map data has {len(data)} bytes but shape {clip(list(shape))} of {dtype.str} "
+                f"needs {clip(expected, 24)}"
             )
-        return np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
-    if b"__npgeneric__" in obj:
-        dtype = _dtype(obj.get(b"dtype"))
         try:
-            return dtype.type(obj.get(b"data"))
-        except (TypeError, ValueError, OverflowError) as e:
-            raise WireError(f"scalar map data {obj.get(b'data')!r} is not a valid {dtype}: {e}") from None
+            return np.ndarray(buffer=data, dtype=dtype, shape=shape)
+        except (TypeError, ValueError) as e:  # e.g. a zero-size dtype with an absurd shape
+            raise WireError(f"array map cannot be built ({type(e).__name__}: {clip(str(e))})") from None
+    if b"__npgeneric__" in obj:
+        dtype, data = _dtype(obj.get(b"dtype")), obj.get(b"data")
+        if not isinstance(data, (int, float, bool, str, bytes)):
+            raise WireError(f"scalar map field 'data' must be a number, got {type(data).__name__}")
+        try:
+            with np.errstate(all="ignore"):
+                return dtype.type(data)
+        except (TypeError, ValueError, OverflowError):
+            raise WireError(f"scalar map data {clip(data)} is not a valid {dtype}") from None
     return obj
 
 
@@ -127,7 +163,7 @@ def unpackb(data: bytes) -> Any:
     except WireError:
         raise
     except Exception as e:  # msgpack raises several unrelated types for garbage input
-        raise WireError(f"frame is not valid msgpack: {type(e).__name__}: {e}") from None
+        raise WireError(f"frame is not valid msgpack: {type(e).__name__}: {clip(str(e))}") from None
 
 
 class Packer:
