@@ -1,11 +1,12 @@
 """``rlinf serve``: run the policy server for a checkpoint (or a config naming a model).
 
-- ``rlinf serve --checkpoint runs/x/checkpoints/final --port 8000 [--weights-token T]``
+- ``rlinf serve --checkpoint runs/x/checkpoints/final --port 8000 [--weights-token-file F]``
 - ``rlinf serve --config serve.yaml [key=value ...]`` where the YAML has ``checkpoint:`` or
   ``policy: {name, spec, kwargs}`` and an optional ``server:`` section (``ServerConfig`` keys).
 
-Flags override the config file; secrets may also come from ``RLINF_WEIGHTS_TOKEN`` /
-``RLINF_API_KEY``. Runs until Ctrl-C.
+Flags override the config file. Secrets never come from the command line (argv is visible to
+every user): ``--api-key-file`` / ``--weights-token-file``, or ``RLINF_API_KEY`` /
+``RLINF_WEIGHTS_TOKEN`` (and their ``*_FILE`` forms). Runs until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ log = logging.getLogger(__name__)
 
 # flag name -> ServerConfig field (flags left at None do not override the config file)
 _FLAGS: dict[str, tuple[type, str]] = {
-    "host": (str, "interface to bind (default 0.0.0.0)"),
+    "host": (str, "interface to bind (default 127.0.0.1; 0.0.0.0 exposes the server: set an API key)"),
     "port": (int, "TCP port (default 8000; 0 picks a free one)"),
     "max_batch": (int, "most requests fused into one forward (default 32)"),
     "max_wait_ms": (float, "longest a request waits for batch mates (default 2 ms)"),
     "max_frame_bytes": (int, "largest observation frame (default 8 MiB)"),
-    "max_connections": (int, "concurrent client connections (default 256)"),
-    "api_key": (str, "require 'Authorization: Api-Key <key>' from inference clients"),
-    "weights_token": (str, "shared token that authorises weight pushes on /weights"),
+    "max_connections": (int, "concurrent client connections (default 64)"),
+    "api_key_file": (str, "file with the key inference clients must send ('Authorization: Api-Key <key>')"),
+    "weights_token_file": (str, "file with the shared token that authorises weight pushes on /weights"),
     "adapter": (str, "observation layout: auto | canonical | openpi_flat"),
     "torch_threads": (int, "torch intra-op threads (default: torch's choice)"),
 }
@@ -53,6 +54,14 @@ class ServeConfig:
     server: Any = None  # ServerConfig; typed lazily so --help does not import torch
 
 
+class _NoSecretOnArgv(argparse.Action):
+    """Refuses a secret given as a flag, without echoing it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.error(f"{self.option_strings[0]} is not accepted: argv is visible to every user; use "
+                     f"{self.option_strings[0]}-file FILE or RLINF_{self.dest.upper()}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a policy over the openpi-compatible websocket wire")
     p.add_argument("--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)")
@@ -60,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="torch device for the model (default cpu), e.g. cuda:0")
     for name, (tp, help_text) in _FLAGS.items():
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text)
+    for old in ("--api-key", "--weights-token"):  # else argparse would take them as --*-file abbreviations
+        p.add_argument(old, action=_NoSecretOnArgv, help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. server.max_batch=8 (applied over --config)")
     p.set_defaults(run=run)
 
@@ -69,7 +80,12 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     from rlinf_contracts.config import ConfigError, from_dict, load_config
     from policy_server.config import ServerConfig
 
-    raw = load_config(args.config, list(getattr(args, "overrides", None) or []))
+    overrides = list(getattr(args, "overrides", None) or [])
+    for item in overrides:
+        if item.split("=", 1)[0] in ("server.api_key", "server.weights_token"):
+            raise ConfigError(f"'{item.split('=', 1)[0]}' must not be given on the command line (argv is visible "
+                              "to every user): use the RLINF_* environment variable or a *_file key/flag")
+    raw = load_config(args.config, overrides)
     server_raw = dict(raw.pop("server", None) or {})
     for name in _FLAGS:
         if getattr(args, name, None) is not None:
