@@ -30,6 +30,8 @@ from rlinf_contracts.config.errors import ConfigError
 log = logging.getLogger(__name__)
 
 _BUILTIN_RESOURCES = {"CPU", "GPU", "memory", "object_store_memory"}
+RAY_CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
+"""Where ``ray start --head`` records its address (what ``--ray-address auto`` joins)."""
 
 
 @dataclass
@@ -193,9 +195,9 @@ def check_address(address: str, key: str = "--ray-address") -> None:
     fix = f"start one with `ray start --head` there, or leave out {key} to embed Ray"
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "")
-        current = Path("/tmp/ray/ray_current_cluster")
-        if not address and current.is_file():
-            address = current.read_text().strip().splitlines()[0] if current.read_text().strip() else ""
+        text = RAY_CURRENT_CLUSTER.read_text().strip() if RAY_CURRENT_CLUSTER.is_file() else ""
+        if not address and text:
+            address = text.splitlines()[0]
         if not address:
             raise ConnectionError(f"{key} auto: no Ray cluster is running on this machine; start one with "
                                   f"`ray start --head`, or leave out {key} to embed Ray")

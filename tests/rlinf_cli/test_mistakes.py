@@ -1,0 +1,69 @@
+"""Issue 16's mistake cases: each ends before any cluster starts, as one or two lines naming the
+key, exit code 2, no traceback."""
+
+import time
+
+import pytest
+
+from rlinf_cli.main import main
+
+C = "configs/sim_franka_reach_ppo.yaml"
+
+CASES = [
+    (["train", C, "placement.env,rollout,actor=0-9", "--dry-run"], "key 'placement'", "slot 2 out of range"),
+    (["train", C, "placement.env,rollout,actor=a:b:c", "--dry-run"], "key 'placement'", "cannot parse 'a'"),
+    (["train", C, "placement.env,rollout,actor=0-9"], "key 'placement'", "this machine has"),
+    (["train", C, "env.name=mujoco_franka/pushh", "--dry-run"], "key 'env.name'", "Did you mean 'mujoco_franka/push'"),
+    (["train", C, "env.name=mujoco_frank/reach"], "key 'env.name'", "Did you mean 'mujoco_franka'"),
+    (["train", C, "model.name=transformer", "--dry-run"], "key 'model.name'", "Known: cnn, mlp"),
+    (["train", C, "train.resume=/nonexistent/run"], "key 'train.resume'", "no checkpoint at"),
+    (["train", C, "algorithm.adv=grop", "--dry-run"], "algorithm.adv", "grpo"),
+    (["train", C, "runner=embodid", "--dry-run"], "key 'runner'", "did you mean 'embodied'"),
+    (["train", C, "placement=null", "--dry-run"], "key 'placement'", "cannot be null"),
+    (["train", C, "--dry-run", "placement.evn=0"], "key 'placement'", "'evn'"),
+    (["train", C, "train.time_budget_s=0", "--dry-run"], "key 'train.time_budget_s'", "> 0"),
+    (["train", C, "--ray-address", "auto"], "--ray-address auto", "ray start --head"),
+    (["train", C, "--ray-address", "127.0.0.1:9"], "--ray-address 127.0.0.1:9", "nothing is listening"),
+    (["eval", "--policy-server", "ws://127.0.0.1:9", C], "--policy-server", "nothing is listening"),
+    (["eval", "--policy-server", "http://", C], "--policy-server", "expected ws://HOST:PORT"),
+    (["ros", "up", "configs/ros_sim_franka.yaml", "policy_client.server_url=http://x"], "policy_client.server_url",
+     "expected ws://"),
+    (["config", "foo"], "key 'runner'", "Known: embodied, reasoning"),
+    (["eval", "/nonexistent/run"], "no checkpoint at", "checkpoints/"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_local_cluster(monkeypatch, tmp_path):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr("learner.cluster.RAY_CURRENT_CLUSTER", tmp_path / "none")
+
+
+@pytest.mark.parametrize("argv, key, fix", CASES, ids=[" ".join(c[0][2:] or c[0]) for c in CASES])
+def test_mistake_is_one_or_two_lines_naming_the_key(argv, key, fix, capsys):
+    import ray
+
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= 2, err
+    assert key in err and fix in err, err
+    assert not ray.is_initialized()  # caught before any cluster started
+    assert time.perf_counter() - t0 < 10
+
+
+def test_flags_may_come_before_overrides(capsys):
+    import json
+
+    assert main(["train", C, "--dry-run", "actor.lr=1e-3", "placement.env=0"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["actor"]["lr"] == 1e-3
+    assert cfg["placement"] == {"rollout,actor": "0", "env": 0}
+
+
+def test_unknown_flags_are_still_errors(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", C, "--dry-runn"])
+    assert "unrecognized arguments: --dry-runn" in capsys.readouterr().err
