@@ -133,8 +133,27 @@ def run(args: argparse.Namespace) -> int:
     server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
     if cfg.server.weights_token is None:
         log.info("no weights token configured: weight pushes on /weights will be refused")
-    try:
-        asyncio.run(server.serve_forever())
-    except KeyboardInterrupt:
-        log.info("interrupted; server stopped")
+    asyncio.run(_serve_until_signal(server))
     return 0
+
+
+async def _serve_until_signal(server: Any) -> None:
+    """Serve until SIGINT / SIGTERM, then stop within a bounded time.
+
+    Why our own handlers: a KeyboardInterrupt raised wherever the loop happens to be (inside a
+    websocket close, a thread hand-off) can leave shutdown waiting forever; a flag set by the
+    signal and one awaited ``stop`` (with a timeout) cannot."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    await stop.wait()
+    log.info("signal received; stopping the policy server")
+    try:
+        await asyncio.wait_for(server.stop(), timeout=10.0)
+    except TimeoutError:
+        log.warning("policy server did not stop within 10 s; exiting anyway")
+    log.info("interrupted; server stopped")
