@@ -8,6 +8,10 @@ cluster has them, CPU cores otherwise):
 - ``0-3`` -- slots 0..3, one process per slot
 - ``0,2,5`` -- a list, one process per slot
 - ``0-1:0-3`` -- processes 0..1 spread evenly over slots 0..3 (2 slots per process)
+- ``<ranks>@<resource>`` -- as ``<ranks>``, each process also needing one unit of a custom Ray
+  resource, so it runs on the node that offers it: ``env: 1@robot:franka0`` puts the env worker
+  on the robot PC that joined with ``ray start --resources '{"robot:franka0": 1}'`` (one unit
+  per process: two processes never drive one arm)
 
 Several components can share a key: ``"env,rollout": 0-1``. The mode follows from the sets:
 identical slot sets everywhere = collocated, pairwise disjoint = disaggregated, anything else =
@@ -23,6 +27,8 @@ hybrid.
 'disaggregated'
 >>> parse_placement({"actor": "0-1:0-3"}, num_slots=4)["actor"].process_slots
 [[0, 1], [2, 3]]
+>>> parse_placement({"env": "1@robot:franka0", "rollout,actor": 0}, num_slots=2)["env"].resources
+{'robot:franka0': 1.0}
 >>> parse_placement({"actor": "0-4"}, num_slots=4)
 Traceback (most recent call last):
 ...
@@ -50,6 +56,7 @@ class ComponentPlacement:
 
     component: str
     process_slots: list[list[int]]
+    resources: dict[str, float] = field(default_factory=dict)  # per process, e.g. {"robot:franka0": 1}
 
     @property
     def num_processes(self) -> int:
@@ -84,7 +91,8 @@ class Placement:
         return bool(set(self[a].slots) & set(self[b].slots))
 
     def describe(self) -> str:
-        parts = [f"{c}: {p.num_processes} proc on slots {_fmt(p.slots)}" for c, p in self.components.items()]
+        parts = [f"{c}: {p.num_processes} proc on slots {_fmt(p.slots)}"
+                 + "".join(f" @{r}" for r in p.resources) for c, p in self.components.items()]
         return f"{self.mode} ({'; '.join(parts)})"
 
 
@@ -148,6 +156,30 @@ def _parse_value(value: str | int, num_slots: int, where: str) -> list[list[int]
     return [[s] for s in slots]
 
 
+def _parse_resource(value: str | int, where: str) -> tuple[str, dict[str, float]]:
+    """``"1@robot:franka0"`` -> (``"1"``, ``{"robot:franka0": 1.0}``); no ``@`` -> no resources."""
+    text, at, resource = str(value).strip().partition("@")
+    if not at:
+        return text, {}
+    resource = resource.strip()
+    if not resource or any(c.isspace() or c in "@," for c in resource):
+        raise PlacementError(f"placement '{where}': bad resource name after '@' ({resource!r}); "
+                             "e.g. env: 1@robot:franka0")
+    return text.strip(), {resource: 1.0}
+
+
+def _check_pinned(placed: dict[str, ComponentPlacement]) -> None:
+    """A resource-pinned component must have its own processes: sharing every slot with another
+    component would let the runner fuse them into one process, off the pinned node."""
+    for name, p in placed.items():
+        for other, q in placed.items():
+            if other != name and p.resources != q.resources and p.process_slots == q.process_slots:
+                pin = ", ".join(p.resources or q.resources)
+                raise PlacementError(
+                    f"placement: '{name}' and '{other}' have the same slots but only one is pinned to {pin}; "
+                    f"give the pinned one its own slots (e.g. env: 1@{pin})")
+
+
 def classify(components: dict[str, ComponentPlacement]) -> Mode:
     sets = [frozenset(p.slots) for p in components.values()]
     if len(set(sets)) == 1:
@@ -181,9 +213,11 @@ def parse_placement(
                 )
             if name in placed:
                 raise PlacementError(f"placement '{where}': component '{name}' is placed twice")
-            placed[name] = ComponentPlacement(name, _parse_value(value, num_slots, where))
+            ranks, resources = _parse_resource(value, where)
+            placed[name] = ComponentPlacement(name, _parse_value(ranks, num_slots, where), resources)
     if components is not None:
         missing = [c for c in components if c not in placed]
         if missing:
             raise PlacementError(f"placement is missing component(s): {', '.join(missing)}")
+    _check_pinned(placed)
     return Placement(placed, num_slots, classify(placed))

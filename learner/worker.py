@@ -172,8 +172,8 @@ class WorkerGroup:
         resources: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> "WorkerGroup":
-        """Start one actor per process of ``placement``; ``resources`` (e.g. ``{"robot:franka0": 1}``)
-        pins the group to the node that offers them."""
+        """Start one actor per process of ``placement``; ``resources`` (e.g. ``{"robot:franka0": 1}``,
+        added to the placement's own ``<ranks>@<resource>``) pins the group to the node offering them."""
         import ray
 
         if not (isinstance(worker_cls, type) and issubclass(worker_cls, Worker)):
@@ -186,7 +186,7 @@ class WorkerGroup:
         for rank, slots in enumerate(placement.process_slots):
             ctx = WorkerContext(name, rank, world, tuple(slots), cluster.slot_kind, os.cpu_count() or 1)
             options: dict[str, Any] = {"num_cpus": 0, "num_gpus": 0, "max_concurrency": 8,
-                                       "name": None, "resources": dict(resources or {})}
+                                       "name": None, "resources": {**placement.resources, **(resources or {})}}
             if cluster.slot_kind == "gpu":
                 options["runtime_env"] = {"env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}}
             rank_kwargs = {**kwargs, **(per_rank_kwargs[rank] if per_rank_kwargs else {})}
