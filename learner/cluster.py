@@ -84,6 +84,7 @@ class Cluster:
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         log.info("starting embedded Ray (num_cpus=%s, resources=%s)", num_cpus, resources or {})
         ray.init(
+            address="local",  # embedded: never join a cluster someone else started on this machine
             num_cpus=num_cpus,
             num_gpus=num_gpus,
             resources=resources or None,

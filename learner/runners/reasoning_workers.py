@@ -179,7 +179,9 @@ class ActorWorker(WeightPublisher, Worker):
         self.trainer.set_lr(s.lr)
         loss = float("nan")
         t0 = time.perf_counter()
-        for i in range(s.steps):
+        from tqdm import tqdm  # a bar: SFT can take a minute or more on CPU
+
+        for i in tqdm(range(s.steps), desc="sft warm-up", unit="step", mininterval=1.0, leave=False):
             # linear decay to 10%: a constant lr leaves the noisy-label loss bouncing around
             self.trainer.set_lr(s.lr * (1.0 - 0.9 * i / max(1, s.steps)))
             idx = torch.randint(len(demos), (s.batch_size,), generator=gen).tolist()
