@@ -6,7 +6,7 @@ export RAY_AUTH_MODE ?= disabled
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench audit clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -24,6 +24,12 @@ bench: setup
 	@# RLinf 0.3.0 is the peer in benchmarks/channel.py; its metadata pins would replace our stack.
 	@$(PY) -m pip install -q --disable-pip-version-check --no-deps rlinf==0.3.0
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Known vulnerabilities in the installed environment (queries the PyPI / OSV advisory database:
+# needs the network). --strict: a package that could not be audited fails the target, so an
+# unreachable database never reads as "no known vulnerabilities". The editable project is skipped.
+audit: setup
+	$(VENV)/bin/pip-audit --strict --skip-editable --progress-spinner off
 
 clean:
 	rm -rf $(VENV) .pytest_cache
