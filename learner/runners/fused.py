@@ -83,6 +83,8 @@ class InProcessGroup:
         self.name, self.size = name, 1
         self._saved = (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None,
                        torch.get_num_threads())
+        if slot_kind == "gpu" and not torch.cuda.is_initialized():  # as WorkerGroup does for a Ray actor
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.process_slots[0]))
         worker = object.__new__(worker_cls)
         _apply_context(worker, WorkerContext(name, 0, 1, tuple(placement.process_slots[0]), slot_kind,
                                              os.cpu_count() or 1))
