@@ -1,15 +1,8 @@
 """Override semantics: mappings are replaced, not merged; shared placement keys re-split."""
 
-import doctest
-
 import pytest
 
-import rlinf_contracts.config.loader as loader
 from rlinf_contracts.config import ConfigError, apply_overrides, load_config
-
-
-def test_loader_doctests():
-    assert doctest.testmod(loader).failed == 0
 
 
 def test_placement_replaced_whole_and_one_component_resplit():
