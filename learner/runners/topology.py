@@ -52,6 +52,8 @@ def runs_in_process(cfg: EmbodiedConfig, num_slots: int) -> bool:
         placement = parse_placement(cfg.placement, num_slots, list(COMPONENTS))
     except PlacementError:
         return False  # the preflight reports it; the cluster path reports it again
+    if any(getattr(placement[c], "resources", None) for c in COMPONENTS):
+        return False  # '<ranks>@<resource>' pins processes to a Ray node
     return topology_name(cfg, placement) == "fused" and placement["actor"].num_processes == 1
 
 
