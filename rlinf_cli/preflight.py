@@ -71,7 +71,7 @@ def check_placement(placement: dict[str, Any], components: tuple[str, ...] | Non
         parse_placement(placement, slots[0], list(components) if components else None)
     except PlacementError as e:
         fix = (f"this machine has {slots[0]} {slots[1].upper()} slot(s) (0-{slots[0] - 1}); "
-               "e.g. placement='{env,rollout,actor: 0}' or set cluster.num_cpus")
+               "e.g. placement.env,rollout,actor=0 (one fused process) or set cluster.num_cpus")
         raise PreflightError(f"key 'placement': {e}\n  fix: {fix}") from None
 
 
