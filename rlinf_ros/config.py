@@ -83,7 +83,9 @@ class PolicyClientConfig:
     name: str = "policy_client"
     namespace: str = ""
     server_url: str = field(default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"})
-    api_key: str = ""
+    api_key: str = field(default="", metadata={
+        "help": "API key for a server that requires one; prefer api_key_file or RLINF_API_KEY(_FILE)"})
+    api_key_file: str = field(default="", metadata={"help": "file holding the API key (a Docker / k8s secret)"})
     robot_spec: dict[str, Any] = field(default_factory=lambda: dict(JOINT_DELTA_SPEC), metadata={
         "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
                 "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"})
@@ -123,6 +125,20 @@ class PolicyClientConfig:
             raise ConfigError(f"key 'policy_client.robot_spec.arms' is {spec.arms} but policy_client.joint_prefixes "
                               f"lists {len(self.joint_prefixes)} arm(s)")
         return spec
+
+    def resolved_api_key(self) -> str | None:
+        """The key from ``api_key``, ``api_key_file``, ``RLINF_API_KEY_FILE`` or ``RLINF_API_KEY``."""
+        import os
+
+        if self.api_key:
+            return self.api_key
+        path = self.api_key_file or os.environ.get("RLINF_API_KEY_FILE", "")
+        if path:
+            try:
+                return Path(path).read_text().strip() or None
+            except OSError as e:
+                raise ConfigError(f"key 'policy_client.api_key_file': cannot read {path!r} ({e.strerror})") from None
+        return os.environ.get("RLINF_API_KEY") or None
 
     @property
     def rate_hz(self) -> float:

@@ -50,9 +50,10 @@ def wire_client_factory(cfg: PolicyClientConfig) -> Any:
     # our worker logs loss / return once; the client's per-attempt warnings would repeat every retry
     logging.getLogger("policy_server.client").setLevel(logging.ERROR)
     spec = cfg.spec()
+    api_key = cfg.resolved_api_key()
 
     def connect() -> InferClient:
-        return PolicyClient(cfg.server_url, api_key=cfg.api_key or None, timeout_s=cfg.infer_timeout_s,
+        return PolicyClient(cfg.server_url, api_key=api_key, timeout_s=cfg.infer_timeout_s,
                             connect_timeout_s=max(cfg.infer_timeout_s, 1.0), retries=0, robot_spec=spec)
 
     return connect
