@@ -1,0 +1,376 @@
+"""Learner ingest: ``ws://host:port/transitions`` -> episode store -> the replay buffer's feed.
+
+Robots (the streamer node, ``rlinf_ros.streaming``) send :class:`~rlinf_contracts.transitions.TransitionBatch`
+frames; every item is written to the :class:`~rlinf_data.store.EpisodeStore` *before* the
+cumulative :class:`~rlinf_contracts.transitions.TransitionAck` goes back, so a robot forgets only
+what is durable. Items carry a per-robot sequence number; one already stored (sent again after a
+reconnect or a learner restart) is acknowledged and not written twice. After each write the
+transition (observation, action, reward, done flags, next observation) is offered to a consumer
+(``on_transition`` callback and/or the bounded ``IngestServer.feed`` queue) -- the off-policy
+runner reads it into its replay buffer; after a restart it restores the buffer from the store.
+
+Where seqs live on disk: each store episode's ``info.extra`` holds ``robot_id``,
+``robot_episode``, ``seq0`` (seq of its first step; steps of one episode have consecutive seqs)
+and, once ended, ``seq_end``; the root attribute ``ingest_last_seq`` holds each robot's last
+acknowledged seq (written after the steps, so it is never ahead of them). A learner killed with
+SIGKILL loses at most the batch in flight, which was not acknowledged and is sent again. An
+episode interrupted by a learner restart continues in a new store episode (``extra.continues``).
+
+ROS-free and torch-free (numpy, zarr, websockets), so the learner imports it anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from rlinf_contracts.episode import EpisodeInfo, StepLayout
+from rlinf_contracts.transitions import (
+    PATH,
+    IngestHello,
+    IngestWelcome,
+    Transition,
+    TransitionAck,
+    TransitionBatch,
+    TransitionError,
+    encode,
+)
+from rlinf_contracts.wire import WireError, clip, unpackb
+from rlinf_data.store import EpisodeStore, EpisodeWriter
+
+log = logging.getLogger(__name__)
+TOKEN_ENV = "RLINF_INGEST_TOKEN"
+LAST_SEQ_ATTR = "ingest_last_seq"
+
+
+@dataclass
+class IngestConfig:
+    store: str = field(default="", metadata={"help": "episode store directory the transitions go to"})
+    host: str = field(default="127.0.0.1", metadata={"help": "bind address (0.0.0.0 to accept robots)"})
+    port: int = field(default=8100, metadata={"help": "TCP port; 0 picks a free one"})
+    token: str = field(default="", metadata={"help": f"bearer token robots must send (env {TOKEN_ENV} / _FILE)"})
+    max_frame_bytes: int = field(default=64 << 20, metadata={"help": "largest accepted batch frame"})
+    feed_size: int = field(default=100_000, metadata={"help": "transitions the feed queue holds (oldest dropped)"})
+    hello_timeout_s: float = field(default=10.0, metadata={"help": "a connection must say hello within this"})
+
+    def resolve(self) -> "IngestConfig":
+        """Fill the token from ``RLINF_INGEST_TOKEN_FILE`` / ``RLINF_INGEST_TOKEN``; validate."""
+        if not self.token:
+            path = os.environ.get(TOKEN_ENV + "_FILE", "")
+            self.token = Path(path).read_text().strip() if path else os.environ.get(TOKEN_ENV, "")
+        if not self.token:
+            raise ValueError(f"key 'ingest.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE "
+                             "(robots authenticate with 'Authorization: Bearer <token>')")
+        if not self.store:
+            raise ValueError("key 'ingest.store' is empty: name the episode store directory")
+        return self
+
+
+@dataclass
+class IngestedTransition:
+    """What the replay buffer needs of one stored step (``next_obs``: the observation after it)."""
+
+    robot_id: str
+    seq: int
+    source: str
+    obs: dict[str, Any]  # {"state": [D], "images": {cam: HxWx3}}
+    action: np.ndarray
+    reward: float
+    terminated: bool
+    truncated: bool
+    intervention: bool
+    policy_version: int
+    next_obs: dict[str, Any]
+
+
+@dataclass
+class _Robot:
+    last_seq: int = -1
+    writer: EpisodeWriter | None = None
+    episode: int = -1  # robot-local episode of `writer`
+    infos: dict[int, dict[str, Any]] = field(default_factory=dict)  # robot episode -> info (to continue one)
+    pending: tuple[Transition, str] | None = None  # newest step, waiting for its next observation
+
+
+def _obs(state: np.ndarray, images: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"state": np.asarray(state), "images": {k: np.asarray(v) for k, v in images.items()}}
+
+
+class Ledger:
+    """The ingest's durable bookkeeping, one thread at a time: which seqs each robot has stored,
+    which store episode is open for it, and the pairing of steps with their next observation."""
+
+    def __init__(self, store: EpisodeStore, emit: Callable[[IngestedTransition], None] | None = None) -> None:
+        self.store, self.emit = store, emit
+        self.robots: dict[str, _Robot] = {}
+        self.stats = {"stored": 0, "duplicates": 0, "gaps": 0, "episodes": 0}
+        self._scan()
+
+    def _scan(self) -> None:
+        persisted = dict(self.store.root.attrs.get(LAST_SEQ_ATTR, {}))
+        for robot, seq in persisted.items():
+            self._robot(robot).last_seq = int(seq)
+        for i in range(len(self.store)):
+            info = self.store.info(i)
+            robot_id = info.extra.get("robot_id")
+            if robot_id is None:
+                continue
+            r = self._robot(robot_id)
+            last = int(info.extra.get("seq_end", int(info.extra["seq0"]) + self.store.length(i) - 1))
+            r.last_seq = max(r.last_seq, last)
+            r.infos[int(info.extra["robot_episode"])] = info.to_dict()
+        for robot, r in self.robots.items():
+            log.info("ingest: robot %s has seqs up to %d in %s", robot, r.last_seq, self.store.path)
+
+    def _robot(self, robot_id: str) -> _Robot:
+        return self.robots.setdefault(robot_id, _Robot())
+
+    def last_seq(self, robot_id: str) -> int:
+        return self._robot(robot_id).last_seq
+
+    def apply(self, robot_id: str, items: list[Transition]) -> TransitionAck:
+        """Store the new items of one batch (in seq order); the ack covers all of them."""
+        r = self._robot(robot_id)
+        dup = 0
+        for t in sorted(items, key=lambda t: t.seq):
+            if t.seq <= r.last_seq:
+                dup += 1
+                continue
+            if t.seq != r.last_seq + 1:
+                self.stats["gaps"] += 1
+                log.warning("ingest: robot %s skipped seqs %d..%d (its spool overflowed or was deleted)",
+                            robot_id, r.last_seq + 1, t.seq - 1)
+            self._write(robot_id, r, t)
+            r.last_seq = t.seq
+        self.stats["duplicates"] += dup
+        self.store.root.attrs[LAST_SEQ_ATTR] = {k: v.last_seq for k, v in self.robots.items()}
+        return TransitionAck(acked=r.last_seq, duplicates=dup)
+
+    def _open(self, robot_id: str, r: _Robot, t: Transition) -> EpisodeWriter:
+        if r.writer is not None:  # a new episode while one is open: the robot never ended it
+            self._close(r, "aborted", False, None)
+        info_d = t.info or r.infos.get(t.episode)
+        if info_d is not None:
+            info = EpisodeInfo.from_dict(info_d)
+        else:  # first step lost its info (should not happen): describe it from the arrays
+            step = t.step
+            assert step is not None
+            layout = StepLayout(int(step.state.shape[0]), int(step.action.shape[0]),
+                                {k: v.shape[:2] for k, v in step.images.items()})
+            info = EpisodeInfo(task="unknown", layout=layout, source="online")
+        continues = t.index > 0 and t.episode in r.infos
+        info.extra = {**info.extra, "robot_id": robot_id, "robot_episode": t.episode, "seq0": t.seq}
+        info.extra.pop("seq_end", None)
+        if continues:
+            info.extra["continues"] = True
+        r.infos[t.episode] = info.to_dict()
+        r.writer, r.episode = self.store.begin(info), t.episode
+        r.pending = None
+        self.stats["episodes"] += 1
+        return r.writer
+
+    def _close(self, r: _Robot, status: str, success: bool, final: dict[str, np.ndarray] | None,
+               seq_end: int | None = None) -> None:
+        w, r.writer = r.writer, None
+        if w is None:
+            return
+        if seq_end is not None:
+            w.info.extra["seq_end"] = seq_end
+        w.end(status=status, success=success, final=final if final and w.length else None)
+
+    def _write(self, robot_id: str, r: _Robot, t: Transition) -> None:
+        if t.step is not None:
+            w = r.writer if r.writer is not None and r.episode == t.episode else self._open(robot_id, r, t)
+            w.append(t.step.step(t.reward, t.terminated, t.truncated))
+            self.stats["stored"] += 1
+            self._pair(robot_id, r, t, w.info.source)
+        if t.end:
+            if r.writer is not None and r.episode == t.episode:
+                self._close(r, t.end, t.success, t.final, seq_end=t.seq)
+            else:
+                log.warning("ingest: robot %s ended episode %d (%s), which has no open store episode here",
+                            robot_id, t.episode, t.end)
+            if r.pending is not None and t.final is not None:
+                step = t.final.get("state")
+                images = {k[len("images/"):]: v for k, v in t.final.items() if k.startswith("images/")}
+                self._emit(robot_id, r, _obs(step, images))
+            r.pending = None
+
+    def _pair(self, robot_id: str, r: _Robot, t: Transition, source: str) -> None:
+        assert t.step is not None
+        if r.pending is not None and r.pending[0].episode == t.episode:
+            self._emit(robot_id, r, _obs(t.step.state, t.step.images))
+        r.pending = (t, source)
+        if t.terminated:  # nothing follows a terminal step: its next observation does not matter
+            self._emit(robot_id, r, _obs(t.step.state, t.step.images))
+
+    def _emit(self, robot_id: str, r: _Robot, next_obs: dict[str, Any]) -> None:
+        pending, r.pending = r.pending, None
+        if pending is None or self.emit is None:
+            return
+        t, source = pending
+        s = t.step
+        assert s is not None
+        self.emit(IngestedTransition(robot_id, t.seq, source, _obs(s.state, s.images), np.asarray(s.action),
+                                     t.reward, t.terminated, t.truncated, s.intervention, s.policy_version,
+                                     next_obs))
+
+    def close(self) -> None:
+        for r in self.robots.values():
+            if r.writer is not None:  # the robot continues it after a restart
+                self._close(r, "aborted", False, None)
+
+
+class IngestServer:
+    """``ws://host:port/transitions`` on its own event-loop thread. ``start()`` / ``stop()``;
+    ``feed`` is a bounded queue of :class:`IngestedTransition` (the oldest dropped when full)."""
+
+    def __init__(self, cfg: IngestConfig, on_transition: Callable[[IngestedTransition], None] | None = None) -> None:
+        self.cfg = cfg.resolve()
+        self.feed: queue.Queue[IngestedTransition] = queue.Queue(maxsize=cfg.feed_size)
+        self.dropped_feed = 0
+        self._callback = on_transition
+        self.store = EpisodeStore(cfg.store, mode="a")
+        self.ledger = Ledger(self.store, self._offer)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-store")  # one store writer
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ingest", daemon=True)
+        self._server: Any = None
+        self._current: dict[str, Any] = {}  # robot id -> its live connection
+        self.port = cfg.port
+
+    # ---- consumer ---------------------------------------------------------------------------
+    def _offer(self, item: IngestedTransition) -> None:
+        if self._callback is not None:
+            self._callback(item)
+        while True:
+            try:
+                self.feed.put_nowait(item)
+                return
+            except queue.Full:
+                try:
+                    self.feed.get_nowait()
+                    self.dropped_feed += 1
+                except queue.Empty:
+                    pass
+
+    # ---- HTTP edge ----------------------------------------------------------------------------
+    def _gate(self, conn: Any, request: Any) -> Any:
+        from urllib.parse import urlsplit
+
+        path = urlsplit(request.path).path
+        if path == "/healthz":
+            return conn.respond(HTTPStatus.OK, "ok\n")
+        if path != PATH:
+            return conn.respond(HTTPStatus.NOT_FOUND, f"no such path {clip(path)}; robots use {PATH}\n")
+        value = request.headers.get("Authorization", "")
+        sent = value[len("Bearer "):].strip() if value.startswith("Bearer ") else ""
+        if not sent or not hmac.compare_digest(sent.encode(), self.cfg.token.encode()):
+            log.warning("ingest: refused a connection from %s: missing or wrong bearer token", conn.remote_address)
+            return conn.respond(HTTPStatus.UNAUTHORIZED, "transitions need 'Authorization: Bearer <token>'\n")
+        return None
+
+    async def _handle(self, ws: Any) -> None:
+        try:
+            hello = IngestHello.from_wire(unpackb(await asyncio.wait_for(ws.recv(), self.cfg.hello_timeout_s)))
+        except (TimeoutError, asyncio.TimeoutError, WireError, TransitionError) as e:
+            await ws.close(1008, f"expected an ingest hello first: {clip(str(e), 200)}")
+            return
+        robot = hello.robot_id
+        old = self._current.get(robot)
+        if old is not None:  # a reconnect while the old socket lingers half-open: newest wins
+            await old.close(1001, "superseded by a newer connection of this robot")
+        self._current[robot] = ws
+        loop = asyncio.get_running_loop()
+        last = await loop.run_in_executor(self._io, self.ledger.last_seq, robot)
+        await ws.send(encode(IngestWelcome(robot, last)))
+        log.info("ingest: robot %s connected from %s (stored up to seq %d)", robot, ws.remote_address, last)
+        try:
+            async for frame in ws:
+                try:
+                    batch = TransitionBatch.from_wire(unpackb(frame))
+                except (WireError, TransitionError) as e:
+                    await ws.send(f"bad transition batch: {clip(str(e), 900)}")
+                    continue
+                if self._current.get(robot) is not ws:
+                    break
+                ack = await loop.run_in_executor(self._io, self.ledger.apply, robot, batch.items)
+                await ws.send(encode(ack))
+        except Exception as e:  # noqa: BLE001 -- a dropped robot must not take the server down
+            log.warning("ingest: robot %s connection ended: %s: %s", robot, type(e).__name__, clip(str(e), 200))
+        finally:
+            if self._current.get(robot) is ws:
+                del self._current[robot]
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    async def _start(self) -> None:
+        from websockets.asyncio.server import serve
+
+        self._server = await serve(self._handle, self.cfg.host, self.cfg.port, process_request=self._gate,
+                                   max_size=self.cfg.max_frame_bytes, ping_interval=20, ping_timeout=60,
+                                   close_timeout=5, compression=None)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def start(self, timeout_s: float = 30.0) -> "IngestServer":
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout_s)
+        log.info("ingest: serving ws://%s:%d%s into %s", self.cfg.host, self.port, PATH, self.store.path)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.cfg.host}:{self.port}{PATH}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        async def shutdown() -> None:
+            self._server.close()
+            await self._server.wait_closed()
+
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout_s)
+        self._io.submit(self.ledger.close).result(timeout_s)
+        self._io.shutdown(wait=True)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+
+    def __enter__(self) -> "IngestServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlinf_data.ingest --store DIR [--host H] [--port P]``: ingest alone (token from env)."""
+    import argparse
+    import signal
+
+    p = argparse.ArgumentParser(prog="python -m rlinf_data.ingest", description=main.__doc__)
+    p.add_argument("--store", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8100)
+    a = p.parse_args(argv)
+    logging.basicConfig(level="INFO", format="%(asctime)s ingest %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with IngestServer(IngestConfig(store=a.store, host=a.host, port=a.port)) as srv:
+        print(f"listening {srv.url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
