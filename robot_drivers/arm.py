@@ -132,18 +132,26 @@ class FrankaArm:
     def state(self) -> ArmState:
         return self.backend.read_state()
 
+    def now(self) -> float:
+        """This arm's clock (``issued_at`` stamps are in it)."""
+        return self._clock()
+
     # ---- motion -------------------------------------------------------------------------
     def _dt(self) -> float:
-        """Time the commanded step may take: the command period, stretched (up to 2x) when late.
+        """Time the commanded step may take: the time that really passed since the previous
+        command (at most 2 periods; the period for the first one).
 
-        Never shorter than the period: a loop that jitters (two ticks bunched together) must not
-        turn into spurious velocity clamps.
+        Why not "at least one period": two ticks bunched together (one late, the next on
+        schedule) would each move a full period's worth, so the arm briefly ran at twice the
+        speed limit (0.84 x dq_max measured with velocity_scale 0.5). Callers that sample a
+        trajectory at wall time (the robot node) ask for exactly the elapsed share of the move,
+        so the real elapsed time clamps nothing they did not overdo.
         """
         period = max(self.command_period_s, 1e-3)
         last = self.safety.last_command_time
         if last is None:
             return period
-        return float(np.clip(self._clock() - last, period, 2 * period))
+        return float(np.clip(self._clock() - last, 1e-3, 2 * period))
 
     def _check_error(self, st: ArmState) -> CommandOutcome | None:
         if st.has_error:
@@ -152,13 +160,17 @@ class FrankaArm:
             return CommandOutcome(target=st.q.copy(), events=("error_refused",), refused=True)
         return None
 
-    def move_joints(self, q_target: np.ndarray) -> CommandOutcome:
-        """Joint position command (rad), clamped by the safety layer; returns what was sent."""
+    def move_joints(self, q_target: np.ndarray, issued_at: float | None = None) -> CommandOutcome:
+        """Joint position command (rad), clamped by the safety layer; returns what was sent.
+
+        ``issued_at`` (this arm's clock): when the command's source was issued, e.g. the arrival
+        of the trajectory message being sampled; the watchdog refuses it ``watchdog_ms`` later.
+        """
         st = self.state()
         refused = self._check_error(st)
         if refused is not None:
             return refused
-        out = self.safety.filter_joint_positions(q_target, st.q, self._dt())
+        out = self.safety.filter_joint_positions(q_target, st.q, self._dt(), issued_at=issued_at)
         if not out.refused:
             self.backend.command_joint_positions(out.target)
             self._holding = False
@@ -234,7 +246,7 @@ class FrankaArm:
         now = self._clock() if now is None else now
         self.backend.advance(now)  # the last command was valid until now; then check staleness
         if not self._holding and self.safety.is_stale(now):
-            age = (now - (self.safety.last_command_time or now)) * 1000
+            age = (now - (self.safety.last_issued_time or now)) * 1000
             self.safety.record("stale_hold", f"no command for {age:.0f} ms "
                                f"> {self.safety.cfg.watchdog_ms:.0f} ms; holding position")
             self.backend.hold()

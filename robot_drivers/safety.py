@@ -8,7 +8,10 @@ bypassed by a new caller. The layer
 - limits the step per command (``max_joint_step``) and the implied joint velocity,
 - keeps the end-effector inside a workspace box (forward kinematics of the *target*),
 - latches an e-stop that refuses every motion until :meth:`SafetyLayer.reset_estop`,
-- tracks command staleness (the arm holds position after ``watchdog_ms`` without a command).
+- tracks command staleness: the arm holds position after ``watchdog_ms`` without a fresh
+  command. Freshness is the time the command was *issued* (``issued_at``), not the time it was
+  executed: a long trajectory sampled tick by tick from one old message is stale like the
+  message (the client that sent it may be dead), and is refused once ``watchdog_ms`` passed.
 
 Every clamp and refusal is counted in :attr:`SafetyLayer.counters` and logged (rate-limited
 per kind so a 1 kHz loop does not flood the log, with the number of suppressed repeats).
@@ -96,7 +99,8 @@ class SafetyLayer:
         self._last_log: dict[str, float] = {}
         self._suppressed: collections.Counter[str] = collections.Counter()
         self._estop_reason: str | None = None
-        self.last_command_time: float | None = None
+        self.last_command_time: float | None = None  # when the last command went to the backend
+        self.last_issued_time: float | None = None  # when the source of the last command was issued
         self._last_target: np.ndarray | None = None
 
     # ---- events -------------------------------------------------------------------------
@@ -132,15 +136,18 @@ class SafetyLayer:
         return was
 
     # ---- watchdog -----------------------------------------------------------------------
-    def note_command(self, now: float | None = None) -> None:
+    def note_command(self, now: float | None = None, issued_at: float | None = None) -> None:
+        """A command went out at ``now``; its source (a message, a trajectory) was issued at
+        ``issued_at`` (default: now). The watchdog counts from ``issued_at``."""
         self.last_command_time = self._clock() if now is None else now
+        self.last_issued_time = self.last_command_time if issued_at is None else issued_at
 
     def is_stale(self, now: float | None = None) -> bool:
-        """True once ``watchdog_ms`` passed since the last accepted command (never commanded: False)."""
-        if self.last_command_time is None:
+        """True once ``watchdog_ms`` passed since the last accepted command was issued (never commanded: False)."""
+        if self.last_issued_time is None:
             return False
         now = self._clock() if now is None else now
-        return (now - self.last_command_time) * 1000.0 > self.cfg.watchdog_ms
+        return (now - self.last_issued_time) * 1000.0 > self.cfg.watchdog_ms
 
     # ---- filters ------------------------------------------------------------------------
     def _refuse(self, q_now: np.ndarray, kind: str, detail: str) -> CommandOutcome:
@@ -170,17 +177,23 @@ class SafetyLayer:
                 hi = mid
         return q_now + lo * (target - q_now), True
 
-    def filter_joint_positions(self, target: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
+    def filter_joint_positions(self, target: np.ndarray, q_now: np.ndarray, dt: float,
+                               issued_at: float | None = None) -> CommandOutcome:
         """Safe version of a joint position ``target`` given the measured ``q_now``.
 
-        ``dt`` is the time the move may take (the command period). Per joint, the target moves
-        at most ``velocity_scale * dq_max * dt`` from the previous target (``velocity_limit``)
-        and lies at most ``max_joint_step`` from the measured joints (``max_step``).
+        ``dt`` is the time the move may take (the time since the previous command). Per joint,
+        the target moves at most ``velocity_scale * dq_max * dt`` from the previous target
+        (``velocity_limit``) and lies at most ``max_joint_step`` from the measured joints
+        (``max_step``). ``issued_at``: when the command's source was issued (a trajectory
+        message); older than ``watchdog_ms`` is refused (``stale_refused``).
         """
         q_now = np.asarray(q_now, dtype=np.float64)
         target = np.asarray(target, dtype=np.float64)
         if self.estopped:
             return self._refuse(q_now, "estop_refused", f"e-stop latched ({self._estop_reason})")
+        if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
+            return self._refuse(q_now, "stale_refused", f"command issued {(self._clock() - issued_at) * 1000:.0f} ms "
+                                f"ago > watchdog {self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding")
         if target.shape != q_now.shape:
             return self._refuse(q_now, "bad_shape", f"target shape {target.shape} != {q_now.shape}")
         if not np.all(np.isfinite(target)):
@@ -214,7 +227,7 @@ class SafetyLayer:
             events.append("workspace")
             self.record("workspace", f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
                         "move shortened")
-        self.note_command()
+        self.note_command(issued_at=issued_at)
         self._last_target = safe.copy()
         return CommandOutcome(target=safe, events=tuple(events))
 

@@ -8,7 +8,10 @@ services: ``estop``, ``reset_estop``, ``error_recovery``, ``franka_gripper/{homi
 (with two arms, gripper services and the pose topics are prefixed by the arm name).
 
 A timer at ``driver_hz`` samples the active trajectories, commands the arms through their safety
-layers and advances the simulated physics; everything runs on one executor thread.
+layers and advances the simulated physics; everything runs on one executor thread. A trajectory
+is followed for at most the arm's ``safety.watchdog_ms`` after its message arrived: a client
+that goes quiet mid-trajectory (killed, disconnected) stops the arm, so senders of long moves
+re-send them (the task node re-plans every 0.1 s).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class RobotNode(Node):
             arm.command_period_s = 1.0 / cfg.driver_hz
             arm.connect()
         self.trajectories: list[Trajectory | None] = [None] * len(self.arms)
+        self._issued: list[float | None] = [None] * len(self.arms)  # arm clock: when the trajectory arrived
         self._gripper_cmd: list[float | None] = [None] * len(self.arms)
         t = cfg.topics
         qos = reliable_qos()
@@ -69,7 +73,7 @@ class RobotNode(Node):
         self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)
-        self.stats = {"trajectories": 0, "rejected": 0}
+        self.stats = {"trajectories": 0, "rejected": 0, "stale_trajectories": 0}
         log.info("robot node: arms %s, joints %s", [a.name for a in self.arms], self.joint_names)
 
     # ---- naming -------------------------------------------------------------------------
@@ -116,6 +120,7 @@ class RobotNode(Node):
             try:
                 if names & set(arm.joint_names):
                     self.trajectories[i] = trajectory_from_msg(msg, arm.joint_names, now, arm.state().q)
+                    self._issued[i] = arm.now()
                     self.stats["trajectories"] += 1
                 if finger in names:
                     final = trajectory_from_msg(msg, [finger], now).positions[-1, 0]
@@ -146,6 +151,7 @@ class RobotNode(Node):
         duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
         now = time.time()
         self.trajectories[i] = Trajectory(arm.joint_names, np.array([0.0, duration]), np.stack([q0, q1]), now)
+        self._issued[i] = arm.now()
 
     # ---- timers -------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -153,8 +159,13 @@ class RobotNode(Node):
         for i, arm in enumerate(self.arms):
             traj = self.trajectories[i]
             if traj is not None:
-                arm.move_joints(traj.sample(now))
-                if now >= traj.end:
+                # the watchdog counts from the message, not from this sample: a long trajectory
+                # whose sender went quiet stops watchdog_ms after it arrived (re-send to extend)
+                out = arm.move_joints(traj.sample(now), issued_at=self._issued[i])
+                if "stale_refused" in out.events:
+                    self.trajectories[i] = None
+                    self.stats["stale_trajectories"] += 1
+                elif now >= traj.end:
                     self.trajectories[i] = None
                     arm.settle()
             arm.tick()

@@ -113,7 +113,8 @@ class TaskNode(Node):
             log.error("arm not home after %.0f s (max joint error %.3f rad); retrying", self.cfg.home_timeout_s, err)
             self._enter("homing")
         now = time.monotonic()
-        if now - self._last_home_cmd >= 0.4:  # a whole trajectory, re-planned from where the arm is
+        if now - self._last_home_cmd >= 0.1:  # re-planned from where the arm is; re-sent within the
+            # robot's watchdog, which stops a trajectory whose sender went quiet
             self._last_home_cmd = now
             duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
             point = np.append(self.home_target, 0.04)

@@ -167,3 +167,51 @@ def test_bad_config_names_the_field() -> None:
         SafetyLayer(SafetyConfig(workspace_min=(1, 0, 0), workspace_max=(0, 1, 1)))
     with pytest.raises(SafetyConfigError, match="q_max"):
         SafetyLayer(SafetyConfig(q_max=(1.0,)))
+
+
+def test_a_long_trajectory_from_a_silent_sender_stops_at_the_watchdog(arm: FrankaArm, clock: FakeClock) -> None:
+    """Outside check: a single 4 s trajectory from a client that then died ran to the end."""
+    q0 = arm.state().q
+    issued = clock.t  # one message, then silence: the node samples it every tick
+    for k in range(1, 41):  # 4 s at 10 Hz, 0.01 rad per tick along joint 1
+        clock.t += 0.1
+        out = arm.move_joints(q0 + np.r_[0.01 * k, np.zeros(6)], issued_at=issued)
+        arm.tick()
+        if out.refused:
+            break
+    assert out.events == ("stale_refused",) and k == 3  # refused once 200 ms (watchdog) had passed
+    assert arm.holding and arm.counters["stale_hold"] == 1
+    held = arm.state().q
+    clock.t += 1.0
+    arm.tick()
+    assert np.allclose(arm.state().q, held) and held[0] - q0[0] < 0.03
+    assert not arm.move_joints(held, issued_at=clock.t).refused  # a fresh message moves again
+
+
+def test_holding_still_records_no_safety_event(arm: FrankaArm, clock: FakeClock) -> None:
+    """Outside check: 743 max_step events while only holding (float rounding). A target equal
+    to the measured joints, or the previous target, re-sent every tick, is no event at all."""
+    q = arm.state().q + 1e-12  # rounding noise of a round trip through a message
+    for _ in range(500):
+        clock.t += 0.01
+        out = arm.move_joints(q, issued_at=clock.t)
+        arm.tick()
+        assert not out.events
+    assert arm.counters == {}
+
+
+def test_bunched_ticks_do_not_exceed_the_speed_limit(clock: FakeClock) -> None:
+    """Outside check: 0.84 x dq_max measured with velocity_scale 0.5. Ticks arriving late and
+    then early (bunched) may not move further than the limit allows in the time that passed."""
+    arm = FrankaArm(KinematicArmBackend(), SafetyConfig(velocity_scale=0.5, max_joint_step=0.3), clock=clock,
+                    command_period_s=0.01)
+    arm.connect()
+    q0 = arm.state().q
+    start, speed = clock.t, 2.0  # a trajectory asking 2 rad/s on joint 7 (limit 0.5 x 2.61)
+    targets = []
+    for k in range(200):
+        clock.t += 0.018 if k % 2 else 0.002  # bunched: 18 ms, 2 ms, 18 ms ...
+        targets.append(arm.move_joints(q0 + np.r_[np.zeros(6), speed * (clock.t - start)]).target[6])
+    steps = np.diff(targets)
+    dts = np.where(np.arange(1, 200) % 2, 0.018, 0.002)
+    assert np.max(steps / dts) <= 0.5 * 2.61 + 1e-6  # no step faster than the limit
