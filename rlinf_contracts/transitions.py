@@ -278,3 +278,53 @@ def batch_frame(robot_id: str, packed_items: list[bytes]) -> bytes:
     p = msgpack.Packer(use_bin_type=True)
     head = p.pack_map_header(3) + p.pack("type") + p.pack("batch") + p.pack("robot_id") + p.pack(robot_id)
     return head + p.pack("items") + p.pack_array_header(len(packed_items)) + b"".join(packed_items)
+
+
+@dataclass
+class TeleopCommand:
+    """Teleop node -> policy client (``teleop/command``, JSON): an action in the robot spec's
+    action space (normalised to [-1, 1], same meaning as the policy's) and whether the human is
+    driving right now (``intervention``: the HG-DAgger flag, held while the human takes over).
+
+    >>> TeleopCommand.from_json(TeleopCommand(np.array([0.5, -1.0]), True, 2.0).to_json()).action.tolist()
+    [0.5, -1.0]
+    """
+
+    action: np.ndarray
+    intervention: bool = False
+    stamp: float = 0.0
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps({"action": [float(x) for x in np.asarray(self.action).ravel()],
+                           "intervention": bool(self.intervention), "stamp": float(self.stamp)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "TeleopCommand":
+        d = _json(text, "teleop command")
+        action = _get(d, "teleop command", "action", list)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in action):
+            raise TransitionError(f"teleop command field 'action' must be a list of numbers, got {clip(action)}")
+        return cls(np.asarray(action, np.float32), _get(d, "teleop command", "intervention", bool, False),
+                   float(_get(d, "teleop command", "stamp", (int, float), 0.0)))
+
+
+def event_to_json(ev: EpisodeEvent) -> str:
+    import json
+
+    return json.dumps(ev.to_wire())
+
+
+def event_from_json(text: str) -> EpisodeEvent:
+    """An :class:`EpisodeEvent` from the JSON on ``episode/event`` (errors name the field)."""
+    return EpisodeEvent.from_wire(_json(text, "episode event"))
+
+
+def _json(text: str, what: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise TransitionError(f"{what} is not JSON: {clip(str(e))}") from None

@@ -19,6 +19,7 @@ from typing import Any
 from rlinf_contracts.config import ConfigError, from_dict, load_config
 from rlinf_contracts.spec import RobotSpec, SpecError
 from robot_drivers.cameras import CameraConfig
+from rlinf_ros.online_config import RecorderNodeConfig, StreamerNodeConfig, TeleopNodeConfig
 from robot_drivers.factory import ArmConfig
 
 
@@ -114,6 +115,14 @@ class PolicyClientConfig:
     max_wait_fraction: float = field(default=0.6, metadata={
         "help": "a tick with nothing to execute waits this fraction of a period for the answer"})
     reconnect_s: float = field(default=0.5, metadata={"help": "pause between reconnection attempts"})
+    step_topic: str = field(default="policy_client/step", metadata={
+        "help": "StepRecord (wire bytes in std_msgs/UInt8MultiArray) per commanded tick; '' = none"})
+    robot_state_topic: str = field(default="franka_robot_state_broadcaster/robot_state", metadata={
+        "help": "robot_state JSON; while an arm is e-stopped or in error the client commands nothing"})
+    teleop_topic: str = field(default="teleop/command", metadata={
+        "help": "TeleopCommand JSON; while its intervention flag is held the human's action is executed"})
+    event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON; 'begin' starts an episode"})
+    teleop_timeout_s: float = field(default=0.3, metadata={"help": "a teleop command older than this is ignored"})
 
     def spec(self) -> RobotSpec:
         """The robot spec, validated; errors name ``policy_client.robot_spec``."""
@@ -143,6 +152,11 @@ class PolicyClientConfig:
     @property
     def rate_hz(self) -> float:
         return self.control_hz or self.spec().control_hz
+
+    @property
+    def teleop_only(self) -> bool:
+        """No server: the client executes teleop commands only (demonstration collection)."""
+        return not self.server_url
 
 
 @dataclass
@@ -176,6 +190,7 @@ class TaskNodeConfig:
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     enable_service: str = "policy_client/enable"
     status_topic: str = "task/status"
+    event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON: each episode's end"})
     results_path: str = field(default="", metadata={"help": "write the final episode results here (JSON)"})
 
 
@@ -207,6 +222,9 @@ class RosGraphConfig:
     policy_client: PolicyClientConfig = field(default_factory=lambda: PolicyClientConfig(enabled=False))
     task: TaskNodeConfig = field(default_factory=TaskNodeConfig)
     env: RosEnvConfig = field(default_factory=RosEnvConfig)
+    teleop: TeleopNodeConfig = field(default_factory=TeleopNodeConfig)
+    recorder: RecorderNodeConfig = field(default_factory=RecorderNodeConfig)
+    streamer: StreamerNodeConfig = field(default_factory=StreamerNodeConfig)
 
     def node_names(self) -> dict[str, str]:
         """node name -> kind (``robot`` | ``camera`` | ``policy_client`` | ``task``), in start order."""
@@ -219,14 +237,18 @@ class RosGraphConfig:
             out[self.policy_client.name] = "policy_client"
         if self.task.enabled:
             out[self.task.name] = "task"
+        for kind in ("teleop", "recorder", "streamer"):
+            section = getattr(self, kind)
+            if section.enabled:
+                out[section.name] = kind
         return out
 
     def validate(self) -> None:
         if self.policy_client.enabled:
             self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
-        names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + (
-            [self.policy_client.name] if self.policy_client.enabled else []) + (
-            [self.task.name] if self.task.enabled else [])
+        names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + [
+            getattr(self, k).name for k in ("policy_client", "task", "teleop", "recorder", "streamer")
+            if getattr(self, k).enabled]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name")

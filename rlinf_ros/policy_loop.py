@@ -63,6 +63,8 @@ class Command:
     reason: str = ""
     t_obs: float = 0.0  # stamp of the observation this command was computed from
     first: bool = False  # first step of its chunk
+    action: np.ndarray | None = None  # the normalised action row executed (None: a hold)
+    version: int = 0  # weight version of the policy that chose it
 
 
 # ---- inference thread -----------------------------------------------------------------------
@@ -234,7 +236,10 @@ class PolicyLoop:
             self.stats.bad_chunks += 1
             log.warning("discarding policy chunk: %s", e)
             return
-        plan = [Command(s.joints, s.grippers, "policy", t_obs=res.t_obs) for s in steps]
+        version = int(res.response.get("weight_version", 0) or 0)
+        rows = np.clip(res.actions, -1.0, 1.0).astype(np.float32)
+        plan = [Command(s.joints, s.grippers, "policy", t_obs=res.t_obs, action=row, version=version)
+                for s, row in zip(steps, rows)]
         plan[0].first = True
         self._plan = deque(plan)
         self.stats.chunks += 1
@@ -248,6 +253,12 @@ class PolicyLoop:
             return None
         return Command([np.asarray(r.q, dtype=np.float64).copy() for r in measured],
                        [float(r.gripper_width) for r in measured], "hold", reason)
+
+    def interrupt(self, last: Command | None = None) -> None:
+        """Someone else commanded the arm (a human took over): drop the plan; hold ``last``."""
+        self._plan.clear()
+        if last is not None:
+            self.last = last
 
     def reset(self) -> None:
         """A new episode: drop the plan and the held target; orientation targets are re-taken."""

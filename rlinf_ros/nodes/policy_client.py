@@ -27,11 +27,13 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import String, UInt8MultiArray
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from rlinf_contracts.features import MissingInput, RobotReading, needs
+from rlinf_contracts.transitions import StepRecord, TransitionError, event_from_json
+from rlinf_contracts.wire import packb
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
 from rlinf_ros.conversions import ConversionError, image_to_rgb, joint_state_to_arrays, pose_from_msg, stamp_to_sec
 from rlinf_ros.conversions import trajectory_msg
@@ -39,6 +41,7 @@ from rlinf_ros.nodes.common import NOT_PARAMETERS, declare_config, reliable_qos,
 from rlinf_ros.policy_loop import ARM_DOF, InferClient, InferenceWorker, PolicyLoop
 from rlinf_ros.robot_io import SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
+from rlinf_ros.takeover import HumanTakeover
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +92,11 @@ class PolicyClientNode(Node):
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
         self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
-                                      final_errors=_final_errors())
-        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz)
+                                      final_errors=_final_errors()) if not cfg.teleop_only else None
+        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz)  # type: ignore[arg-type]
+        self.human = HumanTakeover(self.io, cfg.teleop_timeout_s, always=cfg.teleop_only)
+        self.episode = 0
+        self.pub_step = self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50)) if cfg.step_topic else None
         self.stale_obs = 0
         self.reused_obs = 0
         self.missing = ""
@@ -109,6 +115,9 @@ class PolicyClientNode(Node):
             self.create_subscription(PoseStamped, cfg.object_topic, self._on_object, sensor_qos())
         for cam, topic in cfg.cameras.items():
             self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
+        self.create_subscription(String, cfg.robot_state_topic, self._on_robot_state, reliable_qos(1))
+        self.create_subscription(String, cfg.teleop_topic, self._on_teleop, reliable_qos(5))
+        self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
 
     # ---- inputs -------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
@@ -138,10 +147,37 @@ class PolicyClientNode(Node):
     def _on_image(self, cam: str, msg: Image) -> None:
         self.sync.add(cam, stamp_to_sec(msg.header.stamp), msg)  # decoded only when used
 
+    def _on_robot_state(self, msg: String) -> None:
+        changed = self.human.on_robot_state(msg.data)
+        if changed:
+            log.warning("robot cannot move (%s): commanding nothing until it is clear", changed)
+            self.loop.reset()  # resume later from the measured joints, not from a stale plan
+        elif not self.human.blocked and self.loop.stats.reason == "robot_blocked":
+            log.info("robot clear again: resuming")
+
+    def _on_teleop(self, msg: String) -> None:
+        try:
+            self.human.on_teleop(msg.data, time.monotonic())
+        except (TransitionError, ValueError) as e:
+            log.warning("ignoring teleop command: %s", e)
+
+    def _on_event(self, msg: String) -> None:
+        try:
+            ev = event_from_json(msg.data)
+        except TransitionError as e:
+            log.warning("ignoring episode event: %s", e)
+            return
+        if ev.kind == "begin":
+            self._new_episode()
+
+    def _new_episode(self) -> None:
+        self.episode += 1
+        self.loop.reset()
+
     def _on_enable(self, req: SetBool.Request, resp: SetBool.Response) -> SetBool.Response:
         self.enabled = bool(req.data)
         if self.enabled:
-            self.loop.reset()
+            self._new_episode()
         resp.success, resp.message = True, "enabled: new episode" if self.enabled else "paused"
         log.info("policy client %s", resp.message)
         return resp
@@ -183,23 +219,40 @@ class PolicyClientNode(Node):
         if t_obs is not None and time.time() - t_obs > self.cfg.max_obs_age_s:
             self.stale_obs += 1  # a stale set is never sent: the policy would act on the past
             obs = None
-        cmd = self.loop.tick(obs, readings, t_obs)
+        if self.human.blocked:  # e-stopped / in error: publish nothing (see rlinf_ros.takeover)
+            self.loop.stats.mode, self.loop.stats.reason = "hold", "robot_blocked"
+            return
+        teleop = self.human.active(time.monotonic())
+        if teleop is not None and readings is not None:
+            cmd = self.human.command(teleop, readings)
+            self.loop.interrupt(cmd)  # the policy re-plans from the next observation
+        elif self.cfg.teleop_only:
+            return
+        else:
+            cmd = self.loop.tick(obs, readings, t_obs)
         if cmd is None:
             return
         names = [n for js in self.arm_joints for n in js] + self.fingers
         point = np.concatenate([*cmd.joints, np.asarray(cmd.grippers) / 2.0])
         self.pub_cmd.publish(trajectory_msg(names, point[None], np.array([1.0 / self.hz])))
+        if self.pub_step is not None and obs is not None and cmd.action is not None:
+            rec = StepRecord(episode=self.episode, state=obs["state"], action=cmd.action, images=obs["images"],
+                             intervention=cmd.kind == "teleop", policy_version=cmd.version, timestamp=t_obs or 0.0)
+            self.pub_step.publish(UInt8MultiArray(data=packb(rec.to_wire())))
 
     def status(self) -> dict[str, Any]:
-        return {**self.loop.stats.summary(), "connected": self.worker.connected, "connects": self.worker.connects,
-                "failures": self.worker.failures, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs,
-                "refused": self.worker.refused, "enabled": self.enabled, "missing_input": self.missing}
+        w = self.worker
+        return {**self.loop.stats.summary(), "connected": bool(w and w.connected), "connects": w.connects if w else 0,
+                "failures": w.failures if w else 0, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs,
+                "refused": w.refused if w else "", "enabled": self.enabled, "missing_input": self.missing,
+                "blocked": self.human.blocked, "teleop_steps": self.human.teleop_steps, "episode": self.episode}
 
     def _publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))
 
     def close(self) -> None:
-        self.worker.stop()
+        if self.worker is not None:
+            self.worker.stop()
 
 
 def build(cfg: RosGraphConfig, name: str | None) -> PolicyClientNode:

@@ -5,7 +5,8 @@ home pose (plus the simulator's reset noise) with a ``JointTrajectory``, sample 
 publish it as a ``PoseStamped`` on ``task/goal`` (robot base frame — the policy client adds
 the spec's ``base_position``, exactly as for a goal coming from perception on a real robot),
 resume the client (a new episode), and watch the end-effector pose until the goal is reached or
-``max_steps`` control periods have passed. Results go out as JSON on ``task/status`` and, after
+``max_steps`` control periods have passed; the outcome goes out as an ``EpisodeEvent`` on
+``episode/event`` (the recorder's and streamer's reward source on the twin). Results go out as JSON on ``task/status`` and, after
 ``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
 never blocks.
 """
@@ -26,6 +27,7 @@ from std_msgs.msg import String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
+from rlinf_contracts.transitions import EpisodeEvent, event_to_json
 from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, trajectory_msg
 from rlinf_ros.episodes import JUDGES, EpisodeLog
@@ -57,6 +59,7 @@ class TaskNode(Node):
         self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
+        self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.create_timer(0.02, self._step)
         log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
@@ -145,6 +148,9 @@ class TaskNode(Node):
                      summary["episodes"] - 1, "success" if ok else "timeout", steps, dist,
                      summary["success_rate"], summary["episodes"])
             self.pub_status.publish(String(data=json.dumps({k: v for k, v in summary.items() if k != "results"})))
+            end = EpisodeEvent("end", status="complete" if ok else "truncated", success=ok,
+                               reason="success" if ok else "timeout", stamp=time.time())
+            self.pub_event.publish(String(data=event_to_json(end)))  # the recorder / streamer label it
             self._enter("done" if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes else "pause")
 
     def _on_done(self) -> None:

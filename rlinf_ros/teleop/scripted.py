@@ -1,0 +1,79 @@
+"""Scripted teleop for tests and the sim twin: a "human" that drives the hand to the goal.
+
+It reads the end-effector pose and the goal (both in the robot base frame, as the teleop node
+receives them) and commands a twist toward the goal (the reach oracle in EE terms). Modes
+(``teleop.script``): ``always: true`` drives every tick (teleop-only demonstrations);
+otherwise it watches and takes over when the policy *drifts* -- the distance to the goal has
+not shrunk by ``progress_m`` within ``patience_s`` -- and hands back once within ``release_m``
+(HG-DAgger with a scripted human).
+
+>>> s = ScriptedReach(pos_scale=0.05, always=True, clock=lambda: 0.0)
+>>> s.on_pose(np.zeros(3)); s.on_goal(np.array([0.01, 0.0, -0.2]))
+>>> np.round(s.read().twist[:3], 3).tolist()
+[0.2, 0.0, -1.0]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from rlinf_ros.teleop.base import DEVICES, TeleopInput
+
+
+class ScriptedReach:
+    def __init__(self, pos_scale: float = 0.05, always: bool = True, patience_s: float = 1.0,
+                 progress_m: float = 0.02, release_m: float = 0.02, gain: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.pos_scale, self.always, self.gain = pos_scale, always, gain
+        self.patience_s, self.progress_m, self.release_m = patience_s, progress_m, release_m
+        self._clock = clock
+        self.ee: np.ndarray | None = None
+        self.goal: np.ndarray | None = None
+        self._ref: tuple[float, float] | None = None  # (time, distance) progress is measured from
+        self.driving = False
+
+    def on_pose(self, position: np.ndarray) -> None:
+        self.ee = np.asarray(position, np.float64)
+
+    def on_goal(self, position: np.ndarray) -> None:
+        if self.goal is None or not np.allclose(position, self.goal):
+            self._ref, self.driving = None, False  # a new episode
+        self.goal = np.asarray(position, np.float64)
+
+    def _drifting(self, dist: float, now: float) -> bool:
+        if self.driving:
+            self.driving = dist > self.release_m
+            if not self.driving:
+                self._ref = (now, dist)
+            return self.driving
+        if self._ref is None or dist < self._ref[1] - self.progress_m:
+            self._ref = (now, dist)
+        elif now - self._ref[0] > self.patience_s and dist > self.release_m:
+            self.driving = True
+        return self.driving
+
+    def read(self) -> TeleopInput:
+        if self.ee is None or self.goal is None:
+            return TeleopInput()
+        delta = self.goal - self.ee
+        twist = np.zeros(6)
+        twist[:3] = np.clip(self.gain * delta / self.pos_scale, -1, 1)
+        take = self.always or self._drifting(float(np.linalg.norm(delta)), self._clock())
+        return TeleopInput(twist=twist, gripper=1.0, intervention=take)
+
+    def close(self) -> None:
+        pass
+
+
+def _make(cfg: Any, spec: Any = None, **_: Any) -> ScriptedReach:
+    opts = dict(cfg.script)
+    opts.setdefault("always", cfg.always_intervene)
+    if spec is not None:
+        opts.setdefault("pos_scale", spec.action.pos_scale)
+    return ScriptedReach(**opts)
+
+
+DEVICES.add("scripted", _make)
