@@ -54,6 +54,10 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.env.endswith((".yaml", ".yml")):  # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
+        from rlinf_cli.collect_ros import run_ros
+
+        return run_ros(args)
     from tqdm import tqdm
 
     from rlinf_contracts.config import load_config

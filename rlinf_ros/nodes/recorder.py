@@ -37,7 +37,8 @@ class RecorderNode(Node):
         log.info("recorder: %s episodes into %s", cfg.episodes.source, cfg.store)
 
     def status(self) -> dict:
-        return {**self.assembler.stats.summary(), "store": self.cfg.store, "stored": len(self.sink.store)}
+        return {**self.assembler.stats.summary(), "open": self.assembler.current is not None,
+                "store": self.cfg.store, "stored": len(self.sink.store)}
 
     def _publish_status(self) -> None:
         text = json.dumps(self.status())

@@ -165,7 +165,7 @@ class RobotNode(Node):
                 if "stale_refused" in out.events:
                     self.trajectories[i] = None
                     self.stats["stale_trajectories"] += 1
-                elif now >= traj.end:
+                elif now >= traj.end and "velocity_limit" not in out.events:  # else: still walking there
                     self.trajectories[i] = None
                     arm.settle()
             arm.tick()
