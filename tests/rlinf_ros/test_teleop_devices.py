@@ -1,0 +1,91 @@
+"""Teleop devices without hardware: gamepad (pygame, SDL dummy driver, a fake stick), leader arm,
+the mapping into each action space, the HG-DAgger drift trigger, and who drives a tick."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rlinf_contracts.spec import RobotSpec
+from rlinf_contracts.transitions import TeleopCommand
+from rlinf_ros.robot_io import SpecIO
+from rlinf_ros.takeover import HumanTakeover
+from rlinf_ros.teleop import TeleopInput, to_action
+from rlinf_ros.teleop.leader import LeaderArm
+from rlinf_ros.teleop.scripted import ScriptedReach
+from robot_drivers.types import PANDA_HOME
+
+
+class FakeStick:
+    def __init__(self) -> None:
+        self.axes, self.buttons = [0.5, 0.0, 0.0, -1.0], [0] * 8
+
+    def get_numaxes(self) -> int: return 4
+    def get_axis(self, i: int) -> float: return self.axes[i]
+    def get_numbuttons(self) -> int: return 8
+    def get_button(self, i: int) -> int: return self.buttons[i]
+    def get_numhats(self) -> int: return 0
+
+
+def test_gamepad_maps_sticks_buttons_and_events(monkeypatch) -> None:
+    pytest.importorskip("pygame")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    from rlinf_ros.teleop.gamepad import LB, RB, Gamepad
+
+    stick = FakeStick()
+    pad = Gamepad(joystick=stick)
+    inp = pad.read()
+    assert inp.twist.tolist() == [0.0, -0.5, 1.0, 0.0, 0.0, 0.0] and not inp.intervention and inp.events == []
+    stick.buttons[LB] = stick.buttons[RB] = stick.buttons[0] = 1
+    inp = pad.read()
+    assert inp.intervention and inp.gripper == -1.0 and inp.events == ["success"]
+    assert pad.read().events == []  # an event fires once per press
+    pad.close()
+
+
+def test_leader_and_joint_action_spaces() -> None:
+    leader = LeaderArm()
+    assert leader.read().joints is None
+    q = np.asarray(PANDA_HOME)
+    leader.on_joints(q, 0.08)
+    leader.read()
+    leader.on_joints(q + 0.01, 0.0)
+    inp = leader.read()
+    assert inp.intervention and inp.gripper == -1.0
+    pos = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_position", "dim": 8}})
+    delta = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8,
+                                                                         "joint_scale": 0.05}})
+    assert np.all(np.abs(to_action(inp, pos)) <= 1)
+    assert np.allclose(to_action(inp, delta, q_now=q)[:7], 0.2)
+    with pytest.raises(ValueError, match="q_now"):
+        to_action(inp, delta)
+
+
+def test_scripted_human_takes_over_when_the_policy_drifts() -> None:
+    t = [0.0]
+    s = ScriptedReach(always=False, patience_s=1.0, progress_m=0.02, release_m=0.02, clock=lambda: t[0])
+    s.on_goal(np.array([0.5, 0.0, 0.3]))
+    s.on_pose(np.array([0.3, 0.0, 0.3]))
+    assert not s.read().intervention
+    t[0] = 1.5  # no progress for 1.5 s: take over
+    assert s.read().intervention
+    s.on_pose(np.array([0.49, 0.0, 0.3]))  # close enough: hand back
+    assert not s.read().intervention
+
+
+def test_takeover_decides_who_drives() -> None:
+    spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8}})
+    h = HumanTakeover(SpecIO(spec), timeout_s=0.3)
+    h.on_teleop(TeleopCommand(np.zeros(8), intervention=True).to_json(), now=10.0)
+    assert h.active(10.1) is not None and h.active(10.5) is None  # stale after 0.3 s
+    h.on_teleop(TeleopCommand(np.zeros(8), intervention=False).to_json(), now=11.0)
+    assert h.active(11.0) is None
+    with pytest.raises(ValueError, match="action.dim"):
+        h.on_teleop(TeleopCommand(np.zeros(3), True).to_json(), now=12.0)
+    state = {"arms": {"panda": {"estop": True, "errors": [], "mode": "IDLE"}}}
+    assert h.on_robot_state(json.dumps(state)) == "panda: e-stop" and h.blocked
+    assert h.on_robot_state(json.dumps(state)) == ""  # reported once per change
+    inp = TeleopInput(twist=np.ones(6))
+    assert to_action(inp, spec).tolist() == [0.0] * 7 + [1.0]  # a twist cannot drive joint deltas: hold
