@@ -116,6 +116,7 @@ class RolloutConfig:
     pipeline_stages: int = field(default=1, metadata=_h("split each env worker's batch into this many micro-batches that overlap env stepping and inference"))
     fuse_collocated: bool = field(default=True, metadata=_h("collocated placement: run env, rollout and actor of a rank in one process (no channels)"))
     channel_timeout: float = field(default=300.0, metadata=_h("seconds any channel wait may take before failing"))
+    reallocate: bool = field(default=False, metadata=_h("channel topology: the actor also trains on the env and rollout slots once the iteration's trajectories are in (learner.scheduling.realloc)"))
 
     def validate(self) -> None:
         if self.steps_per_iteration < 1:
@@ -169,8 +170,8 @@ class EmbodiedConfig:
     name: str = field(default="embodied", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed: model init, env seeds, sampling"))
     cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
-    placement: dict[str, str | int] = field(default_factory=lambda: {"env,rollout,actor": "all"},
-                                      metadata=_h("components -> slots; the mode follows from the sets"))
+    placement: dict[str, str | int] | str = field(default_factory=lambda: {"env,rollout,actor": "all"},
+                                      metadata=_h("components -> slots (the mode follows from the sets), or 'auto': the best placement and pipeline depth the cost model predicts (learner.scheduling)"))
     env: EnvConfig = field(default_factory=EnvConfig, metadata=_h("environment"))
     model: ModelConfig = field(default_factory=ModelConfig, metadata=_h("policy model"))
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig, metadata=_h("PPO / GRPO"))
@@ -180,6 +181,11 @@ class EmbodiedConfig:
     eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
 
     def validate(self) -> None:
+        from learner.scheduling.auto import check_value, is_auto, resolve
+
+        check_value(self.placement)
+        if is_auto(self.placement):
+            resolve(self)
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
         if names != {"env", "rollout", "actor"}:
             raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")

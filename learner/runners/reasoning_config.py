@@ -101,7 +101,7 @@ class TrainConfig(TrainLoopConfig):
 class ReasoningConfig:
     runner: str = field(default="reasoning", metadata={"help": "runner name"})
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    placement: dict[str, str] = field(default_factory=lambda: {"rollout,reward,actor": "0"}, metadata={"help": "components rollout / reward / actor -> slots (learner.placement grammar)"})
+    placement: dict[str, str] | str = field(default_factory=lambda: {"rollout,reward,actor": "0"}, metadata={"help": "components rollout / reward / actor -> slots (learner.placement grammar), or 'auto': the driver and placement the cost model predicts fastest (learner.scheduling)"})
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -112,6 +112,11 @@ class ReasoningConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def validate(self) -> None:
+        from learner.scheduling.auto import check_value, is_auto, resolve
+
+        check_value(self.placement)
+        if is_auto(self.placement):
+            resolve(self)
         if self.runner != "reasoning":
             raise ConfigError(f"key 'runner' must be 'reasoning' for ReasoningConfig, got {self.runner!r}")
         placed = {c.strip() for key in self.placement for c in key.split(",")}

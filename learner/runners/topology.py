@@ -124,11 +124,24 @@ class ChannelTopology:
             spec = policy_spec(cfg, self.env_spec)
             self.rollouts = self._launch(RolloutWorker, "rollout", cluster, placement, cfg, spec, self.layout,
                                          store_name)
-            self.trainers = self._launch(ActorWorker, "actor", cluster, placement, cfg, spec, self.layout,
-                                         store_name)
+            self.trainers = self._launch_actor(cluster, placement, cfg, spec, store_name)
         except BaseException:
             self.shutdown()
             raise
+
+    def _launch_actor(self, cluster: Any, placement: Placement, cfg: EmbodiedConfig, spec: Any,
+                      store_name: str) -> WorkerGroup:
+        if not cfg.rollout.reallocate:
+            return self._launch(ActorWorker, "actor", cluster, placement, cfg, spec, self.layout, store_name)
+        from learner.scheduling.realloc import ReallocatingActorWorker, lent_slots
+
+        n = placement["actor"].num_processes
+        lend = [{"lend": lent_slots(placement["env"].process_slots, placement["rollout"].process_slots, r, n)}
+                for r in range(n)]
+        group = WorkerGroup.launch(ReallocatingActorWorker, f"{cfg.name}-actor", cluster, placement["actor"], cfg,
+                                   spec, self.layout, store_name, per_rank_kwargs=lend)
+        self.groups.append(group)
+        return group
 
     def _launch(self, cls: type, component: str, cluster: Any, placement: Placement, cfg: EmbodiedConfig,
                 *args: Any) -> WorkerGroup:

@@ -1,0 +1,161 @@
+"""Profile what connects components on this machine: channel hops, weight sync, start-up.
+
+Machine-level (one per machine, cached like a workload profile). Measured with two throw-away
+Ray workers that play env and rollout with no compute between messages:
+
+- ``hop_s``: latency of one channel message worker -> worker (half a ping-pong round trip with
+  one message in flight), as a :class:`Curve` over payload KiB;
+- ``occupancy_s``: what one more message pair in flight adds to a step (ping-pong with two
+  streams: the per-pair CPU cost on the busier side, the part pipelining cannot hide);
+- both for the two workers on the same core (``same``) and on different cores (``cross``);
+- ``weight_fetch``: a worker's ``WeightStore.latest()`` of a state dict, as a Curve over KiB;
+- ``ray_init_s`` (embedded Ray start-up), ``spawn_s`` (one worker process, incl. imports),
+  ``call_s`` (one empty group call: what each runner iteration pays per group).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from learner.scheduling.curves import Curve, load_cached, store_cached, workload_key
+from learner.worker import Worker
+
+log = logging.getLogger(__name__)
+COMM_VERSION = 1
+
+
+@dataclass
+class CommProfile:
+    hop_s: dict[str, Curve] = field(default_factory=dict)  # "same" / "cross" -> Curve(KiB)
+    occupancy_s: dict[str, float] = field(default_factory=dict)
+    weight_fetch: Curve = field(default_factory=Curve)
+    ray_init_s: float = 0.0
+    spawn_s: float = 0.0
+    call_s: float = 0.0
+
+    def hop(self, same_core: bool, nbytes: float) -> float:
+        return self.hop_s["same" if same_core else "cross"](nbytes / 1024)
+
+    def occupancy(self, same_core: bool) -> float:
+        return self.occupancy_s["same" if same_core else "cross"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hop_s": {k: v.to_dict() for k, v in self.hop_s.items()}, "occupancy_s": self.occupancy_s,
+                "weight_fetch": self.weight_fetch.to_dict(), "ray_init_s": self.ray_init_s,
+                "spawn_s": self.spawn_s, "call_s": self.call_s}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CommProfile":
+        return cls({k: Curve.from_dict(v) for k, v in d["hop_s"].items()}, dict(d["occupancy_s"]),
+                   Curve.from_dict(d["weight_fetch"]), d["ray_init_s"], d["spawn_s"], d["call_s"])
+
+
+class PingWorker(Worker):
+    """One side of the ping-pong: ``serve`` echoes, ``drive`` times steps of ``streams`` messages."""
+
+    def serve(self, ch: Any, n: int, streams: int) -> int:
+        for _ in range(n * streams):
+            stream, x = ch.get(key="to_echo", timeout=120)
+            ch.put((stream, x), key=f"back{stream}", timeout=120)
+        ch.flush()
+        return n
+
+    def drive(self, ch: Any, n: int, streams: int, kib: int) -> float:
+        import numpy as np
+
+        x = np.zeros(kib * 256, np.float32)
+        for s in range(streams):
+            ch.put((s, x), key="to_echo")
+        t0 = time.perf_counter()
+        for i in range(n):
+            for s in range(streams):
+                ch.get(key=f"back{s}", timeout=120)
+                if i < n - 1:
+                    ch.put((s, x), key="to_echo")
+        return (time.perf_counter() - t0) / n
+
+    def fetch(self, store_name: str, reps: int) -> float:
+        from learner.weights import WeightStore
+
+        store = WeightStore.connect(store_name)
+        store.latest()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            store.latest()
+        return (time.perf_counter() - t0) / reps
+
+
+def _pingpong(group: Any, ranks: tuple[int, int], n: int, streams: int, kib: int) -> float:
+    """Seconds per step of ``streams`` messages between ranks ``ranks`` of ``group``."""
+    from learner.channel import Channel
+
+    ch = Channel.create(f"sched-ping-{time.monotonic_ns()}")
+    try:
+        served = group.execute_on([ranks[1]], "serve", ch, n, streams)
+        step = group.execute_on([ranks[0]], "drive", ch, n, streams, kib).wait(120)[0]
+        served.wait(120)
+        return step
+    finally:
+        ch.close()
+
+
+def _weights(group: Any, sizes_kib: tuple[int, ...]) -> Curve:
+    import torch
+
+    from learner.weights import WeightStore
+
+    store = WeightStore.create(f"sched-w-{time.monotonic_ns()}")
+    curve = Curve()
+    try:
+        for kib in sizes_kib:
+            store.publish({"w": torch.zeros(kib * 256)})
+            curve.points[kib] = group.execute_on([0], "fetch", store.name, 5).wait(120)[0]
+    finally:
+        store.close()
+    return curve
+
+
+def profile_comm(cluster: Any = None, *, refresh: bool = False, n: int = 30) -> CommProfile:
+    """The machine's comm profile (cached). Starts an embedded Ray when ``cluster`` is None."""
+    from learner.cluster import Cluster
+
+    key = workload_key("comm", {"v": COMM_VERSION})
+    cached = None if refresh else load_cached(key)
+    if cached is not None:
+        return CommProfile.from_dict(cached)
+    prof, own = CommProfile(), cluster is None
+    t0 = time.perf_counter()
+    if own:
+        cluster = Cluster.local()
+    prof.ray_init_s = time.perf_counter() - t0 if own else 0.0
+    try:
+        from learner.placement import ComponentPlacement
+        from learner.worker import WorkerGroup
+
+        t1 = time.perf_counter()  # three workers: two share slot 0, one on slot 1
+        group = WorkerGroup.launch(PingWorker, "sched-ping", cluster,
+                                   ComponentPlacement("p", [[0], [0], [1 % cluster.num_slots]]))
+        prof.spawn_s = time.perf_counter() - t1  # processes start in parallel: the launch's wall time
+        try:
+            for where, ranks in (("same", (0, 1)), ("cross", (0, 2))):
+                one = _pingpong(group, ranks, n, 1, 1)
+                big = _pingpong(group, ranks, max(n // 3, 5), 1, 1024)
+                two = _pingpong(group, ranks, n, 2, 1)
+                prof.hop_s[where] = Curve({1: one / 2, 1024: big / 2})
+                prof.occupancy_s[where] = max(two - one, 0.0)
+            prof.weight_fetch = _weights(group, (64, 4096))
+            t2 = time.perf_counter()
+            for _ in range(10):
+                group.call("ping").wait(60)
+            prof.call_s = (time.perf_counter() - t2) / 10
+        finally:
+            group.shutdown()
+    finally:
+        if own:
+            cluster.shutdown()
+    store_cached(key, prof.to_dict())
+    log.info("comm profile: %s", prof.to_dict())
+    return prof

@@ -1,0 +1,129 @@
+"""Rank candidates with the cost model, and measure them: what ``rlinf schedule`` and
+``placement: auto`` call.
+
+``rank(cfg, num_slots)`` -> predictions, best first (by the predicted time of the config's whole
+run: start-up + iterations x iteration time). ``measure(cfg, candidate, ...)`` runs the candidate
+for a few iterations on the real runner and returns the median iteration time after warm-up.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from learner.scheduling.candidates import Candidate, embodied_candidates, reasoning_candidates
+from learner.scheduling.cost import Prediction, predict_embodied
+from learner.scheduling.curves import reference_s
+
+log = logging.getLogger(__name__)
+
+
+def physical_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def runner_kind(cfg: Any) -> str:
+    return getattr(cfg, "runner", "embodied")
+
+
+def with_candidate(cfg: Any, cand: Candidate) -> Any:
+    """A copy of ``cfg`` with the candidate's placement and knobs set."""
+    out = copy.deepcopy(cfg)
+    for key, value in cand.overrides().items():
+        obj, *path = key.split(".")
+        target = out if not path else getattr(out, obj)
+        setattr(target, path[-1] if path else obj, value)
+    return out
+
+
+def run_length(cfg: Any) -> int:
+    """Iterations (embodied) or steps (reasoning) of the configured run."""
+    train = cfg.train
+    return int(getattr(train, "iterations", getattr(train, "steps", 1)))
+
+
+def rank(cfg: Any, num_slots: int, *, refresh: bool = False, cores: int | None = None,
+         comm: Any = None, load_factor: bool = True) -> list[Prediction]:
+    """Every candidate's prediction, best (shortest whole run) first; with ``load_factor`` scaled
+    by how fast the machine runs now relative to profiling time (:func:`reference_s`)."""
+    cores = cores or physical_cores()
+    if runner_kind(cfg) == "reasoning":
+        from learner.scheduling.llm import predict_reasoning, profile_reasoning
+
+        prof = profile_reasoning(cfg, refresh=refresh)
+        comm = comm or _comm(refresh)
+        preds = [predict_reasoning(prof, comm, c, num_slots, cores) for c in reasoning_candidates(num_slots)]
+    else:
+        from learner.scheduling.profile import profile_embodied
+
+        prof = profile_embodied(cfg, refresh=refresh)
+        comm = comm or _comm(refresh)
+        updates = cfg.actor.epochs * cfg.actor.minibatches
+        cands = embodied_candidates(num_slots, cfg.env.num_envs, group=cfg.algorithm.env_group_size)
+        cands = [c for c in cands if c.fuse or not cfg.rollout.fuse_collocated or "collocated" in c.label]
+        preds = [predict_embodied(prof, comm, c, num_slots, cores, updates) for c in cands]
+    if load_factor and prof.ref_s > 0:
+        scale(preds, reference_s() / prof.ref_s)
+    n = run_length(cfg)
+    return sorted(preds, key=lambda p: p.total_s(n))
+
+
+def scale(preds: list[Prediction], factor: float) -> None:
+    """Scale predictions by the machine's current speed relative to profiling time."""
+    for p in preds:
+        p.iteration_s *= factor
+        p.breakdown = {k: v * factor for k, v in p.breakdown.items()}
+        p.breakdown["load_factor"] = factor
+
+
+def _comm(refresh: bool) -> Any:
+    from learner.scheduling.comm import CommProfile, profile_comm
+    from learner.scheduling.curves import load_cached, workload_key
+
+    import ray
+
+    if ray.is_initialized() or refresh:
+        return profile_comm(refresh=refresh)
+    cached = load_cached(workload_key("comm", {"v": 1}))
+    return CommProfile.from_dict(cached) if cached else profile_comm()
+
+
+def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2) -> float:
+    """Median iteration (embodied) / step (reasoning) seconds of ``cand``, after ``warmup``."""
+    if runner_kind(cfg) == "reasoning":
+        from learner.scheduling.llm import measure_reasoning
+
+        return measure_reasoning(cfg, cand, cluster, iterations=iterations, warmup=warmup)
+    from learner.cluster import InProcess
+    from learner.runners import get_runner
+    from learner.runners.topology import runs_in_process
+
+    run_cfg = with_candidate(cfg, cand)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_cfg.train.iterations, run_cfg.train.out_dir = warmup + iterations, str(Path(tmp) / "run")
+        run_cfg.train.final_eval = run_cfg.train.tensorboard = run_cfg.train.progress = False
+        run_cfg.train.checkpoint_every, run_cfg.train.time_budget_s, run_cfg.train.resume = 0, None, None
+        where = InProcess(cluster.num_slots) if runs_in_process(run_cfg, cluster.num_slots) else cluster
+        get_runner("embodied").run(run_cfg, where)
+        hist = json.loads((Path(run_cfg.train.out_dir) / "metrics.json").read_text())["history"][warmup:]
+    return statistics.median(h["iteration_s"] for h in hist)
+
+
+def _profile_ref(cfg: Any) -> float:
+    """The reference-kernel time stored with the workload's (cached) profile."""
+    if runner_kind(cfg) == "reasoning":
+        from learner.scheduling.llm import profile_reasoning
+
+        return profile_reasoning(cfg).ref_s
+    from learner.scheduling.profile import profile_embodied
+
+    return profile_embodied(cfg).ref_s
