@@ -55,7 +55,7 @@ def _workload(cfg: Any) -> dict[str, Any]:
 
     raw = to_dict(cfg)
     return {k: raw[k] for k in ("model", "rollout", "reward", "algorithm", "actor", "data")} | {
-        "prompts": raw["train"]["prompts_per_step"], "threads": raw["train"]["torch_threads"], "v": 1}
+        "prompts": raw["train"]["prompts_per_step"], "threads": raw["train"]["torch_threads"], "v": 2}
 
 
 def _short_cfg(cfg: Any, out_dir: str, steps: int) -> Any:

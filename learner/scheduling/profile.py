@@ -27,7 +27,7 @@ from typing import Any
 from learner.scheduling.curves import Curve, load_cached, reference_s, store_cached, workload_key
 
 log = logging.getLogger(__name__)
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  # 2: sustained reference kernel
 
 
 @dataclass
