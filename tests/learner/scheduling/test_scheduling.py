@@ -116,3 +116,27 @@ def test_whatif_laws():
 def test_lent_slots_are_dealt_round_robin():
     assert lent_slots([[0]], [[1]], 0, 1) == (0, 1)
     assert lent_slots([[0], [1]], [[2], [3]], 0, 2) == (0, 2)
+
+
+def test_reallocating_actor_widens_only_for_the_update():
+    import os
+
+    import torch
+
+    from learner.scheduling.realloc import ReallocatingActorWorker
+
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    saved, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    own = min(saved)
+    other = max(saved)
+    w = object.__new__(ReallocatingActorWorker)
+    w.lend = (other,)
+    os.sched_setaffinity(0, {own})
+    try:
+        with w._widened():
+            inside = os.sched_getaffinity(0)
+        assert inside == {own, other % (os.cpu_count() or 1)} and os.sched_getaffinity(0) == {own}
+    finally:
+        os.sched_setaffinity(0, saved)
+        torch.set_num_threads(threads)
