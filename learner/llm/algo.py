@@ -97,7 +97,7 @@ def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
 
 def token_advantages(
     algo: AlgorithmConfig, scores: Tensor, mask: Tensor, group_size: int,
-    logp: Tensor | None = None, ref_logp: Tensor | None = None,
+    logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None,
 ) -> Tensor:
     """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator.
 
@@ -111,7 +111,7 @@ def token_advantages(
         raise ValueError(f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, scores, mask, values)")
     if est.signal == "outcome":
         return broadcast_to_tokens(compute_advantages(est, scores=scores, group_size=group_size), mask)
-    rewards = token_rewards(algo, scores, mask, logp, ref_logp)
+    rewards = token_rewards(algo, scores, mask, logp, ref_logp, dense)
     if est.grouped:
         rewards = rewards - token_rewards(algo, scores, mask)
     return compute_advantages(est, scores=scores, mask=mask, group_size=group_size,
@@ -119,11 +119,14 @@ def token_advantages(
 
 
 def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,
-                  logp: Tensor | None = None, ref_logp: Tensor | None = None) -> Tensor:
-    """``[N, R]`` rewards: each score on its last response token, minus ``kl_coef * KL`` per token
-    when ``kl_in_reward`` (and both log-probs are given); 0 at padding."""
+                  logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None) -> Tensor:
+    """``[N, R]`` rewards: each score on its last response token, plus ``dense`` per-token rewards
+    (per-turn rewards of agentic episodes), minus ``kl_coef * KL`` per token when ``kl_in_reward``
+    (and both log-probs are given); 0 at padding and at masked (tool) tokens."""
     last = mask.cumsum(-1) == mask.sum(-1, keepdim=True)
     rewards = (last & mask.bool()).to(scores.dtype) * scores[:, None]
+    if dense is not None:
+        rewards = rewards + dense.to(rewards.dtype) * mask
     if algo.kl_in_reward and algo.kl_coef > 0 and logp is not None and ref_logp is not None:
         rewards = kl_penalized_rewards(rewards, logp, ref_logp, mask, algo.kl_coef, algo.kl_kind)
     return rewards
@@ -131,7 +134,7 @@ def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,
 
 def gae_advantages(
     algo: AlgorithmConfig, scores: Tensor, mask: Tensor, values: Tensor,
-    logp: Tensor | None = None, ref_logp: Tensor | None = None,
+    logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """PPO-with-a-critic: ``(advantages, returns)``, both ``[N, R]``.
 
@@ -140,7 +143,7 @@ def gae_advantages(
     token (the answer is finished). ``returns = A + V`` are the critic's regression targets and
     stay unwhitened; the advantages are whitened over the batch when ``algo.whiten_adv``.
     """
-    rewards = token_rewards(algo, scores, mask, logp, ref_logp)
+    rewards = token_rewards(algo, scores, mask, logp, ref_logp, dense)
     adv, returns = gae(rewards, values.to(rewards.dtype), mask, algo.gamma, algo.lam)
     if algo.whiten_adv:
         adv = whiten(adv, mask)

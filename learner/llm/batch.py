@@ -41,9 +41,15 @@ class TrainBatch:
 
 
 def make_train_batch(
-    prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int
+    prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
+    loss_masks: Sequence[Sequence[int]] | None = None,
 ) -> TrainBatch:
-    """Pad prompts (left) and responses (right) into one :class:`TrainBatch`."""
+    """Pad prompts (left) and responses (right) into one :class:`TrainBatch`.
+
+    ``loss_masks`` (multi-turn episodes): per response token, 1 if the model sampled it and 0
+    for tool output. Tool tokens stay in ``attention_mask`` (the model reads them) but are 0 in
+    ``response_mask``, so no loss, log-prob ratio, advantage or normaliser counts them.
+    """
     if len(prompt_ids) != len(response_ids):
         raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
     n = len(prompt_ids)
@@ -59,6 +65,12 @@ def make_train_batch(
             attn[i, p_len:p_len + len(r)] = 1
     pos = (attn.cumsum(-1) - 1).clamp_min(0)
     resp_mask = attn[:, p_len:].float()
+    if loss_masks is not None:
+        for i, (r, m) in enumerate(zip(response_ids, loss_masks)):
+            if len(m) != len(r):
+                raise ValueError(f"sample {i}: loss mask of {len(m)} tokens for a response of {len(r)}")
+            if len(m):
+                resp_mask[i, :len(m)] *= torch.tensor(list(m), dtype=torch.float32)
     return TrainBatch(ids, attn, pos, ids[:, p_len:].clone(), resp_mask, p_len)
 
 

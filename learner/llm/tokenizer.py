@@ -26,11 +26,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(corpus: Iterable[str], vocab_size: int = 96, min_frequency: int = 2) -> PreTrainedTokenizerFast:
+def train_tokenizer(corpus: Iterable[str], vocab_size: int = 96, min_frequency: int = 2,
+                    extra_tokens: Iterable[str] = ()) -> PreTrainedTokenizerFast:
     """Train a byte-level-free BPE on ``corpus`` (strings); digits are never merged.
 
     ``vocab_size`` counts special tokens and the initial alphabet; the trainer stops early
-    when no pair reaches ``min_frequency``.
+    when no pair reaches ``min_frequency``. ``extra_tokens`` (tool tags such as ``<calc>``)
+    become single, *non-special* tokens: matched before pre-tokenization and kept when decoding.
     """
     tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -52,6 +54,9 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int = 96, min_frequency: 
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL_TOKENS)
     fast.padding_side = "left"  # generation batches are left-padded
     fast.chat_template = CHAT_TEMPLATE
+    extra = list(extra_tokens)
+    if extra:
+        fast.add_tokens(extra)
     return fast
 
 

@@ -29,6 +29,7 @@ class SamplingParams:
     max_new_tokens: int = 16
     stop_token_ids: tuple[int, ...] = ()  # in addition to the tokenizer's EOS
     seed: int | None = None
+    stop: tuple[str, ...] = ()  # stop strings (kept in the output), e.g. a tool's closing tag
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -107,6 +108,10 @@ class RolloutBackend(abc.ABC):
     @abc.abstractmethod
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
         """Sample ``params.n`` responses per prompt (text prompts, already templated)."""
+
+    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        """Sample from token-id prompts (multi-turn episodes continue from ids, never re-tokenized)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot continue from token ids (needed by agent.tools)")
 
     @abc.abstractmethod
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:

@@ -129,7 +129,8 @@ class HFRolloutBackend(RolloutBackend):
     ) -> tuple[list[list[int]], list[list[float]], list[str]]:
         ids, mask = left_pad(rows, self.pad_id)
         ids, mask = ids.to(self.device), mask.to(self.device)
-        stop = torch.tensor(sorted({self.eos_id, *params.stop_token_ids}), device=self.device)
+        single, text_stops = self._stops(params)
+        stop = torch.tensor(sorted({self.eos_id, *params.stop_token_ids, *single}), device=self.device)
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         from transformers import DynamicCache
 
@@ -145,6 +146,8 @@ class HFRolloutBackend(RolloutBackend):
             toks.append(tok)
             lps.append(torch.where(done, torch.zeros_like(lp), lp))
             done = done | torch.isin(tok, stop)
+            if text_stops:
+                done = done | self._text_stop(toks, done, text_stops)
             if bool(done.all()) or t == params.max_new_tokens - 1:
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -152,19 +155,47 @@ class HFRolloutBackend(RolloutBackend):
                              past_key_values=out.past_key_values, use_cache=True)
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
-        return self._unpad(torch.stack(toks, 1), torch.stack(lps, 1), stop)
+        return self._unpad(torch.stack(toks, 1), torch.stack(lps, 1), stop, text_stops, self.tokenizer)
+
+    def _stops(self, params: SamplingParams) -> tuple[list[int], tuple[str, ...]]:
+        """Stop strings that are one token become stop ids; the rest are matched on decoded text."""
+        single, text = [], []
+        for s in params.stop:
+            ids = self.tokenizer(s, add_special_tokens=False).input_ids
+            (single.append(ids[0]) if len(ids) == 1 else text.append(s))
+        return single, tuple(text)
+
+    def _text_stop(self, toks: list[torch.Tensor], done: torch.Tensor, stops: tuple[str, ...]) -> torch.Tensor:
+        """Rows whose recent tokens now contain a multi-token stop string."""
+        width = max(len(s) for s in stops)  # every token is >= 1 character
+        recent = torch.stack(toks[-width:], 1).tolist()
+        hit = [not d and any(s in self.tokenizer.decode(r, skip_special_tokens=True) for s in stops)
+               for r, d in zip(recent, done.tolist())]
+        return torch.tensor(hit, dtype=torch.bool, device=done.device)
 
     @staticmethod
     def _unpad(
-        toks: torch.Tensor, lps: torch.Tensor, stop: torch.Tensor
+        toks: torch.Tensor, lps: torch.Tensor, stop: torch.Tensor, text_stops: tuple[str, ...] = (),
+        tokenizer: Any = None,
     ) -> tuple[list[list[int]], list[list[float]], list[str]]:
-        """Cut each row after its first stop token (kept: it is a sampled action too)."""
+        """Cut each row after its first stop token or stop string (kept: it is a sampled action too)."""
         resp, out_lp, reasons = [], [], []
         stops = set(stop.tolist())
         for row_t, row_lp in zip(toks.tolist(), lps.tolist()):
             end = next((i + 1 for i, x in enumerate(row_t) if x in stops), None)
+            if text_stops and tokenizer is not None:
+                end = _first_text_stop(row_t, end, text_stops, tokenizer)
             reasons.append("stop" if end is not None else "length")
             end = end if end is not None else len(row_t)
             resp.append(row_t[:end])
             out_lp.append(row_lp[:end])
         return resp, out_lp, reasons
+
+
+def _first_text_stop(row: list[int], end: int | None, stops: tuple[str, ...], tokenizer: Any) -> int | None:
+    """Shortest prefix of ``row`` (before ``end``) whose text contains a stop string."""
+    limit = end if end is not None else len(row)
+    for i in range(1, limit + 1):
+        if any(s in tokenizer.decode(row[:i], skip_special_tokens=True) for s in stops):
+            return i
+    return end

@@ -37,6 +37,9 @@ def sglang_sampling_params(params: SamplingParams) -> dict[str, Any]:
         sp["stop_token_ids"] = list(params.stop_token_ids)
     if params.seed is not None:
         sp["sampling_seed"] = params.seed
+    if params.stop:  # multi-turn tools: stop at a closing tag and keep it in the text
+        sp["stop"] = list(params.stop)
+        sp["no_stop_trim"] = True
     return sp
 
 
@@ -93,7 +96,10 @@ class SGLangRolloutBackend(RolloutBackend):
         self.engine.resume_memory_occupation()
 
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        prompt_ids = [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts]
+        return self.generate_ids([list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params)
+
+    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        """Token-id prompts (multi-turn contexts) straight to the engine as ``input_ids``."""
         sp = sglang_sampling_params(params)
         p_ids, r_ids, lps, texts, reasons, index = [], [], [], [], [], []
         for batch in request_batches(prompt_ids, params.n, self.max_requests, expand_samples=True):

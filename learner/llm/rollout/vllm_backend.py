@@ -42,6 +42,9 @@ def vllm_sampling_kwargs(params: SamplingParams) -> dict[str, Any]:
     }
     if params.stop_token_ids:
         kw["stop_token_ids"] = list(params.stop_token_ids)
+    if params.stop:  # multi-turn tools: stop at a closing tag and keep it in the text
+        kw["stop"] = list(params.stop)
+        kw["include_stop_str_in_output"] = True
     return kw
 
 
@@ -131,7 +134,10 @@ class VLLMRolloutBackend(RolloutBackend):
             self.llm.wake_up()
 
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        prompt_ids = [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts]
+        return self.generate_ids([list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params)
+
+    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+        """Token-id prompts (multi-turn contexts) straight to the engine as ``prompt_token_ids``."""
         sp = self._vllm.SamplingParams(**vllm_sampling_kwargs(params))
         rows: list[Any] = [[], [], [], [], []]
         index: list[int] = []
