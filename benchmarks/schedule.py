@@ -94,6 +94,13 @@ def render(data: dict) -> str:
                   "", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
                   f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
                   f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best.", ""]
+    r = data.get("reallocation")
+    if r:
+        lines += ["## Reallocation (`rollout.reallocate`)", "", r["setup"], "",
+                  "| reallocate | iteration s (median) | train s (median) | samples |", "|---|---|---|---|"]
+        for row in r["rows"]:
+            lines.append(f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |")
+        lines += ["", r["note"], ""]
     return "\n".join(lines) + "\n"
 
 
