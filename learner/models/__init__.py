@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from learner.models.actor_critic import ActorCriticPolicy
 from learner.models.heads import HEADS
+from learner.models.offpolicy import SquashedGaussianPolicy
 from learner.models.policy import Policy, PolicyOutput, PolicySpec, obs_to_tensors
 from rlinf_contracts.registry import Registry
 
@@ -29,6 +30,12 @@ def _cnn(spec: PolicySpec, **kwargs: Any) -> Policy:
     return ActorCriticPolicy(spec, use_images=True, **kwargs)
 
 
+@MODELS.register("sac")
+def _sac(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Off-policy (SAC / RLPD / CrossQ) tanh-Gaussian actor; with ``use_images`` a pixel encoder."""
+    return SquashedGaussianPolicy(spec, **kwargs)
+
+
 def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     """Build the model registered as ``name`` for ``spec``; remembers name and kwargs."""
     policy = MODELS.get(name)(spec, **kwargs)
@@ -37,5 +44,5 @@ def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     return policy
 
 
-__all__ = ["MODELS", "HEADS", "ActorCriticPolicy", "Policy", "PolicyOutput", "PolicySpec",
+__all__ = ["MODELS", "HEADS", "ActorCriticPolicy", "SquashedGaussianPolicy", "Policy", "PolicyOutput", "PolicySpec",
            "build_policy", "obs_to_tensors"]

@@ -28,6 +28,8 @@ RUNNERS: Registry[RunnerSpec] = Registry("runner")
 RUNNER_MODULES: dict[str, str] = {
     "embodied": "learner.runners.embodied",
     "reasoning": "learner.runners.reasoning",
+    "offpolicy": "learner.runners.offpolicy",
+    "offline": "learner.runners.offline",
 }
 
 

@@ -1,0 +1,160 @@
+"""``OffPolicyConfig``: every knob of the off-policy runner (SAC / RLPD / CrossQ), typed, with help text.
+
+Built once with ``from_dict(OffPolicyConfig, load_config(path, overrides))``; each section
+validates itself and names the offending key. ``env`` and ``eval`` are the embodied runner's
+sections (same env kwargs, same held-out evaluation); ``placement`` places ``env``, ``learner``
+and ``replay``.
+
+>>> from rlinf_contracts.config import from_dict
+>>> cfg = from_dict(OffPolicyConfig, {"algorithm": {"name": "rlpd"}, "train": {"demos": "runs/demos/push"}})
+>>> cfg.algorithm.critics(), cfg.algorithm.critic_subset
+(10, 2)
+>>> from_dict(OffPolicyConfig, {"algorithm": {"name": "sacc"}})
+Traceback (most recent call last):
+...
+rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='sacc' is unknown; choose one of ['crossq', 'rlpd', 'sac']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from learner.cluster import ClusterConfig
+from learner.runners.config import EnvConfig, EvalConfig
+from learner.sections import TrainLoopConfig
+from learner.sections import h as _h
+from rlinf_contracts.config import ConfigError
+
+COMPONENTS = ("env", "learner", "replay")
+ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
+
+
+@dataclass
+class OffPolicyModelConfig:
+    hidden: list[int] = field(default_factory=lambda: [256, 256], metadata=_h("hidden sizes of the actor MLP"))
+    critic_hidden: list[int] = field(default_factory=lambda: [256, 256], metadata=_h("hidden sizes of each critic MLP (CrossQ paper: [2048, 2048])"))
+    use_images: bool = field(default=False, metadata=_h("encode the env's cameras with a CNN shared by actor and critic (DrQ); needs an image obs_mode"))
+    cnn_channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("channels of the stride-2 convs of the pixel encoder"))
+    image_feat_dim: int = field(default=50, metadata=_h("pixel feature size (after LayerNorm + tanh)"))
+    augment_pad: int = field(default=4, metadata=_h("DrQ random shift: pad by this many pixels and crop back at a random offset (0 = off)"))
+
+    def validate(self) -> None:
+        if not self.hidden or not self.critic_hidden:
+            raise ConfigError("keys 'model.hidden' and 'model.critic_hidden' need at least one layer size")
+        if self.augment_pad < 0:
+            raise ConfigError(f"key 'model.augment_pad' must be >= 0, got {self.augment_pad}")
+
+    def build_kwargs(self) -> dict[str, Any]:
+        """Kwargs of ``build_policy("sac", ...)`` (JSON-able: saved in checkpoints)."""
+        kw: dict[str, Any] = {"hidden": list(self.hidden), "use_images": self.use_images}
+        if self.use_images:
+            kw.update(cnn_channels=list(self.cnn_channels), image_feat_dim=self.image_feat_dim)
+        return kw
+
+
+@dataclass
+class OffPolicyAlgorithmConfig:
+    name: str = field(default="sac", metadata=_h("sac | rlpd (LayerNorm ensemble, random-2 min, symmetric demo sampling) | crossq (batch renorm, no target)"))
+    gamma: float = field(default=0.99, metadata=_h("discount per env step (HIL-SERL: 0.97)"))
+    n_step: int = field(default=1, metadata=_h("n-step returns from the replay"))
+    tau: float = field(default=0.005, metadata=_h("Polyak rate of the target critics (not used by crossq)"))
+    actor_lr: float = field(default=3e-4, metadata=_h("actor Adam learning rate"))
+    critic_lr: float = field(default=3e-4, metadata=_h("critic (and pixel encoder) Adam learning rate"))
+    alpha_lr: float = field(default=3e-4, metadata=_h("temperature Adam learning rate"))
+    init_alpha: float = field(default=1.0, metadata=_h("initial entropy temperature"))
+    target_entropy: float | None = field(default=None, metadata=_h("entropy target; null = -|A| (sac, crossq) or -|A|/2 (rlpd)"))
+    n_critics: int | None = field(default=None, metadata=_h("critic ensemble size; null = 2 (sac, crossq) or 10 (rlpd)"))
+    critic_subset: int | None = field(default=None, metadata=_h("rlpd: target min over a random subset of this size (null = 2)"))
+    utd_ratio: float = field(default=1.0, metadata=_h("critic updates per env transition (RLPD paper: 20; fractions allowed)"))
+    policy_delay: int | None = field(default=None, metadata=_h("critic:actor update ratio (SERL 4:1); null = 1 (sac, rlpd) or 3 (crossq)"))
+    batch_size: int = field(default=256, metadata=_h("transitions per update"))
+    adam_beta1: float | None = field(default=None, metadata=_h("Adam beta1; null = 0.9 (sac, rlpd) or 0.5 (crossq)"))
+
+    def validate(self) -> None:
+        if self.name not in ALGORITHMS:
+            raise ConfigError(f"key 'algorithm.name'={self.name!r} is unknown; choose one of {sorted(ALGORITHMS)}")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"keys 'algorithm.gamma' / 'algorithm.tau' must be in (0, 1], got {self.gamma}, {self.tau}")
+        if self.n_step < 1 or self.batch_size < 1 or self.utd_ratio <= 0:
+            raise ConfigError("keys 'algorithm.n_step', 'algorithm.batch_size' must be >= 1 and 'algorithm.utd_ratio' > 0")
+        if self.critic_subset is not None and not 1 <= self.critic_subset <= self.critics():
+            raise ConfigError(f"key 'algorithm.critic_subset'={self.critic_subset} must be in [1, n_critics={self.critics()}]")
+        if self.policy_delay is not None and self.policy_delay < 1:
+            raise ConfigError(f"key 'algorithm.policy_delay' must be >= 1, got {self.policy_delay}")
+        if self.name == "rlpd" and self.critic_subset is None:
+            self.critic_subset = 2
+
+    def critics(self) -> int:
+        return self.n_critics if self.n_critics is not None else ALGORITHMS[self.name]
+
+
+@dataclass
+class ReplaySection:
+    capacity: int = field(default=1_000_000, metadata=_h("transitions kept per source (demo / online)"))
+    demo_ratio: float = field(default=0.5, metadata=_h("share of each batch drawn from the demos when there are demos (RLPD: 0.5)"))
+
+    def validate(self) -> None:
+        if self.capacity < 2 or not 0.0 <= self.demo_ratio < 1.0:
+            raise ConfigError(f"keys 'replay.capacity' (>= 2) / 'replay.demo_ratio' ([0, 1)) out of range: "
+                              f"{self.capacity}, {self.demo_ratio}")
+
+
+@dataclass
+class OffPolicyTrainConfig(TrainLoopConfig):
+    env_steps: int = field(default=100_000, metadata=_h("env transitions to collect in total (all envs)"))
+    warmup_steps: int = field(default=5_000, metadata=_h("transitions of uniform random actions before the policy acts and updates start"))
+    learning_starts: int = field(default=1_000, metadata=_h("no update before the replay holds this many online transitions (demos count too)"))
+    demos: str | None = field(default=None, metadata=_h("episode store of demonstrations (rlinf collect) for the replay's demo source"))
+    store_online: bool = field(default=True, metadata=_h("write every finished online episode to <out_dir>/episodes (needed to resume with its replay)"))
+    episode_store: str | None = field(default=None, metadata=_h("episode store of online transitions; null = <out_dir>/episodes"))
+    steps_per_round: int = field(default=1, metadata=_h("vector-env steps between two bursts of updates (fused loop)"))
+    publish_every: int = field(default=50, metadata=_h("updates between two weight publications to env workers"))
+    log_every: int = field(default=2_000, metadata=_h("env transitions between two metrics rows"))
+    checkpoint_every: int = field(default=0, metadata=_h("env transitions between checkpoints (0 = only at the end)"))
+    queue_episodes: int = field(default=8, metadata=_h("distributed: episodes an env worker may have in flight before it waits for the learner"))
+    out_dir: str = field(default="runs/offpolicy", metadata=_h("run directory: checkpoints/, episodes/, tb/, metrics.json, curves.png"))
+    resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from; the replay is refilled from the episode store"))
+    tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
+    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
+    final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
+    time_budget_s: float | None = field(default=None, metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval"))
+
+    def validate(self) -> None:
+        for key in ("env_steps", "warmup_steps", "learning_starts", "checkpoint_every"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"key 'train.{key}' must be >= 0, got {getattr(self, key)}")
+        for key in ("steps_per_round", "publish_every", "log_every", "queue_episodes"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"key 'train.{key}' must be >= 1, got {getattr(self, key)}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null), got {self.time_budget_s}")
+
+
+@dataclass
+class OffPolicyConfig:
+    runner: str = field(default="offpolicy", metadata=_h("runner registry name"))
+    name: str = field(default="offpolicy", metadata=_h("run name (logs)"))
+    seed: int = field(default=0, metadata=_h("global seed: network init, env seeds, replay sampling"))
+    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
+    placement: dict[str, str | int] = field(default_factory=lambda: {"env,learner,replay": "0"},
+                                            metadata=_h("env, learner, replay -> slots; all on the same one process = the fused loop"))
+    env: EnvConfig = field(default_factory=lambda: EnvConfig(num_envs=8), metadata=_h("environment (as the embodied runner's)"))
+    model: OffPolicyModelConfig = field(default_factory=OffPolicyModelConfig, metadata=_h("actor, critics, pixel encoder"))
+    algorithm: OffPolicyAlgorithmConfig = field(default_factory=OffPolicyAlgorithmConfig, metadata=_h("SAC / RLPD / CrossQ"))
+    replay: ReplaySection = field(default_factory=ReplaySection, metadata=_h("replay buffer"))
+    train: OffPolicyTrainConfig = field(default_factory=OffPolicyTrainConfig, metadata=_h("loop, data, checkpoints, logging"))
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
+
+    def validate(self) -> None:
+        names = [n.strip() for key in self.placement for n in str(key).split(",")]
+        if sorted(names) != sorted(COMPONENTS):
+            raise ConfigError(f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}")
+        if self.model.use_images and "rgb" not in self.env.obs_mode and "image" not in self.env.obs_mode:
+            raise ConfigError(f"key 'model.use_images' needs an image env.obs_mode (rgb, state+rgb), got {self.env.obs_mode!r}")
+        if self.algorithm.name == "crossq" and self.model.use_images:
+            raise ConfigError("key 'algorithm.name'=crossq runs on state observations only (its joint batch-norm "
+                              "pass concatenates state tensors); use sac or rlpd with model.use_images")
+        if self.algorithm.name == "rlpd" and not self.train.demos:
+            raise ConfigError("key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
+                              "batch from prior data); record some with 'rlinf collect ENV --out DIR'")

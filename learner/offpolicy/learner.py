@@ -1,0 +1,138 @@
+"""The learner side of an off-policy run: replay, SAC-family updates at a UTD ratio, counters.
+
+``OffPolicyLearner`` takes experience in either shape -- one vector-env step (the fused loop,
+:meth:`ingest_step`) or whole episodes (env workers, a restart, :meth:`ingest_episode`) -- and
+owes ``algorithm.utd_ratio`` critic updates per transition once ``train.learning_starts``
+transitions were collected; :meth:`train_owed` pays the debt. Fractional ratios accumulate, so
+``utd_ratio: 0.25`` with 8 envs is two updates per vector step.
+
+Demonstrations (``train.demos``) fill the replay's ``demo`` source and every batch then holds
+``replay.demo_ratio`` of them (RLPD's symmetric sampling at 0.5); before any online data the
+demos fill the whole batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learner.offpolicy.batches import split_sample, to_batch
+from learner.offpolicy.collect import StepBatch, layout_of
+from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.nets import build, policy_spec
+from rlinf_contracts.config import ConfigError
+from rlinf_contracts.episode import Episode, StepLayout
+from rlinf_data.replay import ReplayBuffer, ReplayConfig
+
+log = logging.getLogger(__name__)
+SAMPLE_GROUP = 8  # updates drawn from one replay sampling call
+
+
+def replay_config(cfg: OffPolicyConfig) -> ReplayConfig:
+    r, a = cfg.replay, cfg.algorithm
+    mix = {"demo": r.demo_ratio, "online": 1.0 - r.demo_ratio} if cfg.train.demos else {"online": 1.0}
+    return ReplayConfig(capacity=r.capacity, mix=mix, n_step=a.n_step, gamma=a.gamma)
+
+
+def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout) -> int:
+    """Every episode of the store at ``path`` into the replay's demo source; returns transitions."""
+    from rlinf_data.store import EpisodeStore
+
+    try:
+        store = EpisodeStore(path, "r")
+    except FileNotFoundError as e:
+        raise ConfigError(f"key 'train.demos': {e}; record demos with 'rlinf collect ENV --out {path}'") from None
+    n = 0
+    for ep in store:
+        if ep.info.layout != layout:
+            raise ConfigError(f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
+                              f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras")
+        replay.add_episode(ep, "demo")
+        n += len(ep)
+    log.info("replay: %d demo transitions from %d episodes of %s", n, len(store), path)
+    return n
+
+
+class OffPolicyLearner:
+    """Policy, SAC-family learner, replay and the counters a checkpoint carries."""
+
+    def __init__(self, cfg: OffPolicyConfig, env_spec: Any) -> None:
+        self.cfg = cfg
+        self.spec = policy_spec(env_spec, cfg.model.use_images)
+        self.policy, self.learner = build(cfg, self.spec)
+        self.layout = layout_of(env_spec)
+        self.episode_steps = int(env_spec.max_episode_steps)
+        self.replay = ReplayBuffer(self.layout, replay_config(cfg))
+        self.rng = np.random.default_rng(cfg.seed + 7)
+        self.cameras = self.policy.encoder.cameras
+        self.pad = cfg.model.augment_pad if self.cameras else 0
+        self.demo_steps = load_demos(self.replay, cfg.train.demos, self.layout) if cfg.train.demos else 0
+        self.env_steps = self.updates = self.episodes = 0
+        self.owed = 0.0
+        self.last: dict[str, float] = {}
+
+    # ------------------------------------------------------------ experience
+    def ingest_step(self, b: StepBatch) -> None:
+        self.replay.add("online", b.obs, b.action, b.reward, b.terminated, b.truncated, b.next_obs)
+        self._count(len(b.action))
+
+    def ingest_episode(self, ep: Episode, count: bool = True) -> None:
+        """A whole episode; ``count=False`` for a restart's refill (its steps were counted before)."""
+        self.replay.add_episode(ep, "online")
+        if count:
+            self._count(len(ep))
+
+    def _count(self, n: int) -> None:
+        before, self.env_steps = self.env_steps, self.env_steps + n
+        start = self.cfg.train.learning_starts
+        if self.env_steps > start:
+            self.owed += self.cfg.algorithm.utd_ratio * (self.env_steps - max(before, start))
+
+    # --------------------------------------------------------------- updates
+    def train_owed(self) -> int:
+        """Run the updates owed so far; returns how many ran."""
+        n = int(self.owed)
+        if n <= 0:
+            return 0
+        self.owed -= n
+        bs = self.cfg.algorithm.batch_size
+        done = 0
+        while done < n:
+            g = min(n - done, SAMPLE_GROUP)
+            for part in split_sample(self.replay.sample(g * bs, self.rng), g, self.rng):
+                self.last = self.learner.update(to_batch(part, self.cameras, self.pad, self.rng))
+            done += g
+        self.updates += n
+        return n
+
+    def metrics(self) -> dict[str, float]:
+        m = {f"train/{k}": float(v) for k, v in self.last.items()}
+        m.update({"updates": float(self.updates), "replay/online": float(self.replay.size("online"))})
+        if "demo" in self.replay.rings:
+            m["replay/demo"] = float(self.replay.size("demo"))
+        return m
+
+    def counters(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
+                "owed": self.owed, "learner_updates": self.learner.updates}
+
+    def set_counters(self, c: dict[str, Any]) -> None:
+        self.env_steps, self.updates, self.episodes = int(c["env_steps"]), int(c["updates"]), int(c["episodes"])
+        self.owed, self.learner.updates = float(c["owed"]), int(c["learner_updates"])
+
+    def refill(self, store_path: str | Path) -> int:
+        """After a restart: every online episode of the store back into the replay."""
+        from rlinf_data.store import EpisodeStore
+
+        if not (Path(store_path) / "zarr.json").is_file():
+            return 0
+        n = 0
+        for ep in EpisodeStore(store_path, "r"):
+            if ep.info.source == "online" and len(ep):
+                self.ingest_episode(ep, count=False)
+                n += 1
+        log.info("replay: %d online episodes (%d rows) restored from %s", n, self.replay.size("online"), store_path)
+        return n

@@ -1,0 +1,137 @@
+"""The learner's loop: pull experience, pay the UTD debt, publish, log, checkpoint -- until done.
+
+::
+
+    source.pull --(steps | episodes)--> replay --> updates (utd_ratio per transition) --> publish
+        ^                                                                                    |
+        +------------------------ env acts with the newest weights <-------------------------+
+
+Finished episodes also go to the episode store (``<out_dir>/episodes``, ``source: online``) and
+to the success / return statistics. A metrics row every ``train.log_every`` transitions (its
+``iteration`` is the row index; checkpoints are named by it), a checkpoint every
+``train.checkpoint_every`` transitions and at the end. ``train.resume`` restores a checkpoint
+(``learner.offpolicy.state``) and refills the replay from the episode store it names.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from learner.checkpoint import checkpoint_dir
+from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.learner import OffPolicyLearner
+from learner.runners.budget import Budget
+from rlinf_contracts.config import to_dict
+
+log = logging.getLogger(__name__)
+
+
+def store_path(cfg: OffPolicyConfig) -> str:
+    return cfg.train.episode_store or str(Path(cfg.train.out_dir) / "episodes")
+
+
+class TrainLoop:
+    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner) -> None:
+        from learner.eval.curves import prior_history
+
+        self.cfg, self.core = cfg, core
+        self.iteration, self.version = 0, 0
+        self.history: list[dict[str, float]] = []
+        self.recent: deque[tuple[bool, float]] = deque(maxlen=100)
+        if cfg.train.resume:
+            self._resume(cfg.train.resume)
+            self.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", self.iteration)
+        self.store = None
+        if cfg.train.store_online:
+            from rlinf_data.store import EpisodeStore
+
+            self.store = EpisodeStore(store_path(cfg))
+
+    def _resume(self, path: str) -> None:
+        from learner.offpolicy.state import load
+
+        meta = load(self.core, path)
+        self.iteration, self.version = int(meta["iteration"]), int(meta["weight_version"])
+        source = meta.get("episode_store")
+        if source:
+            self.core.refill(source)
+        log.info("resumed from %s: %d env steps, %d updates, replay %d online rows", meta["path"],
+                 self.core.env_steps, self.core.updates, self.core.replay.size("online"))
+
+    def run(self, source: Any, seconds_left: float | None) -> dict[str, Any]:
+        """Train until ``train.env_steps`` or the budget; returns the final checkpoint and history."""
+        cfg, core = self.cfg, self.core
+        budget, logger = Budget.start(seconds_left), self._logger()
+        wall0 = self.history[-1].get("time/wall_s", 0.0) if self.history else 0.0
+        next_ckpt = self._next(cfg.train.checkpoint_every)
+        while core.env_steps < cfg.train.env_steps and not budget.training_over():
+            for ep in source.pull(core):
+                self._finished(ep)
+            core.train_owed()
+            self.version = source.publish(core)
+            if core.env_steps >= (self.iteration + 1) * cfg.train.log_every:
+                self._log(logger, budget, wall0, source.step_s())
+            if next_ckpt and core.env_steps >= next_ckpt:
+                self.save()
+                next_ckpt = self._next(cfg.train.checkpoint_every)
+        if not self.history or self.history[-1]["env_steps"] < core.env_steps:
+            self._log(logger, budget, wall0, source.step_s())
+        path = self.save()
+        logger.close()
+        return {"checkpoint": str(path), "history": self.history, "last": dict(logger.last),
+                "counters": core.counters(), "weight_version": self.version}
+
+    def _next(self, every: int) -> int:
+        return 0 if not every else (self.core.env_steps // every + 1) * every
+
+    def _finished(self, ep: Any) -> None:
+        self.core.episodes += 1
+        self.recent.append((bool(ep.info.success), float(ep.steps["reward"].sum())))
+        if self.store is not None:
+            self.store.write(ep)
+
+    def _logger(self) -> Any:
+        from learner.metrics import MetricsLogger
+
+        c = self.cfg.train
+        total = math.ceil(c.env_steps / c.log_every)
+        return MetricsLogger(c.out_dir, total, min(self.iteration, total), c.tensorboard, c.progress, desc=self.cfg.name)
+
+    def _log(self, logger: Any, budget: Budget, wall0: float, step_s: float) -> None:
+        core = self.core
+        m = core.metrics()
+        m.update({"env_steps": float(core.env_steps), "episodes": float(core.episodes),
+                  "weight_version": float(self.version), "time/wall_s": wall0 + budget.elapsed()})
+        if self.recent:
+            m["success_rate"] = sum(s for s, _ in self.recent) / len(self.recent)
+            m["episode_return"] = sum(r for _, r in self.recent) / len(self.recent)
+        prev = self.history[-1] if self.history else None
+        if prev is not None and m["time/wall_s"] > prev["time/wall_s"]:
+            m["env_steps_per_s"] = (m["env_steps"] - prev["env_steps"]) / (m["time/wall_s"] - prev["time/wall_s"])
+        if self.iteration == 0 or not budget.eval_reserve_s:
+            self._reserve_eval(budget, step_s)
+        logger.log(self.iteration, m)
+        self.history.append(logger.history[-1])
+        self.iteration += 1
+
+    def _reserve_eval(self, budget: Budget, step_s: float) -> None:
+        c = self.cfg
+        if budget.seconds is None or not c.train.final_eval or step_s <= 0:
+            return
+        budget.reserve_eval(step_s, c.env.num_envs, c.eval.num_envs, c.eval.episodes, len(c.eval.ood_splits),
+                            self.core.episode_steps)
+
+    def save(self) -> Path:
+        from learner.offpolicy.state import save
+
+        path = checkpoint_dir(self.cfg.train.out_dir, self.iteration)
+        last = self.history[-1] if self.history else {}
+        return save(self.core, path, self.iteration, self.version, to_dict(self.cfg), last,
+                    store_path(self.cfg) if self.store is not None else None)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,117 @@
+"""The offline runner (``runner: offline``): BC, IQL and DAgger on an episode store::
+
+    episode store --> dataset --> updates --> checkpoint --> held-out eval
+                        ^                        |
+                        +-- dagger: roll out, label with the sim oracle, aggregate --+
+
+``algorithm.name: bc`` clones the demos, ``iql`` learns Q / V / actor from them without
+querying unseen actions, ``dagger`` starts as BC and then runs ``algorithm.rounds`` rounds of
+learner rollouts labelled by ``sim_bridges.mujoco_franka.oracle_action``. One local process,
+state observations; the actor is the off-policy runner's (model ``sac``), so ``rlinf serve`` and
+``rlinf eval`` take its checkpoints. Outputs as the other runners: ``checkpoints/``,
+``metrics.json``, ``curves.png``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+# imported before any env starts: it picks a headless MuJoCo GL default
+from learner.eval.embodied import evaluate_config
+from learner.offline.config import OfflineConfig
+from learner.offline.data import bc_buffer, check_layout, oracle_round, read_episodes, replay_of
+from learner.offline.trainers import BCTrainer, IQLTrainer, make_policy
+from learner.offpolicy.batches import to_batch
+from learner.rollout.envs import build_env
+from learner.runners.budget import Budget
+from learner.runners.registry import RUNNERS, RunnerSpec
+from learner.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def _fit(trainer: Any, sample: Callable[[], dict], updates: int, log_every: int, history: list[dict],
+         extra: dict[str, float], t0: float) -> None:
+    """``updates`` gradient steps; a history row every ``log_every`` (``updates`` counts all rounds)."""
+    done = history[-1]["updates"] if history else 0.0
+    for i in range(1, updates + 1):
+        metrics = trainer.update(sample())
+        if i % log_every == 0 or i == updates:
+            history.append({"iteration": float(len(history)), "updates": done + i, **extra,
+                            **{f"train/{k}": v for k, v in metrics.items()}, "time/wall_s": time.perf_counter() - t0})
+
+
+def run(cfg: OfflineConfig, cluster: Any) -> dict[str, Any]:
+    """Train per ``cfg`` in one local process pinned like a fused worker (its slot's cores and
+    torch threads); returns the final metrics (incl. held-out eval)."""
+    from learner.placement import parse_placement
+    from learner.runners.fused import InProcessGroup
+
+    placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
+    group = InProcessGroup(OfflineWorker, f"{cfg.name}-offline", placement["learner"], cluster.slot_kind, cfg)
+    try:
+        return group.call("train").wait()[0]
+    finally:
+        group.shutdown()
+
+
+class OfflineWorker(Worker):
+    def __init__(self, cfg: OfflineConfig) -> None:
+        self.cfg = cfg
+
+    def train(self) -> dict[str, Any]:
+        return _train(self.cfg)
+
+
+def _train(cfg: OfflineConfig) -> dict[str, Any]:
+    budget, t0 = Budget.start(cfg.train.time_budget_s), time.perf_counter()
+    env = build_env(cfg.env.name, cfg.env.num_envs, **cfg.env.factory_kwargs())
+    episodes = read_episodes(cfg.data.demos)
+    check_layout(episodes, env.spec, cfg.data.demos)
+    from learner.offpolicy.nets import policy_spec
+
+    policy = make_policy(cfg, policy_spec(env.spec, use_images=False))
+    rng, gen, history = np.random.default_rng(cfg.seed), torch.Generator().manual_seed(cfg.seed), []
+    a, c = cfg.algorithm, cfg.train
+    if a.name == "iql":
+        replay = replay_of(episodes, a.gamma)
+        _fit(IQLTrainer(cfg, policy), lambda: to_batch(replay.sample(a.batch_size, rng), []), c.updates,
+             c.log_every, history, {}, t0)
+    else:
+        buf, trainer = bc_buffer(episodes), BCTrainer(cfg, policy)
+        rounds = a.rounds if a.name == "dagger" else 0
+        extra: dict[str, float] = {}
+        for r in range(rounds + 1):
+            if r:
+                extra = oracle_round(env, policy, buf, a.round_env_steps, a.expert_beta * 0.5 ** (r - 1), gen)
+                log.info("dagger round %d: learner success %.2f, dataset %d", r, extra["dagger/round_success"], len(buf))
+            _fit(trainer, lambda: buf.sample(a.batch_size, gen), c.updates, c.log_every, history, extra, t0)
+    env.close()
+    return _finish(cfg, policy, history, budget, len(episodes))
+
+
+def _finish(cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int) -> dict[str, Any]:
+    from learner.checkpoint import checkpoint_dir, write_checkpoint
+    from learner.runners.offpolicy import _outputs, final_eval
+    from rlinf_contracts.config import to_dict
+
+    path = write_checkpoint(checkpoint_dir(cfg.train.out_dir, len(history)), policy.state_dict(),
+                            {"name": "sac", "kwargs": policy.model_kwargs}, iteration=len(history), weight_version=0,
+                            spec=policy.spec.to_dict(), config=to_dict(cfg), metrics=history[-1] if history else {})
+    final: dict[str, Any] = {**(history[-1] if history else {}), "checkpoint": str(path), "demo_episodes": n_episodes,
+                             "out_dir": cfg.train.out_dir, "in_process": True}
+    if cfg.train.final_eval:
+        final["eval"] = final_eval(cfg, str(path), budget)
+    final["elapsed_s"] = budget.elapsed()
+    _outputs(cfg, history, final)
+    return final
+
+
+RUNNERS.add("offline", RunnerSpec(config_cls=OfflineConfig, run=run, in_process=lambda cfg, slots: True))
+__all__ = ["run", "OfflineConfig"]

@@ -1,0 +1,91 @@
+"""The off-policy runner (``runner: offpolicy``): SAC, RLPD, CrossQ on state or images::
+
+    env --(transitions | episodes)--> replay (+ demos) --> updates (utd_ratio) --> publish
+     ^                                                                              |
+     +------------------------ the newest weights ----------------------------------+
+
+The placement alone decides how that runs (``learner.offpolicy.topology``): ``fused`` (env and
+learner in one process, k env steps then the owed updates; in the calling process without Ray
+on a laptop) or ``async`` (env workers collect with the newest published weights and stream
+finished episodes to the learner). The learner side -- replay, UTD updates, the DrQ pixel
+encoder, checkpoints, the episode store of online transitions -- is ``learner.offpolicy``.
+
+Outputs in ``train.out_dir``: ``checkpoints/`` (actor servable with ``rlinf serve``; critics,
+optimisers, temperature, counters, RNG beside it), ``episodes/`` (online episodes, zarr),
+``metrics.json``, ``curves.png``, ``tb/``. ``train.resume`` continues from a checkpoint with the
+replay refilled from the episode store.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+# imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
+from learner.eval.embodied import evaluate_config
+from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
+from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, topology_name
+from learner.placement import parse_placement
+from learner.runners.budget import Budget
+from learner.runners.registry import RUNNERS, RunnerSpec
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
+    """Train per ``cfg`` on ``cluster``; returns the final metrics (incl. held-out eval)."""
+    budget = Budget.start(cfg.train.time_budget_s)
+    placement = parse_placement(cfg.placement, cluster.num_slots, list(COMPONENTS))
+    name = topology_name(placement)
+    log.info("placement %s -> %s off-policy topology", placement.describe(), name)
+    topo = TOPOLOGIES.get(name)(cfg, cluster, placement)
+    try:
+        result = topo.train(budget.left())
+    finally:
+        topo.shutdown()
+    final = {**result["last"], **{k: float(v) for k, v in result["counters"].items()},
+             "checkpoint": result["checkpoint"], "iterations": len(result["history"]), "topology": name,
+             "placement_mode": placement.mode, "in_process": bool(getattr(cluster, "in_process", False)),
+             "out_dir": cfg.train.out_dir}
+    if cfg.train.final_eval:
+        final["eval"] = final_eval(cfg, result["checkpoint"], budget)
+    final["elapsed_s"] = budget.elapsed()
+    final["curves"] = _outputs(cfg, result["history"], final)
+    return final
+
+
+def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
+    """Held-out success of a checkpoint's deterministic actor (``eval.episodes`` per split)."""
+    from learner.checkpoint import load_policy
+
+    policy, _ = load_policy(checkpoint)
+    video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
+    return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video, deadline=budget.deadline,
+                           progress=cfg.train.progress)
+
+
+def _outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, Any]) -> str | None:
+    """``metrics.json`` (final + history) and ``curves.png``; returns the curves' path."""
+    import json
+
+    from learner.eval.curves import write_curves
+
+    first = next(iter(final.get("eval", {}).values()), {})
+    path = None
+    try:
+        path = write_curves(history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate"))
+    except Exception as e:  # noqa: BLE001 -- a plotting problem must not lose a finished run
+        log.warning("learning curves not written: %s: %s", type(e).__name__, e)
+    final["curves"] = str(path) if path else None
+    out = Path(cfg.train.out_dir) / "metrics.json"
+    out.write_text(json.dumps({"final": final, "history": history}, indent=1, default=str))
+    return final["curves"]
+
+
+def in_process(cfg: OffPolicyConfig, num_slots: int) -> bool:
+    return runs_in_process(cfg, num_slots)
+
+
+RUNNERS.add("offpolicy", RunnerSpec(config_cls=OffPolicyConfig, run=run, in_process=in_process))
+__all__ = ["run", "OffPolicyConfig", "in_process", "final_eval"]
