@@ -12,6 +12,15 @@ the eval success is the deterministic policy on held-out seeds.
     .venv/bin/python benchmarks/sim_learning.py --quick          # 20 s per task, smoke run
     .venv/bin/python benchmarks/sim_learning.py --tasks push --budget-s 600
 
+Off-policy and offline rows (``--offpolicy ROWS``, see :data:`OFFPOLICY`): each row records 20
+scripted demos where it needs them (``rlinf collect``, timed apart), runs ``rlinf train CONFIG``
+as a subprocess with ``train.time_budget_s`` (wall time from process start, so start-up counts),
+then evaluates the final checkpoint's deterministic actor on >= 100 held-out episodes; the row's
+wall time is training process + eval, the machine's load average is recorded before and after.
+Curves: ``benchmarks/results/sim_learning_<row>.png``.
+
+    .venv/bin/python benchmarks/sim_learning.py --tasks none --offpolicy push_rlpd,reach_sac
+
 Writes ``benchmarks/results/sim_learning.json`` and ``.md``.
 """
 
@@ -35,6 +44,19 @@ TASKS = {
     "push_state": "configs/sim_franka_push_ppo.yaml",
     "lift_state": "configs/sim_franka_lift_ppo.yaml",
     "reach_image": "configs/sim_franka_reach_image_ppo.yaml",
+}
+
+
+# row -> (config, training budget s, target wall s, demos task or None)
+OFFPOLICY = {
+    "push_rlpd": ("configs/sim_franka_push_rlpd.yaml", 270, 300, "push"),
+    "reach_sac": ("configs/sim_franka_reach_sac.yaml", 270, 300, None),
+    "push_iql": ("configs/sim_franka_push_iql.yaml", None, None, "push"),
+    "push_bc": ("configs/sim_franka_push_bc.yaml", None, None, "push"),
+    "push_dagger": ("configs/sim_franka_push_dagger.yaml", None, None, "push"),
+    "lift_rlpd": ("configs/sim_franka_lift_rlpd.yaml", 570, 600, "lift"),
+    "push_sac": ("configs/sim_franka_push_sac.yaml", 570, 600, None),
+    "reach_image_sac": ("configs/sim_franka_reach_image_sac.yaml", 540, 900, None),
 }
 
 
@@ -73,12 +95,73 @@ def run_task(cluster, name: str, path: str, budget: float, episodes: int, out: P
             "curve": curve(history)}
 
 
+def collect_demos(task: str, out: Path) -> tuple[str, float]:
+    import subprocess
+
+    path = out / f"demos_{task}"
+    if not path.exists():
+        t0 = time.perf_counter()
+        subprocess.run([str(ROOT / ".venv/bin/rlinf"), "collect", f"mujoco_franka/{task}", "--episodes", "20", "--out",
+                        str(path), "--noise", "0.1", "control=ee_delta_pos"], check=True, cwd=ROOT, capture_output=True)
+        return str(path), time.perf_counter() - t0
+    return str(path), 0.0
+
+
+def run_offpolicy(name: str, out: Path, episodes: int) -> dict:
+    """Train one off-policy / offline row in a subprocess, then evaluate its checkpoint here."""
+    import shutil
+    import subprocess
+
+    from learner.checkpoint import load_policy
+    from learner.eval.embodied import evaluate_policy
+    from rlinf_contracts.config import load_config
+
+    config, budget, target, demos_task = OFFPOLICY[name]
+    run_dir = out / name
+    over = [f"train.out_dir={run_dir}", "train.progress=false", "train.tensorboard=false", "train.final_eval=false"]
+    demo_s = 0.0
+    if demos_task:
+        demos, demo_s = collect_demos(demos_task, out)
+        over.append(f"{'data' if 'offline' in load_config(ROOT / config)['runner'] else 'train'}.demos={demos}")
+    if budget:
+        over.append(f"train.time_budget_s={budget}")
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(ROOT / ".venv/bin/rlinf"), "train", config, *over], cwd=ROOT, capture_output=True, text=True)
+    train_wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"{name}: rlinf train failed:\n{proc.stderr[-3000:]}")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    policy, meta = load_policy(metrics["final"]["checkpoint"])
+    cfg = meta["config"]
+    t1 = time.perf_counter()
+    env_kw = {k: v for k, v in {"obs_mode": cfg["env"]["obs_mode"], "control": cfg["env"]["control"],
+                                **cfg["env"]["kwargs"]}.items() if v is not None}
+    ev = evaluate_policy(policy, cfg["env"]["name"], env_kw, episodes, seed=1_000_000_000, num_envs=25)
+    eval_wall = time.perf_counter() - t1
+    hist = metrics["history"]
+    if (run_dir / "curves.png").exists():
+        shutil.copy(run_dir / "curves.png", RESULTS / f"sim_learning_{name}.png")
+    final = metrics["final"]
+    return {"task": name, "kind": "offpolicy", "config": config, "env": cfg["env"]["name"], "obs_mode": cfg["env"]["obs_mode"],
+            "algorithm": cfg["algorithm"]["name"], "demos": bool(demos_task), "demo_collect_s": round(demo_s, 1),
+            "env_steps": int(final.get("env_steps", 0)), "updates": int(final.get("updates", 0)),
+            "train_process_wall_s": round(train_wall, 1), "eval_wall_s": round(eval_wall, 1),
+            "wall_s": round(train_wall + eval_wall, 1), "target_wall_s": target,
+            "final_train_success": round(hist[-1].get("success_rate", float("nan")), 3) if hist else None,
+            "eval_success": round(ev["success_rate"], 3), "eval_episodes": ev["episodes"],
+            "load_avg_before": [round(x, 2) for x in load0], "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            "curve": [{"wall_s": round(h.get("time/wall_s", 0.0), 1), "env_steps": int(h.get("env_steps", 0)),
+                       "train_success": round(h.get("success_rate", 0.0), 3)} for h in hist][-12:]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--budget-s", type=float, default=240.0)
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--offpolicy", default="", help=f"off-policy / offline rows: {','.join(OFFPOLICY)} or 'all'")
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -86,8 +169,18 @@ def main() -> int:
     from learner.cluster import Cluster
 
     budget = 20.0 if args.quick else args.budget_s
-    cluster = Cluster.local()
     rows = []
+    names = list(OFFPOLICY) if args.offpolicy == "all" else [n for n in args.offpolicy.split(",") if n]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            r = run_offpolicy(name, Path(tmp), max(100, args.eval_episodes))
+            rows.append(r)
+            write(rows, budget, args)
+            print(f"{name}: eval {r['eval_success']:.2f} over {r['eval_episodes']} episodes, wall {r['wall_s']} s, "
+                  f"{r['env_steps']} env steps, load {r['load_avg_before']} -> {r['load_avg_after']}", flush=True)
+    if args.tasks in ("", "none"):
+        return 0
+    cluster = Cluster.local()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks.split(","):
             r = run_task(cluster, name, TASKS[name], budget, 10 if args.quick else args.eval_episodes, Path(tmp))
@@ -100,6 +193,8 @@ def main() -> int:
 
 
 def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
+    if args.tasks in ("", "none") and (RESULTS / "sim_learning.json").exists():  # PPO rows kept: keep their budget
+        budget = json.loads((RESULTS / "sim_learning.json").read_text())["meta"].get("budget_s", budget)
     meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs)",
             "python": platform.python_version(), "budget_s": budget, "eval_episodes": args.eval_episodes,
             "placement": "one fused process (configs' default)"}
@@ -108,8 +203,11 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
     if (RESULTS / "sim_learning.json").exists() and not args.quick:
         prev = {r["task"]: r for r in json.loads((RESULTS / "sim_learning.json").read_text()).get("rows", [])}
     prev.update({r["task"]: r for r in rows})
-    rows = sorted(prev.values(), key=lambda r: list(TASKS).index(r["task"]) if r["task"] in TASKS else 99)
-    (RESULTS / "sim_learning.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    order = list(TASKS) + list(OFFPOLICY)
+    rows = sorted(prev.values(), key=lambda r: order.index(r["task"]) if r["task"] in order else 99)
+    offp = [r for r in rows if r.get("kind") == "offpolicy"]
+    rows = [r for r in rows if r.get("kind") != "offpolicy"]
+    (RESULTS / "sim_learning.json").write_text(json.dumps({"meta": meta, "rows": rows + offp}, indent=1))
     lines = ["# Sim learning: success vs wall time and env steps", "",
              f"PPO, one fused process per run, {meta['machine']}; wall-time budget per task "
              f"{budget:.0f} s (training only; eval after). Training success = last 100 training "
@@ -123,8 +221,29 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
     for r in rows:
         lines += ["", f"## {r['task']} curve", "", "| wall s | env steps | train success |", "|---|---|---|"]
         lines += [f"| {c['wall_s']} | {c['env_steps']} | {c['train_success']:.2f} |" for c in r["curve"]]
+    lines += offpolicy_lines(offp)
     (RESULTS / "sim_learning.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:8 + len(rows)]))
+
+
+def offpolicy_lines(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "# Off-policy and offline rows", "",
+             "One fused process per run (`rlinf train` subprocess: wall time counts Python start-up, training "
+             "and the final checkpoint), then the deterministic actor on held-out seeds; wall = training process "
+             "+ eval. Demos: 20 oracle episodes at noise 0.1 (`rlinf collect`, timed apart). Load = 1-min load "
+             "average before -> after on the shared 2-core machine (other agents' tests ran at the same time).", "",
+             "| row | algorithm | obs | demos | env steps | updates | wall s (target) | train success | "
+             "held-out success (episodes) | load before -> after | curve |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        target = f" ({r['target_wall_s']})" if r.get("target_wall_s") else ""
+        lines.append(f"| {r['task']} | {r['algorithm']} | {r['obs_mode']} | {'20' if r['demos'] else '-'} | "
+                     f"{r['env_steps']} | {r['updates']} | {r['wall_s']}{target} | {r['final_train_success']} | "
+                     f"{r['eval_success']:.2f} ({r['eval_episodes']}) | {r['load_avg_before'][0]} -> "
+                     f"{r['load_avg_after'][0]} | [png](sim_learning_{r['task']}.png) |")
+    return lines
 
 
 if __name__ == "__main__":

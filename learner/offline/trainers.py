@@ -1,5 +1,6 @@
-"""Offline learners over state observations: behaviour cloning and IQL, both training the servable
-off-policy actor (``learner.models.offpolicy.SquashedGaussianPolicy``, model name ``sac``).
+"""Offline learners over state observations: behaviour cloning and IQL, training the servable actor.
+
+Both train the off-policy actor (``learner.models.offpolicy.SquashedGaussianPolicy``, model ``sac``).
 
 * :class:`BCTrainer` regresses the actor's deterministic action ``tanh(mean)`` onto the labels
   (``learner.algorithms.imitation.bc_loss``, weighted MSE); DAgger uses it on its aggregate.
