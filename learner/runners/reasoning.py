@@ -20,6 +20,7 @@ import random
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -54,17 +55,35 @@ def _step_prompts(data: RunData, rng: random.Random, n: int) -> tuple[list[str],
     return [e.prompt for e in picks], [e.answer for e in picks]
 
 
+def _sft_phase(cfg: ReasoningConfig, curve: _Curve, sft: Callable[[int, int], dict[str, Any]],
+               evaluate: Callable[[int], dict[str, float]]) -> int:
+    """SFT in chunks of ``sft.eval_every`` steps (one chunk when 0), evaluating after each; returns
+    the weight version after SFT. The curve rows of phase ``sft`` are an SFT-only learning curve."""
+    total = cfg.sft.steps
+    every = cfg.sft.eval_every or total
+    version = 0
+    for start in range(0, total, every):
+        out = sft(start, min(start + every, total))
+        version = int(out["weight_version"])
+        curve.add(0, "sft", {**out, **evaluate(version)})  # sft/step says where in SFT
+    return version
+
+
 def _should_eval(cfg: ReasoningConfig, step: int) -> bool:
     every = cfg.train.eval_every
     return step == cfg.train.steps or (every > 0 and step % every == 0)
 
 
 def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any, extra: dict[str, Any],
-            eval_path: str | None = None) -> dict[str, Any]:
+            eval_path: str | None = None, eval_source: str = "heldout-file") -> dict[str, Any]:
     files = write_curve(curve.rows, out_dir)
     evals = [r for r in curve.rows if "eval/accuracy" in r and r["phase"] != "init"]
+    sft_rows = [r for r in evals if r["phase"] == "sft"]
+    after_sft = sft_rows[-1] if sft_rows else (evals[0] if evals else None)
     result = {
-        "initial_accuracy": evals[0]["eval/accuracy"] if evals else None,  # after SFT, before RL
+        "eval_source": eval_source,  # "heldout-file" or an explicit split-from-train
+        "initial_accuracy": after_sft["eval/accuracy"] if after_sft else None,  # after SFT, before RL
+        "best_sft_accuracy": max((r["eval/accuracy"] for r in sft_rows), default=None),
         "final_accuracy": evals[-1]["eval/accuracy"] if evals else None,
         "best_accuracy": max((r["eval/accuracy"] for r in evals), default=None),
         "rl_steps": max((r["step"] for r in curve.rows if r["phase"] == "rl"), default=0),
@@ -88,12 +107,13 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
     reward = RewardWorker(cfg)
     curve = _Curve()
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version, sft = actor.publish(), {}
+    version = actor.publish()
+    evaluate = lambda v: rollout.evaluate(ev_p, ev_a, v)  # noqa: E731
     if data.demos:
-        curve.add(-1, "init", rollout.evaluate(ev_p, ev_a, version))  # before SFT
-        sft = actor.sft(data.demos)
-        version = int(sft["weight_version"])
-    curve.add(0, "sft", {**sft, **rollout.evaluate(ev_p, ev_a, version)})
+        curve.add(-1, "init", evaluate(version))  # before SFT
+        version = _sft_phase(cfg, curve, lambda a, b: actor.sft(data.demos, a, b), evaluate)
+    else:
+        curve.add(0, "sft", evaluate(version))
     sft_digest = actor.digest()
     rng = random.Random(cfg.train.seed)
     for step in range(1, cfg.train.steps + 1):
@@ -110,7 +130,7 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
     return _finish(cfg, curve, out_dir, actor.save, {
         "driver": "inline", "mode": "inline", "sft_digest": sft_digest, "actor_digest": actor.digest(),
         "actor_version": actor.version, "rollout_versions": [rollout.weight_version],
-        "rollout_digests": [rollout.digest()]}, data.eval_path)
+        "rollout_digests": [rollout.digest()]}, data.eval_path, data.eval_source)
 
 
 def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path) -> dict[str, Any]:
@@ -169,12 +189,14 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
     timeout = cfg.train.timeout_s
     curve = _Curve()
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version, sft = actor.execute_on([0], "publish").wait(timeout)[0], {}
+    version = actor.execute_on([0], "publish").wait(timeout)[0]
+    evaluate = lambda v: rollout.execute_on([0], "evaluate", ev_p, ev_a, v).wait(timeout)[0]  # noqa: E731
     if data.demos:
-        curve.add(-1, "init", rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0])
-        sft = actor.execute_on([0], "sft", data.demos).wait(timeout)[0]
-        version = int(sft["weight_version"])
-    curve.add(0, "sft", {**sft, **rollout.execute_on([0], "evaluate", ev_p, ev_a, version).wait(timeout)[0]})
+        curve.add(-1, "init", evaluate(version))
+        version = _sft_phase(cfg, curve, lambda a, b: actor.execute_on([0], "sft", data.demos, a, b).wait(timeout)[0],
+                             evaluate)
+    else:
+        curve.add(0, "sft", evaluate(version))
     sft_digest = actor.execute_on([0], "digest").wait(timeout)[0]
     rng = random.Random(cfg.train.seed)
     base = version  # weights version that step 1 samples with
@@ -212,7 +234,7 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
                 "rollout_digests": rollout.call("digest").wait(timeout)}
     save = lambda path, meta: actor.execute_on([0], "save", path, meta).wait(timeout)[0]  # noqa: E731
     return _finish(cfg, curve, out_dir, save, {"driver": "workers", "disaggregated": disagg,
-                                                "sft_digest": sft_digest, **versions}, data.eval_path)
+                                                "sft_digest": sft_digest, **versions}, data.eval_path, data.eval_source)
 
 
 def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from learner.cluster import ClusterConfig
+from learner.llm.agentic.config import AgentConfig
 from learner.llm.actor import ActorConfig
 from learner.llm.algo import AlgorithmConfig
 from learner.llm.arithmetic import ArithmeticConfig
 from learner.llm.model import ModelConfig
+from learner.llm.toolmath import ToolMathConfig
 from learner.sections import TrainLoopConfig
 from rlinf_contracts.config import ConfigError
 
@@ -28,8 +30,9 @@ COMPONENTS = ["rollout", "reward", "actor"]
 
 @dataclass
 class DataConfig:
-    synthetic: Literal["none", "arithmetic"] = field(default="none", metadata={"help": "generate a synthetic task into <out_dir>/data instead of reading files"})
+    synthetic: Literal["none", "arithmetic", "toolmath"] = field(default="none", metadata={"help": "generate a synthetic task into <out_dir>/data instead of reading files"})
     arithmetic: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+    toolmath: ToolMathConfig = field(default_factory=ToolMathConfig)
     train_path: str | None = field(default=None, metadata={"help": "jsonl / parquet of RL prompts + answers"})
     eval_path: str | None = field(default=None, metadata={"help": "jsonl / parquet for held-out accuracy"})
     sft_path: str | None = field(default=None, metadata={"help": "jsonl of {prompt, response} demonstrations for SFT warm-up"})
@@ -37,19 +40,28 @@ class DataConfig:
     answer_key: str = field(default="answer", metadata={"help": "reference answer column"})
     prompt_format: Literal["raw", "chat"] = field(default="raw", metadata={"help": "raw text or the tokenizer's chat template"})
     system_prompt: str | None = field(default=None, metadata={"help": "system message for chat prompts"})
+    eval_split: float = field(default=0.0, metadata={"help": "no eval_path: hold out this fraction of the training prompts (removed from training) as an eval set labelled 'split-from-train'"})
     eval_limit: int = field(default=400, metadata={"help": "max eval prompts (0 = all)"})
     tokenizer_vocab: int = field(default=96, metadata={"help": "vocab size of a locally trained tokenizer (tiny model only)"})
 
     def validate(self) -> None:
         if self.synthetic == "none" and self.train_path is None:
             raise ConfigError("data.train_path is required unless data.synthetic is set (e.g. arithmetic)")
+        if not 0.0 <= self.eval_split < 1.0:
+            raise ConfigError(f"data.eval_split must be in [0, 1), got {self.eval_split}")
+        if self.synthetic == "none" and self.eval_path is None and self.eval_split == 0.0:
+            raise ConfigError("data.eval_path is not set: there is no held-out set to evaluate on. Set data.eval_path "
+                              "(a jsonl/parquet never trained on), or data.eval_split=0.1 to hold out 10% of the "
+                              "training prompts (removed from training; reported as 'split-from-train')")
+        if self.eval_path is not None and self.eval_split > 0:
+            raise ConfigError("data.eval_path and data.eval_split are both set; keep one")
 
 
 @dataclass
 class RolloutConfig:
     backend: Literal["hf", "vllm", "sglang"] = field(default="hf", metadata={"help": "generation engine"})
     n: int = field(default=8, metadata={"help": "samples per prompt (group size)"})
-    max_new_tokens: int = field(default=8, metadata={"help": "response length limit"})
+    max_new_tokens: int = field(default=8, metadata={"help": "response length limit (per model turn with agent.tools)"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
     top_k: int = field(default=0, metadata={"help": "top-k (0 = off)"})
@@ -81,6 +93,7 @@ class SFTConfig:
     steps: int = field(default=0, metadata={"help": "SFT warm-up steps before RL (0 = none)"})
     batch_size: int = field(default=128, metadata={"help": "demonstrations per SFT step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT learning rate"})
+    eval_every: int = field(default=0, metadata={"help": "held-out eval every N SFT steps (0 = only after SFT): the curve of an SFT-only baseline"})
 
 
 @dataclass
@@ -109,6 +122,7 @@ class ReasoningConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def validate(self) -> None:
@@ -129,5 +143,8 @@ class ReasoningConfig:
         if self.model.path is None and self.data.synthetic == "none" and self.sft.steps == 0:
             raise ConfigError("model.path is null (a tiny random model) but there is no SFT warm-up; "
                               "set model.path or sft.steps")
+        if self.data.synthetic == "toolmath" and "calc" not in self.agent.tools:
+            raise ConfigError("data.synthetic=toolmath demonstrates the calculator: agent.tools must include 'calc' "
+                              "(use agent.disable_execution=true for the no-tool ablation)")
         if self.algorithm.kl_coef > 0 and self.rollout.backend != "hf" and self.model.lora_rank > 0:
             raise ConfigError("algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set model.lora_rank=0")

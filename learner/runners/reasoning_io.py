@@ -12,7 +12,7 @@ from typing import Any
 from learner.llm.datasets import PromptExample, load_prompts
 from learner.runners.reasoning_config import ReasoningConfig
 
-__all__ = ["RunData", "prepare_data", "write_curve"]
+__all__ = ["RunData", "prepare_data", "write_curve", "read_curve"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ class RunData:
     eval: list[PromptExample]
     demos: list[dict[str, str]]
     eval_path: str | None = None
+    eval_source: str = "heldout-file"  # or "split-from-train (10%)": named in metrics.json
 
 
 def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
@@ -37,31 +38,59 @@ def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
         train_path = train_path or str(paths["train"])
         eval_path = eval_path or str(paths["heldout"])
         sft_path = sft_path or str(paths["demos"])
-    if cfg.model.path is not None:
-        tok_dir = cfg.model.path
-    else:
-        from learner.llm.tokenizer import train_tokenizer
+    elif d.synthetic == "toolmath":
+        from learner.llm.toolmath import write_toolmath_data
 
-        corpus: list[str] = []
-        if d.synthetic == "arithmetic":
-            from learner.llm.arithmetic import tokenizer_corpus
-
-            corpus = tokenizer_corpus(d.arithmetic)
-        for path in (train_path, sft_path):
-            if path:
-                corpus += [json.dumps(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
-        tok = train_tokenizer(corpus, vocab_size=d.tokenizer_vocab)
-        tok_dir = str(out_dir / "tokenizer")
-        tok.save_pretrained(tok_dir)
+        paths = write_toolmath_data(out_dir / "data", d.toolmath)
+        train_path = train_path or str(paths["train"])
+        eval_path = eval_path or str(paths["heldout"])
+        sft_path = sft_path or str(paths["demos"])
+    tok_dir = _tokenizer(cfg, out_dir, train_path, sft_path)
     assert train_path is not None  # validated by DataConfig
     train = load_prompts(train_path, d.prompt_key, d.answer_key)
-    evals = load_prompts(eval_path, d.prompt_key, d.answer_key) if eval_path else train[: max(1, len(train) // 10)]
+    source = "heldout-file"
+    if eval_path:
+        evals = load_prompts(eval_path, d.prompt_key, d.answer_key)
+    else:  # DataConfig.validate: eval_split > 0 here, an explicit and labelled split
+        n_eval = max(1, int(len(train) * d.eval_split))
+        evals, train = train[:n_eval], train[n_eval:]
+        source = f"split-from-train ({d.eval_split:.0%}, removed from training)"
+        log.warning("evaluating on %d prompts split off the training file (data.eval_split=%s), not a separate "
+                    "held-out file", n_eval, d.eval_split)
     if d.eval_limit:
         evals = evals[: d.eval_limit]
     demos = []
     if sft_path and cfg.sft.steps > 0:
         demos = [json.loads(x) for x in Path(sft_path).read_text().splitlines() if x.strip()]
-    return RunData(tok_dir, train, evals, demos, str(Path(eval_path).resolve()) if eval_path else None)
+    return RunData(tok_dir, train, evals, demos, str(Path(eval_path).resolve()) if eval_path else None, source)
+
+
+def _tokenizer(cfg: ReasoningConfig, out_dir: Path, train_path: str | None, sft_path: str | None) -> str:
+    """The model's tokenizer dir, or a tiny one trained here (tool tags as single tokens)."""
+    d = cfg.data
+    if cfg.model.path is not None:
+        return cfg.model.path
+    from learner.llm.tokenizer import train_tokenizer
+
+    corpus: list[str] = []
+    if d.synthetic == "arithmetic":
+        from learner.llm.arithmetic import tokenizer_corpus
+
+        corpus = tokenizer_corpus(d.arithmetic)
+    elif d.synthetic == "toolmath":
+        from learner.llm.toolmath import toolmath_corpus
+
+        corpus = toolmath_corpus(d.toolmath)
+    for path in (train_path, sft_path):
+        if path:
+            corpus += [json.dumps(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+    from learner.llm.agentic.protocol import tag_tokens
+
+    tags = tag_tokens(cfg.agent.tools) if cfg.agent.enabled else []
+    tok = train_tokenizer(corpus, vocab_size=d.tokenizer_vocab, extra_tokens=tags)
+    tok_dir = str(out_dir / "tokenizer")
+    tok.save_pretrained(tok_dir)
+    return tok_dir
 
 
 def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-out greedy accuracy") -> dict[str, str]:
@@ -80,7 +109,9 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 4))
+        agentic = any("rollout/tool_rate" in r for r in rows)
+        fig, axes = plt.subplots(1, 2 if agentic else 1, figsize=(12 if agentic else 7, 4), squeeze=False)
+        ax = axes[0][0]
         ev = [r for r in rows if "eval/accuracy" in r]
         ax.plot([r["elapsed_s"] for r in ev], [r["eval/accuracy"] for r in ev], "o-", label="held-out greedy accuracy (first point: before SFT)")
         tr = [r for r in rows if "rollout/reward" in r]
@@ -92,6 +123,8 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(title)
         ax.legend(loc="center left", fontsize=8)
+        if agentic:
+            _tool_panel(axes[0][1], rows)
         fig.tight_layout()
         fig.savefig(png_path, dpi=100)
         plt.close(fig)
@@ -99,3 +132,35 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
         log.warning("matplotlib not installed; wrote %s only", csv_path)
         return {"csv": str(csv_path)}
     return {"csv": str(csv_path), "png": str(png_path)}
+
+
+def _tool_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Tool-call rate and turns per episode over training (agentic runs)."""
+    tr = [r for r in rows if "rollout/tool_rate" in r]
+    steps = [r["step"] for r in tr]
+    ax.plot(steps, [r["rollout/tool_rate"] for r in tr], ".-", label="episodes with a tool call (train samples)")
+    ax.plot(steps, [r["rollout/turns"] - 1 for r in tr], ".-", label="turns per episode - 1")
+    ev = [r for r in rows if "eval/tool_rate" in r and r.get("phase") == "rl"]
+    ax.plot([r["step"] for r in ev], [r["eval/tool_rate"] for r in ev], "o--", label="held-out tool-call rate (greedy)")
+    ax.set_xlabel("RL step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("tool use over training")
+    ax.legend(fontsize=8)
+
+
+def read_curve(path: Path) -> list[dict[str, Any]]:
+    """Rows of a ``curve.csv``; numbers as floats, empty cells dropped."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        row: dict[str, Any] = {}
+        for k, v in r.items():
+            if v in ("", None):
+                continue
+            try:
+                row[k] = float(v)
+            except ValueError:
+                row[k] = v
+        out.append(row)
+    return out

@@ -21,6 +21,8 @@ import torch
 
 from learner.algorithms import check_groups
 from learner.llm.actor import ActorTrainer
+from learner.llm.agentic import run_episodes
+from learner.llm.agentic.training import encode_demo, episode_metrics, episode_scores, turn_reward_tensor
 from learner.llm.algo import gae_advantages, keep_mask, shape_scores, token_advantages
 from learner.llm.batch import TrainBatch, make_train_batch
 from learner.llm.critic import CriticTrainer, build_critic
@@ -63,6 +65,11 @@ class RolloutWorker(WeightSubscriber, Worker):
         r = cfg.rollout
         self.params = SamplingParams(n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
                                      max_new_tokens=r.max_new_tokens, seed=cfg.train.seed + self.rank)
+        self.tools = None
+        if cfg.agent.enabled:  # the tool worker lives beside the engine: observations go straight back
+            from learner.llm.tools import ToolWorker
+
+            self.tools = ToolWorker(cfg.agent.tools, cfg.agent.tool_timeout_s, options=cfg.agent.tool_options)
 
     @property
     def weight_version(self) -> int:
@@ -74,6 +81,14 @@ class RolloutWorker(WeightSubscriber, Worker):
     def _prompts(self, prompts: Sequence[str]) -> list[str]:
         d = self.cfg.data
         return [apply_template(self.tokenizer, p, d.prompt_format, d.system_prompt) for p in prompts]
+
+    def _sample(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
+        """Single-turn samples, or multi-turn tool-using episodes when ``agent.tools`` is set."""
+        texts = self._prompts(prompts)
+        if self.tools is None:
+            return self.backend.generate(texts, params)
+        ids = [list(self.tokenizer(t, add_special_tokens=False).input_ids) for t in texts]
+        return run_episodes(self.backend, ids, params, self.tools, self.cfg.agent)
 
     def generate(self, prompts: Sequence[str], answers: Sequence[str], min_version: int,
                  out: Any = None, key: Any = None, first_index: int = 0) -> RolloutBatch | int:
@@ -90,7 +105,7 @@ class RolloutWorker(WeightSubscriber, Worker):
         batches = []
         for s in range(0, len(prompts), mb):
             t0 = time.perf_counter()
-            b = self.backend.generate(self._prompts(prompts[s:s + mb]), self.params)
+            b = self._sample(prompts[s:s + mb], self.params)
             b.prompt_index = [first_index + s + i for i in b.prompt_index]
             b.extra["answers"] = [answers[i - first_index] for i in b.prompt_index]
             b.extra["t_generate"] = time.perf_counter() - t0
@@ -114,11 +129,12 @@ class RolloutWorker(WeightSubscriber, Worker):
         self.backend.onload()
         self.sync_weights(min_version, self.cfg.train.timeout_s)
         greedy = SamplingParams(n=1, temperature=0.0, max_new_tokens=self.cfg.rollout.max_new_tokens)
-        b = self.backend.generate(self._prompts(prompts), greedy)
+        b = self._sample(prompts, greedy)
         name = next(iter(self.cfg.reward.weights))
-        scores = combine({name: 1.0}, b.texts, list(answers))
+        scores = combine({name: 1.0}, b.extra.get("final_texts", b.texts), list(answers))
         self.backend.offload()
-        return {"eval/accuracy": sum(s > 0.5 for s in scores) / len(scores), "eval/weight_version": b.weight_version}
+        return {"eval/accuracy": sum(s > 0.5 for s in scores) / len(scores), "eval/weight_version": b.weight_version,
+                **episode_metrics(b.extra, "eval")}
 
     def weight_version_now(self) -> int:
         return self.backend.weight_version
@@ -135,7 +151,10 @@ class RewardWorker(Worker):
 
     def score(self, batch: RolloutBatch) -> RolloutBatch:
         t0 = time.perf_counter()
-        batch.extra["scores"] = combine(self.cfg.reward.weights, batch.texts, batch.extra["answers"])
+        # agentic episodes: the outcome is judged on the final answer, plus the per-turn rewards
+        outcome = combine(self.cfg.reward.weights, batch.extra.get("final_texts", batch.texts), batch.extra["answers"])
+        batch.extra["outcome"] = outcome
+        batch.extra["scores"] = episode_scores(outcome, batch.extra.get("turn_rewards"))
         batch.extra["t_reward"] = time.perf_counter() - t0
         return batch
 
@@ -170,28 +189,33 @@ class ActorWorker(WeightPublisher, Worker):
             model = copy.deepcopy(model).merge_and_unload()
         return {k: v.detach() for k, v in model.state_dict().items()}
 
-    def sft(self, demos: Sequence[dict[str, str]]) -> dict[str, float]:
-        """SFT warm-up on ``{prompt, response}`` demonstrations, then publish the weights."""
+    def sft(self, demos: Sequence[dict[str, str]], start: int = 0, stop: int | None = None) -> dict[str, float]:
+        """SFT on ``{prompt, response}`` demonstrations (steps ``start..stop`` of ``sft.steps``: the
+        runner may evaluate between chunks), then publish; tool observations are masked out."""
         s = self.cfg.sft
-        gen = torch.Generator().manual_seed(self.cfg.train.seed)
+        stop = s.steps if stop is None else stop
+        if start == 0 or not hasattr(self, "_sft_gen"):
+            self._sft_gen = torch.Generator().manual_seed(self.cfg.train.seed)
         enc = lambda text: self.tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
         eos = self.tokenizer.eos_token_id
-        self.trainer.set_lr(s.lr)
         loss = float("nan")
         t0 = time.perf_counter()
         from tqdm import tqdm  # a bar: SFT can take a minute or more on CPU
 
-        for i in tqdm(range(s.steps), desc="sft warm-up", unit="step", mininterval=1.0, leave=False):
+        for i in tqdm(range(start, stop), desc="sft warm-up", unit="step", mininterval=1.0, leave=False):
             # linear decay to 10%: a constant lr leaves the noisy-label loss bouncing around
             self.trainer.set_lr(s.lr * (1.0 - 0.9 * i / max(1, s.steps)))
-            idx = torch.randint(len(demos), (s.batch_size,), generator=gen).tolist()
+            idx = torch.randint(len(demos), (s.batch_size,), generator=self._sft_gen).tolist()
             rows = [demos[i] for i in idx]
-            batch = make_train_batch([enc(r["prompt"]) for r in rows], [enc(r["response"]) + [eos] for r in rows],
-                                     self.tokenizer.pad_token_id)
+            resp = [encode_demo(self.tokenizer, r["response"], eos) for r in rows]  # tool output masked
+            batch = make_train_batch([enc(r["prompt"]) for r in rows], [r for r, _ in resp],
+                                     self.tokenizer.pad_token_id, [m for _, m in resp])
             loss = self.trainer.sft_step(batch)
         self.trainer.set_lr(self.cfg.actor.lr)
-        self._make_ref()
-        return {"sft/loss": loss, "sft/seconds": time.perf_counter() - t0, "weight_version": self.publish()}
+        if stop >= s.steps:
+            self._make_ref()
+        return {"sft/loss": loss, "sft/seconds": time.perf_counter() - t0, "sft/step": float(stop),
+                "weight_version": self.publish()}
 
     def _make_ref(self) -> None:
         """Freeze a copy of the current (post-SFT) policy as the KL reference, if KL is on."""
@@ -208,7 +232,7 @@ class ActorWorker(WeightPublisher, Worker):
         for _ in range(count):
             b = inp.get(key=key, timeout=self.cfg.train.timeout_s)
             t0 = time.perf_counter()
-            tb = make_train_batch(b.prompt_ids, b.response_ids, self.tokenizer.pad_token_id)
+            tb = make_train_batch(b.prompt_ids, b.response_ids, self.tokenizer.pad_token_id, b.extra.get("loss_mask"))
             b.extra["old_logp"] = self.trainer.logprobs(tb)
             t_logp += time.perf_counter() - t0
             parts.append(b)
@@ -219,7 +243,8 @@ class ActorWorker(WeightPublisher, Worker):
         self.rl_steps += 1
         batch = RolloutBatch.concat(list(parts)) if len(parts) > 1 else parts[0]
         stale = self.version - batch.weight_version
-        tb = make_train_batch(batch.prompt_ids, batch.response_ids, self.tokenizer.pad_token_id)
+        tb = make_train_batch(batch.prompt_ids, batch.response_ids, self.tokenizer.pad_token_id,
+                              batch.extra.get("loss_mask"))
         t0 = time.perf_counter()
         if all("old_logp" in p.extra for p in parts):
             width = tb.responses.shape[1]
@@ -243,26 +268,33 @@ class ActorWorker(WeightPublisher, Worker):
         metrics = {"rollout/reward": float(raw.mean()), "rollout/response_len": float(lengths.mean()),
                    "rollout/staleness": float(stale), "rollout/kept_frac": float(keep.float().mean()),
                    "time/generate": sum(p.extra.get("t_generate", 0.0) for p in parts),
-                   "time/reward": sum(p.extra.get("t_reward", 0.0) for p in parts)}
+                   "time/reward": sum(p.extra.get("t_reward", 0.0) for p in parts), **episode_metrics(batch.extra)}
+        dense = None
+        if "turn_rewards" in batch.extra and not self.cfg.algorithm.estimator.signal == "outcome":
+            # token-level estimators: per-turn rewards on their turns' tokens, the outcome on the last
+            dense = turn_reward_tensor(batch.extra["turn_rewards"], tb.responses.shape[1])
+            scores = shape_scores(self.cfg.algorithm, torch.tensor(batch.extra["outcome"], dtype=torch.float32),
+                                  lengths, self.cfg.rollout.max_new_tokens)
         t1 = time.perf_counter()
         if bool(keep.any()):
             idx = keep.nonzero().squeeze(-1)
             sub = tb.slice(0, len(tb)) if bool(keep.all()) else _index(tb, idx)
-            metrics.update(self._update(sub, scores[idx], old[idx], None if ref is None else ref[idx]))
+            metrics.update(self._update(sub, scores[idx], old[idx], None if ref is None else ref[idx],
+                                        None if dense is None else dense[idx]))
         metrics["time/logprob"] = t_logp
         metrics["time/train"] = time.perf_counter() - t1
         metrics["weight_version"] = float(self.publish())
         return metrics
 
     def _update(self, tb: TrainBatch, scores: torch.Tensor, old: torch.Tensor,
-                ref: torch.Tensor | None) -> dict[str, float]:
+                ref: torch.Tensor | None, dense: torch.Tensor | None = None) -> dict[str, float]:
         """Advantages (critic-free, or GAE on the critic's values) and the actor (+ critic) update."""
         algo = self.cfg.algorithm
         if not algo.estimator.needs_critic:
-            adv = token_advantages(algo, scores, tb.response_mask, self.cfg.rollout.n, old, ref)
+            adv = token_advantages(algo, scores, tb.response_mask, self.cfg.rollout.n, old, ref, dense)
             return self.trainer.update(tb, old, adv, ref)
         values = self._critic().values(tb)
-        adv, returns = gae_advantages(algo, scores, tb.response_mask, values, old, ref)
+        adv, returns = gae_advantages(algo, scores, tb.response_mask, values, old, ref, dense)
         metrics = self.trainer.update(tb, old, adv, ref, old_values=values, returns=returns)
         m = tb.response_mask.bool()
         var = returns[m].var() if int(m.sum()) > 1 else torch.tensor(0.0)

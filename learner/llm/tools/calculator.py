@@ -55,8 +55,9 @@ def _eval(node: ast.AST, max_digits: int, max_exp: int) -> Fraction:
     raise ToolError(f"unsupported expression element {type(node).__name__}; use numbers, ( ), + - * / // % **")
 
 
-def calculate(expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int = 64) -> str:
-    """Exact value of ``expr`` as text (see the module doc)."""
+def calculate(expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0) -> str:
+    """Exact value of ``expr`` as text (see the module doc); whole results are zero-padded to
+    ``width`` digits (``width=4``: ``0056``), a fixed-width output a tiny model can copy by position."""
     expr = expr.strip().replace("^", "**").replace("×", "*").replace("x", "*")
     expr = re.sub(r"(?<![\d.])0+(?=\d)", "", expr)  # 07*08 is 7*8 (Python rejects leading zeros)
     if not expr:
@@ -69,14 +70,14 @@ def calculate(expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int
         raise ToolError(f"cannot parse {expr!r}: {e.msg}") from None
     value = _eval(tree, max_digits, max_exp)
     if value.denominator == 1:
-        return str(value.numerator)
+        return str(value.numerator).zfill(width) if value.numerator >= 0 else str(value.numerator)
     return f"{float(value):.6f}".rstrip("0").rstrip(".")
 
 
 @TOOLS.register("calc")
 class Calculator(Tool):
-    def __init__(self, max_len: int = 200, max_digits: int = 200, max_exp: int = 64) -> None:
-        self.max_len, self.max_digits, self.max_exp = max_len, max_digits, max_exp
+    def __init__(self, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0) -> None:
+        self.max_len, self.max_digits, self.max_exp, self.width = max_len, max_digits, max_exp, width
 
     def __call__(self, args: str) -> str:
-        return calculate(args, self.max_len, self.max_digits, self.max_exp)
+        return calculate(args, self.max_len, self.max_digits, self.max_exp, self.width)
