@@ -83,13 +83,15 @@ def test_image_encoder_is_trained_by_the_critic_only(tmp_path):
 # ------------------------------------------------------------------------------ the runner
 @pytest.mark.slow
 def test_sac_learns_the_toy_env(tmp_path):
-    cfg = _cfg(tmp_path, train={"env_steps": 4000, "log_every": 500, "final_eval": True},
-               algorithm={"utd_ratio": 0.5}, eval={"episodes": 20, "num_envs": 10})
+    """~2,000 updates take the toy reach from ~8% to ~90% training success (~30 s of CPU)."""
+    cfg = _cfg(tmp_path, train={"env_steps": 2250, "log_every": 250, "final_eval": True},
+               algorithm={"utd_ratio": 1.0, "init_alpha": 0.1}, eval={"episodes": 20, "num_envs": 10})
     final = _run(cfg)
     hist = json.loads((Path(cfg.train.out_dir) / "metrics.json").read_text())["history"]
     first, last = hist[0]["episode_return"], hist[-1]["episode_return"]
-    assert last > first + 3.0, (first, last)
-    assert final["eval"]["id"]["episodes"] == 20 and final["updates"] > 1000
+    assert last > first + 5.0, (first, last)
+    assert hist[-1]["success_rate"] > hist[0]["success_rate"] + 0.4
+    assert final["eval"]["id"]["success_rate"] >= 0.5 and final["eval"]["id"]["episodes"] == 20
     assert Path(final["curves"]).is_file()
 
 
