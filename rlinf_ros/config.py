@@ -36,6 +36,33 @@ class RobotTopics:
                              metadata={"help": "geometry_msgs/PoseStamped target in (IK to joints)"})
 
 
+BRIDGE_COMMANDS = ("joint_trajectory", "cartesian_pose")
+
+
+@dataclass
+class BridgeConfig:
+    """Topics of the stack a bridged arm (``robot.arms[0].backend: bridge``) sits on."""
+
+    joint_states: str = field(default="/joint_states", metadata={"help": "the stack's sensor_msgs/JointState"})
+    ee_pose: str = field(default="", metadata={
+        "help": "the stack's EE PoseStamped (franka_ros2: /franka_robot_state_broadcaster/current_pose); "
+                "'' = forward kinematics (Panda / FR3) or none"})
+    gripper_joint_states: str = field(default="", metadata={"help": "finger JointState (width = 2 x finger 1); ''"})
+    command: str = field(default="joint_trajectory", metadata={"help": "joint_trajectory | cartesian_pose"})
+    controller: str = field(default="joint_trajectory_controller", metadata={
+        "help": "ros2_control JointTrajectoryController name: commands go to /<controller>/joint_trajectory"})
+    target_pose: str = field(default="/cartesian_impedance_controller/target_pose", metadata={
+        "help": "cartesian_pose mode: the controller's PoseStamped target topic"})
+    gripper_command: str = field(default="", metadata={
+        "help": "JointTrajectory topic for the finger joint ('' = gripper commands are dropped, with a warning)"})
+    point_time_s: float = field(default=0.0, metadata={"help": "time_from_start of each command; 0 = 2 driver periods"})
+    frame_id: str = field(default="base", metadata={"help": "frame of the Cartesian target"})
+
+    def validate(self) -> None:
+        if self.command not in BRIDGE_COMMANDS:
+            raise ConfigError(f"key 'robot.bridge.command' must be one of {BRIDGE_COMMANDS}, got {self.command!r}")
+
+
 @dataclass
 class RobotNodeConfig:
     enabled: bool = field(default=True, metadata={"help": "start this node (false: robot driven elsewhere)"})
@@ -49,8 +76,11 @@ class RobotNodeConfig:
     grasp_width: float = 0.0
     grasp_force: float = 20.0
     topics: RobotTopics = field(default_factory=RobotTopics)
+    bridge: BridgeConfig = field(default_factory=BridgeConfig, metadata={
+        "help": "bridge mode (an arm with backend: bridge): the existing stack's topics"})
 
     def validate(self) -> None:
+        self.bridge.validate()
         if len(self.arms) not in (1, 2):
             raise ConfigError(f"key 'robot.arms' must list 1 or 2 arms, got {len(self.arms)}")
         prefixes = [a.joint_prefix for a in self.arms]

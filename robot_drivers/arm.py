@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from robot_drivers.kinematics import apply_ee_delta
+from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.safety import SafetyConfig, SafetyLayer
 from robot_drivers.types import ArmState, CommandOutcome, GripperState
 
@@ -96,7 +96,9 @@ class FrankaArm:
         self.name = name
         self.joint_prefix = joint_prefix
         self._clock = clock
-        self.safety = SafetyLayer(safety, name=name, clock=clock)
+        # a backend may declare its own kinematics (a bridged UR has none of the Panda's): its
+        # ``fk`` (None: no workspace box) replaces the Panda forward kinematics of the safety layer
+        self.safety = SafetyLayer(safety, name=name, clock=clock, fk=getattr(backend, "fk", forward_kinematics))
         self.command_period_s = command_period_s
         self._holding = False
 

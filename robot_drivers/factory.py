@@ -15,12 +15,17 @@ class ArmConfig:
     """One arm: which backend drives it and its safety limits."""
 
     name: str = field(default="arm", metadata={"help": "arm name (logs, dual-arm side)"})
-    backend: str = field(default="sim", metadata={"help": "sim | kinematic | libfranka"})
+    backend: str = field(default="sim", metadata={"help": "sim | kinematic | libfranka | bridge"})
     ip: str = field(default="", metadata={"help": "robot IP (libfranka)"})
     joint_prefix: str = field(default="panda_", metadata={"help": "joint names are <prefix>joint1..7"})
     home: tuple[float, ...] = field(default=PANDA_HOME, metadata={"help": "home joint positions (rad)"})
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     command_period_s: float = field(default=0.1, metadata={"help": "expected time between commands"})
+    joints: list[str] = field(default_factory=list, metadata={
+        "help": "bridge: the stack's joint names in order (empty: <prefix>joint1..7); ours stay <prefix>jointN"})
+    kinematics: str = field(default="panda", metadata={
+        "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"})
+    state_timeout_s: float = field(default=0.5, metadata={"help": "bridge: older joint states count as an error"})
 
 
 def _sim(cfg: ArmConfig) -> ArmBackend:
@@ -41,8 +46,15 @@ def _libfranka(cfg: ArmConfig) -> ArmBackend:
     return LibfrankaArmBackend(cfg.ip)
 
 
+def _bridge(cfg: ArmConfig) -> ArmBackend:
+    from robot_drivers.bridge_arm import BridgeArmBackend
+
+    joints = list(cfg.joints) or [f"{cfg.joint_prefix}joint{i}" for i in range(1, 8)]
+    return BridgeArmBackend(joints, kinematics=cfg.kinematics, state_timeout_s=cfg.state_timeout_s)
+
+
 ARM_BACKENDS: dict[str, Callable[[ArmConfig], ArmBackend]] = {
-    "sim": _sim, "kinematic": _kinematic, "libfranka": _libfranka}
+    "sim": _sim, "kinematic": _kinematic, "libfranka": _libfranka, "bridge": _bridge}
 
 
 def make_arm(cfg: ArmConfig) -> FrankaArm:

@@ -7,6 +7,10 @@ gripper through ``<prefix>finger_joint1``) and ``PoseStamped`` targets. ``std_sr
 services: ``estop``, ``reset_estop``, ``error_recovery``, ``franka_gripper/{homing,open,grasp,stop}``
 (with two arms, gripper services and the pose topics are prefixed by the arm name).
 
+Bridge mode (an arm with ``backend: bridge``, ``rlinf_ros/bridge_io.py``): the arm is an existing
+ros2_control / franka_ros2 stack; its ``/joint_states`` come in, each safe target goes out to its
+trajectory or Cartesian controller, and this node publishes the topics above as for any arm.
+
 A timer at ``driver_hz`` samples the active trajectories, commands the arms through their safety
 layers and advances the simulated physics; everything runs on one executor thread. A trajectory
 is followed for at most the arm's ``safety.watchdog_ms`` after its message arrived: a client
@@ -29,6 +33,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from rlinf_ros.bridge_io import attach_bridges, bridged
 from rlinf_ros.config import RobotNodeConfig, RosGraphConfig
 from rlinf_ros.conversions import (
     ConversionError,
@@ -70,6 +75,8 @@ class RobotNode(Node):
             self.create_subscription(PoseStamped, self._arm_topic(i, t.target_pose),
                                      lambda m, i=i: self._on_target_pose(i, m), reliable_qos(10))
         self._make_services()
+        attach_bridges(self, self.arms, cfg.bridge, cfg.driver_hz)  # bridge mode: an existing stack's topics
+        self._bridged = [b for _, _, b in bridged(self.arms)]
         self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)
@@ -171,6 +178,8 @@ class RobotNode(Node):
             arm.tick()
 
     def _publish(self) -> None:
+        if not all(b.ready for b in self._bridged):
+            return  # bridge mode: nothing to report before the stack's first joint state
         stamp = time.time()
         states = [a.state() for a in self.arms]
         self.pub_js.publish(joint_state_msg(
@@ -188,6 +197,8 @@ class RobotNode(Node):
             s = arm.state()
             out[arm.name] = {"mode": s.mode.name, "errors": list(s.errors), "estop": arm.safety.estopped,
                              "holding": arm.holding, "safety": arm.counters}
+            if arm.backend in self._bridged:  # bridge mode: where the EE pose comes from, commands sent
+                out[arm.name]["bridge"] = {"ee_pose_source": arm.backend.ee_pose_source, "sent": arm.backend.sent}
         return {"arms": out, **self.stats}
 
     def _publish_state(self) -> None:

@@ -1,0 +1,99 @@
+"""Bridge mode's ROS side: wire a :class:`~robot_drivers.bridge_arm.BridgeArmBackend` to a stack
+someone already runs (ros2_control ``JointTrajectoryController``, a franka_ros2 Cartesian
+impedance controller).
+
+In: the stack's ``/joint_states`` (joints picked by name, reordered), franka_ros2's
+``current_pose`` if configured, a gripper's finger joint states. Out: each safe target of the
+robot node's driver tick, as a one-point ``JointTrajectory`` on ``/<controller>/joint_trajectory``
+(``time_from_start`` = ``point_time_s``), or as a ``PoseStamped`` (forward kinematics of the safe
+joint target; Panda / FR3 only) on the Cartesian controller's topic. The robot node keeps
+publishing our own names (``joint_states``, ``current_pose``, ``robot_state``) in its namespace,
+so the policy client, recorder and teleop nodes see a bridged arm as any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from rlinf_contracts.config import ConfigError
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
+from rlinf_ros.config import BridgeConfig
+from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, pose_msg, trajectory_msg
+from robot_drivers.arm import FrankaArm
+from robot_drivers.bridge_arm import BridgeArmBackend
+from robot_drivers.types import EEPose
+
+log = logging.getLogger(__name__)
+
+
+def bridged(arms: list[FrankaArm]) -> list[tuple[int, FrankaArm, BridgeArmBackend]]:
+    return [(i, a, a.backend) for i, a in enumerate(arms) if isinstance(a.backend, BridgeArmBackend)]
+
+
+def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_hz: float) -> None:
+    """Subscribe ``node`` to the stack and give each bridged arm its command sinks."""
+    found = bridged(arms)
+    if not found:
+        return
+    cfg.validate()
+    if len(found) > 1:
+        raise ConfigError("key 'robot.arms': bridge mode drives one arm per robot node; start one node per arm "
+                          "(namespaces) for two")
+    _, arm, backend = found[0]
+    if cfg.command == "cartesian_pose" and backend.fk is None:
+        raise ConfigError("key 'robot.bridge.command': cartesian_pose needs kinematics: panda (the safe joint "
+                          "target is turned into a pose by forward kinematics); use joint_trajectory")
+    from rlinf_ros.nodes.common import reliable_qos, sensor_qos
+
+    horizon = cfg.point_time_s or 2.0 / driver_hz
+    if cfg.command == "joint_trajectory":
+        topic = f"/{cfg.controller.strip('/')}/joint_trajectory"
+        pub = node.create_publisher(JointTrajectory, topic, reliable_qos(10))
+        backend.send_joints = lambda q: pub.publish(
+            trajectory_msg(backend.joint_names, q[None], np.array([horizon]), stamp=0.0))
+    else:
+        topic = cfg.target_pose
+        pub = node.create_publisher(PoseStamped, topic, reliable_qos(10))
+
+        def send_pose(q: np.ndarray) -> None:
+            T = backend.fk(q)  # type: ignore[misc]
+            pub.publish(pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), frame_id=cfg.frame_id))
+
+        backend.send_joints = send_pose
+    if cfg.gripper_command:
+        gpub = node.create_publisher(JointTrajectory, cfg.gripper_command, reliable_qos(10))
+        finger = arm.gripper_joint_names[0]
+        backend.send_gripper = lambda w: gpub.publish(
+            trajectory_msg([finger], np.array([[w / 2]]), np.array([0.5]), stamp=0.0)) or True
+
+    def on_joints(msg: JointState) -> None:
+        try:
+            q, dq, tau = joint_state_to_arrays(msg, backend.joint_names)
+        except ConversionError as e:
+            log.warning("bridge: %s", e)
+            return
+        backend.update_joints(q, dq, tau, stamp=arm.now())
+
+    node.create_subscription(JointState, cfg.joint_states, on_joints, sensor_qos())
+    if cfg.ee_pose:
+        node.create_subscription(PoseStamped, cfg.ee_pose, lambda m: _on_pose(backend, arm, m), sensor_qos())
+    if cfg.gripper_joint_states:
+        node.create_subscription(JointState, cfg.gripper_joint_states,
+                                 lambda m: backend.update_gripper(2.0 * m.position[0]) if len(m.position) else None,
+                                 sensor_qos())
+    pose_note = {"stack": cfg.ee_pose, "fk": "Panda forward kinematics", "none": "NONE (no Cartesian features)"}
+    log.info("bridge: %s joints %s from %s -> %s (%s); EE pose from %s", arm.name, backend.joint_names,
+             cfg.joint_states, topic, cfg.command, cfg.ee_pose or pose_note[backend.ee_pose_source])
+
+
+def _on_pose(backend: BridgeArmBackend, arm: FrankaArm, msg: PoseStamped) -> None:
+    try:
+        backend.update_pose(pose_from_msg(msg), stamp=arm.now())
+    except ConversionError as e:
+        log.warning("bridge: EE pose: %s", e)

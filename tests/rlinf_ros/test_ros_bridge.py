@@ -1,0 +1,145 @@
+"""Bridge mode over real DDS: our robot node on top of a stand-in ros2_control / franka_ros2 stack
+(``standin_stack.py``: /joint_states at 100 Hz, a JointTrajectoryController and a Cartesian
+target topic, standard messages only), with the safety layer in the command path."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
+
+from ros_procs import ROOT, Probe, Procs  # noqa: E402
+
+from robot_drivers.kinematics import forward_kinematics  # noqa: E402
+from robot_drivers.types import PANDA_DQ_MAX, PANDA_HOME  # noqa: E402
+
+pytestmark = [pytest.mark.ros]
+
+NAMES = [f"fr3_joint{i}" for i in range(1, 8)]
+
+
+def _config(tmp_path: Path, **bridge: object) -> Path:
+    cfg = yaml.safe_load((ROOT / "configs/ros_bridge_franka_ros2.yaml").read_text())
+    cfg["policy_client"]["enabled"] = False
+    cfg["robot"]["bridge"].update(bridge)
+    path = tmp_path / "bridge.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _start(tmp_path: Path, procs: Procs, config: Path, *stack_args: str) -> None:
+    procs.start("stack", [str(ROOT / "tests/rlinf_ros/standin_stack.py"), "--prefix", "fr3_",
+                          "--controller", "fr3_arm_controller", *stack_args])
+    procs.start_node("robot", config)
+
+
+def _call(probe: Probe, name: str, timeout: float = 10.0) -> bool:
+    from std_srvs.srv import Trigger
+
+    client = probe.node.create_client(Trigger, name)
+    assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
+    fut = client.call_async(Trigger.Request())
+    deadline = time.time() + timeout
+    while not fut.done() and time.time() < deadline:
+        time.sleep(0.01)
+    assert fut.done(), f"service {name} did not answer within {timeout} s"
+    return fut.result().success
+
+
+def test_bridge_trajectory_controller_safety_watchdog_estop(tmp_path: Path, ros_domain_id: int) -> None:
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from trajectory_msgs.msg import JointTrajectory
+
+    from rlinf_ros.conversions import pose_from_msg, trajectory_from_msg, trajectory_msg
+
+    procs, probe = Procs(tmp_path), None
+    try:
+        _start(tmp_path, procs, _config(tmp_path, ee_pose=""))  # no pose topic: Panda FK
+        probe = Probe()
+        ours = probe.record(JointState, "/rlinf/joint_states", lambda m: (list(m.name), np.array(m.position)))
+        stack = probe.record(JointState, "/joint_states", lambda m: np.array(m.position))
+        pose = probe.record(PoseStamped, "/rlinf/franka_robot_state_broadcaster/current_pose", pose_from_msg)
+        state = probe.record(String, "/rlinf/franka_robot_state_broadcaster/robot_state", lambda m: json.loads(m.data))
+        sent = probe.record(JointTrajectory, "/fr3_arm_controller/joint_trajectory",
+                            lambda m: trajectory_from_msg(m, NAMES, 0.0).positions[-1])
+        cmd = probe.node.create_publisher(JointTrajectory, "/rlinf/joint_trajectory_controller/joint_trajectory", 10)
+        probe.wait_for(lambda: ours and stack and pose and state and cmd.get_subscription_count() > 0, 60, "bridge up", procs)
+        names, q0 = ours[-1][1]
+        assert names == NAMES and np.allclose(q0, PANDA_HOME, atol=1e-6)
+        assert np.allclose(pose[-1][1].position, forward_kinematics(q0)[:3, 3], atol=1e-6)
+        assert state[-1][1]["arms"]["fr3"]["bridge"]["ee_pose_source"] == "fk"
+
+        # a move within the limits reaches the stack's controller and the stack's arm follows
+        cmd.publish(trajectory_msg(NAMES, (q0 + 0.05)[None], np.array([0.15])))  # within watchdog_ms
+        probe.wait_for(lambda: np.allclose(stack[-1][1], q0 + 0.05, atol=2e-3), 10, "stack arm at target", procs)
+        probe.wait_for(lambda: np.allclose(ours[-1][1][1], q0 + 0.05, atol=2e-3), 5, "our joint_states follow")
+
+        # a 4 s move sent once (sender then silent): the watchdog stops it at watchdog_ms (200 ms),
+        # and no command the stack receives breaks the speed limit (0.3 x dq_max)
+        q1, n0 = stack[-1][1].copy(), len(sent)
+        cmd.publish(trajectory_msg(NAMES, (q1 + np.array([1.0, 0, 0, 0, 0, 0, 0]))[None], np.array([4.0])))
+        time.sleep(1.5)
+        moved = stack[-1][1][0] - q1[0]
+        assert 0.01 < moved < 0.3 * PANDA_DQ_MAX[0] * 0.35, f"moved {moved} rad after a silent 4 s trajectory"
+        targets = np.array([s[1] for s in sent[n0:]])
+        steps = np.abs(np.diff(targets[:, 0]))
+        assert steps.max() <= 0.3 * PANDA_DQ_MAX[0] * 0.02 + 1e-6  # <= 2 periods' worth per command
+        probe.wait_for(lambda: state[-1][1]["arms"]["fr3"]["safety"].get("stale_refused", 0) > 0, 5, "stale event")
+
+        # e-stop latches in our node: the stack receives nothing that moves the arm
+        assert _call(probe, "/rlinf/estop")
+        q2 = stack[-1][1].copy()
+        cmd.publish(trajectory_msg(NAMES, (q2 - 0.05)[None], np.array([0.3])))
+        time.sleep(0.8)
+        assert np.allclose(stack[-1][1], q2, atol=1e-6)
+        assert _call(probe, "/rlinf/reset_estop")
+    finally:
+        if probe is not None:
+            probe.close()
+        codes = procs.stop_all()
+    assert codes["robot"] == 0
+
+
+def test_bridge_cartesian_controller_and_stack_pose_and_stale_stack(tmp_path: Path, ros_domain_id: int) -> None:
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from trajectory_msgs.msg import JointTrajectory
+
+    from rlinf_ros.conversions import pose_from_msg, trajectory_msg
+
+    procs, probe = Procs(tmp_path), None
+    try:
+        _start(tmp_path, procs, _config(tmp_path, command="cartesian_pose"), "--pose")
+        probe = Probe()
+        stack = probe.record(JointState, "/joint_states", lambda m: np.array(m.position))
+        targets = probe.record(PoseStamped, "/cartesian_impedance_controller/target_pose", pose_from_msg)
+        state = probe.record(String, "/rlinf/franka_robot_state_broadcaster/robot_state", lambda m: json.loads(m.data))
+        cmd = probe.node.create_publisher(JointTrajectory, "/rlinf/joint_trajectory_controller/joint_trajectory", 10)
+        probe.wait_for(lambda: stack and state and cmd.get_subscription_count() > 0
+                       and state[-1][1]["arms"]["fr3"]["bridge"]["ee_pose_source"] == "stack", 60, "bridge up",
+                       procs)
+        q0 = stack[-1][1].copy()
+        goal = q0 + np.array([0.0, 0.05, 0.0, 0.05, 0.0, 0.0, 0.0])
+        cmd.publish(trajectory_msg(NAMES, goal[None], np.array([0.15])))
+        probe.wait_for(lambda: len(targets) > 5, 5, "Cartesian targets at the stack", procs)
+        want = forward_kinematics(goal)[:3, 3]
+        probe.wait_for(lambda: np.linalg.norm(forward_kinematics(stack[-1][1])[:3, 3] - want) < 3e-3, 10,
+                       "stack EE at the FK of the safe joint target", procs)
+        assert np.linalg.norm(targets[-1][1].position - want) < 1e-3
+
+        procs.kill("stack")  # the stack dies: our node reports it, the policy client would stop
+        probe.wait_for(lambda: "joint_states_stale" in state[-1][1]["arms"]["fr3"]["errors"], 5, "stale stack")
+    finally:
+        if probe is not None:
+            probe.close()
+        codes = procs.stop_all()
+    assert codes["robot"] == 0
