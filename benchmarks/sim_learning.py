@@ -56,7 +56,7 @@ OFFPOLICY = {
     "push_dagger": ("configs/sim_franka_push_dagger.yaml", None, None, "push"),
     "lift_rlpd": ("configs/sim_franka_lift_rlpd.yaml", 570, 600, "lift"),
     "push_sac": ("configs/sim_franka_push_sac.yaml", 570, 600, None),
-    "reach_image_sac": ("configs/sim_franka_reach_image_sac.yaml", 540, 900, None),
+    "reach_image_sac": ("configs/sim_franka_reach_image_sac.yaml", 840, 900, None),
 }
 
 

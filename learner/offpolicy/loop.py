@@ -28,6 +28,7 @@ from learner.runners.budget import Budget
 from rlinf_contracts.config import to_dict
 
 log = logging.getLogger(__name__)
+EVAL_SETUP_S = 15.0  # kept on top of the eval estimate: final checkpoint, eval envs, loading the actor
 
 
 def store_path(cfg: OffPolicyConfig) -> str:
@@ -124,6 +125,7 @@ class TrainLoop:
             return
         budget.reserve_eval(step_s, c.env.num_envs, c.eval.num_envs, c.eval.episodes, len(c.eval.ood_splits),
                             self.core.episode_steps)
+        budget.eval_reserve_s += EVAL_SETUP_S
 
     def save(self) -> Path:
         from learner.offpolicy.state import save
