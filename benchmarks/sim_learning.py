@@ -47,9 +47,10 @@ TASKS = {
 }
 
 
-# row -> (config, training budget s, target wall s, demos task or None)
+# row -> (config, training budget s, target wall s, demos task or None[, extra overrides])
 OFFPOLICY = {
     "push_rlpd": ("configs/sim_franka_push_rlpd.yaml", 270, 300, "push"),
+    "push_rlpd_10min": ("configs/sim_franka_push_rlpd.yaml", 570, 600, "push", ["placement.env,learner,replay=1"]),
     "reach_sac": ("configs/sim_franka_reach_sac.yaml", 270, 300, None),
     "push_iql": ("configs/sim_franka_push_iql.yaml", None, None, "push"),
     "push_bc": ("configs/sim_franka_push_bc.yaml", None, None, "push"),
@@ -116,9 +117,10 @@ def run_offpolicy(name: str, out: Path, episodes: int) -> dict:
     from learner.eval.embodied import evaluate_policy
     from rlinf_contracts.config import load_config
 
-    config, budget, target, demos_task = OFFPOLICY[name]
+    config, budget, target, demos_task, *extra = OFFPOLICY[name]
     run_dir = out / name
-    over = [f"train.out_dir={run_dir}", "train.progress=false", "train.tensorboard=false", "train.final_eval=false"]
+    over = [f"train.out_dir={run_dir}", "train.progress=false", "train.tensorboard=false", "train.final_eval=false",
+            *(extra[0] if extra else [])]
     demo_s = 0.0
     if demos_task:
         demos, demo_s = collect_demos(demos_task, out)
@@ -140,8 +142,10 @@ def run_offpolicy(name: str, out: Path, episodes: int) -> dict:
     ev = evaluate_policy(policy, cfg["env"]["name"], env_kw, episodes, seed=1_000_000_000, num_envs=25)
     eval_wall = time.perf_counter() - t1
     hist = metrics["history"]
-    if (run_dir / "curves.png").exists():
-        shutil.copy(run_dir / "curves.png", RESULTS / f"sim_learning_{name}.png")
+    png = None
+    if (run_dir / "curves.png").exists():  # offline rows have no env episodes to draw
+        png = f"sim_learning_{name}.png"
+        shutil.copy(run_dir / "curves.png", RESULTS / png)
     final = metrics["final"]
     return {"task": name, "kind": "offpolicy", "config": config, "env": cfg["env"]["name"], "obs_mode": cfg["env"]["obs_mode"],
             "algorithm": cfg["algorithm"]["name"], "demos": bool(demos_task), "demo_collect_s": round(demo_s, 1),
@@ -149,7 +153,7 @@ def run_offpolicy(name: str, out: Path, episodes: int) -> dict:
             "train_process_wall_s": round(train_wall, 1), "eval_wall_s": round(eval_wall, 1),
             "wall_s": round(train_wall + eval_wall, 1), "target_wall_s": target,
             "final_train_success": round(hist[-1].get("success_rate", float("nan")), 3) if hist else None,
-            "eval_success": round(ev["success_rate"], 3), "eval_episodes": ev["episodes"],
+            "eval_success": round(ev["success_rate"], 3), "eval_episodes": ev["episodes"], "curve_png": png,
             "load_avg_before": [round(x, 2) for x in load0], "load_avg_after": [round(x, 2) for x in os.getloadavg()],
             "curve": [{"wall_s": round(h.get("time/wall_s", 0.0), 1), "env_steps": int(h.get("env_steps", 0)),
                        "train_success": round(h.get("success_rate", 0.0), 3)} for h in hist][-12:]}
@@ -162,7 +166,11 @@ def main() -> int:
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--offpolicy", default="", help=f"off-policy / offline rows: {','.join(OFFPOLICY)} or 'all'")
+    ap.add_argument("--render", action="store_true", help="only rewrite the markdown from the JSON")
     args = ap.parse_args()
+    if args.render:
+        render()
+        return 0
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
@@ -239,11 +247,27 @@ def offpolicy_lines(rows: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         target = f" ({r['target_wall_s']})" if r.get("target_wall_s") else ""
+        png = r.get("curve_png", f"sim_learning_{r['task']}.png" if r["env_steps"] else None)
+        train = r["final_train_success"]
+        train = "-" if train is None or train != train else f"{train:.2f}"  # offline: no training episodes
         lines.append(f"| {r['task']} | {r['algorithm']} | {r['obs_mode']} | {'20' if r['demos'] else '-'} | "
-                     f"{r['env_steps']} | {r['updates']} | {r['wall_s']}{target} | {r['final_train_success']} | "
+                     f"{r['env_steps']} | {r['updates']} | {r['wall_s']}{target} | {train} | "
                      f"{r['eval_success']:.2f} ({r['eval_episodes']}) | {r['load_avg_before'][0]} -> "
-                     f"{r['load_avg_after'][0]} | [png](sim_learning_{r['task']}.png) |")
+                     f"{r['load_avg_after'][0]} | {f'[png]({png})' if png else '-'} |")
+    lines += ["", "Offline rows learn from the 20 demos only (no env steps; `dagger` also queries the sim oracle "
+              "on 5 rounds of 2,000 learner states). `env steps` of online rows include the demos' absence: "
+              "they count online transitions only."]
     return lines
+
+
+def render() -> None:
+    """Rewrite the markdown from ``sim_learning.json`` (no run)."""
+    data = json.loads((RESULTS / "sim_learning.json").read_text())
+    args = argparse.Namespace(tasks="none", eval_episodes=data["meta"].get("eval_episodes", 50), quick=False)
+    rows, write_rows = data["rows"], []
+    for r in rows:
+        write_rows.append(r)
+    write([], data["meta"].get("budget_s", 240.0), args)
 
 
 if __name__ == "__main__":

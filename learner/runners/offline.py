@@ -28,6 +28,7 @@ from learner.offline.config import OfflineConfig
 from learner.offline.data import bc_buffer, check_layout, oracle_round, read_episodes, replay_of
 from learner.offline.trainers import BCTrainer, IQLTrainer, make_policy
 from learner.offpolicy.batches import to_batch
+from learner.offpolicy.nets import policy_spec
 from learner.rollout.envs import build_env
 from learner.runners.budget import Budget
 from learner.runners.registry import RUNNERS, RunnerSpec
@@ -74,8 +75,6 @@ def _train(cfg: OfflineConfig) -> dict[str, Any]:
     env = build_env(cfg.env.name, cfg.env.num_envs, **cfg.env.factory_kwargs())
     episodes = read_episodes(cfg.data.demos)
     check_layout(episodes, env.spec, cfg.data.demos)
-    from learner.offpolicy.nets import policy_spec
-
     policy = make_policy(cfg, policy_spec(env.spec, use_images=False))
     rng, gen, history = np.random.default_rng(cfg.seed), torch.Generator().manual_seed(cfg.seed), []
     a, c = cfg.algorithm, cfg.train
@@ -98,7 +97,7 @@ def _train(cfg: OfflineConfig) -> dict[str, Any]:
 
 def _finish(cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int) -> dict[str, Any]:
     from learner.checkpoint import checkpoint_dir, write_checkpoint
-    from learner.runners.offpolicy import _outputs, final_eval
+    from learner.runners.offpolicy import final_eval, write_outputs
     from rlinf_contracts.config import to_dict
 
     path = write_checkpoint(checkpoint_dir(cfg.train.out_dir, len(history)), policy.state_dict(),
@@ -109,7 +108,7 @@ def _finish(cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, str(path), budget)
     final["elapsed_s"] = budget.elapsed()
-    _outputs(cfg, history, final)
+    write_outputs(cfg, history, final)
     return final
 
 

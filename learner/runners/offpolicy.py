@@ -51,7 +51,7 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, result["checkpoint"], budget)
     final["elapsed_s"] = budget.elapsed()
-    final["curves"] = _outputs(cfg, result["history"], final)
+    final["curves"] = write_outputs(cfg, result["history"], final)
     return final
 
 
@@ -65,7 +65,7 @@ def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
                            progress=cfg.train.progress)
 
 
-def _outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, Any]) -> str | None:
+def write_outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, Any]) -> str | None:
     """``metrics.json`` (final + history) and ``curves.png``; returns the curves' path."""
     import json
 
@@ -88,4 +88,4 @@ def in_process(cfg: OffPolicyConfig, num_slots: int) -> bool:
 
 
 RUNNERS.add("offpolicy", RunnerSpec(config_cls=OffPolicyConfig, run=run, in_process=in_process))
-__all__ = ["run", "OffPolicyConfig", "in_process", "final_eval"]
+__all__ = ["run", "OffPolicyConfig", "in_process", "final_eval", "write_outputs"]
