@@ -19,7 +19,7 @@ from typing import Any
 from rlinf_contracts.config import ConfigError, from_dict, load_config
 from rlinf_contracts.spec import RobotSpec, SpecError
 from robot_drivers.cameras import CameraConfig
-from rlinf_ros.online_config import RecorderNodeConfig, StreamerNodeConfig, TeleopNodeConfig
+from rlinf_ros.online_config import RecorderNodeConfig, RewardNodeConfig, StreamerNodeConfig, TeleopNodeConfig
 from robot_drivers.factory import ArmConfig
 
 
@@ -222,6 +222,8 @@ class TaskNodeConfig:
     status_topic: str = "task/status"
     event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON: each episode's end"})
     results_path: str = field(default="", metadata={"help": "write the final episode results here (JSON)"})
+    reward_topic: str = field(default="task/reward", metadata={
+        "help": "std_msgs/Float64 per step while running: the twin's success flag as reward (1 at the goal); '' = none"})
 
 
 @dataclass
@@ -255,6 +257,7 @@ class RosGraphConfig:
     teleop: TeleopNodeConfig = field(default_factory=TeleopNodeConfig)
     recorder: RecorderNodeConfig = field(default_factory=RecorderNodeConfig)
     streamer: StreamerNodeConfig = field(default_factory=StreamerNodeConfig)
+    reward: RewardNodeConfig = field(default_factory=RewardNodeConfig)
 
     def node_names(self) -> dict[str, str]:
         """node name -> kind (``robot`` | ``camera`` | ``policy_client`` | ``task``), in start order."""
@@ -267,7 +270,7 @@ class RosGraphConfig:
             out[self.policy_client.name] = "policy_client"
         if self.task.enabled:
             out[self.task.name] = "task"
-        for kind in ("teleop", "recorder", "streamer"):
+        for kind in ("teleop", "recorder", "streamer", "reward"):
             section = getattr(self, kind)
             if section.enabled:
                 out[section.name] = kind
@@ -277,7 +280,7 @@ class RosGraphConfig:
         if self.policy_client.enabled:
             self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
         names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + [
-            getattr(self, k).name for k in ("policy_client", "task", "teleop", "recorder", "streamer")
+            getattr(self, k).name for k in ("policy_client", "task", "teleop", "recorder", "streamer", "reward")
             if getattr(self, k).enabled]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

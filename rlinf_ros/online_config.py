@@ -67,3 +67,40 @@ class TeleopNodeConfig:
     leader_topic: str = field(default="leader/joint_states", metadata={"help": "leader arm JointState (device leader)"})
     joint_prefix: str = "panda_"
     script: dict[str, Any] = field(default_factory=dict, metadata={"help": "scripted device settings (see rlinf_ros.teleop.scripted)"})
+
+
+REWARD_SOURCES = ("classifier", "events")
+
+
+@dataclass
+class RewardNodeConfig:
+    """The reward node (``rlinf_ros.nodes.reward``): one reward topic whatever the source."""
+
+    enabled: bool = field(default=False, metadata={"help": "start the reward node"})
+    name: str = "reward"
+    namespace: str = ""
+    source: str = field(default="classifier", metadata={
+        "help": "classifier (a served success classifier on the camera) | events (the sim twin's success "
+                "flag or the human's success / failure keys, from episode/event)"})
+    server_url: str = field(default="ws://127.0.0.1:8200", metadata={
+        "help": "classifier: `rlinf serve --checkpoint runs/reward_classifier --port 8200` on the GPU box"})
+    image_topic: str = field(default="camera/camera/color/image_raw", metadata={"help": "classifier: Image in"})
+    camera: str = field(default="", metadata={"help": "classifier: the served camera name ('' = its first)"})
+    threshold: float = field(default=0.5, metadata={"help": "p_success above this is a success"})
+    consecutive: int = field(default=2, metadata={"help": "successive successful frames before success is reported"})
+    rate_hz: float = field(default=10.0, metadata={"help": "classifier: frames scored per second"})
+    timeout_s: float = field(default=2.0, metadata={"help": "classifier: per-request timeout"})
+    end_episode: bool = field(default=False, metadata={
+        "help": "classifier: publish an EpisodeEvent end (success) on episode/event when success is reported"})
+    reward_topic: str = field(default="reward", metadata={"help": "std_msgs/Float64 reward (RosRobotEnv reads it)"})
+    success_topic: str = field(default="reward/success", metadata={"help": "std_msgs/Bool"})
+    probability_topic: str = field(default="reward/p_success", metadata={"help": "classifier: std_msgs/Float64"})
+    event_topic: str = field(default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON in (events) / out (end_episode)"})
+
+    def validate(self) -> None:
+        from rlinf_contracts.config import ConfigError
+
+        if self.source not in REWARD_SOURCES:
+            raise ConfigError(f"key 'reward.source' must be one of {REWARD_SOURCES}, got {self.source!r}")
+        if self.consecutive < 1 or self.rate_hz <= 0:
+            raise ConfigError("keys 'reward.consecutive' >= 1 and 'reward.rate_hz' > 0")

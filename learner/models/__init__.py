@@ -36,6 +36,14 @@ def _sac(spec: PolicySpec, **kwargs: Any) -> Policy:
     return SquashedGaussianPolicy(spec, **kwargs)
 
 
+@MODELS.register("success_classifier")
+def _success_classifier(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Binary success classifier on a camera (reward source); its one "action" is p_success."""
+    from learner.models.success_classifier import SuccessClassifier
+
+    return SuccessClassifier(spec, **kwargs)
+
+
 def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     """Build the model registered as ``name`` for ``spec``; remembers name and kwargs."""
     policy = MODELS.get(name)(spec, **kwargs)

@@ -30,6 +30,7 @@ RUNNER_MODULES: dict[str, str] = {
     "reasoning": "learner.runners.reasoning",
     "offpolicy": "learner.runners.offpolicy",
     "offline": "learner.runners.offline",
+    "reward_classifier": "learner.runners.reward_classifier",
 }
 
 

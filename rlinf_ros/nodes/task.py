@@ -23,7 +23,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64, String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
@@ -60,6 +60,7 @@ class TaskNode(Node):
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
+        self.pub_reward = self.create_publisher(Float64, cfg.reward_topic, reliable_qos(10)) if cfg.reward_topic else None
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.create_timer(0.02, self._step)
         log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
@@ -141,6 +142,8 @@ class TaskNode(Node):
         steps = int(self._elapsed() * self.cfg.control_hz)
         dist = float("inf") if self.ee is None else float(np.linalg.norm(self.ee - self.goal))
         ok = self.ee is not None and self.judge.success(self.ee, self.goal)
+        if self.pub_reward is not None:  # the twin knows success: a reward source of its own
+            self.pub_reward.publish(Float64(data=1.0 if ok else 0.0))
         if ok or steps >= self.cfg.max_steps:
             self.log.add(ok, steps, dist, self.goal)
             summary = self.log.summary()

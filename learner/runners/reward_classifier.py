@@ -1,0 +1,204 @@
+"""Reward classifier runner (``runner: reward_classifier``): a binary success classifier on
+camera frames (+ optional state) from the episode store, served in the loop as a policy::
+
+    episode store --> labelled frames (episode success, last k observations) --> split by episode
+                  --> small CNN (BCE, positives re-weighted) --> val accuracy --> checkpoint
+
+A frame is positive when it is one of the last ``data.last_k`` observations of a successful
+episode (the final observation counts as the last one); the ``data.margin`` frames just before
+them are left out (almost there: neither label), every other frame is negative. The
+split is by episode, so near-identical neighbouring frames never sit on both sides. The
+checkpoint is an ordinary policy checkpoint (model ``success_classifier``, one "action" =
+``p_success``): ``rlinf serve --checkpoint RUN_DIR`` serves it, and the robot PC's reward node
+(``rlinf_ros/nodes/reward.py``) asks it over the policy wire. ``rlinf train configs/reward_classifier.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from learner.cluster import ClusterConfig
+from learner.models import PolicySpec, build_policy, obs_to_tensors
+from learner.runners.registry import RUNNERS, RunnerSpec
+from learner.sections import h as _h
+from rlinf_contracts.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClassifierData:
+    store: str = field(default="", metadata=_h("episode store of labelled episodes (rlinf collect ... --out DIR)"))
+    camera: str = field(default="", metadata=_h("camera to classify ('' = the store's first camera)"))
+    use_state: bool = field(default=False, metadata=_h("also feed the state vector to the head"))
+    last_k: int = field(default=1, metadata=_h("positives: the last k observations of a successful episode"))
+    margin: int = field(default=0, metadata=_h("frames of a successful episode just before its positives are "
+                                                 "left out (neither label: the arm is almost there)"))
+    val_fraction: float = field(default=0.2, metadata=_h("share of episodes held out for validation"))
+
+    def validate(self) -> None:
+        if not self.store:
+            raise ConfigError("key 'data.store' is required: the episode store to learn from")
+        if self.last_k < 1 or self.margin < 0 or not 0.0 < self.val_fraction < 1.0:
+            raise ConfigError("keys 'data.last_k' >= 1, 'data.margin' >= 0 and 'data.val_fraction' in (0, 1)")
+
+
+@dataclass
+class ClassifierModel:
+    channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("conv channels (stride 2 each)"))
+    hidden: int = field(default=64, metadata=_h("MLP head width"))
+
+
+@dataclass
+class ClassifierTrain:
+    epochs: int = field(default=30, metadata=_h("passes over the training frames"))
+    batch_size: int = field(default=64, metadata=_h("frames per update"))
+    lr: float = field(default=1e-3, metadata=_h("Adam learning rate"))
+    threshold: float = field(default=0.5, metadata=_h("p_success above this counts as success"))
+    time_budget_s: float = field(default=50.0, metadata=_h("stop training after this many seconds"))
+    out_dir: str = field(default="runs/reward_classifier", metadata=_h("run directory: checkpoints/, metrics.json"))
+
+
+@dataclass
+class RewardClassifierConfig:
+    runner: str = field(default="reward_classifier", metadata=_h("runner registry name"))
+    name: str = field(default="reward_classifier", metadata=_h("run name (logs)"))
+    seed: int = field(default=0, metadata=_h("global seed"))
+    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("unused: one local process"))
+    placement: dict[str, str | int] = field(default_factory=lambda: {"learner": "0"}, metadata=_h("learner -> slot"))
+    data: ClassifierData = field(default_factory=ClassifierData, metadata=_h("episode store and labels"))
+    model: ClassifierModel = field(default_factory=ClassifierModel, metadata=_h("network"))
+    train: ClassifierTrain = field(default_factory=ClassifierTrain, metadata=_h("loop, outputs"))
+
+    def validate(self) -> None:
+        self.data.validate()
+
+
+def labelled_frames(store_path: str, camera: str, last_k: int, margin: int = 0) -> dict[str, Any]:
+    """Frames, states, labels and the episode of each frame (final observations included);
+    ``margin`` frames before a success's positives are dropped."""
+    from rlinf_data.store import EpisodeStore
+
+    store = EpisodeStore(store_path, mode="r")
+    if len(store) == 0:
+        raise ConfigError(f"key 'data.store': {store_path!r} holds no episodes")
+    images, states, labels, episodes = [], [], [], []
+    for i in range(len(store)):
+        ep = store.read(i)
+        cams = [k.split("/", 1)[1] for k in ep.steps if k.startswith("images/")]
+        cam = camera or (cams[0] if cams else "")
+        if f"images/{cam}" not in ep.steps:
+            raise ConfigError(f"key 'data.camera': episode {i} has no camera {cam!r} (has {cams})")
+        frames, st = ep.steps[f"images/{cam}"], ep.steps["state"]
+        if ep.final is not None:
+            frames = np.concatenate([frames, ep.final[f"images/{cam}"][None]])
+            st = np.concatenate([st, ep.final["state"][None]])
+        y = np.zeros(len(frames), np.float32)
+        keep = np.ones(len(frames), bool)
+        if ep.info.success:
+            y[-last_k:] = 1.0
+            keep[max(0, len(frames) - last_k - margin):len(frames) - last_k] = False
+        images.append(frames[keep]), states.append(st[keep]), labels.append(y[keep])
+        episodes.append(np.full(int(keep.sum()), i))
+    return {"camera": cam, "images": np.concatenate(images), "state": np.concatenate(states).astype(np.float32),
+            "label": np.concatenate(labels), "episode": np.concatenate(episodes)}
+
+
+def split_by_episode(episode: np.ndarray, val_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, val rows): whole episodes on one side.
+
+    >>> tr, va = split_by_episode(np.array([0, 0, 1, 1, 2, 3]), 0.25, np.random.default_rng(0))
+    >>> sorted(np.concatenate([tr, va]).tolist()), len(set(np.array([0, 0, 1, 1, 2, 3])[va]))
+    ([0, 1, 2, 3, 4, 5], 1)
+    """
+    ids = rng.permutation(np.unique(episode))
+    val_ids = ids[:max(1, int(round(val_fraction * len(ids))))]
+    val = np.isin(episode, val_ids)
+    return np.flatnonzero(~val), np.flatnonzero(val)
+
+
+def accuracy(p: np.ndarray, y: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
+    """Accuracy and balanced accuracy (mean of the per-class recalls).
+
+    >>> accuracy(np.array([0.9, 0.2, 0.1, 0.1]), np.array([1.0, 1.0, 0.0, 0.0]))
+    {'accuracy': 0.75, 'balanced_accuracy': 0.75}
+    """
+    pred = p > threshold
+    pos, neg = y > 0.5, y <= 0.5
+    recalls = [float(np.mean(pred[m] == (c == 1))) for c, m in ((1, pos), (0, neg)) if m.any()]
+    return {"accuracy": float(np.mean(pred == pos)), "balanced_accuracy": float(np.mean(recalls))}
+
+
+def _batch(data: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    return obs_to_tensors({"state": data["state"][rows], "images": {data["camera"]: data["images"][rows]}})
+
+
+def _predict(model: Any, data: dict[str, Any], rows: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return np.concatenate([torch.sigmoid(model.logits(_batch(data, rows[i:i + 256]))).numpy()
+                               for i in range(0, len(rows), 256)])
+
+
+def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
+    """Train, validate, checkpoint; returns the metrics (``val_accuracy``, ``checkpoint``...)."""
+    from learner.checkpoint import save_checkpoint
+
+    t0 = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    data = labelled_frames(cfg.data.store, cfg.data.camera, cfg.data.last_k, cfg.data.margin)
+    train, val = split_by_episode(data["episode"], cfg.data.val_fraction, rng)
+    h, w = data["images"].shape[1:3]
+    spec = PolicySpec(state_dim=data["state"].shape[1], action_dim=1, chunk=1, cameras={data["camera"]: (h, w)})
+    model = build_policy("success_classifier", spec, camera=data["camera"], channels=list(cfg.model.channels),
+                         hidden=cfg.model.hidden, use_state=cfg.data.use_state)
+    y = torch.as_tensor(data["label"])
+    n_pos = float(data["label"][train].sum())
+    pos_weight = torch.tensor((len(train) - n_pos) / max(n_pos, 1.0))  # balance the rare positives
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    history, epoch, best, best_state = [], 0, -1.0, None
+    for epoch in range(1, cfg.train.epochs + 1):
+        model.train()
+        for rows in np.array_split(rng.permutation(train), max(1, len(train) // cfg.train.batch_size)):
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                model.logits(_batch(data, rows)), y[rows], pos_weight=pos_weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        row = {"epoch": float(epoch), "train/loss": float(loss),
+               **{f"val/{k}": v for k, v in accuracy(_predict(model, data, val), data["label"][val],
+                                                     cfg.train.threshold).items()}}
+        history.append(row)
+        if row["val/balanced_accuracy"] > best:  # keep the best epoch on the held-out episodes
+            best, best_state = row["val/balanced_accuracy"], {k: v.clone() for k, v in model.state_dict().items()}
+            best_row = row
+        log.info("epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f)", epoch, row["train/loss"],
+                 row["val/accuracy"], row["val/balanced_accuracy"])
+        if time.perf_counter() - t0 > cfg.train.time_budget_s:
+            break
+    out = Path(cfg.train.out_dir)
+    model.load_state_dict(best_state)
+    final = best_row
+    metrics = {"val_accuracy": final["val/accuracy"], "val_balanced_accuracy": final["val/balanced_accuracy"],
+               "frames": int(len(data["label"])), "positives": int(data["label"].sum()), "val_frames": int(len(val)),
+               "epochs": epoch, "best_epoch": int(final["epoch"]), "elapsed_s": time.perf_counter() - t0}
+    ckpt = save_checkpoint(out / "checkpoints" / f"epoch_{epoch:04d}", model, iteration=epoch, weight_version=1,
+                           metrics=metrics)
+    metrics["checkpoint"] = str(ckpt)
+    (out / "metrics.json").write_text(json.dumps({"final": metrics, "history": history}, indent=1))
+    return metrics
+
+
+RUNNERS.add("reward_classifier", RunnerSpec(config_cls=RewardClassifierConfig, run=run,
+                                            in_process=lambda cfg, slots: True))
+
+__all__ = ["RewardClassifierConfig", "accuracy", "labelled_frames", "run", "split_by_episode"]
