@@ -1,14 +1,22 @@
 """Synthetic task of the agentic demo: easy problems with demonstrations, hard ones without.
 
 - **easy** (demonstrated): ``a+b`` with 2-digit operands (``easy_additions`` of them) and every
-  ``a*b`` with at least one 1-digit operand (written ``07*83=``). Every demonstration is correct; a random ``tool_frac`` of them call the
-  calculator (``<calc>07*08</calc><result>56</result>56``), the rest answer directly (``56``).
-  Whether a demonstration uses the tool is independent of the problem, so the data teaches the
-  call *format* but says nothing about *when* a call is needed: on easy problems it never is.
+  ``a*b`` with at least one 1-digit operand (written ``07*83=``). Every demonstration is correct;
+  a random ``tool_frac`` of them call the calculator (``<calc>07*08</calc><result>0056</result>0056``),
+  the rest answer directly (``0056``). Whether a demonstration uses the tool is independent of the
+  problem, so the data teaches the call *format* but nothing about *when* a call is needed: on
+  easy problems it never is.
 - **hard** (no demonstrations): ``a*b`` with two 2-digit operands (``47*83=``). A ~0.1M-parameter
-  model cannot multiply these in its head; with the calculator it only has to copy the
-  expression. RL prompts are hard train pairs; evaluation is on held-out hard pairs that
+  model cannot multiply these in its head; with the calculator it has to copy the expression and
+  then the result. RL prompts are hard train pairs; evaluation is on held-out hard pairs that
   appear nowhere in SFT or RL.
+
+Answers are written with 4 digits (``0056``) and the demo's calculator answers in the same width
+(``agent.tool_options.calc.width: 4``), as the arithmetic demo zero-pads (fixed digit positions).
+Every demonstrated answer is below 1000, so its leading digit is always 0: even SFT on only the
+tool-using demonstrations copies a result as ``0xyz`` and gets just the hard products below 1000
+right. Copying a 4-digit result is part of what only the reward on hard problems teaches. The
+reward is math-verify, which reads ``0056`` as 56.
 """
 
 from __future__ import annotations

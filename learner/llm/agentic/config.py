@@ -23,7 +23,7 @@ class AgentConfig:
     observation_max_chars: int = field(default=400, metadata={"help": "longer tool outputs are cut"})
     tool_error_reward: float = field(default=0.0, metadata={"help": "per-turn reward of a call that failed (e.g. -0.1)"})
     tool_options: dict[str, dict[str, Any]] = field(default_factory=dict, metadata={"help": "tool tag -> constructor kwargs (e.g. search: {corpus_path: ...})"})
-    disable_execution: bool = field(default=False, metadata={"help": "ablation: a call ends the episode unanswered (SFT + RL without tools)"})
+    disable_execution: bool = field(default=False, metadata={"help": "ablation: a call ends the episode unanswered (SFT + RL without tools); attempts still count as tool calls"})
 
     def validate(self) -> None:
         from learner.llm.tools import TOOLS

@@ -80,7 +80,11 @@ def run_episodes(backend: Any, prompt_ids: Sequence[Sequence[int]], params: Samp
     for turn in range(agent.max_turns):
         turn_params = params if params.seed is None else dataclasses.replace(params, seed=params.seed + 7919 * turn)
         calls = _turn(backend, eps, live, turn_params, tools, agent, turn == agent.max_turns - 1)
-        if not calls or agent.disable_execution:
+        if agent.disable_execution:  # ablation: the attempt is counted, never answered
+            for i, _ in calls:
+                eps[i].calls += 1
+            break
+        if not calls:
             break
         observations = executor.execute([c for _, c in calls])
         for (i, _), obs in zip(calls, observations):

@@ -80,6 +80,7 @@ def test_turn_limit_failed_call_reward_and_ablation(tag_tok):
     off = run_episodes(ScriptedBackend(tag_tok, ["<calc>2+3</calc>"]), [[5, 6]], SamplingParams(n=1), calc2,
                        AgentConfig(tools=["calc"], disable_execution=True))
     assert calc2.calls == [] and off.extra["final_texts"] == ["<calc>2+3</calc>"] and off.extra["turns"] == [1]
+    assert off.extra["tool_calls"] == [1]  # the attempt is counted (tool-call rate of the no-tool ablation)
 
 
 def test_demonstrations_mask_tool_output_like_rollouts(tag_tok):
