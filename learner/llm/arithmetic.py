@@ -4,8 +4,10 @@ The demonstrations are deliberately noisy in a *systematic* way: most of them ar
 (``12+45=58``), a few are random, the rest are right. Supervised fine-tuning imitates the
 noise, so the SFT model's greedy answer is usually the off-by-one one (held-out greedy accuracy
 starts low), while the right answer keeps a sizeable share of the sampled probability mass.
-A verifiable reward (exact match) is exactly the signal that removes such a bias; GRPO raises
-held-out greedy accuracy far above what imitation of the demonstrations can give. Held-out
+A verifiable reward (math-verify in the configs) is exactly the signal that removes such a bias;
+GRPO raises held-out greedy accuracy far above what imitation of *these* demonstrations gives. The
+noise is planted: SFT on clean demonstrations alone reaches ~1.00, so this demo shows recovery
+from bad supervision, not RL doing what supervision cannot (see ``learner.llm.toolmath`` for that). Held-out
 pairs ``(a, b)`` never appear in SFT or RL prompts, so the gain is generalisation, not recall.
 """
 
