@@ -83,3 +83,16 @@ def test_agentic_gpu_config_validates_with_the_same_dataclass():
     from learner.placement import parse_placement
 
     assert not parse_placement(dict(cfg.placement), num_slots=8).shares_slots("rollout", "actor")
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_agentic_steps_on_disaggregated_worker_groups(ray_cluster, tmp_path):
+    raw = load_config(ROOT / "configs/llm_agentic_tools.yaml", [*TINY, f"train.out_dir={tmp_path}",
+                                                                 "train.driver=workers", "train.timeout_s=120"])
+    raw["placement"] = {"rollout": "0", "reward": "1", "actor": "2"}  # each rollout worker hosts its ToolWorker
+    result = run(from_dict(ReasoningConfig, raw), ray_cluster)
+    rl = [r for r in _rows(result) if r["phase"] == "rl"]
+    assert result["disaggregated"] and [int(r["step"]) for r in rl] == [1, 2]
+    assert all(float(r["rollout/turns"]) >= 1.0 for r in rl)
+    assert set(result["rollout_digests"]) == {result["actor_digest"]}
