@@ -210,6 +210,11 @@ class TaskNodeConfig:
     home: list[float] = field(default_factory=lambda: [0.0, 0.19635, 0.0, -2.61799, 0.0, 2.94159, 0.785398],
                               metadata={"help": "joint home of each episode (the spec's home)"})
     home_noise: float = field(default=0.02, metadata={"help": "rad, per joint, like the simulator's reset noise"})
+    warmup_s: float = field(default=3.0, metadata={
+        "help": "s after start before the first episode (DDS discovery of the graph's other nodes)"})
+    reset: str = field(default="teleport", metadata={
+        "help": "teleport (a simulated twin: the robot node puts the arm home, as the simulator resets) | "
+                "trajectory (drive home through the safety layer, for a real arm)"})
     home_tolerance: float = field(default=0.03, metadata={"help": "rad, max joint error to call the arm homed"})
     home_timeout_s: float = 10.0
     joint_prefix: str = "panda_"
@@ -224,6 +229,10 @@ class TaskNodeConfig:
     results_path: str = field(default="", metadata={"help": "write the final episode results here (JSON)"})
     reward_topic: str = field(default="task/reward", metadata={
         "help": "std_msgs/Float64 per step while running: the twin's success flag as reward (1 at the goal); '' = none"})
+
+    def validate(self) -> None:
+        if self.reset not in ("teleport", "trajectory"):
+            raise ConfigError(f"key 'task.reset' is {self.reset!r}; use teleport (simulated twin) or trajectory")
 
 
 @dataclass

@@ -61,6 +61,12 @@ class KinematicArmBackend(ArmBackend):
         self.target, self.velocity = np.asarray(q, dtype=np.float64).copy(), None
         self.mode = RobotMode.MOVE
 
+    def reset_pose(self, q: np.ndarray, gripper_width: float) -> None:
+        """Episode reset of a simulated arm: at rest at ``q``, gripper at ``gripper_width``."""
+        self.q = np.asarray(q, dtype=np.float64).copy()
+        self.target, self.velocity, self.dq = self.q.copy(), None, np.zeros(7)
+        self.width = self.width_target = float(np.clip(gripper_width, 0.0, PANDA_GRIPPER_MAX_WIDTH))
+
     def command_joint_velocities(self, dq: np.ndarray) -> None:
         self.velocity = np.asarray(dq, dtype=np.float64).copy()
         self.mode = RobotMode.MOVE
@@ -227,6 +233,21 @@ class MujocoArmBackend(ArmBackend):
             if gripper_width is not None:
                 half = gripper_width / 2
                 self.data.qpos[self.fm.grip_qpos] = [half, -half]
+            self._mj.mj_forward(self.fm.model, self.data)
+
+    def reset_pose(self, q: np.ndarray, gripper_width: float) -> None:
+        """Episode reset of the simulated twin: put the arm at rest at ``q`` with that target and
+        the gripper at ``gripper_width``, as the simulator's own reset does (no homing motion,
+        so a bad episode cannot leave the next one stuck behind the workspace box)."""
+        with self._lock:
+            q = np.asarray(q, dtype=np.float64)
+            self.data.qvel[:] = 0.0
+            self.data.qpos[self.fm.arm_qpos] = q
+            self.data.ctrl[self.fm.arm_act] = q
+            self._velocity = None
+            half = float(np.clip(gripper_width, 0.0, PANDA_GRIPPER_MAX_WIDTH)) / 2
+            self.data.qpos[self.fm.grip_qpos] = [half, -half]
+            self._set_gripper_ctrl(2 * half)
             self._mj.mj_forward(self.fm.model, self.data)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:

@@ -74,6 +74,8 @@ class RobotNode(Node):
         for i in range(len(self.arms)):
             self.create_subscription(PoseStamped, self._arm_topic(i, t.target_pose),
                                      lambda m, i=i: self._on_target_pose(i, m), reliable_qos(10))
+        if any(hasattr(a.backend, "reset_pose") for a in self.arms):  # simulated twins only
+            self.create_subscription(JointState, "sim/reset_joints", self._on_reset_joints, reliable_qos(10))
         self._make_services()
         attach_bridges(self, self.arms, cfg.bridge, cfg.driver_hz)  # bridge mode: an existing stack's topics
         self._bridged = [b for _, _, b in bridged(self.arms)]
@@ -135,6 +137,21 @@ class RobotNode(Node):
             except ConversionError as e:
                 self.stats["rejected"] += 1
                 log.warning("rejected JointTrajectory for arm %s: %s", arm.name, e)
+
+    def _on_reset_joints(self, msg: JointState) -> None:
+        """Simulated twin: teleport each named arm to the message's joints (episode reset)."""
+        names = list(msg.name)
+        for i, arm in enumerate(self.arms):
+            if not hasattr(arm.backend, "reset_pose") or not set(arm.joint_names) <= set(names):
+                continue
+            q = np.array([msg.position[names.index(n)] for n in arm.joint_names])
+            finger = arm.gripper_joint_names[0]
+            width = 2.0 * msg.position[names.index(finger)] if finger in names else arm.state().gripper.width
+            arm.backend.reset_pose(q, width)
+            self.trajectories[i] = None
+            self._gripper_cmd[i] = None
+            arm.safety.forget_target()
+            arm.settle()
 
     def _command_gripper(self, i: int, width: float) -> None:
         last = self._gripper_cmd[i]

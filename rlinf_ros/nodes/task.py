@@ -1,7 +1,9 @@
 """Task node of the simulated twin: run episodes against the policy client and score them.
 
-Per episode: pause the policy client (``policy_client/enable`` false), drive the arm to the
-home pose (plus the simulator's reset noise) with a ``JointTrajectory``, sample a goal and
+Per episode: pause the policy client (``policy_client/enable`` false), put the arm at the
+home pose (plus the simulator's reset noise) — on the simulated twin by a reset message on
+``sim/reset_joints`` (``reset: teleport``, as the simulator resets), on a real arm with a
+``JointTrajectory`` through the safety layer (``reset: trajectory``) — sample a goal and
 publish it as a ``PoseStamped`` on ``task/goal`` (robot base frame — the policy client adds
 the spec's ``base_position``, exactly as for a goal coming from perception on a real robot),
 resume the client (a new episode), and watch the end-effector pose until the goal is reached or
@@ -54,11 +56,13 @@ class TaskNode(Node):
         self.home_target = np.asarray(cfg.home, dtype=np.float64)
         self._pending: Any = None
         self._last_home_cmd = 0.0
+        self._t_up = time.monotonic()
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
         self.create_subscription(PoseStamped, cfg.ee_pose_topic, self._on_pose, sensor_qos())
         self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
+        self.pub_reset = self.create_publisher(JointState, "sim/reset_joints", reliable_qos(10))
         self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
         self.pub_reward = self.create_publisher(Float64, cfg.reward_topic, reliable_qos(10)) if cfg.reward_topic else None
         self.enable = self.create_client(SetBool, cfg.enable_service)
@@ -99,13 +103,16 @@ class TaskNode(Node):
         getattr(self, f"_on_{self.state}")()
 
     def _on_pause(self) -> None:
+        if time.monotonic() - self._t_up < self.cfg.warmup_s:
+            return  # let the other nodes of the graph discover each other before the first episode
         if self._call_enable(False):
             self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
             self._last_home_cmd = 0.0
             self._enter("homing")
 
     def _on_homing(self) -> None:
-        if self.q is None or self.pub_cmd.get_subscription_count() == 0:
+        out = self.pub_reset if self.cfg.reset == "teleport" else self.pub_cmd
+        if self.q is None or out.get_subscription_count() == 0:
             return
         err = float(np.max(np.abs(self.q - self.home_target)))
         if err < self.cfg.home_tolerance:
@@ -120,8 +127,13 @@ class TaskNode(Node):
         if now - self._last_home_cmd >= 0.1:  # re-planned from where the arm is; re-sent within the
             # robot's watchdog, which stops a trajectory whose sender went quiet
             self._last_home_cmd = now
-            duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
             point = np.append(self.home_target, 0.04)
+            if self.cfg.reset == "teleport":  # the simulated twin resets like the simulator does
+                msg = JointState(name=[*self.joints, self.finger], position=[float(x) for x in point])
+                msg.header.stamp = self.get_clock().now().to_msg()
+                self.pub_reset.publish(msg)
+                return
+            duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
             self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([duration])))
 
     def _publish_goal(self) -> None:
