@@ -103,7 +103,6 @@ def test_dagger_labels_learner_states_with_the_oracle(tmp_path, demos):
     assert first.shape == (4, 4) and visited_again.shape[1] == data["obs"].shape[1]
 
 
-@pytest.mark.slow
 def test_dagger_runner_aggregates_rounds(tmp_path, demos):
     cfg = _cfg(tmp_path, demos, algorithm={"name": "dagger", "rounds": 2, "round_env_steps": 80},
                train={"updates": 100, "log_every": 50})
