@@ -112,6 +112,17 @@ class EpisodeWriter:
             self.end(status="aborted" if exc_type is not None else None)
 
 
+def _committed(group: zarr.Group, name: str, n: int, dtype: Any, shape: tuple) -> np.ndarray:
+    """The ``n`` committed rows of array ``name``. A writer killed after creating the episode's
+    group but before all its arrays existed committed no step: a missing array reads as empty."""
+    try:
+        return np.asarray(group[name][:n])
+    except (KeyError, FileNotFoundError):
+        if n:
+            raise
+        return np.zeros((0,) + tuple(shape), dtype=dtype)
+
+
 def _trim(group: zarr.Group, length: int) -> None:
     """Shrink every per-step array of an episode group to its committed length."""
     for name, arr in group.arrays():
@@ -166,7 +177,7 @@ class EpisodeStore:
     def read(self, i: int) -> Episode:
         g = self._group(i)
         info, n = EpisodeInfo.from_dict(g.attrs["info"]), int(g.attrs.get("length", 0))
-        steps = {name: np.asarray(g[name][:n]) for name in info.layout.fields()}
+        steps = {name: _committed(g, name, n, dtype, shape) for name, (dtype, shape) in info.layout.fields().items()}
         final = None
         if "final" in g:
             final = {name: np.asarray(g[f"final/{name}"][0]) for name in info.layout.observation_fields()}

@@ -60,6 +60,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         non_null = [a for a in args if a is not type(None)]
         if len(non_null) == 1:  # Optional[X]: keep X's own, more precise error
             return _convert(non_null[0], value, path)
+        if value is None:
+            raise ConfigError(f"key '{path}' cannot be null: give a {_type_name(tp)} or leave the key out for "
+                              "its default")
         errors = []
         for arg in args:
             if arg is type(None):

@@ -28,7 +28,7 @@ CASES = [
     (["eval", "--policy-server", "http://", C], "--policy-server", "expected ws://HOST:PORT"),
     (["ros", "up", "configs/ros_sim_franka.yaml", "policy_client.server_url=http://x"], "policy_client.server_url",
      "expected ws://"),
-    (["config", "foo"], "key 'runner'", "Known: embodied, reasoning"),
+    (["config", "foo"], "key 'runner'", "Known: embodied, offline, offpolicy, reasoning"),
     (["eval", "/nonexistent/run"], "no checkpoint at", "checkpoints/"),
 ]
 

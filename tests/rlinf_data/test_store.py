@@ -65,6 +65,22 @@ def test_exception_in_block_aborts_and_open_episode_is_aborted_on_reopen(tmp_pat
     assert len(again.read(1)) == 2 and zarr.open_group(str(tmp_path / "s"))["episodes/000001/state"].shape == (2, 4)
 
 
+def test_a_kill_between_creating_an_episode_and_its_arrays_leaves_the_store_readable(tmp_path: Path) -> None:
+    """The SIGKILL window before any step: the episode's group exists, some arrays do not."""
+    store = EpisodeStore(tmp_path / "s")
+    with store.begin(EpisodeInfo(task="push", layout=LAYOUT)) as w:
+        w.append(step(0))
+    info = EpisodeInfo(task="push", layout=LAYOUT)
+    info.status = "open"
+    group = store.root["episodes"].create_group("000001")  # what begin() does before the writer's arrays
+    group.attrs.update({"info": info.to_dict(), "length": 0})
+    group.create_array("state", shape=(0, 4), chunks=(256, 4), dtype="float32", fill_value=0)
+    again = EpisodeStore(tmp_path / "s")
+    eps = list(again)
+    assert [len(e) for e in eps] == [1, 0] and again.info(1).status == "aborted"
+    assert eps[1].steps["reward"].shape == (0,) and eps[1].steps["images/wrist"].shape == (0, 8, 6, 3)
+
+
 def test_append_cost_is_small(tmp_path: Path) -> None:
     """Per-step cost of a state-only step (39-d state, like push): printed, and bounded loosely
     because the 2 test cores are shared."""
