@@ -69,6 +69,8 @@ class PythonSandbox(Tool):
         rc, out, err = run_sandboxed(args, self.timeout_s, self.memory_mb, self.file_mb, self.max_output)
         if rc == -9:
             raise ToolError(f"timed out after {self.timeout_s:g} s (killed)")
+        if rc == -signal.SIGXCPU:  # RLIMIT_CPU (= the timeout) fired before the wall clock did
+            raise ToolError(f"timed out after {self.timeout_s:g} s (CPU time limit)")
         if rc != 0:
             last = err.strip().splitlines()[-1] if err.strip() else f"exit code {rc}"
             if rc < 0:
