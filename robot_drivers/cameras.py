@@ -60,13 +60,15 @@ class CameraConfig:
     """One camera, real or simulated."""
 
     name: str = field(default="camera", metadata={"help": "camera name (key in observation images)"})
-    backend: str = field(default="sim", metadata={"help": "sim | realsense | zed"})
+    backend: str = field(default="sim", metadata={"help": "sim | realsense | zed | recorded"})
     width: int = 224
     height: int = 224
     fps: float = 30.0
     serial: str = field(default="", metadata={"help": "device serial (real cameras); empty = first found"})
     sim_camera: str = field(default="third", metadata={"help": "MuJoCo camera of the sim scene"})
     depth: bool = False
+    recording: str = field(default="", metadata={
+        "help": "recorded: frames to replay in a loop (.npy [N,H,W,3], .npz, or an episode store directory)"})
 
 
 class Camera(abc.ABC):
@@ -202,7 +204,73 @@ class SimCamera(Camera):
         return self._intr
 
 
-CAMERA_BACKENDS: dict[str, type[Camera]] = {"sim": SimCamera, "realsense": RealSenseCamera, "zed": ZedCamera}
+class RecordedCamera(Camera):
+    """Replays recorded RGB frames in a loop, stamped at read time.
+
+    Why: a camera that costs nothing to produce, so a benchmark of the control loop measures the
+    loop carrying a real image payload, not a renderer competing for the CPU (the sim camera
+    renders with osmesa on the CPU). Frames come as ``frames=`` (the camera node reads an episode
+    store that way) or from ``recording``: a ``.npy`` array ``[N, H, W, 3]`` uint8, or a ``.npz``
+    holding ``frames``, ``images/<name>``, ``<name>`` or a single array.
+    """
+
+    def __init__(self, cfg: CameraConfig, frames: np.ndarray | None = None) -> None:
+        super().__init__(cfg)
+        self.frames = frames
+        self.index = 0
+
+    def connect(self) -> None:
+        if self.frames is None:
+            self.frames = load_frames(self.cfg.recording, self.cfg.name)
+        self.frames = check_frames(self.frames, self.cfg)
+        self._intr = CameraIntrinsics.from_fovy(self.cfg.width, self.cfg.height, 45.0)
+
+    def read(self) -> CameraFrame:
+        assert self.frames is not None, "RecordedCamera.read() before connect()"
+        frame = self.frames[self.index % len(self.frames)]
+        self.index += 1
+        return CameraFrame(color=frame, stamp=time.time())
+
+    @property
+    def intrinsics(self) -> CameraIntrinsics:
+        return self._intr
+
+
+def load_frames(path: str, name: str) -> np.ndarray:
+    """Frames of camera ``name`` from a ``.npy`` / ``.npz`` file (see :class:`RecordedCamera`)."""
+    if not path:
+        raise CameraError(f"camera {name!r}: backend 'recorded' needs camera.recording (a .npy / .npz of frames "
+                          "or an episode store)")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise CameraError(f"camera {name!r}: cannot read recording {path!r}: {e}") from None
+    if isinstance(data, np.ndarray):
+        return data
+    with data:
+        keys = list(data.keys())
+        for key in ("frames", f"images/{name}", name):
+            if key in keys:
+                return data[key]
+        if len(keys) == 1:
+            return data[keys[0]]
+    raise CameraError(f"camera {name!r}: recording {path!r} has arrays {keys}; name one 'frames' or 'images/{name}'")
+
+
+def check_frames(frames: np.ndarray, cfg: CameraConfig) -> np.ndarray:
+    """``frames`` as contiguous uint8 ``[N, height, width, 3]``, or an error naming what differs."""
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or len(frames) == 0 or frames.dtype != np.uint8:
+        raise CameraError(f"camera {cfg.name!r}: recorded frames must be uint8 [N>0, H, W, 3], got "
+                          f"{frames.dtype} {list(frames.shape)}")
+    if frames.shape[1:3] != (cfg.height, cfg.width):
+        raise CameraError(f"camera {cfg.name!r}: recorded frames are {frames.shape[1]}x{frames.shape[2]} (HxW), the "
+                          f"config says camera.height={cfg.height} camera.width={cfg.width}")
+    return np.ascontiguousarray(frames)
+
+
+CAMERA_BACKENDS: dict[str, type[Camera]] = {"sim": SimCamera, "realsense": RealSenseCamera, "zed": ZedCamera,
+                                            "recorded": RecordedCamera}
 
 
 def make_camera(cfg: CameraConfig, **kwargs: Any) -> Camera:

@@ -2,7 +2,10 @@
 
 realsense2_camera topic names by default. A sim camera renders its own copy of the MuJoCo
 scene with the arm placed where ``joint_states`` says (see :mod:`robot_drivers.cameras`).
-Settings are ROS parameters too: ``--ros-args -p camera.fps:=5`` overrides the YAML (see
+A ``recorded`` camera replays frames (a ``.npy`` / ``.npz`` file, or ``images/<camera.name>``
+of every episode in an episode store directory) at the camera's fps: a source that costs
+nothing to produce, for loop benchmarks with a real image payload. Settings are ROS parameters
+too: ``--ros-args -p camera.fps:=5`` overrides the YAML (see
 :func:`rlinf_ros.nodes.common.declare_config`).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 from rclpy.node import Node
@@ -18,7 +22,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from rlinf_ros.config import CameraNodeConfig, RosGraphConfig
 from rlinf_ros.conversions import ConversionError, camera_info_msg, joint_state_to_arrays, numpy_to_image
 from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
-from robot_drivers.cameras import Camera, make_camera
+from robot_drivers.cameras import Camera, CameraError, make_camera
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,8 @@ class CameraNode(Node):
             names = [f"{cfg.joint_prefix}joint{i}" for i in range(1, 8)]
             self.create_subscription(JointState, cfg.mirror_joint_states,
                                      lambda m: self._on_joints(m, names), sensor_qos())
+        if cfg.camera.backend == "recorded" and Path(cfg.camera.recording).is_dir():
+            kwargs["frames"] = store_frames(cfg.camera.recording, cfg.camera.name)
         self.camera = camera or make_camera(cfg.camera, **kwargs)
         self.camera.connect()
         self.pub_img = self.create_publisher(Image, cfg.image_topic, reliable_qos(2))
@@ -71,6 +77,17 @@ class CameraNode(Node):
 
     def close(self) -> None:
         self.camera.disconnect()
+
+
+def store_frames(path: str, cam: str) -> np.ndarray:
+    """Every ``images/<cam>`` frame of the episode store at ``path``, in episode order."""
+    from rlinf_data.store import EpisodeStore
+
+    key = f"images/{cam}"
+    frames = [ep.steps[key] for ep in EpisodeStore(path, mode="r") if len(ep) and key in ep.steps]
+    if not frames:
+        raise CameraError(f"camera {cam!r}: episode store {path} has no non-empty episode with {key!r}")
+    return np.concatenate(frames)
 
 
 def build(cfg: RosGraphConfig, name: str | None) -> CameraNode:
