@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 log = logging.getLogger(__name__)
-SCRIPTED_FAMILIES = ("mujoco_franka",)
+SCRIPTED_FAMILIES = ("mujoco_franka", "franka_language")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +105,8 @@ def _record_episode(env: Any, store: Any, obs: dict, args: argparse.Namespace, r
 
     spec = env.spec
     info = EpisodeInfo(task=args.env, layout=StepLayout(spec.state_dim, spec.action_dim, dict(spec.cameras)),
-                       robot=spec.robot.to_dict() if spec.robot else None, instruction=spec.instruction,
+                       robot=spec.robot.to_dict() if spec.robot else None,
+                       instruction=(obs.get("instruction") or [spec.instruction])[0],  # per-episode ones
                        control_hz=spec.control_hz, source="demo",
                        extra={"scripted": "oracle", "noise": args.noise, "seed": args.seed})
     t0 = time.monotonic()

@@ -17,6 +17,7 @@ _FACTORIES: dict[str, EnvFactory] = {}
 # family -> module that registers it on import (keeps heavy simulators lazy)
 _LAZY_MODULES: dict[str, str] = {
     "mujoco_franka": "sim_bridges.mujoco_franka",
+    "franka_language": "sim_bridges.mujoco_franka.language_env",
     "robosuite": "sim_bridges.robosuite_bridge",
     "maniskill": "sim_bridges.maniskill_bridge",
     "libero": "sim_bridges.libero_bridge",

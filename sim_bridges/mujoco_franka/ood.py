@@ -32,6 +32,7 @@ class OODConfig:
     object_rgba: tuple[float, float, float, float] | None = None  # fixed object colour
     table_rgba: tuple[float, float, float, float] | None = None  # fixed table colour
     random_colors: bool = False  # new random object and table colours every episode
+    random_table: bool = False  # new random table colour every episode (objects keep theirs)
     light_range: tuple[float, float] = (1.0, 1.0)  # per-episode light intensity multiplier
     object_shapes: tuple[str, ...] = ("box",)
 
@@ -44,7 +45,7 @@ class OODConfig:
 
     @property
     def varies_vision(self) -> bool:
-        return (self.random_colors or self.object_rgba is not None or self.table_rgba is not None
+        return (self.random_colors or self.random_table or self.object_rgba is not None or self.table_rgba is not None
                 or self.light_range != (1.0, 1.0))
 
 
@@ -95,6 +96,8 @@ def sample_visuals(cfg: OODConfig, rng: np.random.Generator) -> VisualState:
     table = np.asarray(cfg.table_rgba) if cfg.table_rgba is not None else None
     if cfg.random_colors:
         obj = np.concatenate([rng.uniform(0.05, 1.0, 3), [1.0]])
+        table = np.concatenate([rng.uniform(0.1, 0.9, 3), [1.0]])
+    elif cfg.random_table:
         table = np.concatenate([rng.uniform(0.1, 0.9, 3), [1.0]])
     lo, hi = cfg.light_range
     return VisualState(obj, table, float(rng.uniform(lo, hi)) if hi > lo else float(lo))

@@ -37,7 +37,8 @@ _MODEL_CACHE: dict[tuple, FrankaModel] = {}
 
 def cached_model(options: SceneOptions) -> FrankaModel:
     """Compile each distinct scene once per process (compiling takes ~0.1 s)."""
-    key = (options.objects, options.markers, options.timestep, options.table_rgba)
+    key = (options.objects, options.markers, options.timestep, options.table_rgba,
+           tuple(sorted(options.extra_cameras.items())))
     if key not in _MODEL_CACHE:
         _MODEL_CACHE[key] = compile_scene(options)
     return _MODEL_CACHE[key]
@@ -93,7 +94,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self.fms: list[FrankaModel] = []
         for i in range(cfg.num_envs):
             opts = SceneOptions(objects=self.task.objects(shapes[i % len(shapes)]),
-                                markers=self.task.markers, timestep=dt)
+                                markers=self.task.markers, timestep=dt, extra_cameras=dict(self.task.extra_cameras))
             self.fms.append(cached_model(opts))
         self.datas = [mujoco.MjData(fm.model) for fm in self.fms]
         self.max_steps = cfg.max_episode_steps or self.task.default_max_steps

@@ -83,6 +83,8 @@ class FrankaTask(abc.ABC):
     default_control: str = "ee_delta"
     default_max_steps: int = 50
     needs_object: bool = False
+    # cameras this task adds to the scene: name -> (pos, quat), e.g. a close view of its objects
+    extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     def __init__(self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)):
         self.pos_scale = pos_scale
