@@ -3,12 +3,19 @@
 The learner calls :func:`push_weights` (one shot) or keeps a :class:`WeightPusher` open across
 iterations. The server applies the weights between two batches and answers with a
 :class:`~policy_server.messages.WeightAck` once the new version is serving.
+:class:`BackgroundPusher` does the same from its own thread for a learner that must never wait
+on the server (online RL: the server may start after the learner, restart, or be slow): the
+learner offers its newest weights, the thread sends the newest offered (older unsent ones are
+replaced, never queued), reconnecting with back-off while the server is away.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import websockets
@@ -102,3 +109,110 @@ def push_weights(
     """One-shot push of a state dict (or safetensors bytes) to the server at ``url``."""
     with WeightPusher(url, token=token, timeout_s=timeout_s) as pusher:
         return pusher.push(weights, version=version)
+
+
+def resolve_token(token: str | None = None, token_file: str | None = None) -> str:
+    """The weights token: ``token``, else ``token_file``, else ``RLINF_WEIGHTS_TOKEN(_FILE)``."""
+    if token:
+        return token
+    path = token_file or os.environ.get(WEIGHTS_TOKEN_ENV + "_FILE", "")
+    if path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as e:
+            raise WeightPushError(f"weights token file {path!r} unreadable: {e}") from None
+    token = token or os.environ.get(WEIGHTS_TOKEN_ENV, "")
+    if not token:
+        raise WeightPushError(f"no weights token: set push.token_file, {WEIGHTS_TOKEN_ENV} or {WEIGHTS_TOKEN_ENV}_FILE")
+    return token
+
+
+class BackgroundPusher:
+    """Push the newest offered weights from a thread; :meth:`offer` never blocks on the network.
+
+    ``offer(state)`` keeps only the newest state (a push in progress finishes first). Versions are
+    left to the server (``version=None``: its current + 1), so a restarted learner never sends a
+    version the server calls stale. ``stats``: pushes, failures, the version serving, last error.
+    """
+
+    def __init__(self, url: str, token: str, timeout_s: float = 30.0, backoff_s: float = 0.5,
+                 backoff_max_s: float = 10.0) -> None:
+        self.url, self._token, self.timeout_s = weights_url(url), token, timeout_s
+        self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
+        self._slot: Any = None
+        self._cond = threading.Condition()
+        self._stop = False
+        self._sending = False  # a taken item is being pushed (or waits to be retried)
+        self.stats: dict[str, Any] = {"offered": 0, "pushes": 0, "failures": 0, "version": -1, "last_error": ""}
+        self._thread = threading.Thread(target=self._run, name="weight-pusher", daemon=True)
+
+    def start(self) -> "BackgroundPusher":
+        self._thread.start()
+        return self
+
+    def offer(self, weights: Any) -> None:
+        """Hand over a state dict (already detached / copied by the caller) or safetensors bytes."""
+        with self._cond:
+            self._slot = weights
+            self.stats["offered"] += 1
+            self._cond.notify()
+
+    @property
+    def version(self) -> int:
+        """The weight version the server acknowledged last (-1 before the first push)."""
+        return int(self.stats["version"])
+
+    def _take(self) -> Any:
+        with self._cond:
+            while self._slot is None and not self._stop:
+                self._cond.wait(0.5)
+            item, self._slot = self._slot, None
+            self._sending = item is not None
+            return item
+
+    def _run(self) -> None:
+        pusher: WeightPusher | None = None
+        pause = self.backoff_s
+        while not self._stop:
+            item = self._take()
+            if item is None:
+                continue
+            try:
+                if pusher is None:
+                    pusher = WeightPusher(self.url, token=self._token, timeout_s=self.timeout_s)
+                ack = pusher.push(item)
+                self.stats.update(pushes=self.stats["pushes"] + 1, version=ack.version)
+                self._sending = False
+                pause = self.backoff_s
+            except (WeightPushError, OSError) as e:
+                self.stats.update(failures=self.stats["failures"] + 1, last_error=str(e))
+                if self.stats["failures"] == 1 or self.stats["failures"] % 20 == 0:
+                    log.warning("weight push to %s failed (%d so far; retrying): %s", self.url,
+                                self.stats["failures"], e)
+                if pusher is not None:
+                    pusher.close()
+                    pusher = None
+                with self._cond:  # keep the weights unless newer ones came meanwhile
+                    if self._slot is None:
+                        self._slot = item
+                    self._sending = False
+                    self._cond.wait(pause)
+                pause = min(self.backoff_max_s, pause * 2)
+        if pusher is not None:
+            pusher.close()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the newest offered weights to be served; True if they were."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._cond:
+                if self._slot is None and not self._sending:
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout_s)

@@ -92,6 +92,9 @@ class IngestedTransition:
     intervention: bool
     policy_version: int
     next_obs: dict[str, Any]
+    episode: int = -1  # the robot's episode number (its steps have consecutive seqs)
+    last: bool = False  # the episode's last step: nothing of it follows (terminal, or its end arrived)
+    success: bool | None = None  # the end's success flag when ``last`` came with one, else unknown
 
 
 @dataclass
@@ -204,7 +207,7 @@ class Ledger:
             if r.pending is not None and t.final is not None:
                 step = t.final.get("state")
                 images = {k[len("images/"):]: v for k, v in t.final.items() if k.startswith("images/")}
-                self._emit(robot_id, r, _obs(step, images))
+                self._emit(robot_id, r, _obs(step, images), last=True, success=bool(t.success))
             r.pending = None
 
     def _pair(self, robot_id: str, r: _Robot, t: Transition, source: str) -> None:
@@ -213,9 +216,10 @@ class Ledger:
             self._emit(robot_id, r, _obs(t.step.state, t.step.images))
         r.pending = (t, source)
         if t.terminated:  # nothing follows a terminal step: its next observation does not matter
-            self._emit(robot_id, r, _obs(t.step.state, t.step.images))
+            self._emit(robot_id, r, _obs(t.step.state, t.step.images), last=True)
 
-    def _emit(self, robot_id: str, r: _Robot, next_obs: dict[str, Any]) -> None:
+    def _emit(self, robot_id: str, r: _Robot, next_obs: dict[str, Any], last: bool = False,
+              success: bool | None = None) -> None:
         pending, r.pending = r.pending, None
         if pending is None or self.emit is None:
             return
@@ -224,7 +228,7 @@ class Ledger:
         assert s is not None
         self.emit(IngestedTransition(robot_id, t.seq, source, _obs(s.state, s.images), np.asarray(s.action),
                                      t.reward, t.terminated, t.truncated, s.intervention, s.policy_version,
-                                     next_obs))
+                                     next_obs, t.episode, last, success))
 
     def close(self) -> None:
         for r in self.robots.values():

@@ -17,7 +17,9 @@ rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='sacc
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from learner.cluster import ClusterConfig
@@ -131,6 +133,57 @@ class OffPolicyTrainConfig(TrainLoopConfig):
             raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null), got {self.time_budget_s}")
 
 
+def _env_token(name: str) -> bool:
+    return bool(os.environ.get(name) or os.environ.get(name + "_FILE"))
+
+
+@dataclass
+class IngestSection:
+    """Robots as the env (``learner.offpolicy.remote``): transitions arrive on the learner's ingest."""
+
+    enabled: bool = field(default=False, metadata=_h("learn from robots streaming to ws://host:port/transitions instead of stepping env (the 'remote' topology); env then only gives the spec and the final eval"))
+    host: str = field(default="127.0.0.1", metadata=_h("bind address of the ingest (0.0.0.0 to accept robots on the network)"))
+    port: int = field(default=8100, metadata=_h("ingest TCP port (0 picks a free one; the chosen URL is logged and written to <out_dir>/ingest.json)"))
+    store: str | None = field(default=None, metadata=_h("episode store the ingest writes before acking; null = train.episode_store or <out_dir>/episodes (keep it for train.resume)"))
+    token_file: str | None = field(default=None, metadata=_h("file holding the robots' bearer token; null = RLINF_INGEST_TOKEN(_FILE)"))
+    wait_s: float = field(default=0.5, metadata=_h("how long the learner waits for transitions when it owes no update"))
+    pretrain_updates: int = field(default=0, metadata=_h("updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"))
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"key 'ingest.port' must be in [0, 65535], got {self.port}")
+        if self.wait_s <= 0 or self.pretrain_updates < 0:
+            raise ConfigError(f"keys 'ingest.wait_s' (> 0) / 'ingest.pretrain_updates' (>= 0) out of range: "
+                              f"{self.wait_s}, {self.pretrain_updates}")
+        if self.token_file is not None and not Path(self.token_file).is_file():
+            raise ConfigError(f"key 'ingest.token_file': no such file {self.token_file!r}")
+        if self.enabled and self.token_file is None and not _env_token("RLINF_INGEST_TOKEN"):
+            raise ConfigError("key 'ingest.token_file' is null and RLINF_INGEST_TOKEN(_FILE) is unset: robots "
+                              "authenticate with a bearer token")
+
+
+@dataclass
+class PushSection:
+    """Weights to a running policy server (``rlinf serve``) while the learner trains."""
+
+    url: str = field(default="", metadata=_h("policy server, e.g. ws://127.0.0.1:8000 ('' = no push); its /weights path needs the weights token"))
+    every_updates: int = field(default=50, metadata=_h("updates between two pushes (the newest weights win; the learner never waits for the server)"))
+    token_file: str | None = field(default=None, metadata=_h("file holding the weights token; null = RLINF_WEIGHTS_TOKEN(_FILE)"))
+    timeout_s: float = field(default=30.0, metadata=_h("connect / ack timeout of one push"))
+
+    def validate(self) -> None:
+        if self.url and not self.url.startswith(("ws://", "wss://")):
+            raise ConfigError(f"key 'push.url' must be a ws:// or wss:// URL, got {self.url!r}")
+        if self.every_updates < 1 or self.timeout_s <= 0:
+            raise ConfigError(f"keys 'push.every_updates' (>= 1) / 'push.timeout_s' (> 0) out of range: "
+                              f"{self.every_updates}, {self.timeout_s}")
+        if self.token_file is not None and not Path(self.token_file).is_file():
+            raise ConfigError(f"key 'push.token_file': no such file {self.token_file!r}")
+        if self.url and self.token_file is None and not _env_token("RLINF_WEIGHTS_TOKEN"):
+            raise ConfigError("key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
+                              "server refuses pushes without its weights token")
+
+
 @dataclass
 class OffPolicyConfig:
     runner: str = field(default="offpolicy", metadata=_h("runner registry name"))
@@ -145,6 +198,8 @@ class OffPolicyConfig:
     replay: ReplaySection = field(default_factory=ReplaySection, metadata=_h("replay buffer"))
     train: OffPolicyTrainConfig = field(default_factory=OffPolicyTrainConfig, metadata=_h("loop, data, checkpoints, logging"))
     eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
+    ingest: IngestSection = field(default_factory=IngestSection, metadata=_h("robots stream transitions to the learner (remote topology)"))
+    push: PushSection = field(default_factory=PushSection, metadata=_h("push weights to a policy server every N updates"))
 
     def validate(self) -> None:
         names = [n.strip() for key in self.placement for n in str(key).split(",")]
@@ -158,3 +213,9 @@ class OffPolicyConfig:
         if self.algorithm.name == "rlpd" and not self.train.demos:
             raise ConfigError("key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
                               "batch from prior data); record some with 'rlinf collect ENV --out DIR'")
+        if self.ingest.enabled and self.cluster.address:
+            raise ConfigError("key 'ingest.enabled': the ingesting learner runs in the calling process (robots "
+                              "connect to it); drop cluster.address / --ray-address")
+        if self.push.url and not self.ingest.enabled:
+            raise ConfigError("key 'push.url' is for robots learning online (ingest.enabled: true); simulated "
+                              "runs publish weights to their env workers")

@@ -36,10 +36,16 @@ def store_path(cfg: OffPolicyConfig) -> str:
 
 
 class TrainLoop:
-    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner) -> None:
+    """``write_episodes=False`` when the source stores episodes itself (the robots' ingest writes
+    ``episode_store`` before acknowledging); checkpoints still name that store for a restart."""
+
+    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner, write_episodes: bool = True,
+                 episode_store: str | None = None) -> None:
         from learner.eval.curves import prior_history
 
         self.cfg, self.core = cfg, core
+        self.store_name = episode_store or (store_path(cfg) if cfg.train.store_online else None)
+        self.extra_metrics: Any = None  # () -> dict of source metrics added to every row
         self.iteration, self.version = 0, 0
         self.history: list[dict[str, float]] = []
         self.recent: deque[tuple[bool, float]] = deque(maxlen=100)
@@ -47,7 +53,7 @@ class TrainLoop:
             self._resume(cfg.train.resume)
             self.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", self.iteration)
         self.store = None
-        if cfg.train.store_online:
+        if cfg.train.store_online and write_episodes:
             from rlinf_data.store import EpisodeStore
 
             self.store = EpisodeStore(store_path(cfg))
@@ -107,6 +113,8 @@ class TrainLoop:
         m = core.metrics()
         m.update({"env_steps": float(core.env_steps), "episodes": float(core.episodes),
                   "weight_version": float(self.version), "time/wall_s": wall0 + budget.elapsed()})
+        if self.extra_metrics is not None:
+            m.update(self.extra_metrics())
         if self.recent:
             m["success_rate"] = sum(s for s, _ in self.recent) / len(self.recent)
             m["episode_return"] = sum(r for _, r in self.recent) / len(self.recent)
@@ -132,8 +140,7 @@ class TrainLoop:
 
         path = checkpoint_dir(self.cfg.train.out_dir, self.iteration)
         last = self.history[-1] if self.history else {}
-        return save(self.core, path, self.iteration, self.version, to_dict(self.cfg), last,
-                    store_path(self.cfg) if self.store is not None else None)
+        return save(self.core, path, self.iteration, self.version, to_dict(self.cfg), last, self.store_name)
 
     def close(self) -> None:
         pass

@@ -5,6 +5,9 @@
   cluster (:func:`runs_in_process`): the laptop fast path, no Ray start-up, no copies.
 * ``async`` -- env workers on their own processes collect with the newest published weights
   and send finished episodes through a bounded channel; the learner trains as data arrives.
+* ``remote`` (``ingest.enabled``) -- robots are the env: they stream transitions to an ingest
+  the learner hosts, and weights go to their policy server (``learner.offpolicy.remote``).
+  Always one process here (robots connect to it), whatever ``placement`` says about ``env``.
 
 The replay lives with the learner (it samples it thousands of times a second; a remote replay
 would cost a round trip per batch), so ``replay`` must be placed on the learner's slots, and
@@ -37,8 +40,16 @@ def topology_name(placement: Placement) -> str:
     return "fused" if env.process_slots == learner.process_slots else "async"
 
 
+def select(cfg: OffPolicyConfig, placement: Placement) -> str:
+    """The topology of a run: ``remote`` when robots stream to the learner, else by placement."""
+    name = topology_name(placement)
+    return "remote" if cfg.ingest.enabled else name
+
+
 def runs_in_process(cfg: OffPolicyConfig, num_slots: int) -> bool:
-    """True when the run is one fused process on this machine: no Ray needed."""
+    """True when the run is one fused (or remote) process on this machine: no Ray needed."""
+    if cfg.ingest.enabled:
+        return not cfg.cluster.address
     if cfg.cluster.address or cfg.cluster.resources:
         return False
     try:
@@ -66,6 +77,22 @@ class Fused:
 
     def shutdown(self) -> None:
         self.learner.shutdown()
+
+
+@TOPOLOGIES.register("remote")
+class Remote(Fused):
+    """The learner alone, hosting the robots' ingest and pushing to their policy server."""
+
+    def __init__(self, cfg: OffPolicyConfig, cluster: Any, placement: Placement) -> None:
+        from learner.offpolicy.remote import RemoteLearnerWorker
+        from learner.runners.fused import InProcessGroup
+        from learner.worker import WorkerGroup
+
+        name = f"{cfg.name}-learner"
+        if getattr(cluster, "in_process", False):
+            self.learner = InProcessGroup(RemoteLearnerWorker, name, placement["learner"], cluster.slot_kind, cfg)
+        else:
+            self.learner = WorkerGroup.launch(RemoteLearnerWorker, name, cluster, placement["learner"], cfg)
 
 
 @TOPOLOGIES.register("async")

@@ -4,10 +4,13 @@
      ^                                                                              |
      +------------------------ the newest weights ----------------------------------+
 
-The placement alone decides how that runs (``learner.offpolicy.topology``): ``fused`` (env and
+The placement decides how that runs (``learner.offpolicy.topology``): ``fused`` (env and
 learner in one process, k env steps then the owed updates; in the calling process without Ray
 on a laptop) or ``async`` (env workers collect with the newest published weights and stream
-finished episodes to the learner). The learner side -- replay, UTD updates, the DrQ pixel
+finished episodes to the learner). With ``ingest.enabled`` robots are the env (``remote``): they
+stream transitions to the learner's ingest and it pushes weights to their policy server every
+``push.every_updates`` updates (``learner.offpolicy.remote``); ``env`` then names the sim twin
+used for the spec and the final eval. The learner side -- replay, UTD updates, the DrQ pixel
 encoder, checkpoints, the episode store of online transitions -- is ``learner.offpolicy``.
 
 Outputs in ``train.out_dir``: ``checkpoints/`` (actor servable with ``rlinf serve``; critics,
@@ -25,7 +28,7 @@ from typing import Any
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
 from learner.eval.embodied import evaluate_config
 from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
-from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, topology_name
+from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, select
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
 from learner.runners.registry import RUNNERS, RunnerSpec
@@ -37,7 +40,7 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
     """Train per ``cfg`` on ``cluster``; returns the final metrics (incl. held-out eval)."""
     budget = Budget.start(cfg.train.time_budget_s)
     placement = parse_placement(cfg.placement, cluster.num_slots, list(COMPONENTS))
-    name = topology_name(placement)
+    name = select(cfg, placement)
     log.info("placement %s -> %s off-policy topology", placement.describe(), name)
     topo = TOPOLOGIES.get(name)(cfg, cluster, placement)
     try:

@@ -1,0 +1,273 @@
+"""The ``remote`` topology: robots are the env. Transitions arrive on the learner's own ingest.
+
+::
+
+    robot PC streamer --ws /transitions--> IngestServer (episode store, then ack) --feed-->
+        RobotFeed: segments -> replay (online | intervention) --> updates (UTD debt) --+
+    policy server <--ws /weights-- BackgroundPusher <-- every push.every_updates ------+
+
+Why the learner embeds the ingest (not a separate process): the feed is an in-memory queue of
+transitions that are already durable in the episode store, so the replay gets them without a
+second copy over the wire, and a restart (``train.resume``) refills the replay from that same
+store. Nothing here blocks the robot: the ingest acknowledges as soon as a step is stored, the
+pusher sends from its own thread (newest weights win), and the policy server keeps serving the
+previous version until a push lands.
+
+Transitions are assembled per robot into *segments* -- runs of consecutive seqs of one robot
+episode -- and a segment goes into the replay as a whole when its episode ends (or is cut by a
+gap), so n-step chains stay inside an episode and several robots never interleave. Steps taken
+over by a human (``intervention``) also go into the ``intervention`` source when the replay has
+one (HIL-SERL keeps them in both). ``env`` still names the simulated twin of the task: its spec
+is the learner's (checked against each streamed step's shape) and the final held-out eval runs
+there (``train.final_eval``).
+
+Start order and the first policy: the learner writes its initial actor to ``<out_dir>/initial``
+(after ``ingest.pretrain_updates`` updates on the demos) before opening the ingest, so
+``rlinf serve --checkpoint <out_dir>/initial`` serves the same network the pushes will fill.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.learner import OffPolicyLearner
+from learner.offpolicy.loop import TrainLoop, store_path
+from learner.worker import Worker
+from rlinf_contracts.episode import Episode, EpisodeInfo
+
+log = logging.getLogger(__name__)
+INITIAL = "initial"
+PUSH_CLIENT = "policy_server.push"  # BackgroundPusher + resolve_token
+SPEC_STEPS = 5  # vector steps of the sim twin timed at start (the final eval's cost estimate)
+
+
+def ingest_store(cfg: OffPolicyConfig) -> str:
+    return cfg.ingest.store or store_path(cfg)
+
+
+class Segments:
+    """Per robot, the consecutive transitions of its running episode; finished ones as episodes."""
+
+    def __init__(self, layout: Any, task: str, robot: dict[str, Any] | None, control_hz: float) -> None:
+        self.layout, self.task, self.robot, self.control_hz = layout, task, robot, control_hz
+        self.open: dict[str, list[Any]] = {}
+        self.rejected = 0
+
+    def add(self, t: Any) -> list[Episode]:
+        """Take one ``IngestedTransition``; returns the segments it closed."""
+        if not self._fits(t):
+            return []
+        out = []
+        run = self.open.setdefault(t.robot_id, [])
+        if run and (t.episode != run[-1].episode or t.seq != run[-1].seq + 1):
+            out.append(self._close(t.robot_id))  # a new episode, or a hole (dropped feed items)
+            run = self.open.setdefault(t.robot_id, [])
+        run.append(t)
+        if t.last or t.terminated:
+            out.append(self._close(t.robot_id))
+        return out
+
+    def _fits(self, t: Any) -> bool:
+        want = self.layout.fields()
+        ok = (np.shape(t.obs["state"]) == want["state"][1] and np.shape(t.action) == want["action"][1]
+              and all(np.shape(t.obs["images"].get(c)) == want[f"images/{c}"][1] for c in self.layout.cameras))
+        if not ok:
+            self.rejected += 1
+            if self.rejected == 1 or self.rejected % 1000 == 0:
+                log.error("ingest: robot %s streams state %s / action %s, the learner's layout is %s "
+                          "(%d transitions refused); robot_spec and env must describe the same robot",
+                          t.robot_id, np.shape(t.obs["state"]), np.shape(t.action), self.layout.to_dict(),
+                          self.rejected)
+        return ok
+
+    def _close(self, robot_id: str) -> Episode:
+        run = self.open.pop(robot_id)
+        steps: dict[str, np.ndarray] = {
+            "state": np.stack([t.obs["state"] for t in run]).astype(np.float32),
+            "action": np.stack([t.action for t in run]).astype(np.float32),
+            "reward": np.array([t.reward for t in run], np.float32),
+            "terminated": np.array([t.terminated for t in run], bool),
+            "truncated": np.array([t.truncated for t in run], bool),
+            "intervention": np.array([t.intervention for t in run], bool),
+            "policy_version": np.array([t.policy_version for t in run], np.int64),
+            "timestamp": np.zeros(len(run), np.float64),
+        }
+        for cam in self.layout.cameras:
+            steps[f"images/{cam}"] = np.stack([t.obs["images"][cam] for t in run]).astype(np.uint8)
+        last = run[-1]
+        final = {"state": np.asarray(last.next_obs["state"], np.float32)}
+        final.update({f"images/{c}": np.asarray(last.next_obs["images"][c], np.uint8) for c in self.layout.cameras})
+        success = last.success if last.success is not None else bool(last.terminated and last.reward > 0)
+        ended = last.last or last.terminated
+        status = "complete" if ended and not last.truncated else "truncated" if ended else "aborted"
+        info = EpisodeInfo(task=self.task, layout=self.layout, robot=self.robot, control_hz=self.control_hz,
+                           source=run[0].source if run[0].source in ("online", "intervention") else "online",
+                           success=bool(success and ended), status=status,
+                           extra={"robot_id": robot_id, "robot_episode": last.episode, "seq0": run[0].seq})
+        return Episode(info, steps, final)
+
+
+def intervention_parts(ep: Episode) -> list[Episode]:
+    """The runs of taken-over steps of ``ep`` as episodes (each bootstraps from the step after it)."""
+    flag = ep.steps["intervention"]
+    out, i, n = [], 0, len(ep)
+    while i < n:
+        if not flag[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and flag[j]:
+            j += 1
+        steps = {k: v[i:j] for k, v in ep.steps.items()}
+        if j < n:
+            final = {k: ep.steps[k][j] for k in ep.info.layout.observation_fields()}
+        else:
+            final = ep.final
+        out.append(Episode(ep.info, steps, final))
+        i = j
+    return out
+
+
+class RobotFeed:
+    """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest + pusher."""
+
+    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float) -> None:
+        from rlinf_data.ingest import IngestConfig, IngestServer
+
+        self.cfg, self._step_s = cfg, step_s
+        robot = env_spec.robot.to_dict() if getattr(env_spec, "robot", None) is not None else None
+        self.segments = Segments(core.layout, cfg.env.name, robot, float(getattr(env_spec, "control_hz", 10.0)))
+        token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
+        self.ingest = IngestServer(IngestConfig(store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port,
+                                                token=token)).start()
+        self.pusher = _pusher(cfg)
+        self.published_at = -1
+        self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
+        info = {"ingest_url": self.ingest.url, "store": ingest_store(cfg), "push_url": cfg.push.url}
+        Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
+        log.info("learner ingest on %s (store %s); pushing to %s every %d updates", self.ingest.url,
+                 ingest_store(cfg), cfg.push.url or "nowhere", cfg.push.every_updates)
+
+    def pull(self, core: OffPolicyLearner) -> list[Episode]:
+        items = []
+        if core.owed < 1:  # nothing to pay: wait a little for data (never for ever: the budget is checked)
+            try:
+                items.append(self.ingest.feed.get(timeout=self.cfg.ingest.wait_s))
+            except queue.Empty:
+                return []
+        while len(items) < 512:
+            try:
+                items.append(self.ingest.feed.get_nowait())
+            except queue.Empty:
+                break
+        finished = []
+        for t in items:
+            for ep in self.segments.add(t):
+                self._ingest(core, ep)
+                if ep.info.status != "aborted":
+                    finished.append(ep)
+        return finished
+
+    def _ingest(self, core: OffPolicyLearner, ep: Episode) -> None:
+        core.ingest_episode(ep)
+        self.stats["transitions"] += len(ep)
+        self.stats["segments"] += 1
+        if ep.steps["intervention"].any():
+            self.stats["interventions"] += int(ep.steps["intervention"].sum())
+            if "intervention" in core.replay.rings:
+                for part in intervention_parts(ep):
+                    core.replay.add_episode(part, "intervention")
+
+    def step_s(self) -> float:
+        return self._step_s
+
+    def publish(self, core: OffPolicyLearner) -> int:
+        if self.pusher is not None and core.updates - self.published_at >= self.cfg.push.every_updates:
+            self.pusher.offer({k: v.detach().cpu().clone() for k, v in core.policy.state_dict().items()})
+            self.published_at = core.updates
+        return self.pusher.version if self.pusher is not None else core.updates
+
+    def metrics(self) -> dict[str, float]:
+        m = {"ingest/transitions": float(self.stats["transitions"]), "ingest/dropped_feed": float(self.ingest.dropped_feed),
+             "ingest/intervention_ratio": self.stats["interventions"] / max(1, self.stats["transitions"])}
+        m.update({f"ingest/{k}": float(v) for k, v in self.ingest.ledger.stats.items()})
+        if self.pusher is not None:
+            m.update({f"push/{k}": float(self.pusher.stats[k]) for k in ("pushes", "failures", "version")})
+        return m
+
+    def close(self) -> None:
+        if self.pusher is not None:
+            self.pusher.flush(self.cfg.push.timeout_s)
+            self.pusher.stop()
+        self.ingest.stop()
+
+
+def _pusher(cfg: OffPolicyConfig) -> Any:
+    """The policy server's own push client, named by string: ``learner`` may not import
+    ``policy_server`` (docs/architecture.md, deviations), and only a run with ``push.url`` needs it."""
+    if not cfg.push.url:
+        return None
+    import importlib
+
+    push = importlib.import_module(PUSH_CLIENT)
+    token = push.resolve_token(token_file=cfg.push.token_file)
+    return push.BackgroundPusher(cfg.push.url, token, timeout_s=cfg.push.timeout_s).start()
+
+
+def twin_spec(cfg: OffPolicyConfig) -> tuple[Any, float]:
+    """The sim twin's env spec and its measured seconds per vector step (for the eval estimate)."""
+    from learner.rollout.envs import build_env
+
+    env = build_env(cfg.env.name, cfg.env.num_envs, **cfg.env.factory_kwargs())
+    try:
+        env.reset(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)
+        t0 = time.perf_counter()
+        for _ in range(SPEC_STEPS):
+            env.step(rng.uniform(-1, 1, (env.num_envs, env.spec.action_dim)).astype(np.float32))
+        return env.spec, (time.perf_counter() - t0) / SPEC_STEPS
+    finally:
+        env.close()
+
+
+class RemoteLearnerWorker(Worker):
+    """Replay + updates + outputs, fed by robots through the ingest; pushes to the policy server."""
+
+    def __init__(self, cfg: OffPolicyConfig) -> None:
+        spec, step_s = twin_spec(cfg)
+        self.core = OffPolicyLearner(cfg, spec)
+        self.loop = TrainLoop(cfg, self.core, write_episodes=False, episode_store=ingest_store(cfg))
+        self._initial(cfg)
+        self.source = RobotFeed(cfg, self.core, spec, step_s)
+        self.loop.extra_metrics = self.source.metrics
+
+    def _initial(self, cfg: OffPolicyConfig) -> None:
+        """Pretrain on the demos (fresh runs only) and write the servable first actor."""
+        from learner.offpolicy.state import save
+        from rlinf_contracts.config import to_dict
+
+        core = self.core
+        if not cfg.train.resume and cfg.ingest.pretrain_updates and cfg.train.demos:
+            t0 = time.perf_counter()
+            core.owed += cfg.ingest.pretrain_updates
+            core.train_owed()
+            log.info("pretrained on the demos: %d updates in %.1f s", core.updates, time.perf_counter() - t0)
+        path = Path(cfg.train.out_dir) / INITIAL
+        if not path.exists():
+            save(core, path, 0, 0, to_dict(cfg), {}, None)
+            log.info("initial actor written: serve it with 'rlinf serve --checkpoint %s'", path)
+
+    def train(self, seconds_left: float | None) -> dict[str, Any]:
+        return self.loop.run(self.source, seconds_left)
+
+    def close(self) -> None:
+        self.source.close()
+        self.loop.close()
