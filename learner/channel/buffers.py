@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from learner.channel.payload import Envelope
+from learner.channel.bundle import BUNDLE_BYTES
+from learner.channel.payload import Envelope, staged_bytes
 
 Batches = list[tuple[Any, list[Envelope]]]
 """``(key, envelopes)`` runs in the order they were put."""
@@ -26,7 +27,8 @@ DEFAULT_PREFETCH = 64
 
 
 def envelope_bytes(envelope: Envelope) -> int:
-    """Bytes an envelope adds to an actor call: the pickle of an inline item, 0 for a reference."""
+    """Bytes an envelope adds to an actor call: the pickle of an inline item, 0 for a reference
+    (or a staged item, which goes to the object store in its send's bundle)."""
     payload = envelope[0]
     return len(payload) if isinstance(payload, bytes) else 0
 
@@ -38,6 +40,7 @@ class PendingPuts:
         self._batches: Batches = []
         self.items = 0
         self.nbytes = 0
+        self.staged = 0  # array bytes waiting for this send's bundle
 
     def __len__(self) -> int:
         return self.items
@@ -50,11 +53,12 @@ class PendingPuts:
             self._batches.append((key, list(envelopes)))
         self.items += len(envelopes)
         self.nbytes += sum(envelope_bytes(e) for e in envelopes)
-        return self.items >= COALESCE_ITEMS or self.nbytes >= COALESCE_BYTES
+        self.staged += sum(staged_bytes(e) for e in envelopes)
+        return self.items >= COALESCE_ITEMS or self.nbytes >= COALESCE_BYTES or self.staged >= BUNDLE_BYTES
 
     def drain(self) -> Batches:
         """Everything queued, oldest first; the buffer is left empty."""
-        out, self._batches, self.items, self.nbytes = self._batches, [], 0, 0
+        out, self._batches, self.items, self.nbytes, self.staged = self._batches, [], 0, 0, 0
         return out
 
 

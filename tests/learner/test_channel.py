@@ -287,3 +287,47 @@ def test_dropped_handle_gives_prefetched_items_back(channel):
     del taker
     gc.collect()
     assert channel.get_batch(5, key="r", timeout=10) == [1, 2, 3, 4, 5]  # back at the head
+
+
+def test_large_puts_of_one_send_share_one_object_and_are_snapshots(channel):
+    """Coalesced large items go to the object store as one bundle, copied at put time."""
+    from learner.channel.bundle import BUNDLE_ITEM_LIMIT, Staged
+    from learner.channel.payload import bundle_batches, seal
+
+    x = np.arange(1 << 18, dtype=np.float32)  # 1 MB
+    envelopes = [seal(x, 1.0, bundle=True), seal("small", 1.0, bundle=True),
+                 seal({"t": torch.ones(1 << 16)}, 2.0, bundle=True)]
+    assert isinstance(envelopes[0][0], Staged) and isinstance(envelopes[1][0], bytes)
+    sent = bundle_batches([("a", envelopes[:2]), ("b", envelopes[2:])])
+    refs = [p for _, envs in sent for p, _ in envs if isinstance(p, list)]
+    assert len({r[0] for r in refs}) == 1 and [r[2] for r in refs] == [0, 1]  # one object
+    assert sent[1][1][0][1] == 2.0  # weights kept
+    too_big = seal(np.zeros(BUNDLE_ITEM_LIMIT + 1, np.uint8), 1.0, bundle=True)
+    assert isinstance(too_big[0], list) and len(too_big[0]) == 2  # its own ray.put
+
+    fortran = np.asfortranarray(np.arange(300 * 400, dtype=np.float64).reshape(300, 400))
+    for i in range(3):
+        channel.put(x, key="k")
+        x[:] = i + 1  # a put is a snapshot: later writes must not reach the queued item
+        channel.put({"f": fortran, "strided": fortran[::2, ::3], "i": i}, key="k")
+    channel.put(torch.full((1 << 17,), 7.0), key="t")
+    got = [channel.get(key="k", timeout=10) for _ in range(6)]
+    assert [float(a[5]) for a in got[::2]] == [5.0, 1.0, 2.0]
+    for i, item in enumerate(got[1::2]):
+        assert item["i"] == i and np.array_equal(item["f"], fortran)
+        assert np.array_equal(item["strided"], fortran[::2, ::3])
+    assert torch.equal(channel.get(key="t", timeout=10), torch.full((1 << 17,), 7.0))
+
+
+@ray.remote(num_cpus=0)
+def _produce_bundles(ch: Channel, n: int) -> int:
+    for i in range(n):
+        ch.put(np.full(1 << 18, i, dtype=np.int32), key="big")  # 1 MB each: bundled per send
+    ch.flush()
+    return n
+
+
+def test_bundles_from_another_process_keep_order(channel):
+    done = _produce_bundles.remote(channel, 40)
+    got = [int(channel.get(key="big", timeout=60)[0]) for _ in range(40)]
+    assert got == list(range(40)) and ray.get(done, timeout=60) == 40
