@@ -20,6 +20,7 @@ from rlinf_contracts.config import ConfigError, from_dict, load_config
 from rlinf_contracts.spec import RobotSpec, SpecError
 from robot_drivers.cameras import CameraConfig
 from rlinf_ros.online_config import RecorderNodeConfig, RewardNodeConfig, StreamerNodeConfig, TeleopNodeConfig
+from rlinf_ros.rtc import RtcConfig
 from robot_drivers.factory import ArmConfig
 
 
@@ -153,6 +154,8 @@ class PolicyClientConfig:
         "help": "TeleopCommand JSON; while its intervention flag is held the human's action is executed"})
     event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON; 'begin' starts an episode"})
     teleop_timeout_s: float = field(default=0.3, metadata={"help": "a teleop command older than this is ignored"})
+    rtc: RtcConfig = field(default_factory=RtcConfig, metadata={
+        "help": "real-time chunking: request early, freeze the executed steps, blend / inpaint the overlap"})
 
     def spec(self) -> RobotSpec:
         """The robot spec, validated; errors name ``policy_client.robot_spec``."""

@@ -21,6 +21,14 @@ absolute joints or end-effector deltas, decoded by the same control law as in si
 
 A server that refuses this robot's spec (HTTP 409 on connect) is final: the worker stops
 retrying, the loop holds with reason ``refused`` and the error names both layouts.
+
+Real-time chunking (``rtc``, :mod:`rlinf_ros.rtc`): the request goes out after
+``execute_horizon`` steps of the current chunk instead of when it runs out; when the answer
+arrives ``d`` ticks later its first ``d`` rows (already in the past) are dropped, the rest is
+blended with the old chunk's remaining rows and integrated from the newest measured state. With
+``send_prefix`` the request carries the old rows planned from the request tick on
+(``rtc_prefix`` [n, A]) and the expected delay in ticks (``rtc_inference_delay``), for flow
+policies that inpaint them.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import numpy as np
 
 from rlinf_contracts.features import RobotReading
 from rlinf_ros.robot_io import ARM_DOF, SpecIO
+from rlinf_ros.rtc import RtcConfig, merge_chunk
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +82,7 @@ class _Job:
     obs: dict[str, Any]
     base: list[RobotReading]
     t_obs: float
+    tick: int = 0
 
 
 @dataclass
@@ -83,6 +93,7 @@ class InferResult:
     latency_s: float
     t_done: float = 0.0  # wall clock when the answer arrived
     response: dict[str, Any] = field(default_factory=dict)
+    tick: int = 0  # loop tick the request went out at
 
 
 class InferenceWorker:
@@ -112,13 +123,13 @@ class InferenceWorker:
     def busy(self) -> bool:
         return self._busy.is_set()
 
-    def submit(self, obs: dict[str, Any], base: list[RobotReading], t_obs: float) -> bool:
+    def submit(self, obs: dict[str, Any], base: list[RobotReading], t_obs: float, tick: int = 0) -> bool:
         """Queue one request; False while one is in flight or the server is down."""
         if self.busy or not self.connected:
             return False
         self._busy.set()
         self._done.clear()
-        self._jobs.put(_Job(obs, base, t_obs))
+        self._jobs.put(_Job(obs, base, t_obs, tick))
         return True
 
     def wait(self, timeout: float) -> bool:
@@ -167,7 +178,7 @@ class InferenceWorker:
                 resp = self._client.infer(job.obs)  # type: ignore[union-attr]
                 actions = np.asarray(resp["actions"], dtype=np.float64)
                 self._results.append(InferResult(np.atleast_2d(actions), job.base, job.t_obs,
-                                                 time.monotonic() - t0, time.time(), resp))
+                                                 time.monotonic() - t0, time.time(), resp, job.tick))
             except Exception as e:  # noqa: BLE001 -- connection lost or server error: drop and retry
                 self.failures += 1
                 self.last_error = f"{type(e).__name__}: {e}"
@@ -204,6 +215,7 @@ class LoopStats:
     latencies_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> chunk ready
     command_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> first command out
     infer_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
+    delay_ticks: deque = field(default_factory=lambda: deque(maxlen=2000))  # request -> chunk loaded, in ticks
 
     def summary(self) -> dict[str, Any]:
         def pct(d: deque, p: float) -> float | None:
@@ -213,35 +225,53 @@ class LoopStats:
                 "hold_steps": self.hold_steps, "chunks": self.chunks, "bad_chunks": self.bad_chunks,
                 "latency_ms_p50": pct(self.latencies_ms, 50), "latency_ms_p99": pct(self.latencies_ms, 99),
                 "command_ms_p50": pct(self.command_ms, 50), "command_ms_p99": pct(self.command_ms, 99),
-                "infer_ms_p50": pct(self.infer_ms, 50)}
+                "infer_ms_p50": pct(self.infer_ms, 50), "delay_ticks_p50": pct(self.delay_ticks, 50)}
 
 
 class PolicyLoop:
     def __init__(self, worker: InferenceWorker, io: SpecIO, prefetch: int = 1, clock: Callable[[], float] = time.time,
-                 max_wait_s: float = 0.0) -> None:
+                 max_wait_s: float = 0.0, rtc: RtcConfig | None = None) -> None:
         self.worker = worker
         self.io, self.prefetch = io, prefetch
         self._clock = clock
         self.max_wait_s = max_wait_s
+        self.rtc = rtc if rtc is not None and rtc.enabled else None
         self._plan: deque[Command] = deque()
         self.last: Command | None = None
         self.stats = LoopStats()
+        self._tick = 0  # ticks so far: aligns a chunk's rows with the ticks they were planned for
+        self._since_load = 0  # steps of the current chunk executed (RTC: counted from its request)
+        self._delay_est = 1.0  # running estimate of the inference delay in ticks (sent to flow policies)
 
-    def _load(self, res: InferResult | None) -> None:
+    def _rtc_rows(self, res: InferResult, measured: list[RobotReading] | None) -> tuple[np.ndarray, list[RobotReading]]:
+        """RTC: drop the rows already in the past, blend with the old plan, integrate from now."""
+        delay = max(self._tick - res.tick, 0)
+        self.stats.delay_ticks.append(delay)
+        self._delay_est = 0.8 * self._delay_est + 0.2 * delay
+        old = np.asarray([c.action for c in self._plan if c.action is not None]).reshape(-1, res.actions.shape[1])
+        rows = merge_chunk(np.clip(res.actions, -1.0, 1.0), old, delay, self.rtc.blend)  # type: ignore[union-attr]
+        return rows, measured if measured is not None else res.base
+
+    def _load(self, res: InferResult | None, measured: list[RobotReading] | None = None) -> None:
         if res is None:
             return
+        actions, base, dropped = res.actions, res.base, 0
+        if self.rtc is not None and actions.ndim == 2 and np.all(np.isfinite(actions)):
+            actions, base = self._rtc_rows(res, measured)
+            dropped = len(res.actions) - len(actions)  # rows in the past count as executed
         try:
-            steps = self.io.decode(res.actions, res.base)
+            steps = self.io.decode(actions, base)
         except ValueError as e:
             self.stats.bad_chunks += 1
             log.warning("discarding policy chunk: %s", e)
             return
         version = int(res.response.get("weight_version", 0) or 0)
-        rows = np.clip(res.actions, -1.0, 1.0).astype(np.float32)
+        rows = np.clip(actions, -1.0, 1.0).astype(np.float32)
         plan = [Command(s.joints, s.grippers, "policy", t_obs=res.t_obs, action=row, version=version)
                 for s, row in zip(steps, rows)]
         plan[0].first = True
         self._plan = deque(plan)
+        self._since_load = dropped
         self.stats.chunks += 1
         self.stats.latencies_ms.append((res.t_done - res.t_obs) * 1e3)
         self.stats.infer_ms.append(res.latency_s * 1e3)
@@ -253,6 +283,18 @@ class PolicyLoop:
             return None
         return Command([np.asarray(r.q, dtype=np.float64).copy() for r in measured],
                        [float(r.gripper_width) for r in measured], "hold", reason)
+
+    def _wants_chunk(self) -> bool:
+        if self.rtc is None:
+            return len(self._plan) <= self.prefetch
+        return not self._plan or self._since_load >= self.rtc.execute_horizon
+
+    def _request(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """The observation, plus (RTC with ``send_prefix``) the rows committed from this tick on."""
+        if self.rtc is None or not self.rtc.send_prefix or not self._plan:
+            return obs
+        prefix = np.asarray([c.action for c in self._plan if c.action is not None], dtype=np.float32)
+        return {**obs, "rtc_prefix": prefix, "rtc_inference_delay": int(max(round(self._delay_est), 0))}
 
     def interrupt(self, last: Command | None = None) -> None:
         """Someone else commanded the arm (a human took over): drop the plan; hold ``last``."""
@@ -269,15 +311,18 @@ class PolicyLoop:
     def tick(self, obs: dict[str, Any] | None, measured: list[RobotReading] | None,
              t_obs: float | None) -> Command | None:
         """One control step. ``measured`` holds one reading per arm of ``obs`` (None: no data yet)."""
-        self._load(self.worker.take())
-        if obs is not None and measured is not None and len(self._plan) <= self.prefetch:
-            sent = self.worker.submit(obs, measured, t_obs if t_obs is not None else self._clock())
+        self._load(self.worker.take(), measured)
+        if obs is not None and measured is not None and self._wants_chunk():
+            sent = self.worker.submit(self._request(obs), measured,
+                                      t_obs if t_obs is not None else self._clock(), self._tick)
             if sent and not self._plan and self.max_wait_s > 0:
                 # nothing left to execute: wait (bounded) so this tick acts on this observation
                 self.worker.wait(self.max_wait_s)
-                self._load(self.worker.take())
+                self._load(self.worker.take(), measured)
+        self._tick += 1
         if self._plan:
             cmd = self._plan.popleft()
+            self._since_load += 1
             self.stats.policy_steps += 1
             if cmd.first:
                 self.stats.command_ms.append((self._clock() - cmd.t_obs) * 1e3)

@@ -93,7 +93,8 @@ class PolicyClientNode(Node):
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
         self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
                                       final_errors=_final_errors()) if not cfg.teleop_only else None
-        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz)  # type: ignore[arg-type]
+        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz,  # type: ignore[arg-type]
+                               rtc=cfg.rtc)
         self.human = HumanTakeover(self.io, cfg.teleop_timeout_s, always=cfg.teleop_only)
         self.episode = 0
         self.pub_step = self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50)) if cfg.step_topic else None
