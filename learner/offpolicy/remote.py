@@ -174,7 +174,19 @@ class RobotFeed:
                 self._ingest(core, ep)
                 if ep.info.status != "aborted":
                     finished.append(ep)
+        self._pay_in_slices(core)
         return finished
+
+    def _pay_in_slices(self, core: OffPolicyLearner) -> None:
+        """A whole episode arrives at once and owes many updates: pay them ``push.every_updates``
+        at a time with a push between, so the robot gets weights every N updates, not every burst.
+        The loop pays the remainder (less than one slice) itself."""
+        every = self.cfg.push.every_updates
+        while self.pusher is not None and core.owed >= every + 1:
+            rest, core.owed = core.owed - every, float(every)
+            core.train_owed()
+            core.owed += rest
+            self.publish(core)
 
     def _ingest(self, core: OffPolicyLearner, ep: Episode) -> None:
         core.ingest_episode(ep)

@@ -1,0 +1,90 @@
+"""The online-RL rig of the ``test_ros_online_*`` tests and ``benchmarks/ros_online_rlpd.py``:
+learner (``rlinf train configs/ros_online_rlpd.yaml``) + policy server (``rlinf serve`` of the
+learner's initial actor) + the ROS 2 sim twin graph with the streamer on, as real processes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ros_procs import ROOT, Procs
+
+RLINF = str(Path(sys.executable).parent / "rlinf")
+TOKENS = {"RLINF_INGEST_TOKEN": "ingest-secret", "RLINF_WEIGHTS_TOKEN": "weights-secret"}
+GRAPH_NODES = ("robot", "policy_client", "task", "streamer")
+
+
+def synthetic_demos(path: Path, episodes: int = 3, steps: int = 20) -> Path:
+    """A few demo episodes with the twin's layout (30-D state, 7-D ee_delta action): enough for
+    RLPD's demo half in a plumbing test (the benchmark records real ones with ``rlinf collect``)."""
+    from rlinf_contracts.episode import Episode, EpisodeInfo, StepLayout
+    from rlinf_data.store import EpisodeStore
+
+    rng = np.random.default_rng(0)
+    layout = StepLayout(30, 7)
+    store = EpisodeStore(path)
+    for _ in range(episodes):
+        steps_d = {"state": rng.normal(size=(steps, 30)).astype(np.float32),
+                   "action": rng.uniform(-1, 1, (steps, 7)).astype(np.float32),
+                   "reward": np.eye(steps, dtype=np.float32)[-1], "terminated": np.eye(steps, dtype=bool)[-1],
+                   "truncated": np.zeros(steps, bool), "intervention": np.ones(steps, bool),
+                   "policy_version": np.zeros(steps, np.int64), "timestamp": np.zeros(steps, np.float64)}
+        store.write(Episode(EpisodeInfo(task="mujoco_franka/reach", layout=layout, source="demo", success=True,
+                                        status="complete"), steps_d, {"state": np.zeros(30, np.float32)}))
+    return path
+
+
+def twin_graph(tmp_path: Path, server_port: int, ingest_port: int, robot_id: str = "twin0",
+               backend: str = "sim") -> Path:
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg["robot"]["arms"][0]["backend"] = backend
+    cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{server_port}"
+    cfg["policy_client"]["reconnect_s"] = 0.3
+    cfg["task"].update(episodes=0, results_path=str(tmp_path / "episodes.json"))
+    cfg["streamer"] = {"enabled": True, "stream": {"url": f"ws://127.0.0.1:{ingest_port}/transitions",
+                                                   "robot_id": robot_id, "spool_dir": str(tmp_path / "spool"),
+                                                   "backoff_s": 0.2, "backoff_max_s": 1.0},
+                       "episodes": {"source": "online"}}
+    path = tmp_path / "graph.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def learner_args(out: Path, demos: Path, ingest_port: int, server_port: int, *overrides: str) -> list[str]:
+    return [RLINF, "train", str(ROOT / "configs/ros_online_rlpd.yaml"), f"train.out_dir={out}",
+            f"train.demos={demos}", f"ingest.port={ingest_port}", f"push.url=ws://127.0.0.1:{server_port}",
+            "train.progress=false", "train.tensorboard=false", *overrides]
+
+
+def wait_for(cond: Any, timeout: float, what: str, procs: Procs) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{procs.logs()}")
+
+
+def start_server(procs: Procs, out: Path, port: int, name: str = "server") -> None:
+    wait_for(lambda: (out / "initial" / "model.safetensors").is_file() and (out / "initial" / "meta.json").is_file(),
+             120, "the learner's initial actor", procs)
+    procs.start(name, [RLINF, "serve", "--checkpoint", str(out / "initial"), "--port", str(port),
+                       "--torch-threads", "1"])
+
+
+def server_version(port: int) -> int:
+    """The weight version the policy server reports to a new client."""
+    from policy_server.client import open_sync
+    from policy_server.messages import ServerMetadata
+    from rlinf_contracts.wire import unpackb
+
+    ws = open_sync(f"ws://127.0.0.1:{port}/", open_timeout=10)
+    try:
+        return ServerMetadata.from_wire(unpackb(ws.recv(timeout=10))).weight_version
+    finally:
+        ws.close()
