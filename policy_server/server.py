@@ -36,7 +36,7 @@ from policy_server.admission import CLOSE_GOING_AWAY, WEIGHTS_PATH, Gate
 from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.config import ServerConfig
 from policy_server.connections import ConnectionTable
-from policy_server.hotswap import ModelSlot, WeightLoadError
+from policy_server.hotswap import ModelSlot, WeightLoadError, decode_push
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.metrics import ServerMetrics
 from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
@@ -260,11 +260,12 @@ class PolicyServer:
         log.info("weight pusher %s connected", ws.remote_address)
         try:
             await ws.send(packb(self.metadata().to_wire()))
-            async for message in ws:
+            loop = asyncio.get_running_loop()
+            while True:
+                parts = [part async for part in ws.recv_streaming()]  # fragments: no big copy on the loop
                 try:
-                    if isinstance(message, str):
-                        raise WireError("weight pushes must be binary msgpack frames, got a text frame")
-                    ack = await self._apply_push(WeightPush.from_wire(unpackb(message)))
+                    push = await loop.run_in_executor(self._load_executor, decode_push, parts)
+                    ack = await self._apply_push(push)
                 except (WireError, MessageError, WeightLoadError, ValueError) as e:
                     self.metrics.refused_pushes += 1
                     limited.warning("push_refused", "refused weight push from %s: %s", ws.remote_address, clip(str(e), 300))
