@@ -79,14 +79,33 @@ def run(args: argparse.Namespace) -> int:
 
 def _checkpoint_meta(path: Path) -> dict:
     """meta.json of the checkpoint ``path`` points at: a checkpoint dir, a run's out_dir or its
-    checkpoints/ dir (latest iteration), or an LLM run's checkpoint/ dir."""
-    for cand in (path, path / "checkpoint"):
-        if (cand / "meta.json").is_file():
-            return {**json.loads((cand / "meta.json").read_text()), "_dir": cand}
-    from learner.checkpoint import resolve_checkpoint
+    checkpoints/ dir (latest iteration), or an LLM run's checkpoint/ dir. A directory that is not a
+    complete checkpoint (unreadable meta.json, another format, no weights) is a user error that
+    names the file, not a traceback from deep in the loader."""
+    found = next((c for c in (path, path / "checkpoint") if (c / "meta.json").is_file()), None)
+    if found is None:
+        from learner.checkpoint import resolve_checkpoint
 
-    found = resolve_checkpoint(path)  # raises FileNotFoundError with the layouts it accepts
-    return {**json.loads((found / "meta.json").read_text()), "_dir": found}
+        found = resolve_checkpoint(path)  # raises FileNotFoundError with the layouts it accepts
+    return {**_read_meta(found), "_dir": found}
+
+
+def _read_meta(ckpt: Path) -> dict:
+    from learner.checkpoint import FORMAT, MODEL_FILE
+
+    from rlinf_cli.errors import PreflightError
+
+    try:
+        meta = json.loads((ckpt / "meta.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PreflightError(f"checkpoint {ckpt}: meta.json is unreadable ({e}); was the checkpoint copied whole?") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise PreflightError(f"checkpoint {ckpt}: meta.json has format {got!r}, expected {FORMAT!r} "
+                             "(a checkpoint written by rlinf train)")
+    if not (ckpt / MODEL_FILE).is_file():
+        raise FileNotFoundError(f"checkpoint {ckpt}: {MODEL_FILE} is missing; was the checkpoint copied whole?")
+    return meta
 
 
 def _eval_server(args: argparse.Namespace) -> int:

@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 
 from learner.checkpoint import load_policy
-from rlinf_contracts.config import from_dict
 from learner.models import Policy
 from learner.rollout.envs import build_env
-from learner.runners.config import EmbodiedConfig
+from rlinf_contracts.config import ConfigError, from_dict
 
 log = logging.getLogger(__name__)
 if not os.environ.get("DISPLAY"):
@@ -146,7 +145,7 @@ def evaluate_policy(policy: Policy, env_name: str, env_kwargs: dict[str, Any], e
     return out
 
 
-def split_kwargs(cfg: EmbodiedConfig, split: str) -> dict[str, Any]:
+def split_kwargs(cfg: Any, split: str) -> dict[str, Any]:
     """Env kwargs of an eval split: the training env plus ``ood=<split>`` unless in-distribution."""
     return cfg.env.factory_kwargs(**({} if split in IN_DISTRIBUTION else {"ood": split}))
 
@@ -166,7 +165,28 @@ def _apply_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -
     return out
 
 
-def evaluate_config(policy: Policy, cfg: EmbodiedConfig, episodes: int, seed: int,
+def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = None) -> Any:
+    """The typed config of the run that wrote a checkpoint, built by that run's runner.
+
+    Why the registry: every embodied runner (``embodied`` PPO/GRPO, ``offpolicy`` SAC/RLPD/CrossQ,
+    ``offline`` BC/IQL/DAgger) has its own config class, and only that class accepts the stored
+    config (an off-policy config has ``replay``, an offline one ``data``). They share the ``env``
+    and ``eval`` sections, which are all evaluation reads. Checkpoints from before ``runner`` was
+    recorded are ``embodied``.
+    """
+    from learner.runners.registry import get_runner
+
+    config = meta.get("config") or {}
+    name = meta.get("runner") or config.get("runner") or "embodied"
+    spec = get_runner(name)  # an unknown name raises UnknownNameError listing the runners
+    cfg = from_dict(spec.config_cls, _apply_overrides(config, overrides))
+    if not hasattr(cfg, "env") or not hasattr(cfg, "eval"):
+        raise ConfigError(f"checkpoint {meta.get('path', '?')}: runner {name!r} has no simulated env to evaluate "
+                          "in (its config has no 'env' / 'eval' sections)")
+    return cfg
+
+
+def evaluate_config(policy: Policy, cfg: Any, episodes: int, seed: int,
                     ood_splits: list[str] | None = None, video_path: str | None = None,
                     deadline: float | None = None, progress: bool = False) -> dict[str, Any]:
     """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and config."""
@@ -193,15 +213,16 @@ def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None
     defaults to ``<checkpoint>/eval.mp4`` for library callers; pass ``""`` for no video
     (``rlinf eval`` always passes a path in its own output folder). ``overrides`` changes the stored training config (``{"eval.num_envs": 10}`` or nested dicts).
 
-    Returns ``{"checkpoint", "iteration", "seed", "episodes", "splits": {split: {success_rate,
+    Any embodied runner's checkpoint (:func:`checkpoint_config`). Returns ``{"checkpoint", "runner",
+    "iteration", "seed", "episodes", "splits": {split: {success_rate,
     episode_return, episode_length, episodes, video?}}, "success_rate": {split: rate}}``.
     """
     policy, meta = load_policy(path)
-    cfg = from_dict(EmbodiedConfig, _apply_overrides(meta["config"], overrides))
+    cfg = checkpoint_config(meta, overrides)
     episodes = episodes if episodes is not None else cfg.eval.episodes
     seed = seed if seed is not None else 0
     if video_path is None:
         video_path = str(Path(meta["path"]) / "eval.mp4")
     splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path or None, progress=progress)
-    return {"checkpoint": meta["path"], "iteration": meta["iteration"], "seed": seed, "episodes": episodes,
+    return {"checkpoint": meta["path"], "runner": cfg.runner, "iteration": meta["iteration"], "seed": seed, "episodes": episodes,
             "splits": splits, "success_rate": {k: v["success_rate"] for k, v in splits.items()}}
