@@ -1,0 +1,135 @@
+"""SIGKILL of the streamer process and, separately, of the learner process (``rlinf train
+configs/ros_online_rlpd.yaml``, ingest inside) during one online run. The learner restarts with
+``train.resume`` on the same store; afterwards every seq the streamer accepted is in the store
+exactly once, in order, and the resumed learner refilled its replay and kept training.
+
+The robot side is a real :class:`~rlinf_ros.streaming.TransitionStreamer` (spool, window, acks)
+in its own process, driven by a script that fixes item ``s`` by its seq (this file run as a
+script): the items the learner must hold are known exactly, which a ROS graph cannot give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+EPISODE = 11  # 10 steps + the end item
+STATE, ACTION = 30, 7  # the twin's layout (mujoco_franka/reach)
+
+
+def item(seq: int):  # noqa: ANN201 -- Transition; imported lazily (the test process needs no ROS)
+    from rlinf_contracts.episode import EpisodeInfo, StepLayout
+    from rlinf_contracts.transitions import StepRecord, Transition
+
+    ep, idx = divmod(seq, EPISODE)
+    if idx == EPISODE - 1:
+        return Transition(seq=seq, episode=ep, index=idx, end="complete", success=ep % 2 == 0,
+                          final={"state": np.full(STATE, seq, np.float32)})
+    info = (EpisodeInfo(task="mujoco_franka/reach", layout=StepLayout(STATE, ACTION), source="online").to_dict()
+            if idx == 0 else None)
+    step = StepRecord(episode=ep, state=np.full(STATE, seq, np.float32), action=np.zeros(ACTION, np.float32),
+                      policy_version=0, timestamp=time.time())
+    return Transition(seq=seq, episode=ep, index=idx, step=step, reward=float(idx == 9 and ep % 2 == 0),
+                      info=info, terminated=idx == 9 and ep % 2 == 0, truncated=idx == 9 and ep % 2 == 1)
+
+
+def drive(url: str, spool: str, total: int, hz: float) -> int:
+    """The robot: put items ``spool.next_seq .. total-1`` at ``hz``, then wait for every ack."""
+    import logging
+
+    from rlinf_ros.streaming import StreamerConfig, TransitionStreamer
+
+    logging.basicConfig(level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s")
+    s = TransitionStreamer(StreamerConfig(url=url, spool_dir=spool, robot_id="arm0", window=32, batch=8,
+                                          backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
+    print(f"resuming at seq {s.spool.next_seq}", flush=True)
+    while s.spool.next_seq < total:
+        assert s.put(item(s.spool.next_seq))
+        time.sleep(1.0 / hz)
+    deadline = time.time() + 90
+    while s.acked < total - 1 and time.time() < deadline:
+        time.sleep(0.05)
+    print(f"done: acked {s.acked}, status {s.status()}", flush=True)
+    s.stop()
+    return 0 if s.acked == total - 1 else 1
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    for name in ("--url", "--spool"):
+        p.add_argument(name, required=True)
+    p.add_argument("--total", type=int, required=True)
+    p.add_argument("--hz", type=float, default=60.0)
+    a = p.parse_args()
+    sys.exit(drive(a.url, a.spool, a.total, a.hz))
+
+import pytest  # noqa: E402
+
+from online_rig import TOKENS, learner_args, synthetic_demos, wait_for  # noqa: E402
+from ros_procs import Procs, free_port  # noqa: E402
+
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(240)]
+
+
+def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path, monkeypatch) -> None:
+    from rlinf_data.store import EpisodeStore
+
+    for k, v in TOKENS.items():
+        monkeypatch.setenv(k, v)
+    total, port = 36 * EPISODE, free_port()
+    out, demos = tmp_path / "run", synthetic_demos(tmp_path / "demos")
+    learner = learner_args(out, demos, port, 0, "push.url=", "train.env_steps=100000", "train.learning_starts=20",
+                           "train.log_every=50", "train.checkpoint_every=40", "train.final_eval=false",
+                           "train.time_budget_s=200", "algorithm.utd_ratio=0.5", "algorithm.batch_size=32",
+                           "ingest.pretrain_updates=0", "model.hidden=[32,32]", "model.critic_hidden=[32,32]",
+                           "env.num_envs=1")
+    driver = [__file__, "--url", f"ws://127.0.0.1:{port}/transitions", "--spool", str(tmp_path / "spool"),
+              "--total", str(total), "--hz", "60"]
+    procs = Procs(tmp_path)
+    try:
+        procs.start("learner", learner)
+        wait_for(lambda: (out / "ingest.json").is_file(), 120, "the learner's ingest", procs)
+        procs.start("driver", driver)
+        time.sleep(2.0)
+        procs.kill("driver")  # streamer killed mid-run: items in its spool, some unacknowledged
+        procs.start("driver", driver)
+        wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 60, "a learner checkpoint", procs)
+        wait_for(lambda: (tmp_path / "driver.log").read_text().count("streamer: connected") >= 2, 60,
+                 "the restarted streamer to reconnect", procs)
+        time.sleep(0.7)
+        procs.kill("learner")  # learner killed mid-run: a batch possibly half-stored, unacknowledged
+        time.sleep(1.0)  # the streamer spools while the learner is away
+        procs.start("learner", [*learner, f"train.resume={out}"])
+        wait_for(lambda: procs.procs["driver"].poll() is not None, 150, "the driver's last ack", procs)
+        assert procs.procs["driver"].returncode == 0, procs.logs()
+        time.sleep(1.0)  # the resumed learner takes the last segments into its replay
+        procs.kill("learner", signal.SIGTERM)
+    finally:
+        procs.stop_all()
+    logs = (tmp_path / "driver.log").read_text() + (tmp_path / "learner.log").read_text()
+    resumed = int(logs.split("resuming at seq ")[2].split()[0])
+    assert 0 < resumed < total, logs  # the streamer kill really hit the middle of the run
+    assert "resumed from" in logs and "robot arm0 has seqs up to" in logs, logs[-3000:]
+    held = int(logs.split("robot arm0 has seqs up to ")[1].split()[0])
+    assert resumed <= held < total - 1, logs[-3000:]  # the learner kill hit the restarted streamer's stream
+    store = EpisodeStore(out / "episodes", mode="r")
+    ids = [int(v) for ep in store for v in ep.steps["state"][:, 0]]
+    expected = [s for s in range(total) if s % EPISODE != EPISODE - 1]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dup, f"duplicated seqs: {dup[:20]}"
+    assert sorted(ids) == expected, f"missing seqs: {sorted(set(expected) - set(ids))[:20]}"
+    for ep in store:  # each store episode is a run of consecutive seqs from its seq0
+        seq0 = int(ep.info.extra["seq0"])
+        assert np.array_equal(ep.steps["state"][:, 0], np.arange(seq0, seq0 + len(ep))), seq0
+    # the resumed learner refilled its replay from the store and went on counting past the checkpoint
+    line = logs.split("resumed from ")[1].splitlines()[0]  # "<ckpt>: N env steps, U updates, replay R online rows"
+    steps_at_resume, rows = int(line.split(": ")[1].split()[0]), int(line.split("replay ")[1].split()[0])
+    assert rows >= steps_at_resume > 0, line
+    metas = [json.loads(p.read_text()) for p in (out / "checkpoints").glob("iter_*/meta.json")]
+    assert max(m["counters"]["env_steps"] for m in metas) > steps_at_resume, "no checkpoint after the restart"
