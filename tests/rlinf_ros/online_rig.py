@@ -73,8 +73,9 @@ def wait_for(cond: Any, timeout: float, what: str, procs: Procs) -> None:
 def start_server(procs: Procs, out: Path, port: int, name: str = "server") -> None:
     wait_for(lambda: (out / "initial" / "model.safetensors").is_file() and (out / "initial" / "meta.json").is_file(),
              120, "the learner's initial actor", procs)
+    # sampled actions: the online policy explores (SERL's actor samples too)
     procs.start(name, [RLINF, "serve", "--checkpoint", str(out / "initial"), "--port", str(port),
-                       "--torch-threads", "1"])
+                       "--torch-threads", "1", "server.deterministic=false"])
 
 
 def server_version(port: int) -> int:
