@@ -42,7 +42,8 @@ def test_recorded_camera_errors_name_the_problem(tmp_path: Path) -> None:
         make_camera(CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "two.npz"))).connect()
     np.save(tmp_path / "float.npy", _frames().astype(np.float32))
     with pytest.raises(CameraError, match="uint8"):
-        make_camera(CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "float.npy"))).connect()
+        cfg = CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "float.npy"))
+        make_camera(cfg).connect()
 
 
 def _store_with_frames(path: Path, frames: np.ndarray) -> None:
