@@ -5,7 +5,9 @@ machine), evaluates the cost model (``learner.scheduling``) for every candidate 
 depth on the slots the config's cluster will have, and prints them best first with the
 predicted iteration (or step) time, start-up and whole-run time. ``--measure`` then runs each
 candidate for a few iterations on the real runner and prints measured time and prediction
-error. ``placement: auto`` in a config picks the first row.
+error; it calibrates first (``--calibrate`` alone: calibrate and rank), measuring channel latency
+and the in-process candidate under the machine's current load
+(:mod:`learner.scheduling.calibrate`). ``placement: auto`` in a config picks the first row.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schedule", help="rank candidate placements / pipeline depths by predicted iteration time")
-    p.add_argument("config", help="YAML config (runner: embodied or reasoning)")
+    p.add_argument("config", help="YAML config (runner: embodied, reasoning or offpolicy)")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
     p.add_argument("--slots", type=int, default=None, help="slots to plan for (default: what the cluster will have)")
     p.add_argument("--measure", action="store_true", help="run each candidate briefly; print measured time and error")
     p.add_argument("--iterations", type=int, default=4, help="measured iterations per candidate (after warm-up)")
     p.add_argument("--refresh", action="store_true", help="profile again instead of using the cache")
+    p.add_argument("--calibrate", action="store_true",
+                   help="first measure channel latency and the in-process candidate under the current load "
+                        "(~15-40 s); predictions use it and `placement: auto` reuses it (implied by --measure)")
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.set_defaults(run=run)
 
@@ -73,11 +78,20 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = _config(args.config, args.overrides)
     slots = args.slots or (expected_slots(cfg.cluster) or (1, "cpu"))[0]
-    preds = rank(cfg, slots, refresh=args.refresh)
-    if args.measure:
+    if not (args.measure or args.calibrate):
+        preds = rank(cfg, slots, refresh=args.refresh)
+    else:
+        from learner.scheduling.calibrate import calibrate
+        from learner.scheduling.plan import profile_of
+
+        profile_of(cfg, args.refresh)  # profile before Ray's processes share the cores
         cluster = Cluster.local(num_cpus=slots)
         try:
-            for p in preds:
+            cal = calibrate(cfg, slots, cluster)
+            print(f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, measured {cal.measured_s:.3f} s "
+                  f"-> compute x {cal.factor:.2f}; load average {cal.load:.1f}")
+            preds = rank(cfg, slots, calibration=cal)
+            for p in preds if args.measure else []:
                 p.measured_s = measure(cfg, p.candidate, cluster, iterations=args.iterations)
                 log.info("%s: predicted %.3f s, measured %.3f s", p.candidate.label, p.iteration_s, p.measured_s)
         finally:

@@ -7,7 +7,9 @@ count of the embedded cluster (:func:`learner.cluster.expected_slots`); a run th
 cluster (``cluster.address``) must name its placement. The workload profile is taken (or read
 from the cache) in this process; the machine's comm profile is read from the cache that
 ``rlinf schedule`` fills, else :data:`DEFAULT_COMM` (figures of this project's 2-core
-benchmark machine) is used and the log says so -- never a Ray start inside validation.
+benchmark machine) is used and the log says so -- never a Ray start inside validation. A
+calibration cached by ``rlinf schedule CONFIG --calibrate`` (:mod:`learner.scheduling.calibrate`)
+replaces both when present.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ def resolve(cfg: Any) -> None:
                           "CONFIG` on that cluster ranks the candidates)")
     cfg.placement = {"env,rollout,actor": "0"} if getattr(cfg, "runner", "") != "reasoning" else {
         "rollout,reward,actor": "0"}  # a valid stand-in while profiling
-    best = rank(cfg, slots[0], comm=cached_comm())[0]
+    from learner.scheduling.calibrate import cached_calibration
+
+    calibration = cached_calibration(cfg, slots[0])  # from `rlinf schedule CONFIG --calibrate`, if run
+    best = rank(cfg, slots[0], comm=cached_comm(), calibration=calibration)[0]
     chosen = with_candidate(cfg, best.candidate)
     for key in best.candidate.overrides():
         section = key.split(".")[0]

@@ -130,7 +130,8 @@ def profile_comm(cluster: Any = None, *, refresh: bool = False, n: int = 30) -> 
     t0 = time.perf_counter()
     if own:
         cluster = Cluster.local()
-    prof.ray_init_s = time.perf_counter() - t0 if own else 0.0
+    # on a given cluster Ray's start is not seen: keep the last measured one (start-up estimates)
+    prof.ray_init_s = time.perf_counter() - t0 if own else float((load_cached(key) or {}).get("ray_init_s", 0.0))
     try:
         from learner.placement import ComponentPlacement
         from learner.worker import WorkerGroup

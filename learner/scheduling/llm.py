@@ -49,6 +49,11 @@ class ReasoningProfile:
     seconds: float = 0.0
     ref_s: float = 0.0  # curves.reference_s() while profiling
 
+    def scaled(self, factor: float) -> "ReasoningProfile":
+        """Compute times x ``factor``: a calibration."""
+        return ReasoningProfile({k: v * factor for k, v in self.times.items()}, self.micro_batches,
+                                self.weight_bytes, self.batch_bytes, self.seconds, self.ref_s)
+
 
 def _workload(cfg: Any) -> dict[str, Any]:
     from rlinf_contracts.config import to_dict

@@ -46,33 +46,66 @@ def with_candidate(cfg: Any, cand: Candidate) -> Any:
 
 
 def run_length(cfg: Any) -> int:
-    """Iterations (embodied) or steps (reasoning) of the configured run."""
+    """Iterations (embodied), steps (reasoning) or metrics rows (off-policy) of the configured run."""
     train = cfg.train
+    if runner_kind(cfg) == "offpolicy":
+        return max(1, train.env_steps // max(train.log_every, 1))
     return int(getattr(train, "iterations", getattr(train, "steps", 1)))
 
 
+def profile_of(cfg: Any, refresh: bool = False) -> Any:
+    """The workload's (cached) profile, whichever runner it is."""
+    kind = runner_kind(cfg)
+    if kind == "offpolicy":
+        from learner.scheduling.offpolicy import profile_offpolicy
+
+        return profile_offpolicy(cfg, refresh=refresh)
+    if kind == "reasoning":
+        from learner.scheduling.llm import profile_reasoning
+
+        return profile_reasoning(cfg, refresh=refresh)
+    from learner.scheduling.profile import profile_embodied
+
+    return profile_embodied(cfg, refresh=refresh)
+
+
+def predict_all(cfg: Any, prof: Any, comm: Any, num_slots: int, cores: int) -> list[Prediction]:
+    """Every candidate's prediction from ``prof`` and ``comm``, in candidate order (the first one
+    is the in-process candidate a calibration runs)."""
+    kind = runner_kind(cfg)
+    if kind == "offpolicy":
+        from learner.scheduling.offpolicy import candidates, predict_offpolicy
+
+        return [predict_offpolicy(prof, comm, c, num_slots, cores, cfg) for c in candidates(num_slots, cfg.env.num_envs)]
+    if kind == "reasoning":
+        from learner.scheduling.llm import predict_reasoning
+
+        return [predict_reasoning(prof, comm, c, num_slots, cores) for c in reasoning_candidates(num_slots)]
+    updates = cfg.actor.epochs * cfg.actor.minibatches
+    cands = embodied_candidates(num_slots, cfg.env.num_envs, group=cfg.algorithm.env_group_size)
+    cands = [c for c in cands if c.fuse or not cfg.rollout.fuse_collocated or "collocated" in c.label]
+    return [predict_embodied(prof, comm, c, num_slots, cores, updates) for c in cands]
+
+
 def rank(cfg: Any, num_slots: int, *, refresh: bool = False, cores: int | None = None,
-         comm: Any = None, load_factor: bool = True) -> list[Prediction]:
-    """Every candidate's prediction, best (shortest whole run) first; with ``load_factor`` scaled
-    by how fast the machine runs now relative to profiling time (:func:`reference_s`)."""
+         comm: Any = None, load_factor: bool = True, calibration: Any = None) -> list[Prediction]:
+    """Every candidate's prediction, best (shortest whole run) first.
+
+    With a ``calibration`` (:mod:`learner.scheduling.calibrate`: this workload's speed now and the
+    channel latencies under the machine's current load), the profile's compute times are scaled
+    by its factor and its comm profile is used. Without one, and with ``load_factor``, the
+    prediction is scaled by the reference kernel now vs at profiling time (:func:`reference_s`).
+    """
     cores = cores or physical_cores()
-    if runner_kind(cfg) == "reasoning":
-        from learner.scheduling.llm import predict_reasoning, profile_reasoning
-
-        prof = profile_reasoning(cfg, refresh=refresh)
-        comm = comm or _comm(refresh)
-        preds = [predict_reasoning(prof, comm, c, num_slots, cores) for c in reasoning_candidates(num_slots)]
+    prof = profile_of(cfg, refresh)
+    if calibration is not None:
+        preds = predict_all(cfg, prof.scaled(calibration.factor), calibration.comm, num_slots, cores)
+        for p in preds:
+            p.breakdown["calibration_factor"] = calibration.factor
     else:
-        from learner.scheduling.profile import profile_embodied
-
-        prof = profile_embodied(cfg, refresh=refresh)
-        comm = comm or _comm(refresh)
-        updates = cfg.actor.epochs * cfg.actor.minibatches
-        cands = embodied_candidates(num_slots, cfg.env.num_envs, group=cfg.algorithm.env_group_size)
-        cands = [c for c in cands if c.fuse or not cfg.rollout.fuse_collocated or "collocated" in c.label]
-        preds = [predict_embodied(prof, comm, c, num_slots, cores, updates) for c in cands]
-    if load_factor and prof.ref_s > 0:
-        scale(preds, reference_s() / prof.ref_s)
+        preds = predict_all(cfg, prof, comm or _comm(refresh), num_slots, cores)
+        if load_factor and prof.ref_s > 0:
+            scale(preds, reference_s() / prof.ref_s)
     n = run_length(cfg)
     return sorted(preds, key=lambda p: p.total_s(n))
 
@@ -98,7 +131,12 @@ def _comm(refresh: bool) -> Any:
 
 
 def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2) -> float:
-    """Median iteration (embodied) / step (reasoning) seconds of ``cand``, after ``warmup``."""
+    """Median iteration (embodied) / step (reasoning) / metrics-row (off-policy) seconds of ``cand``,
+    after ``warmup``."""
+    if runner_kind(cfg) == "offpolicy":
+        from learner.scheduling.offpolicy import measure_offpolicy
+
+        return measure_offpolicy(cfg, cand, cluster, iterations=iterations, warmup=1)
     if runner_kind(cfg) == "reasoning":
         from learner.scheduling.llm import measure_reasoning
 
@@ -120,10 +158,4 @@ def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, war
 
 def _profile_ref(cfg: Any) -> float:
     """The reference-kernel time stored with the workload's (cached) profile."""
-    if runner_kind(cfg) == "reasoning":
-        from learner.scheduling.llm import profile_reasoning
-
-        return profile_reasoning(cfg).ref_s
-    from learner.scheduling.profile import profile_embodied
-
-    return profile_embodied(cfg).ref_s
+    return profile_of(cfg).ref_s

@@ -19,6 +19,7 @@ model, algorithm, actor and rollout length, not the placement or the depth. Budg
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,11 @@ class EmbodiedProfile:
         for k in ("env_step", "infer", "train"):
             d[k] = getattr(self, k).to_dict()
         return d
+
+    def scaled(self, factor: float) -> "EmbodiedProfile":
+        """Compute times x ``factor`` (sizes, memory and start-up unchanged): a calibration."""
+        return dataclasses.replace(self, env_step=self.env_step.scaled(factor), infer=self.infer.scaled(factor),
+                                   train=self.train.scaled(factor), publish_s=self.publish_s * factor)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EmbodiedProfile":

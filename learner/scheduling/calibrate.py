@@ -1,0 +1,87 @@
+"""Calibration: how fast this workload and the channels run on the machine *now*.
+
+Why: the profile is taken in seconds, in this process, with nothing else of ours running; a run
+is measured minutes later on a machine shared with other jobs. On this project's 2-core machine
+(load average 3-12 from other agents) two effects dominated the cost model's error:
+
+- **compute runs slower in the real runner than in the profile**, by a factor that changes with
+  the machine's load (a sustained reference kernel varied 4x within seconds, so it cannot
+  predict it) and includes the runner's own per-iteration work the profile leaves out (logging,
+  returns, trajectory assembly);
+- **a channel hop costs the wake-up latency of a loaded scheduler**: 2-3 ms measured on a quieter
+  machine, 4-23 ms at load 12, and channel placements pay one round trip per step and stage.
+
+So a calibration measures both at the time of use (~15-40 s): the machine's comm profile
+(:func:`learner.scheduling.comm.profile_comm` on the run's own cluster) and the workload's
+*in-process candidate* (fused on one slot / the inline GRPO driver / fused off-policy) run for a
+few iterations on the real runner; ``factor = measured / predicted`` of that candidate, whose
+prediction is pure compute, and every candidate's compute times are multiplied by it.
+
+What this does not capture: contention between *our own* processes beyond the time-sharing
+factor of the cost model, and load that changes between calibration and run. The in-process
+candidate's own error after calibration shows the run-to-run noise, not a model error.
+The calibration is cached per workload and slot count; ``placement: auto`` uses it when present.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from learner.scheduling.comm import CommProfile
+from learner.scheduling.curves import load_cached, store_cached, workload_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Calibration:
+    factor: float  # measured / predicted of the in-process candidate
+    comm: CommProfile  # hops, store fetch, calls under the load of the calibration
+    reference: str = ""  # the in-process candidate's label
+    predicted_s: float = 0.0
+    measured_s: float = 0.0
+    load: float = 0.0  # 1-min load average while calibrating
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "comm": self.comm.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+        return cls(**{**d, "comm": CommProfile.from_dict(d["comm"])})
+
+
+def _key(cfg: Any, num_slots: int) -> str:
+    from rlinf_contracts.config import to_dict
+
+    raw = to_dict(cfg)
+    raw.pop("placement", None)
+    raw.get("train", {}).pop("out_dir", None)
+    return workload_key("calibration", {"cfg": raw, "slots": num_slots, "v": 1})
+
+
+def cached_calibration(cfg: Any, num_slots: int) -> Calibration | None:
+    d = load_cached(_key(cfg, num_slots))
+    return Calibration.from_dict(d) if d else None
+
+
+def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 3, cores: int | None = None) -> Calibration:
+    """Measure the comm profile on ``cluster`` and the in-process candidate's speed; cache both."""
+    from learner.scheduling.comm import profile_comm
+    from learner.scheduling.plan import measure, physical_cores, predict_all, profile_of
+
+    t0 = time.perf_counter()
+    cores = cores or physical_cores()
+    comm = profile_comm(cluster, refresh=True)
+    ref = predict_all(cfg, profile_of(cfg), comm, num_slots, cores)[0]
+    measured = measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1)
+    cal = Calibration(measured / ref.iteration_s, comm, ref.candidate.label, ref.iteration_s, measured,
+                      os.getloadavg()[0], time.perf_counter() - t0)
+    store_cached(_key(cfg, num_slots), cal.to_dict())
+    log.info("calibration: %s predicted %.3f s, measured %.3f s -> compute x %.2f (load %.1f, %.0f s)",
+             cal.reference, cal.predicted_s, cal.measured_s, cal.factor, cal.load, cal.seconds)
+    return cal
