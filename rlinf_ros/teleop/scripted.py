@@ -4,8 +4,10 @@ It reads the end-effector pose and the goal (both in the robot base frame, as th
 receives them) and commands a twist toward the goal (the reach oracle in EE terms). Modes
 (``teleop.script``): ``always: true`` drives every tick (teleop-only demonstrations);
 otherwise it watches and takes over when the policy *drifts* -- the distance to the goal has
-not shrunk by ``progress_m`` within ``patience_s`` -- and hands back once within ``release_m``
-(HG-DAgger with a scripted human).
+not shrunk by ``progress_m`` within ``patience_s``, or (with ``regress_m`` set) the hand has
+moved more than ``regress_m`` farther from the goal than its closest approach this episode
+(off the path, at once) -- and hands back once within ``release_m`` (HG-DAgger with a scripted
+human).
 
 >>> s = ScriptedReach(pos_scale=0.05, always=True, clock=lambda: 0.0)
 >>> s.on_pose(np.zeros(3)); s.on_goal(np.array([0.01, 0.0, -0.2]))
@@ -26,9 +28,11 @@ from rlinf_ros.teleop.base import DEVICES, TeleopInput
 class ScriptedReach:
     def __init__(self, pos_scale: float = 0.05, always: bool = True, patience_s: float = 1.0,
                  progress_m: float = 0.02, release_m: float = 0.02, gain: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 regress_m: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.pos_scale, self.always, self.gain = pos_scale, always, gain
         self.patience_s, self.progress_m, self.release_m = patience_s, progress_m, release_m
+        self.regress_m = regress_m
+        self._closest = float("inf")  # closest approach to the goal this episode
         self._clock = clock
         self.ee: np.ndarray | None = None
         self.goal: np.ndarray | None = None
@@ -40,7 +44,7 @@ class ScriptedReach:
 
     def on_goal(self, position: np.ndarray) -> None:
         if self.goal is None or not np.allclose(position, self.goal):
-            self._ref, self.driving = None, False  # a new episode
+            self._ref, self.driving, self._closest = None, False, float("inf")  # a new episode
         self.goal = np.asarray(position, np.float64)
 
     def _drifting(self, dist: float, now: float) -> bool:
@@ -49,7 +53,10 @@ class ScriptedReach:
             if not self.driving:
                 self._ref = (now, dist)
             return self.driving
-        if self._ref is None or dist < self._ref[1] - self.progress_m:
+        self._closest = min(self._closest, dist)
+        if self.regress_m is not None and dist > self._closest + self.regress_m:
+            self.driving = True  # heading away from the goal: off the path, take over now
+        elif self._ref is None or dist < self._ref[1] - self.progress_m:
             self._ref = (now, dist)
         elif now - self._ref[0] > self.patience_s and dist > self.release_m:
             self.driving = True

@@ -75,6 +75,28 @@ def test_scripted_human_takes_over_when_the_policy_drifts() -> None:
     assert not s.read().intervention
 
 
+def test_scripted_human_takes_over_at_once_when_the_hand_heads_away() -> None:
+    t = [0.0]
+    s = ScriptedReach(always=False, patience_s=10.0, progress_m=0.02, release_m=0.02, regress_m=0.03,
+                      clock=lambda: t[0])
+    s.on_goal(np.array([0.5, 0.0, 0.3]))
+    s.on_pose(np.array([0.3, 0.0, 0.3]))  # 0.20 m away
+    assert not s.read().intervention
+    t[0] = 0.1
+    s.on_pose(np.array([0.38, 0.0, 0.3]))  # closer: 0.12 m
+    assert not s.read().intervention
+    s.on_pose(np.array([0.36, 0.0, 0.3]))  # 0.14 m: 2 cm back, within regress_m
+    assert not s.read().intervention
+    s.on_pose(np.array([0.34, 0.0, 0.3]))  # 0.16 m: 4 cm farther than the closest approach
+    inp = s.read()
+    assert inp.intervention and inp.twist[0] > 0  # drives toward the goal, long before patience_s
+    s.on_pose(np.array([0.49, 0.0, 0.3]))
+    assert not s.read().intervention  # back on track: hand back
+    s.on_goal(np.array([0.0, 0.3, 0.3]))  # a new episode forgets the closest approach
+    s.on_pose(np.array([0.0, 0.0, 0.3]))
+    assert not s.read().intervention
+
+
 def test_takeover_decides_who_drives() -> None:
     spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8}})
     h = HumanTakeover(SpecIO(spec), timeout_s=0.3)
