@@ -45,7 +45,8 @@ class TorchPolicy:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         actions, _, _ = self.policy.act(obs, deterministic=self.deterministic)
-        return {"actions": np.asarray(actions, dtype=np.float32)}
+        # a sampled flow action carries its denoising chain as latent columns: serve the action
+        return {"actions": np.asarray(actions[..., : self.policy.spec.action_dim], dtype=np.float32)}
 
     def thread_init(self) -> None:
         """OpenMP teams are per thread: size torch's in the server's forward thread."""

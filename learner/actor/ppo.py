@@ -36,6 +36,7 @@ class TensorBatch:
     mask: Tensor
     bootstrap: Tensor
     scores: Tensor
+    instructions: np.ndarray | None = None  # [B, T] strings (language-conditioned envs)
 
     @classmethod
     def from_trajectory(cls, t: Trajectory) -> "TensorBatch":
@@ -43,7 +44,8 @@ class TensorBatch:
         return cls(state=f(t.obs["state"]),
                    images={k: torch.as_tensor(v) for k, v in t.obs.get("images", {}).items()},
                    actions=f(t.actions), logp=f(t.logp), values=f(t.values), rewards=f(t.rewards),
-                   dones=f(t.dones), mask=f(t.mask), bootstrap=f(t.bootstrap_value), scores=f(t.scores))
+                   dones=f(t.dones), mask=f(t.mask), bootstrap=f(t.bootstrap_value), scores=f(t.scores),
+                   instructions=t.obs.get("instruction"))
 
 
 def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
@@ -84,6 +86,7 @@ class PPOLearner:
         flat = lambda x: x.reshape(-1, *x.shape[2:])[valid]  # noqa: E731  [B, T, ...] -> [N, ...]
         state, actions, old_logp, old_v = flat(b.state), flat(b.actions), flat(b.logp), flat(b.values)
         images = {k: flat(v) for k, v in b.images.items()}
+        instr = None if b.instructions is None else b.instructions.reshape(-1)[valid.numpy()]
         adv, ret = flat(adv), flat(ret)
         if self.algo.whiten_adv and adv.numel() > 1:
             adv = whiten(adv)
@@ -94,7 +97,8 @@ class PPOLearner:
         for _ in range(self.cfg.epochs):
             perm = torch.randperm(state.shape[0], generator=generator)
             for idx in torch.tensor_split(perm, self.cfg.minibatches):
-                obs = {"state": state[idx], "images": {k: v[idx] for k, v in images.items()}, "instruction": []}
+                obs = {"state": state[idx], "images": {k: v[idx] for k, v in images.items()},
+                       "instruction": [] if instr is None else instr[idx.numpy()].tolist()}
                 m = self._step(obs, actions[idx], old_logp[idx], old_v[idx], adv[idx], ret[idx], use_critic)
                 for k, v in m.items():
                     stats.setdefault(k, []).append(v)

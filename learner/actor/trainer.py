@@ -28,10 +28,13 @@ log = logging.getLogger(__name__)
 def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
     """The policy layout for an env: cameras only when the model consumes images. The env's
     robot spec rides along (as the policy consumes it), so the checkpoint can be served to a robot."""
-    cams = dict(env_spec.cameras) if cfg.model.name == "cnn" else {}
+    from learner.models import IMAGE_MODELS, INSTRUCTION_MODELS
+
+    cams = dict(env_spec.cameras) if cfg.model.name in IMAGE_MODELS else {}
     robot = None if env_spec.robot is None else env_spec.robot.with_policy(cfg.model.chunk, tuple(cams))
     return PolicySpec(state_dim=env_spec.state_dim, action_dim=env_spec.action_dim,
-                      chunk=cfg.model.chunk, cameras=cams, robot=robot)
+                      chunk=cfg.model.chunk, cameras=cams, uses_instruction=cfg.model.name in INSTRUCTION_MODELS,
+                      robot=robot)
 
 
 def make_policy(cfg: EmbodiedConfig, spec: PolicySpec) -> Policy:
@@ -90,6 +93,17 @@ class TrainerHost(WeightPublisher):
         self.version = ckpt.weight_version
         self.version_base = max(0, ckpt.weight_version - 1 - (self.store.version() if self.store is not None else 0))
         return {k: v for k, v in ckpt.meta.items() if k in ("iteration", "weight_version", "metrics")}
+
+    def init_from(self, path: str) -> str:
+        """Start from another run's weights (``train.init_from``: e.g. SFT before RL); the
+        optimiser, iteration and weight version start fresh. Errors name both layouts."""
+        ckpt = load_checkpoint(path)
+        try:
+            self.trainer.policy.load_state_dict(ckpt.model_state)
+        except RuntimeError as e:
+            raise ValueError(f"train.init_from={path!r} does not fit model.name={self.trainer.cfg.model.name!r} "
+                             f"with this env: {str(e).splitlines()[0]}") from None
+        return path
 
     def param_vector(self) -> torch.Tensor:
         """All trainable parameters, flattened (tests compare it across iterations / ranks)."""

@@ -44,6 +44,27 @@ def _success_classifier(spec: PolicySpec, **kwargs: Any) -> Policy:
     return SuccessClassifier(spec, **kwargs)
 
 
+@MODELS.register("vla_tokens")
+def _vla_tokens(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Small VLA (CNN + frozen MiniLM instruction + fusion) with 256-bin action tokens."""
+    from learner.models.vla import VLAPolicy
+
+    return VLAPolicy(spec, **{**kwargs, "head": "tokens"})
+
+
+@MODELS.register("vla_flow")
+def _vla_flow(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """Small VLA with a flow-matching action expert (noise-injected sampling for RL log-probs)."""
+    from learner.models.vla import VLAPolicy
+
+    return VLAPolicy(spec, **{**kwargs, "head": "flow"})
+
+
+# models that read the env's cameras / the instruction (the trainer builds their PolicySpec so)
+IMAGE_MODELS = frozenset({"cnn", "vla_tokens", "vla_flow"})
+INSTRUCTION_MODELS = frozenset({"vla_tokens", "vla_flow"})
+
+
 def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     """Build the model registered as ``name`` for ``spec``; remembers name and kwargs."""
     policy = MODELS.get(name)(spec, **kwargs)
@@ -52,5 +73,5 @@ def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     return policy
 
 
-__all__ = ["MODELS", "HEADS", "ActorCriticPolicy", "SquashedGaussianPolicy", "Policy", "PolicyOutput", "PolicySpec",
+__all__ = ["MODELS", "HEADS", "IMAGE_MODELS", "INSTRUCTION_MODELS", "ActorCriticPolicy", "SquashedGaussianPolicy", "Policy", "PolicyOutput", "PolicySpec",
            "build_policy", "obs_to_tensors"]

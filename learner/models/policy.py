@@ -99,6 +99,16 @@ def obs_to_tensors(obs: dict[str, Any], device: torch.device | str = "cpu") -> d
     return out
 
 
+def executable(actions: np.ndarray, action_dim: int) -> np.ndarray:
+    """The columns of sampled actions ``[B, chunk, ...]`` an env executes: the first ``action_dim``.
+
+    Why a policy may return more: a flow policy's log-prob needs its denoising chain, which it
+    appends as latent columns (``learner.models.vla_heads``); the trajectory keeps the whole row
+    for the PPO ratio, the env gets only the action.
+    """
+    return actions if actions.shape[-1] == action_dim else actions[..., :action_dim]
+
+
 class Policy(nn.Module, abc.ABC):
     """Base class of every learner policy."""
 

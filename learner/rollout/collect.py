@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from learner.models import Policy, obs_to_tensors
+from learner.models.policy import executable
 from learner.rollout.envs import StageEnvs
 from learner.rollout.trajectory import StepOutcome, Trajectory, TrajectoryBuilder, collate
 from rlinf_contracts.env import Observation
@@ -62,14 +63,15 @@ def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, 
                    iteration: int, first_stream: int, single_episode: bool = False) -> Trajectory:
     """Run ``steps`` policy steps on every stage env; stage order is the batch order."""
     n = stages.spec.num_envs
-    builders = [TrajectoryBuilder(n, gamma, single_episode) for _ in stages.envs]
+    keep = policy.spec.uses_instruction
+    builders = [TrajectoryBuilder(n, gamma, single_episode, keep) for _ in stages.envs]
     for t in range(steps):
         for k, env in enumerate(stages.envs):
             obs = stages.obs[k]
             torch.manual_seed(sampling_seed(seed, first_stream + k, iteration, t))
             actions, logp, value = policy_step(policy, obs)
             builders[k].add_step(obs, actions, logp, value)
-            next_obs, reward, terminated, truncated, info = env.step(actions)
+            next_obs, reward, terminated, truncated, info = env.step(executable(actions, policy.spec.action_dim))
             out = StepOutcome.from_step(reward, terminated, truncated, info)
             builders[k].add_outcome(out, value_of(policy, out.final_obs))
             stages.obs[k] = next_obs

@@ -48,6 +48,8 @@ class StepOutcome:
         if trunc_only.any() and "final_observation" in info:
             rows, fo = np.flatnonzero(trunc_only), info["final_observation"]
             final = {"state": fo["state"][rows], "images": {k: v[rows] for k, v in (fo.get("images") or {}).items()}}
+            if fo.get("instruction"):  # language-conditioned envs: the critic reads it too
+                final["instruction"] = [fo["instruction"][r] for r in rows.tolist()]
         n = reward.shape[0]
         return cls(
             reward=reward, terminated=terminated, truncated=truncated,
@@ -87,7 +89,7 @@ class EpisodeStats:
 class Trajectory:
     """Batch-major rollout data: everything ``[B, T, ...]`` except ``bootstrap_value [B]``."""
 
-    obs: dict[str, Any]  # state [B, T, D], images {cam: [B, T, H, W, 3]}
+    obs: dict[str, Any]  # state [B, T, D], images {cam: [B, T, H, W, 3]}, maybe instruction [B, T] (str objects)
     actions: np.ndarray  # [B, T, chunk, A]
     logp: np.ndarray  # [B, T]
     values: np.ndarray  # [B, T]
@@ -117,8 +119,11 @@ def split_rows(traj: Trajectory, parts: int, group_size: int = 1) -> list[Trajec
     out = []
     for k in range(parts):
         sl = slice(int(bounds[k]), int(bounds[k + 1]))
+        obs = {"state": traj.obs["state"][sl], "images": {c: v[sl] for c, v in traj.obs.get("images", {}).items()}}
+        if traj.obs.get("instruction") is not None:
+            obs["instruction"] = traj.obs["instruction"][sl]
         out.append(Trajectory(
-            obs={"state": traj.obs["state"][sl], "images": {c: v[sl] for c, v in traj.obs.get("images", {}).items()}},
+            obs=obs,
             actions=traj.actions[sl], logp=traj.logp[sl], values=traj.values[sl], rewards=traj.rewards[sl],
             dones=traj.dones[sl], mask=traj.mask[sl], bootstrap_value=traj.bootstrap_value[sl],
             scores=traj.scores[sl], stats=traj.stats if k == 0 else EpisodeStats()))
@@ -134,6 +139,8 @@ def collate(parts: list[Trajectory]) -> Trajectory:
     cams = parts[0].obs.get("images", {}).keys()
     obs = {"state": cat([p.obs["state"] for p in parts]),
            "images": {c: cat([p.obs["images"][c] for p in parts]) for c in cams}}
+    if parts[0].obs.get("instruction") is not None:
+        obs["instruction"] = cat([p.obs["instruction"] for p in parts])
     return Trajectory(obs=obs, actions=cat([p.actions for p in parts]), logp=cat([p.logp for p in parts]),
                       values=cat([p.values for p in parts]), rewards=cat([p.rewards for p in parts]),
                       dones=cat([p.dones for p in parts]), mask=cat([p.mask for p in parts]),
@@ -144,8 +151,10 @@ def collate(parts: list[Trajectory]) -> Trajectory:
 class TrajectoryBuilder:
     """Accumulates one stream's steps; see the module docstring for the episode modes."""
 
-    def __init__(self, num_envs: int, gamma: float, single_episode: bool = False) -> None:
+    def __init__(self, num_envs: int, gamma: float, single_episode: bool = False,
+                 keep_instruction: bool = False) -> None:
         self.n, self.gamma, self.single = num_envs, gamma, single_episode
+        self.keep_instruction = keep_instruction  # language-conditioned policies re-read it in training
         self.obs: list[Observation] = []
         self.actions: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
@@ -162,7 +171,8 @@ class TrajectoryBuilder:
         return len(self.actions)
 
     def add_step(self, obs: Observation, actions: np.ndarray, logp: np.ndarray, values: np.ndarray) -> None:
-        self.obs.append({"state": obs["state"], "images": dict(obs.get("images") or {})})
+        self.obs.append({"state": obs["state"], "images": dict(obs.get("images") or {}),
+                         "instruction": list(obs.get("instruction") or []) if self.keep_instruction else []})
         self.actions.append(np.asarray(actions, np.float32))
         self.logp.append(np.asarray(logp, np.float32))
         self.values.append(np.asarray(values, np.float32))
@@ -192,6 +202,11 @@ class TrajectoryBuilder:
         cams = self.obs[0]["images"].keys() if self.obs else []
         obs = {"state": stack([o["state"] for o in self.obs]),
                "images": {c: stack([o["images"][c] for o in self.obs]) for c in cams}}
+        if self.keep_instruction and self.obs and all(len(o["instruction"]) == self.n for o in self.obs):
+            instr = np.empty((self.n, len(self.obs)), dtype=object)  # [B, T] strings
+            for t, o in enumerate(self.obs):
+                instr[:, t] = o["instruction"]
+            obs["instruction"] = instr
         boot = np.asarray(bootstrap_value, np.float32)
         if self.single:
             boot = np.where(self.alive, boot, 0.0).astype(np.float32)

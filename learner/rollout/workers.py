@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from learner.models import PolicySpec
+from learner.models.policy import executable
 from learner.roles import WeightSubscriber
 from learner.rollout.collect import policy_step, sampling_seed, value_of
 from learner.rollout.envs import StageEnvs
@@ -88,7 +89,8 @@ class RolloutWorker(WeightSubscriber, Worker):
         lay, cfg = self.layout, self.cfg
         self.sync_weights()
         single = cfg.algorithm.single_episode
-        builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single) for s in self.streams}
+        keep = self.policy.spec.uses_instruction
+        builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single, keep) for s in self.streams}
         busy, stats = 0.0, EpisodeStats()
         for _ in range(len(self.streams) * (steps + 1)):
             msg: EnvMessage = lay.obs.get(key=lay.rollout_key(self.streams[0]), timeout=lay.timeout)
@@ -101,7 +103,8 @@ class RolloutWorker(WeightSubscriber, Worker):
                 actions, logp, value = policy_step(self.policy, msg.obs)
                 b.add_step(msg.obs, actions, logp, value)
                 busy += time.perf_counter() - t0
-                lay.actions.put(actions, key=lay.action_key(msg.stream), timeout=lay.timeout)
+                lay.actions.put(executable(actions, self.policy.spec.action_dim), key=lay.action_key(msg.stream),
+                                timeout=lay.timeout)
             else:
                 traj = b.finish(value_of(self.policy, msg.obs))
                 stats.extend(traj.stats)

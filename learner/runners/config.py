@@ -54,6 +54,7 @@ class ModelConfig:
     normalize_state: bool = field(default=True, metadata=_h("running mean/std normalisation of the state"))
     cnn_channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("conv channels of the image encoder"))
     image_feat_dim: int = field(default=64, metadata=_h("image feature size"))
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata=_h("extra model keyword arguments (vla_*: text_encoder, flow_steps, init_log_sigma, n_bins...)"))
 
     def validate(self) -> None:
         if self.chunk < 1:
@@ -63,6 +64,9 @@ class ModelConfig:
 
     def build_kwargs(self) -> dict[str, Any]:
         """Kwargs for ``learner.models.build_policy`` (JSON-able: saved in checkpoints)."""
+        if self.name.startswith("vla_"):  # learner.models.vla: its own heads, same encoder knobs
+            return {"hidden": list(self.hidden), "normalize_state": self.normalize_state,
+                    "cnn_channels": list(self.cnn_channels), "image_feat_dim": self.image_feat_dim, **self.kwargs}
         head_kwargs = {"n_bins": self.n_bins} if self.head == "binned" else {"init_log_std": self.init_log_std}
         kw: dict[str, Any] = {"hidden": list(self.hidden), "head": self.head, "head_kwargs": head_kwargs,
                               "normalize_state": self.normalize_state}
@@ -138,6 +142,7 @@ class TrainConfig(TrainLoopConfig):
     checkpoint_every: int = field(default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)"))
     out_dir: str = field(default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json"))
     resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from"))
+    init_from: str | None = field(default=None, metadata=_h("checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and iteration start fresh"))
     tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
     final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))

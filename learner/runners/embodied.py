@@ -98,6 +98,9 @@ class _Run:
             address = self.trainers.execute_on([0], "dist_address").wait()[0]
             self.trainers.call("init_dist", address).wait()
         start = 0
+        if self.cfg.train.init_from and not self.cfg.train.resume:
+            self.trainers.call("init_from", self.cfg.train.init_from).wait()
+            log.info("model weights from %s (train.init_from)", self.cfg.train.init_from)
         if self.cfg.train.resume:
             meta = self.trainers.call("load", self.cfg.train.resume).wait()[0]
             start = int(meta["iteration"])

@@ -31,6 +31,7 @@ RUNNER_MODULES: dict[str, str] = {
     "offpolicy": "learner.runners.offpolicy",
     "offline": "learner.runners.offline",
     "reward_classifier": "learner.runners.reward_classifier",
+    "vla_sft": "learner.runners.vla_sft",
 }
 
 

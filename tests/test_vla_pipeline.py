@@ -1,0 +1,48 @@
+"""SFT -> RL through the real CLI and runners, tiny: collect demos, SFT, PPO / GRPO from the
+SFT checkpoint, eval per split. Seconds, not a learning test (benchmarks/vla_ood.py is)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from learner.checkpoint import load_checkpoint
+from rlinf_cli.main import main
+
+TINY_ENV = ["env.kwargs.image_size=32", "model.kwargs.text_encoder=hash", "model.hidden=[32]",
+            "model.image_feat_dim=16", "model.cnn_channels=[8,8,8]", "train.progress=false",
+            "eval.episodes=4", "eval.num_envs=4"]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vla") / "demos"
+    assert main(["collect", "franka_language/mix", "--episodes", "3", "--obs-mode", "state+rgb", "--noise", "0.1",
+                 "--out", str(out), "cameras=[front]", "image_size=32"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("head", ["tokens", "flow"])
+def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head):
+    sft_dir, ppo_dir, grpo_dir = tmp_path / "sft", tmp_path / "ppo", tmp_path / "grpo"
+    assert main(["train", f"configs/sim_franka_language_vla_{head}_sft.yaml", f"sft.demos={demos}", "sft.steps=5",
+                 "train.log_every=5", f"train.out_dir={sft_dir}", "eval.ood_splits=[id,semantic]", *TINY_ENV]) == 0
+    sft = json.loads((sft_dir / "metrics.json").read_text())["final"]
+    assert set(sft["eval"]) == {"id", "semantic"} and sft["demo_steps"] > 3
+    sft_state = load_checkpoint(sft_dir).model_state
+    assert main(["train", f"configs/sim_franka_language_vla_{head}_ppo.yaml", f"train.init_from={sft_dir}",
+                 "train.iterations=1", "env.num_envs=2", "rollout.steps_per_iteration=2", f"train.out_dir={ppo_dir}",
+                 "eval.ood_splits=[id]", *TINY_ENV]) == 0
+    ppo = json.loads((ppo_dir / "metrics.json").read_text())
+    assert np.isfinite(ppo["history"][-1]["train/policy_loss"])
+    ppo_state = load_checkpoint(ppo_dir).model_state
+    # RL started from the SFT weights (the frozen-text projection is trained, so compare a conv)
+    key = "cnn.conv1.weight"
+    diff = float((ppo_state[key] - sft_state[key]).abs().max())
+    assert 0.0 < diff < 0.05, diff
+    assert main(["train", f"configs/sim_franka_language_vla_{head}_grpo.yaml", f"train.init_from={sft_dir}",
+                 "train.iterations=1", "env.num_envs=4", "algorithm.group_size=2", "env.max_episode_steps=8",
+                 f"train.out_dir={grpo_dir}", "eval.ood_splits=[id]", *TINY_ENV]) == 0
+    assert json.loads((grpo_dir / "metrics.json").read_text())["final"]["eval"]["id"]["episodes"] == 4
