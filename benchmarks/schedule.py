@@ -1,14 +1,18 @@
 """Cost-model prediction error: predicted vs measured iteration time of every candidate.
 
-For each workload: profile (cached), rank every candidate placement / depth with the cost
-model, then run each candidate on the real runner (``learner.scheduling.plan.measure``). The
-machine is shared, so each prediction is scaled by the reference kernel timed right before
-and after that candidate's run, relative to profiling time (``curves.reference_s``); the raw
-(unscaled) prediction is kept beside it. ``auto`` = the candidate with the best scaled
-prediction; it is compared with the measured best.
+For each workload: profile (cached; ``--refresh`` re-takes it), then on one Ray cluster
+*calibrate* (:mod:`learner.scheduling.calibrate`: the comm profile and the in-process
+candidate's measured/predicted factor under the current load), rank every candidate placement /
+depth with the calibrated cost model, and run each candidate on the real runner
+(``learner.scheduling.plan.measure``) in ``--passes`` passes, the order reversed on each pass
+so load drift hits the candidates alike; measured = mean of the per-pass medians. The raw
+(uncalibrated) prediction -- profile and cached comm profile as they are -- is kept beside it.
+``auto`` = the candidate with the best calibrated prediction; it is compared with the measured
+best. ``--realloc`` adds the dynamic-reallocation A/B (``rollout.reallocate``).
 
-    .venv/bin/python benchmarks/schedule.py                    # embodied + grpo, ~10-20 min
-    .venv/bin/python benchmarks/schedule.py --workloads grpo
+    .venv/bin/python benchmarks/schedule.py                      # 3 workloads, ~20-30 min loaded
+    .venv/bin/python benchmarks/schedule.py --workloads grpo --passes 1
+    .venv/bin/python benchmarks/schedule.py --realloc --workloads ''
 
 Writes ``benchmarks/results/schedule.json`` and ``.md``.
 """
@@ -19,88 +23,162 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 RESULTS = Path(__file__).resolve().parent / "results"
-WORKLOADS = {  # name -> (config, overrides, description)
-    "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64"),
-    "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples"),
+WORKLOADS = {  # name -> (config, overrides, description, measured iterations per pass)
+    "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64", 6),
+    "offpolicy": ("configs/sim_franka_reach_sac.yaml",
+                  ["train.log_every=800", "train.warmup_steps=400", "train.learning_starts=400"],
+                  "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
+                  "metrics row of 800 transitions (400 updates)", 4),
+    "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples", 4),
 }
+REALLOC = ("configs/sim_franka_reach_ppo.yaml", ["model.hidden=[1024,1024]", "actor.epochs=2", "actor.minibatches=2"],
+           {"env,rollout": "0", "actor": "1"})
 
 
-def run_workload(name: str, slots: int, iterations: int) -> dict:
+def _load() -> float:
+    return round(os.getloadavg()[0], 1)
+
+
+def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
     from learner.cluster import Cluster
-    from learner.scheduling.curves import reference_s
-    from learner.scheduling.plan import measure, rank
+    from learner.scheduling.calibrate import calibrate
+    from learner.scheduling.plan import measure, profile_of, rank
     from rlinf_cli.schedule import _config
 
-    path, overrides, desc = WORKLOADS[name]
+    path, overrides, desc, iterations = WORKLOADS[name]
     cfg = _config(path, overrides)
-    preds = rank(cfg, slots, load_factor=False)
-    from learner.scheduling.plan import _profile_ref
-
-    ref_prof = _profile_ref(cfg)
+    t0 = time.perf_counter()
+    prof = profile_of(cfg, refresh)
+    profile_s = time.perf_counter() - t0 if refresh else getattr(prof, "seconds", 0.0)
+    raw = {p.candidate.label: p for p in rank(cfg, slots, load_factor=False)}
     cluster = Cluster.local(num_cpus=slots)
-    rows = []
+    rows: dict[str, dict] = {}
     try:
-        for p in preds:
-            r0 = reference_s()
-            t0 = time.perf_counter()
-            measured = measure(cfg, p.candidate, cluster, iterations=iterations)
-            factor = (r0 + reference_s()) / 2 / ref_prof if ref_prof > 0 else 1.0
-            rows.append({"candidate": p.candidate.label, "placement": p.candidate.placement, "mode": p.mode,
-                         "raw_predicted_s": p.iteration_s, "load_factor": factor,
-                         "predicted_s": p.iteration_s * factor, "measured_s": measured,
-                         "error": (p.iteration_s * factor - measured) / measured,
-                         "breakdown": p.breakdown, "wall_s": time.perf_counter() - t0})
-            print(f"{name} {p.candidate.label:20s} pred {p.iteration_s * factor:.3f} (raw {p.iteration_s:.3f} x "
-                  f"{factor:.2f}) meas {measured:.3f} err {rows[-1]['error']:+.0%}", flush=True)
+        cal = calibrate(cfg, slots, cluster)
+        print(f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas {cal.measured_s:.3f} -> x"
+              f"{cal.factor:.2f} (load {cal.load:.1f}, {cal.seconds:.0f} s)", flush=True)
+        preds = rank(cfg, slots, calibration=cal)
+        for k in range(passes):
+            for p in (preds if k % 2 == 0 else preds[::-1]):
+                label, load0, t1 = p.candidate.label, _load(), time.perf_counter()
+                measured = measure(cfg, p.candidate, cluster, iterations=iterations)
+                row = rows.setdefault(label, {
+                    "candidate": label, "placement": p.candidate.placement, "mode": p.mode,
+                    "raw_predicted_s": raw[label].iteration_s, "predicted_s": p.iteration_s,
+                    "breakdown": p.breakdown, "passes": [], "load": [], "wall_s": 0.0})
+                row["passes"].append(measured)
+                row["load"] += [load0, _load()]
+                row["wall_s"] += time.perf_counter() - t1
+                print(f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw {raw[label].iteration_s:.3f}) "
+                      f"meas {measured:.3f} load {load0}-{_load()}", flush=True)
     finally:
         cluster.shutdown()
-    auto = min(rows, key=lambda r: r["predicted_s"])
-    best = min(rows, key=lambda r: r["measured_s"])
-    return {"description": desc, "config": path, "slots": slots, "rows": rows, "auto": auto["candidate"],
-            "measured_best": best["candidate"], "auto_vs_best": auto["measured_s"] / best["measured_s"]}
+    for row in rows.values():
+        row["measured_s"] = statistics.mean(row["passes"])
+        row["error"] = (row["predicted_s"] - row["measured_s"]) / row["measured_s"]
+        row["raw_error"] = (row["raw_predicted_s"] - row["measured_s"]) / row["measured_s"]
+    out = [rows[p.candidate.label] for p in preds]
+    auto = min(out, key=lambda r: r["predicted_s"])
+    best = min(out, key=lambda r: r["measured_s"])
+    return {"description": desc, "config": path, "overrides": overrides, "slots": slots, "rows": out,
+            "calibration": cal.to_dict(), "profile_s": profile_s, "passes": passes, "iterations": iterations,
+            "auto": auto["candidate"], "measured_best": best["candidate"],
+            "auto_vs_best": auto["measured_s"] / best["measured_s"]}
 
 
-def _leave_one_out(rows: list[dict]) -> list[float]:
-    import statistics
+def _embodied_history(cfg, cluster, iterations: int) -> list[dict]:
+    import tempfile
 
-    out = []
-    for i, r in enumerate(rows):
-        others = [o["measured_s"] / o["raw_predicted_s"] for j, o in enumerate(rows) if j != i]
-        k = statistics.median(others) if others else 1.0
-        out.append((r["raw_predicted_s"] * k - r["measured_s"]) / r["measured_s"])
-    return out
+    from learner.runners import get_runner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg.train.iterations, cfg.train.out_dir = iterations, str(Path(tmp) / "run")
+        cfg.train.final_eval = cfg.train.tensorboard = cfg.train.progress = False
+        cfg.train.checkpoint_every, cfg.train.time_budget_s, cfg.train.resume = 0, None, None
+        get_runner("embodied").run(cfg, cluster)
+        return json.loads((Path(cfg.train.out_dir) / "metrics.json").read_text())["history"]
+
+
+def run_realloc(slots: int, passes: int, iterations: int = 8, warmup: int = 2) -> dict:
+    """A/B of ``rollout.reallocate`` on the split placement (env+rollout | actor), alternating."""
+    import copy
+
+    from learner.cluster import Cluster
+    from rlinf_cli.schedule import _config
+
+    path, overrides, placement = REALLOC
+    base = _config(path, overrides)
+    base.placement = dict(placement)
+    samples: dict[bool, dict[str, list[float]]] = {False: {"it": [], "train": []}, True: {"it": [], "train": []}}
+    cluster = Cluster.local(num_cpus=slots)
+    load0 = _load()
+    try:
+        for k in range(passes):
+            for flag in ((False, True) if k % 2 == 0 else (True, False)):
+                cfg = copy.deepcopy(base)
+                cfg.rollout.reallocate = flag
+                hist = _embodied_history(cfg, cluster, warmup + iterations)[warmup:]
+                samples[flag]["it"] += [h["iteration_s"] for h in hist]
+                samples[flag]["train"] += [h["time/train_s"] for h in hist]
+                print(f"realloc={flag} pass {k}: iteration {statistics.median(h['iteration_s'] for h in hist):.3f} s "
+                      f"train {statistics.median(h['time/train_s'] for h in hist):.3f} s load {_load()}", flush=True)
+    finally:
+        cluster.shutdown()
+    rows = [{"reallocate": f, "iteration_s": statistics.median(v["it"]), "train_s": statistics.median(v["train"]),
+             "n": len(v["it"])} for f, v in samples.items()]
+    gain = rows[0]["iteration_s"] / rows[1]["iteration_s"]
+    setup = (f"{path} with {' '.join(overrides)}, placement `{json.dumps(placement)}` on {slots} CPU slots; "
+             f"{warmup + iterations} iterations per run, first {warmup} dropped; {passes} passes in alternating order; "
+             f"load average {load0} at start, {_load()} at end.")
+    return {"setup": setup, "rows": rows, "gain": gain}
+
+
+def _workload_md(name: str, w: dict) -> list[str]:
+    cal = w["calibration"]
+    errs = [abs(r["error"]) for r in w["rows"]]
+    over = f" with `{' '.join(w['overrides'])}`" if w.get("overrides") else ""
+    lines = [f"## `{name}`: {w['description']} ({w['config']}{over}, {w['slots']} slots)", "",
+             f"Calibration (before the measurements): in-process candidate **{cal['reference']}** predicted "
+             f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f}; "
+             f"channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
+             f"{cal['comm']['hop_s']['cross']['1'] * 1e3:.1f} ms; load average {cal['load']:.1f}; took "
+             f"{cal['seconds']:.0f} s. Measured = mean over {w['passes']} passes (order reversed each pass) of the "
+             f"median of {w['iterations']} iterations after warm-up.", "",
+             "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
+             "load during | error | raw error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in w["rows"]:
+        per = ", ".join(f"{x:.3f}" for x in r["passes"])
+        lines.append(f"| {r['candidate']} | `{json.dumps(r['placement'])}` | {r['mode']} | {r['raw_predicted_s']:.3f} | "
+                     f"{r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {min(r['load']):.1f}-{max(r['load']):.1f} "
+                     f"| {r['error']:+.0%} | {r['raw_error']:+.0%} |")
+    lines += ["", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
+              f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
+              f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best.", ""]
+    return lines
 
 
 def render(data: dict) -> str:
     lines = ["# Cost model: predicted vs measured iteration time", "", data["meta"], ""]
     for name, w in data["workloads"].items():
-        errs = [abs(r["error"]) for r in w["rows"]]
-        lines += [f"## `{name}`: {w['description']} ({w['config']}, {w['slots']} slots)", "",
-                  "| candidate | placement | mode | raw prediction s | load factor | predicted s | measured s | error |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in w["rows"]:
-            lines.append(f"| {r['candidate']} | `{json.dumps(r['placement'])}` | {r['mode']} | {r['raw_predicted_s']:.3f} | "
-                         f"{r['load_factor']:.2f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} | {r['error']:+.0%} |")
-        loo = _leave_one_out(w["rows"])
-        lines += ["", "Leave-one-out calibrated error (each prediction scaled by the median measured/raw ratio "
-                  "of the *other* candidates: one machine-load factor, no per-candidate fit): "
-                  + ", ".join(f"{r['candidate']} {e:+.0%}" for r, e in zip(w["rows"], loo)) + ".",
-                  "", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
-                  f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
-                  f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best.", ""]
+        if "calibration" in w:
+            lines += _workload_md(name, w)
     r = data.get("reallocation")
     if r:
-        lines += ["## Reallocation (`rollout.reallocate`)", "", r["setup"], "",
+        lines += ["## Dynamic reallocation (`rollout.reallocate`)", "", r["setup"], "",
                   "| reallocate | iteration s (median) | train s (median) | samples |", "|---|---|---|---|"]
         for row in r["rows"]:
             lines.append(f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |")
-        lines += ["", r["note"], ""]
+        lines += ["", f"Gain (static / reallocating iteration time): **{r['gain']:.2f}x**.", "", r.get("note", ""), ""]
+    if data.get("notes"):
+        lines += ["## Notes", "", *data["notes"], ""]
     return "\n".join(lines) + "\n"
 
 
@@ -122,9 +200,11 @@ def render_whatif() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workloads", default="embodied,grpo")
+    ap.add_argument("--workloads", default="embodied,offpolicy,grpo")
     ap.add_argument("--slots", type=int, default=2)
-    ap.add_argument("--iterations", type=int, default=4)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--refresh", action="store_true", help="re-take the workload profiles")
+    ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--whatif", action="store_true", help="only write results/whatif.md (no measurements)")
     args = ap.parse_args()
@@ -136,13 +216,19 @@ def main() -> int:
         return 0
     path = RESULTS / "schedule.json"
     data = json.loads(path.read_text()) if path.exists() else {"workloads": {}}
+    data["workloads"] = {k: w for k, w in data["workloads"].items() if "calibration" in w}  # older format: dropped
+    if "gain" not in data.get("reallocation", {"gain": 0}):
+        data.pop("reallocation")
     if not args.render:
-        load = os.getloadavg()[0]
-        for name in args.workloads.split(","):
-            data["workloads"][name] = run_workload(name, args.slots, args.iterations)
-        data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
-                        f"{load:.1f} at start, {os.getloadavg()[0]:.1f} at end); median of {args.iterations} "
-                        f"iterations after warm-up per candidate; Python {platform.python_version()}.")
+        load = _load()
+        for name in filter(None, args.workloads.split(",")):
+            data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh)
+            path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
+        if args.realloc:
+            data["reallocation"] = run_realloc(args.slots, args.passes)
+        data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
+                        f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
+                        f"tables); Python {platform.python_version()}.")
         RESULTS.mkdir(exist_ok=True)
         path.write_text(json.dumps(data, indent=1))
     (RESULTS / "schedule.md").write_text(render(data))

@@ -140,3 +140,57 @@ def test_reallocating_actor_widens_only_for_the_update():
     finally:
         os.sched_setaffinity(0, saved)
         torch.set_num_threads(threads)
+
+
+def _offpolicy_cfg(**train):
+    from learner.offpolicy.config import OffPolicyConfig
+
+    raw = {"runner": "offpolicy", "env": {"name": "toy/point_reach", "num_envs": 8},
+           "algorithm": {"utd_ratio": 0.5, "batch_size": 32},
+           "train": {"log_every": 800, "publish_every": 50, **train}}
+    return from_dict(OffPolicyConfig, raw)
+
+
+def test_offpolicy_rows_fused_adds_and_async_takes_the_busiest_core():
+    from learner.scheduling.offpolicy import OffPolicyProfile, candidates, predict_offpolicy
+
+    prof = OffPolicyProfile(8, step_s=Curve({8: 0.002, 4: 0.0012}), update_s=0.01, ingest_s=1e-6, publish_s=0.001,
+                            weight_bytes=1024, transition_bytes=100, build_s=2.0)
+    cfg, comm = _offpolicy_cfg(), _comm()
+    fused, split, two = (predict_offpolicy(prof, comm, c, 2, 2, cfg) for c in candidates(2, 8))
+    learn = 400 * 0.01 + 800 * 1e-6
+    assert fused.iteration_s == pytest.approx(100 * 0.002 + learn) and fused.startup_s == pytest.approx(2.0)
+    sync = 8 * (0.001 + comm.weight_fetch(1.0))  # 400 updates / publish_every 50
+    trip = comm.hop(False, 100 * 800)
+    assert split.iteration_s == pytest.approx(max(learn + sync, 100 * 0.002) + trip + comm.call_s)
+    # two env workers (4 envs each): one shares core 0 with the learner, whose work it adds to
+    assert two.breakdown["busiest_core"] == pytest.approx(learn + sync + 100 * 0.0012)
+    # a learner-bound row: moving the env off the learner's core saves its share, all of it or half
+    assert split.iteration_s < two.iteration_s < fused.iteration_s
+
+
+def test_calibration_scales_compute_not_comm(seeded_cache):
+    from learner.runners.config import EmbodiedConfig
+    from learner.scheduling.calibrate import Calibration
+    from learner.scheduling.plan import rank
+
+    cfg = from_dict(EmbodiedConfig, seeded_cache)
+    comm = CommProfile.from_dict(DEFAULT_COMM)
+    base = {p.candidate.label: p for p in rank(cfg, 2, comm=comm, load_factor=False)}
+    cal = Calibration(2.0, comm, "fused x1 d1")
+    scaled = {p.candidate.label: p for p in rank(cfg, 2, calibration=cal)}
+    assert scaled["fused x1 d1"].iteration_s == pytest.approx(2 * base["fused x1 d1"].iteration_s)
+    hybrid, hybrid2 = base["split d1"].breakdown, scaled["split d1"].breakdown  # one actor: no all-reduce
+    assert hybrid2["train"] == pytest.approx(2 * hybrid["train"])
+    assert hybrid2["hop"] == pytest.approx(hybrid["hop"]) and hybrid2["calls"] == pytest.approx(hybrid["calls"])
+
+
+def test_placement_auto_uses_a_cached_calibration(seeded_cache):
+    from learner.runners.config import EmbodiedConfig
+    from learner.scheduling.calibrate import Calibration, _key
+
+    slow_channels = dict(DEFAULT_COMM, hop_s={"same": {"1": 0.5}, "cross": {"1": 0.5}})
+    cfg = from_dict(EmbodiedConfig, seeded_cache)
+    store_cached(_key(cfg, 2), Calibration(1.0, CommProfile.from_dict(slow_channels), "fused x1 d1").to_dict())
+    chosen = from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"})
+    assert chosen.rollout.fuse_collocated and len(chosen.placement) == 1  # 0.5 s hops: no channel placement wins
