@@ -33,9 +33,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = {  # name -> (config, overrides, description, measured iterations per pass)
     "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64", 6),
     "offpolicy": ("configs/sim_franka_reach_sac.yaml",
-                  ["train.log_every=800", "train.warmup_steps=400", "train.learning_starts=400"],
+                  ["train.log_every=400", "train.warmup_steps=400", "train.learning_starts=400"],
                   "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
-                  "metrics row of 800 transitions (400 updates)", 4),
+                  "metrics row of 400 transitions (200 updates)", 3),
     "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples", 4),
 }
 REALLOC = ("configs/sim_franka_reach_ppo.yaml", ["model.hidden=[1024,1024]", "actor.epochs=2", "actor.minibatches=2"],

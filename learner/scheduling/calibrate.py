@@ -11,8 +11,13 @@ is measured minutes later on a machine shared with other jobs. On this project's
 - **a channel hop costs the wake-up latency of a loaded scheduler**: 2-3 ms measured on a quieter
   machine, 4-23 ms at load 12, and channel placements pay one round trip per step and stage.
 
-So a calibration measures both at the time of use (~15-40 s): the machine's comm profile
-(:func:`learner.scheduling.comm.profile_comm` on the run's own cluster) and the workload's
+A third showed once the first two were calibrated: **the cores are not equally loaded**. Workers
+are pinned to their slot's core and every job's slot 0 is core 0, so on a shared machine core 0
+can run single-threaded work several times slower than core 1.
+
+So a calibration measures all three at the time of use (~20-60 s): the machine's comm profile
+(:func:`learner.scheduling.comm.profile_comm` on the run's own cluster), the per-core slowdown
+(:func:`core_factors`, the reference kernel pinned to each core in turn) and the workload's
 *in-process candidate* (fused on one slot / the inline GRPO driver / fused off-policy) run for a
 few iterations on the real runner; ``factor = measured / predicted`` of that candidate, whose
 prediction is pure compute, and every candidate's compute times are multiplied by it.
@@ -55,6 +60,30 @@ class Calibration:
         return cls(**{**d, "comm": CommProfile.from_dict(d["comm"])})
 
 
+def core_factors(cores: int, rounds: int = 7, repeats: int = 8) -> dict[str, float]:
+    """Slowdown of single-threaded compute on each core relative to core 0, now: this process
+    pinned to each core in turn runs :func:`reference_s`, interleaved ``rounds`` times; median per
+    core. Why: workers are pinned to their slot's core, and on a shared machine other jobs'
+    pinned workers (slot 0 is everyone's first core) load the cores unevenly."""
+    import statistics
+
+    from learner.scheduling.curves import reference_s
+
+    if cores < 2 or not hasattr(os, "sched_getaffinity"):
+        return {}
+    saved = os.sched_getaffinity(0)
+    times: dict[int, list[float]] = {c: [] for c in range(cores)}
+    try:
+        for r in range(rounds):
+            for c in (range(cores) if r % 2 == 0 else reversed(range(cores))):
+                os.sched_setaffinity(0, {c})
+                times[c].append(reference_s(repeats))
+    finally:
+        os.sched_setaffinity(0, saved)
+    base = statistics.median(times[0])
+    return {str(c): statistics.median(t) / base for c, t in times.items()}
+
+
 def _key(cfg: Any, num_slots: int) -> str:
     from rlinf_contracts.config import to_dict
 
@@ -69,7 +98,7 @@ def cached_calibration(cfg: Any, num_slots: int) -> Calibration | None:
     return Calibration.from_dict(d) if d else None
 
 
-def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 3, cores: int | None = None) -> Calibration:
+def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, cores: int | None = None) -> Calibration:
     """Measure the comm profile on ``cluster`` and the in-process candidate's speed; cache both."""
     from learner.scheduling.comm import profile_comm
     from learner.scheduling.plan import measure, physical_cores, predict_all, profile_of
@@ -77,6 +106,7 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 3, co
     t0 = time.perf_counter()
     cores = cores or physical_cores()
     comm = profile_comm(cluster, refresh=True)
+    comm.core_factor = core_factors(cores)
     ref = predict_all(cfg, profile_of(cfg), comm, num_slots, cores)[0]
     measured = measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1)
     cal = Calibration(measured / ref.iteration_s, comm, ref.candidate.label, ref.iteration_s, measured,

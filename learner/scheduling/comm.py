@@ -35,6 +35,12 @@ class CommProfile:
     ray_init_s: float = 0.0
     spawn_s: float = 0.0
     call_s: float = 0.0
+    core_factor: dict[str, float] = field(default_factory=dict)  # core -> slowdown vs core 0 (calibration)
+
+    def core(self, c: int) -> float:
+        """How much slower single-threaded compute runs on core ``c`` than on core 0 now (1.0
+        unless a calibration measured it: other jobs' pinned workers load cores unevenly)."""
+        return float(self.core_factor.get(str(c), 1.0))
 
     def hop(self, same_core: bool, nbytes: float) -> float:
         return self.hop_s["same" if same_core else "cross"](nbytes / 1024)
@@ -45,12 +51,13 @@ class CommProfile:
     def to_dict(self) -> dict[str, Any]:
         return {"hop_s": {k: v.to_dict() for k, v in self.hop_s.items()}, "occupancy_s": self.occupancy_s,
                 "weight_fetch": self.weight_fetch.to_dict(), "ray_init_s": self.ray_init_s,
-                "spawn_s": self.spawn_s, "call_s": self.call_s}
+                "spawn_s": self.spawn_s, "call_s": self.call_s, "core_factor": self.core_factor}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommProfile":
         return cls({k: Curve.from_dict(v) for k, v in d["hop_s"].items()}, dict(d["occupancy_s"]),
-                   Curve.from_dict(d["weight_fetch"]), d["ray_init_s"], d["spawn_s"], d["call_s"])
+                   Curve.from_dict(d["weight_fetch"]), d["ray_init_s"], d["spawn_s"], d["call_s"],
+                   {str(k): float(v) for k, v in d.get("core_factor", {}).items()})
 
 
 class PingWorker(Worker):

@@ -60,13 +60,14 @@ def _cores(slots: list[int], cores: int) -> set[int]:
     return {s % cores for s in slots}
 
 
-def _share(procs: list[list[int]], cores: int) -> float:
-    """Time-sharing factor of a group whose processes run at once: processes per busiest core."""
+def _share(procs: list[list[int]], cores: int, comm: CommProfile | None = None) -> float:
+    """Time-sharing factor of a group whose processes run at once: processes per core times that
+    core's slowdown (:meth:`CommProfile.core`, 1 unless calibrated), on the worst core."""
     load: dict[int, float] = {}
     for slots in procs:
         for c in _cores(slots, cores):
             load[c] = load.get(c, 0.0) + 1.0 / len(slots)
-    return max(1.0, max(load.values()))
+    return max(max(1.0, n) * (comm.core(c) if comm else 1.0) for c, n in load.items())
 
 
 GLOO_LATENCY_S = 5e-4
@@ -86,7 +87,7 @@ def predict_fused(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, pla
                   updates: int) -> Prediction:
     k, s = placement["actor"].num_processes, cand.stages
     m = prof.num_envs / (k * s)
-    share = _share(placement["actor"].process_slots, cores)
+    share = _share(placement["actor"].process_slots, cores, comm)
     rollout = share * (prof.steps * s * (prof.env_step(m) + prof.infer(m)) + s * prof.infer(m))
     train = share * prof.train(prof.num_envs / k) + _allreduce(prof, k, updates)
     local = k == 1
@@ -107,13 +108,15 @@ def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, 
     e, i = prof.env_step(m), prof.infer(m)
     same = bool(_cores(pe.slots, cores) & _cores(pr.slots, cores))
     h, o = comm.hop(same, prof.obs_bytes_per_env * m), comm.occupancy(same)
-    env_busy = s * (e + o) * _share(pe.process_slots, cores)
-    roll_busy = (e_n * s / r_n) * (i + o) * _share(pr.process_slots, cores)
+    env_busy = s * (e + o) * _share(pe.process_slots, cores, comm)
+    roll_busy = (e_n * s / r_n) * (i + o) * _share(pr.process_slots, cores, comm)
     busy = env_busy + roll_busy if same else max(env_busy, roll_busy)
-    step = max(busy, e + i + 2 * h)
+    slow_e = max(comm.core(c) for c in _cores(pe.slots, cores))
+    slow_i = max(comm.core(c) for c in _cores(pr.slots, cores))
+    step = max(busy, e * slow_e + i * slow_i + 2 * h)
     traj = comm.hop(False, prof.row_step_bytes * prof.num_envs * prof.steps / a_n)
-    rollout = prof.steps * step + (e_n * s / r_n) * i + traj
-    train = _share(pa.process_slots, cores) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates)
+    rollout = prof.steps * step + (e_n * s / r_n) * i * slow_i + traj
+    train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates)
     sync = prof.publish_s + comm.weight_fetch(prof.weight_bytes / 1024)
     calls = 3 * comm.call_s
     startup = comm.ray_init_s + comm.spawn_s + sum(prof.build_s.values())

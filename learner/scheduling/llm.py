@@ -137,6 +137,8 @@ def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate
 
     placement = parse_placement(cand.placement, num_slots)
     same = bool({s % cores for s in placement["rollout"].slots} & {s % cores for s in placement["actor"].slots})
+    gen *= max(comm.core(s % cores) for s in placement["rollout"].slots)  # calibrated core slowdowns
+    act *= max(comm.core(s % cores) for s in placement["actor"].slots)
     h = comm.hop(same, prof.batch_bytes)
     f = comm.weight_fetch(prof.weight_bytes / 1024)
     calls = 6 * comm.call_s

@@ -17,8 +17,9 @@ Cost of one row (``R = log_every`` transitions, ``U = utd_ratio x R`` updates):
   every ``publish_every`` updates): a producer/consumer pipeline whose throughput is set by its
   busiest *core*: each process has work per row (env worker ``R/B x step(B/E)``, learner ``U x
   update + R x ingest + U/publish_every x (publish + fetch)``), the work of processes pinned to
-  the same core adds, and the row takes the largest core's sum (the bounded channel keeps the
-  faster side waiting, so nothing is gained beyond it), plus the trip of the episodes.
+  the same core adds (times the core's calibrated slowdown), and the row takes the largest
+  core's sum (the bounded channel keeps the faster side waiting, so nothing is gained beyond
+  it), plus the trip of the episodes.
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ def predict_offpolicy(prof: OffPolicyProfile, comm: CommProfile, cand: Candidate
             work[s % cores] = work.get(s % cores, 0.0) + env_each / len(slots)
     for s in learner[0]:
         work[s % cores] = work.get(s % cores, 0.0) + (learn + sync) / len(learner[0])
+    work = {c: w * comm.core(c) for c, w in work.items()}  # calibrated core slowdowns
     trip = comm.hop(False, prof.transition_bytes * row / max(e, 1))
     t = max(work.values()) + trip + comm.call_s
     return Prediction(cand, t, comm.ray_init_s + comm.spawn_s + prof.build_s,
