@@ -68,14 +68,16 @@ def run(cmd: list[str], log: Path, timeout: float) -> None:
                          + log.read_text(errors="replace")[-3000:])
 
 
-def graph_config(work: Path, server: str, patience_s: float, progress_m: float, release_m: float) -> Path:
+def graph_config(work: Path, server: str, patience_s: float, progress_m: float, release_m: float,
+                 regress_m: float | None) -> Path:
     """The twin graph (configs/ros_sim_franka.yaml) with the scripted human: driving every tick
     without a server (demonstrations), in drift mode with one (HG-DAgger rounds)."""
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
     cfg["task"].update(results_path=str(work / "task_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = server
     cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": not server,
-                     "script": {"patience_s": patience_s, "progress_m": progress_m, "release_m": release_m}}
+                     "script": {"patience_s": patience_s, "progress_m": progress_m, "release_m": release_m,
+                                "regress_m": regress_m}}
     cfg["recorder"] = {"episodes": {"source": "intervention" if server else "demo"}}
     path = work / ("graph_hg.yaml" if server else "graph_demos.yaml")
     path.write_text(yaml.safe_dump(cfg))
@@ -148,15 +150,19 @@ def main() -> None:
     ap.add_argument("--patience-s", type=float, default=1.0)
     ap.add_argument("--progress-m", type=float, default=0.02)
     ap.add_argument("--release-m", type=float, default=0.02)
+    ap.add_argument("--regress-m", type=float, default=None, help="also take over when this much off the path")
     ap.add_argument("--work", default="runs/hg_dagger")
+    ap.add_argument("--report", action="store_true", help="rewrite the .md / .png from the .json, run nothing")
     a = ap.parse_args()
+    if a.report:
+        return write_results(json.loads((RESULTS / "hg_dagger.json").read_text()))
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
     os.environ["RLINF_WEIGHTS_TOKEN"] = TOKEN
     work = (ROOT / a.work).resolve()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log, dataset, t_start = work / "log.txt", work / "dataset", time.time()
-    script = (a.patience_s, a.progress_m, a.release_m)
+    script = (a.patience_s, a.progress_m, a.release_m, a.regress_m)
     collect(graph_config(work, "", *script), work / "demos", a.demos, 0, log)
     demo = round_stats(work / "demos")
     n_data = add_to_dataset(dataset, work / "demos", only_intervention=False)
@@ -221,7 +227,9 @@ def write_results(result: dict) -> None:
              f"Reach on the MuJoCo twin over ROS 2 (robot node, policy client at 10 Hz, teleop, task judge, recorder "
              f"as processes). {s['demos']} scripted teleop demos, then {s['rounds']} rounds of {s['episodes']} "
              f"episodes with the policy served and a scripted human that takes over after {s['patience_s']:g} s "
-             f"without {s['progress_m']:g} m of progress and hands back within {s['release_m']:g} m of the goal. "
+             f"without {s['progress_m']:g} m of progress"
+             + (f" or {s['regress_m']:g} m off its closest approach" if s.get("regress_m") else "")
+             + f" and hands back within {s['release_m']:g} m of the goal. "
              f"Retraining: BC (offline runner, {s['updates']} updates) on demos + intervention-labelled steps; "
              f"new weights pushed to the running server. Held-out success: {s['eval_episodes']} simulator episodes, "
              "no human.", "",
@@ -232,7 +240,11 @@ def write_results(result: dict) -> None:
         lines.append(f"| {r['round']} | {r['policy']} | {held} | {r.get('episodes', '-')} | "
                      f"{r.get('intervention_ratio', '-')} | {r.get('assisted_success', '-')} | "
                      f"{r.get('solo_success', '-')} | {r['dataset_steps']} |")
-    lines += ["", f"Round 0 is the teleop demonstrations (intervention ratio 1 by construction). Total "
+    lines += ["", "Twin episodes: those with at least one recorded step; episodes the task judge scored a success "
+              "at step 0-1 (hand already within the 5 cm radius) have none and are left out of the ratios. "
+              "Held-out success is over "
+              f"{s['eval_episodes']} episodes (standard error up to 0.07). "
+              f"Round 0 is the teleop demonstrations (intervention ratio 1 by construction). Total "
               f"{result['elapsed_s']:.0f} s on {result['machine']['cpus']} shared cores, load average "
               f"{result['machine']['load_avg_1m']} at the end."]
     (RESULTS / "hg_dagger.md").write_text("\n".join(lines) + "\n")
