@@ -148,8 +148,13 @@ class IngestSection:
     token_file: str | None = field(default=None, metadata=_h("file holding the robots' bearer token; null = RLINF_INGEST_TOKEN(_FILE)"))
     wait_s: float = field(default=0.5, metadata=_h("how long the learner waits for transitions when it owes no update"))
     pretrain_updates: int = field(default=0, metadata=_h("updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"))
+    reward: str = field(default="stream", metadata=_h("stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field)"))
 
     def validate(self) -> None:
+        from learner.offpolicy.remote import REWARDS
+
+        if self.reward not in REWARDS.names():
+            raise ConfigError(f"key 'ingest.reward'={self.reward!r} is unknown; choose one of {sorted(REWARDS.names())}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"key 'ingest.port' must be in [0, 65535], got {self.port}")
         if self.wait_s <= 0 or self.pretrain_updates < 0:

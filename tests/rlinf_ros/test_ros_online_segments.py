@@ -84,3 +84,23 @@ def test_config_errors_name_the_key(monkeypatch, tmp_path) -> None:
         _cfg(ingest={"enabled": True, "token_file": str(tmp_path / "missing")})
     cfg = _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "token_file": __file__})
     assert cfg.ingest.enabled and cfg.push.every_updates == 50
+
+
+def test_goal_distance_reward_is_the_simulators_reach_reward() -> None:
+    from learner.offpolicy.remote import REWARDS
+    from rlinf_contracts.spec import RobotSpec
+
+    spec = RobotSpec.from_dict({"state": [["ee_pos", 3], ["goal_minus_ee", 3]], "action": {"control": "ee_delta", "dim": 7}})
+    seg = Segments(StepLayout(6, 2), "t", None, 10.0)
+    eps = []
+    for i in range(3):
+        t = _t(i, 0, terminated=i == 2, dim=6)
+        t.obs["state"][3:] = [0.0, 0.3 - 0.1 * i, 0.0]  # the goal comes 10 cm closer per step
+        t.next_obs["state"][3:] = [0.0, 0.2 - 0.1 * i, 0.0]
+        eps += seg.add(t)
+    r = REWARDS.get("goal_distance")(spec)(eps[0])
+    # -distance after each step; the last step (terminal, success) keeps the robot's +1
+    assert np.allclose(r, [-0.2, -0.1, 1.0 - 0.0], atol=1e-6), r
+    assert np.array_equal(REWARDS.get("stream")(spec)(eps[0]), eps[0].steps["reward"])
+    with pytest.raises(ConfigError, match="goal_minus_ee"):
+        REWARDS.get("goal_distance")(RobotSpec.from_dict({"state": [["ee_pos", 3]], "action": {"control": "ee_delta", "dim": 7}}))
