@@ -7,17 +7,18 @@ camera loop at >= 30 Hz with a recorded 224x224 image next to the raw rclpy roun
 (a) **Jitter under weight pushes.** Real processes, real DDS, a random ROS_DOMAIN_ID: sim robot
 node (MuJoCo Panda, 100 Hz driver) + policy client (state-only joint-delta spec, chunk 1: every
 tick needs a fresh inference) + a real policy server serving a torch MLP (``learner.serving.
-TorchPolicy``, ``--hidden``, 17 MB of weights by default) with weight pushes enabled. Three
-phases of ``--seconds`` each: no pushes (baseline); a push every ``--push-every`` s by the
-shipped :class:`~policy_server.push.WeightPusher` (one frame per push) from a thread of this
-process; the same pushes sent as 256 KB wire fragments (:class:`FragmentingPusher`). The period
-is the difference of consecutive command header stamps (the policy client stamps each
+TorchPolicy``, ``--hidden``, 17 MB of weights by default) with weight pushes enabled. First
+``--seconds`` without pushes, then ``2 x --seconds`` with a push every ``--push-every`` s from
+a thread of this process, alternating the shipped :class:`~policy_server.push.WeightPusher`
+(one frame per push) and :class:`FragmentingPusher` (the same push in 256 KB wire fragments),
+so both see the same machine load. The period is the difference of consecutive command header
+stamps (the policy client stamps each
 ``JointTrajectory`` when its tick builds it). A period counts as *coinciding with a push* when
 it overlaps [push sent - one period, ack received + one period]. The weights are serialised
 (safetensors) before the phase: on a deployment the learner does that on the GPU box, here it
 would steal the robot's 2 cores and say nothing about the server.
 Reported: period median / p99 / max per phase, periods > 1.5 x nominal with and without a push
-in flight, hold ticks (no fresh answer in time) per phase, the versions the loop acted with.
+in flight (per pusher) and with none in flight, in the same phase; hold ticks (no answer in time).
 
 (b) **Camera loop.** Sim robot node + camera node with ``backend: recorded`` (224x224 frames
 replayed from a .npz: no renderer competing for the CPU) + policy client at ``--camera-hz``
@@ -150,24 +151,38 @@ def stats_ms(xs: list[float] | np.ndarray) -> dict[str, float]:
             "max": round(float(a.max()), 2)}
 
 
-def classify_periods(stamps: np.ndarray, windows: list[tuple[float, float]], nominal: float,
-                     factor: float = 1.5) -> dict[str, object]:
-    """Periods between consecutive command stamps; long ones split by overlap with a push window.
+def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, float]]], nominal: float,
+                     factor: float = 1.5) -> dict[str, dict]:
+    """Periods between consecutive command stamps, grouped by the push window (tag) they overlap
+    (``none``: no push in flight); per group the count, the long ones (> ``factor`` x nominal)
+    and the longest.
 
-    >>> r = classify_periods(np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7]), [(0.15, 0.25)], 0.1)
-    >>> r["long_with_push"], r["long_without_push"], r["periods_with_push"]
-    (1, 1, 3)
+    >>> r = classify_periods(np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7]), {"w": [(0.15, 0.25)]}, 0.1)
+    >>> r["w"]["n"], r["w"]["long"], r["none"]["n"], r["none"]["long"]
+    (3, 1, 2, 1)
     """
     stamps = np.sort(stamps)
     periods = np.diff(stamps)
     starts, ends = stamps[:-1], stamps[1:]
-    with_push = np.zeros(len(periods), bool)
-    for a, b in windows:
-        with_push |= (starts <= b + nominal) & (ends >= a - nominal)
     long = periods > factor * nominal
-    return {"periods_ms": stats_ms(periods * 1e3), "periods_with_push": int(with_push.sum()),
-            "long_with_push": int((long & with_push).sum()), "long_without_push": int((long & ~with_push).sum()),
-            "long_periods_ms": [round(float(p) * 1e3, 1) for p in periods[long]]}
+    rest = np.ones(len(periods), bool)
+    out: dict[str, dict] = {}
+
+    def group(mask: np.ndarray) -> dict:
+        return {"n": int(mask.sum()), "long": int((long & mask).sum()),
+                "long_rate": round(float((long & mask).sum() / max(mask.sum(), 1)), 4),
+                "max_ms": round(float(periods[mask].max() * 1e3), 1) if mask.any() else None,
+                "long_ms": [round(float(p) * 1e3, 1) for p in periods[long & mask]]}
+
+    for tag, wins in windows.items():
+        hit = np.zeros(len(periods), bool)
+        for a, b in wins:
+            hit |= (starts <= b + nominal) & (ends >= a - nominal)
+        out[tag] = group(hit)
+        rest &= ~hit
+    out["none"] = group(rest)
+    out["all"] = {**group(np.ones(len(periods), bool)), **stats_ms(periods * 1e3)}
+    return out
 
 
 def _write_graph(tmp: Path, name: str, cfg: dict) -> Path:
@@ -219,11 +234,9 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
                    "fragmented": FragmentingPusher(f"ws://127.0.0.1:{port}", TOKEN)}
         t_base0 = time.time()
         time.sleep(seconds)
-        phases, version = {}, [0]
-        for name, pusher in pushers.items():
-            t0 = time.time()
-            windows, acks = push_phase(pusher, blobs, version, seconds, push_every)
-            phases[name] = (t0, time.time(), windows, acks)
+        t_push0 = time.time()
+        windows, acks = push_phase(pushers, blobs, 2 * seconds, push_every)
+        t_end = time.time()
         time.sleep(0.6)  # the last status
         with probe.lock:
             stamps = np.array([s for _, s in cmds])
@@ -234,35 +247,38 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
         probe.close()
         procs.stop_all()
     nominal = 1.0 / hz
-    t_push0 = min(p[0] for p in phases.values())
-    out = {"control_hz": hz, "nominal_ms": round(nominal * 1e3, 1), "seconds_per_phase": seconds,
-           "push_every_s": push_every, "mlp_hidden": hidden, "weights_mb": round(n_params * 4 / 1e6, 2),
-           "phases": {"no pushes": {**classify_periods(stamps[(stamps >= t_base0) & (stamps <= t_push0)], [], nominal),
-                                    **_status_delta(stat, t_base0, t_push0)}},
-           "load_avg_1m": round(os.getloadavg()[0], 1)}
-    for name, (t0, t1, windows, acks) in phases.items():
-        out["phases"][f"pushes ({name})"] = {
-            **classify_periods(stamps[(stamps >= t0) & (stamps <= t1)], windows, nominal),
-            **_status_delta(stat, t0, t1), "pushes": len(acks), "push_acks": acks,
-            "push_round_trip_ms": stats_ms([a["round_trip_ms"] for a in acks])}
-    return out
+    base = classify_periods(stamps[(stamps >= t_base0) & (stamps <= t_push0)], {}, nominal)
+    push = classify_periods(stamps[(stamps >= t_push0) & (stamps <= t_end)], windows, nominal)
+    return {"control_hz": hz, "nominal_ms": round(nominal * 1e3, 1), "seconds_no_push": seconds,
+            "seconds_push": 2 * seconds, "push_every_s": push_every, "mlp_hidden": hidden,
+            "weights_mb": round(n_params * 4 / 1e6, 2),
+            "no_push_phase": {**base, **_status_delta(stat, t_base0, t_push0)},
+            "push_phase": {**push, **_status_delta(stat, t_push0, t_end)},
+            "pushes": {name: {"n": len(a), "round_trip_ms": stats_ms([x["round_trip_ms"] for x in a]),
+                              "server_load_ms": stats_ms([x["load_ms"] for x in a]), "acks": a}
+                       for name, a in acks.items()},
+            "load_avg_1m": round(os.getloadavg()[0], 1)}
 
 
-def push_phase(pusher: "object", blobs: list[bytes], version: list[int], seconds: float,
-               push_every: float) -> tuple[list[tuple[float, float]], list[dict]]:
-    """Push a new version every ``push_every`` s for ``seconds`` from a thread; (windows, acks)."""
-    windows: list[tuple[float, float]] = []
-    acks: list[dict] = []
+def push_phase(pushers: dict[str, "object"], blobs: list[bytes], seconds: float,
+               push_every: float) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[dict]]]:
+    """For ``seconds``, push a new version every ``push_every`` s from a thread, the pushers taking
+    turns (so both see the same machine load); returns (windows, acks) per pusher."""
+    windows: dict[str, list[tuple[float, float]]] = {name: [] for name in pushers}
+    acks: dict[str, list[dict]] = {name: [] for name in pushers}
     stop = threading.Event()
+    names = list(pushers)
 
     def loop() -> None:
+        version = 0
         while not stop.wait(push_every):
-            version[0] += 1
+            version += 1
+            name = names[version % len(names)]
             t0 = time.time()
-            ack = pusher.push(blobs[version[0] % 2], version=version[0])  # type: ignore[attr-defined]
-            windows.append((t0, time.time()))
-            acks.append({"version": ack.version, "load_ms": round(ack.load_ms, 1), "wait_ms": round(ack.wait_ms, 2),
-                         "round_trip_ms": round((time.time() - t0) * 1e3, 1)})
+            ack = pushers[name].push(blobs[version % 2], version=version)  # type: ignore[attr-defined]
+            windows[name].append((t0, time.time()))
+            acks[name].append({"version": ack.version, "load_ms": round(ack.load_ms, 1),
+                               "wait_ms": round(ack.wait_ms, 2), "round_trip_ms": round((time.time() - t0) * 1e3, 1)})
 
     th = threading.Thread(target=loop, daemon=True)
     th.start()
@@ -324,20 +340,30 @@ def write_results(result: dict) -> None:
              f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.", "",
              f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
              f"{j['nominal_ms']} ms)", "",
-             f"Torch MLP {j['mlp_hidden']} ({j['weights_mb']} MB of weights) served by `PolicyServer`; a push every "
-             f"{j['push_every_s']:g} s from a thread of the benchmark process; {j['seconds_per_phase']:g} s per phase. "
-             "*whole*: `WeightPusher` (one 17 MB frame per push); *fragmented*: the same push as 256 KB wire "
-             "fragments. A period coincides with a push if it overlaps [sent - 1 period, acked + 1 period].", "",
-             "| phase | pushes | push->ack median / max ms | periods | median ms | p99 ms | max ms | > 1.5x nominal "
-             "during a push | > 1.5x nominal otherwise | hold ticks | policy ticks | obs->command p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in j["phases"].items():
-        p, rt = r["periods_ms"], r.get("push_round_trip_ms", {})
-        lines.append(f"| {name} | {r.get('pushes', 0)} | {rt.get('median', '-')} / {rt.get('max', '-')} | {p['n']} | "
-                     f"{p['median']} | {p['p99']} | {p['max']} | {r['long_with_push']} | {r['long_without_push']} | "
-                     f"{r['hold_steps']} | {r['policy_steps']} | {r['command_ms_p99']:.1f} |")
-    lines += ["", f"Load average {j['load_avg_1m']}. Long periods (ms): "
-              + "; ".join(f"{k}: {r['long_periods_ms']}" for k, r in j["phases"].items()), "",
+             f"Torch MLP {j['mlp_hidden']} ({j['weights_mb']} MB of weights) served by `PolicyServer`. "
+             f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
+             f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
+             "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
+             "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal.", "",
+             "| periods | count | long | long rate | longest ms |", "|---|---|---|---|---|"]
+    rows = [("no-push phase, all", j["no_push_phase"]["all"]), ("push phase, all", j["push_phase"]["all"]),
+            ("push phase, overlapping a *whole* push", j["push_phase"].get("whole")),
+            ("push phase, overlapping a *fragmented* push", j["push_phase"].get("fragmented")),
+            ("push phase, no push in flight", j["push_phase"]["none"])]
+    for name, g in rows:
+        if g:
+            lines.append(f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} |")
+    na, pa = j["no_push_phase"]["all"], j["push_phase"]["all"]
+    lines += ["", f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; with pushes "
+              f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks (no answer in time): "
+              f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
+              f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
+              f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).", ""]
+    for name, pu in j["pushes"].items():
+        lines.append(f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} ms "
+                     f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
+                     f"{pu['server_load_ms'].get('median')} ms")
+    lines += ["", f"Load average {j['load_avg_1m']} at the end of (a).", "",
               f"## (b) Camera loop with a recorded 224x224 source ({c['target_hz']:g} Hz)", "",
               "Raw rclpy round trip (publish -> echo process -> back), same run:", "",
               "| message | p50 ms | p99 ms |", "|---|---|---|"]
@@ -358,7 +384,7 @@ def main() -> None:
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024, 1024])
     ap.add_argument("--jitter-hz", type=float, default=20.0)
-    ap.add_argument("--seconds", type=float, default=20.0, help="per phase (no pushes, pushes)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="without pushes (twice that with pushes)")
     ap.add_argument("--push-every", type=float, default=3.0)
     ap.add_argument("--camera-hz", type=float, default=30.0)
     ap.add_argument("--camera-seconds", type=float, default=10.0)
