@@ -125,7 +125,10 @@ class VlaAdapter(nn.Module, abc.ABC):
         from safetensors.torch import load_file
 
         state = load_file(str(path))
-        missing, unexpected = self.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = self.load_state_dict(state, strict=False)
+        except RuntimeError as e:  # shapes differ: another model size
+            raise ValueError(f"{path}: weights do not fit {type(self).__name__}: {e}") from None
         if strict and (missing or unexpected):
             raise ValueError(f"{path}: weights do not fit {type(self).__name__}: missing {sorted(missing)[:5]}"
                              f"{'...' if len(missing) > 5 else ''}, unexpected {sorted(unexpected)[:5]}")

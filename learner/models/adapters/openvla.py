@@ -68,10 +68,12 @@ class OpenVlaConfig:
 
     @classmethod
     def tiny(cls, **kw: Any) -> "OpenVlaConfig":
-        return cls(image_size=32, dino=VitConfig(32, 8, 32, 3, 4, 2.0, True, 4, True),
-                   siglip=VitConfig(32, 8, 24, 3, 4, 2.0, False, 0, False),
-                   llm=LlmConfig(hidden=64, layers=2, heads=4, kv_heads=4, intermediate=128, vocab=576,
-                                 tokenizer_vocab=512), lora=LoraSpec(rank=4, alpha=8), **kw)
+        base: dict[str, Any] = dict(image_size=32, dino=VitConfig(32, 8, 32, 3, 4, 2.0, True, 4, True),
+                                    siglip=VitConfig(32, 8, 24, 3, 4, 2.0, False, 0, False),
+                                    llm=LlmConfig(hidden=64, layers=2, heads=4, kv_heads=4, intermediate=128,
+                                                  vocab=576, tokenizer_vocab=512), lora=LoraSpec(rank=4, alpha=8))
+        base.update(kw)
+        return cls(**base)
 
     def action_stats(self) -> dict[str, Any]:
         if self.norm_stats:
@@ -97,12 +99,12 @@ class FusedProjector(nn.Module):
 
 
 class PrismaticVla(nn.Module):
-    """The OpenVLA network with the released checkpoint's parameter names."""
+    """The OpenVLA network with the released checkpoint's parameter names (adapters inherit it,
+    so their own ``state_dict`` keys are the checkpoint's)."""
 
     def __init__(self, cfg: OpenVlaConfig) -> None:
         super().__init__()
         transformers = require("transformers")
-        self.cfg = cfg
         self.vision_backbone = nn.ModuleDict({"featurizer": TimmVit(cfg.dino), "fused_featurizer": TimmVit(cfg.siglip)})
         self.projector = FusedProjector(cfg.dino.dim + cfg.siglip.dim, cfg.llm.hidden)
         lc = cfg.llm
@@ -151,48 +153,38 @@ def observation_images(cfg: OpenVlaConfig, obs: dict[str, Any]) -> torch.Tensor:
     return torch.stack([dino, sig], 1)
 
 
-class OpenVlaAdapter(VlaAdapter):
+class OpenVlaAdapter(PrismaticVla, VlaAdapter):
     """OpenVLA behind the adapter interface; LoRA on the language model is what RL trains."""
 
     def __init__(self, cfg: OpenVlaConfig) -> None:
-        super().__init__()
+        super().__init__(cfg)
         self.cfg = cfg
         self.chunk, self.action_dim, self.state_dim = 1, cfg.action_dim, cfg.state_dim
         self.cameras, self.image_size = cfg.cameras, cfg.image_size
-        self.vla = PrismaticVla(cfg)
         if cfg.checkpoint:
-            self.vla_load(cfg.checkpoint)
+            self.load_state_dict_file(cfg.checkpoint)
         self.tokens = ActionTokenizer(cfg.llm.tokenizer_vocab)
         self.stats = cfg.action_stats()
         self.tokenizer = hf_tokenizer(cfg.tokenizer) if cfg.tokenizer else ByteTokenizer()
-        for p in self.vla.parameters():
+        for p in self.parameters():
             p.requires_grad_(False)
-        self.vla.language_model = add_lora(self.vla.language_model, cfg.lora)
-
-    def vla_load(self, path: str) -> None:
-        from safetensors.torch import load_file
-
-        state = load_file(path)
-        missing, unexpected = self.vla.load_state_dict(state, strict=False)
-        if missing or unexpected:
-            raise ValueError(f"{path}: not an OpenVLA state dict of this size: missing {sorted(missing)[:4]}, "
-                             f"unexpected {sorted(unexpected)[:4]}")
+        self.language_model = add_lora(self.language_model, cfg.lora)
 
     def _prompt(self, obs: dict[str, Any]) -> tuple[list[list[int]], torch.Tensor]:
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
         ids = [self.tokenizer(PROMPT.format(instruction=s.strip().lower())) for s in instr]
-        return ids, self.vla.patches(observation_images(self.cfg, obs))
+        return ids, self.patches(observation_images(self.cfg, obs))
 
     def _action_logits(self, logits: torch.Tensor) -> torch.Tensor:
         return logits[..., self.tokens.first_id:self.cfg.llm.tokenizer_vocab]
 
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput:
         ids, patches = self._prompt(obs)
-        embeds, mask = self.vla.embed(ids, patches)
-        emb = self.vla.language_model.get_input_embeddings()
+        embeds, mask = self.embed(ids, patches)
+        emb = self.language_model.get_input_embeddings()
         bins, logp = [], torch.zeros(len(ids))
         for _ in range(self.action_dim):  # autoregressive, one token per action dimension
-            logits = self._action_logits(self.vla.run(embeds, mask).logits[:, -1])
+            logits = self._action_logits(self.run(embeds, mask).logits[:, -1])
             lp = torch.log_softmax(logits.float(), -1)
             b = lp.argmax(-1) if deterministic else torch.distributions.Categorical(logits=lp).sample()
             logp = logp + lp.gather(-1, b[:, None])[:, 0]
@@ -210,11 +202,11 @@ class OpenVlaAdapter(VlaAdapter):
         """Teacher-forced log-prob [B] of ``extras["tokens"]`` [B, 7] (one forward, differentiable)."""
         tokens = torch.as_tensor(extras["tokens"], dtype=torch.long)
         ids, patches = self._prompt(obs)
-        embeds, mask = self.vla.embed(ids, patches)
-        emb = self.vla.language_model.get_input_embeddings()
+        embeds, mask = self.embed(ids, patches)
+        emb = self.language_model.get_input_embeddings()
         embeds = torch.cat([embeds, emb(tokens[:, :-1])], 1)
         mask = torch.cat([mask, torch.ones(tokens.shape[0], tokens.shape[1] - 1, dtype=mask.dtype)], 1)
-        logits = self._action_logits(self.vla.run(embeds, mask).logits[:, -tokens.shape[1]:])
+        logits = self._action_logits(self.run(embeds, mask).logits[:, -tokens.shape[1]:])
         lp = torch.log_softmax(logits.float(), -1)
         return lp.gather(-1, (tokens - self.tokens.first_id)[..., None])[..., 0].sum(-1)
 

@@ -92,43 +92,41 @@ class ProprioProjector(nn.Module):
         return self.fc2(nn.functional.gelu(self.fc1(x)))
 
 
-class OpenVlaOftAdapter(VlaAdapter):
+class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
     def __init__(self, cfg: OftConfig) -> None:
-        super().__init__()
+        super().__init__(cfg.vla)
         self.cfg, v = cfg, cfg.vla
         self.chunk, self.action_dim, self.state_dim = cfg.chunk, v.action_dim, v.state_dim
         self.cameras, self.image_size = v.cameras, v.image_size
-        self.vla = PrismaticVla(v)
         d = v.llm.hidden
         self.action_head = L1RegressionActionHead(d, v.action_dim, cfg.head_hidden, cfg.head_blocks)
         self.proprio_projector = ProprioProjector(d, v.state_dim) if cfg.use_proprio else None
         if v.checkpoint:
-            n = self.load_state_dict_file(v.checkpoint)
-            assert n > 0
+            self.load_state_dict_file(v.checkpoint)
         self.stats = v.action_stats()
         self.tokenizer = hf_tokenizer(v.tokenizer) if v.tokenizer else ByteTokenizer()
-        for p in self.vla.parameters():
+        for p in [*self.vision_backbone.parameters(), *self.projector.parameters(), *self.language_model.parameters()]:
             p.requires_grad_(False)
-        self.vla.language_model = add_lora(self.vla.language_model, v.lora)  # the head and projector train fully
+        self.language_model = add_lora(self.language_model, v.lora)  # the head and projector train fully
 
     def mean_actions(self, obs: dict[str, Any]) -> torch.Tensor:
         """The L1 head's chunk [B, chunk, A] in model units (one bidirectional forward)."""
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
         ids = [self.tokenizer(PROMPT.format(instruction=s.strip().lower())) for s in instr]
-        patches = self.vla.patches(observation_images(self.cfg.vla, obs))
+        patches = self.patches(observation_images(self.cfg.vla, obs))
         extra = None
         if self.proprio_projector is not None:
             state = np.asarray(obs["state"], dtype=np.float64)
             if self.cfg.norm_stats_state:
                 state = normalize("bounds_q99", state, self.cfg.norm_stats_state)
             extra = self.proprio_projector(torch.as_tensor(state, dtype=torch.float32))[:, None]
-        embeds, mask = self.vla.embed(ids, patches, extra)
+        embeds, mask = self.embed(ids, patches, extra)
         n_act = self.chunk * self.action_dim
-        emb = self.vla.language_model.get_input_embeddings()
+        emb = self.language_model.get_input_embeddings()
         tail = torch.tensor([1] * n_act + [self.cfg.stop_id])  # placeholders, then the stop token
         embeds = torch.cat([embeds, emb(tail)[None].expand(len(ids), -1, -1)], 1)
         mask = torch.cat([mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype)], 1)
-        hidden = self.vla.run(embeds, mask, bidirectional=True).hidden_states[-1]
+        hidden = self.run(embeds, mask, bidirectional=True).hidden_states[-1]
         return self.action_head(hidden[:, -n_act - 1:-1], self.chunk)
 
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput:
