@@ -177,12 +177,12 @@ class RobotFeed:
         from rlinf_data.ingest import IngestConfig, IngestServer
 
         self.cfg, self._step_s = cfg, step_s
+        self.reward = REWARDS.get(cfg.ingest.reward)(getattr(env_spec, "robot", None))  # raises before any I/O
         robot = env_spec.robot.to_dict() if getattr(env_spec, "robot", None) is not None else None
         self.segments = Segments(core.layout, cfg.env.name, robot, float(getattr(env_spec, "control_hz", 10.0)))
         token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
         self.ingest = IngestServer(IngestConfig(store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port,
                                                 token=token)).start()
-        self.reward = REWARDS.get(cfg.ingest.reward)(getattr(env_spec, "robot", None))
         self.pusher = _pusher(cfg)
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
