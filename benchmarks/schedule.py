@@ -49,6 +49,7 @@ def _load() -> float:
 def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
     from learner.cluster import Cluster
     from learner.scheduling.calibrate import calibrate
+    from learner.scheduling import plan
     from learner.scheduling.plan import measure, profile_of, rank
     from rlinf_cli.schedule import _config
 
@@ -74,6 +75,7 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
                     "raw_predicted_s": raw[label].iteration_s, "predicted_s": p.iteration_s,
                     "breakdown": p.breakdown, "passes": [], "load": [], "wall_s": 0.0})
                 row["passes"].append(measured)
+                row.setdefault("phases", []).append(dict(plan.LAST_PHASES))
                 row["load"] += [load0, _load()]
                 row["wall_s"] += time.perf_counter() - t1
                 print(f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw {raw[label].iteration_s:.3f}) "

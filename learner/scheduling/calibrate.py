@@ -105,7 +105,7 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, co
 
     t0 = time.perf_counter()
     cores = cores or physical_cores()
-    comm = profile_comm(cluster, refresh=True)
+    comm = profile_comm(cluster, refresh=True, n=60)
     comm.core_factor = core_factors(cores)
     ref = predict_all(cfg, profile_of(cfg), comm, num_slots, cores)[0]
     measured = measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1)

@@ -9,6 +9,8 @@ Ray workers that play env and rollout with no compute between messages:
   streams: the per-pair CPU cost on the busier side, the part pipelining cannot hide);
 - both for the two workers on the same core (``same``) and on different cores (``cross``);
 - ``weight_fetch``: a worker's ``WeightStore.latest()`` of a state dict, as a Curve over KiB;
+- ``allreduce_s``: one gloo all-reduce (64 KiB) between ranks on different cores -- under load
+  it is dominated by waking the other rank, like a hop, and costs 10-100x the quiet figure;
 - ``ray_init_s`` (embedded Ray start-up), ``spawn_s`` (one worker process, incl. imports),
   ``call_s`` (one empty group call: what each runner iteration pays per group).
 """
@@ -36,6 +38,7 @@ class CommProfile:
     spawn_s: float = 0.0
     call_s: float = 0.0
     core_factor: dict[str, float] = field(default_factory=dict)  # core -> slowdown vs core 0 (calibration)
+    allreduce_s: float = 0.0  # one gloo all-reduce of a small tensor, two ranks on different cores
 
     def core(self, c: int) -> float:
         """How much slower single-threaded compute runs on core ``c`` than on core 0 now (1.0
@@ -51,13 +54,14 @@ class CommProfile:
     def to_dict(self) -> dict[str, Any]:
         return {"hop_s": {k: v.to_dict() for k, v in self.hop_s.items()}, "occupancy_s": self.occupancy_s,
                 "weight_fetch": self.weight_fetch.to_dict(), "ray_init_s": self.ray_init_s,
-                "spawn_s": self.spawn_s, "call_s": self.call_s, "core_factor": self.core_factor}
+                "spawn_s": self.spawn_s, "call_s": self.call_s, "core_factor": self.core_factor,
+                "allreduce_s": self.allreduce_s}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommProfile":
         return cls({k: Curve.from_dict(v) for k, v in d["hop_s"].items()}, dict(d["occupancy_s"]),
                    Curve.from_dict(d["weight_fetch"]), d["ray_init_s"], d["spawn_s"], d["call_s"],
-                   {str(k): float(v) for k, v in d.get("core_factor", {}).items()})
+                   {str(k): float(v) for k, v in d.get("core_factor", {}).items()}, float(d.get("allreduce_s", 0.0)))
 
 
 class PingWorker(Worker):
@@ -84,6 +88,24 @@ class PingWorker(Worker):
                     ch.put((s, x), key="to_echo")
         return (time.perf_counter() - t0) / n
 
+    def allreduce(self, address: str, rank: int, n: int, numel: int) -> float:
+        """Seconds per gloo all-reduce of ``numel`` floats between two ranks (this is ``rank``)."""
+        import torch
+
+        from learner.actor.ddp import GradSync
+
+        sync = GradSync(rank, 2)
+        sync.init(address)
+        try:
+            t = torch.zeros(numel)
+            sync.sum(t)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                sync.sum(t)
+            return (time.perf_counter() - t0) / n
+        finally:
+            sync.close()
+
     def fetch(self, store_name: str, reps: int) -> float:
         from learner.weights import WeightStore
 
@@ -107,6 +129,15 @@ def _pingpong(group: Any, ranks: tuple[int, int], n: int, streams: int, kib: int
         return step
     finally:
         ch.close()
+
+
+def _allreduce(group: Any, n: int, numel: int = 16_384) -> float:
+    """Gloo all-reduce between the workers on slot 0 and slot 1 (64 KiB: a small policy's grads)."""
+    from learner.actor.ddp import free_address
+
+    address = free_address()
+    calls = [group.execute_on([r], "allreduce", address, i, n, numel) for i, r in enumerate((0, 2))]
+    return max(c.wait(120)[0] for c in calls)
 
 
 def _weights(group: Any, sizes_kib: tuple[int, ...]) -> Curve:
@@ -155,6 +186,7 @@ def profile_comm(cluster: Any = None, *, refresh: bool = False, n: int = 30) -> 
                 prof.hop_s[where] = Curve({1: one / 2, 1024: big / 2})
                 prof.occupancy_s[where] = max(two - one, 0.0)
             prof.weight_fetch = _weights(group, (64, 4096))
+            prof.allreduce_s = _allreduce(group, n)
             t2 = time.perf_counter()
             for _ in range(10):
                 group.call("ping").wait(60)

@@ -76,11 +76,15 @@ GLOO_BYTES_PER_S = 1e9
 """Assumed loopback all-reduce bandwidth (not profiled)."""
 
 
-def _allreduce(prof: EmbodiedProfile, ranks: int, updates: int) -> float:
-    """Ring all-reduce of the gradients once per update: 2 log2(k) rounds of latency + 2 x bytes."""
+def _allreduce(prof: EmbodiedProfile, ranks: int, updates: int, comm: CommProfile | None = None) -> float:
+    """Ring all-reduce of the gradients once per update and two of statistics per train call:
+    the measured two-rank all-reduce (``comm.allreduce_s``) x log2(k), else 2 log2(k) rounds of
+    the assumed latency; + 2 x bytes over the assumed bandwidth."""
     if ranks <= 1:
         return 0.0
-    return updates * (2 * math.log2(ranks) * GLOO_LATENCY_S + 2 * prof.weight_bytes / GLOO_BYTES_PER_S)
+    measured = comm.allreduce_s if comm is not None else 0.0
+    latency = measured * math.log2(ranks) if measured > 0 else 2 * math.log2(ranks) * GLOO_LATENCY_S
+    return (updates + 2) * latency + updates * 2 * prof.weight_bytes / GLOO_BYTES_PER_S
 
 
 def predict_fused(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, placement: Any, cores: int,
@@ -89,7 +93,7 @@ def predict_fused(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, pla
     m = prof.num_envs / (k * s)
     share = _share(placement["actor"].process_slots, cores, comm)
     rollout = share * (prof.steps * s * (prof.env_step(m) + prof.infer(m)) + s * prof.infer(m))
-    train = share * prof.train(prof.num_envs / k) + _allreduce(prof, k, updates)
+    train = share * prof.train(prof.num_envs / k) + _allreduce(prof, k, updates, comm)
     local = k == 1
     sync = prof.publish_s + (0.0 if local else comm.weight_fetch(prof.weight_bytes / 1024))
     overhead = 0.0 if local else comm.call_s
@@ -116,7 +120,7 @@ def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, 
     step = max(busy, e * slow_e + i * slow_i + 2 * h)
     traj = comm.hop(False, prof.row_step_bytes * prof.num_envs * prof.steps / a_n)
     rollout = prof.steps * step + (e_n * s / r_n) * i * slow_i + traj
-    train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates)
+    train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates, comm)
     sync = prof.publish_s + comm.weight_fetch(prof.weight_bytes / 1024)
     calls = 3 * comm.call_s
     startup = comm.ray_init_s + comm.spawn_s + sum(prof.build_s.values())

@@ -130,9 +130,14 @@ def _comm(refresh: bool) -> Any:
     return CommProfile.from_dict(cached) if cached else profile_comm()
 
 
+LAST_PHASES: dict[str, float] = {}
+"""Median ``time/*`` phases of the last embodied :func:`measure` (empty for the other runners)."""
+
+
 def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2) -> float:
     """Median iteration (embodied) / step (reasoning) / metrics-row (off-policy) seconds of ``cand``,
     after ``warmup``."""
+    LAST_PHASES.clear()
     if runner_kind(cfg) == "offpolicy":
         from learner.scheduling.offpolicy import measure_offpolicy
 
@@ -153,6 +158,8 @@ def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, war
         where = InProcess(cluster.num_slots) if runs_in_process(run_cfg, cluster.num_slots) else cluster
         get_runner("embodied").run(run_cfg, where)
         hist = json.loads((Path(run_cfg.train.out_dir) / "metrics.json").read_text())["history"][warmup:]
+    LAST_PHASES.clear()  # what the benchmark reports beside the iteration time
+    LAST_PHASES.update({k: statistics.median(h[k] for h in hist) for k in hist[0] if k.startswith("time/")})
     return statistics.median(h["iteration_s"] for h in hist)
 
 
