@@ -120,11 +120,13 @@ class VlaAdapter(nn.Module, abc.ABC):
         """The weights under the real checkpoint's key names (LoRA wrappers stripped)."""
         return {k: v for k, v in self.state_dict().items()}
 
-    def load_state_dict_file(self, path: str | Path, strict: bool = True) -> int:
-        """Load a safetensors file whose keys are the real checkpoint's; returns tensors loaded."""
-        from safetensors.torch import load_file
+    key_renames: tuple[tuple[str, str], ...] = ()  # older exports' prefixes -> ours
 
-        state = load_file(str(path))
+    def load_state_dict_file(self, path: str | Path, strict: bool = True) -> int:
+        """Load safetensors whose keys are the real checkpoint's (a file, or a directory of shards)."""
+        state = read_safetensors(path)
+        for old, new in self.key_renames:
+            state = {k.replace(old, new): v for k, v in state.items()}
         try:
             missing, unexpected = self.load_state_dict(state, strict=False)
         except RuntimeError as e:  # shapes differ: another model size
@@ -137,6 +139,20 @@ class VlaAdapter(nn.Module, abc.ABC):
     def robot_spec(self) -> RobotSpec:
         sizes = {c: (self.image_size, self.image_size) for c in self.cameras}
         return RobotSpec.raw(self.state_dim, self.action_dim, self.chunk, sizes, True)
+
+
+def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """One safetensors file, or every ``*.safetensors`` shard of a checkpoint directory merged."""
+    from safetensors.torch import load_file
+
+    p = Path(path)
+    files = sorted(p.glob("*.safetensors")) if p.is_dir() else [p]
+    if not files or not files[0].exists():
+        raise FileNotFoundError(f"no safetensors weights at {p}")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return state
 
 
 class ServedVla:

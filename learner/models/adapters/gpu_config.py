@@ -1,0 +1,126 @@
+"""Configs that put a released VLA checkpoint behind its adapter (``configs/vla_*_gpu.yaml``).
+
+Why a plan before a load: the real checkpoints are 3-15 GB and need a GPU; what can be checked
+without them -- the YAML's keys and types, which adapter it selects, which files it will read
+and the full-size model config it builds -- is checked by :func:`load_plan` in tests on any
+machine; :func:`load_adapter` then does the same and reads the weights.
+
+Section ``adapter``: ``name`` (registered adapter), ``checkpoint`` (directory of
+``*.safetensors`` shards with the real key names), ``norm_stats`` (statistics file inside it:
+OpenVLA's ``dataset_statistics.json`` with ``unnorm_key``, openpi's ``norm_stats.json``),
+``tokenizer`` (read the checkpoint's own tokenizer), ``device`` / ``dtype`` and ``model``
+(overrides of the adapter's config dataclass; sizes default to the released model).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rlinf_contracts.config import ConfigError, from_dict, load_config, to_dict
+from rlinf_contracts.registry import Registry
+
+
+@dataclass
+class AdapterSection:
+    name: str = field(default="openvla", metadata={"help": "openvla | openvla_oft | pi0 | pi05"})
+    checkpoint: str = field(default="", metadata={"help": "checkpoint directory (safetensors shards, real key names)"})
+    norm_stats: str = field(default="dataset_statistics.json", metadata={"help": "statistics file in the checkpoint"})
+    unnorm_key: str = field(default="", metadata={"help": "OpenVLA: dataset whose statistics un-normalise actions"})
+    tokenizer: bool = field(default=True, metadata={"help": "load the checkpoint's own tokenizer (else bytes)"})
+    device: str = "cuda"
+    dtype: str = field(default="bfloat16", metadata={"help": "float32 | bfloat16 | float16"})
+    model: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the adapter's config"})
+
+    def validate(self) -> None:
+        if self.name not in CONFIGS:
+            raise ConfigError(f"key 'adapter.name' must be one of {CONFIGS.names()}, got {self.name!r}")
+        if not self.checkpoint:
+            raise ConfigError("key 'adapter.checkpoint' must name the checkpoint directory")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"key 'adapter.dtype' must be float32 | bfloat16 | float16, got {self.dtype!r}")
+
+
+@dataclass
+class ServeSection:
+    host: str = "0.0.0.0"
+    port: int = 8000
+
+
+@dataclass
+class VlaGpuConfig:
+    adapter: AdapterSection = field(default_factory=AdapterSection)
+    serve: ServeSection = field(default_factory=ServeSection)
+
+
+# name -> (config class, how the checkpoint's files fill it in)
+CONFIGS: Registry[tuple[Callable[[], Any], Callable[[Any, AdapterSection, Path], None]]] = Registry("vla config")
+
+
+def _openvla_fill(cfg: Any, sec: AdapterSection, ckpt: Path) -> None:
+    cfg.checkpoint, cfg.norm_stats_path, cfg.unnorm_key = str(ckpt), str(ckpt / sec.norm_stats), sec.unnorm_key
+    cfg.tokenizer = str(ckpt) if sec.tokenizer else ""
+
+
+def _pi0_fill(cfg: Any, sec: AdapterSection, ckpt: Path) -> None:
+    cfg.checkpoint, cfg.tokenizer = str(ckpt), str(ckpt) if sec.tokenizer else ""
+
+
+def _register() -> None:
+    from learner.models.adapters.openvla import OpenVlaConfig
+    from learner.models.adapters.openvla_oft import OftConfig
+    from learner.models.adapters.pi0 import Pi0Config
+
+    CONFIGS.add("openvla", (OpenVlaConfig, _openvla_fill))
+    CONFIGS.add("openvla_oft", (OftConfig, lambda c, s, p: _openvla_fill(c.vla, s, p)))
+    CONFIGS.add("pi0", (Pi0Config, _pi0_fill))
+    CONFIGS.add("pi05", (lambda: Pi0Config(pi05=True), _pi0_fill))
+
+
+_register()
+
+
+def load_gpu_config(path: str | Path, overrides: list[str] | None = None) -> VlaGpuConfig:
+    return from_dict(VlaGpuConfig, load_config(path, overrides))
+
+
+def load_plan(cfg: VlaGpuConfig) -> dict[str, Any]:
+    """What :func:`load_adapter` would do, without touching the checkpoint: the adapter, its
+    full-size config (overrides applied, errors naming ``adapter.model.<key>``) and the files."""
+    sec = cfg.adapter
+    make, fill = CONFIGS.get(sec.name)
+    model_cfg = make()
+    base = from_dict(type(model_cfg), _merge(to_dict(model_cfg), sec.model), path="adapter.model")
+    if sec.name == "pi05":
+        base.pi05 = True
+    ckpt = Path(sec.checkpoint)
+    fill(base, sec, ckpt)
+    files = [str(ckpt / "*.safetensors"), str(ckpt / sec.norm_stats)]
+    if sec.tokenizer:
+        files.append(str(ckpt / "tokenizer.model"))
+    return {"adapter": sec.name, "config": base, "files": files, "device": sec.device, "dtype": sec.dtype}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` onto ``base``, recursing into nested maps (``model: {vla: {chunk: 8}}``)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_adapter(cfg: VlaGpuConfig) -> Any:
+    """Build the adapter, load the released weights and statistics, move it to the device (GPU)."""
+    import torch
+
+    from learner.models.adapters import build_adapter
+
+    plan = load_plan(cfg)
+    model_cfg = plan["config"]
+    if cfg.adapter.name in ("pi0", "pi05") and not model_cfg.norm_stats:
+        data = json.loads((Path(cfg.adapter.checkpoint) / cfg.adapter.norm_stats).read_text())
+        model_cfg.norm_stats = data.get("norm_stats", data)
+    adapter = build_adapter(cfg.adapter.name, cfg=model_cfg)
+    return adapter.to(device=cfg.adapter.device, dtype=getattr(torch, cfg.adapter.dtype))
