@@ -116,7 +116,10 @@ def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(n
     torch.testing.assert_close(old, torch.as_tensor(traj.logp.reshape(-1)), rtol=1e-4, atol=1e-3)
     adv_sign = torch.as_tensor(np.tile(np.where(np.arange(8) % 2 == 0, 1.0, -1.0)[:, None], (1, 2)).reshape(-1))
     learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99), ActorConfig(lr=1e-3, epochs=1, minibatches=1))
+    norm_before = policy.state_norm.mean.clone()
     metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
+    # the SFT state statistics stay fixed through RL (a drifting normaliser moves the inputs)
+    assert torch.equal(policy.state_norm.mean, norm_before)
     after = torch.cat([p.detach().flatten() for p in policy.parameters()])
     assert not torch.equal(before, after) and np.isfinite(metrics["policy_loss"])
     with torch.no_grad():

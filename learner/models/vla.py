@@ -76,7 +76,10 @@ class VLAPolicy(Policy):
                              "set env.kwargs.cameras to one camera and env.obs_mode to state+rgb")
         self.spec, self.head_kind, self.text_encoder_name = spec, head, text_encoder
         self.camera = next(iter(spec.cameras))
-        self.norm = RunningNorm(spec.state_dim) if normalize_state else None
+        # not ``self.norm``: the RL actor folds rollout states into a policy's ``norm`` every
+        # iteration, which would move an SFT policy's inputs under it; these stats come from the
+        # SFT demos (update_normalizer) and stay fixed through RL
+        self.state_norm = RunningNorm(spec.state_dim) if normalize_state else None
         self.text_proj = nn.Sequential(nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh())
         self.cnn = FiLMConvEncoder(text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera]))
         hidden = list(hidden)
@@ -97,8 +100,8 @@ class VLAPolicy(Policy):
 
     def features(self, obs: dict[str, Any]) -> Tensor:
         state = obs["state"].float()
-        if self.norm is not None:
-            state = self.norm(state)
+        if self.state_norm is not None:
+            state = self.state_norm(state)
         if self.camera not in obs.get("images", {}):
             raise KeyError(f"observation lacks camera {self.camera!r}; the VLA was built for it")
         text = self.text_proj(self._text(obs, state.shape[0]))
@@ -118,5 +121,5 @@ class VLAPolicy(Policy):
         return self.head.sft_loss(feat, actions)
 
     def update_normalizer(self, states: Tensor) -> None:
-        if self.norm is not None:
-            self.norm.update(states)
+        if self.state_norm is not None:
+            self.state_norm.update(states)
