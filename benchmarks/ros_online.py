@@ -388,17 +388,22 @@ def main() -> None:
     ap.add_argument("--push-every", type=float, default=3.0)
     ap.add_argument("--camera-hz", type=float, default=30.0)
     ap.add_argument("--camera-seconds", type=float, default=10.0)
+    ap.add_argument("--parts", nargs="+", choices=["jitter", "camera"], default=["jitter", "camera"],
+                    help="run only these parts; the others are kept from benchmarks/results/ros_online.json")
     a = ap.parse_args()
     if a.serve:
         return serve_main(a.serve, a.hidden)
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
     tmp = Path(tempfile.mkdtemp(prefix="ros_online_"))
-    jitter = jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, a.hidden)
+    old = json.loads((RESULTS / "ros_online.json").read_text()) if set(a.parts) != {"jitter", "camera"} else {}
+    jitter = jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, a.hidden) if "jitter" in a.parts else old["jitter"]
     print(json.dumps(jitter), flush=True)
-    raw = raw_round_trip(Procs(tmp))
-    print(f"raw rclpy round trip: {json.dumps(raw)}", flush=True)
-    camera = camera_run(tmp, a.camera_hz, a.camera_seconds)
-    print(json.dumps(camera), flush=True)
+    raw, camera = old.get("raw_round_trip_ms"), old.get("camera")
+    if "camera" in a.parts:  # the raw round trip belongs to the camera loop's run
+        raw = raw_round_trip(Procs(tmp))
+        print(f"raw rclpy round trip: {json.dumps(raw)}", flush=True)
+        camera = camera_run(tmp, a.camera_hz, a.camera_seconds)
+        print(json.dumps(camera), flush=True)
     write_results({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                    "jitter": jitter, "raw_round_trip_ms": raw, "camera": camera,
                    "notes": "chunk 1 (a fresh inference every control tick) in both parts; the period is measured "
