@@ -31,6 +31,11 @@ def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head):
                  "train.log_every=5", f"train.out_dir={sft_dir}", "eval.ood_splits=[id,semantic]", *TINY_ENV]) == 0
     sft = json.loads((sft_dir / "metrics.json").read_text())["final"]
     assert set(sft["eval"]) == {"id", "semantic"} and sft["demo_steps"] > 3
+    # rlinf eval takes the SFT checkpoint (its runner's config) and reports every split asked for
+    assert main(["eval", str(sft_dir), "--episodes", "2", "--ood", "id,vision", "--no-video", "--out",
+                 str(tmp_path / "eval"), "eval.num_envs=2"]) == 0
+    report = json.loads(next((tmp_path / "eval").glob("*.json")).read_text())
+    assert set(report["success_rate"]) == {"id", "vision"}
     sft_state = load_checkpoint(sft_dir).model_state
     assert main(["train", f"configs/sim_franka_language_vla_{head}_ppo.yaml", f"train.init_from={sft_dir}",
                  "train.iterations=1", "env.num_envs=2", "rollout.steps_per_iteration=2", f"train.out_dir={ppo_dir}",
