@@ -41,7 +41,16 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from bench_results import RESULTS, machine_meta, write_table  # noqa: E402
-from online_rig import GRAPH_NODES, RLINF, TOKENS, learner_args, start_server, twin_graph, wait_for  # noqa: E402
+from online_rig import (  # noqa: E402
+    GRAPH_NODES,
+    RLINF,
+    TOKENS,
+    learner_args,
+    start_server,
+    twin_base,
+    twin_graph,
+    wait_for,
+)
 from ros_procs import Procs, free_port  # noqa: E402
 
 STEM = "ros_online_rlpd"
@@ -51,7 +60,7 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     """``rlinf collect`` on the twin with the scripted human driving every tick."""
     import subprocess
 
-    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg = twin_base()
     cfg["task"].update(results_path=str(work / "demo_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = ""
     cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": True}

@@ -17,20 +17,31 @@ from ros_procs import ROOT, Procs
 RLINF = str(Path(sys.executable).parent / "rlinf")
 TOKENS = {"RLINF_INGEST_TOKEN": "ingest-secret", "RLINF_WEIGHTS_TOKEN": "weights-secret"}
 GRAPH_NODES = ("robot", "policy_client", "task", "streamer")
+# configs/ros_online_rlpd.yaml learns ee_delta_pos (position deltas + gripper, orientation held):
+# the twin's robot_spec says the same (`rlinf spec mujoco_franka/reach control=ee_delta_pos`)
+TWIN_ACTION = {"control": "ee_delta_pos", "dim": 4}
+ACTION_DIM = TWIN_ACTION["dim"]
+
+
+def twin_base() -> dict:
+    """configs/ros_sim_franka.yaml with the learner's action space."""
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg["policy_client"]["robot_spec"]["action"].update(TWIN_ACTION)
+    return cfg
 
 
 def synthetic_demos(path: Path, episodes: int = 3, steps: int = 20) -> Path:
-    """A few demo episodes with the twin's layout (30-D state, 7-D ee_delta action): enough for
+    """A few demo episodes with the twin's layout (30-D state, 4-D ee_delta_pos action): enough for
     RLPD's demo half in a plumbing test (the benchmark records real ones with ``rlinf collect``)."""
     from rlinf_contracts.episode import Episode, EpisodeInfo, StepLayout
     from rlinf_data.store import EpisodeStore
 
     rng = np.random.default_rng(0)
-    layout = StepLayout(30, 7)
+    layout = StepLayout(30, ACTION_DIM)
     store = EpisodeStore(path)
     for _ in range(episodes):
         steps_d = {"state": rng.normal(size=(steps, 30)).astype(np.float32),
-                   "action": rng.uniform(-1, 1, (steps, 7)).astype(np.float32),
+                   "action": rng.uniform(-1, 1, (steps, ACTION_DIM)).astype(np.float32),
                    "reward": np.eye(steps, dtype=np.float32)[-1], "terminated": np.eye(steps, dtype=bool)[-1],
                    "truncated": np.zeros(steps, bool), "intervention": np.ones(steps, bool),
                    "policy_version": np.zeros(steps, np.int64), "timestamp": np.zeros(steps, np.float64)}
@@ -41,7 +52,7 @@ def synthetic_demos(path: Path, episodes: int = 3, steps: int = 20) -> Path:
 
 def twin_graph(tmp_path: Path, server_port: int, ingest_port: int, robot_id: str = "twin0",
                backend: str = "sim") -> Path:
-    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
+    cfg = twin_base()
     cfg["robot"]["arms"][0]["backend"] = backend
     cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{server_port}"
     cfg["policy_client"]["reconnect_s"] = 0.3

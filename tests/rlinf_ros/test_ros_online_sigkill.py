@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 EPISODE = 11  # 10 steps + the end item
-STATE, ACTION = 30, 7  # the twin's layout (mujoco_franka/reach)
+STATE, ACTION = 30, 4  # the twin's layout (mujoco_franka/reach, ee_delta_pos)
 
 
 def item(seq: int):  # noqa: ANN201 -- Transition; imported lazily (the test process needs no ROS)
