@@ -7,8 +7,11 @@ depth with the calibrated cost model, and run each candidate on the real runner
 (``learner.scheduling.plan.measure``) in ``--passes`` passes, the order reversed on each pass
 so load drift hits the candidates alike; measured = mean of the per-pass medians. The raw
 (uncalibrated) prediction -- profile and cached comm profile as they are -- is kept beside it.
-``auto`` = the candidate with the best calibrated prediction; it is compared with the measured
-best. ``--realloc`` adds the dynamic-reallocation A/B (``rollout.reallocate``).
+``--bracket N`` runs N iterations of the in-process candidate right before each candidate, and
+that run's factor scales its prediction (the "bracketed" error: the model with load drift between
+calibration and run taken out). ``auto`` = the candidate with the best calibrated prediction; it is
+compared with the measured best. ``--realloc`` first runs the dynamic-reallocation A/B
+(``rollout.reallocate``).
 
     .venv/bin/python benchmarks/schedule.py                      # 3 workloads, ~20-30 min loaded
     .venv/bin/python benchmarks/schedule.py --workloads grpo --passes 1
@@ -46,7 +49,7 @@ def _load() -> float:
     return round(os.getloadavg()[0], 1)
 
 
-def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
+def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int = 2) -> dict:
     from learner.cluster import Cluster
     from learner.scheduling.calibrate import calibrate
     from learner.scheduling import plan
@@ -66,15 +69,20 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
         print(f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas {cal.measured_s:.3f} -> x"
               f"{cal.factor:.2f} (load {cal.load:.1f}, {cal.seconds:.0f} s)", flush=True)
         preds = rank(cfg, slots, calibration=cal)
+        ref = next(p for p in preds if p.candidate.label == cal.reference)
         for k in range(passes):
             for p in (preds if k % 2 == 0 else preds[::-1]):
                 label, load0, t1 = p.candidate.label, _load(), time.perf_counter()
+                # bracketing: the in-process reference right before, so load drift between the
+                # calibration and this run can be told apart from the model's error
+                local = measure(cfg, ref.candidate, cluster, iterations=bracket) / ref.iteration_s if bracket else 1.0
                 measured = measure(cfg, p.candidate, cluster, iterations=iterations)
                 row = rows.setdefault(label, {
                     "candidate": label, "placement": p.candidate.placement, "mode": p.mode,
                     "raw_predicted_s": raw[label].iteration_s, "predicted_s": p.iteration_s,
-                    "breakdown": p.breakdown, "passes": [], "load": [], "wall_s": 0.0})
+                    "breakdown": p.breakdown, "passes": [], "bracketed": [], "load": [], "wall_s": 0.0})
                 row["passes"].append(measured)
+                row["bracketed"].append(p.iteration_s * local)
                 row.setdefault("phases", []).append(dict(plan.LAST_PHASES))
                 row["load"] += [load0, _load()]
                 row["wall_s"] += time.perf_counter() - t1
@@ -86,11 +94,15 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool) -> dict:
         row["measured_s"] = statistics.mean(row["passes"])
         row["error"] = (row["predicted_s"] - row["measured_s"]) / row["measured_s"]
         row["raw_error"] = (row["raw_predicted_s"] - row["measured_s"]) / row["measured_s"]
+        if bracket:  # per pass: that pass's bracketed prediction vs that pass's measurement
+            errs = [(b - m) / m for b, m in zip(row["bracketed"], row["passes"])]
+            row["bracketed_error"] = statistics.mean(errs)
     out = [rows[p.candidate.label] for p in preds]
     auto = min(out, key=lambda r: r["predicted_s"])
     best = min(out, key=lambda r: r["measured_s"])
     return {"description": desc, "config": path, "overrides": overrides, "slots": slots, "rows": out,
             "calibration": cal.to_dict(), "profile_s": profile_s, "passes": passes, "iterations": iterations,
+            "bracket": bracket,
             "auto": auto["candidate"], "measured_best": best["candidate"],
             "auto_vs_best": auto["measured_s"] / best["measured_s"]}
 
@@ -154,16 +166,23 @@ def _workload_md(name: str, w: dict) -> list[str]:
              f"{cal['seconds']:.0f} s. Measured = mean over {w['passes']} passes (order reversed each pass) of the "
              f"median of {w['iterations']} iterations after warm-up.", "",
              "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
-             "load during | error | raw error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "load during | error | raw error | bracketed error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in w["rows"]:
         per = ", ".join(f"{x:.3f}" for x in r["passes"])
+        br = f"{r['bracketed_error']:+.0%}" if "bracketed_error" in r else "-"
         lines.append(f"| {r['candidate']} | `{json.dumps(r['placement'])}` | {r['mode']} | {r['raw_predicted_s']:.3f} | "
                      f"{r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {min(r['load']):.1f}-{max(r['load']):.1f} "
-                     f"| {r['error']:+.0%} | {r['raw_error']:+.0%} |")
+                     f"| {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |")
     lines += ["", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
               f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
-              f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best.", ""]
+              f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best."]
+    if w.get("bracket"):
+        be = [abs(r["bracketed_error"]) for r in w["rows"]]
+        lines += ["", f"Bracketed (each run preceded by {w['bracket']} iterations of {cal['reference']}, whose "
+                  f"measured/predicted factor scales that run's prediction): mean |error| {sum(be) / len(be):.0%}, "
+                  f"max {max(be):.0%}, within 15%: {sum(e <= 0.15 for e in be)}/{len(be)}."]
+    lines.append("")
     return lines
 
 
@@ -206,7 +225,9 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--refresh", action="store_true", help="re-take the workload profiles")
-    ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B")
+    ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B (first)")
+    ap.add_argument("--bracket", type=int, default=2,
+                    help="iterations of the in-process reference run before each candidate (0: off)")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--whatif", action="store_true", help="only write results/whatif.md (no measurements)")
     args = ap.parse_args()
@@ -223,11 +244,12 @@ def main() -> int:
         data.pop("reallocation")
     if not args.render:
         load = _load()
-        for name in filter(None, args.workloads.split(",")):
-            data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh)
-            path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
         if args.realloc:
             data["reallocation"] = run_realloc(args.slots, args.passes)
+            path.write_text(json.dumps(data, indent=1))
+        for name in filter(None, args.workloads.split(",")):
+            data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh, args.bracket)
+            path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
         data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
                         f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
                         f"tables); Python {platform.python_version()}.")
