@@ -194,3 +194,18 @@ def test_placement_auto_uses_a_cached_calibration(seeded_cache):
     store_cached(_key(cfg, 2), Calibration(1.0, CommProfile.from_dict(slow_channels), "fused x1 d1").to_dict())
     chosen = from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"})
     assert chosen.rollout.fuse_collocated and len(chosen.placement) == 1  # 0.5 s hops: no channel placement wins
+
+
+def test_core_factors_are_relative_to_core_0_and_restore_affinity():
+    import os
+
+    from learner.scheduling.calibrate import core_factors
+
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    saved = os.sched_getaffinity(0)
+    f = core_factors(2, rounds=1, repeats=2)
+    assert set(f) == {"0", "1"} and f["0"] == 1.0 and f["1"] > 0
+    assert os.sched_getaffinity(0) == saved and core_factors(1) == {}
+    comm = CommProfile.from_dict({**DEFAULT_COMM, "core_factor": {"1": 2.0}})
+    assert comm.core(1) == 2.0 and comm.core(0) == 1.0 and comm.to_dict()["core_factor"] == {"1": 2.0}
