@@ -1,7 +1,7 @@
 """Real-time chunking benchmark: control-loop stalls and action jumps at chunk boundaries, with
 and without RTC, at an inference latency of 1 and 3 control periods.
 
-    .venv/bin/python benchmarks/rtc.py [--minutes 5] [--hz 10]
+    .venv/bin/python benchmarks/rtc.py [--minutes 5] [--hz 10] [--wallclock-s 30]
 
 The policy client's loop (``rlinf_ros.policy_loop.PolicyLoop``, the code the ROS node runs) is
 ticked at a fixed control rate; answers arrive exactly ``latency`` ticks after the request
@@ -44,7 +44,7 @@ from benchmarks.bench_results import RESULTS, machine_meta, write_table  # noqa:
 from learner.models.adapters import flow  # noqa: E402
 from rlinf_contracts.features import RobotReading  # noqa: E402
 from rlinf_contracts.spec import ActionSpace, RobotSpec, StateField  # noqa: E402
-from rlinf_ros.policy_loop import PolicyLoop  # noqa: E402
+from rlinf_ros.policy_loop import InferenceWorker, PolicyLoop  # noqa: E402
 from rlinf_ros.robot_io import SpecIO  # noqa: E402
 from rlinf_ros.rtc import LatencyWorker, RtcConfig, max_jump  # noqa: E402
 from robot_drivers.types import PANDA_HOME  # noqa: E402
@@ -114,26 +114,59 @@ class GaussianFlowPolicy:
         return {"actions": np.clip(out.actions[0].numpy(), -1.0, 1.0)}
 
 
-def make_loop(mode: str, latency: int, policy: GaussianFlowPolicy, io: SpecIO) -> tuple[PolicyLoop, LatencyWorker]:
-    worker = LatencyWorker(policy, latency)
+class SlowConnection:
+    """Wall-clock mode: the policy behind a connection whose answer takes ``latency_s`` in all."""
+
+    def __init__(self, policy: GaussianFlowPolicy, latency_s: float) -> None:
+        self.policy, self.latency_s = policy, latency_s
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        out = self.policy.infer(obs)
+        time.sleep(max(0.0, self.latency_s - (time.perf_counter() - t0)))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def make_loop(mode: str, latency: int, policy: GaussianFlowPolicy, io: SpecIO, hz: float,
+              wallclock: bool) -> tuple[PolicyLoop, Any]:
+    if wallclock:  # the node's own worker thread and its bounded wait for a late answer
+        worker: Any = InferenceWorker(lambda: SlowConnection(policy, latency / hz), reconnect_s=0.05)
+        wait = 0.6 / hz
+    else:
+        worker, wait = LatencyWorker(policy, latency), 0.0
     if mode == "sync":
-        return PolicyLoop(worker, io, prefetch=0), worker
+        return PolicyLoop(worker, io, prefetch=0, max_wait_s=wait), worker
     if mode == "async":
-        return PolicyLoop(worker, io, prefetch=latency), worker
+        return PolicyLoop(worker, io, prefetch=latency, max_wait_s=wait), worker
     rtc = RtcConfig(enabled=True, execute_horizon=EXECUTE, blend="linear", send_prefix=mode == "rtc_guided")
-    return PolicyLoop(worker, io, rtc=rtc), worker
+    return PolicyLoop(worker, io, max_wait_s=wait, rtc=rtc), worker
 
 
-def run(mode: str, latency: int, ticks: int, hz: float, seed: int) -> dict[str, Any]:
+def run(mode: str, latency: int, ticks: int, hz: float, seed: int, wallclock: bool = False) -> dict[str, Any]:
     io = spec_io(hz)
     policy = GaussianFlowPolicy(hz, seed, guided=mode == "rtc_guided")
-    loop, worker = make_loop(mode, latency, policy, io)
+    loop, worker = make_loop(mode, latency, policy, io, hz, wallclock)
+    if wallclock:
+        deadline = time.time() + 5.0
+        while not worker.connected and time.time() < deadline:
+            time.sleep(0.01)
     q = np.asarray(PANDA_HOME, dtype=np.float64)
     rows, firsts, holds, errs = [], [], 0, []
     started = False
     t0 = time.perf_counter()
+    late = 0
     for k in range(ticks):
-        worker.advance()
+        if wallclock:  # fixed rate on absolute deadlines; a tick that starts late is counted
+            lag = t0 + k / hz - time.perf_counter()
+            if lag > 0:
+                time.sleep(lag)
+            elif lag < -0.5 / hz:
+                late += 1
+        else:
+            worker.advance()
         cmd = loop.tick({"state": np.concatenate([q, [0.08]]), "tick": k}, [RobotReading(q=q.copy(), gripper_width=0.08)],
                         float(k) / hz)
         policy_step = cmd is not None and cmd.kind == "policy"
@@ -150,9 +183,12 @@ def run(mode: str, latency: int, ticks: int, hz: float, seed: int) -> dict[str, 
             rows.append(np.concatenate([np.zeros(7), [rows[-1][7]]]))
         errs.append(float(np.sqrt(np.mean((q - policy.target(np.array([k + 1.0]))[0]) ** 2))))
     wall = time.perf_counter() - t0
+    if wallclock:
+        worker.stop()
     steps = np.abs(np.diff(np.asarray(rows)[:, :7], axis=0)).max(1)
     minutes = len(rows) / hz / 60.0
-    return {"mode": mode, "latency_periods": latency, "rtc": mode.startswith("rtc"), "ticks": len(rows),
+    return {"mode": mode, "latency_periods": latency, "clock": "wall" if wallclock else "tick-exact",
+            "late_ticks": late, "rtc": mode.startswith("rtc"), "ticks": len(rows),
             "chunks": loop.stats.chunks, "requests": policy.calls, "stalls": holds,
             "stalls_per_min": round(holds / minutes, 1),
             "max_jump_boundary": round(max_jump([r[:7] for r in rows], firsts), 3),
@@ -170,7 +206,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     for ax, lat in zip(axes, (1, 3)):
         for r in results:
-            if r["latency_periods"] == lat:
+            if r["latency_periods"] == lat and r["clock"] == "tick-exact":
                 ax.plot(r["trace"], label=r["mode"], lw=1.2)
         ax.set_title(f"joint 1 action, inference latency {lat} control period(s)")
         ax.set_ylabel("action (normalised)")
@@ -185,6 +221,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=5.0, help="simulated control time per row")
     ap.add_argument("--hz", type=float, default=10.0, help="control rate")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--wallclock-s", type=float, default=30.0,
+                    help="seconds per wall-clock row (real inference thread, sleeping policy); 0 = none")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ticks = int(args.minutes * 60 * args.hz)
@@ -196,6 +234,14 @@ def main() -> None:
             print(f"latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
                   f"max jump at boundary {r['max_jump_boundary']:.3f}  max step {r['max_step_anywhere']:.3f}  "
                   f"p99 step {r['p99_step']:.3f}  tracking {r['tracking_rms_rad']:.4f} rad", flush=True)
+    if args.wallclock_s > 0:
+        for latency in (1, 3):
+            for mode in ("sync", "rtc_guided"):
+                r = run(mode, latency, int(args.wallclock_s * args.hz), args.hz, args.seed, wallclock=True)
+                results.append(r)
+                print(f"wall-clock latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
+                      f"max jump at boundary {r['max_jump_boundary']:.3f}  late ticks {r['late_ticks']}  "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
     load = os.getloadavg()[0]
     meta = machine_meta(load_avg_1min=round(load, 2), control_hz=args.hz, minutes_per_row=args.minutes, chunk=H,
                         execute_horizon=EXECUTE, blend="linear", flow_steps=10, seed=args.seed)
@@ -215,12 +261,18 @@ def main() -> None:
                  "Jumps are max |a_k - a_(k-1)| over the 7 joint dimensions: at the first tick of each chunk, and "
                  "anywhere (a blend must not just move the jump later). A hold counts as a zero joint delta (the arm "
                  "stops). Within a chunk the policy's own steps are ~0.03-0.1: that is the floor. rtc.png: one "
-                 "joint's actions over the first 120 ticks."],
+                 "joint's actions over the first 120 ticks.",
+                 f"`wall` rows ({args.wallclock_s:g} s each): the same loop paced on real time with the policy client's "
+                 "inference thread (`InferenceWorker`) and the node's bounded wait (0.6 period) for an answer; the "
+                 "policy sleeps so that an answer takes 1 or 3 periods. They are subject to this shared machine's "
+                 "scheduling (late ticks: ticks that started more than half a period late)."],
                 meta, rows,
-                [("latency (periods)", lambda r: r["latency_periods"]), ("mode", lambda r: r["mode"]),
+                [("clock", lambda r: r["clock"]), ("latency (periods)", lambda r: r["latency_periods"]),
+                 ("mode", lambda r: r["mode"]),
                  ("stalls / min", lambda r: r["stalls_per_min"]), ("max jump at boundary", lambda r: r["max_jump_boundary"]),
                  ("max step anywhere", lambda r: r["max_step_anywhere"]), ("p99 step", lambda r: r["p99_step"]),
-                 ("tracking RMS (rad)", lambda r: r["tracking_rms_rad"]), ("chunks", lambda r: r["chunks"])])
+                 ("tracking RMS (rad)", lambda r: r["tracking_rms_rad"]), ("chunks", lambda r: r["chunks"]),
+                 ("late ticks", lambda r: r["late_ticks"] if r["clock"] == "wall" else "-")])
     plot(results, RESULTS / "rtc.png")
     print(f"wrote {RESULTS / 'rtc.md'} (load avg {load:.1f})")
 
