@@ -37,18 +37,6 @@ def hf_tokenizer(path: str) -> Any:
     return lambda text: list(tok(text)["input_ids"])
 
 
-def prompt_ids(tokenizer: Any, instructions: list[str], template: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded prompt ids [B, L] and mask [B, L] (1 = real token) for a batch of instructions."""
-    seqs = [tokenizer(template.format(instruction=(s or "").strip().lower())) for s in instructions]
-    n = max(len(s) for s in seqs)
-    ids = torch.zeros(len(seqs), n, dtype=torch.long)
-    mask = torch.zeros(len(seqs), n, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, n - len(s):] = torch.tensor(s)
-        mask[i, n - len(s):] = 1
-    return ids, mask
-
-
 def images_tensor(obs: dict[str, Any], cameras: tuple[str, ...], size: int, mean: tuple[float, ...],
                   std: tuple[float, ...]) -> torch.Tensor:
     """uint8 ``images/<cam>`` [B, H, W, 3] -> float [B, n_cams, 3, size, size], resized and normalised."""

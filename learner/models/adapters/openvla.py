@@ -26,11 +26,20 @@ from torch import nn
 from learner.models.adapters import ADAPTERS, require
 from learner.models.adapters.action_tokens import ActionTokenizer
 from learner.models.adapters.common import (ActOutput, ByteTokenizer, LoraSpec, VlaAdapter, add_lora, hf_tokenizer,
-                                            images_tensor, prompt_ids)
+                                            images_tensor)
 from learner.models.adapters.normalization import normalize, unnormalize
 from learner.models.adapters.vit import TimmVit, VitConfig
 
 PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
+EMPTY_TOKEN = 29871  # Llama 2's "▁": OpenVLA's prompts end with it at training time, so inference appends it
+
+
+def openvla_prompt(tokenizer: Any, instruction: str, real_tokenizer: bool) -> list[int]:
+    """Prompt ids (BOS first); with the checkpoint's Llama tokenizer, ending in the empty token."""
+    ids = list(tokenizer(PROMPT.format(instruction=(instruction or "").strip().lower())))
+    if real_tokenizer and ids[-1] != EMPTY_TOKEN:
+        ids.append(EMPTY_TOKEN)
+    return ids
 # per-backbone pixel statistics (ImageNet for DINOv2, 0.5 / 0.5 for SigLIP), as OpenVLA's processor uses
 DINO_MEAN, DINO_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIGLIP_MEAN, SIGLIP_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
@@ -172,7 +181,7 @@ class OpenVlaAdapter(PrismaticVla, VlaAdapter):
 
     def _prompt(self, obs: dict[str, Any]) -> tuple[list[list[int]], torch.Tensor]:
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
-        ids = [self.tokenizer(PROMPT.format(instruction=s.strip().lower())) for s in instr]
+        ids = [openvla_prompt(self.tokenizer, s, bool(self.cfg.tokenizer)) for s in instr]
         return ids, self.patches(observation_images(self.cfg, obs))
 
     def _action_logits(self, logits: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ from torch import nn
 from learner.models.adapters import ADAPTERS
 from learner.models.adapters.common import ActOutput, ByteTokenizer, VlaAdapter, add_lora, hf_tokenizer
 from learner.models.adapters.normalization import normalize, unnormalize
-from learner.models.adapters.openvla import PROMPT, OpenVlaConfig, PrismaticVla, observation_images
+from learner.models.adapters.openvla import OpenVlaConfig, PrismaticVla, observation_images, openvla_prompt
 
 
 @dataclass
@@ -112,7 +112,7 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
     def mean_actions(self, obs: dict[str, Any]) -> torch.Tensor:
         """The L1 head's chunk [B, chunk, A] in model units (one bidirectional forward)."""
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
-        ids = [self.tokenizer(PROMPT.format(instruction=s.strip().lower())) for s in instr]
+        ids = [openvla_prompt(self.tokenizer, s, bool(self.cfg.vla.tokenizer)) for s in instr]
         patches = self.patches(observation_images(self.cfg.vla, obs))
         extra = None
         if self.proprio_projector is not None:
