@@ -181,8 +181,12 @@ class RobotFeed:
         robot = env_spec.robot.to_dict() if getattr(env_spec, "robot", None) is not None else None
         self.segments = Segments(core.layout, cfg.env.name, robot, float(getattr(env_spec, "control_hz", 10.0)))
         token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
-        self.ingest = IngestServer(IngestConfig(store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port,
-                                                token=token)).start()
+        try:
+            self.ingest = IngestServer(IngestConfig(store=ingest_store(cfg), host=cfg.ingest.host,
+                                                    port=cfg.ingest.port, token=token)).start()
+        except OSError as e:  # port taken, address not on this machine
+            raise ConfigError(f"keys 'ingest.host' / 'ingest.port': cannot listen on {cfg.ingest.host}:"
+                              f"{cfg.ingest.port}: {e}") from None
         self.pusher = _pusher(cfg)
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
