@@ -156,3 +156,16 @@ def test_pi0_follows_the_committed_prefix_when_rtc_guides() -> None:
     assert err_guided < 0.5 * err_free, (err_free, err_guided)
     served = serve(adapter)  # the policy client's request keys reach the sampler
     assert served.infer({**obs, "rtc_prefix": prefix, "rtc_inference_delay": 3})["actions"].shape == (1, 10, 7)
+
+
+@pytest.mark.parametrize("case", ["openvla_oft", "pi05"])
+def test_adapters_run_in_bfloat16(case: str) -> None:
+    """The GPU configs load in bf16: every tensor an adapter makes must follow the weights' dtype."""
+    name, make_cfg, cam, _ = CASES[case]
+    torch.manual_seed(0)
+    adapter = build_adapter(name, cfg=make_cfg(4)).to(torch.bfloat16)
+    obs = observation(cam)
+    out = adapter.act(obs, deterministic=False)
+    assert out.actions.dtype == np.float32 and np.all(np.isfinite(out.actions))
+    logp = adapter.log_prob(obs, out.extras)
+    assert logp.dtype == torch.float32 and torch.isfinite(logp).all()

@@ -89,7 +89,7 @@ def sample(velocity: Velocity, noise: torch.Tensor, steps: int = 10, sigma: floa
     x = noise
     b, h, a = noise.shape
     dt = -1.0 / steps
-    chain, logp = [x], torch.zeros(b, dtype=noise.dtype, device=noise.device)
+    chain, logp = [x], torch.zeros(b, dtype=torch.float32, device=noise.device)
     if prefix is not None:
         p = min(prefix.shape[1], h)
         padded = torch.zeros_like(noise)
@@ -106,7 +106,7 @@ def sample(velocity: Velocity, noise: torch.Tensor, steps: int = 10, sigma: floa
         mean = x + dt * u
         if sigma > 0:
             std = sigma * math.sqrt(-dt)
-            x = mean + std * torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            x = mean + std * torch.randn(mean.shape, generator=generator).to(mean)  # CPU generator, any device
             logp = logp + _gauss_logp(x, mean, std)
         else:
             x = mean
@@ -115,7 +115,7 @@ def sample(velocity: Velocity, noise: torch.Tensor, steps: int = 10, sigma: floa
 
 
 def _gauss_logp(x: torch.Tensor, mean: torch.Tensor, std: float) -> torch.Tensor:
-    z = (x - mean) / std
+    z = (x.float() - mean.float()) / std  # float32 even for bf16 models: a sum over many terms
     return (-0.5 * z.pow(2) - math.log(std) - 0.5 * math.log(2 * math.pi)).flatten(1).sum(-1)
 
 
@@ -127,7 +127,7 @@ def chain_log_prob(velocity: Velocity, chain: torch.Tensor, sigma: float) -> tor
     steps = n - 1
     dt = -1.0 / steps
     std = sigma * math.sqrt(-dt)
-    total = torch.zeros(b, dtype=chain.dtype, device=chain.device)
+    total = torch.zeros(b, dtype=torch.float32, device=chain.device)
     for k in range(steps):
         t = torch.full((b,), 1.0 + k * dt, dtype=chain.dtype, device=chain.device)
         mean = chain[:, k] + dt * velocity(chain[:, k], t)

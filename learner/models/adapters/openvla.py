@@ -134,12 +134,12 @@ class PrismaticVla(nn.Module):
         emb = self.language_model.get_input_embeddings()
         seqs = []
         for i, s in enumerate(ids):
-            t = emb(torch.tensor(s, dtype=torch.long))
+            t = emb(torch.tensor(s, dtype=torch.long, device=patches.device))
             parts = [t[:1], patches[i]] + ([extra[i]] if extra is not None else []) + [t[1:]]
             seqs.append(torch.cat(parts, 0))
         n = max(len(s) for s in seqs)
         out = patches.new_zeros(len(seqs), n, patches.shape[-1])
-        mask = torch.zeros(len(seqs), n, dtype=torch.long)
+        mask = torch.zeros(len(seqs), n, dtype=torch.long, device=patches.device)
         for i, s in enumerate(seqs):
             out[i, n - len(s):] = s
             mask[i, n - len(s):] = 1
@@ -149,7 +149,7 @@ class PrismaticVla(nn.Module):
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         attn: torch.Tensor = mask
         if bidirectional:  # OFT's parallel decoding: every token sees every real token
-            attn = torch.zeros(mask.shape[0], 1, mask.shape[1], mask.shape[1], dtype=embeds.dtype)
+            attn = torch.zeros(mask.shape[0], 1, mask.shape[1], mask.shape[1], dtype=embeds.dtype, device=embeds.device)
             attn = attn.masked_fill(mask[:, None, None, :] == 0, torch.finfo(embeds.dtype).min)
         return self.language_model(inputs_embeds=embeds, attention_mask=attn, position_ids=pos,
                                    output_hidden_states=bidirectional)
@@ -182,7 +182,7 @@ class OpenVlaAdapter(PrismaticVla, VlaAdapter):
     def _prompt(self, obs: dict[str, Any]) -> tuple[list[list[int]], torch.Tensor]:
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
         ids = [openvla_prompt(self.tokenizer, s, bool(self.cfg.tokenizer)) for s in instr]
-        return ids, self.patches(observation_images(self.cfg, obs))
+        return ids, self.patches(observation_images(self.cfg, obs).to(self.device, self.dtype))
 
     def _action_logits(self, logits: torch.Tensor) -> torch.Tensor:
         return logits[..., self.tokens.first_id:self.cfg.llm.tokenizer_vocab]
@@ -191,7 +191,7 @@ class OpenVlaAdapter(PrismaticVla, VlaAdapter):
         ids, patches = self._prompt(obs)
         embeds, mask = self.embed(ids, patches)
         emb = self.language_model.get_input_embeddings()
-        bins, logp = [], torch.zeros(len(ids))
+        bins, logp = [], torch.zeros(len(ids), device=self.device)
         for _ in range(self.action_dim):  # autoregressive, one token per action dimension
             logits = self._action_logits(self.run(embeds, mask).logits[:, -1])
             lp = torch.log_softmax(logits.float(), -1)
@@ -200,21 +200,21 @@ class OpenVlaAdapter(PrismaticVla, VlaAdapter):
             bins.append(b)
             tok = b + self.tokens.first_id
             embeds = torch.cat([embeds, emb(tok)[:, None]], 1)
-            mask = torch.cat([mask, torch.ones(len(ids), 1, dtype=mask.dtype)], 1)
-        token_ids = (torch.stack(bins, 1) + self.tokens.first_id).numpy()
+            mask = torch.cat([mask, torch.ones(len(ids), 1, dtype=mask.dtype, device=mask.device)], 1)
+        token_ids = (torch.stack(bins, 1) + self.tokens.first_id).cpu().numpy()
         model = self.tokens.decode(token_ids)[:, None, :]
         robot = unnormalize("bounds_q99", model, self.stats)
-        return ActOutput(robot.astype(np.float32), logp.detach().numpy(), {"tokens": torch.as_tensor(token_ids)},
+        return ActOutput(robot.astype(np.float32), logp.detach().cpu().numpy(), {"tokens": torch.as_tensor(token_ids)},
                          model.astype(np.float32))
 
     def log_prob(self, obs: dict[str, Any], extras: dict[str, torch.Tensor]) -> torch.Tensor:
         """Teacher-forced log-prob [B] of ``extras["tokens"]`` [B, 7] (one forward, differentiable)."""
-        tokens = torch.as_tensor(extras["tokens"], dtype=torch.long)
+        tokens = torch.as_tensor(extras["tokens"], dtype=torch.long).to(self.device)
         ids, patches = self._prompt(obs)
         embeds, mask = self.embed(ids, patches)
         emb = self.language_model.get_input_embeddings()
         embeds = torch.cat([embeds, emb(tokens[:, :-1])], 1)
-        mask = torch.cat([mask, torch.ones(tokens.shape[0], tokens.shape[1] - 1, dtype=mask.dtype)], 1)
+        mask = torch.cat([mask, torch.ones(tokens.shape[0], tokens.shape[1] - 1, dtype=mask.dtype, device=mask.device)], 1)
         logits = self._action_logits(self.run(embeds, mask).logits[:, -tokens.shape[1]:])
         lp = torch.log_softmax(logits.float(), -1)
         return lp.gather(-1, (tokens - self.tokens.first_id)[..., None])[..., 0].sum(-1)

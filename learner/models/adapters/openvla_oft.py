@@ -113,39 +113,39 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
         """The L1 head's chunk [B, chunk, A] in model units (one bidirectional forward)."""
         instr = list(obs.get("instruction") or [""] * len(obs["state"]))
         ids = [openvla_prompt(self.tokenizer, s, bool(self.cfg.vla.tokenizer)) for s in instr]
-        patches = self.patches(observation_images(self.cfg.vla, obs))
+        patches = self.patches(observation_images(self.cfg.vla, obs).to(self.device, self.dtype))
         extra = None
         if self.proprio_projector is not None:
             state = np.asarray(obs["state"], dtype=np.float64)
             if self.cfg.norm_stats_state:
                 state = normalize("bounds_q99", state, self.cfg.norm_stats_state)
-            extra = self.proprio_projector(torch.as_tensor(state, dtype=torch.float32))[:, None]
+            extra = self.proprio_projector(torch.as_tensor(state, dtype=self.dtype, device=self.device))[:, None]
         embeds, mask = self.embed(ids, patches, extra)
         n_act = self.chunk * self.action_dim
         emb = self.language_model.get_input_embeddings()
-        tail = torch.tensor([1] * n_act + [self.cfg.stop_id])  # placeholders, then the stop token
+        tail = torch.tensor([1] * n_act + [self.cfg.stop_id], device=self.device)  # placeholders, then the stop token
         embeds = torch.cat([embeds, emb(tail)[None].expand(len(ids), -1, -1)], 1)
-        mask = torch.cat([mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype)], 1)
+        mask = torch.cat([mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype, device=mask.device)], 1)
         hidden = self.run(embeds, mask, bidirectional=True).hidden_states[-1]
-        return self.action_head(hidden[:, -n_act - 1:-1], self.chunk)
+        return self.action_head(hidden[:, -n_act - 1:-1], self.chunk).float()  # scored in float32
 
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput:
         mean = self.mean_actions(obs)
         dist = torch.distributions.Laplace(mean, self.cfg.l1_scale)
         model = mean if deterministic else dist.sample()
         logp = dist.log_prob(model).flatten(1).sum(-1)
-        m = model.detach().numpy()
+        m = model.detach().cpu().numpy()
         robot = unnormalize("bounds_q99", np.clip(m, -1.0, 1.0), self.stats)
-        return ActOutput(robot.astype(np.float32), logp.detach().numpy(), {"actions": model.detach()},
+        return ActOutput(robot.astype(np.float32), logp.detach().cpu().numpy(), {"actions": model.detach().cpu()},
                          m.astype(np.float32))
 
     def log_prob(self, obs: dict[str, Any], extras: dict[str, torch.Tensor]) -> torch.Tensor:
         dist = torch.distributions.Laplace(self.mean_actions(obs), self.cfg.l1_scale)
-        return dist.log_prob(torch.as_tensor(extras["actions"], dtype=torch.float32)).flatten(1).sum(-1)
+        return dist.log_prob(torch.as_tensor(extras["actions"], dtype=torch.float32).to(self.device)).flatten(1).sum(-1)
 
     def l1_loss(self, obs: dict[str, Any], actions: np.ndarray) -> torch.Tensor:
         """OFT's training loss against robot-unit target chunks [B, chunk, A] (SFT)."""
-        target = torch.as_tensor(normalize("bounds_q99", actions, self.stats), dtype=torch.float32)
+        target = torch.as_tensor(normalize("bounds_q99", actions, self.stats), dtype=torch.float32, device=self.device)
         return (self.mean_actions(obs) - target).abs().mean()
 
 
