@@ -242,9 +242,15 @@ class PolicyLoop:
         self._tick = 0  # ticks so far: aligns a chunk's rows with the ticks they were planned for
         self._since_load = 0  # steps of the current chunk executed (RTC: counted from its request)
         self._delay_est = 1.0  # running estimate of the inference delay in ticks (sent to flow policies)
+        self._warned = False
 
     def _rtc_rows(self, res: InferResult, measured: list[RobotReading] | None) -> tuple[np.ndarray, list[RobotReading]]:
         """RTC: drop the rows already in the past, blend with the old plan, integrate from now."""
+        if len(res.actions) <= self.rtc.execute_horizon and not self._warned:  # type: ignore[union-attr]
+            self._warned = True
+            log.warning("rtc.execute_horizon %d >= the policy's chunk of %d steps: the next request only goes out "
+                        "when the chunk is used up (lower execute_horizon)", self.rtc.execute_horizon,  # type: ignore[union-attr]
+                        len(res.actions))
         delay = max(self._tick - res.tick, 0)
         self.stats.delay_ticks.append(delay)
         self._delay_est = 0.8 * self._delay_est + 0.2 * delay

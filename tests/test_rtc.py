@@ -177,3 +177,10 @@ def test_rtc_with_the_real_inference_thread_keeps_rows_aligned_with_ticks() -> N
     assert max(delays[1:]) >= 1  # the answers really arrived later than their request
     start = next(i for i, c in enumerate(cmds) if c is not None and c.kind == "policy")
     assert all(c.kind == "policy" for c in cmds[start:]), "the arm waited although the chunk had steps left"
+
+
+def test_an_execute_horizon_beyond_the_chunk_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    worker = LatencyWorker(IndexPolicy(), 1)
+    with caplog.at_level("WARNING", logger="rlinf_ros.policy_loop"):
+        drive(PolicyLoop(worker, io(), rtc=RtcConfig(enabled=True, execute_horizon=H)), worker, 30)
+    assert sum("rtc.execute_horizon 10 >= the policy's chunk of 10" in r.message for r in caplog.records) == 1
