@@ -1,8 +1,9 @@
 """``rlinf eval``: success rate of a checkpoint in simulation, or of a running policy server.
 
-- ``rlinf eval RUN_OR_CHECKPOINT [--episodes K] [--ood pose,vision] [--out DIR]`` evaluates a
-  learner checkpoint on held-out seeds (embodied: success per OOD split + an mp4; LLM: accuracy
-  on a dataset). Results (``results.json``) and the video go to ``--out``, by default
+- ``rlinf eval RUN_OR_CHECKPOINT [--episodes K] [--ood pose,vision] [--out DIR]`` (or
+  ``--checkpoint RUN_OR_CHECKPOINT``) evaluates a learner checkpoint of any runner on held-out
+  seeds (embodied -- PPO, off-policy, offline: success per OOD split + an mp4; LLM: accuracy on
+  a dataset). Results (``results.json``) and the video go to ``--out``, by default
   ``<run>/evals/<checkpoint>_seed<S>/``: never into the checkpoint, which stays as trained.
 - ``rlinf eval --policy-server ws://HOST:PORT CONFIG`` streams a sim env's observations to a
   running policy server and executes the returned chunks: the path a real robot uses.
@@ -20,8 +21,9 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a checkpoint, or a running policy server, in simulation")
-    p.add_argument("target", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env")
+    p.add_argument("target", nargs="?", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings")
+    p.add_argument("--checkpoint", default=None, help="run / checkpoint directory (instead of TARGET, as in rlinf serve)")
     p.add_argument("--policy-server", metavar="URL", default=None, help="ws://HOST:PORT of a running policy server")
     p.add_argument("--episodes", type=int, default=None, help="episodes per split (default: the config's eval.episodes)")
     p.add_argument("--seed", type=int, default=None, help="first held-out seed (default: 0, offset by eval.seed_offset)")
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise PreflightError(f"--episodes must be >= 1, got {args.episodes}")
+    _resolve_target(args)
     if args.policy_server:
         return _eval_server(args)
     meta = _checkpoint_meta(Path(args.target))
@@ -75,6 +78,24 @@ def run(args: argparse.Namespace) -> int:
                                  overrides=parse_overrides(args.overrides), progress=True)
     _report({**result, "out_dir": str(out)}, out)
     return 0
+
+
+def _resolve_target(args: argparse.Namespace) -> None:
+    """``--checkpoint PATH`` or the positional TARGET, exactly one. With ``--checkpoint`` the first
+    ``key=value`` word lands in TARGET (argparse fills positionals in order): it is an override."""
+    from rlinf_cli.errors import PreflightError
+
+    if args.checkpoint is not None:
+        if args.policy_server:
+            raise PreflightError("--checkpoint and --policy-server exclude each other: a policy server serves its own weights")
+        if args.target is not None and "=" not in args.target:
+            raise PreflightError(f"give the checkpoint once: TARGET {args.target!r} and --checkpoint {args.checkpoint!r}")
+        if args.target is not None:
+            args.overrides = [args.target, *args.overrides]
+        args.target = args.checkpoint
+    if args.target is None:
+        raise PreflightError("rlinf eval needs a checkpoint (rlinf eval RUN_DIR, or --checkpoint RUN_DIR) or, with "
+                             "--policy-server URL, a YAML config naming the env")
 
 
 def _checkpoint_meta(path: Path) -> dict:

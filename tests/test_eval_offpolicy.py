@@ -45,15 +45,18 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("runner", ["offpolicy", "offline"])
 def test_rlinf_eval_reports_per_split_success_of_an_offpolicy_or_offline_checkpoint(capsys, tmp_path, runs, runner):
     out = tmp_path / "ev"
-    rc, stdout, _ = _cli(capsys, "eval", str(runs[runner]), "--episodes", "6", "--ood", "id,position", "--no-video",
-                         "--out", str(out), "eval.num_envs=3")
+    # both spellings: the positional run dir, and --checkpoint (then the first key=value must stay an override)
+    target = ["--checkpoint", str(runs[runner])] if runner == "offpolicy" else [str(runs[runner])]
+    splits = {"offpolicy": "id,position", "offline": "id"}[runner]  # one split is enough for the second runner
+    rc, stdout, _ = _cli(capsys, "eval", *target, "eval.num_envs=3", "--episodes", "5", "--ood", splits,
+                         "--no-video", "--out", str(out))
     assert rc == 0
     result = json.loads(stdout)
     assert result["runner"] == runner
     assert Path(result["checkpoint"]).parent == runs[runner] / "checkpoints"
-    assert set(result["splits"]) == {"id", "position"}
+    assert set(result["splits"]) == set(splits.split(","))
     for split, r in result["splits"].items():
-        assert r["episodes"] == 6  # two rounds of eval.num_envs=3, every sub-env one episode
+        assert r["episodes"] == 5  # rounds of eval.num_envs=3 (3 + 3), cut to the 5 asked for
         assert isinstance(r["success_rate"], float) and 0.0 <= r["success_rate"] <= 1.0
         assert result["success_rate"][split] == r["success_rate"]
         assert 1 <= r["episode_length"] <= 80  # push episodes end by 80 steps
@@ -64,6 +67,10 @@ def test_rlinf_eval_reports_per_split_success_of_an_offpolicy_or_offline_checkpo
 def test_rlinf_eval_names_a_bad_checkpoint_instead_of_a_traceback(capsys, tmp_path, runs):
     rc, _, err = _cli(capsys, "eval", str(tmp_path / "nowhere"), "--no-video")
     assert rc == 2 and "no checkpoint at" in err and "Traceback" not in err
+    rc, _, err = _cli(capsys, "eval", "--no-video")
+    assert rc == 2 and "needs a checkpoint" in err
+    rc, _, err = _cli(capsys, "eval", str(runs["offline"]), "--checkpoint", str(runs["offpolicy"]))
+    assert rc == 2 and "give the checkpoint once" in err
 
     ckpt = sorted((runs["offpolicy"] / "checkpoints").glob("iter_*"))[-1]
     broken = tmp_path / "broken"
