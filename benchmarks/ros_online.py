@@ -1,13 +1,13 @@
 """Online-loop benchmark on the sim twin: control-loop jitter while weights are pushed, and the
 camera loop at >= 30 Hz with a recorded 224x224 image next to the raw rclpy round trip.
 
-    .venv/bin/python benchmarks/ros_online.py [--jitter-hz 20] [--seconds 20] [--push-every 3]
+    .venv/bin/python benchmarks/ros_online.py [--jitter-hz 20] [--seconds 30] [--push-every 3]
                                               [--camera-hz 30] [--camera-seconds 10]
 
 (a) **Jitter under weight pushes.** Real processes, real DDS, a random ROS_DOMAIN_ID: sim robot
 node (MuJoCo Panda, 100 Hz driver) + policy client (state-only joint-delta spec, chunk 1: every
 tick needs a fresh inference) + a real policy server serving a torch MLP (``learner.serving.
-TorchPolicy``, ``--hidden``, 17 MB of weights by default) with weight pushes enabled. First
+TorchPolicy``, one run per ``--sizes``: 0.3 MB and 17 MB of weights) with weight pushes. First
 ``--seconds`` without pushes, then ``2 x --seconds`` with a push every ``--push-every`` s from
 a thread of this process, alternating the shipped :class:`~policy_server.push.WeightPusher`
 (one frame per push) and :class:`FragmentingPusher` (the same push in 256 KB wire fragments),
@@ -61,6 +61,20 @@ from ros_procs import Probe, Procs, free_port  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 TOKEN = "bench-weights-token"
 COMMAND_TOPIC = "joint_trajectory_controller/joint_trajectory"
+NOTES = """Findings. Chunk 1 (a fresh inference every control tick) in both parts; periods from the policy
+client's own command stamps; everything (robot node, client, server, pusher, other people's jobs) on
+2 shared cores, see the load averages. (a) Pushes of a state policy of this project's size (0.55 MB)
+leave no trace: push -> ack in ~6-9 ms, long periods and hold ticks while one is in flight at or
+below the rate with none in flight (the machine's own noise at load ~16). 17 MB pushes do: the push
+takes 0.3-0.4 s on the robot's own cores (msgpack frame, mask, send, receive, copies), and while it
+is in flight hold ticks rise 3-4.5x and long periods 2-4x. The server already loads into a spare
+in a thread and swaps between batches (load 14-21 ms, swap wait < 1 ms); this work moves the decode
+(fragment join + msgpack) off the event loop too (policy_server/hotswap.py decode_push). A diagnosis
+with a server that receives pushes and drops them (no decode, no load) showed the same stalls, so what remains is moving 17 MB
+through two processes on oversubscribed cores; fragmented pushes halve the long periods (the event
+loop never copies more than one fragment at a time); on a deployment the learner pushes from the GPU
+box and the loop does not share its cores. (b) The recorded camera source costs a copy per frame,
+so the 30 Hz loop with a 224x224 image is bounded by the ROS path, not rendering."""
 
 
 # ---- the weight-push server (a process of its own) ---------------------------------------------
@@ -152,16 +166,17 @@ def stats_ms(xs: list[float] | np.ndarray) -> dict[str, float]:
 
 
 def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, float]]], nominal: float,
-                     factor: float = 1.5) -> dict[str, dict]:
-    """Periods between consecutive command stamps, grouped by the push window (tag) they overlap
-    (``none``: no push in flight); per group the count, the long ones (> ``factor`` x nominal)
-    and the longest.
+                     holds: np.ndarray | None = None, factor: float = 1.5) -> dict[str, dict]:
+    """Periods between consecutive command stamps (sorted), grouped by the push window (tag) they
+    overlap (``none``: no push in flight); per group the count, the long ones (> ``factor`` x
+    nominal), the longest, and the hold ticks that end a period of the group.
 
-    >>> r = classify_periods(np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7]), {"w": [(0.15, 0.25)]}, 0.1)
-    >>> r["w"]["n"], r["w"]["long"], r["none"]["n"], r["none"]["long"]
-    (3, 1, 2, 1)
+    >>> hold = np.array([0, 0, 0, 1, 0, 0], bool)
+    >>> r = classify_periods(np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7]), {"w": [(0.15, 0.25)]}, 0.1, hold)
+    >>> r["w"]["n"], r["w"]["long"], r["w"]["holds"], r["none"]["n"], r["none"]["long"], r["none"]["holds"]
+    (3, 1, 1, 2, 1, 0)
     """
-    stamps = np.sort(stamps)
+    holds_end = np.zeros(max(len(stamps) - 1, 0), bool) if holds is None else np.asarray(holds, bool)[1:]
     periods = np.diff(stamps)
     starts, ends = stamps[:-1], stamps[1:]
     long = periods > factor * nominal
@@ -172,7 +187,9 @@ def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, fl
         return {"n": int(mask.sum()), "long": int((long & mask).sum()),
                 "long_rate": round(float((long & mask).sum() / max(mask.sum(), 1)), 4),
                 "max_ms": round(float(periods[mask].max() * 1e3), 1) if mask.any() else None,
-                "long_ms": [round(float(p) * 1e3, 1) for p in periods[long & mask]]}
+                "long_ms": [round(float(p) * 1e3, 1) for p in periods[long & mask]],
+                "holds": int((holds_end & mask).sum()),
+                "hold_rate": round(float((holds_end & mask).sum() / max(mask.sum(), 1)), 4)}
 
     for tag, wins in windows.items():
         hit = np.zeros(len(periods), bool)
@@ -228,7 +245,8 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
         for kind in ("robot", "policy_client"):
             procs.start_node(kind, path)
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
-        cmds = probe.record(JointTrajectory, COMMAND_TOPIC, lambda m: stamp_to_sec(m.header.stamp))
+        cmds = probe.record(JointTrajectory, COMMAND_TOPIC,
+                            lambda m: (stamp_to_sec(m.header.stamp), tuple(m.points[0].positions)))
         probe.wait_for(lambda: status and status[-1][1]["policy_steps"] >= 40, 180, "loop running", procs)
         pushers = {"whole": WeightPusher(f"ws://127.0.0.1:{port}", token=TOKEN, timeout_s=60),
                    "fragmented": FragmentingPusher(f"ws://127.0.0.1:{port}", TOKEN)}
@@ -239,7 +257,7 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
         t_end = time.time()
         time.sleep(0.6)  # the last status
         with probe.lock:
-            stamps = np.array([s for _, s in cmds])
+            ticks = sorted(c for _, c in cmds)
             stat = list(status)
     finally:
         for pusher in pushers.values():
@@ -247,8 +265,12 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
         probe.close()
         procs.stop_all()
     nominal = 1.0 / hz
-    base = classify_periods(stamps[(stamps >= t_base0) & (stamps <= t_push0)], {}, nominal)
-    push = classify_periods(stamps[(stamps >= t_push0) & (stamps <= t_end)], windows, nominal)
+    stamps = np.array([t for t, _ in ticks])
+    # a hold re-sends the previous target exactly (rlinf_ros.policy_loop: no answer in time)
+    holds = np.array([False] + [a[1] == b[1] for a, b in zip(ticks, ticks[1:])])
+    phase0, phase1 = (stamps >= t_base0) & (stamps <= t_push0), (stamps >= t_push0) & (stamps <= t_end)
+    base = classify_periods(stamps[phase0], {}, nominal, holds[phase0])
+    push = classify_periods(stamps[phase1], windows, nominal, holds[phase1])
     return {"control_hz": hz, "nominal_ms": round(nominal * 1e3, 1), "seconds_no_push": seconds,
             "seconds_push": 2 * seconds, "push_every_s": push_every, "mlp_hidden": hidden,
             "weights_mb": round(n_params * 4 / 1e6, 2),
@@ -332,30 +354,22 @@ def camera_run(tmp: Path, hz: float, seconds: float) -> dict:
 
 
 # ---- report -------------------------------------------------------------------------------------
-def write_results(result: dict) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ros_online.json").write_text(json.dumps(result, indent=2))
-    j, c, raw = result["jitter"], result["camera"], result["raw_round_trip_ms"]
-    lines = ["# Online loop on the sim twin (benchmarks/ros_online.py)", "",
-             f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.", "",
-             f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
-             f"{j['nominal_ms']} ms)", "",
-             f"Torch MLP {j['mlp_hidden']} ({j['weights_mb']} MB of weights) served by `PolicyServer`. "
-             f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
-             f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
-             "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
-             "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal.", "",
-             "| periods | count | long | long rate | longest ms |", "|---|---|---|---|---|"]
+def jitter_lines(j: dict) -> list[str]:
+    """The (a) table of one served model size."""
+    lines = [f"### Torch MLP {j['mlp_hidden']}: {j['weights_mb']} MB of weights per push", "",
+             "| periods | count | long | long rate | longest ms | hold ticks | hold rate |",
+             "|---|---|---|---|---|---|---|"]
     rows = [("no-push phase, all", j["no_push_phase"]["all"]), ("push phase, all", j["push_phase"]["all"]),
             ("push phase, overlapping a *whole* push", j["push_phase"].get("whole")),
             ("push phase, overlapping a *fragmented* push", j["push_phase"].get("fragmented")),
             ("push phase, no push in flight", j["push_phase"]["none"])]
     for name, g in rows:
         if g:
-            lines.append(f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} |")
+            lines.append(f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} | "
+                         f"{g.get('holds', '-')} | {g.get('hold_rate', 0):.1%} |")
     na, pa = j["no_push_phase"]["all"], j["push_phase"]["all"]
     lines += ["", f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; with pushes "
-              f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks (no answer in time): "
+              f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own counter: "
               f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
               f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
               f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).", ""]
@@ -363,7 +377,28 @@ def write_results(result: dict) -> None:
         lines.append(f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} ms "
                      f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
                      f"{pu['server_load_ms'].get('median')} ms")
-    lines += ["", f"Load average {j['load_avg_1m']} at the end of (a).", "",
+    return lines + ["", f"Load average {j['load_avg_1m']} at the end of this run.", ""]
+
+
+def write_results(result: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ros_online.json").write_text(json.dumps(result, indent=2))
+    runs, c, raw = result["jitter"], result["camera"], result["raw_round_trip_ms"]
+    runs = [runs] if isinstance(runs, dict) else runs  # results written before --sizes
+    j = runs[0]
+    lines = ["# Online loop on the sim twin (benchmarks/ros_online.py)", "",
+             f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.", "",
+             f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
+             f"{j['nominal_ms']} ms)", "",
+             "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot node). "
+             f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
+             f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
+             "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
+             "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal. A hold "
+             "tick re-sends the previous target (no answer within the client's wait, 0.6 of a period).", ""]
+    for j in runs:
+        lines += jitter_lines(j)
+    lines += [
               f"## (b) Camera loop with a recorded 224x224 source ({c['target_hz']:g} Hz)", "",
               "Raw rclpy round trip (publish -> echo process -> back), same run:", "",
               "| message | p50 ms | p99 ms |", "|---|---|---|"]
@@ -382,7 +417,10 @@ def write_results(result: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024, 1024])
+    ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024, 1024], help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", nargs="+", default=["256x256", "1024x1024x1024"],
+                    help="hidden layers of the served MLPs, one jitter run each (256x256: the size of this "
+                         "project's state policies; 1024x1024x1024: 17 MB, a stress case)")
     ap.add_argument("--jitter-hz", type=float, default=20.0)
     ap.add_argument("--seconds", type=float, default=30.0, help="without pushes (twice that with pushes)")
     ap.add_argument("--push-every", type=float, default=3.0)
@@ -390,13 +428,18 @@ def main() -> None:
     ap.add_argument("--camera-seconds", type=float, default=10.0)
     ap.add_argument("--parts", nargs="+", choices=["jitter", "camera"], default=["jitter", "camera"],
                     help="run only these parts; the others are kept from benchmarks/results/ros_online.json")
+    ap.add_argument("--report", action="store_true", help="rewrite the .md from the .json, run nothing")
     a = ap.parse_args()
+    if a.report:
+        result = json.loads((RESULTS / "ros_online.json").read_text())
+        return write_results({**result, "notes": NOTES})
     if a.serve:
         return serve_main(a.serve, a.hidden)
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
     tmp = Path(tempfile.mkdtemp(prefix="ros_online_"))
     old = json.loads((RESULTS / "ros_online.json").read_text()) if set(a.parts) != {"jitter", "camera"} else {}
-    jitter = jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, a.hidden) if "jitter" in a.parts else old["jitter"]
+    jitter = [jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, [int(h) for h in size.split("x")])
+              for size in a.sizes] if "jitter" in a.parts else old["jitter"]
     print(json.dumps(jitter), flush=True)
     raw, camera = old.get("raw_round_trip_ms"), old.get("camera")
     if "camera" in a.parts:  # the raw round trip belongs to the camera loop's run
@@ -406,8 +449,7 @@ def main() -> None:
         print(json.dumps(camera), flush=True)
     write_results({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                    "jitter": jitter, "raw_round_trip_ms": raw, "camera": camera,
-                   "notes": "chunk 1 (a fresh inference every control tick) in both parts; the period is measured "
-                            "from the policy client's command stamps; shared 2-core machine, see load avg."})
+                   "notes": NOTES})
 
 
 if __name__ == "__main__":
