@@ -71,9 +71,9 @@ is in flight hold ticks rise 3-4.5x and long periods 2-4x. The server already lo
 in a thread and swaps between batches (load 14-21 ms, swap wait < 1 ms); this work moves the decode
 (fragment join + msgpack) off the event loop too (policy_server/hotswap.py decode_push). A diagnosis
 with a server that receives pushes and drops them (no decode, no load) showed the same stalls, so
-what remains is moving 17 MB through two processes on oversubscribed cores; fragmented pushes halve the long periods (the event
-loop never copies more than one fragment at a time); on a deployment the learner pushes from the GPU
-box and the loop does not share its cores. (b) The recorded camera source costs a copy per frame,
+what remains is moving 17 MB through two processes on oversubscribed cores; fragmented pushes
+halve the long periods (the event loop never copies more than one fragment at a time); on a
+deployment the learner pushes from the GPU box and the loop does not share its cores. (b) The recorded camera source costs a copy per frame,
 so the 30 Hz loop with a 224x224 image is bounded by the ROS path, not rendering."""
 
 
