@@ -73,8 +73,9 @@ in a thread and swaps between batches (load 14-21 ms, swap wait < 1 ms); this wo
 with a server that receives pushes and drops them (no decode, no load) showed the same stalls, so
 what remains is moving 17 MB through two processes on oversubscribed cores; fragmented pushes
 halve the long periods (the event loop never copies more than one fragment at a time); on a
-deployment the learner pushes from the GPU box and the loop does not share its cores. (b) The recorded camera source costs a copy per frame,
-so the 30 Hz loop with a 224x224 image is bounded by the ROS path, not rendering."""
+deployment the learner pushes from the GPU box and the loop does not share its cores. (b) The
+recorded camera source costs a copy per frame, so the 30 Hz loop with a 224x224 image is bounded by
+the ROS path, not rendering."""
 
 
 # ---- the weight-push server (a process of its own) ---------------------------------------------
