@@ -32,7 +32,7 @@ import numpy as np
 
 from policy_server.hotswap import ModelSlot
 from policy_server.metrics import ServerMetrics
-from policy_server.observations import Canonical, collate
+from policy_server.observations import Canonical, collate, group_by_extras
 
 log = logging.getLogger(__name__)
 
@@ -175,14 +175,21 @@ class DynamicBatcher:
 
     def _forward(self, model: Any, samples: list[Canonical]) -> np.ndarray:
         t0 = time.perf_counter()
-        actions = model.infer(collate(samples))["actions"]
+        parts: list[tuple[list[int], np.ndarray]] = []
+        for idx in group_by_extras(samples):  # one forward per extras signature (usually one group)
+            out = np.asarray(model.infer(collate([samples[i] for i in idx]))["actions"], dtype=np.float32)
+            if out.ndim != 3 or out.shape[0] != len(idx):
+                raise InferenceError(f"policy returned actions of shape {out.shape}, expected [B={len(idx)}, chunk, A]")
+            parts.append((idx, out))
         ms = (time.perf_counter() - t0) * 1000.0
         self._forward_ema_ms = ms if self._forward_ema_ms == float("inf") else 0.9 * self._forward_ema_ms + 0.1 * ms
-        actions = np.asarray(actions, dtype=np.float32)
-        if actions.ndim != 3 or actions.shape[0] != len(samples):
-            raise InferenceError(
-                f"policy returned actions of shape {actions.shape}, expected [B={len(samples)}, chunk, A]"
-            )
+        if len(parts) == 1:
+            return parts[0][1]
+        if len({p.shape[1:] for _, p in parts}) != 1:
+            raise InferenceError(f"policy returned chunks of different shapes per group: {[p.shape for _, p in parts]}")
+        actions = np.empty((len(samples), *parts[0][1].shape[1:]), np.float32)
+        for idx, out in parts:
+            actions[idx] = out
         return actions
 
     async def _run(self, batch: list[_Request]) -> None:

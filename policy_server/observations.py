@@ -24,6 +24,24 @@ policy_server.observations.ObservationError: observation key 'state' contains Na
 Traceback (most recent call last):
 ...
 policy_server.observations.ObservationError: observation keys must be strings; got bytes key b'junk'
+
+Optional per-sample *extras* (:data:`EXTRAS`) ride along with an observation: the policy
+client's real-time chunking sends the committed prefix ``rtc_prefix`` [P, A] and the expected
+inference delay ``rtc_inference_delay`` so a flow policy can inpaint it. They are validated
+(errors name the key) and reach ``infer`` only for a policy that lists them in its
+``infer_extras`` attribute; for any other policy they are dropped, so an RTC client works with
+every server.
+
+>>> obs = to_canonical({"state": np.ones(2), "rtc_prefix": np.zeros((3, 2)), "rtc_inference_delay": 1}, "auto", {})
+>>> out = validate_observation(obs, spec, False, accepts=("rtc_prefix", "rtc_inference_delay"), action_dim=2)
+>>> out["extras"]["rtc_prefix"].shape, out["extras"]["rtc_inference_delay"]
+((3, 2), 1)
+>>> "extras" in validate_observation(obs, spec, False)  # a policy that accepts none: dropped
+False
+>>> validate_observation({**obs, "extras": {"rtc_inference_delay": -1}}, spec, False, ("rtc_inference_delay",), 2)
+Traceback (most recent call last):
+...
+policy_server.observations.ObservationError: observation key 'rtc_inference_delay' must be an integer >= 0 (control ticks), got -1
 """
 
 from __future__ import annotations
@@ -63,6 +81,47 @@ class Adapter:
 ADAPTERS: Registry[Adapter] = Registry("observation adapter")
 
 
+@dataclass(frozen=True)
+class Extra:
+    """One optional per-sample request key: ``check(value, action_dim)`` validates and normalises
+    it; ``signature`` says which samples can share a forward (same shape / value); ``collate``
+    batches the values of samples with equal signatures."""
+
+    check: Callable[[str, Any, int], Any]
+    signature: Callable[[Any], Any]
+    collate: Callable[[list[Any]], Any]
+
+
+EXTRAS: Registry[Extra] = Registry("request extra")
+
+
+def _check_prefix(key: str, value: Any, action_dim: int) -> np.ndarray:
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "fiu":
+        raise ObservationError(key, f"observation key '{key}' must be a float array [P, {action_dim}] (committed "
+                                    f"actions), got {type(value).__name__}")
+    if value.ndim != 2 or value.shape[1] != action_dim:
+        raise ObservationError(key, f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected "
+                                    f"[P, {action_dim}] (rows of committed actions)")
+    out = value.astype(np.float32)
+    if not np.all(np.isfinite(out)):
+        raise ObservationError(key, f"observation key '{key}' contains NaN or inf")
+    return out
+
+
+def _check_delay(key: str, value: Any, _action_dim: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ObservationError(key, f"observation key '{key}' must be an integer >= 0 (control ticks), got {clip(value)}")
+    return int(value)
+
+
+EXTRAS.add("rtc_prefix", Extra(_check_prefix, lambda v: tuple(v.shape), np.stack))
+EXTRAS.add("rtc_inference_delay", Extra(_check_delay, lambda v: v, lambda vs: vs[0]))
+
+
+def _extras(obs: dict[str, Any]) -> dict[str, Any]:
+    return {k: obs[k] for k in EXTRAS.names() if k in obs}
+
+
 def _hwc(img: Any) -> Any:
     """Channel-first uint8 images (openpi ALOHA sends CHW) -> HWC; anything else unchanged."""
     if isinstance(img, np.ndarray) and img.ndim == 3 and img.shape[0] == 3 and img.shape[-1] != 3:
@@ -86,6 +145,7 @@ def _canonical(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
         "state": obs.get("state"),
         "images": {camera_map.get(k, k): _hwc(v) for k, v in images.items()},
         "instruction": obs.get("instruction", obs.get("prompt")),
+        "extras": _extras(obs),
     }
 
 
@@ -95,7 +155,8 @@ def _openpi_flat(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
         if key.startswith("observation/") and key != "observation/state":
             name = key.split("/", 1)[1]
             images[camera_map.get(name, name)] = _hwc(value)
-    return {"state": obs.get("observation/state"), "images": images, "instruction": obs.get("prompt")}
+    return {"state": obs.get("observation/state"), "images": images, "instruction": obs.get("prompt"),
+            "extras": _extras(obs)}
 
 
 ADAPTERS.add("canonical", Adapter("canonical", lambda o: "state" in o or "images" in o, _canonical))
@@ -145,8 +206,12 @@ def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np
     return out
 
 
-def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction: bool) -> Canonical:
-    """Check a canonical sample against the per-sample spec; returns it with dtypes normalised."""
+def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction: bool,
+                         accepts: tuple[str, ...] = (), action_dim: int = 0) -> Canonical:
+    """Check a canonical sample against the per-sample spec; returns it with dtypes normalised.
+
+    ``accepts``: the extras the policy takes (its ``infer_extras``); those present are validated
+    against ``action_dim`` and kept under ``"extras"``, every other extra is dropped."""
     out: Canonical = {"images": {}, "instruction": ""}
     for key, (dtype, shape) in spec.items():
         if key.startswith("images/"):
@@ -166,15 +231,37 @@ def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction
         raise ObservationError("instruction", "observation key 'instruction' (or 'prompt') must be a string for this "
                                               f"policy, got {type(instruction).__name__}")
     out["instruction"] = instruction if isinstance(instruction, str) else ""
+    sent = obs.get("extras") or {}
+    extras = {k: EXTRAS.get(k).check(k, sent[k], action_dim) for k in accepts if k in sent}
+    if extras:
+        out["extras"] = extras
     return out
 
 
+def extras_signature(sample: Canonical) -> tuple[Any, ...]:
+    """Samples with equal signatures can share one forward (same extras, same prefix shape)."""
+    extras = sample.get("extras") or {}
+    return tuple((k, EXTRAS.get(k).signature(extras[k])) for k in sorted(extras))
+
+
+def group_by_extras(samples: list[Canonical]) -> list[list[int]]:
+    """Indices of ``samples`` grouped by :func:`extras_signature`, in first-seen order: one
+    forward per group (a client with a 3-row prefix and one without never share a batch)."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, s in enumerate(samples):
+        groups.setdefault(extras_signature(s), []).append(i)
+    return list(groups.values())
+
+
 def collate(samples: list[Canonical]) -> dict[str, Any]:
-    """Validated samples -> one batched canonical observation (leading batch axis)."""
+    """Validated samples (of one :func:`group_by_extras` group) -> one batched canonical observation
+    (leading batch axis); extras become top-level keys (``rtc_prefix`` [B, P, A])."""
     first = samples[0]
     batch: dict[str, Any] = {
-        k: np.stack([s[k] for s in samples]) for k in first if k not in ("images", "instruction")
+        k: np.stack([s[k] for s in samples]) for k in first if k not in ("images", "instruction", "extras")
     }
+    for k in first.get("extras") or {}:
+        batch[k] = EXTRAS.get(k).collate([s["extras"][k] for s in samples])
     batch["images"] = {cam: np.stack([s["images"][cam] for s in samples]) for cam in first["images"]}
     batch["instruction"] = [s["instruction"] for s in samples]
     return batch

@@ -207,7 +207,8 @@ class PolicyServer:
         if isinstance(message, str):
             raise WireError("requests must be binary msgpack frames, got a text frame")
         obs = to_canonical(unpackb(message), self.config.adapter, self.config.camera_map)
-        return validate_observation(obs, self.obs_spec, self.spec.uses_instruction)
+        accepts = tuple(getattr(self.slot.active, "infer_extras", ()))  # e.g. RTC's prefix, flow policies only
+        return validate_observation(obs, self.obs_spec, self.spec.uses_instruction, accepts, self.spec.action.dim)
 
     def _validate(self, ws: ServerConnection, message: Any) -> str | dict[str, Any]:
         """The validated sample, or the error text to answer with (never raises)."""
