@@ -9,6 +9,7 @@ loads instead (``tokenizer: path``). Everything downstream only sees id tensors.
 from __future__ import annotations
 
 import abc
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,9 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
+RTC_EXTRAS = ("rtc_prefix", "rtc_inference_delay")
+
+
 class ServedVla:
     """A VLA adapter as a served policy: ``robot_spec`` + batched ``infer``.
 
@@ -164,9 +168,11 @@ class ServedVla:
         self.deterministic = deterministic
         self.robot_spec = robot_spec or adapter.robot_spec()
         self.name = type(adapter).__name__
+        # the policy server passes these request extras to infer only when listed here
+        self.infer_extras = RTC_EXTRAS if "rtc_prefix" in inspect.signature(adapter.act).parameters else ()
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
-        kw = {k: obs[k] for k in ("rtc_prefix", "rtc_inference_delay") if k in obs}
+        kw = {k: obs[k] for k in self.infer_extras if k in obs}
         with torch.no_grad():
             out = self.adapter.act(obs, deterministic=self.deterministic, **kw)
         return {"actions": np.asarray(out.actions, dtype=np.float32)}
