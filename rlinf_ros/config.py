@@ -141,7 +141,11 @@ class PolicyClientConfig:
         "help": "std_srvs/SetBool: false pauses (no commands), true starts a new episode"})
     joint_prefixes: list[str] = field(default_factory=lambda: ["panda_"],
                                       metadata={"help": "one per arm; joints <prefix>joint1..7"})
-    instruction: str = ""
+    instruction: str = field(default="", metadata={
+        "help": "task instruction sent as 'instruction' in every observation ('' = robot_spec.instruction); "
+                "each String on instruction_topic replaces it"})
+    instruction_topic: str = field(default="task/instruction", metadata={
+        "help": "std_msgs/String: the current task instruction (the twin's task node sets one per episode); '' = none"})
     infer_timeout_s: float = 2.0
     max_wait_fraction: float = field(default=0.6, metadata={
         "help": "a tick with nothing to execute waits this fraction of a period for the answer"})

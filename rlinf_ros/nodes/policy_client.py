@@ -1,8 +1,9 @@
 """Policy client node: robot topics -> the spec's observation -> policy server -> joint commands.
 
 Subscribes to ``joint_states``, the gripper joint states, each arm's end-effector pose, the task
-inputs the robot spec needs (a ``PoseStamped`` goal on ``task/goal``, an object pose) and one
-Image topic per camera; matches joints and images within ``slop_s``
+inputs the robot spec needs (a ``PoseStamped`` goal on ``task/goal``, an object pose), the task
+instruction (``std_msgs/String`` on ``task/instruction``; it goes out as ``instruction`` in every
+observation, what a language-conditioned policy reads) and one Image topic per camera; matches joints and images within ``slop_s``
 (:class:`rlinf_ros.sync.ApproxTimeSync`); builds the state vector the spec describes (the same
 features the simulator computes, ``rlinf_ros.robot_io``); sends it over the wire from a
 background thread; and decodes the answer with the spec's control law into one
@@ -86,6 +87,7 @@ class PolicyClientNode(Node):
         self._poses: list[Any] = [None] * n
         self._goal: np.ndarray | None = None
         self._object: np.ndarray | None = None
+        self.instruction = cfg.instruction or self.spec.instruction
         self.enabled = True
         self._subscribe(cfg)
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
@@ -116,6 +118,8 @@ class PolicyClientNode(Node):
             self.create_subscription(PoseStamped, cfg.object_topic, self._on_object, sensor_qos())
         for cam, topic in cfg.cameras.items():
             self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
+        if cfg.instruction_topic:  # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
+            self.create_subscription(String, cfg.instruction_topic, self._on_instruction, reliable_qos(1))
         self.create_subscription(String, cfg.robot_state_topic, self._on_robot_state, reliable_qos(1))
         self.create_subscription(String, cfg.teleop_topic, self._on_teleop, reliable_qos(5))
         self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
@@ -144,6 +148,12 @@ class PolicyClientNode(Node):
 
     def _on_object(self, msg: PoseStamped) -> None:
         self._object = pose_from_msg(msg).position
+
+    def _on_instruction(self, msg: String) -> None:
+        text = " ".join(msg.data.split())
+        if text and text != self.instruction:
+            log.info("instruction: %r", text)
+            self.instruction = text
 
     def _on_image(self, cam: str, msg: Image) -> None:
         self.sync.add(cam, stamp_to_sec(msg.header.stamp), msg)  # decoded only when used
@@ -204,7 +214,7 @@ class PolicyClientNode(Node):
         readings = self._readings(found["joints"][1])
         try:
             images = {cam: image_to_rgb(found[cam][1]) for cam in self.cfg.cameras}
-            obs = self.io.observation(readings, images, self.cfg.instruction)
+            obs = self.io.observation(readings, images, self.instruction)
         except (ConversionError, MissingInput) as e:
             if str(e) != self.missing:
                 log.warning("cannot build the observation: %s", e)
@@ -246,7 +256,8 @@ class PolicyClientNode(Node):
         return {**self.loop.stats.summary(), "connected": bool(w and w.connected), "connects": w.connects if w else 0,
                 "failures": w.failures if w else 0, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs,
                 "refused": w.refused if w else "", "enabled": self.enabled, "missing_input": self.missing,
-                "blocked": self.human.blocked, "teleop_steps": self.human.teleop_steps, "episode": self.episode}
+                "blocked": self.human.blocked, "teleop_steps": self.human.teleop_steps, "episode": self.episode,
+                "instruction": self.instruction}
 
     def _publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))
