@@ -86,6 +86,8 @@ def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(n
     obs = _obs(8)
     target = torch.as_tensor(np.random.default_rng(1).uniform(-0.8, 0.8, (8, 2, 3)).astype(np.float32))
     opt = torch.optim.Adam(policy.parameters(), lr=5e-3)
+    policy.update_normalizer(torch.as_tensor(obs["state"]), obs["instruction"])  # as the SFT stage does
+    assert float(policy.text_norm.count) > 1.0
     t_obs = obs_to_tensors(obs)
     first = float(policy.sft_loss(t_obs, target).detach())
     for _ in range(20):
@@ -117,9 +119,10 @@ def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(n
     adv_sign = torch.as_tensor(np.tile(np.where(np.arange(8) % 2 == 0, 1.0, -1.0)[:, None], (1, 2)).reshape(-1))
     learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99), ActorConfig(lr=1e-3, epochs=1, minibatches=1))
     norm_before = policy.state_norm.mean.clone()
+    text_before = policy.text_norm.mean.clone()
     metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
     # the SFT state statistics stay fixed through RL (a drifting normaliser moves the inputs)
-    assert torch.equal(policy.state_norm.mean, norm_before)
+    assert torch.equal(policy.state_norm.mean, norm_before) and torch.equal(policy.text_norm.mean, text_before)
     after = torch.cat([p.detach().flatten() for p in policy.parameters()])
     assert not torch.equal(before, after) and np.isfinite(metrics["policy_loss"])
     with torch.no_grad():

@@ -80,6 +80,10 @@ class VLAPolicy(Policy):
         # iteration, which would move an SFT policy's inputs under it; these stats come from the
         # SFT demos (update_normalizer) and stay fixed through RL
         self.state_norm = RunningNorm(spec.state_dim) if normalize_state else None
+        # sentence embeddings of templated instructions differ in a few directions only ("red" vs
+        # "blue" moves a 384-d unit vector a little): standardising each dimension over the SFT
+        # instructions turns those differences into unit-scale inputs (fixed after SFT, like state_norm)
+        self.text_norm = RunningNorm(get_text_encoder(text_encoder).dim, clip=5.0)
         self.text_proj = nn.Sequential(nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh())
         self.cnn = FiLMConvEncoder(text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera]))
         hidden = list(hidden)
@@ -104,7 +108,7 @@ class VLAPolicy(Policy):
             state = self.state_norm(state)
         if self.camera not in obs.get("images", {}):
             raise KeyError(f"observation lacks camera {self.camera!r}; the VLA was built for it")
-        text = self.text_proj(self._text(obs, state.shape[0]))
+        text = self.text_proj(self.text_norm(self._text(obs, state.shape[0])))
         img = self.cnn(obs["images"][self.camera], text)
         return self.fusion(torch.cat([state, text, img], dim=-1))
 
@@ -120,6 +124,9 @@ class VLAPolicy(Policy):
             return self.head(feat).sft_loss(actions)
         return self.head.sft_loss(feat, actions)
 
-    def update_normalizer(self, states: Tensor) -> None:
+    def update_normalizer(self, states: Tensor, instructions: list[str] | None = None) -> None:
+        """Fold SFT data into the state (and instruction-embedding) statistics."""
         if self.state_norm is not None:
             self.state_norm.update(states)
+        if instructions:
+            self.text_norm.update(get_text_encoder(self.text_encoder_name).encode(instructions))

@@ -130,7 +130,7 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
         raise ConfigError(f"key 'model.name'={cfg.model.name!r} has no sft_loss; use vla_tokens or vla_flow")
     camera = next(iter(policy.spec.cameras))
     data = load_demos(cfg.sft.demos, camera, cfg.model.chunk, cfg.sft.max_episodes)
-    policy.update_normalizer(torch.as_tensor(data.states))
+    policy.update_normalizer(torch.as_tensor(data.states), data.instructions.tolist())
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.sft.lr)
     rng, history = np.random.default_rng(cfg.seed), []
     policy.train()
