@@ -117,8 +117,12 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{args.image_size} px front camera, state = proprioception + every object's position relative to the hand). "
         "SFT on oracle demos, then PPO / GRPO from the SFT checkpoint; success per OOD split on held-out seeds "
         f"({args.eval_episodes} episodes per split), deterministic actions. `benchmarks/vla_ood.py`.",
+        f"Recipe: {args.demos} oracle demos (noise 0.1), {args.sft_steps} SFT steps (batch 64); RL from the SFT "
+        f"checkpoint with the success-only reward: PPO {args.ppo_iters} iterations (32 envs; tokens 12 policy steps, "
+        f"flow 4 chunks of 4 per iteration), GRPO {args.grpo_iters} iterations (16 envs in groups of 4, one episode "
+        "each); configs `configs/sim_franka_language_vla_*.yaml`.",
         f"Total wall time {total:.0f} s on {meta['cpus']} CPU cores shared with other work "
-        "(1-min load average per run in the table).",
+        "(1-min load average per run in the table; the demos' collection is not included).",
         *[f"- {v}" for v in verdict(rows)],
     ]
     cols = [("head", lambda r: r["head"]), ("stage", lambda r: "SFT" if r["stage"] == "sft" else f"SFT+{r['stage'].upper()}")]
@@ -166,6 +170,7 @@ def main() -> int:
     ap.add_argument("--text-encoder", default="minilm")
     ap.add_argument("--work", default="runs/bench_vla_ood", help="run directories (demos are reused if present)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the pipeline in seconds")
+    ap.add_argument("--from-json", action="store_true", help="only re-render results/vla_ood.{md,png} from its JSON")
     ap.add_argument("extra", nargs="*", help="more overrides for every train run, key=value")
     args = ap.parse_args()
     args.rl_extra = []
@@ -176,7 +181,13 @@ def main() -> int:
         args.image_size, args.text_encoder, args.work = 32, "hash", args.work + "_quick"
         args.extra += ["env.num_envs=4", "env.max_episode_steps=8", "model.hidden=[32]"]
         args.rl_extra = ["rollout.steps_per_iteration=2", "algorithm.group_size=2"]
-    rows = run(args)
+    if args.from_json:  # re-render the table and curves of the last full run
+        data = json.loads((RESULTS / "vla_ood.json").read_text())
+        for key in ("demos", "sft_steps", "ppo_iters", "grpo_iters", "eval_episodes", "image_size", "text_encoder"):
+            setattr(args, key, data["meta"][key])
+        rows = data["rows"]
+    else:
+        rows = run(args)
     write(rows, args)
     print("\n".join(verdict(rows)))
     return 0
