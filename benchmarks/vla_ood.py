@@ -50,6 +50,17 @@ def _train(config: str, overrides: list[str]) -> tuple[dict[str, Any], list[dict
     return data["final"], data["history"], time.perf_counter() - t0, _load()
 
 
+def curve_of(history: list[dict[str, Any]], min_episodes: int = 20) -> list[tuple[float, float]]:
+    """(wall s, training success over the last 100 episodes) once ``min_episodes`` have ended
+    (the first few episodes to end are the quick successes: a rate over them says nothing)."""
+    out, seen = [], 0.0
+    for h in history:
+        seen += h.get("iter/episodes", 0.0)
+        if seen >= min_episodes and h.get("success_rate") is not None:
+            out.append((h.get("time/wall_s", 0.0), h["success_rate"]))
+    return out
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from rlinf_cli.main import main
 
@@ -81,8 +92,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             row = {"head": head, "stage": stage, "wall_s": round(wall, 1), "load_1min": load,
                    "success": {s: final["eval"][s]["success_rate"] for s in SPLITS},
                    "episodes": final["eval"]["id"]["episodes"],
-                   "curve": [(h.get("time/wall_s", 0.0), h.get("success_rate")) for h in history
-                             if h.get("success_rate") is not None]}
+                   "curve": curve_of(history)}
             rows.append(row)
             print(f"{head:6s} {stage:4s} " + " ".join(f"{s} {row['success'][s]:.2f}" for s in SPLITS)
                   + f"  wall {wall:.0f} s (load {load})", flush=True)
@@ -186,6 +196,10 @@ def main() -> int:
         for key in ("demos", "sft_steps", "ppo_iters", "grpo_iters", "eval_episodes", "image_size", "text_encoder"):
             setattr(args, key, data["meta"][key])
         rows = data["rows"]
+        for r in rows:  # curves from the run directories when they are still there
+            metrics = Path(args.work) / f"{r['head']}_{r['stage']}" / "metrics.json"
+            if metrics.is_file() and r["stage"] != "sft":
+                r["curve"] = curve_of(json.loads(metrics.read_text())["history"])
     else:
         rows = run(args)
     write(rows, args)
