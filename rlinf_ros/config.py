@@ -229,6 +229,10 @@ class TaskNodeConfig:
     joint_states_topic: str = "joint_states"
     ee_pose_topic: str = "franka_robot_state_broadcaster/current_pose"
     goal_topic: str = "task/goal"
+    instructions: list[str] = field(default_factory=list, metadata={
+        "help": "task instructions; one drawn per episode and published on instruction_topic with the goal ([] = none)"})
+    instruction_topic: str = field(default="task/instruction", metadata={
+        "help": "std_msgs/String the policy client sends as the observation's 'instruction'"})
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     enable_service: str = "policy_client/enable"
     status_topic: str = "task/status"

@@ -5,7 +5,9 @@ home pose (plus the simulator's reset noise) — on the simulated twin by a rese
 ``sim/reset_joints`` (``reset: teleport``, as the simulator resets), on a real arm with a
 ``JointTrajectory`` through the safety layer (``reset: trajectory``) — sample a goal and
 publish it as a ``PoseStamped`` on ``task/goal`` (robot base frame — the policy client adds
-the spec's ``base_position``, exactly as for a goal coming from perception on a real robot),
+the spec's ``base_position``, exactly as for a goal coming from perception on a real robot) and,
+with ``instructions`` set, one of them drawn for the episode as a ``String`` on
+``task/instruction`` (the policy client sends it as the observation's ``instruction``),
 resume the client (a new episode), and watch the end-effector pose until the goal is reached or
 ``max_steps`` control periods have passed; the outcome goes out as an ``EpisodeEvent`` on
 ``episode/event`` (the recorder's and streamer's reward source on the twin). Results go out as JSON on ``task/status`` and, after
@@ -53,6 +55,7 @@ class TaskNode(Node):
         self.log = EpisodeLog()
         self.state, self.t_state = "pause", time.monotonic()
         self.goal = np.zeros(3)
+        self.instruction = ""
         self.home_target = np.asarray(cfg.home, dtype=np.float64)
         self._pending: Any = None
         self._last_home_cmd = 0.0
@@ -60,6 +63,7 @@ class TaskNode(Node):
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
         self.create_subscription(PoseStamped, cfg.ee_pose_topic, self._on_pose, sensor_qos())
         self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
+        self.pub_instruction = self.create_publisher(String, cfg.instruction_topic, reliable_qos(1))
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.pub_reset = self.create_publisher(JointState, "sim/reset_joints", reliable_qos(10))
@@ -117,6 +121,8 @@ class TaskNode(Node):
         err = float(np.max(np.abs(self.q - self.home_target)))
         if err < self.cfg.home_tolerance:
             self.goal = self.judge.sample_goal(self.rng)
+            if self.cfg.instructions:
+                self.instruction = str(self.cfg.instructions[int(self.rng.integers(len(self.cfg.instructions)))])
             self._publish_goal()
             self._enter("start")
             return
@@ -144,6 +150,8 @@ class TaskNode(Node):
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
         msg.pose.orientation.w = 1.0
         self.pub_goal.publish(msg)
+        if self.instruction:  # with the goal, before the client is enabled: the episode's first request has it
+            self.pub_instruction.publish(String(data=self.instruction))
 
     def _on_start(self) -> None:
         self._publish_goal()  # again: a late-joining client still gets it (depth-1 reliable)

@@ -4,7 +4,7 @@ Real processes and real DDS (sim robot node + sim camera node + policy client no
 in-process policy server serving a tiny random-weight small VLA (``learner.models.vla``, token
 head, hashed instruction encoder): actions flow back to the arm, and the instruction the client
 was configured with, then the one published on ``task/instruction``, arrive in the batch the
-model sees.
+model sees; then the task node's per-episode instructions do.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def _config(tmp_path: Path, port: int) -> Path:
     pc["instruction_topic"] = "task/instruction"
     cam = cfg["cameras"][0]["camera"]
     cam.update(width=64, height=64, fps=10)
+    cfg["task"] = {"enabled": True, "task": "reach", "episodes": 0, "max_steps": 8, "control_hz": 10,
+                   "warmup_s": 1.0, "instructions": ["reach the green sphere", "lift the yellow cube"]}
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -121,6 +123,12 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
         # the model's (random but finite) chunks were executed: the arm's commands moved
         qs = np.array([q for _, q in commands])
         assert np.all(np.isfinite(qs)) and float(np.ptp(qs, axis=0).max()) > 1e-3
+
+        # 3. the twin's task node draws one of its instructions per episode and the client sends it
+        procs.start_node("task", config)
+        wanted = {"reach the green sphere", "lift the yellow cube"}
+        probe.wait_for(lambda: wanted <= set(policy.instructions[n:]), 90, "both task instructions at the server",
+                       procs)
     finally:
         if probe is not None:
             probe.close()
