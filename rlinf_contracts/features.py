@@ -49,6 +49,7 @@ class RobotReading:
     goal_pos: np.ndarray | None = None
     object_pos: np.ndarray | None = None
     object_height: float | None = None  # lift above the object's resting height
+    objects: np.ndarray | None = None  # [K, 3] positions of a scene's object slots (obj0, obj1, ...)
 
 
 Feature = Callable[[RobotReading, np.ndarray], np.ndarray]  # (reading, base_position) -> values
@@ -58,9 +59,10 @@ _INPUT_HELP = {"ee_pos": "the end-effector pose (robot current_pose topic)",
                "ee_rot": "the end-effector pose (robot current_pose topic)",
                "goal_pos": "the goal position (publish it on the goal topic)",
                "object_pos": "the object position (publish it on the object pose topic)",
-               "object_height": "the object height (publish it on the object pose topic)"}
+               "object_height": "the object height (publish it on the object pose topic)",
+               "objects": "the object slots' positions (publish a PoseArray on the objects topic)"}
 _NAMES = {"ee_pos": "end-effector pose", "ee_rot": "end-effector pose", "goal_pos": "goal position",
-          "object_pos": "object position", "object_height": "object height"}
+          "object_pos": "object position", "object_height": "object height", "objects": "object slots' positions"}
 
 
 def _need(r: RobotReading, attr: str, feature: str) -> np.ndarray:
@@ -132,6 +134,22 @@ def _object_height(r: RobotReading, base: np.ndarray) -> np.ndarray:
     return np.array([float(_need(r, "object_height", "object_height"))])
 
 
+def _slot_minus_ee(slot: int) -> Feature:
+    """``obj<slot>_minus_ee``: a multi-object scene's slot relative to the hand (franka_language)."""
+    def feature(r: RobotReading, base: np.ndarray) -> np.ndarray:
+        objects = _need(r, "objects", f"obj{slot}_minus_ee")
+        if len(objects) <= slot:
+            raise MissingInput(f"state feature 'obj{slot}_minus_ee' needs object slot {slot}; the objects topic "
+                               f"reports {len(objects)}")
+        return objects[slot] - _need(r, "ee_pos", f"obj{slot}_minus_ee")
+    return feature
+
+
+OBJECT_SLOTS = 3
+for _slot in range(OBJECT_SLOTS):
+    FEATURES.add(f"obj{_slot}_minus_ee", _slot_minus_ee(_slot))
+
+
 def build_state(spec: RobotSpec, reading: RobotReading | Sequence[RobotReading]) -> np.ndarray:
     """The float32 state vector ``spec`` describes, from one reading per arm (zeroed fields as zeros)."""
     readings = [reading] if isinstance(reading, RobotReading) else list(reading)
@@ -155,7 +173,9 @@ def build_state(spec: RobotSpec, reading: RobotReading | Sequence[RobotReading])
 INPUTS = {"goal_pos": ("goal_pos", "goal_minus_ee", "goal_minus_object"),
           "object_pos": ("object_pos", "object_minus_ee", "goal_minus_object"),
           "object_height": ("object_height",),
-          "ee_pose": ("ee_pos", "ee_rot6d", "goal_minus_ee", "object_minus_ee")}
+          "objects": tuple(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)),
+          "ee_pose": ("ee_pos", "ee_rot6d", "goal_minus_ee", "object_minus_ee",
+                      *(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)))}
 
 
 def needs(spec: RobotSpec, source: str) -> bool:

@@ -65,6 +65,18 @@ class BridgeConfig:
 
 
 @dataclass
+class SceneTwinConfig:
+    """Topics of a twin whose arm runs a simulator scene (``robot.arms[*].scene``; rlinf_ros.nodes.scene_twin)."""
+
+    cameras: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "scene camera -> sensor_msgs/Image topic, rendered as the simulator renders observations"})
+    camera_hz: float = field(default=10.0, metadata={"help": "scene camera frame rate"})
+    objects_topic: str = field(default="sim/objects", metadata={"help": "PoseArray of the object slots (base frame)"})
+    scene_topic: str = field(default="sim/scene", metadata={"help": "JSON {episode, instruction, success, target}"})
+    new_episode_topic: str = field(default="sim/new_episode", metadata={"help": "String: reset the scene's episode"})
+
+
+@dataclass
 class RobotNodeConfig:
     enabled: bool = field(default=True, metadata={"help": "start this node (false: robot driven elsewhere)"})
     name: str = "robot"
@@ -79,6 +91,8 @@ class RobotNodeConfig:
     topics: RobotTopics = field(default_factory=RobotTopics)
     bridge: BridgeConfig = field(default_factory=BridgeConfig, metadata={
         "help": "bridge mode (an arm with backend: bridge): the existing stack's topics"})
+    scene: SceneTwinConfig = field(default_factory=SceneTwinConfig, metadata={
+        "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode topics"})
 
     def validate(self) -> None:
         self.bridge.validate()
@@ -135,6 +149,8 @@ class PolicyClientConfig:
     goal_topic: str = field(default="task/goal", metadata={
         "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach target"})
     object_topic: str = field(default="task/object_pose", metadata={"help": "PoseStamped object pose (base frame)"})
+    objects_topic: str = field(default="sim/objects", metadata={
+        "help": "PoseArray of a scene's object slots (base frame), for obj<i>_minus_ee features"})
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     status_topic: str = "policy_client/status"
     enable_service: str = field(default="policy_client/enable", metadata={
@@ -233,6 +249,8 @@ class TaskNodeConfig:
         "help": "task instructions; one drawn per episode and published on instruction_topic with the goal ([] = none)"})
     instruction_topic: str = field(default="task/instruction", metadata={
         "help": "std_msgs/String the policy client sends as the observation's 'instruction'"})
+    scene_topic: str = field(default="sim/scene", metadata={"help": "task: language: the scene twin's report (JSON)"})
+    new_episode_topic: str = field(default="sim/new_episode", metadata={"help": "task: language: reset the scene"})
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     enable_service: str = "policy_client/enable"
     status_topic: str = "task/status"

@@ -37,7 +37,23 @@ class ReachJudge:
         return float(np.linalg.norm(np.asarray(ee) - np.asarray(goal))) < self.radius
 
 
+@dataclass(frozen=True)
+class SceneJudge:
+    """A twin whose robot node runs the simulator's scene (``franka_language``): the scene samples
+    the episode (layout, colours, instruction) and applies the simulator's own success test; the
+    task node relays its verdict (``sim/scene``) instead of testing a goal itself."""
+
+    uses_scene = True
+
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(3)  # the scene's target object, once the scene reports it
+
+    def success(self, ee: np.ndarray, goal: np.ndarray) -> bool:
+        raise NotImplementedError("a scene judge's verdict comes from the scene (sim/scene)")
+
+
 JUDGES: Registry[Any] = Registry("episode judge")
+JUDGES.add("language", lambda cfg: SceneJudge())
 JUDGES.add("reach", lambda cfg: ReachJudge(tuple(cfg.goal_center), tuple(cfg.goal_half), cfg.success_radius))
 
 

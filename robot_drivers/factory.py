@@ -26,12 +26,26 @@ class ArmConfig:
     kinematics: str = field(default="panda", metadata={
         "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"})
     state_timeout_s: float = field(default=0.5, metadata={"help": "bridge: older joint states count as an error"})
+    scene: str = field(default="", metadata={
+        "help": "sim: the twin's world; '' = the bare Panda scene, franka_language/<mix>[:<split>] = that env's "
+                "scene (objects, colours, instruction per episode; see sim_bridges.mujoco_franka.twin)"})
 
 
 def _sim(cfg: ArmConfig) -> ArmBackend:
     from robot_drivers.sim_arm import MujocoArmBackend
 
-    return MujocoArmBackend(home=cfg.home)
+    scene = None
+    if cfg.scene:
+        family, _, rest = cfg.scene.partition("/")
+        mix, _, split = rest.partition(":")
+        if family != "franka_language" or not mix:
+            raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown; use '' or franka_language/<mix>[:<split>]")
+
+        def scene() -> object:  # built on connect, in the process that steps it
+            from sim_bridges.mujoco_franka.twin import LanguageSceneTwin
+
+            return LanguageSceneTwin(mix, split or "id")
+    return MujocoArmBackend(home=cfg.home, scene=scene)
 
 
 def _kinematic(cfg: ArmConfig) -> ArmBackend:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -114,8 +115,11 @@ class MujocoArmBackend(ArmBackend):
     """The sim_bridges MuJoCo Panda advancing in real time; can also render its cameras."""
 
     def __init__(self, home: tuple[float, ...] | None = None, max_substeps: int = 100,
-                 realtime: bool = True) -> None:
+                 realtime: bool = True, scene: Any = None) -> None:
         self.home = home
+        # a twin's world (e.g. sim_bridges.mujoco_franka.twin.LanguageSceneTwin, or a factory of
+        # one): its fm / data are adopted, so objects, colours and success are the simulator's
+        self.scene = scene
         self.max_substeps = max_substeps
         self.realtime = realtime
         self._lock = threading.RLock()
@@ -134,8 +138,13 @@ class MujocoArmBackend(ArmBackend):
         from sim_bridges.mujoco_franka.model import HOME_QPOS, compile_scene
 
         self._mj = mujoco
-        self.fm = compile_scene()
-        self.data = mujoco.MjData(self.fm.model)
+        if callable(self.scene):
+            self.scene = self.scene()
+        if self.scene is not None:
+            self.fm, self.data = self.scene.fm, self.scene.data
+        else:
+            self.fm = compile_scene()
+            self.data = mujoco.MjData(self.fm.model)
         q0 = np.asarray(self.home if self.home is not None else HOME_QPOS, dtype=np.float64)
         self.data.qpos[self.fm.arm_qpos] = q0
         self.data.ctrl[self.fm.arm_act] = q0
@@ -250,9 +259,19 @@ class MujocoArmBackend(ArmBackend):
             self._set_gripper_ctrl(2 * half)
             self._mj.mj_forward(self.fm.model, self.data)
 
+    def new_episode(self) -> None:
+        """A twin with a scene: the simulator's episode reset (arm, objects, colours, instruction)."""
+        if self.scene is None:
+            raise ValueError("this simulated arm has no scene with episodes (set the arm's scene)")
+        with self._lock:
+            self._velocity = None
+            self.scene.new_episode()
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""
         with self._lock:
+            if self.scene is not None and hasattr(self.scene, "render"):
+                return self.scene.render(camera)  # the env's own renderer: episode colours, its size
             cam = self.fm.camera_ids.get(camera)
             if cam is None or cam < 0:
                 raise ValueError(f"unknown sim camera {camera!r}; known: {sorted(self.fm.camera_ids)}")

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseArray, PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String, UInt8MultiArray
@@ -87,6 +87,7 @@ class PolicyClientNode(Node):
         self._poses: list[Any] = [None] * n
         self._goal: np.ndarray | None = None
         self._object: np.ndarray | None = None
+        self._objects: np.ndarray | None = None
         self.instruction = cfg.instruction or self.spec.instruction
         self.enabled = True
         self._subscribe(cfg)
@@ -116,6 +117,8 @@ class PolicyClientNode(Node):
             self.create_subscription(PoseStamped, cfg.goal_topic, self._on_goal, reliable_qos(1))
         if needs(self.spec, "object_pos"):
             self.create_subscription(PoseStamped, cfg.object_topic, self._on_object, sensor_qos())
+        if needs(self.spec, "objects"):
+            self.create_subscription(PoseArray, cfg.objects_topic, self._on_objects, sensor_qos())
         for cam, topic in cfg.cameras.items():
             self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
         if cfg.instruction_topic:  # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
@@ -148,6 +151,9 @@ class PolicyClientNode(Node):
 
     def _on_object(self, msg: PoseStamped) -> None:
         self._object = pose_from_msg(msg).position
+
+    def _on_objects(self, msg: PoseArray) -> None:
+        self._objects = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
 
     def _on_instruction(self, msg: String) -> None:
         text = " ".join(msg.data.split())
@@ -200,7 +206,7 @@ class PolicyClientNode(Node):
             pose = self._poses[i]
             out.append(reading_from_pose(q, dq, self._grippers[i], None if pose is None else pose.position,
                                          None if pose is None else pose.quat_xyzw, goal_pos=self._goal,
-                                         object_pos=self._object))
+                                         object_pos=self._object, objects=self._objects))
         return out
 
     def _observation(self) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:

@@ -44,6 +44,7 @@ from rlinf_ros.conversions import (
     trajectory_from_msg,
 )
 from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node
+from rlinf_ros.nodes.scene_twin import attach_scene
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import make_arm
 from robot_drivers.kinematics import quat_xyzw_to_matrix, solve_ik
@@ -79,6 +80,7 @@ class RobotNode(Node):
         self._make_services()
         attach_bridges(self, self.arms, cfg.bridge, cfg.driver_hz)  # bridge mode: an existing stack's topics
         self._bridged = [b for _, _, b in bridged(self.arms)]
+        self.scene = attach_scene(self, self.arms, cfg.scene)  # an arm running a simulator scene (twin)
         self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)

@@ -10,7 +10,10 @@ with ``instructions`` set, one of them drawn for the episode as a ``String`` on
 ``task/instruction`` (the policy client sends it as the observation's ``instruction``),
 resume the client (a new episode), and watch the end-effector pose until the goal is reached or
 ``max_steps`` control periods have passed; the outcome goes out as an ``EpisodeEvent`` on
-``episode/event`` (the recorder's and streamer's reward source on the twin). Results go out as JSON on ``task/status`` and, after
+``episode/event`` (the recorder's and streamer's reward source on the twin). With ``task:
+language`` the robot node runs the simulator's scene: each episode starts with a
+``sim/new_episode``, and the scene's report on ``sim/scene`` gives the instruction (relayed on
+``task/instruction``), the target and the simulator's own success verdict. Results go out as JSON on ``task/status`` and, after
 ``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
 never blocks.
 """
@@ -70,6 +73,12 @@ class TaskNode(Node):
         self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
         self.pub_reward = self.create_publisher(Float64, cfg.reward_topic, reliable_qos(10)) if cfg.reward_topic else None
         self.enable = self.create_client(SetBool, cfg.enable_service)
+        self.scene: dict[str, Any] = {}
+        self.scene_episode = 0  # the scene episode this task episode waits for / runs
+        self._last_scene_req = 0.0
+        if getattr(self.judge, "uses_scene", False):
+            self.create_subscription(String, cfg.scene_topic, self._on_scene, reliable_qos(1))
+            self.pub_new_episode = self.create_publisher(String, cfg.new_episode_topic, reliable_qos(10))
         self.create_timer(0.02, self._step)
         log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
                  cfg.max_steps, cfg.control_hz)
@@ -80,6 +89,26 @@ class TaskNode(Node):
             self.q = joint_state_to_arrays(msg, self.joints)[0]
         except ConversionError:
             pass
+
+    def _on_scene(self, msg: String) -> None:
+        try:
+            self.scene = json.loads(msg.data)
+        except json.JSONDecodeError:
+            log.warning("ignoring a malformed scene report")
+
+    def _scene_ready(self) -> bool:
+        """Scene twin: the scene reports the episode this task episode asked for."""
+        if not getattr(self.judge, "uses_scene", False):
+            return True
+        if self.scene.get("episode", -1) < self.scene_episode:
+            now = time.monotonic()
+            if now - self._last_scene_req >= 0.5:  # re-sent until served (robot node ignores repeats)
+                self._last_scene_req = now
+                self.pub_new_episode.publish(String(data=str(self.scene_episode)))
+            return False
+        self.instruction = str(self.scene.get("instruction", ""))
+        self.goal = np.asarray(self.scene.get("target", [0.0, 0.0, 0.0]), dtype=np.float64)
+        return True
 
     def _on_pose(self, msg: PoseStamped) -> None:
         self.ee = pose_from_msg(msg).position + self.base
@@ -110,6 +139,9 @@ class TaskNode(Node):
         if time.monotonic() - self._t_up < self.cfg.warmup_s:
             return  # let the other nodes of the graph discover each other before the first episode
         if self._call_enable(False):
+            if getattr(self.judge, "uses_scene", False):  # the simulator's reset: layout, colours, instruction
+                self.scene_episode = max(self.scene_episode, int(self.scene.get("episode", 0))) + 1
+                self._last_scene_req = 0.0  # sent by _scene_ready
             self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
             self._last_home_cmd = 0.0
             self._enter("homing")
@@ -119,8 +151,9 @@ class TaskNode(Node):
         if self.q is None or out.get_subscription_count() == 0:
             return
         err = float(np.max(np.abs(self.q - self.home_target)))
-        if err < self.cfg.home_tolerance:
-            self.goal = self.judge.sample_goal(self.rng)
+        if err < self.cfg.home_tolerance and self._scene_ready():
+            if not getattr(self.judge, "uses_scene", False):  # else goal and instruction are the scene's
+                self.goal = self.judge.sample_goal(self.rng)
             if self.cfg.instructions:
                 self.instruction = str(self.cfg.instructions[int(self.rng.integers(len(self.cfg.instructions)))])
             self._publish_goal()
@@ -161,7 +194,10 @@ class TaskNode(Node):
     def _on_running(self) -> None:
         steps = int(self._elapsed() * self.cfg.control_hz)
         dist = float("inf") if self.ee is None else float(np.linalg.norm(self.ee - self.goal))
-        ok = self.ee is not None and self.judge.success(self.ee, self.goal)
+        if getattr(self.judge, "uses_scene", False):
+            ok = bool(self.scene.get("success")) and self.scene.get("episode") == self.scene_episode
+        else:
+            ok = self.ee is not None and self.judge.success(self.ee, self.goal)
         if self.pub_reward is not None:  # the twin knows success: a reward source of its own
             self.pub_reward.publish(Float64(data=1.0 if ok else 0.0))
         if ok or steps >= self.cfg.max_steps:

@@ -1,0 +1,246 @@
+"""The small VLA through ``rlinf serve`` and the ROS 2 sim twin vs the in-process sim eval.
+
+    .venv/bin/python benchmarks/vla_ros.py                     # SFT a VLA (minutes), eval both ways
+    .venv/bin/python benchmarks/vla_ros.py --checkpoint DIR    # an existing VLA checkpoint
+
+One checkpoint of the small VLA (``configs/sim_franka_language_vla_tokens_sft.yaml``, SFT on
+oracle demos of ``franka_language/mix``), evaluated on the same split and held-out seeds:
+
+1. ``sim``: ``rlinf eval`` (``learner.eval.embodied.evaluate_checkpoint``, the model in process);
+2. ``served``: ``rlinf serve --checkpoint`` in its own process, and the simulator as its client
+   (``rlinf eval --policy-server``, ``policy_server.sim_eval``): each sub-env is one connection
+   sending ``state`` + the ``front`` image + its ``instruction`` in the canonical observation map
+   and executing the chunk that comes back — the path the ROS 2 policy client takes, minus ROS.
+
+3. ``ROS 2 twin``: ``rlinf serve`` + ``configs/ros_sim_franka_language.yaml`` (robot node running
+   the env's own scene, policy client, task node) as processes; the task node's episode results.
+
+Each must agree with ``sim`` within 0.1. Writes ``benchmarks/results/vla_ros.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/policy_server.py would shadow the policy_server package: this folder goes last
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.append(str(ROOT / "benchmarks"))
+
+from bench_results import machine_meta, write_table  # noqa: E402
+
+TOLERANCE = 0.1
+
+
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
+    """SFT one small VLA with the SFT config (demos collected first if missing); (checkpoint, wall s)."""
+    from rlinf_cli.main import main
+
+    work = Path(args.work)
+    demos = Path(args.demos_dir) if args.demos_dir else work / "demos"
+    t0 = time.perf_counter()
+    if not demos.exists():
+        if main(["collect", "franka_language/mix", "--episodes", str(args.demos), "--obs-mode", "state+rgb",
+                 "--noise", "0.1", "--out", str(demos), "cameras=[front]", "image_size=64"]) != 0:
+            raise RuntimeError("demo collection failed")
+    out = work / "tokens_sft"
+    if main(["train", "configs/sim_franka_language_vla_tokens_sft.yaml", f"sft.demos={demos}",
+             f"sft.steps={args.sft_steps}", f"train.out_dir={out}", "train.progress=false", "eval.episodes=1",
+             "eval.num_envs=1", "eval.ood_splits=[id]"]) != 0:
+        raise RuntimeError("SFT failed")
+    return str(out), time.perf_counter() - t0
+
+
+def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
+    """``rlinf eval CKPT --ood SPLIT --episodes N``: the model in this process."""
+    from learner.eval.embodied import evaluate_checkpoint
+
+    t0 = time.perf_counter()
+    res = evaluate_checkpoint(ckpt, episodes=episodes, seed=0, ood_splits=[split], video_path="")
+    r = res["splits"][split]
+    return {"success_rate": r["success_rate"], "episodes": r["episodes"], "wall_s": time.perf_counter() - t0}
+
+
+def served_eval(ckpt: str, split: str, episodes: int, log_dir: Path) -> dict[str, Any]:
+    """``rlinf serve --checkpoint CKPT`` in a process + ``rlinf eval --policy-server`` on the same seeds."""
+    from learner.checkpoint import load_policy
+    from learner.eval.embodied import checkpoint_config, split_kwargs
+    from policy_server.sim_eval import run_sim_eval
+
+    _, meta = load_policy(ckpt)
+    cfg = checkpoint_config(meta)
+    server = _Server(ckpt, log_dir)
+    try:
+        kwargs = {**split_kwargs(cfg, split), "num_envs": cfg.eval.num_envs}
+        t0 = time.perf_counter()
+        r = run_sim_eval(server.url, cfg.env.name, kwargs, episodes, cfg.eval.seed_offset)
+        return {"success_rate": r["success_rate"], "episodes": r["episodes"], "wall_s": time.perf_counter() - t0,
+                "round_trip_ms_p50": r["round_trip_ms_p50"], "round_trip_ms_p99": r["round_trip_ms_p99"]}
+    finally:
+        server.stop()
+
+
+class _Server:
+    """``rlinf serve --checkpoint`` in its own process group, listening on a free port."""
+
+    def __init__(self, ckpt: str, log_dir: Path) -> None:
+        self.port = _free_port()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log = open(log_dir / "serve.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", "serve", "--checkpoint", ckpt,
+                                      "--host", "127.0.0.1", "--port", str(self.port)],
+                                     cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rlinf serve exited ({self.proc.returncode}); see {log_dir / 'serve.log'}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError("rlinf serve did not listen within 120 s")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        _stop_group(self.proc)
+        self.log.close()
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: float = 1800) -> dict[str, Any]:
+    """``rlinf serve`` + the ROS 2 twin of ``configs/ros_sim_franka_language.yaml`` (robot, policy
+    client and task nodes as processes, a random ROS_DOMAIN_ID); the task node's episode results."""
+    import random
+
+    import yaml
+
+    log_dir.mkdir(parents=True, exist_ok=True)
+    server = _Server(ckpt, log_dir)
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
+    cfg["policy_client"]["server_url"] = server.url
+    if split not in ("id", "train"):
+        cfg["robot"]["arms"][0]["scene"] = f"franka_language/mix:{split}"
+    results = log_dir / "episodes.json"
+    results.unlink(missing_ok=True)
+    cfg["task"].update(episodes=episodes, results_path=str(results.resolve()))
+    config = log_dir / "graph.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 101)), "PYTHONUNBUFFERED": "1"}
+    procs = []
+    t0 = time.perf_counter()
+    try:
+        for kind in ("robot", "policy_client", "task"):
+            log = open(log_dir / f"{kind}.log", "wb")
+            procs.append(subprocess.Popen([sys.executable, "-m", f"rlinf_ros.nodes.{kind}", "--config", str(config)],
+                                          cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        while not results.exists():
+            if time.perf_counter() - t0 > timeout_s:
+                raise RuntimeError(f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in {log_dir}")
+            dead = [p.args[2] for p in procs if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"twin node(s) exited: {dead}; logs in {log_dir}")
+            time.sleep(1.0)
+        summary = json.loads(results.read_text())
+    finally:
+        for p in procs:
+            _stop_group(p)
+        server.stop()
+    return {"success_rate": summary["success_rate"], "episodes": summary["episodes"],
+            "wall_s": time.perf_counter() - t0}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", default="", help="an existing small-VLA checkpoint (else SFT one)")
+    p.add_argument("--work", default="runs/bench_vla_ros")
+    p.add_argument("--demos-dir", default="", help="oracle demos to SFT on (default: <work>/demos, collected)")
+    p.add_argument("--demos", type=int, default=150)
+    p.add_argument("--sft-steps", type=int, default=800)
+    p.add_argument("--split", default="id")
+    p.add_argument("--episodes", type=int, default=48, help="episodes of the sim and served evals")
+    p.add_argument("--twin-episodes", type=int, default=48, help="episodes on the ROS 2 twin")
+    args = p.parse_args()
+
+    sft_s = 0.0
+    ckpt = args.checkpoint
+    if not ckpt:
+        ckpt, sft_s = train_checkpoint(args)
+        print(f"SFT checkpoint {ckpt} in {sft_s:.0f} s (load {_load()})", flush=True)
+    rows = []
+    sim = sim_eval(ckpt, args.split, args.episodes)
+    rows.append({"path": "sim (rlinf eval, in process)", **sim, "load_1min": _load()})
+    print(f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load {_load()})", flush=True)
+    served = served_eval(ckpt, args.split, args.episodes, Path(args.work) / "logs")
+    rows.append({"path": "served (rlinf serve + sim client over ws://)", **served, "load_1min": _load()})
+    print(f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, round trip "
+          f"p50 {served['round_trip_ms_p50']:.0f} ms (load {_load()})", flush=True)
+    twin = twin_eval(ckpt, args.split, args.twin_episodes, Path(args.work) / "twin")
+    rows.append({"path": "ROS 2 twin (rlinf serve + robot / policy client / task nodes)", **twin, "load_1min": _load()})
+    print(f"ROS 2 twin:  success {twin['success_rate']:.3f} over {twin['episodes']} episodes (load {_load()})", flush=True)
+    verdicts = []
+    for name, r in (("served", served), ("twin", twin)):
+        gap = abs(r["success_rate"] - sim["success_rate"])
+        verdicts.append(f"|{name} - sim| = {gap:.3f} ({'within' if gap <= TOLERANCE else 'NOT within'} {TOLERANCE})")
+    verdict = "; ".join(verdicts)
+    print(verdict)
+    meta = machine_meta(checkpoint=ckpt, split=args.split, episodes=args.episodes, twin_episodes=args.twin_episodes,
+                        sft_steps=args.sft_steps, sft_s=round(sft_s, 1), verdict=verdict)
+    intro = [
+        f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
+        f"64 px front camera, MiniLM instruction embedding) evaluated on split `{args.split}`, "
+        f"{args.episodes} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
+        "`sim`: `rlinf eval` with the model in process. `served`: `rlinf serve --checkpoint` in its own process, the "
+        "simulator as its client (`rlinf eval --policy-server`): per sub-env one connection sending state + image + "
+        "instruction in the canonical observation map.",
+        f"Verdict: {verdict}.",
+        "`ROS 2 twin`: `rlinf serve --checkpoint` + `configs/ros_sim_franka_language.yaml` as processes on one DDS "
+        "domain: the robot node's MuJoCo arm runs the franka_language env's own scene (objects, per-episode colours, "
+        "instruction, success test) and publishes the 64 px front camera, the object slots (PoseArray) and the "
+        "episode report; the task node resets the scene per episode, relays the instruction on `task/instruction` "
+        "and counts the scene's success within 40 control steps at 10 Hz; the policy client builds the 33-D state "
+        "from topics and sends state + image + instruction to the server.",
+    ]
+    cols = [("path", lambda r: r["path"]), ("success", lambda r: f"{r['success_rate']:.3f}"),
+            ("episodes", lambda r: r["episodes"]), ("wall s", lambda r: f"{r['wall_s']:.0f}"),
+            ("load", lambda r: r["load_1min"])]
+    write_table("vla_ros", "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin", intro, meta,
+                rows, cols)
+
+
+if __name__ == "__main__":
+    main()
