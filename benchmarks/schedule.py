@@ -186,6 +186,15 @@ def _workload_md(name: str, w: dict) -> list[str]:
     return lines
 
 
+def _summary(w: dict) -> dict:
+    """One line's worth of an earlier run of a workload."""
+    rows, loads = w["rows"], [x for r in w["rows"] for x in r["load"]]
+    return {"load": [min(loads), max(loads)], "passes": w["passes"],
+            "errors": {r["candidate"]: round(r["error"], 3) for r in rows},
+            "bracketed": {r["candidate"]: round(r.get("bracketed_error", float("nan")), 3) for r in rows},
+            "auto": w["auto"], "measured_best": w["measured_best"], "auto_vs_best": w["auto_vs_best"]}
+
+
 def render(data: dict) -> str:
     lines = ["# Cost model: predicted vs measured iteration time", "", data["meta"], ""]
     for name, w in data["workloads"].items():
@@ -198,6 +207,14 @@ def render(data: dict) -> str:
         for row in r["rows"]:
             lines.append(f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |")
         lines += ["", f"Gain (static / reallocating iteration time): **{r['gain']:.2f}x**.", "", r.get("note", ""), ""]
+    for name, runs in data.get("earlier", {}).items():
+        for e in runs:
+            errs = [abs(v) for v in e["errors"].values()]
+            lines += [f"Earlier run of `{name}` (load {e['load'][0]:.1f}-{e['load'][1]:.1f}, {e['passes']} passes): "
+                      f"calibrated error " + ", ".join(f"{k} {v:+.0%}" for k, v in e["errors"].items())
+                      + f"; mean |error| {sum(errs) / len(errs):.0%}, within 15%: {sum(x <= 0.15 for x in errs)}/"
+                      f"{len(errs)}; auto {e['auto']}, measured best {e['measured_best']}, auto "
+                      f"{e['auto_vs_best']:.2f}x the best.", ""]
     if data.get("notes"):
         lines += ["## Notes", "", *data["notes"], ""]
     return "\n".join(lines) + "\n"
@@ -248,6 +265,8 @@ def main() -> int:
             data["reallocation"] = run_realloc(args.slots, args.passes)
             path.write_text(json.dumps(data, indent=1))
         for name in filter(None, args.workloads.split(",")):
+            if name in data["workloads"]:  # the previous run's summary stays in the table's notes
+                data.setdefault("earlier", {}).setdefault(name, []).append(_summary(data["workloads"][name]))
             data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh, args.bracket)
             path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
         data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
