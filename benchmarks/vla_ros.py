@@ -148,9 +148,14 @@ def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: fl
 
     import yaml
 
+    from learner.checkpoint import load_policy
+    from learner.eval.embodied import checkpoint_config
+
     log_dir.mkdir(parents=True, exist_ok=True)
+    seed_offset = checkpoint_config(load_policy(ckpt)[1]).eval.seed_offset
     server = _Server(ckpt, log_dir)
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
+    cfg["robot"]["arms"][0]["scene_seed"] = seed_offset  # replay the sim eval's episodes (same held-out seeds)
     cfg["policy_client"]["server_url"] = server.url
     if split not in ("id", "train"):
         cfg["robot"]["arms"][0]["scene"] = f"franka_language/mix:{split}"
@@ -233,7 +238,9 @@ def main() -> None:
         "instruction, success test) and publishes the 64 px front camera, the object slots (PoseArray) and the "
         "episode report; the task node resets the scene per episode, relays the instruction on `task/instruction` "
         "and counts the scene's success within 40 control steps at 10 Hz; the policy client builds the 33-D state "
-        "from topics and sends state + image + instruction to the server.",
+        "from topics and sends state + image + instruction to the server. The twin replays the sim eval's episodes "
+        "(scene_seed = eval.seed_offset: same layouts, colours, instructions, start poses), so `sim` and `twin` "
+        "are paired episode by episode; `served` runs the same seeds through a vector env's auto-reset (other episodes).",
     ]
     cols = [("path", lambda r: r["path"]), ("success", lambda r: f"{r['success_rate']:.3f}"),
             ("episodes", lambda r: r["episodes"]), ("wall s", lambda r: f"{r['wall_s']:.0f}"),

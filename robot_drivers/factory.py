@@ -29,6 +29,9 @@ class ArmConfig:
     scene: str = field(default="", metadata={
         "help": "sim: the twin's world; '' = the bare Panda scene, franka_language/<mix>[:<split>] = that env's "
                 "scene (objects, colours, instruction per episode; see sim_bridges.mujoco_franka.twin)"})
+    scene_seed: int = field(default=0, metadata={
+        "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 (eval.seed_offset "
+                "replays rlinf eval's episodes)"})
 
 
 def _sim(cfg: ArmConfig) -> ArmBackend:
@@ -44,7 +47,7 @@ def _sim(cfg: ArmConfig) -> ArmBackend:
         def scene() -> object:  # built on connect, in the process that steps it
             from sim_bridges.mujoco_franka.twin import LanguageSceneTwin
 
-            return LanguageSceneTwin(mix, split or "id")
+            return LanguageSceneTwin(mix, split or "id", seed=cfg.scene_seed)
     return MujocoArmBackend(home=cfg.home, scene=scene)
 
 

@@ -259,13 +259,13 @@ class MujocoArmBackend(ArmBackend):
             self._set_gripper_ctrl(2 * half)
             self._mj.mj_forward(self.fm.model, self.data)
 
-    def new_episode(self) -> None:
+    def new_episode(self, number: int | None = None) -> None:
         """A twin with a scene: the simulator's episode reset (arm, objects, colours, instruction)."""
         if self.scene is None:
             raise ValueError("this simulated arm has no scene with episodes (set the arm's scene)")
         with self._lock:
             self._velocity = None
-            self.scene.new_episode()
+            self.scene.new_episode(number)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""

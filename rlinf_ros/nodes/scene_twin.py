@@ -67,8 +67,7 @@ class SceneTopics:
         if wanted <= self.backend.scene.episodes:
             self._publish()
             return
-        self.backend.new_episode()
-        self.backend.scene.episodes = wanted
+        self.backend.new_episode(wanted)
         node = self.node
         for i, a in enumerate(node.arms):
             if a is self.arm:

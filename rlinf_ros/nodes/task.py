@@ -147,13 +147,17 @@ class TaskNode(Node):
             self._enter("homing")
 
     def _on_homing(self) -> None:
+        if getattr(self.judge, "uses_scene", False):  # the scene's reset put the arm where the simulator does
+            if self._scene_ready():
+                self._publish_goal()
+                self._enter("start")
+            return
         out = self.pub_reset if self.cfg.reset == "teleport" else self.pub_cmd
         if self.q is None or out.get_subscription_count() == 0:
             return
         err = float(np.max(np.abs(self.q - self.home_target)))
-        if err < self.cfg.home_tolerance and self._scene_ready():
-            if not getattr(self.judge, "uses_scene", False):  # else goal and instruction are the scene's
-                self.goal = self.judge.sample_goal(self.rng)
+        if err < self.cfg.home_tolerance:
+            self.goal = self.judge.sample_goal(self.rng)
             if self.cfg.instructions:
                 self.instruction = str(self.cfg.instructions[int(self.rng.integers(len(self.cfg.instructions)))])
             self._publish_goal()

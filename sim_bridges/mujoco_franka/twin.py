@@ -22,6 +22,10 @@ class LanguageSceneTwin:
     """One ``franka_language/<mix>`` env on split ``split``; ``fm`` / ``data`` are its MuJoCo state."""
 
     def __init__(self, mix: str = "mix", split: str = "id", image_size: int = 64, seed: int = 0) -> None:
+        """``seed``: episode ``k`` (1, 2, ...) is the one ``rlinf eval`` draws for held-out seed
+        ``seed + k - 1`` (its env ``i`` of round ``r`` is reset with ``seed + r * n + i``), so a twin
+        run with ``seed = eval.seed_offset`` replays the sim eval's episodes: same layouts, colours,
+        instructions and start poses."""
         from rlinf_contracts.env_registry import make_env
 
         ood = {} if split in ("id", "train") else {"ood": split}
@@ -30,13 +34,17 @@ class LanguageSceneTwin:
         self.env.reset(seed=seed)
         self.fm, self.data = self.env.fms[0], self.env.datas[0]
         self.image_size = image_size
+        self.seed = seed
         self.episodes = 0
 
-    def new_episode(self) -> None:
-        """The simulator's reset of this env: arm home (+ noise), objects, colours, instruction."""
+    def new_episode(self, number: int | None = None) -> None:
+        """The simulator's reset of this env as episode ``number`` (default: the next): arm home
+        (+ the simulator's noise), objects, colours, instruction — drawn as for seed ``seed + number - 1``."""
+        number = self.episodes + 1 if number is None else int(number)
+        self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
         self.env._reset_one(0)
         mujoco.mj_forward(self.fm.model, self.data)
-        self.episodes += 1
+        self.episodes = number
 
     @property
     def instruction(self) -> str:
