@@ -88,7 +88,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             if stage != "sft" and not getattr(args, f"{stage}_iters"):
                 continue
             config, ov = runs[stage]
-            final, history, wall, load = _train(config, [*ov, *common, *([] if stage == "sft" else args.rl_extra)])
+            done = sft_dir / "metrics.json"
+            if stage == "sft" and args.reuse_sft and done.is_file():  # same demos, same config: reuse
+                final = json.loads(done.read_text())["final"]
+                wall, load, history = final["elapsed_s"], "reused", []
+            else:
+                final, history, wall, load = _train(config, [*ov, *common, *([] if stage == "sft" else args.rl_extra)])
             row = {"head": head, "stage": stage, "wall_s": round(wall, 1), "load_1min": load,
                    "success": {s: final["eval"][s]["success_rate"] for s in SPLITS},
                    "episodes": final["eval"]["id"]["episodes"],
@@ -180,6 +185,7 @@ def main() -> int:
     ap.add_argument("--text-encoder", default="minilm")
     ap.add_argument("--work", default="runs/bench_vla_ood", help="run directories (demos are reused if present)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the pipeline in seconds")
+    ap.add_argument("--reuse-sft", action="store_true", help="reuse <work>/<head>_sft when it finished before")
     ap.add_argument("--from-json", action="store_true", help="only re-render results/vla_ood.{md,png} from its JSON")
     ap.add_argument("extra", nargs="*", help="more overrides for every train run, key=value")
     args = ap.parse_args()
