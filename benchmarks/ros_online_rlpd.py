@@ -200,7 +200,9 @@ def main() -> None:
              f"gaps {final.get('ingest/gaps', 0):.0f}.",
              f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/reach, "
              f"{a.eval_episodes} episodes, seeds the twin never used), evaluated after the run. Curve: "
-             f"`benchmarks/results/{STEM}.png`."]
+             f"`benchmarks/results/{STEM}.png`. The twin curve's clock is the learner's (it starts before the "
+             "robot: start-up, demo pretraining, the server); failed pushes are those sent before `rlinf serve` "
+             "was up (the pusher retries)."]
     cols = [("checkpoint", lambda r: r["checkpoint"]), ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
             ("transitions", lambda r: r["transitions"]), ("updates", lambda r: r["updates"]),
             ("held-out success", lambda r: f"{r['heldout_success']:.2f}")]
