@@ -59,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
     from rlinf_cli.summary import summary_line
     from rlinf_contracts.config import to_dict
 
+    from rlinf_cli.wiring import plug_in
+
     spec, cfg = build(args.config, args.overrides, args.ray_address)
+    plug_in()
     if args.dry_run:
         print(json.dumps(to_dict(cfg), indent=2))
         return 0

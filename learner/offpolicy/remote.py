@@ -33,7 +33,7 @@ import logging
 import queue
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -47,7 +47,11 @@ from rlinf_contracts.registry import Registry
 
 log = logging.getLogger(__name__)
 INITIAL = "initial"
-PUSH_CLIENT = "policy_server.push"  # BackgroundPusher + resolve_token
+# How weights reach the policy server, plugged in from the top room: ``learner`` may not import
+# ``policy_server``, so ``rlinf_cli.wiring`` registers the server's own push client here as a
+# factory ``(url, token_file, timeout_s) -> pusher`` (``offer`` / ``flush`` / ``stop`` /
+# ``version`` / ``stats``) before a run starts.
+PUSH_CLIENTS: Registry[Callable[[str, str, float], Any]] = Registry("weight push client")
 SPEC_STEPS = 5  # vector steps of the sim twin timed at start (the final eval's cost estimate)
 
 
@@ -263,15 +267,13 @@ class RobotFeed:
 
 
 def _pusher(cfg: OffPolicyConfig) -> Any:
-    """The policy server's own push client, named by string: ``learner`` may not import
-    ``policy_server`` (docs/architecture.md, deviations), and only a run with ``push.url`` needs it."""
+    """A started push client for ``push.url`` (None without one), from :data:`PUSH_CLIENTS`."""
     if not cfg.push.url:
         return None
-    import importlib
-
-    push = importlib.import_module(PUSH_CLIENT)
-    token = push.resolve_token(token_file=cfg.push.token_file)
-    return push.BackgroundPusher(cfg.push.url, token, timeout_s=cfg.push.timeout_s).start()
+    if "websocket" not in PUSH_CLIENTS.names():
+        raise ConfigError("key 'push.url': no weight-push client is plugged into this process; start the "
+                          "learner with `rlinf train` (rlinf_cli.wiring plugs in policy_server.push)")
+    return PUSH_CLIENTS.get("websocket")(cfg.push.url, cfg.push.token_file, cfg.push.timeout_s)
 
 
 def twin_spec(cfg: OffPolicyConfig) -> tuple[Any, float]:
