@@ -50,3 +50,30 @@ def test_fragmented_push_is_applied_and_text_push_refused(monkeypatch):
         assert srv.server.metrics.refused_pushes == 1
     # both pushes were decoded in the weight-loading thread, not on the event loop that serves robots
     assert len(threads) == 2 and all(t.startswith("policy-weights") for t in threads), threads
+
+
+def test_weight_pusher_sends_large_pushes_in_fragments(monkeypatch):
+    """The shipped pusher fragments a push above FRAGMENT_BYTES; the server applies it whole."""
+    import policy_server.push as push_module
+
+    monkeypatch.setattr(push_module, "FRAGMENT_BYTES", 64)  # LinearPolicy's weights are small
+    sent: list[int] = []
+    fragments = push_module._fragments
+
+    def counting(frame):
+        for part in fragments(frame):
+            sent.append(len(part))
+            yield part
+
+    monkeypatch.setattr(push_module, "_fragments", counting)
+    policy = LinearPolicy()
+    with running_server(policy, weights_token=TOKEN) as srv:
+        with push_module.WeightPusher(srv.url, token=TOKEN, timeout_s=30) as pusher:
+            ack = pusher.push(version_weights(policy, 9), version=9)
+        assert ack.version == 9
+        with PolicyClient(srv.url) as client:
+            state = np.ones(4, np.float32)
+            out = client.infer({"state": state})
+    assert len(sent) > 1 and max(sent) <= 64
+    assert out["weight_version"] == 9
+    np.testing.assert_allclose(out["actions"], expected_actions(state, 9), rtol=1e-6)
