@@ -99,29 +99,19 @@ def serve_main(port: int, hidden: list[int]) -> None:
     """A real PolicyServer serving a torch MLP (TorchPolicy) that accepts pushes on /weights."""
     import asyncio
     import logging
-    import signal
 
     import torch
 
     from learner.serving import TorchPolicy
     from policy_server.config import ServerConfig
     from policy_server.server import PolicyServer
+    from rlinf_cli.serve import serve_until_signal
 
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s server %(levelname)s %(message)s")
     server = PolicyServer(TorchPolicy(build_mlp(hidden), threads=1),
                           ServerConfig(host="127.0.0.1", port=port, max_wait_ms=0.0, weights_token=TOKEN))
-
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await server.start()
-        await stop.wait()
-        await server.stop()
-
-    asyncio.run(run())
+    asyncio.run(serve_until_signal(server))  # the same shutdown as `rlinf serve`
 
 
 class FragmentingPusher:

@@ -133,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
     server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
     if cfg.server.weights_token is None:
         log.info("no weights token configured: weight pushes on /weights will be refused")
-    asyncio.run(_serve_until_signal(server))
+    asyncio.run(serve_until_signal(server))
     return 0
 
 
-async def _serve_until_signal(server: Any) -> None:
+async def serve_until_signal(server: Any) -> None:
     """Serve until SIGINT / SIGTERM, then stop within a bounded time.
 
     Why our own handlers: a KeyboardInterrupt raised wherever the loop happens to be (inside a
