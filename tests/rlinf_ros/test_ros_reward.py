@@ -67,15 +67,19 @@ def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_d
                     pub.publish(numpy_to_image(np.full((48, 64, 3), value, np.uint8)))
                     time.sleep(0.08)
 
-            show(20, 5)  # failure frames
+            # Failure frames until three are scored: under load the node's image subscription can
+            # match the probe's publisher after the first frames went out, so one burst may be lost.
+            deadline = time.monotonic() + 60
+            while len(p) < 3 and time.monotonic() < deadline:
+                show(20, 2)
             probe.wait_for(lambda: len(p) >= 3, 10, "failure frames scored", procs)
             assert all(v < 0.5 for _, v in p) and all(v == 0.0 for _, v in reward)
             assert not any(v for _, v in success)
             n = len(reward)
             show(240, 6)  # success frames: success after 2 in a row, the episode ends once
-            probe.wait_for(lambda: any(v == 1.0 for _, v in reward[n:]), 10, "success reward", procs)
+            probe.wait_for(lambda: any(v == 1.0 for _, v in reward[n:]), 30, "success reward", procs)
             assert max(v for _, v in p) > 0.9
-            probe.wait_for(lambda: any(e["kind"] == "end" and e["success"] for _, e in events), 5, "episode end")
+            probe.wait_for(lambda: any(e["kind"] == "end" and e["success"] for _, e in events), 15, "episode end")
             assert sum(e["kind"] == "end" for _, e in events) == 1
         finally:
             if probe is not None:
