@@ -74,6 +74,10 @@ class SceneTwinConfig:
     objects_topic: str = field(default="sim/objects", metadata={"help": "PoseArray of the object slots (base frame)"})
     scene_topic: str = field(default="sim/scene", metadata={"help": "JSON {episode, instruction, success, target}"})
     new_episode_topic: str = field(default="sim/new_episode", metadata={"help": "String: reset the scene's episode"})
+    lockstep: bool = field(default=False, metadata={
+        "help": "validate a checkpoint: each command (stamped with the observation it answers) advances the "
+                "physics exactly one simulator control step, then joints, pose, objects and camera go out under "
+                "one stamp; no wall-clock physics (pair with policy_client.lockstep)"})
 
 
 @dataclass
@@ -176,6 +180,10 @@ class PolicyClientConfig:
     teleop_timeout_s: float = field(default=0.3, metadata={"help": "a teleop command older than this is ignored"})
     rtc: RtcConfig = field(default_factory=RtcConfig, metadata={
         "help": "real-time chunking: request early, freeze the executed steps, blend / inpaint the overlap"})
+    lockstep: bool = field(default=False, metadata={
+        "help": "with a lock-step sim twin (robot.scene.lockstep): act once per new observation set (joints, "
+                "gripper, pose, objects, cameras under one stamp), wait for the answer, stamp the command with "
+                "the observation's stamp, never send holds; a real robot runs with false"})
 
     def spec(self) -> RobotSpec:
         """The robot spec, validated; errors name ``policy_client.robot_spec``."""

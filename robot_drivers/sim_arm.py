@@ -131,6 +131,9 @@ class MujocoArmBackend(ArmBackend):
         self.errors: tuple[str, ...] = ()
         self.mode = RobotMode.IDLE
         self.dropped_time_s = 0.0
+        # lock-step twin (robot.scene.lockstep): physics advances only in step_control, one
+        # control period per command, never with wall time
+        self.lockstep = False
 
     def connect(self) -> None:
         import mujoco
@@ -217,8 +220,25 @@ class MujocoArmBackend(ArmBackend):
                                                    + self._velocity * self.fm.model.opt.timestep * n)
             self._mj.mj_step(self.fm.model, self.data, nstep=max(int(n), 1))
 
+    def step_control(self, n: int) -> None:
+        """One control period of ``n`` physics steps exactly as the simulator's env step runs it
+        (``FrankaVectorEnv._apply``): ``mj_step2`` (the position stage was done by the previous
+        call or the reset's ``mj_forward``), ``n - 1`` full steps, then ``mj_step1`` so the
+        kinematics read afterwards (EE pose, camera) are those of the new joints. Why not
+        ``mj_step(n)``: it leaves ``site_xpos`` one physics step behind ``qpos``."""
+        with self._lock:
+            self._velocity = None
+            m, d = self.fm.model, self.data
+            self._mj.mj_step2(m, d)
+            if n > 1:
+                self._mj.mj_step(m, d, nstep=int(n) - 1)
+            self._mj.mj_step1(m, d)
+
     def advance(self, now: float) -> None:
-        """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and counted)."""
+        """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and counted).
+        A lock-step twin's physics does not follow wall time (:meth:`step_control`)."""
+        if self.lockstep:
+            return
         if self._sim_wall is None or not self.realtime:
             self._sim_wall = now
             if not self.realtime:
@@ -280,3 +300,53 @@ class MujocoArmBackend(ArmBackend):
                 r = self._renderers[(height, width)] = self._mj.Renderer(self.fm.model, height, width)
             r.update_scene(self.data, camera=cam)
             return r.render().copy()
+
+
+class LockstepStepper:
+    """A simulated arm with a scene stepped like the simulator: one control step per action.
+
+    Why: a twin that validates a checkpoint must make a step mean what a simulator step means.
+    Measured on an open-loop replay (same episode, same 40 actions): a twin following its
+    commands in real time (target ramped over a period, sampled by the 100 Hz driver, physics
+    following wall time) is off the simulator's state by 0.14 after the first step; this
+    stepper reproduces it to 1e-4 and its camera frames pixel for pixel.
+
+    Per action: the safety layer filters the joint target with the speed limit taken from the
+    measured joints (as the simulator's control law does; the arm has a whole control period
+    to get there) on a clock that advances one control period per step, the target goes to
+    the actuators at once, and the physics runs ``substeps`` steps (:meth:`MujocoArmBackend.step_control`).
+    """
+
+    def __init__(self, arm: Any) -> None:
+        self.arm, self.backend = arm, arm.backend
+        scene = self.backend.scene
+        if scene is None or not hasattr(scene, "substeps"):
+            raise ValueError("lock-step needs a simulated arm running a simulator scene (arms[*].scene)")
+        self.period, self.substeps = float(scene.control_period_s), int(scene.substeps)
+        self.clock = 0.0  # control periods stepped: the arm's and its safety layer's clock
+        self.backend.lockstep = True
+        arm._clock = arm.safety._clock = lambda: self.clock
+        arm.command_period_s = self.period
+        self.steps = 0  # control steps of this episode
+        self.success_step: int | None = None  # the first step the scene's success test held
+
+    def reset(self) -> None:
+        """A new episode (after the scene's reset)."""
+        self.steps, self.success_step = 0, None
+        self.arm.safety.forget_target()
+
+    def apply(self, q: np.ndarray, gripper_width: float | None) -> Any:
+        """One action: joint target ``q`` [7] and gripper width (m, None: unchanged); returns the
+        safety outcome (refused: nothing moved, no step)."""
+        self.arm.safety.forget_target()  # speed limit from the measured joints, as the control law
+        out = self.arm.move_joints(np.asarray(q, dtype=np.float64))
+        if out.refused:
+            return out
+        if gripper_width is not None:
+            self.arm.gripper_move(float(gripper_width))
+        self.clock += self.period
+        self.backend.step_control(self.substeps)
+        self.steps += 1
+        if self.success_step is None and self.backend.scene.success():
+            self.success_step = self.steps
+        return out

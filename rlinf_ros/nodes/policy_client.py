@@ -15,6 +15,13 @@ not retry. A lost server means *hold* (last target) and reconnect. ``policy_clie
 (``std_srvs/SetBool``) pauses the client (no commands: a supervisor may move the arm) and, on
 true, starts a new episode. Status (mode, counters, latency percentiles) goes out as JSON on
 ``policy_client/status``.
+
+Lock-step (``lockstep``, with a lock-step sim twin: ``robot.scene.lockstep``): joints, gripper,
+EE poses, objects and frames are matched by exact stamp, the client acts once per new set
+(waiting for the server's answer), stamps the command with that set's stamp (the twin steps its
+physics one simulator control step per such command) and never sends holds; a set that comes
+again (the twin re-sends an unanswered one) gets the same command again. So a twin step means
+what a simulator step means: the action answers the observation of the state it is applied to.
 """
 
 from __future__ import annotations
@@ -81,8 +88,14 @@ class PolicyClientNode(Node):
         self.hz = cfg.rate_hz
         self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in cfg.joint_prefixes]
         self.fingers = [f"{p}finger_joint1" for p in cfg.joint_prefixes]
-        self.sync = ApproxTimeSync(["joints", *cfg.cameras], slop=cfg.slop_s)
         n = len(cfg.joint_prefixes)
+        self.lockstep = bool(cfg.lockstep)
+        # lock-step: every input of the state comes from the same set (one stamp, nothing newer)
+        extra = [*(f"pose{i}" for i in range(n)), "gripper", *(["objects"] if needs(self.spec, "objects") else [])]
+        self.sync = ApproxTimeSync(["joints", *(extra if self.lockstep else []), *cfg.cameras],
+                                   slop=1e-6 if self.lockstep else cfg.slop_s)
+        self._set: Any = None  # lock-step: the newest set, and the command that answered it
+        self._answer: tuple[float, JointTrajectory] | None = None
         self._grippers = [0.0] * n
         self._poses: list[Any] = [None] * n
         self._goal: np.ndarray | None = None
@@ -96,8 +109,11 @@ class PolicyClientNode(Node):
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
         self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
                                       final_errors=_final_errors()) if not cfg.teleop_only else None
-        self.loop = PolicyLoop(self.worker, self.io, max_wait_s=cfg.max_wait_fraction / self.hz,  # type: ignore[arg-type]
-                               rtc=cfg.rtc)
+        # lock-step: a chunk is executed whole before the next observation is sent (prefetch 0),
+        # as the simulator's eval executes it, and each tick waits for its answer
+        self.loop = PolicyLoop(self.worker, self.io, prefetch=0 if self.lockstep else 1,  # type: ignore[arg-type]
+                               max_wait_s=cfg.infer_timeout_s if self.lockstep else cfg.max_wait_fraction / self.hz,
+                               rtc=None if self.lockstep else cfg.rtc)
         self.human = HumanTakeover(self.io, cfg.teleop_timeout_s, always=cfg.teleop_only)
         self.episode = 0
         self.pub_step = self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50)) if cfg.step_topic else None
@@ -134,17 +150,27 @@ class PolicyClientNode(Node):
         except ConversionError:
             return  # another publisher's joints (e.g. the gripper) on a shared topic
         self.sync.add("joints", stamp_to_sec(msg.header.stamp), per_arm)
+        if self.lockstep:
+            self._lockstep_tick()
 
     def _on_gripper(self, msg: JointState) -> None:
         for i, finger in enumerate(self.fingers):
             if finger in msg.name:
                 self._grippers[i] = 2.0 * float(msg.position[list(msg.name).index(finger)])
+        self._add_lockstep("gripper", msg, list(self._grippers))
 
     def _on_pose(self, i: int, msg: PoseStamped) -> None:
         try:
             self._poses[i] = pose_from_msg(msg)
         except ConversionError as e:
             log.warning("end-effector pose: %s", e)
+            return
+        self._add_lockstep(f"pose{i}", msg, self._poses[i])
+
+    def _add_lockstep(self, stream: str, msg: Any, value: Any) -> None:
+        if self.lockstep:
+            self.sync.add(stream, stamp_to_sec(msg.header.stamp), value)
+            self._lockstep_tick()
 
     def _on_goal(self, msg: PoseStamped) -> None:
         self._goal = pose_from_msg(msg).position
@@ -154,6 +180,7 @@ class PolicyClientNode(Node):
 
     def _on_objects(self, msg: PoseArray) -> None:
         self._objects = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
+        self._add_lockstep("objects", msg, self._objects)
 
     def _on_instruction(self, msg: String) -> None:
         text = " ".join(msg.data.split())
@@ -163,6 +190,8 @@ class PolicyClientNode(Node):
 
     def _on_image(self, cam: str, msg: Image) -> None:
         self.sync.add(cam, stamp_to_sec(msg.header.stamp), msg)  # decoded only when used
+        if self.lockstep:
+            self._lockstep_tick()
 
     def _on_robot_state(self, msg: String) -> None:
         changed = self.human.on_robot_state(msg.data)
@@ -190,11 +219,19 @@ class PolicyClientNode(Node):
     def _new_episode(self) -> None:
         self.episode += 1
         self.loop.reset()
+        if self.lockstep:  # an answer still in flight belongs to the last episode
+            if self.worker is not None and self.worker.busy:
+                self.worker.wait(self.cfg.infer_timeout_s)
+            if self.worker is not None:
+                self.worker.take()
+            self._set, self._answer = None, None
 
     def _on_enable(self, req: SetBool.Request, resp: SetBool.Response) -> SetBool.Response:
         self.enabled = bool(req.data)
         if self.enabled:
             self._new_episode()
+            if self.lockstep:
+                self._lockstep_tick()  # the reset observation may already be here
         resp.success, resp.message = True, "enabled: new episode" if self.enabled else "paused"
         log.info("policy client %s", resp.message)
         return resp
@@ -209,8 +246,15 @@ class PolicyClientNode(Node):
                                          object_pos=self._object, objects=self._objects))
         return out
 
-    def _observation(self) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:
-        found = self.sync.pop_newest()
+    def _observation(self, found: Any = None) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:
+        if found is not None:  # lock-step: every input from this one set
+            for i in range(len(self._poses)):
+                self._poses[i] = found[f"pose{i}"][1]
+            self._grippers = list(found["gripper"][1])
+            if "objects" in found:
+                self._objects = found["objects"][1]
+        else:
+            found = self.sync.pop_newest()
         if found is None and self.cfg.reuse_observation and self.sync.last is not None:
             found = self.sync.last  # no newer set yet (camera slower than control): act on the newest
             self.reused_obs += 1
@@ -229,7 +273,46 @@ class PolicyClientNode(Node):
         self.missing = ""
         return obs, readings, t_obs
 
+    def _lockstep_tick(self) -> None:
+        """Lock-step: act once on each new set (see the module docstring); a timer retries."""
+        if not self.enabled or self.human.blocked or self.worker is None:
+            return
+        found = self.sync.pop_newest()
+        if found is not None:
+            stamp = max(st for st, _ in found.values())
+            if self._answer is not None and abs(self._answer[0] - stamp) <= 1e-6:
+                self.pub_cmd.publish(self._answer[1])  # the set came again: our answer was lost
+                return
+            self._set = found
+        if self._set is None or self._answer is not None and self._answer[0] == self._set_stamp():
+            return
+        obs, readings, t_obs = self._observation(self._set)
+        cmd = self.loop.tick(obs, readings, t_obs)
+        if cmd is None or cmd.kind != "policy" or t_obs is None:
+            return  # no answer yet: the next callback or timer tick loads it
+        msg = self._command_msg(cmd, stamp=t_obs)
+        self._answer = (t_obs, msg)
+        self.pub_cmd.publish(msg)
+        self._publish_step(obs, cmd, t_obs)
+
+    def _set_stamp(self) -> float:
+        return max(st for st, _ in self._set.values())
+
+    def _command_msg(self, cmd: Any, stamp: float | None = None) -> JointTrajectory:
+        names = [n for js in self.arm_joints for n in js] + self.fingers
+        point = np.concatenate([*cmd.joints, np.asarray(cmd.grippers) / 2.0])
+        return trajectory_msg(names, point[None], np.array([1.0 / self.hz]), stamp=stamp)
+
+    def _publish_step(self, obs: dict[str, Any] | None, cmd: Any, t_obs: float | None) -> None:
+        if self.pub_step is not None and obs is not None and cmd.action is not None:
+            rec = StepRecord(episode=self.episode, state=obs["state"], action=cmd.action, images=obs["images"],
+                             intervention=cmd.kind == "teleop", policy_version=cmd.version, timestamp=t_obs or 0.0)
+            self.pub_step.publish(UInt8MultiArray(data=packb(rec.to_wire())))
+
     def _tick(self) -> None:
+        if self.lockstep:
+            self._lockstep_tick()
+            return
         if not self.enabled:
             return
         obs, readings, t_obs = self._observation()
@@ -249,13 +332,8 @@ class PolicyClientNode(Node):
             cmd = self.loop.tick(obs, readings, t_obs)
         if cmd is None:
             return
-        names = [n for js in self.arm_joints for n in js] + self.fingers
-        point = np.concatenate([*cmd.joints, np.asarray(cmd.grippers) / 2.0])
-        self.pub_cmd.publish(trajectory_msg(names, point[None], np.array([1.0 / self.hz])))
-        if self.pub_step is not None and obs is not None and cmd.action is not None:
-            rec = StepRecord(episode=self.episode, state=obs["state"], action=cmd.action, images=obs["images"],
-                             intervention=cmd.kind == "teleop", policy_version=cmd.version, timestamp=t_obs or 0.0)
-            self.pub_step.publish(UInt8MultiArray(data=packb(rec.to_wire())))
+        self.pub_cmd.publish(self._command_msg(cmd))
+        self._publish_step(obs, cmd, t_obs)
 
     def status(self) -> dict[str, Any]:
         w = self.worker

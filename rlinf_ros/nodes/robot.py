@@ -124,6 +124,9 @@ class RobotNode(Node):
 
     # ---- commands -----------------------------------------------------------------------
     def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if self.scene is not None and self.scene.lockstep:  # a lock-step twin: one control step per action
+            self.stats["trajectories" if self.scene.command(msg) else "stale_trajectories"] += 1
+            return
         now = time.time()
         names = set(msg.joint_names)
         for i, arm in enumerate(self.arms):
@@ -196,10 +199,14 @@ class RobotNode(Node):
                     arm.settle()
             arm.tick()
 
-    def _publish(self) -> None:
+    def _publish(self, stamp: float | None = None) -> None:
+        """Joint states, gripper and EE pose; ``stamp``: one observation set of a lock-step twin
+        (whose sensor topics carry nothing else: its physics only moves per command)."""
         if not all(b.ready for b in self._bridged):
             return  # bridge mode: nothing to report before the stack's first joint state
-        stamp = time.time()
+        if stamp is None and self.scene is not None and self.scene.lockstep:
+            return
+        stamp = time.time() if stamp is None else stamp
         states = [a.state() for a in self.arms]
         self.pub_js.publish(joint_state_msg(
             self.joint_names, np.concatenate([s.q for s in states]), np.concatenate([s.dq for s in states]),

@@ -11,6 +11,22 @@ of the world to keep in step. What a lab would get from perception goes out on t
 - ``sim/scene`` (``std_msgs/String`` JSON ``{episode, instruction, success, target}``): what the
   task node judges and relays (the instruction, on ``task/instruction``);
 - a ``std_msgs/String`` on ``sim/new_episode`` resets the scene as the simulator does.
+
+Lock-step mode (``robot.scene.lockstep``), for validating a checkpoint on the twin: a twin
+stepped in real time lets wall-clock effects decide episodes (the policy acting on an older
+observation than the simulator's, commands ramped over a period and speed-limited per driver
+tick, rendering delaying physics ticks): the same checkpoint scored 0.06-0.29 run to run where
+the simulator scores 0.33. In lock-step the physics does not follow wall time. Each
+observation set (joints, gripper, EE pose, objects, camera frames) goes out under one stamp;
+a ``JointTrajectory`` stamped with that stamp is the action answering it: its final point
+becomes the actuator targets at once (through the safety layer, whose clock is the twin's
+control-step clock) and the physics advances exactly one simulator control step
+(``MujocoArmBackend.step_control``), then the next set goes out. Commands with another stamp
+are late answers to an older set and are ignored (counted). A set not answered within
+``_RESEND_S`` goes out again under the same stamp (a lost message must not stall the loop).
+The scene report then carries ``steps`` (control steps this episode) and ``success_step``
+(the first step the simulator's success test held): the task node scores episodes as the
+simulator's ``terminate_on_success`` does, whatever the wall-clock rate.
 """
 
 from __future__ import annotations
@@ -25,10 +41,13 @@ from geometry_msgs.msg import Pose, PoseArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from rlinf_ros.conversions import numpy_to_image, to_time_msg
+from rlinf_ros.conversions import ConversionError, numpy_to_image, stamp_to_sec, to_time_msg, trajectory_from_msg
 from rlinf_ros.nodes.common import reliable_qos, sensor_qos
+from robot_drivers.sim_arm import LockstepStepper
 
 log = logging.getLogger(__name__)
+
+_RESEND_S = 0.5  # lock-step: an unanswered observation set is published again after this long
 
 
 def _world_to_base(backend: Any, points: np.ndarray) -> np.ndarray:
@@ -52,10 +71,56 @@ class SceneTopics:
         self.pub_scene = node.create_publisher(String, cfg.scene_topic, reliable_qos(1))
         self.pub_images = {cam: node.create_publisher(Image, topic, reliable_qos(2)) for cam, topic in cfg.cameras.items()}
         node.create_subscription(String, cfg.new_episode_topic, self._on_new_episode, reliable_qos(10))
-        node.create_timer(1.0 / node.cfg.publish_hz, self._publish)
-        if cfg.cameras:
-            node.create_timer(1.0 / cfg.camera_hz, self._render)
-        log.info("scene twin: objects on %s, cameras %s", cfg.objects_topic, cfg.cameras)
+        self.lockstep = bool(cfg.lockstep)
+        self.stepper = LockstepStepper(arm) if cfg.lockstep else None
+        self.stamp: float | None = None  # lock-step: stamp of the newest observation set
+        self._sent_at = 0.0
+        self.stale_commands = 0
+        if self.lockstep:
+            node.create_timer(1.0 / node.cfg.publish_hz, self._lockstep_timer)
+        else:
+            node.create_timer(1.0 / node.cfg.publish_hz, self._publish)
+            if cfg.cameras:
+                node.create_timer(1.0 / cfg.camera_hz, self._render)
+        log.info("scene twin: objects on %s, cameras %s%s", cfg.objects_topic, cfg.cameras,
+                 " (lock-step: one simulator control step per command)" if self.lockstep else "")
+
+    # ---- lock-step ----------------------------------------------------------------------
+    def command(self, msg: Any) -> bool:
+        """A ``JointTrajectory`` for the lock-step twin: the action answering the newest set
+        (same stamp) is applied and the physics advances one control step; False if ignored."""
+        stamp = stamp_to_sec(msg.header.stamp)
+        if self.stamp is None or abs(stamp - self.stamp) > 1e-6:
+            self.stale_commands += 1
+            return False
+        arm = self.arm
+        try:
+            q = trajectory_from_msg(msg, arm.joint_names, 0.0).positions[-1]
+            finger = arm.gripper_joint_names[0]
+            width = 2.0 * trajectory_from_msg(msg, [finger], 0.0).positions[-1, 0] if finger in msg.joint_names else None
+        except ConversionError as e:
+            log.warning("lock-step: rejected command: %s", e)
+            return False
+        out = self.stepper.apply(q, width)  # type: ignore[union-attr]
+        if out.refused:
+            log.warning("lock-step: command refused (%s); not stepping", ", ".join(out.events))
+            return False
+        self.publish_set()
+        return True
+
+    def publish_set(self, stamp: float | None = None) -> None:
+        """One observation set under one stamp: scene report, objects, joints / gripper / pose, frames."""
+        self.stamp = time.time() if stamp is None else stamp
+        self._sent_at = time.monotonic()
+        self._publish(self.stamp)
+        self.node._publish(self.stamp)
+        self._render(self.stamp)
+
+    def _lockstep_timer(self) -> None:
+        if self.stamp is not None and time.monotonic() - self._sent_at > _RESEND_S:
+            self.publish_set(self.stamp)  # unanswered (lost, or the client is paused): again, same state
+        else:
+            self._publish_report()
 
     def _on_new_episode(self, msg: String) -> None:
         """``data``: the episode number wanted; repeats of a request already served are ignored
@@ -65,7 +130,7 @@ class SceneTopics:
         except ValueError:
             wanted = self.backend.scene.episodes + 1
         if wanted <= self.backend.scene.episodes:
-            self._publish()
+            self._publish_report() if self.lockstep else self._publish()
             return
         self.backend.new_episode(wanted)
         node = self.node
@@ -75,17 +140,34 @@ class SceneTopics:
                 node._gripper_cmd[i] = None
         self.arm.safety.forget_target()
         self.arm.settle()
-        self._publish()
+        if self.stepper is not None:
+            self.stepper.reset()
+            self.publish_set()  # the reset observation: the episode's first action answers it
+        else:
+            self._publish()
         log.info("scene episode %d: %r", self.backend.scene.episodes, self.backend.scene.instruction)
 
-    def _publish(self) -> None:
+    def _report(self) -> dict[str, Any]:
+        scene = self.backend.scene
+        info = {"episode": scene.episodes, "instruction": scene.instruction, "success": scene.success(),
+                "target": [float(x) for x in scene.target_position()]}
+        if self.lockstep:
+            st = self.stepper
+            info.update(success=st.success_step is not None, steps=st.steps, success_step=st.success_step)  # type: ignore[union-attr]
+        return info
+
+    def _publish_report(self) -> None:
+        with self.backend._lock:
+            info = self._report()
+        self.pub_scene.publish(String(data=json.dumps(info)))
+
+    def _publish(self, stamp: float | None = None) -> None:
         scene = self.backend.scene
         with self.backend._lock:
             objects = _world_to_base(self.backend, scene.object_positions())
-            info = {"episode": scene.episodes, "instruction": scene.instruction, "success": scene.success(),
-                    "target": [float(x) for x in scene.target_position()]}
+            info = self._report()
         msg = PoseArray()
-        msg.header.stamp = to_time_msg(time.time())
+        msg.header.stamp = to_time_msg(time.time() if stamp is None else stamp)
         msg.header.frame_id = self.node.cfg.frame_id
         for p in objects:
             pose = Pose()
@@ -95,7 +177,7 @@ class SceneTopics:
         self.pub_objects.publish(msg)
         self.pub_scene.publish(String(data=json.dumps(info)))
 
-    def _render(self) -> None:
+    def _render(self, stamp: float | None = None) -> None:
         for cam, pub in self.pub_images.items():
             frame = self.backend.render(cam, 0, 0)
-            pub.publish(numpy_to_image(frame, "rgb8", time.time(), cam))
+            pub.publish(numpy_to_image(frame, "rgb8", time.time() if stamp is None else stamp, cam))

@@ -200,6 +200,11 @@ class TaskNode(Node):
         dist = float("inf") if self.ee is None else float(np.linalg.norm(self.ee - self.goal))
         if getattr(self.judge, "uses_scene", False):
             ok = bool(self.scene.get("success")) and self.scene.get("episode") == self.scene_episode
+            if "steps" in self.scene and self.scene.get("episode") == self.scene_episode:
+                # a lock-step twin counts its own control steps: scored as the simulator does
+                steps = int(self.scene["steps"])
+                first = self.scene.get("success_step")
+                ok = first is not None and int(first) <= self.cfg.max_steps
         else:
             ok = self.ee is not None and self.judge.success(self.ee, self.goal)
         if self.pub_reward is not None:  # the twin knows success: a reward source of its own

@@ -34,6 +34,9 @@ class LanguageSceneTwin:
         self.env.reset(seed=seed)
         self.fm, self.data = self.env.fms[0], self.env.datas[0]
         self.image_size = image_size
+        # one control step of the simulator: substeps physics steps of the env's timestep
+        self.substeps = int(self.env.substeps)
+        self.control_period_s = float(self.env.substeps * self.fm.model.opt.timestep)
         self.seed = seed
         self.episodes = 0
 
