@@ -418,7 +418,7 @@ def main() -> None:
         f"period by the 100 Hz driver, safety speed limit per 10 ms tick): {rt['state_err_step1']:.3f} after the "
         f"first step, {rt['state_err_max']:.3f} max, pixels {rt['pixel_err_mean']:.2f}, safety events {rt['safety_events']}; acting on the observation one "
         f"step old as well: {late['state_err_max']:.3f} max, pixels {late['pixel_err_mean']:.2f}. "
-        "(State entries are metres / radians / rad/s; joint velocities dominate.) The earlier real-time twin scored "
+        "(Max over the 33 state entries: metres, radians, rad/s.) The earlier real-time twin scored "
         "0.06-0.29 run to run on these episodes where the simulator scores 0.333.",
         f"Per episode (1 = success): sim `{sim['per_episode']}`; "
         + "; ".join(f"twin run {k + 1} `{t['per_episode']}` (agrees with sim on {t['paired_with_sim']})"
