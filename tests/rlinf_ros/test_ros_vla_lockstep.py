@@ -11,6 +11,8 @@ on wall time) does not, which is what made the twin score 0.06-0.29 where the si
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -122,3 +124,84 @@ def test_lockstep_counts_the_first_success_where_the_simulator_terminates():
     arm.backend.new_episode(2)
     stepper.reset()
     assert stepper.steps == 0 and stepper.success_step is None
+
+
+class _ScriptedRecorder:
+    """A served policy answering request k with ``actions[k]`` and recording what it was shown."""
+
+    name = "scripted"
+
+    def __init__(self, spec_map: dict, actions: np.ndarray) -> None:
+        import threading
+
+        from rlinf_contracts.spec import RobotSpec
+
+        self.robot_spec = RobotSpec.from_dict(spec_map)
+        self.actions = actions
+        self.seen: list[tuple[np.ndarray, np.ndarray, str]] = []
+        self.lock = threading.Lock()
+
+    def infer(self, obs: dict) -> dict:
+        with self.lock:
+            k = len(self.seen)
+            self.seen.append((np.asarray(obs["state"][0]).copy(), np.asarray(obs["images"]["front"][0]).copy(),
+                              str(obs["instruction"][0])))
+        row = self.actions[min(k, len(self.actions) - 1)]
+        return {"actions": np.broadcast_to(row, (len(obs["state"]), 1, len(row))).astype(np.float32).copy()}
+
+
+@pytest.mark.ros
+@pytest.mark.timeout(120)
+def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, ros_domain_id):
+    """Robot node (lock-step language scene), policy client and task node as processes, a real
+    policy server answering scripted actions: the observations the server receives over ROS 2
+    equal the simulator's for the same episode and actions, request for request (one request per
+    twin step: nothing repeated, nothing skipped), and the episode lasts the configured steps."""
+    pytest.importorskip("rclpy", reason="needs the ros extra")
+    import json
+
+    import yaml
+    from ros_procs import ROOT, Procs
+
+    from policy_server.background import ServerThread
+    from policy_server.config import ServerConfig
+    from policy_server.server import PolicyServer
+    from rlinf_contracts.env_registry import make_env
+
+    actions = np.clip(np.random.default_rng(1).normal(0.0, 0.5, (STEPS, 4)), -1.0, 1.0).astype(np.float32)
+    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
+    policy = _ScriptedRecorder(cfg["policy_client"]["robot_spec"], actions)
+    server = ServerThread(PolicyServer(policy, ServerConfig(host="127.0.0.1", port=0))).start()
+    cfg["robot"]["arms"][0]["scene_seed"] = SEED
+    cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{server.port}"
+    results = tmp_path / "episodes.json"
+    cfg["task"].update(episodes=1, max_steps=STEPS, warmup_s=1.0, results_path=str(results))
+    config = tmp_path / "graph.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    procs = Procs(tmp_path)
+    try:
+        for kind in ("robot", "policy_client", "task"):
+            procs.start_node(kind, config)
+        deadline = time.monotonic() + 100
+        while not results.exists():
+            assert time.monotonic() < deadline, f"no episode result in 100 s\n{procs.logs()}"
+            assert all(procs.alive(k) for k in ("robot", "policy_client", "task")), procs.logs()
+            time.sleep(0.2)
+    finally:
+        codes = procs.stop_all()
+        server.stop()
+    assert all(c is not None for c in codes.values()), codes
+    episode = json.loads(results.read_text())["results"][0]
+    assert episode["steps"] >= STEPS
+    with policy.lock:
+        seen = list(policy.seen)
+    assert len(seen) >= STEPS, f"{len(seen)} requests for {STEPS} twin steps"
+    env = make_env("franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64)
+    sim = env.reset(seed=SEED)
+    for k in range(STEPS):
+        state, frame, instruction = seen[k]
+        np.testing.assert_allclose(state, sim["state"][0], atol=1e-4, err_msg=f"request {k}")
+        assert float(np.abs(frame.astype(int) - sim["images"]["front"][0]).mean()) == 0.0, f"frame of request {k}"
+        assert instruction == sim["instruction"][0]
+        sim, _, term, trunc, _ = env.step(actions[k][None])
+        assert not (term[0] or trunc[0])
