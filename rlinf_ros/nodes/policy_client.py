@@ -96,6 +96,7 @@ class PolicyClientNode(Node):
                                    slop=1e-6 if self.lockstep else cfg.slop_s)
         self._set: Any = None  # lock-step: the newest set, and the command that answered it
         self._answer: tuple[float, JointTrajectory] | None = None
+        self._last_set, self._warned_sets = time.monotonic(), False
         self._grippers = [0.0] * n
         self._poses: list[Any] = [None] * n
         self._goal: np.ndarray | None = None
@@ -225,6 +226,7 @@ class PolicyClientNode(Node):
             if self.worker is not None:
                 self.worker.take()
             self._set, self._answer = None, None
+            self._last_set = time.monotonic()
 
     def _on_enable(self, req: SetBool.Request, resp: SetBool.Response) -> SetBool.Response:
         self.enabled = bool(req.data)
@@ -278,7 +280,13 @@ class PolicyClientNode(Node):
         if not self.enabled or self.human.blocked or self.worker is None:
             return
         found = self.sync.pop_newest()
+        now = time.monotonic()
+        if found is None and self.episode and now - self._last_set > 10.0 and not self._warned_sets:
+            self._warned_sets = True  # e.g. a real-time robot: its topics never share one stamp
+            log.warning("lock-step: no observation set (joints, gripper, pose, objects, cameras under one stamp) "
+                        "for 10 s; the robot node must run lock-step too (robot.scene.lockstep: true)")
         if found is not None:
+            self._last_set = now
             stamp = max(st for st, _ in found.values())
             if self._answer is not None and abs(self._answer[0] - stamp) <= 1e-6:
                 self.pub_cmd.publish(self._answer[1])  # the set came again: our answer was lost

@@ -92,6 +92,9 @@ class SceneTopics:
         stamp = stamp_to_sec(msg.header.stamp)
         if self.stamp is None or abs(stamp - self.stamp) > 1e-6:
             self.stale_commands += 1
+            if self.stale_commands == 50 and self.stepper.steps == 0:  # type: ignore[union-attr]
+                log.warning("lock-step twin: 50 commands, none stamped with an observation set it sent; "
+                            "the sender must run lock-step too (policy_client.lockstep: true)")
             return False
         arm = self.arm
         try:
