@@ -195,8 +195,8 @@ class OffPolicyConfig:
     name: str = field(default="offpolicy", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed: network init, env seeds, replay sampling"))
     cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
-    placement: dict[str, str | int] = field(default_factory=lambda: {"env,learner,replay": "0"},
-                                            metadata=_h("env, learner, replay -> slots; all on the same one process = the fused loop"))
+    placement: dict[str, str | int] | str = field(default_factory=lambda: {"env,learner,replay": "0"},
+                                                  metadata=_h("env, learner, replay -> slots; all on the same one process = the fused loop; or 'auto': the placement the cost model predicts fastest (learner.scheduling)"))
     env: EnvConfig = field(default_factory=lambda: EnvConfig(num_envs=8), metadata=_h("environment (as the embodied runner's)"))
     model: OffPolicyModelConfig = field(default_factory=OffPolicyModelConfig, metadata=_h("actor, critics, pixel encoder"))
     algorithm: OffPolicyAlgorithmConfig = field(default_factory=OffPolicyAlgorithmConfig, metadata=_h("SAC / RLPD / CrossQ"))
@@ -207,6 +207,11 @@ class OffPolicyConfig:
     push: PushSection = field(default_factory=PushSection, metadata=_h("push weights to a policy server every N updates"))
 
     def validate(self) -> None:
+        from learner.scheduling.auto import check_value, is_auto, resolve
+
+        check_value(self.placement)
+        if is_auto(self.placement):
+            resolve(self)
         names = [n.strip() for key in self.placement for n in str(key).split(",")]
         if sorted(names) != sorted(COMPONENTS):
             raise ConfigError(f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}")

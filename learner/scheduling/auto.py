@@ -1,6 +1,7 @@
 """``placement: auto``: replace the word by the best predicted placement (and depth).
 
-Called from the config's own ``validate`` (``EmbodiedConfig``, ``ReasoningConfig``), so it
+Called from the config's own ``validate`` (``EmbodiedConfig``, ``ReasoningConfig``,
+``OffPolicyConfig``), so it
 happens when the typed config is built: before the pre-start checks and before Ray starts,
 like every other key; ``rlinf train --dry-run`` prints the chosen placement. It needs the slot
 count of the embedded cluster (:func:`learner.cluster.expected_slots`); a run that joins a
@@ -25,6 +26,11 @@ AUTO = "auto"
 DEFAULT_COMM = {"hop_s": {"same": {"1": 0.002, "1024": 0.0075}, "cross": {"1": 0.0018, "1024": 0.005}},
                 "occupancy_s": {"same": 0.0013, "cross": 0.0025}, "weight_fetch": {"64": 0.0014, "4096": 0.013},
                 "ray_init_s": 5.0, "spawn_s": 8.0, "call_s": 0.004}
+
+
+STAND_IN = {"embodied": {"env,rollout,actor": "0"}, "reasoning": {"rollout,reward,actor": "0"},
+            "offpolicy": {"env,learner,replay": "0"}}
+"""Per runner, the one-process placement a config holds while its workload is profiled."""
 
 
 def is_auto(placement: Any) -> bool:
@@ -57,8 +63,7 @@ def resolve(cfg: Any) -> None:
         raise ConfigError("key 'placement': auto needs the slot count before Ray starts, and with "
                           "cluster.address set it is unknown; give the placement explicitly (`rlinf schedule "
                           "CONFIG` on that cluster ranks the candidates)")
-    cfg.placement = {"env,rollout,actor": "0"} if getattr(cfg, "runner", "") != "reasoning" else {
-        "rollout,reward,actor": "0"}  # a valid stand-in while profiling
+    cfg.placement = dict(STAND_IN.get(getattr(cfg, "runner", ""), STAND_IN["embodied"]))  # valid while profiling
     from learner.scheduling.calibrate import cached_calibration
 
     calibration = cached_calibration(cfg, slots[0])  # from `rlinf schedule CONFIG --calibrate`, if run

@@ -33,7 +33,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from learner.scheduling.comm import CommProfile
@@ -51,6 +52,14 @@ class Calibration:
     measured_s: float = 0.0
     load: float = 0.0  # 1-min load average while calibrating
     seconds: float = 0.0
+    loop: dict[str, float] = field(default_factory=dict)  # the channel loop's reference run (embodied)
+
+    def apply(self, prof: Any) -> Any:
+        """``prof`` with this calibration's compute factor and the channel workers' per-step work."""
+        out = prof.scaled(self.factor)
+        if self.loop and hasattr(out, "loop_env_x"):
+            out = dataclasses.replace(out, loop_env_x=self.loop["env_x"], loop_infer_x=self.loop["infer_x"])
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "comm": self.comm.to_dict()}
@@ -90,7 +99,7 @@ def _key(cfg: Any, num_slots: int) -> str:
     raw = to_dict(cfg)
     raw.pop("placement", None)
     raw.get("train", {}).pop("out_dir", None)
-    return workload_key("calibration", {"cfg": raw, "slots": num_slots, "v": 1})
+    return workload_key("calibration", {"cfg": raw, "slots": num_slots, "v": 2})
 
 
 def cached_calibration(cfg: Any, num_slots: int) -> Calibration | None:
@@ -107,11 +116,57 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, co
     cores = cores or physical_cores()
     comm = profile_comm(cluster, refresh=True, n=60)
     comm.core_factor = core_factors(cores)
-    ref = predict_all(cfg, profile_of(cfg), comm, num_slots, cores)[0]
+    prof = profile_of(cfg)
+    ref = predict_all(cfg, prof, comm, num_slots, cores)[0]
     measured = measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1)
     cal = Calibration(measured / ref.iteration_s, comm, ref.candidate.label, ref.iteration_s, measured,
-                      os.getloadavg()[0], time.perf_counter() - t0)
+                      os.getloadavg()[0])
+    if hasattr(prof, "loop_env_x"):  # the embodied runner: its channel loop as well
+        cal.loop = calibrate_loop(cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations)
+    cal.seconds = time.perf_counter() - t0
     store_cached(_key(cfg, num_slots), cal.to_dict())
     log.info("calibration: %s predicted %.3f s, measured %.3f s -> compute x %.2f (load %.1f, %.0f s)",
              cal.reference, cal.predicted_s, cal.measured_s, cal.factor, cal.load, cal.seconds)
     return cal
+
+
+def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
+                   iterations: int = 2) -> dict[str, float]:
+    """Run the simplest channel candidate (one env and one rollout process, depth 1) and read off
+    what the profile cannot see of the runner's env <-> rollout loop; sets ``comm.loop_hop_s``.
+
+    - ``env_x`` / ``infer_x``: the workers' measured busy time per step (``time/env_busy_s``,
+      ``time/infer_busy_s``) over the profile's bare env step and policy query: the rollout worker
+      also seeds, builds the trajectory and bootstraps values (2-3x the bare query here);
+    - ``loop_hop_s``: half of what a step takes beyond that compute (a step is one round trip
+      env -> rollout -> env when one stream is in flight): the hop as the runner's messages (two
+      channel actors, real payloads) pay it, larger than the ping-pong's.
+    Returns the figures (empty when no such candidate exists, e.g. on one slot)."""
+    from learner.placement import parse_placement
+    from learner.scheduling import plan
+    from learner.scheduling.cost import COMPONENTS, predict_embodied
+
+    updates = cfg.actor.epochs * cfg.actor.minibatches
+    for pred in plan.predict_all(cfg, prof, comm, num_slots, cores):
+        pl = parse_placement(pred.candidate.placement, num_slots, list(COMPONENTS))
+        if "step" in pred.breakdown and pred.candidate.stages == 1 and \
+                pl["env"].num_processes == pl["rollout"].num_processes == 1:
+            break
+    else:
+        return {}
+    measured = plan.measure(cfg, pred.candidate, cluster, iterations=iterations, warmup=1)
+    phases = dict(plan.LAST_PHASES)
+    steps, n = prof.steps, prof.num_envs
+    e, i = prof.env_step(n), prof.infer(n)
+    env_x = phases.get("time/env_busy_s", steps * e) / (steps * e) if e > 0 else 1.0
+    infer_x = phases.get("time/infer_busy_s", (steps + 1) * i) / ((steps + 1) * i) if i > 0 else 1.0
+    rest = pred.breakdown["train"] + pred.breakdown["weight_sync"] + pred.breakdown["calls"]
+    rest = rest - pred.breakdown["train"] + phases.get("time/train_s", pred.breakdown["train"])
+    step = max(measured - rest - i * infer_x, 0.0) / steps
+    comm.loop_hop_s = max((step - e * env_x - i * infer_x) / 2, comm.hop(True, 0))
+    check = predict_embodied(dataclasses.replace(prof, loop_env_x=env_x, loop_infer_x=infer_x), comm,
+                             pred.candidate, num_slots, cores, updates)
+    log.info("loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, hop %.1f ms",
+             pred.candidate.label, measured, check.iteration_s, env_x, infer_x, comm.loop_hop_s * 1e3)
+    return {"env_x": env_x, "infer_x": infer_x, "hop_s": comm.loop_hop_s, "reference": pred.candidate.label,
+            "measured_s": measured, "predicted_s": check.iteration_s}

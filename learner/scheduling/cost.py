@@ -109,15 +109,21 @@ def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, 
     pe, pr, pa = (placement[c] for c in COMPONENTS)
     e_n, r_n, a_n, s = pe.num_processes, pr.num_processes, pa.num_processes, cand.stages
     m = prof.num_envs / (e_n * s)
-    e, i = prof.env_step(m), prof.infer(m)
+    e, i = prof.env_step(m) * prof.loop_env_x, prof.infer(m) * prof.loop_infer_x
     same = bool(_cores(pe.slots, cores) & _cores(pr.slots, cores))
     h, o = comm.hop(same, prof.obs_bytes_per_env * m), comm.occupancy(same)
+    if comm.loop_hop_s > 0:  # calibrated on the runner's own loop (one stream in flight)
+        h = comm.loop_hop_s
     env_busy = s * (e + o) * _share(pe.process_slots, cores, comm)
     roll_busy = (e_n * s / r_n) * (i + o) * _share(pr.process_slots, cores, comm)
     busy = env_busy + roll_busy if same else max(env_busy, roll_busy)
     slow_e = max(comm.core(c) for c in _cores(pe.slots, cores))
     slow_i = max(comm.core(c) for c in _cores(pr.slots, cores))
-    step = max(busy, e * slow_e + i * slow_i + 2 * h)
+    queue = (e_n * s - 1) * max(o, comm.channel_cpu_s / 2)  # the other streams' messages ahead of this one in the channel actors
+    # the whole machine: every stream's compute and message CPU, the channel actors' included (they
+    # are not pinned and run wherever a core is free: the actor processes idle during the rollout)
+    machine = e_n * s * (e + i + 2 * o + comm.channel_cpu_s) / cores
+    step = max(busy, machine, e * slow_e + i * slow_i + 2 * h + queue)
     traj = comm.hop(False, prof.row_step_bytes * prof.num_envs * prof.steps / a_n)
     rollout = prof.steps * step + (e_n * s / r_n) * i * slow_i + traj
     train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates, comm)
@@ -125,7 +131,7 @@ def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, 
     calls = 3 * comm.call_s
     startup = comm.ray_init_s + comm.spawn_s + sum(prof.build_s.values())
     return Prediction(cand, rollout + train + sync + calls, startup,
-                      {"rollout": rollout, "step": step, "hop": h, "train": train, "weight_sync": sync,
+                      {"rollout": rollout, "step": step, "hop": h, "queue": queue, "machine": machine, "train": train, "weight_sync": sync,
                        "calls": calls}, placement.mode)
 
 

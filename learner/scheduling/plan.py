@@ -99,7 +99,7 @@ def rank(cfg: Any, num_slots: int, *, refresh: bool = False, cores: int | None =
     cores = cores or physical_cores()
     prof = profile_of(cfg, refresh)
     if calibration is not None:
-        preds = predict_all(cfg, prof.scaled(calibration.factor), calibration.comm, num_slots, cores)
+        preds = predict_all(cfg, calibration.apply(prof), calibration.comm, num_slots, cores)
         for p in preds:
             p.breakdown["calibration_factor"] = calibration.factor
     else:

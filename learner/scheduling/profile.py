@@ -46,6 +46,10 @@ class EmbodiedProfile:
     build_s: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     ref_s: float = 0.0  # curves.reference_s() while profiling
+    # the channel workers' per-step work / the profile's bare env step and policy query (1 unless
+    # calibrated): the rollout worker also builds the trajectory, seeds and bootstraps values
+    loop_env_x: float = 1.0
+    loop_infer_x: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)

@@ -209,3 +209,44 @@ def test_core_factors_are_relative_to_core_0_and_restore_affinity():
     assert os.sched_getaffinity(0) == saved and core_factors(1) == {}
     comm = CommProfile.from_dict({**DEFAULT_COMM, "core_factor": {"1": 2.0}})
     assert comm.core(1) == 2.0 and comm.core(0) == 1.0 and comm.to_dict()["core_factor"] == {"1": 2.0}
+
+
+def test_offpolicy_placement_auto_picks_the_predicted_best(tmp_path, monkeypatch):
+    from learner.offpolicy.config import OffPolicyConfig
+    from learner.scheduling.comm import COMM_VERSION
+    from learner.scheduling.offpolicy import OffPolicyProfile, _workload
+
+    monkeypatch.setenv("RLINF_PROFILE_DIR", str(tmp_path))
+    raw = {"runner": "offpolicy", "env": {"name": "toy/point_reach", "num_envs": 8},
+           "cluster": {"num_cpus": 2, "num_gpus": 0}, "algorithm": {"utd_ratio": 0.5, "batch_size": 32},
+           "train": {"log_every": 800, "publish_every": 50}}
+    store_cached(workload_key("comm", {"v": COMM_VERSION}), DEFAULT_COMM)
+    for update_s, want in ((0.01, {"env": "1", "learner,replay": "0"}), (1e-5, {"env,learner,replay": "0"})):
+        prof = OffPolicyProfile(8, step_s=Curve({8: 0.002, 4: 0.0012}), update_s=update_s, ingest_s=1e-6,
+                                publish_s=0.001, weight_bytes=1024, transition_bytes=100, build_s=0.0)
+        store_cached(workload_key("offpolicy", _workload(from_dict(OffPolicyConfig, raw))), prof.__dict__ | {
+            "step_s": prof.step_s.to_dict()})
+        cfg = from_dict(OffPolicyConfig, {**raw, "placement": "auto"})
+        # learner-bound rows move the env off the learner's core; env-bound ones stay in one process
+        assert cfg.placement == want
+    with pytest.raises(ConfigError, match="placement"):
+        from_dict(OffPolicyConfig, {**raw, "placement": "fastest"})
+
+
+def test_channel_step_counts_the_channel_actors_cpu_and_the_runner_hop(seeded_cache):
+    from learner.runners.config import EmbodiedConfig
+    from learner.scheduling.plan import rank
+
+    cfg = from_dict(EmbodiedConfig, seeded_cache)
+    base = CommProfile.from_dict(DEFAULT_COMM)
+    costly = CommProfile.from_dict({**DEFAULT_COMM, "channel_cpu_s": 0.05})
+    hop = CommProfile.from_dict({**DEFAULT_COMM, "loop_hop_s": 0.04})
+    b, c, h = ({p.candidate.label: p for p in rank(cfg, 2, comm=x, load_factor=False)} for x in (base, costly, hop))
+    # collocated d2: 4 streams' message CPU (0.05 s each in the channel actors) over 2 cores bounds the step
+    assert c["collocated d2"].breakdown["step"] >= 4 * 0.05 / 2
+    assert c["collocated d2"].iteration_s > b["collocated d2"].iteration_s
+    assert c["fused x1 d1"].iteration_s == pytest.approx(b["fused x1 d1"].iteration_s)  # no channels
+    # the calibrated runner hop replaces the ping-pong's: one stream's round trip pays it twice
+    assert h["split d1"].breakdown["hop"] == 0.04 and h["split d1"].breakdown["step"] >= 0.08
+    assert CommProfile.from_dict(hop.to_dict()).loop_hop_s == 0.04
+
