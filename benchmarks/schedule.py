@@ -5,7 +5,9 @@ For each workload: profile (cached; ``--refresh`` re-takes it), then on one Ray 
 candidate's measured/predicted factor under the current load), rank every candidate placement /
 depth with the calibrated cost model, and run each candidate on the real runner
 (``learner.scheduling.plan.measure``) in ``--passes`` passes, the order reversed on each pass
-so load drift hits the candidates alike; measured = mean of the per-pass medians. The raw
+so load drift hits the candidates alike; measured = median of the per-pass medians, and the
+spread of a candidate's passes ((max - min) / measured) is reported as its noise: how far the same
+placement measured apart within one run. The raw
 (uncalibrated) prediction -- profile and cached comm profile as they are -- is kept beside it.
 ``--bracket N`` runs N iterations of the in-process candidate right before each candidate, and
 that run's factor scales its prediction (the "bracketed" error: the model with load drift between
@@ -34,12 +36,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = {  # name -> (config, overrides, description, measured iterations per pass)
-    "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64", 6),
+    "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64", 8),
     "offpolicy": ("configs/sim_franka_reach_sac.yaml",
                   ["train.log_every=400", "train.warmup_steps=400", "train.learning_starts=400"],
                   "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
                   "metrics row of 400 transitions (200 updates)", 3),
-    "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples", 4),
+    "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples", 5),
 }
 REALLOC = ("configs/sim_franka_reach_ppo.yaml", ["model.hidden=[1024,1024]", "actor.epochs=2", "actor.minibatches=2"],
            {"env,rollout": "0", "actor": "1"})
@@ -91,12 +93,13 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int
     finally:
         cluster.shutdown()
     for row in rows.values():
-        row["measured_s"] = statistics.mean(row["passes"])
+        row["measured_s"] = statistics.median(row["passes"])
+        row["noise"] = (max(row["passes"]) - min(row["passes"])) / row["measured_s"]
         row["error"] = (row["predicted_s"] - row["measured_s"]) / row["measured_s"]
         row["raw_error"] = (row["raw_predicted_s"] - row["measured_s"]) / row["measured_s"]
         if bracket:  # per pass: that pass's bracketed prediction vs that pass's measurement
             errs = [(b - m) / m for b, m in zip(row["bracketed"], row["passes"])]
-            row["bracketed_error"] = statistics.mean(errs)
+            row["bracketed_error"] = statistics.median(errs)
     out = [rows[p.candidate.label] for p in preds]
     auto = min(out, key=lambda r: r["predicted_s"])
     best = min(out, key=lambda r: r["measured_s"])
@@ -154,26 +157,46 @@ def run_realloc(slots: int, passes: int, iterations: int = 8, warmup: int = 2) -
     return {"setup": setup, "rows": rows, "gain": gain}
 
 
+def _loop_md(cal: dict) -> str:
+    """The calibration's second reference run (embodied: the channel loop; GRPO: the worker driver)."""
+    loop = cal.get("loop") or {}
+    if "hop_s" in loop:
+        return (f" Channel loop ({loop['reference']}, measured {loop['measured_s']:.3f} s): env work x "
+                f"{loop['env_x']:.2f}, rollout work x {loop['infer_x']:.2f} of the profile, runner hop "
+                f"{loop['hop_s'] * 1e3:.1f} ms; channel actors' CPU per round trip "
+                f"{cal['comm'].get('channel_cpu_s', 0) * 1e3:.1f} ms.")
+    if "workers_s" in loop:
+        return (f" Worker driver ({loop['reference']}, measured {loop['measured_s']:.3f} s): "
+                f"{loop['workers_s']:.3f} s per step of streaming work beyond the inline profile.")
+    return ""
+
+
 def _workload_md(name: str, w: dict) -> list[str]:
     cal = w["calibration"]
     errs = [abs(r["error"]) for r in w["rows"]]
     over = f" with `{' '.join(w['overrides'])}`" if w.get("overrides") else ""
+    refs = {cal["reference"], (cal.get("loop") or {}).get("reference")}
     lines = [f"## `{name}`: {w['description']} ({w['config']}{over}, {w['slots']} slots)", "",
              f"Calibration (before the measurements): in-process candidate **{cal['reference']}** predicted "
-             f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f}; "
-             f"channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
+             f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f};"
+             + _loop_md(cal) +
+             f" Channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
              f"{cal['comm']['hop_s']['cross']['1'] * 1e3:.1f} ms; load average {cal['load']:.1f}; took "
-             f"{cal['seconds']:.0f} s. Measured = mean over {w['passes']} passes (order reversed each pass) of the "
-             f"median of {w['iterations']} iterations after warm-up.", "",
+             f"{cal['seconds']:.0f} s. Measured = median over {w['passes']} passes (order reversed each pass) of "
+             f"the median of {w['iterations']} iterations after warm-up; noise = (max - min) / median of the "
+             "passes. Candidates marked * are the calibration's reference runs (their error is noise by "
+             "construction).", "",
              "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
-             "load during | error | raw error | bracketed error |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "noise | load during | error | raw error | bracketed error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in w["rows"]:
         per = ", ".join(f"{x:.3f}" for x in r["passes"])
         br = f"{r['bracketed_error']:+.0%}" if "bracketed_error" in r else "-"
-        lines.append(f"| {r['candidate']} | `{json.dumps(r['placement'])}` | {r['mode']} | {r['raw_predicted_s']:.3f} | "
-                     f"{r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {min(r['load']):.1f}-{max(r['load']):.1f} "
-                     f"| {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |")
+        star = "*" if r["candidate"] in refs else ""
+        noise = f"{r['noise']:.0%}" if "noise" in r else "-"
+        lines.append(f"| {r['candidate']}{star} | `{json.dumps(r['placement'])}` | {r['mode']} | "
+                     f"{r['raw_predicted_s']:.3f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {noise} | "
+                     f"{min(r['load']):.1f}-{max(r['load']):.1f} | {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |")
     lines += ["", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
               f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
               f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best."]
@@ -240,7 +263,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workloads", default="embodied,offpolicy,grpo")
     ap.add_argument("--slots", type=int, default=2)
-    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--refresh", action="store_true", help="re-take the workload profiles")
     ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B (first)")
     ap.add_argument("--bracket", type=int, default=2,

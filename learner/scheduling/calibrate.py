@@ -59,6 +59,8 @@ class Calibration:
         out = prof.scaled(self.factor)
         if self.loop and hasattr(out, "loop_env_x"):
             out = dataclasses.replace(out, loop_env_x=self.loop["env_x"], loop_infer_x=self.loop["infer_x"])
+        if self.loop and hasattr(out, "times") and "workers_s" in self.loop:
+            out.times["workers"] = self.loop["workers_s"]
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,6 +125,8 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, co
                       os.getloadavg()[0])
     if hasattr(prof, "loop_env_x"):  # the embodied runner: its channel loop as well
         cal.loop = calibrate_loop(cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations)
+    elif hasattr(prof, "times"):  # GRPO: the worker driver's streaming work
+        cal.loop = calibrate_workers(cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations)
     cal.seconds = time.perf_counter() - t0
     store_cached(_key(cfg, num_slots), cal.to_dict())
     log.info("calibration: %s predicted %.3f s, measured %.3f s -> compute x %.2f (load %.1f, %.0f s)",
@@ -170,3 +174,22 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
              pred.candidate.label, measured, check.iteration_s, env_x, infer_x, comm.loop_hop_s * 1e3)
     return {"env_x": env_x, "infer_x": infer_x, "hop_s": comm.loop_hop_s, "reference": pred.candidate.label,
             "measured_s": measured, "predicted_s": check.iteration_s}
+
+
+def calibrate_workers(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
+                      iterations: int = 2) -> dict[str, float]:
+    """GRPO: run the ``collocated`` worker candidate (every group on one slot, so its phases are
+    serial) and keep ``workers_s`` = measured - predicted: the per-step work of the worker driver
+    that the inline profile does not see (:mod:`learner.scheduling.llm`)."""
+    from learner.scheduling import plan
+
+    pred = next((p for p in plan.predict_all(cfg, prof, comm, num_slots, cores)
+                 if p.candidate.label == "collocated"), None)
+    if pred is None:
+        return {}
+    measured = plan.measure(cfg, pred.candidate, cluster, iterations=max(iterations, 3), warmup=1)
+    workers = max(measured - pred.iteration_s, 0.0)
+    log.info("worker calibration: collocated measured %.3f s, predicted %.3f s -> %.3f s per step",
+             measured, pred.iteration_s, workers)
+    return {"workers_s": workers, "reference": "collocated", "measured_s": measured,
+            "predicted_s": pred.iteration_s + workers}

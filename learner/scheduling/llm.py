@@ -13,7 +13,14 @@ Cost of one step per candidate (``h`` = channel hop, ``f`` = store fetch of the 
   micro-batches' two channel trips, ``f`` and the driver's ~6 group calls ``c``;
 - ``disaggregated`` (actor on its own slot): generation of step s+1 runs while step s trains
   (one version stale, as the runner documents), so
-  ``max(generate + reward + f, logprob + train + publish) + 2 h + 6 c``.
+  ``max(generate + reward + w + f, logprob + train + publish) + 2 h + 6 c``.
+
+``w`` (``times["workers"]``, 0 unless calibrated) is what the worker driver does per step beyond
+the inline driver's work: the reward worker receives, decodes and scores each micro-batch in a
+process of its own, every micro-batch crosses two channel actors, the actor streams them in. It
+is measured by the calibration on the ``collocated`` candidate (measured - predicted without
+it, :func:`learner.scheduling.calibrate.calibrate_workers`) and charged to the rollout / reward
+slot, where the streaming happens. Without it the disaggregated step was predicted ~40% fast.
 
 On a GPU cluster a collocated step would also pay offload / onload of the rollout and actor
 weights (``Worker.offload``); the CPU backend has none, so the term is 0 here.
@@ -133,6 +140,7 @@ def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate
     gen, act = t["generate"] + t["reward"], t["logprob"] + t["train"] + t["publish"]
     if cand.extra.get("train.driver") == "inline":
         return Prediction(cand, gen + act, 0.0, {"generate+reward": gen, "actor": act}, "inline")
+    gen += t.get("workers", 0.0)  # the worker driver's streaming work (calibrated)
     from learner.placement import parse_placement
 
     placement = parse_placement(cand.placement, num_slots)
@@ -148,7 +156,7 @@ def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate
     else:
         step = max(gen + f, act) + 2 * h + calls
         parts = {"generate+reward": gen + f, "actor": act, "hops": 2 * h}
-    parts.update(weight_fetch=f, calls=calls)
+    parts.update(weight_fetch=f, calls=calls, workers=t.get("workers", 0.0))
     return Prediction(cand, step, comm.ray_init_s + comm.spawn_s, parts, placement.mode)
 
 

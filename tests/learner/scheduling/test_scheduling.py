@@ -250,3 +250,21 @@ def test_channel_step_counts_the_channel_actors_cpu_and_the_runner_hop(seeded_ca
     assert h["split d1"].breakdown["hop"] == 0.04 and h["split d1"].breakdown["step"] >= 0.08
     assert CommProfile.from_dict(hop.to_dict()).loop_hop_s == 0.04
 
+
+
+def test_grpo_worker_term_goes_to_the_rollout_side_and_calibration_applies_it():
+    from learner.scheduling.calibrate import Calibration
+    from learner.scheduling.llm import ReasoningProfile, predict_reasoning
+
+    prof = ReasoningProfile({"generate": 0.2, "reward": 0.02, "logprob": 0.05, "train": 0.1, "publish": 0.01}, 1)
+    comm = CommProfile.from_dict(DEFAULT_COMM)
+    inline, coll, dis = reasoning_candidates(2)
+    cal = Calibration(1.0, comm, "inline", loop={"workers_s": 0.3})
+    calibrated = cal.apply(prof)
+    assert prof.times.get("workers") is None  # the cached profile is not changed
+    before, after = (predict_reasoning(p, comm, dis, 2, 2) for p in (prof, calibrated))
+    # disaggregated: generation was the longer side already; the streaming work adds to it in full
+    assert after.iteration_s == pytest.approx(before.iteration_s + 0.3)
+    assert predict_reasoning(calibrated, comm, inline, 2, 2).iteration_s == pytest.approx(0.38)  # inline: none
+    assert predict_reasoning(calibrated, comm, coll, 2, 2).iteration_s == pytest.approx(
+        predict_reasoning(prof, comm, coll, 2, 2).iteration_s + 0.3)
