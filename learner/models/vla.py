@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from learner.models.encoders import RunningNorm, mlp
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
+from learner.models.vla_ground import SlotPointer, slot_slices
 from learner.models.vla_heads import FlowExpert, TokenHead
 from learner.models.vla_text import get_text_encoder
 
@@ -67,7 +68,7 @@ class VLAPolicy(Policy):
                  text_encoder: str = "minilm", text_dim: int = 64, cnn_channels: tuple[int, ...] = (16, 32, 32),
                  image_feat_dim: int = 128, normalize_state: bool = True, n_bins: int = 256,
                  flow_steps: int = 4, flow_hidden: int = 256, init_log_sigma: float = math.log(0.3),
-                 **_: Any) -> None:
+                 slot_pointer: bool = False, **_: Any) -> None:
         super().__init__()
         if head not in HEAD_KINDS:
             raise ValueError(f"VLA head {head!r}; use one of {HEAD_KINDS}")
@@ -86,8 +87,17 @@ class VLAPolicy(Policy):
         self.text_norm = RunningNorm(get_text_encoder(text_encoder).dim, clip=5.0)
         self.text_proj = nn.Sequential(nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh())
         self.cnn = FiLMConvEncoder(text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera]))
+        # off by default so checkpoints saved before it load unchanged; the language configs turn it on
+        self.pointer: SlotPointer | None = None
+        if slot_pointer:
+            slices = slot_slices(spec.robot)
+            if len(slices) < 2:
+                raise ValueError("model.kwargs.slot_pointer=true needs an env whose state has >= 2 obj*_minus_ee "
+                                 f"fields (franka_language); this spec has {len(slices)}")
+            self.pointer = SlotPointer(slices, text_dim + image_feat_dim)
         hidden = list(hidden)
-        self.fusion = mlp(spec.state_dim + text_dim + image_feat_dim, hidden, activation=nn.ReLU)
+        self.fusion = mlp(spec.state_dim + text_dim + image_feat_dim + (3 if slot_pointer else 0), hidden,
+                          activation=nn.ReLU)
         feat = hidden[-1]
         self.critic = nn.Sequential(nn.Linear(feat, 128), nn.Tanh(), nn.Linear(128, 1))
         if head == "tokens":
@@ -103,14 +113,28 @@ class VLAPolicy(Policy):
         return get_text_encoder(self.text_encoder_name).encode(texts).to(obs["state"].device)
 
     def features(self, obs: dict[str, Any]) -> Tensor:
-        state = obs["state"].float()
-        if self.state_norm is not None:
-            state = self.state_norm(state)
+        return self._features(obs)[0]
+
+    def _features(self, obs: dict[str, Any]) -> tuple[Tensor, Tensor | None]:
+        """Fused features and the slot pointer's weights (``None`` without a pointer)."""
+        raw = obs["state"].float()
+        state = self.state_norm(raw) if self.state_norm is not None else raw
         if self.camera not in obs.get("images", {}):
             raise KeyError(f"observation lacks camera {self.camera!r}; the VLA was built for it")
         text = self.text_proj(self.text_norm(self._text(obs, state.shape[0])))
         img = self.cnn(obs["images"][self.camera], text)
-        return self.fusion(torch.cat([state, text, img], dim=-1))
+        parts, weights = [state, text, img], None
+        if self.pointer is not None:
+            chosen, weights = self.pointer(raw, torch.cat([text, img], dim=-1))
+            parts.append(chosen)
+        return self.fusion(torch.cat(parts, dim=-1)), weights
+
+    def slot_weights(self, obs: dict[str, Any]) -> Tensor:
+        """``[B, n_slots]``: which object the pointer reads the instruction as naming (diagnostics, tests)."""
+        if self.pointer is None:
+            raise ValueError("this VLA has no slot pointer (model.kwargs.slot_pointer=false)")
+        with torch.no_grad():
+            return self._features(obs)[1]
 
     def forward(self, obs: dict[str, Any]) -> PolicyOutput:
         feat = self.features(obs)

@@ -49,7 +49,7 @@ class GroupedVectorEnv(VectorEnv):
         s = members[0].spec
         self.spec = EnvSpec(num_envs=s.num_envs * len(members), state_dim=s.state_dim,
                             action_dim=s.action_dim, cameras=s.cameras, max_episode_steps=s.max_episode_steps,
-                            control_hz=s.control_hz, instruction=s.instruction)
+                            control_hz=s.control_hz, instruction=s.instruction, robot=s.robot)
 
     def reset(self, seed: int | None = None) -> Observation:
         return _interleave_obs([m.reset(seed) for m in self.members])
