@@ -268,6 +268,10 @@ def main() -> int:
     ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B (first)")
     ap.add_argument("--bracket", type=int, default=2,
                     help="iterations of the in-process reference run before each candidate (0: off)")
+    ap.add_argument("--autogroup-nice", type=int, default=None,
+                    help="set this session's scheduler autogroup nice for the run (Linux, restored at exit): with "
+                         "autogroups on, `nice` orders processes only within a session, so other sessions' niced "
+                         "jobs still take an equal share of the cores; a negative value lets them yield")
     ap.add_argument("--render", action="store_true")
     ap.add_argument("--whatif", action="store_true", help="only write results/whatif.md (no measurements)")
     args = ap.parse_args()
@@ -283,23 +287,51 @@ def main() -> int:
     if "gain" not in data.get("reallocation", {"gain": 0}):
         data.pop("reallocation")
     if not args.render:
-        load = _load()
-        if args.realloc:
-            data["reallocation"] = run_realloc(args.slots, args.passes)
-            path.write_text(json.dumps(data, indent=1))
-        for name in filter(None, args.workloads.split(",")):
-            if name in data["workloads"]:  # the previous run's summary stays in the table's notes
-                data.setdefault("earlier", {}).setdefault(name, []).append(_summary(data["workloads"][name]))
-            data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh, args.bracket)
-            path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
-        data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
-                        f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
-                        f"tables); Python {platform.python_version()}.")
-        RESULTS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(data, indent=1))
+        saved = _autogroup(args.autogroup_nice)
+        try:
+            _measure_all(args, data, path)
+        finally:
+            _autogroup(saved)
     (RESULTS / "schedule.md").write_text(render(data))
     print(render(data))
     return 0
+
+
+def _autogroup(nice: int | None) -> int | None:
+    """Set this session's autogroup nice (``/proc/self/autogroup``); returns the previous one."""
+    if nice is None:
+        return None
+    try:
+        with open("/proc/self/autogroup") as f:
+            before = int(f.read().split("nice")[1])
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+        return before
+    except (OSError, ValueError, IndexError) as e:
+        print(f"autogroup nice not set: {e}", flush=True)
+        return None
+
+
+def _measure_all(args: argparse.Namespace, data: dict, path: Path) -> None:
+    """Run the chosen workloads (and the reallocation A/B); results go into ``data`` and ``path``."""
+    load = _load()
+    if args.realloc:
+        data["reallocation"] = run_realloc(args.slots, args.passes)
+        path.write_text(json.dumps(data, indent=1))
+    for name in filter(None, args.workloads.split(",")):
+        if name in data["workloads"]:  # the previous run's summary stays in the table's notes
+            data.setdefault("earlier", {}).setdefault(name, []).append(_summary(data["workloads"][name]))
+        data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh, args.bracket)
+        path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
+    group = ""
+    if args.autogroup_nice is not None:
+        group = (f" This run's session had autogroup nice {args.autogroup_nice} (`--autogroup-nice`), so other "
+                 "sessions' niced jobs yielded to it as the project's CPU etiquette intends.")
+    data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
+                    f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
+                    f"tables); Python {platform.python_version()}.{group}")
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
 
 
 if __name__ == "__main__":
