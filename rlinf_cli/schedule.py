@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
             cal = calibrate(cfg, slots, cluster)
             print(f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, measured {cal.measured_s:.3f} s "
                   f"-> compute x {cal.factor:.2f}; load average {cal.load:.1f}")
+            if cal.loop:
+                print("calibration, runner's own channels: " + ", ".join(
+                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in cal.loop.items()))
             preds = rank(cfg, slots, calibration=cal)
             for p in preds if args.measure else []:
                 p.measured_s = measure(cfg, p.candidate, cluster, iterations=args.iterations)
