@@ -34,10 +34,10 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     from rlinf_contracts.config.errors import ConfigError
 
     raw = load_config(config, overrides)
-    if "adapter" in raw and "runner" not in raw:
-        raise ConfigError(f"{config} is a full-size VLA load plan (key 'adapter'), not a training config: "
-                          "learner.models.adapters.gpu_config loads it on a GPU; no runner trains these "
-                          "adapters yet (the CPU VLA runs: configs/sim_franka_language_vla_*.yaml)")
+    if "adapter" in raw:  # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
+        from learner.models.vla_adapter_policy import fold_adapter_section
+
+        raw = fold_adapter_section(raw)
     name = raw.get("runner", "embodied")
     if not isinstance(name, str):
         raise ConfigError(f"key 'runner' expects str, got {name!r}")

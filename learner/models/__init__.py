@@ -60,9 +60,17 @@ def _vla_flow(spec: PolicySpec, **kwargs: Any) -> Policy:
     return VLAPolicy(spec, **{**kwargs, "head": "flow"})
 
 
+@MODELS.register("vla_adapter")
+def _vla_adapter(spec: PolicySpec, **kwargs: Any) -> Policy:
+    """A full-size VLA adapter (OpenVLA / OpenVLA-OFT / π0 / π0.5; ``adapter: {tiny: true}`` on a CPU)."""
+    from learner.models.vla_adapter_policy import VlaAdapterPolicy
+
+    return VlaAdapterPolicy(spec, **kwargs)
+
+
 # models that read the env's cameras / the instruction (the trainer builds their PolicySpec so)
-IMAGE_MODELS = frozenset({"cnn", "vla_tokens", "vla_flow"})
-INSTRUCTION_MODELS = frozenset({"vla_tokens", "vla_flow"})
+IMAGE_MODELS = frozenset({"cnn", "vla_tokens", "vla_flow", "vla_adapter"})
+INSTRUCTION_MODELS = frozenset({"vla_tokens", "vla_flow", "vla_adapter"})
 
 
 def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:

@@ -33,12 +33,16 @@ class AdapterSection:
     device: str = "cuda"
     dtype: str = field(default="bfloat16", metadata={"help": "float32 | bfloat16 | float16"})
     model: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the adapter's config"})
+    tiny: bool = field(default=False, metadata={"help": "random-weight tiny model of the real key layout (CPU; no checkpoint)"})
 
     def validate(self) -> None:
         if self.name not in CONFIGS:
             raise ConfigError(f"key 'adapter.name' must be one of {CONFIGS.names()}, got {self.name!r}")
-        if not self.checkpoint:
-            raise ConfigError("key 'adapter.checkpoint' must name the checkpoint directory")
+        if self.tiny and self.checkpoint:
+            raise ConfigError("keys 'adapter.tiny' and 'adapter.checkpoint' exclude each other: a tiny model has "
+                              "random weights")
+        if not self.checkpoint and not self.tiny:
+            raise ConfigError("key 'adapter.checkpoint' must name the checkpoint directory (or adapter.tiny=true)")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"key 'adapter.dtype' must be float32 | bfloat16 | float16, got {self.dtype!r}")
 
@@ -83,7 +87,34 @@ _register()
 
 
 def load_gpu_config(path: str | Path, overrides: list[str] | None = None) -> VlaGpuConfig:
-    return from_dict(VlaGpuConfig, load_config(path, overrides))
+    """The ``adapter`` / ``serve`` sections of a GPU config (a training config's other sections are
+    the runner's: ``rlinf train`` reads those)."""
+    raw = load_config(path, overrides)
+    return from_dict(VlaGpuConfig, {k: v for k, v in raw.items() if k in ("adapter", "serve")})
+
+
+def check_checkpoint(sec: AdapterSection) -> None:
+    """The files a real load reads exist (ConfigError naming ``adapter.checkpoint`` otherwise)."""
+    if sec.tiny:
+        return
+    ckpt = Path(sec.checkpoint)
+    if not ckpt.is_dir():
+        raise ConfigError(f"key 'adapter.checkpoint': no checkpoint directory at {ckpt} (download the released "
+                          f"{sec.name} weights there, or set adapter.checkpoint=DIR; for a CPU run of the same "
+                          "path use adapter.tiny=true, see configs/sim_franka_language_*_tiny_*.yaml)")
+    if not list(ckpt.glob("*.safetensors")):
+        raise ConfigError(f"key 'adapter.checkpoint': {ckpt} holds no *.safetensors shards")
+    if not (ckpt / sec.norm_stats).is_file():
+        raise ConfigError(f"key 'adapter.norm_stats': no {sec.norm_stats} in {ckpt}")
+
+
+def tiny_plan(sec: AdapterSection) -> Any:
+    """The adapter's ``tiny()`` config with ``adapter.model`` overrides (errors name the key)."""
+    make, _ = CONFIGS.get(sec.name)
+    tiny = type(make()).tiny()
+    if sec.name == "pi05":
+        tiny.pi05 = True
+    return from_dict(type(tiny), _merge(to_dict(tiny), sec.model), path="adapter.model")
 
 
 def load_plan(cfg: VlaGpuConfig) -> dict[str, Any]:
@@ -117,10 +148,15 @@ def load_adapter(cfg: VlaGpuConfig) -> Any:
 
     from learner.models.adapters import build_adapter
 
-    plan = load_plan(cfg)
-    model_cfg = plan["config"]
-    if cfg.adapter.name in ("pi0", "pi05") and not model_cfg.norm_stats:
-        data = json.loads((Path(cfg.adapter.checkpoint) / cfg.adapter.norm_stats).read_text())
-        model_cfg.norm_stats = data.get("norm_stats", data)
-    adapter = build_adapter(cfg.adapter.name, cfg=model_cfg)
+    adapter = build_adapter(cfg.adapter.name, cfg=real_model_config(cfg.adapter))
     return adapter.to(device=cfg.adapter.device, dtype=getattr(torch, cfg.adapter.dtype))
+
+
+def real_model_config(sec: AdapterSection) -> Any:
+    """The full-size config of a load plan with the checkpoint's statistics read (π0 / π0.5)."""
+    check_checkpoint(sec)
+    model_cfg = load_plan(VlaGpuConfig(adapter=sec))["config"]
+    if sec.name in ("pi0", "pi05") and not model_cfg.norm_stats:
+        data = json.loads((Path(sec.checkpoint) / sec.norm_stats).read_text())
+        model_cfg.norm_stats = data.get("norm_stats", data)
+    return model_cfg
