@@ -142,3 +142,28 @@ def test_gpu_configs_validate_on_a_cpu_up_to_the_checkpoint(tmp_path, capsys):
         assert resolved["model"]["kwargs"]["adapter"]["device"] == "cuda"
     assert main(["train", str(ROOT / "configs/vla_pi0_gpu.yaml"), "--dry-run", "model.name=mlp"]) == 2
     assert "model.name=vla_adapter" in capsys.readouterr().err
+
+
+def test_sft_then_grpo_from_the_sft_checkpoint(tmp_path):
+    """The recipe of the full-size adapters (SFT on demos -> RL from that checkpoint), tiny π0."""
+    demos, sft, rl = tmp_path / "demos", tmp_path / "sft", tmp_path / "rl"
+    assert main(["collect", "franka_language/mix", "--episodes", "2", "--obs-mode", "state+rgb", "--noise", "0.1",
+                 "--out", str(demos), "cameras=[front]", "image_size=32"]) == 0
+    assert main(["train", str(ROOT / "configs/sim_franka_language_pi0_tiny_sft.yaml"), f"sft.demos={demos}",
+                 "sft.steps=4", "train.log_every=2", f"train.out_dir={sft}", "train.final_eval=false",
+                 "train.progress=false"]) == 0
+    losses = [h["train/sft_loss"] for h in json.loads((sft / "metrics.json").read_text())["history"]]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    assert main(["train", PI0, f"train.init_from={sft}", f"train.out_dir={rl}", "train.iterations=1",
+                 "env.num_envs=2", "train.final_eval=false", "train.progress=false"]) == 0
+    before, after = load_checkpoint(sft).model_state, load_checkpoint(rl).model_state
+    frozen = [k for k in before if "embed_tokens" in k]
+    assert frozen and all(torch.equal(before[k], after[k]) for k in frozen)
+    meta = load_checkpoint(sft).meta
+    torch.manual_seed(derive_seed(0, "init"))
+    init = build_policy("vla_adapter", PolicySpec.from_dict(meta["spec"]), **meta["model"]["kwargs"]).state_dict()
+    trained = [k for k, p in build_policy("vla_adapter", PolicySpec.from_dict(meta["spec"]),
+                                          **meta["model"]["kwargs"]).named_parameters() if p.requires_grad]
+    dist = lambda a, b: max(float((a[k] - b[k]).abs().max()) for k in trained)  # noqa: E731
+    # RL started from the SFT weights: closer to them than SFT is to the initial weights
+    assert 0.0 < dist(after, before) < dist(before, init)
