@@ -205,7 +205,7 @@ def main() -> int:
     ap.add_argument("--ppo-iters", type=int, default=40)
     ap.add_argument("--grpo-iters", type=int, default=30)
     ap.add_argument("--eval-episodes", type=int, default=96)
-    ap.add_argument("--reward", default="dense", choices=("dense", "sparse"), help="RL reward (env.kwargs.reward)")
+    ap.add_argument("--reward", default="sparse", choices=("dense", "sparse"), help="RL reward (env.kwargs.reward)")
     ap.add_argument("--stem", default="vla_ood", help="results/<stem>.{md,json} and <stem>_curves.png")
     ap.add_argument("--combine", default="", help="with --from-json: comma-separated stems whose rows are merged "
                     "(e.g. one run per head in parallel)")
