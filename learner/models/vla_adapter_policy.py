@@ -197,7 +197,8 @@ class VlaAdapterPolicy(Policy):
     def value(self, obs: dict[str, Any]) -> Tensor | None:
         if self.critic is None:
             return None
-        return self.critic(torch.as_tensor(obs["state"]).float().to(self.adapter.device)).squeeze(-1).float()
+        state = torch.as_tensor(obs["state"])
+        return self.critic(state.float().to(self.adapter.device)).squeeze(-1).float().to(state.device)
 
     # ---- policy protocol ---------------------------------------------------------------------
     def forward(self, obs: dict[str, Any]) -> PolicyOutput:
@@ -253,6 +254,8 @@ class AdapterDistribution:
         extras = self.policy.unpack(actions)
         dev = self.policy.adapter.device
         logp = self.policy.adapter.log_prob(self._obs(), {k: v.to(dev) for k, v in extras.items()}).float()
+        # on the batch's device (the runners' update is on the CPU; the gradient flows back to the adapter's)
+        logp = logp.to(torch.as_tensor(self.obs["state"]).device)
         self._last_logp = logp
         return logp
 
