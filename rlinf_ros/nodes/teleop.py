@@ -44,6 +44,8 @@ class TeleopNode(Node):
         self.create_subscription(JointState, pc.joint_states_topic, self._on_joints, sensor_qos())
         self.create_subscription(PoseStamped, pc.ee_pose_topics[0], self._on_pose, sensor_qos())
         self.create_subscription(PoseStamped, pc.goal_topic, self._on_goal, reliable_qos(1))
+        if hasattr(self.device, "on_object"):  # a scripted pusher: the object pose the policy reads
+            self.create_subscription(PoseStamped, pc.object_topic, self._on_object, sensor_qos())
         if cfg.device == "leader":
             self.create_subscription(JointState, cfg.leader_topic, self._on_leader, sensor_qos())
         self.pub_cmd = self.create_publisher(String, cfg.command_topic, reliable_qos(5))
@@ -65,6 +67,9 @@ class TeleopNode(Node):
     def _on_goal(self, msg: PoseStamped) -> None:
         if hasattr(self.device, "on_goal"):
             self.device.on_goal(pose_from_msg(msg).position)
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        self.device.on_object(pose_from_msg(msg).position)  # type: ignore[attr-defined]
 
     def _on_leader(self, msg: JointState) -> None:
         try:
