@@ -27,11 +27,42 @@ class ArmConfig:
         "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"})
     state_timeout_s: float = field(default=0.5, metadata={"help": "bridge: older joint states count as an error"})
     scene: str = field(default="", metadata={
-        "help": "sim: the twin's world; '' = the bare Panda scene, franka_language/<mix>[:<split>] = that env's "
-                "scene (objects, colours, instruction per episode; see sim_bridges.mujoco_franka.twin)"})
+        "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, franka_language/<mix>[:<split>] = that "
+                "env's scene (objects, colours, instruction per episode; sim_bridges.mujoco_franka.twin), "
+                "mujoco_franka/<task> = that task env (push: puck + goal; sim_bridges.mujoco_franka.task_twin)"})
     scene_seed: int = field(default=0, metadata={
         "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 (eval.seed_offset "
                 "replays rlinf eval's episodes)"})
+
+
+def _language_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
+    mix, _, split = rest.partition(":")
+    if not mix:
+        raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no mix); use franka_language/<mix>[:<split>]")
+
+    def scene() -> object:  # built on connect, in the process that steps it
+        from sim_bridges.mujoco_franka.twin import LanguageSceneTwin
+
+        return LanguageSceneTwin(mix, split or "id", seed=cfg.scene_seed)
+    return scene
+
+
+def _task_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
+    task = rest.strip()
+    if not task:
+        raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no task); use mujoco_franka/<task> (e.g. push)")
+
+    def scene() -> object:
+        from sim_bridges.mujoco_franka.task_twin import TaskSceneTwin
+
+        return TaskSceneTwin(task, seed=cfg.scene_seed)
+    return scene
+
+
+# scene family (the part before '/') -> (arm config, the rest) -> a builder of the twin's world.
+# The builder runs on connect, in the process that steps the physics (MuJoCo state is not shared).
+SCENES: dict[str, Callable[[ArmConfig, str], Callable[[], object]]] = {
+    "franka_language": _language_scene, "mujoco_franka": _task_scene}
 
 
 def _sim(cfg: ArmConfig) -> ArmBackend:
@@ -40,14 +71,10 @@ def _sim(cfg: ArmConfig) -> ArmBackend:
     scene = None
     if cfg.scene:
         family, _, rest = cfg.scene.partition("/")
-        mix, _, split = rest.partition(":")
-        if family != "franka_language" or not mix:
-            raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown; use '' or franka_language/<mix>[:<split>]")
-
-        def scene() -> object:  # built on connect, in the process that steps it
-            from sim_bridges.mujoco_franka.twin import LanguageSceneTwin
-
-            return LanguageSceneTwin(mix, split or "id", seed=cfg.scene_seed)
+        if family not in SCENES:
+            raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown; use '' or one of "
+                              f"{', '.join(f'{k}/...' for k in sorted(SCENES))}")
+        scene = SCENES[family](cfg, rest)
     return MujocoArmBackend(home=cfg.home, scene=scene)
 
 

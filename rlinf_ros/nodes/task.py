@@ -13,7 +13,11 @@ resume the client (a new episode), and watch the end-effector pose until the goa
 ``episode/event`` (the recorder's and streamer's reward source on the twin). With ``task:
 language`` the robot node runs the simulator's scene: each episode starts with a
 ``sim/new_episode``, and the scene's report on ``sim/scene`` gives the instruction (relayed on
-``task/instruction``), the target and the simulator's own success verdict. Results go out as JSON on ``task/status`` and, after
+``task/instruction``), the target and the simulator's own success verdict. ``task: push`` is the
+same for a single-task twin (``arms[*].scene: mujoco_franka/push``, ``TaskSceneTwin``): the scene's
+target is the push goal (relayed on ``task/goal``), and the first object slot of ``sim/objects``
+is relayed as the ``PoseStamped`` object pose on ``task/object_pose`` (same stamp, base frame),
+which the policy client's ``object_pos`` features read. Results go out as JSON on ``task/status`` and, after
 ``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
 never blocks.
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseArray, PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String
@@ -37,10 +41,18 @@ from trajectory_msgs.msg import JointTrajectory
 from rlinf_contracts.transitions import EpisodeEvent, event_to_json
 from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, trajectory_msg
-from rlinf_ros.episodes import JUDGES, EpisodeLog
+from rlinf_ros.episodes import JUDGES, EpisodeLog, SceneJudge
 from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
 
 log = logging.getLogger(__name__)
+
+# single-task scene twins (sim_bridges.mujoco_franka.task_twin): the scene samples goal and object
+# and applies the task's own success test, as for the language twin
+for _task in ("push",):
+    if _task not in JUDGES:
+        JUDGES.add(_task, lambda cfg: SceneJudge())
+OBJECTS_TOPIC = "sim/objects"  # the scene twin's object slots (PoseArray, base frame)
+OBJECT_TOPIC = "task/object_pose"  # the policy client's object pose (policy_client.object_topic default)
 
 
 class TaskNode(Node):
@@ -79,6 +91,9 @@ class TaskNode(Node):
         if getattr(self.judge, "uses_scene", False):
             self.create_subscription(String, cfg.scene_topic, self._on_scene, reliable_qos(1))
             self.pub_new_episode = self.create_publisher(String, cfg.new_episode_topic, reliable_qos(10))
+            if cfg.task != "language":  # a task twin's object: relayed for the object_pos features
+                self.pub_object = self.create_publisher(PoseStamped, OBJECT_TOPIC, sensor_qos())
+                self.create_subscription(PoseArray, OBJECTS_TOPIC, self._on_objects, sensor_qos())
         self.create_timer(0.02, self._step)
         log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
                  cfg.max_steps, cfg.control_hz)
@@ -95,6 +110,14 @@ class TaskNode(Node):
             self.scene = json.loads(msg.data)
         except json.JSONDecodeError:
             log.warning("ignoring a malformed scene report")
+
+    def _on_objects(self, msg: PoseArray) -> None:
+        if not msg.poses:
+            return
+        out = PoseStamped()
+        out.header = msg.header
+        out.pose = msg.poses[0]
+        self.pub_object.publish(out)
 
     def _scene_ready(self) -> bool:
         """Scene twin: the scene reports the episode this task episode asked for."""

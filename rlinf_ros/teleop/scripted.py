@@ -83,4 +83,52 @@ def _make(cfg: Any, spec: Any = None, **_: Any) -> ScriptedReach:
     return ScriptedReach(**opts)
 
 
+class ScriptedPush(ScriptedReach):
+    """A scripted human for push: the simulator's push oracle on the poses the teleop node hears
+    (hand, object, goal; robot base frame). Hover behind the object on the far side from the goal,
+    descend, push through it toward the goal, gripper closed. ``always: false`` takes over when the
+    *object* stops approaching the goal (drift, as :class:`ScriptedReach` does for the hand)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.obj: np.ndarray | None = None
+
+    def on_object(self, position: np.ndarray) -> None:
+        self.obj = np.asarray(position, np.float64)
+
+    def target(self) -> np.ndarray:
+        """Where the hand should go next (the push oracle's way points)."""
+        obj, ee = self.obj, self.ee
+        direction = self.goal[:2] - obj[:2]  # type: ignore[index]
+        direction = direction / max(float(np.linalg.norm(direction)), 1e-6)
+        pre = obj[:2] - direction * 0.06  # type: ignore[index]
+        rel = obj[:2] - ee[:2]  # type: ignore[index]
+        along = float(rel @ direction)
+        lateral = float(np.linalg.norm(rel - along * direction))
+        low = obj[2] + 0.005  # type: ignore[index]
+        if 0.02 < along < 0.09 and lateral < 0.02 and abs(ee[2] - low) < 0.02:  # type: ignore[index]
+            return np.array([*(obj[:2] + direction * 0.05), low])  # type: ignore[index]  # pushing
+        if np.linalg.norm(ee[:2] - pre) > 0.015:  # type: ignore[index]
+            return np.array([*pre, obj[2] + 0.08])  # type: ignore[index]  # hover behind the object
+        return np.array([*pre, low])  # descend behind it
+
+    def read(self) -> TeleopInput:
+        if self.ee is None or self.goal is None or self.obj is None:
+            return TeleopInput()
+        twist = np.zeros(6)
+        twist[:3] = np.clip(self.gain * (self.target() - self.ee) / self.pos_scale, -1, 1)
+        gap = float(np.linalg.norm(self.goal[:2] - self.obj[:2]))
+        take = self.always or self._drifting(gap, self._clock())
+        return TeleopInput(twist=twist, gripper=-1.0, intervention=take)
+
+
+def _make_push(cfg: Any, spec: Any = None, **_: Any) -> ScriptedPush:
+    opts = dict(cfg.script)
+    opts.setdefault("always", cfg.always_intervene)
+    if spec is not None:
+        opts.setdefault("pos_scale", spec.action.pos_scale)
+    return ScriptedPush(**opts)
+
+
 DEVICES.add("scripted", _make)
+DEVICES.add("scripted_push", _make_push)

@@ -1,0 +1,82 @@
+"""A single-task Franka env (``mujoco_franka/<task>``, e.g. push) as the world of a ROS 2 twin.
+
+Why the env itself (as :class:`~sim_bridges.mujoco_franka.twin.LanguageSceneTwin` does for the
+language scenes): online RL on the twin must see the simulator's task — the same puck, goal
+sampling, physics and success test — so the held-out eval on the simulator measures what the
+twin trained. The robot node's MuJoCo arm adopts this env's model and data (``arms[*].scene:
+mujoco_franka/<task>``) and asks it for what a lab's perception would report:
+
+- ``object_positions()``: ``[1, 3]`` world position of the task's object (``[0, 3]`` without one),
+  published on ``sim/objects``; the task node relays it as the object pose the policy client's
+  ``object_pos`` / ``object_minus_ee`` / ``goal_minus_object`` features read;
+- ``target_position()``: the task's goal marker (push: where the puck must go; reach: the target),
+  sent in the ``sim/scene`` report and relayed by the task node on ``task/goal`` (``goal_pos``);
+- ``success()``: the task's own success test on the current physics state.
+
+Episodes are the env's own reset (arm home + noise, object, goal), drawn as for held-out seed
+``seed + k - 1`` like the language twin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from sim_bridges.mujoco_franka.tasks.base import body_pos
+
+
+class TaskSceneTwin:
+    """One ``mujoco_franka/<task>`` env; ``fm`` / ``data`` are its MuJoCo state."""
+
+    def __init__(self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos") -> None:
+        from rlinf_contracts.env_registry import make_env
+
+        self.env: Any = make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control)
+        self.env.reset(seed=seed)
+        self.fm, self.data = self.env.fms[0], self.env.datas[0]
+        self.task = self.env.task
+        self.substeps = int(self.env.substeps)
+        self.control_period_s = float(self.env.substeps * self.fm.model.opt.timestep)
+        self.seed = seed
+        self.episodes = 0
+
+    def new_episode(self, number: int | None = None) -> None:
+        """The simulator's reset as episode ``number`` (default: the next), seeded ``seed + number - 1``."""
+        number = self.episodes + 1 if number is None else int(number)
+        self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
+        self.env._reset_one(0)
+        mujoco.mj_forward(self.fm.model, self.data)
+        self.episodes = number
+
+    @property
+    def instruction(self) -> str:
+        return str(self.task.instruction)
+
+    def object_positions(self) -> np.ndarray:
+        """``[K, 3]`` world positions of the task's objects (K = 1 for push / lift, 0 for reach)."""
+        if not self.task.needs_object:
+            return np.zeros((0, 3))
+        return body_pos(self.fm, self.data, "object").copy()[None]
+
+    def target_position(self) -> np.ndarray:
+        """World position of the task's goal marker (the object itself when the task has none)."""
+        if self.task.markers:
+            return self.data.mocap_pos[self.fm.marker_mocap[self.task.markers[0]]].copy()
+        return self.object_positions()[0]
+
+    def ee_position(self) -> np.ndarray:
+        return self.data.site_xpos[self.fm.ee_site].copy()
+
+    def success(self) -> bool:
+        """The simulator's success test of the task on the current physics state."""
+        return bool(self.task.evaluate(self.fm, self.data, self.ee_position())[0])
+
+    def state(self) -> np.ndarray:
+        """The simulator's state vector of the current physics state (what its policy sees)."""
+        self.env._refresh(np.array([0]))
+        return np.asarray(self.env._state(0), dtype=np.float64).copy()
+
+    def close(self) -> None:
+        self.env.close()
