@@ -148,7 +148,8 @@ class IngestSection:
     token_file: str | None = field(default=None, metadata=_h("file holding the robots' bearer token; null = RLINF_INGEST_TOKEN(_FILE)"))
     wait_s: float = field(default=0.5, metadata=_h("how long the learner waits for transitions when it owes no update"))
     pretrain_updates: int = field(default=0, metadata=_h("updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"))
-    reward: str = field(default="stream", metadata=_h("stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field)"))
+    reward: str = field(default="stream", metadata=_h("stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field) | push_distance (the simulator's push reward from object_minus_ee / goal_minus_object)"))
+    relabel_demos: bool = field(default=False, metadata=_h("give train.demos the ingest.reward too (demos recorded on the robot carry its streamed reward; the online data gets ingest.reward)"))
 
     def validate(self) -> None:
         from learner.offpolicy.remote import REWARDS

@@ -37,8 +37,9 @@ def replay_config(cfg: OffPolicyConfig) -> ReplayConfig:
     return ReplayConfig(capacity=r.capacity, mix=mix, n_step=a.n_step, gamma=a.gamma)
 
 
-def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout) -> int:
-    """Every episode of the store at ``path`` into the replay's demo source; returns transitions."""
+def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any = None) -> int:
+    """Every episode of the store at ``path`` into the replay's demo source; returns transitions.
+    ``reward`` (episode -> rewards), when given, relabels each episode's rewards first."""
     from rlinf_data.store import EpisodeStore
 
     try:
@@ -50,6 +51,8 @@ def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout) -> int:
         if ep.info.layout != layout:
             raise ConfigError(f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
                               f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras")
+        if reward is not None:
+            ep.steps["reward"] = np.asarray(reward(ep), np.float32)
         replay.add_episode(ep, "demo")
         n += len(ep)
     log.info("replay: %d demo transitions from %d episodes of %s", n, len(store), path)
@@ -59,7 +62,7 @@ def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout) -> int:
 class OffPolicyLearner:
     """Policy, SAC-family learner, replay and the counters a checkpoint carries."""
 
-    def __init__(self, cfg: OffPolicyConfig, env_spec: Any) -> None:
+    def __init__(self, cfg: OffPolicyConfig, env_spec: Any, demo_reward: Any = None) -> None:
         self.cfg = cfg
         self.spec = policy_spec(env_spec, cfg.model.use_images)
         self.policy, self.learner = build(cfg, self.spec)
@@ -69,7 +72,8 @@ class OffPolicyLearner:
         self.rng = np.random.default_rng(cfg.seed + 7)
         self.cameras = self.policy.encoder.cameras
         self.pad = cfg.model.augment_pad if self.cameras else 0
-        self.demo_steps = load_demos(self.replay, cfg.train.demos, self.layout) if cfg.train.demos else 0
+        self.demo_steps = load_demos(self.replay, cfg.train.demos, self.layout, demo_reward) \
+            if cfg.train.demos else 0
         self.env_steps = self.updates = self.episodes = 0
         self.owed = 0.0
         self.last: dict[str, float] = {}

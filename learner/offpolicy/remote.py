@@ -130,25 +130,48 @@ def _stream_reward(spec: Any) -> Any:
     return lambda ep: ep.steps["reward"]
 
 
+def _state_slice(spec: Any, name: str, key: str) -> slice:
+    """Where state field ``name`` sits in the robot spec's state (a clear error naming ``key`` if absent)."""
+    offset = 0
+    for f in getattr(spec, "state", ()) if spec is not None else ():
+        if f.name == name:
+            return slice(offset, offset + f.size)
+        offset += f.size
+    raise ConfigError(f"key 'ingest.reward'={key} needs a {name!r} field in the robot spec's state; use 'stream' "
+                      "for this robot")
+
+
+def _next_states(ep: Episode) -> np.ndarray:
+    """The state after each step (the episode's final observation after the last one)."""
+    return np.concatenate([ep.steps["state"][1:], ep.final["state"][None]]) if ep.final is not None \
+        else ep.steps["state"]
+
+
 @REWARDS.register("goal_distance")
 def _goal_distance_reward(spec: Any) -> Any:
     """The simulator's reach reward on robot data: the streamed reward (1 on success) minus the
     distance to the goal after each step, read from the state's ``goal_minus_ee`` field. Why:
     with a sparse success flag alone, 20 short demos leave most of the arm's space without signal."""
-    offset = 0
-    for f in getattr(spec, "state", ()) if spec is not None else ():
-        if f.name == "goal_minus_ee":
-            sl = slice(offset, offset + f.size)
-            break
-        offset += f.size
-    else:
-        raise ConfigError("key 'ingest.reward'=goal_distance needs a 'goal_minus_ee' field in the robot spec's "
-                          "state; use 'stream' for this robot")
+    sl = _state_slice(spec, "goal_minus_ee", "goal_distance")
 
     def reward(ep: Episode) -> np.ndarray:
-        nxt = np.concatenate([ep.steps["state"][1:], ep.final["state"][None]]) if ep.final is not None \
-            else ep.steps["state"]
-        return (ep.steps["reward"] - np.linalg.norm(nxt[:, sl], axis=1)).astype(np.float32)
+        return (ep.steps["reward"] - np.linalg.norm(_next_states(ep)[:, sl], axis=1)).astype(np.float32)
+
+    return reward
+
+
+@REWARDS.register("push_distance")
+def _push_distance_reward(spec: Any) -> Any:
+    """The simulator's push reward on robot data (``mujoco_franka/push``): the streamed reward (1 on
+    success) minus the hand-to-cube distance and twice the cube-to-goal distance in the table plane,
+    from the next state's ``object_minus_ee`` / ``goal_minus_object`` fields."""
+    reach = _state_slice(spec, "object_minus_ee", "push_distance")
+    goal = _state_slice(spec, "goal_minus_object", "push_distance")
+
+    def reward(ep: Episode) -> np.ndarray:
+        nxt = _next_states(ep)
+        dense = np.linalg.norm(nxt[:, reach], axis=1) + 2.0 * np.linalg.norm(nxt[:, goal][:, :2], axis=1)
+        return (ep.steps["reward"] - dense).astype(np.float32)
 
     return reward
 
@@ -297,7 +320,9 @@ class RemoteLearnerWorker(Worker):
 
     def __init__(self, cfg: OffPolicyConfig) -> None:
         spec, step_s = twin_spec(cfg)
-        self.core = OffPolicyLearner(cfg, spec)
+        # demos recorded on the robot carry its streamed reward: relabel them as the online data is
+        relabel = REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None)) if cfg.ingest.relabel_demos else None
+        self.core = OffPolicyLearner(cfg, spec, demo_reward=relabel)
         self.loop = TrainLoop(cfg, self.core, write_episodes=False, episode_store=ingest_store(cfg))
         self._initial(cfg)
         self.source = RobotFeed(cfg, self.core, spec, step_s)

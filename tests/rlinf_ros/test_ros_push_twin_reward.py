@@ -1,0 +1,80 @@
+"""The push learner's reward on robot data is the simulator's push reward, for demos too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco", reason="needs the sim extra")
+pytest.importorskip("torch", reason="needs the learner extra")
+
+from rlinf_contracts.config import ConfigError  # noqa: E402
+from rlinf_contracts.episode import Episode, EpisodeInfo, StepLayout  # noqa: E402
+
+pytestmark = [pytest.mark.sim]
+
+
+def _sim_episode(steps: int = 40):
+    """A push episode of the simulator (oracle + noise) as the robot would stream it: state, action,
+    the success flag as reward; with the simulator's own (dense + success) rewards beside it."""
+    from rlinf_contracts.env_registry import make_env
+
+    env = make_env("mujoco_franka/push", num_envs=1, obs_mode="state", control="ee_delta_pos")
+    obs = env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    fm, d = env.fms[0], env.datas[0]
+    states, actions, flags, sim_rewards = [], [], [], []
+    for _ in range(steps):
+        a = env.task.oracle(fm, d, d.site_xpos[fm.ee_site].copy())
+        a = np.clip(np.r_[a[:3] / env.spec.robot.action.pos_scale + rng.normal(0, 0.3, 3), a[3]], -1, 1)
+        states.append(obs["state"][0].copy())
+        actions.append(a.astype(np.float32))
+        obs, reward, terminated, _, info = env.step(a[None].astype(np.float32))
+        flags.append(float(info["success"][0]))
+        sim_rewards.append(float(reward[0]))
+        if terminated[0]:
+            break
+    final = (info["final_observation"] if terminated[0] else obs)["state"][0]  # the state after the last step
+    n = len(states)
+    steps_d = {"state": np.stack(states).astype(np.float32), "action": np.stack(actions),
+               "reward": np.asarray(flags, np.float32), "terminated": np.eye(n, dtype=bool)[-1] & bool(flags[-1]),
+               "truncated": np.zeros(n, bool), "intervention": np.zeros(n, bool),
+               "policy_version": np.zeros(n, np.int64), "timestamp": np.zeros(n)}
+    ep = Episode(EpisodeInfo(task="mujoco_franka/push", layout=StepLayout(36, 4), source="demo", status="complete"),
+                 steps_d, {"state": np.asarray(final, np.float32)})
+    spec = env.spec.robot
+    env.close()
+    return ep, np.asarray(sim_rewards), spec
+
+
+def test_push_distance_reward_is_the_simulators_push_reward() -> None:
+    from learner.offpolicy.remote import REWARDS
+    from rlinf_contracts.spec import RobotSpec
+
+    ep, sim_rewards, spec = _sim_episode()
+    r = REWARDS.get("push_distance")(spec)(ep)
+    np.testing.assert_allclose(r, sim_rewards, atol=1e-4)
+    assert r.min() < -0.1  # dense: not the success flag
+    with pytest.raises(ConfigError, match="object_minus_ee"):
+        REWARDS.get("push_distance")(RobotSpec.from_dict({"state": [["ee_pos", 3]],
+                                                          "action": {"control": "ee_delta", "dim": 7}}))
+
+
+def test_load_demos_relabels_with_the_ingest_reward(tmp_path) -> None:
+    from learner.offpolicy.learner import load_demos
+    from learner.offpolicy.remote import REWARDS
+    from rlinf_data.store import EpisodeStore
+
+    ep, sim_rewards, spec = _sim_episode(20)
+    EpisodeStore(tmp_path / "demos").write(ep)
+    seen = []
+
+    class Replay:  # records what the demo source receives
+        def add_episode(self, e, source):
+            seen.append((source, e.steps["reward"].copy()))
+
+    assert load_demos(Replay(), str(tmp_path / "demos"), StepLayout(36, 4), REWARDS.get("push_distance")(spec)) == len(ep)
+    np.testing.assert_allclose(seen[0][1], sim_rewards, atol=1e-4)
+    seen.clear()
+    load_demos(Replay(), str(tmp_path / "demos"), StepLayout(36, 4))
+    np.testing.assert_array_equal(seen[0][1], ep.steps["reward"])  # no reward given: as recorded
