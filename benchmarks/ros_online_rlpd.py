@@ -1,7 +1,11 @@
 """Online RLPD on the ROS 2 sim twin: robot node -> policy server -> streamer -> learner -> weights
 -> policy server, from 20 scripted-teleop demos. Held-out success vs wall time.
 
-    .venv/bin/python benchmarks/ros_online_rlpd.py [--demos 20] [--minutes 20] [--eval-episodes 50]
+    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push] [--demos 20] [--minutes 20] [--eval-episodes 50]
+
+``--task`` picks the twin graph, learner config and scripted human (:data:`TASKS`): reach
+(configs/ros_sim_franka.yaml + ros_online_rlpd.yaml) or push (the push twin,
+configs/ros_sim_franka_push.yaml + ros_online_rlpd_push.yaml, the scripted pusher, ``teleop.script.task: push``).
 
 Every piece runs as the shipped commands, as real processes (random ROS_DOMAIN_ID):
 
@@ -28,6 +32,7 @@ import random
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -47,7 +52,6 @@ from online_rig import (  # noqa: E402
     TOKENS,
     learner_args,
     start_server,
-    twin_base,
     twin_graph,
     wait_for,
 )
@@ -56,14 +60,56 @@ from ros_procs import Procs, free_port  # noqa: E402
 STEM = "ros_online_rlpd"
 
 
+@dataclass(frozen=True)
+class BenchTask:
+    graph: str  # the twin graph (robot node world, policy client spec, task judge)
+    learner: str  # the learner config (env = the simulated task of the robot spec)
+    script: str  # the scripted human of the demos (teleop device scripted, script.task)
+    stem: str  # results file stem
+    action: dict | None = None  # robot_spec.action overrides (reach: the learner's ee_delta_pos)
+
+
+TASKS = {
+    "reach": BenchTask("configs/ros_sim_franka.yaml", "configs/ros_online_rlpd.yaml", "reach", STEM,
+                       {"control": "ee_delta_pos", "dim": 4}),
+    "push": BenchTask("configs/ros_sim_franka_push.yaml", "configs/ros_online_rlpd_push.yaml", "push",
+                      f"{STEM}_push"),
+}
+TASK = TASKS["reach"]
+
+
+def task_base() -> dict:
+    cfg = yaml.safe_load((ROOT / TASK.graph).read_text())
+    if TASK.action:
+        cfg["policy_client"]["robot_spec"]["action"].update(TASK.action)
+    return cfg
+
+
+def task_graph(work: Path, server_port: int, ingest_port: int) -> Path:
+    """The twin graph of the online run: policy server, endless episodes, streamer on."""
+    if TASK is TASKS["reach"]:
+        return twin_graph(work, server_port, ingest_port)
+    cfg = task_base()
+    cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
+    cfg["task"].update(episodes=0, results_path=str(work / "episodes.json"))
+    cfg["streamer"] = {"enabled": True, "stream": {"url": f"ws://127.0.0.1:{ingest_port}/transitions",
+                                                   "robot_id": "twin0", "spool_dir": str(work / "spool"),
+                                                   "backoff_s": 0.2, "backoff_max_s": 1.0},
+                       "episodes": {"source": "online"}}
+    path = work / "graph.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
 def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     """``rlinf collect`` on the twin with the scripted human driving every tick."""
     import subprocess
 
-    cfg = twin_base()
+    cfg = task_base()
     cfg["task"].update(results_path=str(work / "demo_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = ""
-    cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": True}
+    cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": True,
+                     "script": {"task": TASK.script}}
     graph = work / "graph_demos.yaml"
     graph.write_text(yaml.safe_dump(cfg))
     t0 = time.time()
@@ -83,11 +129,12 @@ def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> t
     """Learner + server + twin graph until the learner's budget ends; returns (robot start, final)."""
     ingest_port, server_port = free_port(), free_port()
     out = work / "run"
-    procs.start("learner", learner_args(out, work / "demos", ingest_port, server_port,
-                                        f"train.time_budget_s={minutes * 60 + 60}", "train.final_eval=false",
-                                        f"train.checkpoint_every={checkpoint_every}"))
+    args = learner_args(out, work / "demos", ingest_port, server_port, f"train.time_budget_s={minutes * 60 + 60}",
+                        "train.final_eval=false", f"train.checkpoint_every={checkpoint_every}")
+    args[2] = str(ROOT / TASK.learner)
+    procs.start("learner", args)
     start_server(procs, out, server_port)
-    graph = twin_graph(work, server_port, ingest_port)
+    graph = task_graph(work, server_port, ingest_port)
     t_robot = time.time()
     for kind in GRAPH_NODES:
         procs.start_node(kind, graph)
@@ -107,7 +154,7 @@ def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
     out = work / "run"
     for k, v in TOKENS.items():
         os.environ.setdefault(k, v)
-    cfg = from_dict(OffPolicyConfig, load_config(str(ROOT / "configs/ros_online_rlpd.yaml"), ["push.url="]))
+    cfg = from_dict(OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url="]))
     cfg.train.progress = False
     ckpts = [(0.0, out / "initial")] + sorted(
         (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p) for p in (out / "checkpoints").glob("iter_*"))
@@ -124,7 +171,7 @@ def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], history: list[dict], path: Path, target: float) -> None:
+def plot(rows: list[dict], history: list[dict], path: Path, target: float, task: str = "reach") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,22 +187,27 @@ def plot(rows: list[dict], history: list[dict], path: Path, target: float) -> No
     ax.set_xlabel("wall time since the robot started (min)")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("online RLPD over ROS 2: twin -> server -> streamer -> learner -> weights")
+    ax.set_title(f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights", fontsize=9)
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
 def main() -> None:
+    global TASK
     ap = argparse.ArgumentParser()
+    ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
     ap.add_argument("--minutes", type=float, default=20.0, help="online learning time (learner budget)")
     ap.add_argument("--checkpoint-every", type=int, default=1000, help="transitions between checkpoints")
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--target", type=float, default=0.8)
-    ap.add_argument("--work", default="runs/bench_ros_online_rlpd")
+    ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     a = ap.parse_args()
+    TASK = TASKS[a.task]
+    stem = TASK.stem
+    a.work = a.work or f"runs/bench_{stem}"
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
     os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     os.environ.update(TOKENS)
@@ -179,8 +231,9 @@ def main() -> None:
     hit = next((r for r in rows if r["heldout_success"] >= a.target and r["wall_s"] <= a.minutes * 60), None)
     best = max(rows, key=lambda r: r["heldout_success"])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(rows, metrics["history"], RESULTS / f"{STEM}.png", a.target)
-    meta = machine_meta(demos=demo, minutes=a.minutes, eval_episodes=a.eval_episodes, target=a.target,
+    plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task)
+    meta = machine_meta(task=a.task, graph=TASK.graph, learner=TASK.learner, demos=demo, minutes=a.minutes,
+                        eval_episodes=a.eval_episodes, target=a.target,
                         load_1min_start=round(load0, 2), load_1min_end=round(load1, 2),
                         transitions=final.get("env_steps"), updates=final.get("updates"),
                         pushes=final.get("push/pushes"), push_failures=final.get("push/failures"),
@@ -191,24 +244,24 @@ def main() -> None:
                + (f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {a.target} met)" if hit else
                   f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min (target {a.target} NOT met)"))
     intro = [f"`benchmarks/ros_online_rlpd.py`: {a.demos} scripted-teleop demos collected on the twin with "
-             "`rlinf collect`, then online RLPD (`configs/ros_online_rlpd.yaml`) through robot node -> policy "
+             f"`rlinf collect`, then online RLPD (`{TASK.learner}`) through robot node -> policy "
              "server -> streamer -> learner -> weights -> policy server, all real processes over DDS on a "
              f"2-core machine shared with other jobs (1-min load {load0:.1f} at start, {load1:.1f} at end).",
              f"Result: {verdict}. {final.get('env_steps', 0):.0f} transitions streamed, "
              f"{final.get('updates', 0):.0f} updates, {final.get('push/pushes', 0):.0f} weight pushes "
              f"({final.get('push/failures', 0):.0f} failed); ingest duplicates {final.get('ingest/duplicates', 0):.0f}, "
              f"gaps {final.get('ingest/gaps', 0):.0f}.",
-             f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/reach, "
+             f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{a.task}, "
              f"{a.eval_episodes} episodes, seeds the twin never used), evaluated after the run. Curve: "
-             f"`benchmarks/results/{STEM}.png`. The twin curve's clock is the learner's (it starts before the "
+             f"`benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it starts before the "
              "robot: start-up, demo pretraining, the server); failed pushes are those sent before `rlinf serve` "
              "was up (the pusher retries)."]
     cols = [("checkpoint", lambda r: r["checkpoint"]), ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
             ("transitions", lambda r: r["transitions"]), ("updates", lambda r: r["updates"]),
             ("held-out success", lambda r: f"{r['heldout_success']:.2f}")]
-    write_table(STEM, "Online RLPD over ROS 2 on the sim twin", intro, meta, rows, cols)
+    write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({a.task})", intro, meta, rows, cols)
     print(verdict)
-    print((RESULTS / f"{STEM}.md").read_text())
+    print((RESULTS / f"{stem}.md").read_text())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 It reads the end-effector pose and the goal (both in the robot base frame, as the teleop node
 receives them) and commands a twist toward the goal (the reach oracle in EE terms). Modes
-(``teleop.script``): ``always: true`` drives every tick (teleop-only demonstrations);
+(``teleop.script``; ``task: push`` picks :class:`ScriptedPush`, the push oracle): ``always: true`` drives every tick (teleop-only demonstrations);
 otherwise it watches and takes over when the policy *drifts* -- the distance to the goal has
 not shrunk by ``progress_m`` within ``patience_s``, or (with ``regress_m`` set) the hand has
 moved more than ``regress_m`` farther from the goal than its closest approach this episode
@@ -75,14 +75,6 @@ class ScriptedReach:
         pass
 
 
-def _make(cfg: Any, spec: Any = None, **_: Any) -> ScriptedReach:
-    opts = dict(cfg.script)
-    opts.setdefault("always", cfg.always_intervene)
-    if spec is not None:
-        opts.setdefault("pos_scale", spec.action.pos_scale)
-    return ScriptedReach(**opts)
-
-
 class ScriptedPush(ScriptedReach):
     """A scripted human for push: the simulator's push oracle on the poses the teleop node hears
     (hand, object, goal; robot base frame). Hover behind the object on the far side from the goal,
@@ -122,13 +114,18 @@ class ScriptedPush(ScriptedReach):
         return TeleopInput(twist=twist, gripper=-1.0, intervention=take)
 
 
-def _make_push(cfg: Any, spec: Any = None, **_: Any) -> ScriptedPush:
+SCRIPTS = {"reach": ScriptedReach, "push": ScriptedPush}  # teleop.script.task -> the scripted human
+
+
+def _make(cfg: Any, spec: Any = None, **_: Any) -> ScriptedReach:
     opts = dict(cfg.script)
+    task = opts.pop("task", "reach")
+    if task not in SCRIPTS:
+        raise ValueError(f"key 'teleop.script.task' is {task!r}; known: {sorted(SCRIPTS)}")
     opts.setdefault("always", cfg.always_intervene)
     if spec is not None:
         opts.setdefault("pos_scale", spec.action.pos_scale)
-    return ScriptedPush(**opts)
+    return SCRIPTS[task](**opts)
 
 
 DEVICES.add("scripted", _make)
-DEVICES.add("scripted_push", _make_push)

@@ -100,3 +100,16 @@ def test_an_unknown_task_scene_is_refused_naming_it():
         make_arm(ArmConfig(name="panda", scene="mujoco_franka/"))
     with pytest.raises(DriverError, match="scene 'isaac/push' unknown"):
         make_arm(ArmConfig(name="panda", scene="isaac/push"))
+
+
+def test_scripted_device_picks_the_pusher_by_script_task():
+    from types import SimpleNamespace
+
+    from rlinf_ros.teleop import make_device
+    from rlinf_ros.teleop.scripted import ScriptedPush, ScriptedReach
+
+    cfg = SimpleNamespace(script={"task": "push"}, always_intervene=True)
+    assert isinstance(make_device("scripted", cfg), ScriptedPush)
+    assert type(make_device("scripted", SimpleNamespace(script={}, always_intervene=True))) is ScriptedReach
+    with pytest.raises(ValueError, match="teleop.script.task"):
+        make_device("scripted", SimpleNamespace(script={"task": "stack"}, always_intervene=True))
