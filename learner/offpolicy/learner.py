@@ -59,6 +59,30 @@ def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any 
     return n
 
 
+def intervention_parts(ep: Episode) -> list[Episode]:
+    """The runs of taken-over steps of ``ep`` as episodes (each bootstraps from the step after it)."""
+    flag = ep.steps["intervention"]
+    out, i, n = [], 0, len(ep)
+    while i < n:
+        if not flag[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and flag[j]:
+            j += 1
+        steps = {k: v[i:j] for k, v in ep.steps.items()}
+        if j < n:
+            final = {k: ep.steps[k][j] for k in ep.info.layout.observation_fields()}
+        else:
+            final = ep.final
+        out.append(Episode(ep.info, steps, final))
+        i = j
+    return out
+
+
+REFILL_SOURCES = ("online", "intervention")  # robot episodes (a taken-over one is still robot data)
+
+
 class OffPolicyLearner:
     """Policy, SAC-family learner, replay and the counters a checkpoint carries."""
 
@@ -76,6 +100,8 @@ class OffPolicyLearner:
             if cfg.train.demos else 0
         self.env_steps = self.updates = self.episodes = 0
         self.owed = 0.0
+        # episode -> rewards applied to stored episodes on a restart's refill (remote: ingest.reward)
+        self.online_reward: Any = None
         self.last: dict[str, float] = {}
 
     # ------------------------------------------------------------ experience
@@ -88,6 +114,12 @@ class OffPolicyLearner:
         self.replay.add_episode(ep, "online")
         if count:
             self._count(len(ep))
+
+    def add_interventions(self, ep: Episode) -> None:
+        """The taken-over runs of ``ep`` into the ``intervention`` source, when the replay has one."""
+        if "intervention" in self.replay.rings and ep.steps["intervention"].any():
+            for part in intervention_parts(ep):
+                self.replay.add_episode(part, "intervention")
 
     def _count(self, n: int) -> None:
         before, self.env_steps = self.env_steps, self.env_steps + n
@@ -128,15 +160,20 @@ class OffPolicyLearner:
         self.owed, self.learner.updates = float(c["owed"]), int(c["learner_updates"])
 
     def refill(self, store_path: str | Path) -> int:
-        """After a restart: every online episode of the store back into the replay."""
+        """After a restart: every robot episode of the store (``source`` online or intervention, as
+        the live ingest takes them) back into the replay, its taken-over runs into the
+        ``intervention`` source too, rewards relabelled by ``online_reward`` when set."""
         from rlinf_data.store import EpisodeStore
 
         if not (Path(store_path) / "zarr.json").is_file():
             return 0
         n = 0
         for ep in EpisodeStore(store_path, "r"):
-            if ep.info.source == "online" and len(ep):
+            if ep.info.source in REFILL_SOURCES and len(ep):
+                if self.online_reward is not None:
+                    ep.steps["reward"] = np.asarray(self.online_reward(ep), np.float32)
                 self.ingest_episode(ep, count=False)
+                self.add_interventions(ep)
                 n += 1
-        log.info("replay: %d online episodes (%d rows) restored from %s", n, self.replay.size("online"), store_path)
+        log.info("replay: %d robot episodes (%d rows) restored from %s", n, self.replay.size("online"), store_path)
         return n

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from learner.offpolicy.config import OffPolicyConfig
-from learner.offpolicy.learner import OffPolicyLearner
+from learner.offpolicy.learner import OffPolicyLearner, intervention_parts
 from learner.offpolicy.loop import TrainLoop, store_path
 from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
@@ -176,27 +176,6 @@ def _push_distance_reward(spec: Any) -> Any:
     return reward
 
 
-def intervention_parts(ep: Episode) -> list[Episode]:
-    """The runs of taken-over steps of ``ep`` as episodes (each bootstraps from the step after it)."""
-    flag = ep.steps["intervention"]
-    out, i, n = [], 0, len(ep)
-    while i < n:
-        if not flag[i]:
-            i += 1
-            continue
-        j = i
-        while j < n and flag[j]:
-            j += 1
-        steps = {k: v[i:j] for k, v in ep.steps.items()}
-        if j < n:
-            final = {k: ep.steps[k][j] for k in ep.info.layout.observation_fields()}
-        else:
-            final = ep.final
-        out.append(Episode(ep.info, steps, final))
-        i = j
-    return out
-
-
 class RobotFeed:
     """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest + pusher."""
 
@@ -261,9 +240,7 @@ class RobotFeed:
         self.stats["segments"] += 1
         if ep.steps["intervention"].any():
             self.stats["interventions"] += int(ep.steps["intervention"].sum())
-            if "intervention" in core.replay.rings:
-                for part in intervention_parts(ep):
-                    core.replay.add_episode(part, "intervention")
+            core.add_interventions(ep)
 
     def step_s(self) -> float:
         return self._step_s
@@ -323,6 +300,8 @@ class RemoteLearnerWorker(Worker):
         # demos recorded on the robot carry its streamed reward: relabel them as the online data is
         relabel = REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None)) if cfg.ingest.relabel_demos else None
         self.core = OffPolicyLearner(cfg, spec, demo_reward=relabel)
+        # a restart's refill relabels the stored (streamed) rewards as the live ingest does
+        self.core.online_reward = REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None))
         self.loop = TrainLoop(cfg, self.core, write_episodes=False, episode_store=ingest_store(cfg))
         self._initial(cfg)
         self.source = RobotFeed(cfg, self.core, spec, step_s)

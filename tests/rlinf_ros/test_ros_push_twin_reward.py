@@ -78,3 +78,42 @@ def test_load_demos_relabels_with_the_ingest_reward(tmp_path) -> None:
     seen.clear()
     load_demos(Replay(), str(tmp_path / "demos"), StepLayout(36, 4))
     np.testing.assert_array_equal(seen[0][1], ep.steps["reward"])  # no reward given: as recorded
+
+
+def test_refill_after_a_restart_takes_intervention_episodes_and_relabels(tmp_path) -> None:
+    """A restart's replay refill takes the robot's ``intervention``-source episodes too (the live
+    ingest did), and gives the stored (streamed) rewards the learner's online reward."""
+    import dataclasses
+
+    from learner.offpolicy.collect import Collector
+    from learner.offpolicy.config import OffPolicyConfig
+    from learner.offpolicy.learner import OffPolicyLearner
+    from learner.rollout.envs import build_env
+    from rlinf_contracts.config import from_dict
+    from rlinf_data.store import EpisodeStore
+
+    cfg = from_dict(OffPolicyConfig, {"name": "t", "env": {"name": "toy/point_reach", "num_envs": 2,
+                                                           "max_episode_steps": 10},
+                                      "model": {"hidden": [16], "critic_hidden": [16]},
+                                      "train": {"out_dir": str(tmp_path / "run"), "progress": False}})
+    env = build_env(cfg.env.name, 2, **cfg.env.factory_kwargs())
+    core = OffPolicyLearner(cfg, env.spec)
+    col, store = Collector(env, core.policy, "toy", 0), EpisodeStore(tmp_path / "eps")
+    sources = ["online", "intervention", "eval"]
+    written = []
+    while len(written) < 3:
+        for ep in col.step(random=True).finished:
+            if len(written) < 3:
+                ep = type(ep)(dataclasses.replace(ep.info, source=sources[len(written)]), ep.steps, ep.final)
+                ep.steps["intervention"][:] = ep.info.source == "intervention"
+                store.write(ep)
+                written.append(ep)
+    fresh = OffPolicyLearner(cfg, env.spec)
+    fresh.online_reward = lambda ep: np.full(len(ep), -7.0)
+    assert fresh.refill(tmp_path / "eps") == 2  # online + intervention; never eval
+    ring = fresh.replay.rings["online"]
+    assert fresh.replay.size("online") == len(written[0]) + len(written[1]) + 2  # + each final observation
+    assert ring.has_tr.sum() == len(written[0]) + len(written[1])
+    assert np.all(ring.reward[ring.has_tr] == -7.0)
+    assert ring.intervention[ring.has_tr].sum() == len(written[1])
+    assert fresh.env_steps == 0  # counted before the restart
