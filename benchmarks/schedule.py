@@ -239,7 +239,7 @@ def render(data: dict) -> str:
                       f"{len(errs)}; auto {e['auto']}, measured best {e['measured_best']}, auto "
                       f"{e['auto_vs_best']:.2f}x the best.", ""]
     if data.get("notes"):
-        lines += ["## Notes", "", *data["notes"], ""]
+        lines += ["## Notes", ""] + [x for note in data["notes"] for x in (note, "")]
     return "\n".join(lines) + "\n"
 
 
