@@ -140,6 +140,10 @@ def test_gpu_configs_validate_on_a_cpu_up_to_the_checkpoint(tmp_path, capsys):
         resolved = json.loads(capsys.readouterr().out)
         assert resolved["model"]["name"] == "vla_adapter"
         assert resolved["model"]["kwargs"]["adapter"]["device"] == "cuda"
+        assert main(["train", path, "--dry-run", f"adapter.checkpoint={ckpt}", "model.chunk=3"]) == 2
+        assert "key 'model.chunk' (3) must equal" in capsys.readouterr().err
+        assert main(["train", path, "--dry-run", f"adapter.checkpoint={ckpt}", "model.kwargs.action_index=[0,1,2,7]"]) == 2
+        assert "key 'model.kwargs.action_index'" in capsys.readouterr().err
     assert main(["train", str(ROOT / "configs/vla_pi0_gpu.yaml"), "--dry-run", "model.name=mlp"]) == 2
     assert "model.name=vla_adapter" in capsys.readouterr().err
 

@@ -89,6 +89,18 @@ def fold_adapter_section(raw: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("key 'adapter' is given twice (top level and model.kwargs.adapter); keep one")
     sec = from_dict(AdapterSection, raw["adapter"], path="adapter")
     check_checkpoint(sec)
+    if not sec.tiny:  # what the full-size config fixes, checked before anything loads
+        from learner.models.adapters.gpu_config import VlaGpuConfig, load_plan
+
+        plan = load_plan(VlaGpuConfig(adapter=sec))["config"]
+        chunk, dims = getattr(plan, "chunk", 1), FAMILIES[sec.name].core(plan).action_dim
+        if int(model.get("chunk", 1)) != chunk:
+            raise ConfigError(f"key 'model.chunk' ({model.get('chunk', 1)}) must equal the {sec.name} "
+                              f"checkpoint's chunk ({chunk}, adapter.model.chunk)")
+        index = (model.get("kwargs") or {}).get("action_index") or []
+        if any(not 0 <= int(i) < dims for i in index):
+            raise ConfigError(f"key 'model.kwargs.action_index' {index} must pick among the checkpoint's {dims} "
+                              "action dimensions")
     kwargs["adapter"] = raw["adapter"]
     model["kwargs"] = kwargs
     out["model"] = model
