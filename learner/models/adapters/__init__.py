@@ -12,6 +12,9 @@ observation batch in, robot-unit action chunks out, plus what RL needs to score 
 ``load_state_dict_file`` (safetensors with the real key names). ``serve(adapter)`` wraps one for
 the policy server (``robot_spec`` + ``infer``).
 
+The runners (``vla_sft``, embodied PPO / GRPO) train them as the learner model ``vla_adapter``
+(:mod:`learner.models.vla_adapter_policy`); checkpoints, ``rlinf eval`` and ``rlinf serve`` follow.
+
 Pure parts (no torch): :mod:`.action_tokens` (OpenVLA's 256-bin action tokens) and
 :mod:`.normalization` (bounds_q99 / mean_std / quantile statistics).
 """

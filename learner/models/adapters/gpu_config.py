@@ -9,7 +9,10 @@ Section ``adapter``: ``name`` (registered adapter), ``checkpoint`` (directory of
 ``*.safetensors`` shards with the real key names), ``norm_stats`` (statistics file inside it:
 OpenVLA's ``dataset_statistics.json`` with ``unnorm_key``, openpi's ``norm_stats.json``),
 ``tokenizer`` (read the checkpoint's own tokenizer), ``device`` / ``dtype`` and ``model``
-(overrides of the adapter's config dataclass; sizes default to the released model).
+(overrides of the adapter's config dataclass; sizes default to the released model); ``tiny``
+builds the adapter's random-weight ``tiny()`` config instead (no checkpoint; CPU runs of the same
+training path). A training config carries this section at top level (``rlinf train`` folds it into
+``model.kwargs.adapter`` of model ``vla_adapter``, :func:`check_checkpoint` first).
 """
 
 from __future__ import annotations
