@@ -150,7 +150,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"flow 4 chunks of 4 per iteration), GRPO {args.grpo_iters} iterations (16 envs in groups of 4, one episode "
         "each); configs `configs/sim_franka_language_vla_*.yaml`.",
         f"Total wall time {total:.0f} s on {meta['cpus']} CPU cores shared with other work "
-        "(1-min load average per run in the table; the demos' collection is not included).",
+        "(1-min load average per run in the table; the demos' collection is not included; with `--combine` the "
+        "heads ran as two processes side by side, so elapsed time is about the larger head's sum).",
         "Verdict per RL run (ID gain ± its standard error; a split counts as lowered when the drop exceeds "
         "1.96 standard errors of the difference):",
         *[f"- {v}" for v in verdict(rows)],
@@ -169,7 +170,11 @@ EARLIER = (
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
     "0.38 (longer RL: 0.42 / 0.46), flow SFT 0.46 -> 0.46 / 0.48: the SFT policy reached toward the named object "
     "about as often as chance, so RL had little to sharpen (`vla_ood_long.md`). The slot pointer alone (same demos "
-    "and steps) took SFT ID to 0.50 (tokens) and 0.65 (flow) on 48 episodes.")
+    "and steps) took SFT ID to 0.50 (tokens) and 0.65 (flow) on 48 episodes; checks from those SFT checkpoints "
+    "(ID only, 48 episodes): flow PPO 0.73 (sparse, lr 2e-5), 0.73 (lr 5e-5), 0.69 (dense reward), GRPO 0.71; "
+    "tokens PPO 0.50 (sparse), 0.42 (dense), GRPO 0.38; flow PPO 80 iterations 0.65 on 96 episodes. Per verb "
+    "(flow SFT, 96 ID episodes): reach 0.82, push 0.50, lift 0.05 -- lift (a fifth of the episodes) almost never "
+    "succeeds, so a success-only reward cannot teach it, and reach is close to its ceiling.")
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:
