@@ -148,7 +148,8 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
       also seeds, builds the trajectory and bootstraps values (2-3x the bare query here);
     - ``loop_hop_s``: half of what a step takes beyond that compute (a step is one round trip
       env -> rollout -> env when one stream is in flight): the hop as the runner's messages (two
-      channel actors, real payloads) pay it, larger than the ping-pong's.
+      channel actors, real payloads) pay it, larger than the ping-pong's; it also caps the
+      ping-pong's CPU per message pair (``occupancy_s``), which one stream's step contains.
     Returns the figures (empty when no such candidate exists, e.g. on one slot)."""
     from learner.placement import parse_placement
     from learner.scheduling import plan
@@ -175,6 +176,9 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
     rest = rest - pred.breakdown["train"] + phases.get("time/train_s", pred.breakdown["train"])
     step = max(measured - rest - i * infer_x, 0.0) / steps
     comm.loop_hop_s = max((step - e * env_x - i * infer_x) / 2, comm.hop(True, 0))
+    # one stream's step bounds the CPU per message pair too (the ping-pong's occupancy is a
+    # difference of two timings and read 17 ms once under load, against a 7 ms runner hop)
+    comm.occupancy_s = {k: min(v, comm.loop_hop_s) for k, v in comm.occupancy_s.items()}
     check = predict_embodied(dataclasses.replace(prof, loop_env_x=env_x, loop_infer_x=infer_x), comm,
                              pred.candidate, num_slots, cores, updates)
     log.info("loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, hop %.1f ms",
