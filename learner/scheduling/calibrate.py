@@ -174,7 +174,8 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
     infer_x = phases.get("time/infer_busy_s", (steps + 1) * i) / ((steps + 1) * i) if i > 0 else 1.0
     rest = pred.breakdown["train"] + pred.breakdown["weight_sync"] + pred.breakdown["calls"]
     rest = rest - pred.breakdown["train"] + phases.get("time/train_s", pred.breakdown["train"])
-    step = max(measured - rest - i * infer_x, 0.0) / steps
+    tail = pred.breakdown["rollout"] - steps * pred.breakdown["step"] + i * (infer_x - 1)  # last query + trip
+    step = max(measured - rest - tail, 0.0) / steps
     comm.loop_hop_s = max((step - e * env_x - i * infer_x) / 2, comm.hop(True, 0))
     # one stream's step bounds the CPU per message pair too (the ping-pong's occupancy is a
     # difference of two timings and read 17 ms once under load, against a 7 ms runner hop)

@@ -268,3 +268,35 @@ def test_grpo_worker_term_goes_to_the_rollout_side_and_calibration_applies_it():
     assert predict_reasoning(calibrated, comm, inline, 2, 2).iteration_s == pytest.approx(0.38)  # inline: none
     assert predict_reasoning(calibrated, comm, coll, 2, 2).iteration_s == pytest.approx(
         predict_reasoning(prof, comm, coll, 2, 2).iteration_s + 0.3)
+
+
+def test_loop_calibration_reproduces_its_reference_run(seeded_cache, monkeypatch):
+    """The channel-loop calibration reads the workers' work and the runner hop off one measured
+    run; predicting that same run with them must give its measured time back, even when the
+    ping-pong's CPU per message pair came out absurd (a noisy difference of two timings)."""
+    import dataclasses
+
+    from learner.runners.config import EmbodiedConfig
+    from learner.scheduling import plan
+    from learner.scheduling.calibrate import calibrate_loop
+
+    cfg, prof = from_dict(EmbodiedConfig, seeded_cache), _profile()
+    steps, e, i = prof.steps, prof.env_step(32), prof.infer(32)
+    measured = 0.5
+
+    def fake_measure(cfg, cand, cluster, **kw):
+        assert cand.label == "split d1"  # one env and one rollout process, depth 1
+        plan.LAST_PHASES.clear()
+        plan.LAST_PHASES.update({"time/env_busy_s": 2 * steps * e, "time/infer_busy_s": 3 * (steps + 1) * i,
+                                 "time/train_s": prof.train(32)})
+        return measured
+
+    monkeypatch.setattr(plan, "measure", fake_measure)
+    comm = _comm()
+    comm.occupancy_s = {"same": 0.2, "cross": 0.2}
+    loop = calibrate_loop(cfg, prof, comm, 2, 2, cluster=None)
+    assert loop["env_x"] == pytest.approx(2) and loop["infer_x"] == pytest.approx(3)
+    assert comm.occupancy_s["same"] <= comm.loop_hop_s  # capped by the runner's own step
+    again = predict_embodied(dataclasses.replace(prof, loop_env_x=2, loop_infer_x=3), comm,
+                             next(c for c in embodied_candidates(2, 32) if c.label == "split d1"), 2, 2, updates=4)
+    assert again.iteration_s == pytest.approx(measured, rel=0.05)
