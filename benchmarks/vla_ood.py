@@ -172,7 +172,8 @@ EARLIER = (
     "about as often as chance, so RL had little to sharpen (`vla_ood_long.md`). The slot pointer alone (same demos "
     "and steps) took SFT ID to 0.50 (tokens) and 0.65 (flow) on 48 episodes; checks from those SFT checkpoints "
     "(ID only, 48 episodes): flow PPO 0.73 (sparse, lr 2e-5), 0.73 (lr 5e-5), 0.69 (dense reward), GRPO 0.71; "
-    "tokens PPO 0.50 (sparse), 0.42 (dense), GRPO 0.38; flow PPO 80 iterations 0.65 on 96 episodes. Per verb "
+    "tokens PPO 0.50 (sparse), 0.42 (dense), GRPO 0.38; flow PPO 80 iterations 0.65 on 96 episodes. A shorter SFT (300 steps, 96 ID episodes) leaves no more room: flow "
+    "0.47 -> PPO 60 iterations 0.51, tokens 0.35 -> PPO 0.34. Per verb "
     "(flow SFT, 96 ID episodes): reach 0.82, push 0.50, lift 0.05 -- lift (a fifth of the episodes) almost never "
     "succeeds, so a success-only reward cannot teach it, and reach is close to its ceiling.")
 
