@@ -56,6 +56,20 @@ def test_detokenisation_round_trip_is_within_half_a_bin():
     assert bins.n_bins == 256
 
 
+def test_token_temperature_sharpens_sampling_but_keeps_the_mode():
+    obs = obs_to_tensors(_obs())
+    warm, cold = _policy("vla_tokens"), _policy("vla_tokens", token_temperature=0.25)
+    cold.load_state_dict(warm.state_dict())  # same weights, as an RL config over an SFT checkpoint
+    with torch.no_grad():
+        dw, dc = warm(obs).dist, cold(obs).dist
+        assert torch.equal(dw.mode(), dc.mode())
+        assert float(dc.entropy().mean()) < float(dw.entropy().mean())
+        actions, logp = dc.sample()
+        assert torch.allclose(logp, dc.log_prob(actions))  # the PPO ratio sees the tempered policy
+    with pytest.raises(ValueError, match="token_temperature"):
+        _policy("vla_tokens", token_temperature=0.0)
+
+
 def test_flow_samples_carry_their_chain_and_log_prob_is_finite_and_action_dependent():
     policy = _policy("vla_flow", flow_steps=3)
     out = policy(obs_to_tensors(_obs()))

@@ -68,7 +68,7 @@ class VLAPolicy(Policy):
                  text_encoder: str = "minilm", text_dim: int = 64, cnn_channels: tuple[int, ...] = (16, 32, 32),
                  image_feat_dim: int = 128, normalize_state: bool = True, n_bins: int = 256,
                  flow_steps: int = 4, flow_hidden: int = 256, init_log_sigma: float = math.log(0.3),
-                 slot_pointer: bool = False, **_: Any) -> None:
+                 slot_pointer: bool = False, token_temperature: float = 1.0, **_: Any) -> None:
         super().__init__()
         if head not in HEAD_KINDS:
             raise ValueError(f"VLA head {head!r}; use one of {HEAD_KINDS}")
@@ -101,7 +101,7 @@ class VLAPolicy(Policy):
         feat = hidden[-1]
         self.critic = nn.Sequential(nn.Linear(feat, 128), nn.Tanh(), nn.Linear(128, 1))
         if head == "tokens":
-            self.head: nn.Module = TokenHead(feat, spec.action_dim, spec.chunk, n_bins)
+            self.head: nn.Module = TokenHead(feat, spec.action_dim, spec.chunk, n_bins, token_temperature)
         else:
             self.head = FlowExpert(feat, spec.action_dim, spec.chunk, flow_hidden, flow_steps, init_log_sigma)
 

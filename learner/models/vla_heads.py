@@ -45,16 +45,23 @@ class TokenDistribution(ChunkBinned):
 class TokenHead(nn.Module):
     """Features ``[B, F]`` -> token logits ``[B, chunk, A, n_bins]``."""
 
-    def __init__(self, feat_dim: int, action_dim: int, chunk: int, n_bins: int = 256) -> None:
+    def __init__(self, feat_dim: int, action_dim: int, chunk: int, n_bins: int = 256,
+                 temperature: float = 1.0) -> None:
         super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"model.kwargs.token_temperature must be > 0, got {temperature}")
         self.chunk, self.action_dim, self.bins = chunk, action_dim, ActionBins(n_bins)
+        # logits / temperature in every forward (rollout sampling and the PPO ratio alike, so the
+        # log-probs stay those of the policy that acted); the mode (argmax) does not move, so an
+        # RL config can sharpen an SFT checkpoint's sampled policy without changing its eval
+        self.temperature = float(temperature)
         self.logits = nn.Linear(feat_dim, chunk * action_dim * n_bins)
         nn.init.normal_(self.logits.weight, std=0.01)
         nn.init.zeros_(self.logits.bias)
 
     def forward(self, feat: Tensor) -> TokenDistribution:
         logits = self.logits(feat).view(-1, self.chunk, self.action_dim, self.bins.n_bins)
-        return TokenDistribution(logits, self.bins)
+        return TokenDistribution(logits / self.temperature, self.bins)
 
 
 class FlowExpert(nn.Module):
