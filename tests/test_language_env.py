@@ -29,6 +29,17 @@ def test_instruction_names_the_target_by_its_episode_colour():
     assert obs2["instruction"] != first
 
 
+def test_hard_mix_oversamples_push_and_lift():
+    counts = {}
+    for mix in ("mix", "hard"):
+        env = make_env(f"franka_language/{mix}", 200, obs_mode="state")
+        env.reset(seed=3)
+        verbs = [ep.verb for ep in _episodes(env)]
+        counts[mix] = {v: verbs.count(v) / len(verbs) for v in ("reach", "push", "lift")}
+    assert counts["mix"]["reach"] > 0.45 and counts["hard"]["reach"] < 0.32, counts
+    assert counts["hard"]["lift"] > counts["mix"]["lift"] + 0.1, counts
+
+
 def test_splits_differ_as_declared():
     train = make_env("franka_language/mix", 16, obs_mode="state+rgb", image_size=32)
     sem = make_env("franka_language/mix", 16, obs_mode="state+rgb", image_size=32, ood="semantic")

@@ -7,7 +7,8 @@ server carry), per-episode object colours painted at render time, and a close ``
 camera (the default ``third`` view shows 5 cm objects as 3 px at 64 px).
 
 Mixes (``<mix>``, instruction verbs and their weights): ``reach`` (reach only), ``mix``
-(reach 0.6 / push 0.2 / lift 0.2: reach-dominant so a CPU can learn it in minutes).
+(reach 0.6 / push 0.2 / lift 0.2: reach-dominant so a CPU can learn it in minutes), ``hard``
+(reach 0.2 / push 0.4 / lift 0.4: an RL-only mix that oversamples the verbs SFT leaves room on).
 
 OOD splits (``ood=<name>``, :data:`LANGUAGE_SPLITS`; ``id`` is the training distribution):
 - ``vision``: unseen table colours (random per episode) and lighting (x0.4-1.4);
@@ -35,6 +36,8 @@ from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 MIXES: dict[str, dict[str, float]] = {
     "reach": {"reach": 1.0},
     "mix": {"reach": 0.6, "push": 0.2, "lift": 0.2},
+    # RL-only mix that oversamples the verbs SFT leaves room on (evaluate on ``mix``)
+    "hard": {"reach": 0.2, "push": 0.4, "lift": 0.4},
 }
 
 
