@@ -178,9 +178,9 @@ EARLIER = (
     "succeeds, so a success-only reward cannot teach it, and reach is close to its ceiling. "
     "2026-11-23, from this table's SFT checkpoints (flow ID 0.60, tokens 0.42; eval on the standard `mix`, ID, "
     "96 episodes, ± 7 points): flow PPO on `franka_language/hard` (reach 0.2 / push 0.4 / lift 0.4, RL only) "
-    "40 iterations 0.62 (sparse) / 0.65 (dense reward), 120 iterations lr 5e-5 0.62 / 0.65 -- training success "
+    "40 iterations 0.62 (sparse) / 0.65 (dense reward), 120 iterations lr 5e-5 0.62 / 0.65, 60 iterations lr 2e-4 (dense) 0.42 -- training success "
     "stays 0.3-0.5 on the hard mix, lift still out of reach; tokens PPO with `model.kwargs.token_temperature=0.3` "
-    "(sampling entropy 6.0 -> 1.5 nats, same mode) 40 iterations 0.40, 80 iterations lr 1.5e-4 0.45. "
+    "(sampling entropy 6.0 -> 1.5 nats, same mode) 40 iterations 0.40, 80 iterations lr 1.5e-4 0.45; T 0.5 (2.6 nats), 80 iterations 0.35. "
     "None reaches +15; defaults unchanged.")
 
 
