@@ -19,36 +19,20 @@ Episodes are the env's own reset (arm home + noise, object, goal), drawn as for 
 
 from __future__ import annotations
 
-from typing import Any
-
-import mujoco
 import numpy as np
 
 from sim_bridges.mujoco_franka.tasks.base import body_pos
+from sim_bridges.mujoco_franka.twin import EnvSceneTwin
 
 
-class TaskSceneTwin:
+class TaskSceneTwin(EnvSceneTwin):
     """One ``mujoco_franka/<task>`` env; ``fm`` / ``data`` are its MuJoCo state."""
 
     def __init__(self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos") -> None:
         from rlinf_contracts.env_registry import make_env
 
-        self.env: Any = make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control)
-        self.env.reset(seed=seed)
-        self.fm, self.data = self.env.fms[0], self.env.datas[0]
+        self._adopt(make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control), seed)
         self.task = self.env.task
-        self.substeps = int(self.env.substeps)
-        self.control_period_s = float(self.env.substeps * self.fm.model.opt.timestep)
-        self.seed = seed
-        self.episodes = 0
-
-    def new_episode(self, number: int | None = None) -> None:
-        """The simulator's reset as episode ``number`` (default: the next), seeded ``seed + number - 1``."""
-        number = self.episodes + 1 if number is None else int(number)
-        self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
-        self.env._reset_one(0)
-        mujoco.mj_forward(self.fm.model, self.data)
-        self.episodes = number
 
     @property
     def instruction(self) -> str:

@@ -18,7 +18,34 @@ import numpy as np
 from sim_bridges.mujoco_franka.tasks.language import SLOTS
 
 
-class LanguageSceneTwin:
+class EnvSceneTwin:
+    """What every twin world shares: a one-env simulator whose MuJoCo ``fm`` / ``data`` the robot
+    node's arm adopts, its control step, and episodes replayed by held-out seed.
+
+    Why one base: the language and single-task twins must reset and step exactly as the simulator
+    does, so the seed arithmetic and the control period live in one place."""
+
+    def _adopt(self, env: Any, seed: int) -> None:
+        self.env = env
+        self.env.reset(seed=seed)
+        self.fm, self.data = self.env.fms[0], self.env.datas[0]
+        # one control step of the simulator: substeps physics steps of the env's timestep
+        self.substeps = int(self.env.substeps)
+        self.control_period_s = float(self.env.substeps * self.fm.model.opt.timestep)
+        self.seed = seed
+        self.episodes = 0
+
+    def new_episode(self, number: int | None = None) -> None:
+        """The simulator's reset of this env as episode ``number`` (default: the next): arm home
+        (+ the simulator's noise) and the task's objects, drawn as for seed ``seed + number - 1``."""
+        number = self.episodes + 1 if number is None else int(number)
+        self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
+        self.env._reset_one(0)
+        mujoco.mj_forward(self.fm.model, self.data)
+        self.episodes = number
+
+
+class LanguageSceneTwin(EnvSceneTwin):
     """One ``franka_language/<mix>`` env on split ``split``; ``fm`` / ``data`` are its MuJoCo state."""
 
     def __init__(self, mix: str = "mix", split: str = "id", image_size: int = 64, seed: int = 0) -> None:
@@ -29,25 +56,9 @@ class LanguageSceneTwin:
         from rlinf_contracts.env_registry import make_env
 
         ood = {} if split in ("id", "train") else {"ood": split}
-        self.env: Any = make_env(f"franka_language/{mix}", num_envs=1, obs_mode="state+rgb", cameras=["front"],
-                                 image_size=image_size, **ood)
-        self.env.reset(seed=seed)
-        self.fm, self.data = self.env.fms[0], self.env.datas[0]
+        self._adopt(make_env(f"franka_language/{mix}", num_envs=1, obs_mode="state+rgb", cameras=["front"],
+                             image_size=image_size, **ood), seed)
         self.image_size = image_size
-        # one control step of the simulator: substeps physics steps of the env's timestep
-        self.substeps = int(self.env.substeps)
-        self.control_period_s = float(self.env.substeps * self.fm.model.opt.timestep)
-        self.seed = seed
-        self.episodes = 0
-
-    def new_episode(self, number: int | None = None) -> None:
-        """The simulator's reset of this env as episode ``number`` (default: the next): arm home
-        (+ the simulator's noise), objects, colours, instruction — drawn as for seed ``seed + number - 1``."""
-        number = self.episodes + 1 if number is None else int(number)
-        self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
-        self.env._reset_one(0)
-        mujoco.mj_forward(self.fm.model, self.data)
-        self.episodes = number
 
     @property
     def instruction(self) -> str:
