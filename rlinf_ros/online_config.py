@@ -68,6 +68,23 @@ class TeleopNodeConfig:
     joint_prefix: str = "panda_"
     script: dict[str, Any] = field(default_factory=dict, metadata={"help": "scripted device settings (see rlinf_ros.teleop.scripted)"})
 
+    def validate(self) -> None:
+        # checked by name, not by importing: a device's module imports its hardware library
+        # (hidapi, pygame, evdev), which only the node that drives it needs
+        import difflib
+
+        from rlinf_contracts.config import ConfigError
+        if self.device not in TELEOP_DEVICES:
+            near = difflib.get_close_matches(self.device, TELEOP_DEVICES, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got {self.device!r}{hint}")
+        if self.rate_hz <= 0:
+            raise ConfigError(f"key 'teleop.rate_hz' must be > 0, got {self.rate_hz}")
+
+
+# the modules of rlinf_ros.teleop that register a device under their own name
+TELEOP_DEVICES = ("keyboard", "spacemouse", "gamepad", "leader", "scripted")
+
 
 REWARD_SOURCES = ("classifier", "events")
 

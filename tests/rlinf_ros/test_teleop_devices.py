@@ -111,3 +111,22 @@ def test_takeover_decides_who_drives() -> None:
     assert h.on_robot_state(json.dumps(state)) == ""  # reported once per change
     inp = TeleopInput(twist=np.ones(6))
     assert to_action(inp, spec).tolist() == [0.0] * 7 + [1.0]  # a twist cannot drive joint deltas: hold
+
+
+def test_teleop_device_names_are_checked_before_any_node_starts() -> None:
+    """A mistyped device is a config error naming the key (not a ModuleNotFoundError from the
+    teleop node after the graph is up), and every name the check accepts builds a real module."""
+    import importlib
+
+    import pytest
+
+    from rlinf_contracts.config import ConfigError
+    from rlinf_ros.online_config import TELEOP_DEVICES, TeleopNodeConfig
+
+    with pytest.raises(ConfigError, match=r"teleop\.device.*did you mean 'scripted'"):
+        TeleopNodeConfig(device="scriptd").validate()
+    with pytest.raises(ConfigError, match=r"teleop\.rate_hz"):
+        TeleopNodeConfig(device="scripted", rate_hz=0).validate()
+    for name in TELEOP_DEVICES:
+        TeleopNodeConfig(device=name).validate()
+        assert importlib.util.find_spec(f"rlinf_ros.teleop.{name}") is not None, name
