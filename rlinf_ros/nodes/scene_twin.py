@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 _RESEND_S = 0.5  # lock-step: an unanswered observation set is published again after this long
 
 
-def _world_to_base(backend: Any, points: np.ndarray) -> np.ndarray:
+def world_to_base(backend: Any, points: np.ndarray) -> np.ndarray:
+    """World positions ``[K, 3]`` in the arm's base frame: what ``sim/objects`` publishes (the
+    frame a lab's perception reports in, and the one the policy client's features read)."""
     d = backend.data
     rot = d.xmat[backend._base].reshape(3, 3)
     return (np.asarray(points) - d.xpos[backend._base]) @ rot
@@ -167,7 +169,7 @@ class SceneTopics:
     def _publish(self, stamp: float | None = None) -> None:
         scene = self.backend.scene
         with self.backend._lock:
-            objects = _world_to_base(self.backend, scene.object_positions())
+            objects = world_to_base(self.backend, scene.object_positions())
             info = self._report()
         msg = PoseArray()
         msg.header.stamp = to_time_msg(time.time() if stamp is None else stamp)

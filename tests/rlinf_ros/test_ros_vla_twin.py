@@ -15,14 +15,10 @@ pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from rlinf_contracts.features import RobotReading, build_state, needs  # noqa: E402
 from rlinf_contracts.rotations import quat_xyzw_to_matrix  # noqa: E402
+from rlinf_ros.nodes.scene_twin import world_to_base  # noqa: E402
 from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
 
 pytestmark = [pytest.mark.sim]
-
-
-def _base_frame(backend, points: np.ndarray) -> np.ndarray:
-    d = backend.data
-    return (np.asarray(points) - d.xpos[backend._base]) @ d.xmat[backend._base].reshape(3, 3)
 
 
 def test_topic_state_and_camera_equal_the_simulators_observation():
@@ -40,7 +36,7 @@ def test_topic_state_and_camera_equal_the_simulators_observation():
         obs = env._observe()  # the simulator's observation of this physical state
         s = arm.state()
         reading = RobotReading(q=s.q, dq=s.dq, ee_pos=s.ee_pose.position, ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
-                               gripper_width=s.gripper.width, objects=_base_frame(backend, twin.object_positions()))
+                               gripper_width=s.gripper.width, objects=world_to_base(backend, twin.object_positions()))
         state = build_state(spec, reading)
         np.testing.assert_allclose(state, obs["state"][0], atol=2e-5, err_msg=f"episode {episode}")
         frame = backend.render("front", 0, 0)
