@@ -18,6 +18,9 @@ class Echo(Worker):
         return {"rank": self.rank, "world": self.world_size, "group": self.group_name,
                 "slots": list(self.slots), "threads": torch.get_num_threads(), "tag": self.tag}
 
+    def niceness(self) -> int:
+        return os.nice(0)
+
     def add(self, x: int) -> int:
         return x + self.offset + self.rank
 
@@ -88,3 +91,8 @@ def test_custom_resource_is_placeable(ray_cluster):
 def test_cluster_slots(ray_cluster):
     assert ray_cluster.slot_kind == "cpu" and ray_cluster.num_slots == 4
     assert "4 CPU slots" in ray_cluster.describe()
+
+
+def test_workers_run_at_the_drivers_priority(group):
+    """Ray's default would start them at nice 15, behind every ordinary process on the machine."""
+    assert group.call("niceness").wait(timeout=60) == [os.nice(0)] * 2
