@@ -170,18 +170,28 @@ def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path
                 log.debug("closing %r: %s", h, e)
 
 
-def _launch_generation(cfg: ReasoningConfig, rollout: Any, prompts: list[str], answers: list[str],
-                       min_version: int, ch: Any, step: int) -> tuple[Any, int]:
-    """Shard the step's prompts over rollout ranks; returns (futures, micro-batch count)."""
+def _launch_step(cfg: ReasoningConfig, rollout: Any, reward: Any, prompts: list[str], answers: list[str],
+                 min_version: int, gen_ch: Any, scored_ch: Any, step: int) -> tuple[Any, Any, int]:
+    """Start a step's generation (prompts sharded over rollout ranks) and its scoring; returns
+    (generation futures, scoring futures, micro-batch count).
+
+    Scoring starts with generation, not when the driver reaches the step: disaggregated, the
+    reward worker then scores step s+1 while the actor trains step s. Started at the step (as
+    before), it ran after the update, and the step took reward + update instead of their max
+    (measured: 0.62 s vs ~0.43 s). Both channels are keyed by step, so two steps never mix.
+    """
     ranks = rollout.size
     per = -(-len(prompts) // ranks)
     mb = cfg.rollout.micro_batch_prompts or per
     args, count = [], 0
     for r in range(ranks):
         lo, hi = r * per, min((r + 1) * per, len(prompts))
-        args.append((prompts[lo:hi], answers[lo:hi], min_version, ch, step, lo))
+        args.append((prompts[lo:hi], answers[lo:hi], min_version, gen_ch, step, lo))
         count += -(-(hi - lo) // mb) if hi > lo else 0
-    return rollout.call_per_rank("generate", args), count
+    gen = rollout.call_per_rank("generate", args)
+    shares = [count // reward.size + (r < count % reward.size) for r in range(reward.size)]
+    scoring = reward.call_per_rank("score_stream", [(gen_ch, scored_ch, step, c) for c in shares])
+    return gen, scoring, count
 
 
 def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any, rollout: Any, reward: Any,
@@ -200,23 +210,23 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
     sft_digest = actor.execute_on([0], "digest").wait(timeout)[0]
     rng = random.Random(cfg.train.seed)
     base = version  # weights version that step 1 samples with
-    pending = _launch_generation(cfg, rollout, *_step_prompts(data, rng, cfg.train.prompts_per_step), base, gen_ch, 1)
+    launch = lambda prompts, version, step: _launch_step(cfg, rollout, reward, *prompts, version,  # noqa: E731
+                                                          gen_ch, scored_ch, step)
+    pending = launch(_step_prompts(data, rng, cfg.train.prompts_per_step), base, 1)
     for step in range(1, cfg.train.steps + 1):
-        gen, count = pending
-        shares = [count // reward.size + (r < count % reward.size) for r in range(reward.size)]
-        scoring = reward.call_per_rank("score_stream", [(gen_ch, scored_ch, step, c) for c in shares])
+        gen, scoring, count = pending
         training = actor.execute_on([0], "train_stream", scored_ch, step, count)
         if step < cfg.train.steps:
             # staleness bound: collocated samples step s+1 with the weights of step s (wait for the
             # update); disaggregated starts now with the weights one version older.
             nxt = _step_prompts(data, rng, cfg.train.prompts_per_step)
             if disagg:
-                pending = _launch_generation(cfg, rollout, *nxt, base + step - 1, gen_ch, step + 1)
+                pending = launch(nxt, base + step - 1, step + 1)
         gen.wait(timeout)
         scoring.wait(timeout)
         metrics = training.wait(timeout)[0]
         if step < cfg.train.steps and not disagg:
-            pending = _launch_generation(cfg, rollout, *nxt, base + step, gen_ch, step + 1)
+            pending = launch(nxt, base + step, step + 1)
         if _should_eval(cfg, step):
             metrics.update(rollout.execute_on([0], "evaluate", ev_p, ev_a, int(metrics["weight_version"]) - (1 if disagg else 0)).wait(timeout)[0])
         metrics["rollout/weight_version"] = float(rollout.execute_on([0], "weight_version_now").wait(timeout)[0])
@@ -224,8 +234,9 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
         target = cfg.train.target_accuracy
         if target is not None and row.get("eval/accuracy", -1.0) >= target:
             break
-    if disagg and step < cfg.train.steps:  # early stop: drain the generation already running
+    if step < cfg.train.steps:  # early stop: drain the next step's generation and scoring, already running
         pending[0].wait(timeout)
+        pending[1].wait(timeout)
     final = actor.execute_on([0], "get_version").wait(timeout)[0]
     rollout.call("sync_weights", final, timeout).wait(timeout)  # every rank ends on the final weights
     versions = {"actor_version": final,

@@ -107,3 +107,15 @@ def test_algorithm_variants_train_inline(tmp_path, overrides):
     if float(rl[0]["rollout/kept_frac"]) > 0:  # DAPO may drop every group of a 1-step run
         assert result["actor_digest"] != result["sft_digest"]
         assert float(rl[0]["actor/loss"]) == float(rl[0]["actor/loss"])  # not NaN
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_disaggregated_early_stop_drains_the_next_step(ray_cluster, tmp_path):
+    """Step 2's generation and scoring start while step 1 trains; stopping at step 1 (accuracy
+    target met) must drain them and still end with every rank on the actor's final weights."""
+    cfg = _cfg(tmp_path, {"rollout,reward": "0", "actor": "1"})
+    cfg.train.steps, cfg.train.target_accuracy = 3, 0.0
+    result = run(cfg, ray_cluster)
+    assert [int(r["step"]) for r in _rows(result) if r["phase"] == "rl"] == [1]
+    assert set(result["rollout_digests"]) == {result["actor_digest"]}
