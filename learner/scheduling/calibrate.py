@@ -41,10 +41,21 @@ from learner.scheduling.comm import CommProfile
 from learner.scheduling.curves import load_cached, store_cached, workload_key
 
 log = logging.getLogger(__name__)
-RUNS = 2
-"""Each reference run is made this many times and the fastest kept: on a shared machine a short
-run is sometimes disturbed several-fold (a 2-iteration channel run once took 5.7 s instead of
-0.3 s), and one such run would mis-scale every prediction."""
+RUNS = 3
+"""Each reference run is made this many times and the *median* kept. Why several: on a shared
+machine a short run is sometimes disturbed several-fold (a 2-iteration channel run once took
+5.7 s instead of 0.3 s), and one such run would mis-scale every prediction. Why the median and
+not the fastest: the benchmark measures medians, and the fastest of two short runs of a
+multi-process candidate read 8-10% below its median -- every channel prediction inherited that
+bias (split d1, its own reference, was predicted 0.257 s against 0.275-0.288 s measured)."""
+CAL_ITERATIONS = 3  # timed iterations per reference run (after one warm-up)
+
+
+def _median_run(run: Any) -> Any:
+    """The median (by seconds) of :data:`RUNS` results of ``run()``; results are ``seconds`` or
+    ``(seconds, extra)``."""
+    results = sorted((run() for _ in range(RUNS)), key=lambda r: r[0] if isinstance(r, tuple) else r)
+    return results[len(results) // 2]
 
 
 @dataclass
@@ -113,7 +124,8 @@ def cached_calibration(cfg: Any, num_slots: int) -> Calibration | None:
     return Calibration.from_dict(d) if d else None
 
 
-def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, cores: int | None = None) -> Calibration:
+def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = CAL_ITERATIONS,
+              cores: int | None = None) -> Calibration:
     """Measure the comm profile on ``cluster`` and the in-process candidate's speed; cache both."""
     from learner.scheduling.comm import profile_comm
     from learner.scheduling.plan import measure, physical_cores, predict_all, profile_of
@@ -124,7 +136,7 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, co
     comm.core_factor = core_factors(cores)
     prof = profile_of(cfg)
     ref = predict_all(cfg, prof, comm, num_slots, cores)[0]
-    measured = min(measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1) for _ in range(RUNS))
+    measured = _median_run(lambda: measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1))
     cal = Calibration(measured / ref.iteration_s, comm, ref.candidate.label, ref.iteration_s, measured,
                       os.getloadavg()[0])
     if hasattr(prof, "loop_env_x"):  # the embodied runner: its channel loop as well
@@ -139,7 +151,7 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = 2, co
 
 
 def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
-                   iterations: int = 2) -> dict[str, float]:
+                   iterations: int = CAL_ITERATIONS) -> dict[str, float]:
     """Run the simplest channel candidate (one env and one rollout process, depth 1) and read off
     what the profile cannot see of the runner's env <-> rollout loop; sets ``comm.loop_hop_s``.
 
@@ -163,11 +175,8 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
             break
     else:
         return {}
-    runs = []
-    for _ in range(RUNS):
-        runs.append((plan.measure(cfg, pred.candidate, cluster, iterations=iterations, warmup=1),
-                     dict(plan.LAST_PHASES)))
-    measured, phases = min(runs, key=lambda r: r[0])
+    measured, phases = _median_run(lambda: (plan.measure(cfg, pred.candidate, cluster, iterations=iterations,
+                                                         warmup=1), dict(plan.LAST_PHASES)))
     steps, n = prof.steps, prof.num_envs
     e, i = prof.env_step(n), prof.infer(n)
     env_x = phases.get("time/env_busy_s", steps * e) / (steps * e) if e > 0 else 1.0
@@ -189,7 +198,7 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
 
 
 def calibrate_workers(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
-                      iterations: int = 2) -> dict[str, float]:
+                      iterations: int = CAL_ITERATIONS) -> dict[str, float]:
     """GRPO: run the ``collocated`` worker candidate (every group on one slot, so its phases are
     serial) and keep ``workers_s`` = measured - predicted: the per-step work of the worker driver
     that the inline profile does not see (:mod:`learner.scheduling.llm`)."""
@@ -199,8 +208,7 @@ def calibrate_workers(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, co
                  if p.candidate.label == "collocated"), None)
     if pred is None:
         return {}
-    measured = min(plan.measure(cfg, pred.candidate, cluster, iterations=max(iterations, 3), warmup=1)
-                   for _ in range(RUNS))
+    measured = _median_run(lambda: plan.measure(cfg, pred.candidate, cluster, iterations=max(iterations, 3), warmup=1))
     workers = max(measured - pred.iteration_s, 0.0)
     log.info("worker calibration: collocated measured %.3f s, predicted %.3f s -> %.3f s per step",
              measured, pred.iteration_s, workers)
