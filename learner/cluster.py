@@ -83,10 +83,11 @@ class Cluster:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local use: nothing listens off-host
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         # Ray starts worker processes at nice 15 by default, so a multi-process placement lost
-        # the cores to every nice-0 process on the machine (measured: 2x slower iterations under
-        # load while the fused in-process runner was unaffected). Workers are the job here, not
-        # background helpers: they run at the driver's own priority (`nice rlinf train` still
-        # lowers everything together).
+        # the cores to every nice-0 process on the machine while the in-process runner did not
+        # (measured with two nice-0 CPU hogs on 2 cores: workers at nice 0 ran split d1 at 0.50 s
+        # per iteration, fair share; at nice 15 the same short run did not finish in 110 s).
+        # Workers are the job here, not background helpers: they run at the driver's own
+        # priority (`nice rlinf train` still lowers everything together).
         os.environ.setdefault("RAY_worker_niceness", str(os.nice(0)))
         log.info("starting embedded Ray (num_cpus=%s, resources=%s)", num_cpus, resources or {})
         ray.init(
