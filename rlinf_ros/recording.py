@@ -15,7 +15,9 @@ Rules: a step's reward is known only when the episode goes on or ends, so the ne
 waits; an ``end`` event turns the newest record into the episode's *final observation* and the
 one before into its last step (reward ``success_reward`` on success; ``terminated`` on success,
 ``truncated`` otherwise; ``aborted`` for a re-record). Records of an ended episode are ignored
-until the client starts another (a new ``episode`` number).
+until the client starts another (a new ``episode`` number). With stamps on both sides, "newest"
+means newest observed before the event's stamp, whatever the arrival order
+(:class:`EpisodeAssembler`).
 
 >>> import numpy as np
 >>> from rlinf_contracts.episode import StepLayout
@@ -31,6 +33,7 @@ until the client starts another (a new ``episode`` number).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -83,16 +86,38 @@ class RecordingStats:
 
 
 class EpisodeAssembler:
-    def __init__(self, template: EpisodeTemplate, sink: EpisodeSink, success_reward: float = 1.0) -> None:
+    """Joins step records and episode events into schema steps; see the module docstring.
+
+    Why an end event may wait: records and events travel on two topics, so two subscribers
+    (the recorder and the streamer) can see an end event before or after the record published
+    around the same moment, and cut the episode one step apart -- the learner's store would then
+    differ from the robot's. When the event and the records carry stamps (the judge's clock and
+    the observation's), the cut is by time instead of arrival: the episode's final observation
+    is the newest record observed no later than the event; records observed after it end the
+    wait, and so do a new episode, another event, or :meth:`poll` once ``settle_s`` has passed
+    (the client stopped publishing). Unstamped events or records end at once, as they arrive.
+    """
+
+    def __init__(self, template: EpisodeTemplate, sink: EpisodeSink, success_reward: float = 1.0,
+                 settle_s: float = 1.0, hold: int = 6) -> None:
         self.template, self.sink, self.success_reward = template, sink, success_reward
+        self.settle_s, self.hold = settle_s, max(2, hold)
         self.current: int | None = None  # robot episode being recorded
         self.ended: int | None = None  # last episode closed by an event (its late records are ignored)
         self.index = 0
-        self._held: StepRecord | None = None  # a step whose reward depends on what comes next
-        self._newest: StepRecord | None = None  # the newest observation (final, if the episode ends now)
+        # records not yet emitted, oldest first: a step's reward depends on what comes next, the
+        # newest may become the final observation, and ``hold`` in all are kept so an end event
+        # arriving up to ``hold - 2`` records late still cuts at its stamp
+        self._tail: list[StepRecord] = []
+        self._pending: tuple[EpisodeEvent, float] | None = None  # an end event waiting for its records
         self.stats = RecordingStats()
 
-    def on_record(self, rec: StepRecord) -> None:
+    def on_record(self, rec: StepRecord, now: float | None = None) -> None:
+        if self._pending is not None:
+            ev, _ = self._pending
+            if rec.episode != self.current or rec.timestamp > ev.stamp:
+                self._finish_pending()  # everything observed before the end is in
+            # else: observed before the judge's verdict, it belongs to the ending episode
         if rec.episode == self.ended:
             return
         if rec.episode != self.current:
@@ -100,16 +125,41 @@ class EpisodeAssembler:
                 log.warning("episode %d ended without an end event; recorded as aborted", self.current)
                 self._end("aborted", False)
             self.current, self.index = rec.episode, 0
-            self._held = self._newest = None
+            self._tail = []
             self.stats.episodes += 1
             self.sink.begin(rec.episode, self.template.info({"robot_episode": rec.episode}))
-        if self._held is not None:
-            self._emit(self._held, 0.0, False, False)
-        self._held, self._newest = self._newest, rec
+        self._tail.append(rec)
+        while len(self._tail) > self.hold:
+            self._emit(self._tail.pop(0), 0.0, False, False)
 
-    def on_event(self, ev: EpisodeEvent) -> None:
+    def on_event(self, ev: EpisodeEvent, now: float | None = None) -> None:
+        if self._pending is not None:
+            self._finish_pending()
         if ev.kind == "begin" or self.current is None:
             return
+        stamped = ev.stamp > 0 and bool(self._tail) and all(r.timestamp > 0 for r in self._tail)
+        if not stamped:
+            self._end_with(ev)
+            return
+        late = [r for r in self._tail if r.timestamp > ev.stamp]
+        if late:  # the event arrived after records observed past it: cut before them
+            self._tail = [r for r in self._tail if r.timestamp <= ev.stamp]
+            self._end_with(ev)
+            return
+        self._pending = (ev, time.monotonic() if now is None else now)
+
+    def poll(self, now: float | None = None) -> None:
+        """End a waiting episode once ``settle_s`` has passed without a record observed after it."""
+        if self._pending is not None and (time.monotonic() if now is None else now) - self._pending[1] >= self.settle_s:
+            self._finish_pending()
+
+    def _finish_pending(self) -> None:
+        assert self._pending is not None
+        ev, self._pending = self._pending[0], None
+        if self.current is not None:
+            self._end_with(ev)
+
+    def _end_with(self, ev: EpisodeEvent) -> None:
         success = ev.success and ev.status != "aborted"
         status = "aborted" if ev.status == "aborted" else ("complete" if success else "truncated")
         self._end(status, success)
@@ -124,17 +174,21 @@ class EpisodeAssembler:
     def _end(self, status: str, success: bool) -> None:
         assert self.current is not None
         final = None
-        if self._held is not None and status != "aborted":
-            self._emit(self._held, self.success_reward if success else 0.0, success, not success)
-            newest = self._newest
-            assert newest is not None
+        if len(self._tail) >= 2 and status != "aborted":
+            *steps, last, newest = self._tail
+            for rec in steps:
+                self._emit(rec, 0.0, False, False)
+            self._emit(last, self.success_reward if success else 0.0, success, not success)
             final = {"state": np.asarray(newest.state, np.float32),
                      **{f"images/{k}": np.asarray(v, np.uint8) for k, v in newest.images.items()}}
+        elif status != "aborted":
+            for rec in self._tail[:-1]:
+                self._emit(rec, 0.0, False, False)
         self.sink.end(self.current, status, success, final)
         self.stats.successes += int(success)
         self.stats.aborted += int(status == "aborted")
         self.ended, self.current = self.current, None
-        self._held = self._newest = None
+        self._tail = []
 
 
 @dataclass

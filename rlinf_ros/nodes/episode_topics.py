@@ -45,4 +45,5 @@ def subscribe_episodes(node: Any, src: EpisodeSourceConfig, template: EpisodeTem
 
     node.create_subscription(UInt8MultiArray, src.step_topic, on_step, reliable_qos(100))
     node.create_subscription(String, src.event_topic, on_event, reliable_qos(10))
+    node.create_timer(0.2, asm.poll)  # an end event waiting for records the client never sends
     return asm
