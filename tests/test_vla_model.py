@@ -158,3 +158,24 @@ def test_missing_instruction_names_the_problem():
     obs["instruction"] = []
     with pytest.raises(ValueError, match="instruction"):
         policy(obs_to_tensors(obs))
+
+
+def test_lr_scale_gives_named_parts_their_own_learning_rate():
+    """``actor.lr_scale``: a fine-tuned VLA's fresh critic can learn at 10x the action head's rate."""
+    from rlinf_contracts.config import ConfigError
+
+    policy = _policy("vla_flow")
+    actor = ActorConfig(lr=1e-3, anneal_lr=True, lr_scale={"critic": 10.0, "head.net": 2.0})
+    actor.validate()
+    learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99), actor, total_iterations=4)
+    lr = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
+    assert {lr[id(p)] for p in policy.critic.parameters()} == {1e-2}
+    assert {lr[id(p)] for p in policy.head.net.parameters()} == {2e-3}
+    assert lr[id(policy.head.log_sigma)] == 1e-3 and {lr[id(p)] for p in policy.fusion.parameters()} == {1e-3}
+    learner._set_lr(2)  # annealing keeps the ratios
+    lr = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
+    assert lr[id(next(policy.critic.parameters()))] == pytest.approx(5e-3)
+    with pytest.raises(ConfigError, match=r"actor.lr_scale.*'critc'.*top-level parts are \[.*'critic'"):
+        PPOLearner(policy, AlgorithmConfig(adv="gae"), ActorConfig(lr_scale={"critc": 10.0}))
+    with pytest.raises(ConfigError, match="actor.lr_scale"):
+        ActorConfig(lr_scale={"critic": 0.0}).validate()

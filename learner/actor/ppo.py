@@ -20,6 +20,7 @@ from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 from learner.models import Policy
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import ActorConfig, AlgorithmConfig
+from rlinf_contracts.config import ConfigError
 
 
 @dataclass
@@ -62,6 +63,28 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     return adv, torch.zeros_like(adv)
 
 
+def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, list[torch.nn.Parameter]]:
+    """Trainable parameters grouped by ``actor.lr_scale`` multiplier (longest matching name prefix).
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    >>> {k: len(v) for k, v in lr_groups(net, {"1": 10.0}).items()}
+    {1.0: 2, 10.0: 2}
+    """
+    unused = [k for k in scales if not any(n == k or n.startswith(k + ".") for n, _ in policy.named_parameters())]
+    if unused:
+        tops = sorted({n.split(".")[0] for n, _ in policy.named_parameters()})
+        raise ConfigError(f"key 'actor.lr_scale' names {unused}, which match no parameter of the model; "
+                          f"its top-level parts are {tops}")
+    groups: dict[float, list[torch.nn.Parameter]] = {}
+    for name, p in policy.named_parameters():
+        if not p.requires_grad:
+            continue
+        hits = [k for k in scales if name == k or name.startswith(k + ".")]
+        scale = float(scales[max(hits, key=len)]) if hits else 1.0
+        groups.setdefault(scale, []).append(p)
+    return groups
+
+
 class PPOLearner:
     """Owns the policy's optimiser; one :meth:`update` per iteration."""
 
@@ -71,12 +94,15 @@ class PPOLearner:
         self.total_iterations = max(1, total_iterations)
         self.sync = sync or GradSync(0, 1)
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self.params, lr=actor.lr, eps=1e-5)
+        groups = lr_groups(policy, dict(getattr(actor, "lr_scale", {}) or {}))
+        self.optimizer = torch.optim.Adam([{"params": ps, "scale": sc} for sc, ps in groups.items()],
+                                          lr=actor.lr, eps=1e-5)
+        self._set_lr(0)
 
     def _set_lr(self, iteration: int) -> None:
         frac = 1.0 - iteration / self.total_iterations if self.cfg.anneal_lr else 1.0
         for g in self.optimizer.param_groups:
-            g["lr"] = self.cfg.lr * max(frac, 0.0)
+            g["lr"] = self.cfg.lr * g["scale"] * max(frac, 0.0)
 
     def update(self, traj: Trajectory, iteration: int, generator: torch.Generator) -> dict[str, float]:
         """Advantages, then ``epochs x minibatches`` PPO steps, then the state normaliser."""

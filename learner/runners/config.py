@@ -134,6 +134,15 @@ class ActorConfig(OptimConfig):
     lr: float = field(default=3e-4, metadata=_h("Adam learning rate"))
     anneal_lr: bool = field(default=False, metadata=_h("linearly decay lr to 0 over train.iterations"))
     target_kl: float | None = field(default=None, metadata=_h("stop the epochs early when approx KL exceeds this"))
+    lr_scale: dict[str, float] = field(default_factory=dict, metadata=_h(
+        "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: parts a fine-tuned "
+        "model needs to move faster than its action head (a fresh critic, a grounding choice)"))
+
+    def validate(self) -> None:
+        super().validate()
+        bad = {k: v for k, v in self.lr_scale.items() if not isinstance(v, (int, float)) or v <= 0}
+        if bad:
+            raise ConfigError(f"key 'actor.lr_scale' needs positive numbers per parameter prefix, got {bad}")
 
 
 @dataclass
