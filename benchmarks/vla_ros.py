@@ -94,7 +94,7 @@ def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
     policy, meta = load_policy(ckpt)
     cfg = checkpoint_config(meta)
     n = max(1, min(cfg.eval.num_envs, episodes))
-    env = build_env(cfg.env.name, n, **split_kwargs(cfg, split))
+    env = build_env(cfg.eval.env or cfg.env.name, n, **split_kwargs(cfg, split))
     try:
         rounds = [_run_round(policy, env, cfg.eval.seed_offset + k * n, None)["success"]
                   for k in range((episodes + n - 1) // n)]
@@ -132,7 +132,7 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
     scene = "franka_language/mix" if split in ("id", "train") else f"franka_language/mix:{split}"
 
     def run(mode: str, delay: int) -> dict[str, Any]:
-        env = build_env(cfg.env.name, 1, **split_kwargs(cfg, split))
+        env = build_env(cfg.eval.env or cfg.env.name, 1, **split_kwargs(cfg, split))
         sim = env.reset(seed)
         arm = make_arm(ArmConfig(name="panda", scene=scene, scene_seed=seed, safety=SafetyConfig(**safety)))
         arm.connect()
@@ -231,7 +231,7 @@ def served_eval(ckpt: str, split: str, episodes: int, log_dir: Path) -> dict[str
     remote = WirePolicy(server.url, min(cfg.eval.num_envs, episodes))
     try:
         t0 = time.perf_counter()
-        r = evaluate_policy(remote, cfg.env.name, split_kwargs(cfg, split), episodes, cfg.eval.seed_offset,
+        r = evaluate_policy(remote, cfg.eval.env or cfg.env.name, split_kwargs(cfg, split), episodes, cfg.eval.seed_offset,
                             cfg.eval.num_envs)
         return {"success_rate": r["success_rate"], "episodes": r["episodes"], "wall_s": time.perf_counter() - t0,
                 "requests": remote.requests, "round_trip_ms_p50": float(np.median(remote.round_trip_ms))}
@@ -349,6 +349,7 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=48, help="episodes of the sim and served evals")
     p.add_argument("--twin-episodes", type=int, default=48, help="episodes on the ROS 2 twin")
     p.add_argument("--twin-runs", type=int, default=3, help="twin runs (run-to-run spread)")
+    p.add_argument("--stem", default="vla_ros", help="results/<stem>.{md,json}")
     args = p.parse_args()
 
     sft_s = 0.0
@@ -389,8 +390,10 @@ def main() -> None:
                         replay=replay)
     lock, rt, late = replay["lockstep"], replay["realtime"], replay["realtime_obs_1_step_old"]
     intro = [
-        f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
-        f"64 px front camera, MiniLM instruction embedding) evaluated on split `{args.split}`, "
+        (f"One small-VLA checkpoint (`{args.checkpoint}`, given with `--checkpoint`) " if args.checkpoint else
+         f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
+         "64 px front camera, MiniLM instruction embedding) ")
+        + f"evaluated on split `{args.split}`, "
         f"{args.episodes} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
         f"**Verdict: {verdict}.**",
         "`sim`: `rlinf eval` with the model in process. `served`: `rlinf serve --checkpoint` in its own process and "
@@ -427,7 +430,7 @@ def main() -> None:
     cols = [("path", lambda r: r["path"]), ("success", lambda r: f"{r['success_rate']:.3f}"),
             ("episodes", lambda r: r["episodes"]), ("wall s", lambda r: f"{r['wall_s']:.0f}"),
             ("load", lambda r: r["load_1min"])]
-    write_table("vla_ros", "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin", intro, meta,
+    write_table(args.stem, "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin", intro, meta,
                 rows, cols)
 
 

@@ -140,6 +140,8 @@ def check_train(cfg: Any) -> None:
     check_placement(cfg.placement, PLACEMENT_COMPONENTS.get(kind), cfg.cluster)
     if kind == "EmbodiedConfig":
         check_env_name(cfg.env.name)
+        if getattr(cfg.eval, "env", ""):
+            check_env_name(cfg.eval.env, "eval.env")
         check_model(cfg.model.name)
         check_resume(cfg.train.resume)
     elif kind == "ReasoningConfig":

@@ -16,6 +16,17 @@ TINY_ENV = ["env.kwargs.image_size=32", "model.kwargs.text_encoder=hash", "model
             "eval.episodes=4", "eval.num_envs=4"]
 
 
+def _grounding():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "vla_grounding.py"
+    spec = importlib.util.spec_from_file_location("vla_grounding", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("vla") / "demos"
@@ -36,6 +47,10 @@ def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head):
                  str(tmp_path / "eval"), "eval.num_envs=2"]) == 0
     report = json.loads(next((tmp_path / "eval").glob("*.json")).read_text())
     assert set(report["success_rate"]) == {"id", "vision"}
+    # the grounding diagnosis (benchmarks/vla_grounding.py) reads the same checkpoint
+    grounding = _grounding().diagnose(str(sft_dir), 4, num_envs=2)
+    assert sum(n for _, n in grounding["cells"].values()) == grounding["episodes"] == 4
+    assert set(grounding["pointer"]) <= {"named", "colour"} and all(0 <= v <= 1 for v in grounding["pointer"].values())
     sft_state = load_checkpoint(sft_dir).model_state
     assert main(["train", f"configs/sim_franka_language_vla_{head}_ppo.yaml", f"train.init_from={sft_dir}",
                  "train.iterations=1", "env.num_envs=2", "rollout.steps_per_iteration=2", f"train.out_dir={ppo_dir}",

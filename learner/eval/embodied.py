@@ -195,7 +195,7 @@ def evaluate_config(policy: Policy, cfg: Any, episodes: int, seed: int,
         video = None
         if video_path:
             video = video_path if i == 0 else str(Path(video_path).with_name(f"{Path(video_path).stem}_{split}.mp4"))
-        results[split] = evaluate_policy(policy, cfg.env.name, split_kwargs(cfg, split), episodes,
+        results[split] = evaluate_policy(policy, cfg.eval.env or cfg.env.name, split_kwargs(cfg, split), episodes,
                                          cfg.eval.seed_offset + seed * 100_000, cfg.eval.num_envs,
                                          video, cfg.eval.video_episodes, deadline, progress, f"eval {split}")
         log.info("eval split %-10s success %.3f over %d episodes", split, results[split]["success_rate"],

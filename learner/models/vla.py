@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from learner.models.encoders import RunningNorm, mlp
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
-from learner.models.vla_ground import SlotPointer, slot_slices
+from learner.models.vla_ground import SlotCamera, SlotGlimpse, SlotPointer, field_slice, slot_slices
 from learner.models.vla_heads import FlowExpert, TokenHead
 from learner.models.vla_text import get_text_encoder
 
@@ -53,12 +53,16 @@ class FiLMConvEncoder(nn.Module):
         self.proj = nn.Sequential(nn.Linear(c3 * h * w, out_dim), nn.ReLU())
 
     def forward(self, image: Tensor, cond: Tensor) -> Tensor:
+        return self.encode(image, cond)[0]
+
+    def encode(self, image: Tensor, cond: Tensor) -> tuple[Tensor, Tensor]:
+        """Image features and the first conv layer's map ``[B, c1, H/2, W/2]`` (for slot glimpses)."""
         x = image.permute(0, 3, 1, 2).float() / 255.0 - 0.5
-        x = torch.relu(self.conv1(x))
+        first = torch.relu(self.conv1(x))
         gamma, beta = self.film(cond).chunk(2, dim=-1)
-        x = torch.relu(self.conv2(x) * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None])
+        x = torch.relu(self.conv2(first) * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None])
         x = torch.relu(self.conv3(x))
-        return self.proj(x.flatten(1))
+        return self.proj(x.flatten(1)), first
 
 
 class VLAPolicy(Policy):
@@ -68,7 +72,8 @@ class VLAPolicy(Policy):
                  text_encoder: str = "minilm", text_dim: int = 64, cnn_channels: tuple[int, ...] = (16, 32, 32),
                  image_feat_dim: int = 128, normalize_state: bool = True, n_bins: int = 256,
                  flow_steps: int = 4, flow_hidden: int = 256, init_log_sigma: float = math.log(0.3),
-                 slot_pointer: bool = False, token_temperature: float = 1.0, **_: Any) -> None:
+                 slot_pointer: bool = False, slot_camera: dict[str, Any] | None = None,
+                 token_temperature: float = 1.0, **_: Any) -> None:
         super().__init__()
         if head not in HEAD_KINDS:
             raise ValueError(f"VLA head {head!r}; use one of {HEAD_KINDS}")
@@ -94,7 +99,17 @@ class VLAPolicy(Policy):
             if len(slices) < 2:
                 raise ValueError("model.kwargs.slot_pointer=true needs an env whose state has >= 2 obj*_minus_ee "
                                  f"fields (franka_language); this spec has {len(slices)}")
-            self.pointer = SlotPointer(slices, text_dim + image_feat_dim)
+            glimpse, ee = None, None
+            if slot_camera is not None:
+                ee = field_slice(spec.robot, "ee_pos")
+                if ee is None:
+                    raise ValueError("model.kwargs.slot_camera needs an env whose state has an ee_pos field")
+                glimpse = SlotGlimpse(SlotCamera.from_config(dict(slot_camera)), tuple(spec.cameras[self.camera]),
+                                      int(cnn_channels[0]))
+            self.pointer = SlotPointer(slices, text_dim + image_feat_dim, glimpse=glimpse, text_dim=text_dim,
+                                       ee_slice=ee)
+        elif slot_camera is not None:
+            raise ValueError("model.kwargs.slot_camera is the slot pointer's camera: set slot_pointer=true too")
         hidden = list(hidden)
         self.fusion = mlp(spec.state_dim + text_dim + image_feat_dim + (3 if slot_pointer else 0), hidden,
                           activation=nn.ReLU)
@@ -122,10 +137,11 @@ class VLAPolicy(Policy):
         if self.camera not in obs.get("images", {}):
             raise KeyError(f"observation lacks camera {self.camera!r}; the VLA was built for it")
         text = self.text_proj(self.text_norm(self._text(obs, state.shape[0])))
-        img = self.cnn(obs["images"][self.camera], text)
+        image = obs["images"][self.camera]
+        img, first = self.cnn.encode(image, text)
         parts, weights = [state, text, img], None
         if self.pointer is not None:
-            chosen, weights = self.pointer(raw, torch.cat([text, img], dim=-1))
+            chosen, weights = self.pointer(raw, torch.cat([text, img], dim=-1), text, image, first)
             parts.append(chosen)
         return self.fusion(torch.cat(parts, dim=-1)), weights
 

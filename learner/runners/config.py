@@ -172,10 +172,13 @@ class EvalConfig:
     ood_splits: list[str] = field(default_factory=lambda: ["id"], metadata=_h("splits passed to the env as ood=<split>; 'id' = training distribution"))
     video: bool = field(default=False, metadata=_h("write <out_dir>/eval.mp4 of a few episodes"))
     video_episodes: int = field(default=2, metadata=_h("episodes in the video"))
+    env: str = field(default="", metadata=_h("env the eval runs on, with env's kwargs (e.g. RL on franka_language/hard, evaluated on franka_language/mix); empty = env.name"))
 
     def validate(self) -> None:
         if self.episodes < 1 or self.num_envs < 1:
             raise ConfigError("keys 'eval.episodes' and 'eval.num_envs' must be >= 1")
+        if self.env and "/" not in self.env:
+            raise ConfigError(f"key 'eval.env' must look like 'family/task' (or be empty: env.name), got {self.env!r}")
 
 
 @dataclass
@@ -200,6 +203,9 @@ class EmbodiedConfig:
         check_value(self.placement)
         if is_auto(self.placement):
             resolve(self)
+        if self.eval.env and self.eval.env.split("/")[0] != self.env.name.split("/")[0]:
+            raise ConfigError(f"key 'eval.env' ({self.eval.env}) must be a task of env.name's family "
+                              f"({self.env.name.split('/')[0]}): the policy reads that family's observations")
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
         if names != {"env", "rollout", "actor"}:
             raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")

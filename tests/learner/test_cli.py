@@ -30,6 +30,8 @@ def test_dry_run_resolves_config_with_overrides(capsys):
         (["actor.ephocs=3"], "unknown key 'actor.ephocs'. Did you mean 'actor.epochs'?"),
         (["actor.epochs=many"], "key 'actor.epochs' expects int, got str 'many'"),
         (["runner=embodid"], "key 'runner': unknown runner 'embodid'; did you mean 'embodied'?"),
+        (["eval.env=mujoco_franka/lfit"], "key 'eval.env': unknown mujoco_franka task 'lfit'. Did you mean 'mujoco_franka/lift'?"),
+        (["eval.env=franka_language/mix"], "key 'eval.env' (franka_language/mix) must be a task of env.name's family"),
     ],
 )
 def test_config_errors_name_the_key_and_exit_2(overrides, message, capsys):
