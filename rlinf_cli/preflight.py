@@ -140,10 +140,11 @@ def check_train(cfg: Any) -> None:
     check_placement(cfg.placement, PLACEMENT_COMPONENTS.get(kind), cfg.cluster)
     if kind == "EmbodiedConfig":
         check_env_name(cfg.env.name)
-        if getattr(cfg.eval, "env", ""):
-            check_env_name(cfg.eval.env, "eval.env")
         check_model(cfg.model.name)
         check_resume(cfg.train.resume)
     elif kind == "ReasoningConfig":
         for key in ("train_path", "eval_path", "sft_path"):
             check_file(getattr(cfg.data, key), f"data.{key}")
+    eval_env = getattr(getattr(cfg, "eval", None), "env", "")
+    if isinstance(eval_env, str) and eval_env:  # any runner that evaluates in a simulator
+        check_env_name(eval_env, "eval.env")

@@ -15,6 +15,7 @@ from typing import Callable
 # env families whose task list is cheap to read: family -> (module, attribute holding the names)
 _TASK_TABLES: dict[str, tuple[str, str]] = {
     "mujoco_franka": ("sim_bridges.mujoco_franka.tasks", "TASKS"),
+    "franka_language": ("sim_bridges.mujoco_franka.language_env", "MIXES"),
 }
 _TOY_TASKS = ("point_reach",)
 _OPEN_FAMILY_HINT = {
@@ -64,6 +65,11 @@ def tasks() -> dict[str, str]:
 
         out.update({f"mujoco_franka/{k}": _doc(v) or _doc(importlib.import_module(v.__module__))
                     for k, v in TASKS.items()})
+    if "franka_language" in _TASK_TABLES:
+        from sim_bridges.mujoco_franka.language_env import MIXES
+
+        out.update({f"franka_language/{k}": "language-conditioned Franka, instruction verbs "
+                    + " / ".join(f"{verb} {w:g}" for verb, w in mix.items()) for k, mix in MIXES.items()})
     return dict(sorted(out.items()))
 
 

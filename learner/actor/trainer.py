@@ -14,7 +14,7 @@ import torch
 from learner.actor.ddp import GradSync, free_address
 from learner.actor.ppo import PPOLearner
 from learner.checkpoint import load_checkpoint, save_checkpoint
-from rlinf_contracts.config import to_dict
+from rlinf_contracts.config import ConfigError, to_dict
 from learner.models import Policy, PolicySpec, build_policy
 from learner.rollout.collect import derive_seed, seed_everything
 from learner.roles import WeightPublisher
@@ -40,7 +40,10 @@ def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
 def make_policy(cfg: EmbodiedConfig, spec: PolicySpec) -> Policy:
     """Same seed everywhere, so every rank and every rollout worker starts from equal weights."""
     torch.manual_seed(derive_seed(cfg.seed, "init"))
-    return build_policy(cfg.model.name, spec, **cfg.model.build_kwargs())
+    try:
+        return build_policy(cfg.model.name, spec, **cfg.model.build_kwargs())
+    except ValueError as e:  # a model's own checks of its kwargs against the env (they name the key)
+        raise ConfigError(f"model {cfg.model.name!r}: {e}") from e
 
 
 def cpu_state_dict(policy: Policy) -> dict[str, torch.Tensor]:

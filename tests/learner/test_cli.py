@@ -65,3 +65,21 @@ def test_config_subcommand_lists_keys_with_help(capsys):
     assert main(["config", "embodied"]) == 0
     out = capsys.readouterr().out
     assert "actor.lr (float" in out and "placement" in out
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["env.name=franka_language/hadr", "--dry-run"],
+         "key 'env.name': unknown franka_language task 'hadr'. Did you mean 'franka_language/hard'?"),
+        (["eval.env=franka_language/mixx", "--dry-run"],
+         "key 'eval.env': unknown franka_language task 'mixx'. Did you mean 'franka_language/mix'?"),
+        # model kwargs are the model's to check: it does so when built, before any rollout
+        (["model.kwargs.slot_camera={pos:[0.3,0,0.5],lookat:[0,0,0]}", "model.kwargs.text_encoder=hash",
+          "train.init_from=null", "env.num_envs=2"],
+         "config error: model 'vla_flow': model.kwargs.slot_camera needs pos: [x, y, z] and look_at"),
+    ],
+)
+def test_language_vla_config_errors_name_the_key(overrides, message, capsys):
+    assert main(["train", "configs/sim_franka_language_vla_flow_ppo.yaml", *overrides]) == 2
+    assert message in capsys.readouterr().err
