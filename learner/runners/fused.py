@@ -86,9 +86,13 @@ class InProcessGroup:
         if slot_kind == "gpu" and not torch.cuda.is_initialized():  # as WorkerGroup does for a Ray actor
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.process_slots[0]))
         worker = object.__new__(worker_cls)
-        _apply_context(worker, WorkerContext(name, 0, 1, tuple(placement.process_slots[0]), slot_kind,
-                                             os.cpu_count() or 1))
-        worker.__init__(*args)  # type: ignore[misc]
+        try:
+            _apply_context(worker, WorkerContext(name, 0, 1, tuple(placement.process_slots[0]), slot_kind,
+                                                 os.cpu_count() or 1))
+            worker.__init__(*args)  # type: ignore[misc]
+        except BaseException:  # e.g. a config error building the model: the pinned cores go back too
+            self._restore()
+            raise
         self.worker = worker
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> _Done:
@@ -101,11 +105,14 @@ class InProcessGroup:
 
     def shutdown(self) -> None:
         """Close the worker and give this process back its cores and torch threads."""
-        import torch
-
         close = getattr(self.worker, "close", None)
         if callable(close):
             close()
+        self._restore()
+
+    def _restore(self) -> None:
+        import torch
+
         affinity, threads = self._saved
         if affinity is not None:
             os.sched_setaffinity(0, affinity)

@@ -81,5 +81,10 @@ def test_config_subcommand_lists_keys_with_help(capsys):
     ],
 )
 def test_language_vla_config_errors_name_the_key(overrides, message, capsys):
+    import os
+
+    cores = os.sched_getaffinity(0)
     assert main(["train", "configs/sim_franka_language_vla_flow_ppo.yaml", *overrides]) == 2
     assert message in capsys.readouterr().err
+    # a run that fails while its in-process worker starts gives the process its cores back
+    assert os.sched_getaffinity(0) == cores
