@@ -157,7 +157,7 @@ def test_language_configs_calibration_matches_the_simulated_front_camera(split):
     glimpse in a rendered frame has the chromaticity of the colour that slot was painted."""
     from omegaconf import OmegaConf
 
-    from learner.models.vla_ground import SlotCamera, SlotGlimpse, field_slice
+    from learner.models.vla_ground import SlotCamera, SlotGlimpse
     from rlinf_contracts.env_registry import make_env
     from sim_bridges.mujoco_franka.tasks.language import COLOURS
 
@@ -168,8 +168,8 @@ def test_language_configs_calibration_matches_the_simulated_front_camera(split):
         obs = env.reset(seed=11)
         robot = env.spec.robot
         state = torch.as_tensor(obs["state"]).float()
-        a, b = field_slice(robot, "ee_pos")
-        world = torch.stack([state[:, s:e] for s, e in slot_slices(robot)], 1) + state[:, None, a:b]
+        ee = robot.state_slices()["ee_pos"]
+        world = torch.stack([state[:, s:e] for s, e in slot_slices(robot)], 1) + state[:, None, ee]
         look = SlotGlimpse(camera, (64, 64), 1)(world, torch.as_tensor(obs["images"]["front"]),
                                                   torch.zeros(8, 1, 32, 32))
         names = list(COLOURS)

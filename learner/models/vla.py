@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from learner.models.encoders import RunningNorm, mlp
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
-from learner.models.vla_ground import SlotCamera, SlotGlimpse, SlotPointer, field_slice, slot_slices
+from learner.models.vla_ground import SlotCamera, SlotGlimpse, SlotPointer, slot_slices
 from learner.models.vla_heads import FlowExpert, TokenHead
 from learner.models.vla_text import get_text_encoder
 
@@ -101,11 +101,12 @@ class VLAPolicy(Policy):
                                  f"fields (franka_language); this spec has {len(slices)}")
             glimpse, ee = None, None
             if slot_camera is not None:
-                ee = field_slice(spec.robot, "ee_pos")
-                if ee is None:
+                ee_field = spec.robot.state_slices().get("ee_pos")  # a robot: slot_slices found slots
+                if ee_field is None:
                     raise ValueError("model.kwargs.slot_camera needs an env whose state has an ee_pos field")
                 glimpse = SlotGlimpse(SlotCamera.from_config(dict(slot_camera)), tuple(spec.cameras[self.camera]),
                                       int(cnn_channels[0]))
+                ee = (ee_field.start, ee_field.stop)
             self.pointer = SlotPointer(slices, text_dim + image_feat_dim, glimpse=glimpse, text_dim=text_dim,
                                        ee_slice=ee)
         elif slot_camera is not None:

@@ -33,16 +33,6 @@ from torch import Tensor, nn
 SLOT_SCALE = 10.0  # slot vectors are metres (|x| < ~0.3): x10 brings them to unit scale
 
 
-def field_slice(robot: Any, name: str) -> tuple[int, int] | None:
-    """``(start, stop)`` of state field ``name`` in a robot spec, ``None`` when absent."""
-    offset = 0
-    for f in getattr(robot, "state", ()) or ():
-        if f.name == name:
-            return offset, offset + f.size
-        offset += f.size
-    return None
-
-
 def slot_slices(robot: Any) -> list[tuple[int, int]]:
     """``(start, stop)`` of every ``obj*_minus_ee`` (size 3) field in a robot spec's state, in order."""
     if robot is None:
