@@ -94,6 +94,29 @@ def test_flow_samples_carry_their_chain_and_log_prob_is_finite_and_action_depend
     assert det.shape == (4, 2, 3) and np.isfinite(det_logp).all() and np.abs(det).max() <= 1.0
 
 
+def test_flow_x0_zero_explores_around_the_deterministic_chain():
+    """``flow_x0: zero`` starts every sampled chain where the eval's mode does: with the
+    injected noise shrunk the sample is the mode; ``gaussian`` samples stay spread by x_0."""
+    obs = obs_to_tensors(_obs())
+    zero, gauss = _policy("vla_flow", flow_x0="zero"), _policy("vla_flow")
+    gauss.load_state_dict(zero.state_dict())
+    with torch.no_grad():
+        for p in (zero, gauss):
+            p.head.log_sigma.fill_(-5.0)  # sigma ~ 0.007: (almost) no injected noise
+        dz, dg = zero(obs).dist, gauss(obs).dist
+        torch.manual_seed(1)
+        az, lz = dz.sample()
+        ag, _ = dg.sample()
+        mode = dz.mode()
+    chain_x0 = az[..., 3:6]  # the chain's first state, x_0, per chunk step
+    assert torch.equal(chain_x0, torch.zeros_like(chain_x0))
+    assert float((az[..., :3].clamp(-1, 1) - mode).abs().max()) < 0.05
+    assert float((ag[..., :3].clamp(-1, 1) - mode).abs().max()) > 0.05  # x_0 ~ N(0, I) moves it
+    torch.testing.assert_close(dz.log_prob(az), lz)  # the chain is still scored as sampled
+    with pytest.raises(ValueError, match="flow_x0"):
+        _policy("vla_flow", flow_x0="uniform")
+
+
 @pytest.mark.parametrize("name", ["vla_tokens", "vla_flow"])
 def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(name):
     policy = _policy(name)

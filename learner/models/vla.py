@@ -73,7 +73,7 @@ class VLAPolicy(Policy):
                  image_feat_dim: int = 128, normalize_state: bool = True, n_bins: int = 256,
                  flow_steps: int = 4, flow_hidden: int = 256, init_log_sigma: float = math.log(0.3),
                  slot_pointer: bool = False, slot_camera: dict[str, Any] | None = None,
-                 token_temperature: float = 1.0, **_: Any) -> None:
+                 token_temperature: float = 1.0, flow_x0: str = "gaussian", **_: Any) -> None:
         super().__init__()
         if head not in HEAD_KINDS:
             raise ValueError(f"VLA head {head!r}; use one of {HEAD_KINDS}")
@@ -119,7 +119,7 @@ class VLAPolicy(Policy):
         if head == "tokens":
             self.head: nn.Module = TokenHead(feat, spec.action_dim, spec.chunk, n_bins, token_temperature)
         else:
-            self.head = FlowExpert(feat, spec.action_dim, spec.chunk, flow_hidden, flow_steps, init_log_sigma)
+            self.head = FlowExpert(feat, spec.action_dim, spec.chunk, flow_hidden, flow_steps, init_log_sigma, flow_x0)
 
     def _text(self, obs: dict[str, Any], batch: int) -> Tensor:
         texts = list(obs.get("instruction") or [])

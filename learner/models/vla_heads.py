@@ -16,6 +16,13 @@ so a sampled flow action carries it as *latent columns*: ``[B, chunk, A * (K + 1
 action ``x_K`` then ``x_0 .. x_{K-1}``. The env executes the first ``A`` columns
 (:func:`learner.models.policy.executable`); PPO hands the whole row back to ``log_prob``.
 The deterministic ``mode`` starts from ``x_0 = 0`` without injected noise.
+
+Where a sampled chain starts (``x0``): ``gaussian`` draws ``x_0 ~ N(0, I)`` as flow matching
+does, so a sample spreads over everything the demonstrations did; ``zero`` starts it at the
+mode's ``x_0 = 0``, so the only exploration is the injected noise around the deterministic
+chain. RL on ``gaussian`` samples mostly learns to make the action insensitive to ``x_0`` -- a
+gain the deterministic eval, which never draws ``x_0``, does not see; on ``zero`` samples every
+update moves the chain the eval runs.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from learner.algorithms.distributions import ActionBins
 from learner.models.distributions import ChunkBinned
 
 _LOG_2PI = math.log(2.0 * math.pi)
+FLOW_X0 = ("gaussian", "zero")
 
 
 class TokenDistribution(ChunkBinned):
@@ -68,11 +76,13 @@ class FlowExpert(nn.Module):
     """Velocity field ``v(x_t, t | feat)`` over a flattened chunk ``[B, chunk * A]``."""
 
     def __init__(self, feat_dim: int, action_dim: int, chunk: int, hidden: int = 256, steps: int = 4,
-                 init_log_sigma: float = math.log(0.3)) -> None:
+                 init_log_sigma: float = math.log(0.3), x0: str = "gaussian") -> None:
         super().__init__()
         if steps < 1:
             raise ValueError(f"flow_steps must be >= 1, got {steps}")
-        self.chunk, self.action_dim, self.steps = chunk, action_dim, steps
+        if x0 not in FLOW_X0:
+            raise ValueError(f"model.kwargs.flow_x0={x0!r}: use one of {FLOW_X0}")
+        self.chunk, self.action_dim, self.steps, self.x0 = chunk, action_dim, steps, x0
         n = chunk * action_dim
         self.net = nn.Sequential(nn.Linear(feat_dim + n + 16, hidden), nn.SiLU(),
                                  nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, n))
@@ -129,7 +139,7 @@ class FlowDistribution:
     def sample(self) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
             b, c, a = self.shape
-            x = torch.randn(b, c * a, device=self.feat.device)
+            x = (torch.zeros if self.expert.x0 == "zero" else torch.randn)(b, c * a, device=self.feat.device)
             states, std = [], self.sigma * math.sqrt(self.dt)
             for k in range(self.k):
                 states.append(x)

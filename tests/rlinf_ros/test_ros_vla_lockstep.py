@@ -12,9 +12,11 @@ on wall time) does not, which is what made the twin score 0.06-0.29 where the si
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
@@ -24,14 +26,16 @@ from robot_drivers.sim_arm import LockstepStepper  # noqa: E402
 
 pytestmark = [pytest.mark.sim]
 
+ROOT = Path(__file__).resolve().parents[2]
 SEED = 1000
 STEPS = 12
 
 
 def _twin(seed: int):
-    # the safety settings of configs/ros_sim_franka_language.yaml
-    arm = make_arm(ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed,
-                             safety=SafetyConfig(watchdog_ms=300, max_joint_step=0.3, velocity_scale=1.0)))
+    # the safety settings of configs/ros_sim_franka_language.yaml, read from it so the two cannot drift
+    safety = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())["robot"]["arms"][0]["safety"]
+    safety = SafetyConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in safety.items()})
+    arm = make_arm(ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed, safety=safety))
     arm.connect()
     arm.backend.new_episode(1)
     return arm
@@ -160,8 +164,7 @@ def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, r
     pytest.importorskip("rclpy", reason="needs the ros extra")
     import json
 
-    import yaml
-    from ros_procs import ROOT, Procs
+    from ros_procs import Procs
 
     from policy_server.background import ServerThread
     from policy_server.config import ServerConfig
