@@ -172,7 +172,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     cols = [("head", lambda r: r["head"]), ("stage", lambda r: "SFT" if r["stage"] == "sft" else f"SFT+{r['stage'].upper()}")]
     cols += [(s, (lambda s: lambda r: f"{r['success'][s]:.2f} ± {stderr(r['success'][s], r['episodes']):.2f}")(s))
              for s in SPLITS]
-    cols += [("RL iterations", lambda r: r.get("iterations") or "-" if r["stage"] != "sft" else "-"),
+    cols += [("RL iterations", lambda r: "-" if r["stage"] == "sft" else r.get("iterations") or "-"),
              ("wall s", lambda r: r["wall_s"]), ("load", lambda r: r["load_1min"])]
     stem = "vla_ood_quick" if args.quick else args.stem
     write_table(stem, "VLA OOD: success per split, SFT vs SFT+RL, both action heads", intro, meta, rows, cols)

@@ -115,26 +115,25 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
     time), optionally acting on the observation one step old; the observation the policy client
     would build is compared with the simulator's at every step."""
     import numpy as np
-    import yaml
 
     from learner.checkpoint import load_policy
     from learner.eval.embodied import checkpoint_config, split_kwargs
     from learner.rollout.envs import build_env
     from rlinf_ros.robot_io import SpecIO, reading_from_pose
+    from rlinf_ros.config import load_graph_config
     from robot_drivers.factory import ArmConfig, make_arm
-    from robot_drivers.safety import SafetyConfig
     from robot_drivers.sim_arm import LockstepStepper
 
     policy, meta = load_policy(ckpt)
     cfg = checkpoint_config(meta)
     seed = cfg.eval.seed_offset
-    safety = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())["robot"]["arms"][0]["safety"]
+    safety = load_graph_config(ROOT / "configs/ros_sim_franka_language.yaml").robot.arms[0].safety
     scene = "franka_language/mix" if split in ("id", "train") else f"franka_language/mix:{split}"
 
     def run(mode: str, delay: int) -> dict[str, Any]:
         env = build_env(cfg.eval.env or cfg.env.name, 1, **split_kwargs(cfg, split))
         sim = env.reset(seed)
-        arm = make_arm(ArmConfig(name="panda", scene=scene, scene_seed=seed, safety=SafetyConfig(**safety)))
+        arm = make_arm(ArmConfig(name="panda", scene=scene, scene_seed=seed, safety=safety))
         arm.connect()
         b = arm.backend
         b.new_episode(1)

@@ -21,7 +21,7 @@ import yaml
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
-from robot_drivers.safety import SafetyConfig  # noqa: E402
+from rlinf_ros.config import load_graph_config  # noqa: E402
 from robot_drivers.sim_arm import LockstepStepper  # noqa: E402
 
 pytestmark = [pytest.mark.sim]
@@ -33,8 +33,7 @@ STEPS = 12
 
 def _twin(seed: int):
     # the safety settings of configs/ros_sim_franka_language.yaml, read from it so the two cannot drift
-    safety = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())["robot"]["arms"][0]["safety"]
-    safety = SafetyConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in safety.items()})
+    safety = load_graph_config(ROOT / "configs/ros_sim_franka_language.yaml").robot.arms[0].safety
     arm = make_arm(ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed, safety=safety))
     arm.connect()
     arm.backend.new_episode(1)
