@@ -5,8 +5,10 @@
   seeds (embodied -- PPO, off-policy, offline: success per OOD split + an mp4; LLM: accuracy on
   a dataset). Results (``results.json``) and the video go to ``--out``, by default
   ``<run>/evals/<checkpoint>_seed<S>/``: never into the checkpoint, which stays as trained.
-- ``rlinf eval --policy-server ws://HOST:PORT CONFIG`` streams a sim env's observations to a
-  running policy server and executes the returned chunks: the path a real robot uses.
+- ``rlinf eval --policy-server ws://HOST:PORT CONFIG_OR_RUN [--ood id,vision]`` streams a sim env's
+  observations to a running policy server and executes the returned chunks: the path a real
+  robot uses. The env is the YAML's, or the run directory's stored config's (``eval.env`` when
+  set, as ``rlinf train`` evaluates), so the served checkpoint meets the env it was scored on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a checkpoint, or a running policy server, in simulation")
-    p.add_argument("target", nargs="?", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env")
+    p.add_argument("target", nargs="?", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env or a run directory whose config does")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings")
     p.add_argument("--checkpoint", default=None, help="run / checkpoint directory (instead of TARGET, as in rlinf serve)")
     p.add_argument("--policy-server", metavar="URL", default=None, help="ws://HOST:PORT of a running policy server")
@@ -130,18 +132,31 @@ def _read_meta(ckpt: Path) -> dict:
 
 
 def _eval_server(args: argparse.Namespace) -> int:
+    """The served policy on the env of a YAML config or of a run directory's stored config
+    (``eval.env`` when set, as ``rlinf train`` evaluates), per ``--ood`` split."""
+    from types import SimpleNamespace
+
+    from learner.eval.embodied import checkpoint_config, split_kwargs
     from learner.runners.config import EnvConfig, EvalConfig
     from policy_server.sim_eval import run_sim_eval
     from rlinf_cli.preflight import check_env_name, check_ws_url
-    from rlinf_contracts.config import from_dict, load_config
+    from rlinf_contracts.config import from_dict, load_config, parse_overrides
 
     check_ws_url(args.policy_server, "--policy-server", must_listen=True)
-    cfg = load_config(args.target, args.overrides)
-    env = from_dict(EnvConfig, cfg.get("env") or {}, path="env")
-    check_env_name(env.name)
-    eval_cfg = from_dict(EvalConfig, cfg.get("eval") or {}, path="eval")
-    episodes = args.episodes or eval_cfg.episodes
-    seed = args.seed if args.seed is not None else eval_cfg.seed_offset
-    _report(run_sim_eval(args.policy_server, env.name, env.factory_kwargs(), episodes, seed),
+    if Path(args.target).is_dir():  # a run / checkpoint directory: the config it was trained with
+        cfg = checkpoint_config(_checkpoint_meta(Path(args.target)), parse_overrides(args.overrides))
+    else:
+        raw = load_config(args.target, args.overrides)
+        cfg = SimpleNamespace(env=from_dict(EnvConfig, raw.get("env") or {}, path="env"),
+                              eval=from_dict(EvalConfig, raw.get("eval") or {}, path="eval"))
+    name = cfg.eval.env or cfg.env.name
+    check_env_name(name)
+    episodes = args.episodes or cfg.eval.episodes
+    seed = args.seed if args.seed is not None else cfg.eval.seed_offset
+    splits = args.ood.split(",") if args.ood else ["id"]
+    results = {split: run_sim_eval(args.policy_server, name, split_kwargs(cfg, split), episodes, seed)
+               for split in splits}
+    _report(results[splits[0]] if len(splits) == 1 else {"env": name, "splits": results,
+            "success_rate": {k: v["success_rate"] for k, v in results.items()}},
             Path(args.out) if args.out else None)
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.config import ConfigError
 from rlinf_contracts.env import Observation
 from rlinf_contracts.env_registry import UnknownEnvError, register_env
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
@@ -135,7 +136,7 @@ def parse_language_ood(ood: None | str | dict[str, Any]) -> tuple[OODConfig, str
     knobs = {"split": ood} if isinstance(ood, str) else dict(ood)
     name = knobs.pop("split", "train")
     if name not in LANGUAGE_SPLITS:
-        raise ValueError(f"franka_language ood split {name!r} unknown; use one of {sorted(LANGUAGE_SPLITS)}")
+        raise ConfigError(f"franka_language ood split {name!r} unknown; use one of {sorted(LANGUAGE_SPLITS)}")
     split = LANGUAGE_SPLITS[name]
     vocab = knobs.pop("vocab", split.vocab)
     names = {f.name for f in dataclasses.fields(OODConfig)}

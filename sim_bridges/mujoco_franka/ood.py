@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.config import ConfigError
+
 SHAPES = ("box", "cylinder", "sphere", "capsule")
 
 
@@ -71,7 +73,7 @@ def parse_ood(ood: None | str | dict[str, Any] | OODConfig) -> OODConfig:
     ood = dict(ood)
     split = ood.get("split", "train")
     if split not in OOD_SPLITS:
-        raise ValueError(f"ood split {split!r} unknown; use one of {sorted(OOD_SPLITS)} or a dict of knobs")
+        raise ConfigError(f"ood split {split!r} unknown; use one of {sorted(OOD_SPLITS)} or a dict of knobs")
     names = {f.name for f in dataclasses.fields(OODConfig)}
     unknown = sorted(set(ood) - names)
     if unknown:

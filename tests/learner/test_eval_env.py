@@ -44,3 +44,40 @@ def test_eval_env_must_be_a_task_of_the_same_family():
         _cfg(env="mujoco_franka/reach").validate()
     with pytest.raises(ConfigError, match="family/task"):
         _cfg(env="mix").validate()
+
+
+def test_served_eval_of_a_run_directory_uses_its_eval_env_and_ood_splits(tmp_path, monkeypatch, capsys):
+    """``rlinf eval RUN --policy-server URL --ood id,semantic``: the env the run was scored on
+    (``eval.env``), one result per split -- not the training env, not the splits dropped."""
+    import json
+
+    import policy_server.sim_eval as sim_eval
+    from learner.checkpoint import checkpoint_dir, save_checkpoint
+    from policy_server.background import ServerThread
+    from policy_server.server import PolicyServer
+    from rlinf_cli.main import build_parser, main, parse_args
+    from rlinf_cli.serve import build_config, load_served_policy
+    from rlinf_contracts.config import to_dict
+
+    cfg = _cfg(env="franka_language/mix", episodes=2)
+    env = build_env(cfg.env.name, 1, **cfg.env.factory_kwargs())
+    try:
+        policy = build_policy("mlp", policy_spec(cfg, env.spec))
+    finally:
+        env.close()
+    save_checkpoint(checkpoint_dir(tmp_path / "run", 1), policy, iteration=1, weight_version=1, config=to_dict(cfg))
+    built = []
+    real = sim_eval.make_env
+    monkeypatch.setattr(sim_eval, "make_env", lambda name, **kw: built.append((name, kw.get("ood"))) or real(name, **kw))
+    serve = build_config(parse_args(build_parser(), ["serve", "--checkpoint", str(tmp_path / "run"), "--host",
+                                                     "127.0.0.1", "--port", "0"]))  # rlinf serve's loading path
+    served, version, name = load_served_policy(serve)
+    with ServerThread(PolicyServer(served, serve.server, weight_version=version, policy_name=name)) as srv:
+        assert main(["eval", str(tmp_path / "run"), "--policy-server", srv.url, "--ood", "id,semantic",
+                     "--out", str(tmp_path / "out")]) == 0
+        # a typo in a split name is a config error naming it, not a traceback from the env factory
+        assert main(["eval", str(tmp_path / "run"), "--policy-server", srv.url, "--ood", "id,semnatic"]) == 2
+    assert "ood split 'semnatic' unknown" in capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert report["env"] == "franka_language/mix" and set(report["success_rate"]) == {"id", "semantic"}
+    assert built[:2] == [("franka_language/mix", None), ("franka_language/mix", "semantic")]  # then the typo run
