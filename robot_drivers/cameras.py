@@ -178,9 +178,11 @@ class SimCamera(Camera):
         super().__init__(cfg)
         self.scene = scene
         self.pose_source = pose_source
+        self._own_scene = False
 
     def connect(self) -> None:
-        if self.scene is None:
+        self._own_scene = self.scene is None
+        if self._own_scene:
             from robot_drivers.sim_arm import MujocoArmBackend
 
             self.scene = MujocoArmBackend(realtime=False)
@@ -202,6 +204,12 @@ class SimCamera(Camera):
     @property
     def intrinsics(self) -> CameraIntrinsics:
         return self._intr
+
+    def disconnect(self) -> None:
+        """Free the renderers of a scene this camera made (now, not in a GC at interpreter exit);
+        a shared scene belongs to whoever passed it in."""
+        if self._own_scene:
+            self.scene.disconnect()
 
 
 class RecordedCamera(Camera):

@@ -3,6 +3,10 @@
 Why our own signal handling: a node must stop its driver (hold the arm, close the camera)
 before exiting on SIGINT / SIGTERM from ``rlinf ros up`` or a test; rclpy's default handler
 would raise inside a callback instead. We disable it, set a flag, and leave the spin loop.
+Teardown is bounded: if closing the driver, destroying the node or the interpreter's exit
+(DDS participants, GL contexts) has not finished :data:`SHUTDOWN_GRACE_S` after the signal,
+the node prints every thread's stack and exits 1 -- a launcher or a test sees a stopped node
+and where it hung, not a process it has to SIGKILL blind.
 
 Why settings are ROS parameters as well as YAML: ``ros2 launch`` files, ``ros2 param get``
 and ``--ros-args -p key:=value`` are how ROS users configure and inspect nodes. The YAML
@@ -17,6 +21,7 @@ import argparse
 import array
 import dataclasses
 import difflib
+import faulthandler
 import logging
 import os
 import re
@@ -31,6 +36,7 @@ from rlinf_ros.config import RosGraphConfig, load_graph_config
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
+SHUTDOWN_GRACE_S = 10.0
 QOS_SENSOR_DEPTH = 5
 # set by the node's name / namespace (``-r __node:=`` / ``-r __ns:=``), not by parameters
 NOT_PARAMETERS = ("name", "namespace")
@@ -224,9 +230,11 @@ def apply_ros_env(cfg: RosGraphConfig) -> None:
     os.environ.setdefault("RMW_IMPLEMENTATION", cfg.rmw)
 
 
-def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], argv: list[str] | None = None) -> int:
+def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], argv: list[str] | None = None,
+             shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> int:
     """Parse args, start rclpy (with the ``--ros-args`` part), build the node, spin until
-    SIGINT/SIGTERM, then close it."""
+    SIGINT/SIGTERM, then close it (within ``shutdown_grace_s`` of the signal, or exit 1 with a
+    stack dump of every thread)."""
     argv = sys.argv[1:] if argv is None else argv
     cfg, name = parse_args(kind, argv)
     logging.basicConfig(level=cfg.log_level.upper(), format=f"%(asctime)s {kind} %(levelname)s %(name)s: %(message)s")
@@ -238,7 +246,12 @@ def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], a
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("%s: signal %d, shutting down", kind, signum)
+        if stop.is_set():
+            return
+        log.info("%s: signal %d, shutting down (stack dump and exit 1 if not done in %.0f s)", kind, signum,
+                 shutdown_grace_s)
+        # a C watchdog thread: it fires even while the interpreter is finalising or the GIL is held
+        faulthandler.dump_traceback_later(shutdown_grace_s, exit=True, file=sys.stderr)
         stop.set()
 
     rclpy.init(args=[f"rlinf_ros.nodes.{kind}", *split_ros_args(argv)[1]],

@@ -135,4 +135,4 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
             probe.close()
         codes = procs.stop_all()
         server.stop()
-    assert all(c is not None for c in codes.values()), codes
+    assert all(c is not None for c in codes.values()), f"{codes}\n{procs.logs()}"

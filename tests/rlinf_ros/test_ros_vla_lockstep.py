@@ -192,7 +192,7 @@ def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, r
     finally:
         codes = procs.stop_all()
         server.stop()
-    assert all(c is not None for c in codes.values()), codes
+    assert all(c is not None for c in codes.values()), f"{codes}\n{procs.logs()}"
     episode = json.loads(results.read_text())["results"][0]
     assert episode["steps"] >= STEPS
     with policy.lock:
