@@ -1,6 +1,9 @@
 """Training metrics: a tqdm progress bar on the console, TensorBoard scalars, a final JSON.
 
-The bar shows what a person watching wants: iteration, success rate, return, env steps/s.
+The bar shows what a person watching wants: iteration, success rate, return, env steps/s, and,
+under a wall-clock budget (``train.time_budget_s``), the time left: a run that the budget ends
+long before its step count would otherwise show tqdm's ETA for the step count (hours), not when
+it will actually stop.
 Everything numeric goes to TensorBoard under ``<out_dir>/tb`` (keys with ``/`` group into
 sections). Both are optional so tests and benchmarks stay quiet.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +25,9 @@ BAR_KEYS = {"success_rate": "succ", "episode_return": "ret", "env_steps_per_s": 
 
 class MetricsLogger:
     def __init__(self, out_dir: str | Path, total: int, start: int = 0, tensorboard: bool = True,
-                 progress: bool = True, desc: str = "train") -> None:
+                 progress: bool = True, desc: str = "train", time_budget_s: float | None = None) -> None:
         self.out_dir = Path(out_dir)
+        self.deadline = None if time_budget_s is None else time.perf_counter() + time_budget_s
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.history: list[dict[str, float]] = []
         self.last: dict[str, float] = {}
@@ -47,6 +52,9 @@ class MetricsLogger:
                 self.writer.add_scalar(k, v, step)
         if self.bar is not None:
             post = {short: f"{self.last[k]:.3g}" for k, short in BAR_KEYS.items() if k in self.last}
+            if self.deadline is not None:
+                left = max(0, round(self.deadline - time.perf_counter()))
+                post["budget_left"] = f"{left // 60}:{left % 60:02d}"
             self.bar.set_postfix(post, refresh=False)
             self.bar.update(1)
         else:

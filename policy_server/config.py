@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.wire import MIN_SECRET_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,8 @@ class ServerConfig:
         need(self.latency_window >= 16, "latency_window", "must be >= 16", self.latency_window)
         for key in ("api_key", "weights_token"):
             value = getattr(self, key)
-            need(value is None or len(value) >= 8, key, "must be at least 8 characters (or unset)", "<hidden>")
+            need(value is None or len(value) >= MIN_SECRET_CHARS, key,
+                 f"must be at least {MIN_SECRET_CHARS} characters (or unset)", "<hidden>")
 
     @property
     def exposed(self) -> bool:
@@ -131,8 +133,15 @@ class ServerConfig:
             path = getattr(self, f"{key}_file") or os.environ.get(env + FILE_SUFFIX)
             if path:
                 setattr(self, key, read_secret_file(path, f"server.{key}_file"))
+                source = f"the file {path!r}" if getattr(self, f"{key}_file") else f"{env}{FILE_SUFFIX}={path!r}"
             elif os.environ.get(env):
                 setattr(self, key, os.environ[env])
+                source = f"${env}"
+            else:
+                continue
+            if len(getattr(self, key)) < MIN_SECRET_CHARS:  # say where it came from: it is not in the config
+                raise ConfigError(f"key 'server.{key}': the secret from {source} is shorter than "
+                                  f"{MIN_SECRET_CHARS} characters")
         return self
 
 

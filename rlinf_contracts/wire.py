@@ -52,6 +52,9 @@ __all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_arra
 _REFUSED_KINDS = frozenset("VOc")
 MAX_NDIM = 32  # numpy's own limit is 64; no observation comes close
 CLIP_CHARS = 64
+# shortest API key / weights token accepted: the policy server refuses shorter ones, and a learner
+# that pushes weights checks its token against the same rule before it trains
+MIN_SECRET_CHARS = 8
 
 
 def clip(value: Any, limit: int = CLIP_CHARS) -> str:

@@ -27,6 +27,7 @@ from learner.runners.config import EnvConfig, EvalConfig
 from learner.sections import TrainLoopConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
+from rlinf_contracts.wire import MIN_SECRET_CHARS
 
 COMPONENTS = ("env", "learner", "replay")
 ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
@@ -137,6 +138,18 @@ def _env_token(name: str) -> bool:
     return bool(os.environ.get(name) or os.environ.get(name + "_FILE"))
 
 
+def _push_token(token_file: str | None) -> str:
+    """The weights token as the push client will read it: ``token_file``, else
+    ``RLINF_WEIGHTS_TOKEN_FILE``, else ``RLINF_WEIGHTS_TOKEN`` (surrounding whitespace stripped)."""
+    path = token_file or os.environ.get("RLINF_WEIGHTS_TOKEN_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"key 'push.token_file': cannot read {path!r}: {e.strerror}") from None
+    return os.environ.get("RLINF_WEIGHTS_TOKEN", "").strip()
+
+
 @dataclass
 class IngestSection:
     """Robots as the env (``learner.offpolicy.remote``): transitions arrive on the learner's ingest."""
@@ -188,6 +201,10 @@ class PushSection:
         if self.url and self.token_file is None and not _env_token("RLINF_WEIGHTS_TOKEN"):
             raise ConfigError("key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
                               "server refuses pushes without its weights token")
+        if self.url and len(_push_token(self.token_file)) < MIN_SECRET_CHARS:
+            raise ConfigError(f"key 'push.token_file': the weights token ({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) "
+                              f"is shorter than {MIN_SECRET_CHARS} characters; the policy server refuses such a token, "
+                              "so no push would land")
 
 
 @dataclass

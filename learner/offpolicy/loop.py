@@ -106,7 +106,8 @@ class TrainLoop:
 
         c = self.cfg.train
         total = math.ceil(c.env_steps / c.log_every)
-        return MetricsLogger(c.out_dir, total, min(self.iteration, total), c.tensorboard, c.progress, desc=self.cfg.name)
+        return MetricsLogger(c.out_dir, total, min(self.iteration, total), c.tensorboard, c.progress, desc=self.cfg.name,
+                             time_budget_s=c.time_budget_s)
 
     def _log(self, logger: Any, budget: Budget, wall0: float, step_s: float) -> None:
         core = self.core

@@ -125,7 +125,7 @@ def _open_logger(cfg: EmbodiedConfig, start: int) -> Any:
     from learner.metrics import MetricsLogger
 
     logger = MetricsLogger(cfg.train.out_dir, cfg.train.iterations, start, cfg.train.tensorboard,
-                           cfg.train.progress, desc=cfg.name)
+                           cfg.train.progress, desc=cfg.name, time_budget_s=cfg.train.time_budget_s)
     if cfg.train.resume:
         logger.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", start)
     return logger

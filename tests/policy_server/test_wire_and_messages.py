@@ -93,3 +93,6 @@ def test_server_config_validation_names_the_key(monkeypatch):
         from_dict(ServerConfig, {"max_bach": 4}, path="server")
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "from-the-env-123")
     assert ServerConfig().with_env_secrets().weights_token == "from-the-env-123"
+    monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "wtok456")  # the error says where the short secret came from
+    with pytest.raises(ConfigError, match=r"server.weights_token': the secret from \$RLINF_WEIGHTS_TOKEN is shorter"):
+        ServerConfig().with_env_secrets()

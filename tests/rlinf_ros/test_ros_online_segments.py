@@ -84,6 +84,16 @@ def test_config_errors_name_the_key(monkeypatch, tmp_path) -> None:
         _cfg(ingest={"enabled": True, "token_file": str(tmp_path / "missing")})
     cfg = _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "token_file": __file__})
     assert cfg.ingest.enabled and cfg.push.every_updates == 50
+    # a weights token the policy server would refuse (< 8 characters) stops the learner before it trains
+    monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "short7c")
+    with pytest.raises(ConfigError, match=r"push.token_file.*RLINF_WEIGHTS_TOKEN.*shorter than 8"):
+        _cfg(ingest={"enabled": True}, push={"url": "ws://h:1"})
+    short = tmp_path / "token"
+    short.write_text("  abc \n")
+    with pytest.raises(ConfigError, match=r"push.token_file.*shorter than 8"):
+        _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "token_file": str(short)})
+    monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "long-enough")
+    assert _cfg(ingest={"enabled": True}, push={"url": "ws://h:1"}).push.token_file is None
 
 
 def test_goal_distance_reward_is_the_simulators_reach_reward() -> None:
