@@ -215,3 +215,40 @@ def test_lr_scale_gives_named_parts_their_own_learning_rate():
         PPOLearner(policy, AlgorithmConfig(adv="gae"), ActorConfig(lr_scale={"critc": 10.0}))
     with pytest.raises(ConfigError, match="actor.lr_scale"):
         ActorConfig(lr_scale={"critic": 0.0}).validate()
+
+
+def test_critic_warmup_moves_only_the_value_head_then_the_policy():
+    """``actor.critic_warmup_iters``: an SFT checkpoint's fresh value head learns the returns first;
+    its untrained advantages never reach the policy."""
+    policy = _policy("vla_flow")
+    obs = _obs(8)
+    builder = TrajectoryBuilder(8, 0.99, keep_instruction=True)
+    for _ in range(2):
+        actions, logp, value = policy.act(obs, deterministic=False)
+        builder.add_step(obs, actions, logp, value)
+        builder.add_outcome(StepOutcome.from_step(np.where(np.arange(8) % 2 == 0, 1.0, 0.0), np.zeros(8, bool),
+                                                  np.zeros(8, bool), {}))
+    traj = builder.finish(np.zeros(8))
+    learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99),
+                         ActorConfig(lr=1e-3, epochs=1, minibatches=1, critic_warmup_iters=1), total_iterations=3)
+    snap = lambda mod: torch.cat([p.detach().flatten() for p in mod.parameters()]).clone()  # noqa: E731
+    actor_before, critic_before = snap(policy.head), snap(policy.critic)
+    metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
+    assert metrics["critic_warmup"] == 1.0
+    assert torch.equal(snap(policy.head), actor_before) and not torch.equal(snap(policy.critic), critic_before)
+    metrics = learner.update(traj, 1, torch.Generator().manual_seed(0))
+    assert "critic_warmup" not in metrics and not torch.equal(snap(policy.head), actor_before)
+
+
+def test_critic_warmup_config_errors_name_the_key(tmp_path):
+    from learner.runners.config import EmbodiedConfig
+    from rlinf_contracts.config import ConfigError, from_dict
+
+    base = {"env": {"name": "toy/point_reach"}, "train": {"iterations": 5, "out_dir": str(tmp_path)}}
+    with pytest.raises(ConfigError, match="actor.critic_warmup_iters.*needs a critic"):
+        from_dict(EmbodiedConfig, {**base, "algorithm": {"adv": "grpo", "group_size": 2},
+                                   "actor": {"critic_warmup_iters": 2}})
+    with pytest.raises(ConfigError, match="actor.critic_warmup_iters.*leaves no policy update"):
+        from_dict(EmbodiedConfig, {**base, "actor": {"critic_warmup_iters": 5}})
+    with pytest.raises(ConfigError, match="actor.critic_warmup_iters"):
+        from_dict(EmbodiedConfig, {**base, "actor": {"critic_warmup_iters": -1}})

@@ -118,6 +118,8 @@ class PPOLearner:
             adv = whiten(adv)
         self._set_lr(iteration)
         use_critic = self.algo.estimator.needs_critic
+        # critic warm-up: the value head learns the SFT policy's returns before any advantage moves the policy
+        policy_weight = 0.0 if iteration < getattr(self.cfg, "critic_warmup_iters", 0) else 1.0
         stats: dict[str, list[float]] = {}
         self.policy.train()
         for _ in range(self.cfg.epochs):
@@ -125,7 +127,8 @@ class PPOLearner:
             for idx in torch.tensor_split(perm, self.cfg.minibatches):
                 obs = {"state": state[idx], "images": {k: v[idx] for k, v in images.items()},
                        "instruction": [] if instr is None else instr[idx.numpy()].tolist()}
-                m = self._step(obs, actions[idx], old_logp[idx], old_v[idx], adv[idx], ret[idx], use_critic)
+                m = self._step(obs, actions[idx], old_logp[idx], old_v[idx], adv[idx], ret[idx], use_critic,
+                               policy_weight)
                 for k, v in m.items():
                     stats.setdefault(k, []).append(v)
             if self.cfg.target_kl is not None and self._global_mean(stats["approx_kl"][-self.cfg.minibatches:]) > self.cfg.target_kl:
@@ -134,10 +137,12 @@ class PPOLearner:
         self._update_normalizer(state)
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         out["lr"] = self.optimizer.param_groups[0]["lr"]
+        if policy_weight == 0.0:
+            out["critic_warmup"] = 1.0
         return out
 
     def _step(self, obs: dict[str, Any], actions: Tensor, old_logp: Tensor, old_v: Tensor, adv: Tensor,
-              ret: Tensor, use_critic: bool) -> dict[str, float]:
+              ret: Tensor, use_critic: bool, policy_weight: float = 1.0) -> dict[str, float]:
         n = actions.shape[0]
         self.optimizer.zero_grad(set_to_none=False)
         metrics: dict[str, float] = {}
@@ -148,7 +153,7 @@ class PPOLearner:
                                           clip_low=self.algo.clip_low, clip_high=self.algo.clip_high,
                                           dual_clip=self.algo.dual_clip)
             entropy = out.dist.entropy().mean()
-            loss = pl - self.algo.entropy_coef * entropy
+            loss = policy_weight * (pl - self.algo.entropy_coef * entropy)
             if use_critic and out.value is not None:
                 vl, vm = value_loss(out.value, old_v, ret, ones, clip=self.algo.vf_clip)
                 loss = loss + self.algo.vf_coef * vl

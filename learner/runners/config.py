@@ -137,12 +137,17 @@ class ActorConfig(OptimConfig):
     lr_scale: dict[str, float] = field(default_factory=dict, metadata=_h(
         "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: parts a fine-tuned "
         "model needs to move faster than its action head (a fresh critic, a grounding choice)"))
+    critic_warmup_iters: int = field(default=0, metadata=_h(
+        "first iterations that train only the critic (no policy loss): an RL run from an SFT checkpoint starts "
+        "with an untrained value head, whose advantages would otherwise steer the first policy updates"))
 
     def validate(self) -> None:
         super().validate()
         bad = {k: v for k, v in self.lr_scale.items() if not isinstance(v, (int, float)) or v <= 0}
         if bad:
             raise ConfigError(f"key 'actor.lr_scale' needs positive numbers per parameter prefix, got {bad}")
+        if self.critic_warmup_iters < 0:
+            raise ConfigError(f"key 'actor.critic_warmup_iters' must be >= 0, got {self.critic_warmup_iters}")
 
 
 @dataclass
@@ -209,6 +214,12 @@ class EmbodiedConfig:
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
         if names != {"env", "rollout", "actor"}:
             raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")
+        if self.actor.critic_warmup_iters and not self.algorithm.estimator.needs_critic:
+            raise ConfigError(f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) needs a critic; "
+                              f"algorithm.adv={self.algorithm.adv!r} has none")
+        if self.actor.critic_warmup_iters >= self.train.iterations:
+            raise ConfigError(f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) leaves no policy "
+                              f"update in train.iterations ({self.train.iterations})")
         if self.env.num_envs % self.algorithm.env_group_size:
             raise ConfigError(f"key 'env.num_envs' ({self.env.num_envs}) must be a multiple of "
                               f"'algorithm.group_size' ({self.algorithm.group_size}) for {self.algorithm.adv}")
