@@ -220,6 +220,17 @@ SESSION8 = (
     "same sampled-success curve as at 5e-5 -- within noise of the table's 0.50, so the config keeps 5e-5. In the "
     "table the flow rows ran two at a time, each process on its own core (load 2.0).")
 
+SESSION9 = (
+    "2026-11-25 (third), from this table's SFT checkpoints (flow 0.77, tokens 0.41), 192 episodes per split, "
+    "each run on its own core: none reaches +15. Flow PPO: on the `hard` mix (push and lift oversampled, "
+    "eval on `mix`) 0.88 (+11); 20 critic-only iterations first (`actor.critic_warmup_iters=20`, then 200) 0.86 "
+    "(+9); twice the rollout per iteration (`rollout.steps_per_iteration=16`, 200 iterations) 0.87 (+10) -- flow "
+    "PPO sits at 0.86-0.88 whatever the data mix, critic start or batch, with approx KL 0.02-0.03 and 15-20% of "
+    "samples clipped in every update. Flow GRPO: dense reward 0.84 (+8); 128 envs (32 groups of 4) 0.84 (+7). "
+    "Tokens GRPO: dense reward 0.48 (+7); groups of 8 0.46 (+5); 128 envs (32 groups of 4) 0.51 (+10). "
+    "A weaker SFT does not give RL more room: flow SFT on the first 40 of the 150 demos 0.13 -> PPO 0.13 (+0), on "
+    "80 demos 0.45 -> PPO 0.53 (+8).")
+
 
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
@@ -246,7 +257,7 @@ EARLIER = ((
     "(8 sampled episodes from each of 48 ID initial states, flow SFT): reach-type instructions deterministic 0.88 / "
     "sampled 0.84 with 22% of states giving mixed outcomes; push 0.38 / 0.42 with 85% mixed -- RL has signal on "
     "push and does not convert it at this budget; lift 0.00 / 0.08. Next: per-episode advantage diagnostics on "
-    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8)
+    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9)
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:
