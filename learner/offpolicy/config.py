@@ -139,8 +139,9 @@ def _env_token(name: str) -> bool:
 
 
 def _push_token(token_file: str | None) -> str:
-    """The weights token as the push client will read it: ``token_file``, else
-    ``RLINF_WEIGHTS_TOKEN_FILE``, else ``RLINF_WEIGHTS_TOKEN`` (surrounding whitespace stripped)."""
+    """The weights token as the push client (``policy_server.push.resolve_token``, which the learner
+    may not import) will read it: ``token_file``, else ``RLINF_WEIGHTS_TOKEN_FILE``, else
+    ``RLINF_WEIGHTS_TOKEN`` (surrounding whitespace stripped); "" when none is set."""
     path = token_file or os.environ.get("RLINF_WEIGHTS_TOKEN_FILE")
     if path:
         try:
@@ -198,10 +199,11 @@ class PushSection:
                               f"{self.every_updates}, {self.timeout_s}")
         if self.token_file is not None and not Path(self.token_file).is_file():
             raise ConfigError(f"key 'push.token_file': no such file {self.token_file!r}")
-        if self.url and self.token_file is None and not _env_token("RLINF_WEIGHTS_TOKEN"):
+        token = _push_token(self.token_file) if self.url else None
+        if token == "" and self.token_file is None:
             raise ConfigError("key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
                               "server refuses pushes without its weights token")
-        if self.url and len(_push_token(self.token_file)) < MIN_SECRET_CHARS:
+        if token is not None and len(token) < MIN_SECRET_CHARS:
             raise ConfigError(f"key 'push.token_file': the weights token ({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) "
                               f"is shorter than {MIN_SECRET_CHARS} characters; the policy server refuses such a token, "
                               "so no push would land")
