@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.control import ActionDecoder
-from rlinf_contracts.features import RobotReading, build_state
+from rlinf_contracts.features import MissingInput, RobotReading, build_state
 from rlinf_contracts.rotations import quat_xyzw_to_matrix
 from rlinf_contracts.spec import ACTION_DIMS, RobotSpec
 from robot_drivers.kinematics import forward_kinematics, joint_frames
@@ -100,6 +100,11 @@ class SpecIO:
         if not np.all(np.isfinite(chunk)):
             raise ValueError("policy actions contain NaN/inf")
         states = [_ArmTrack(r) for r in readings]
+        for dec, st, r in zip(self.decoders, states, readings):
+            if dec.needs_jacobian and (st.pos is None or st.rot is None):
+                # a command can arrive (e.g. from teleop) before the robot's first pose report
+                raise MissingInput(f"{self.spec.action.control} actions need the end-effector pose; nothing has "
+                                   "reported it yet (robot current_pose topic)")
         out = []
         for row in np.clip(chunk, -1.0, 1.0):
             joints, widths = [], []

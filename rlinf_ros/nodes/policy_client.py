@@ -332,7 +332,13 @@ class PolicyClientNode(Node):
             return
         teleop = self.human.active(time.monotonic())
         if teleop is not None and readings is not None:
-            cmd = self.human.command(teleop, readings)
+            try:
+                cmd = self.human.command(teleop, readings)
+            except MissingInput as e:  # the human's command cannot be decoded yet: hold
+                if str(e) != self.missing:
+                    log.warning("teleop command held: %s", e)
+                    self.missing = str(e)
+                return
             self.loop.interrupt(cmd)  # the policy re-plans from the next observation
         elif self.cfg.teleop_only:
             return

@@ -113,6 +113,20 @@ def test_takeover_decides_who_drives() -> None:
     assert to_action(inp, spec).tolist() == [0.0] * 7 + [1.0]  # a twist cannot drive joint deltas: hold
 
 
+def test_ee_teleop_before_the_first_pose_report_is_missing_input_not_a_crash() -> None:
+    """CI once saw the client die: a scripted teleop command arrived before the robot's first
+    current_pose, and the Jacobian was built from a None position. It must wait for the pose."""
+    from rlinf_contracts.features import MissingInput, RobotReading
+
+    spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "ee_delta", "dim": 7}})
+    h = HumanTakeover(SpecIO(spec), timeout_s=1.0)
+    cmd = TeleopCommand(np.zeros(7), intervention=True)
+    no_pose = RobotReading(q=np.asarray(PANDA_HOME, float), dq=np.zeros(7), gripper_width=0.08)
+    with pytest.raises(MissingInput, match="current_pose"):
+        h.command(cmd, [no_pose])
+    assert h.teleop_steps == 0
+
+
 def test_teleop_device_names_are_checked_before_any_node_starts() -> None:
     """A mistyped device is a config error naming the key (not a ModuleNotFoundError from the
     teleop node after the graph is up), and every name the check accepts builds a real module."""
