@@ -165,6 +165,16 @@ def _apply_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -
     return out
 
 
+def _names_env(overrides: dict[str, Any] | None) -> bool:
+    o = overrides or {}
+    return "env.name" in o or isinstance(o.get("env"), dict) and "name" in o["env"]
+
+
+def _names_eval_env(overrides: dict[str, Any] | None) -> bool:
+    o = overrides or {}
+    return "eval.env" in o or isinstance(o.get("eval"), dict) and "env" in o["eval"]
+
+
 def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = None) -> Any:
     """The typed config of the run that wrote a checkpoint, built by that run's runner.
 
@@ -179,7 +189,14 @@ def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = N
     config = meta.get("config") or {}
     name = meta.get("runner") or config.get("runner") or "embodied"
     spec = get_runner(name)  # an unknown name raises UnknownNameError listing the runners
-    cfg = from_dict(spec.config_cls, _apply_overrides(config, overrides))
+    merged = _apply_overrides(config, overrides)
+    if _names_env(overrides) and not _names_eval_env(overrides) and (merged.get("eval") or {}).get("env"):
+        # the run trained on one env and evaluated on another (``eval.env``); a user who now says
+        # ``env.name=...`` means the env to evaluate in, not the stored eval env
+        log.info("eval: env.name=%s given, so the run's eval.env=%s is not used", merged["env"]["name"],
+                 merged["eval"]["env"])
+        merged["eval"]["env"] = ""
+    cfg = from_dict(spec.config_cls, merged)
     if not hasattr(cfg, "env") or not hasattr(cfg, "eval"):
         raise ConfigError(f"checkpoint {meta.get('path', '?')}: runner {name!r} has no simulated env to evaluate "
                           "in (its config has no 'env' / 'eval' sections)")

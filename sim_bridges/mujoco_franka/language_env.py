@@ -36,6 +36,8 @@ from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 
 MIXES: dict[str, dict[str, float]] = {
     "reach": {"reach": 1.0},
+    "push": {"push": 1.0},  # single-verb mixes: per-verb success (``rlinf eval ... env.name=...``)
+    "lift": {"lift": 1.0},
     "mix": {"reach": 0.6, "push": 0.2, "lift": 0.2},
     # RL-only mix that oversamples the verbs SFT leaves room on (evaluate on ``mix``)
     "hard": {"reach": 0.2, "push": 0.4, "lift": 0.4},

@@ -81,3 +81,16 @@ def test_served_eval_of_a_run_directory_uses_its_eval_env_and_ood_splits(tmp_pat
     report = json.loads((tmp_path / "out" / "results.json").read_text())
     assert report["env"] == "franka_language/mix" and set(report["success_rate"]) == {"id", "semantic"}
     assert built[:2] == [("franka_language/mix", None), ("franka_language/mix", "semantic")]  # then the typo run
+
+
+def test_env_name_given_at_eval_time_replaces_the_runs_eval_env():
+    """``rlinf eval RUN env.name=franka_language/lift`` on a run scored on ``eval.env=mix``: the
+    user names the env to evaluate in; before, the stored eval.env silently won."""
+    from rlinf_contracts.config import to_dict
+
+    meta = {"runner": "embodied", "config": to_dict(_cfg(env="franka_language/mix"))}
+    assert embodied.checkpoint_config(meta).eval.env == "franka_language/mix"
+    cfg = embodied.checkpoint_config(meta, {"env.name": "franka_language/lift"})
+    assert cfg.env.name == "franka_language/lift" and not cfg.eval.env
+    cfg = embodied.checkpoint_config(meta, {"env": {"name": "franka_language/lift"}, "eval.env": "franka_language/push"})
+    assert cfg.eval.env == "franka_language/push"  # both named: the user's eval.env stands
