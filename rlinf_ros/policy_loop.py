@@ -43,7 +43,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from rlinf_contracts.features import RobotReading
+from rlinf_contracts.features import MissingInput, RobotReading
 from rlinf_ros.robot_io import ARM_DOF, SpecIO
 from rlinf_ros.rtc import RtcConfig, merge_chunk
 
@@ -267,7 +267,7 @@ class PolicyLoop:
             dropped = len(res.actions) - len(actions)  # rows in the past count as executed
         try:
             steps = self.io.decode(actions, base)
-        except ValueError as e:
+        except (ValueError, MissingInput) as e:  # MissingInput: no pose yet to integrate ee actions from
             self.stats.bad_chunks += 1
             log.warning("discarding policy chunk: %s", e)
             return

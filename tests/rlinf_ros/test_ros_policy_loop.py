@@ -165,3 +165,24 @@ def test_a_tick_with_nothing_to_execute_acts_on_its_own_observation() -> None:
         assert loop.stats.summary()["command_ms_p50"] < 500
     finally:
         worker.stop()
+
+
+def test_ee_chunk_before_any_pose_report_is_discarded_not_a_crash() -> None:
+    """An ee-space spec whose state needs no pose can get a chunk before the robot's first
+    current_pose: there is nothing to integrate it from, so it is dropped (and counted)."""
+
+    class EeConn(Conn):
+        def infer(self, obs: dict) -> dict:
+            return {"actions": np.zeros((2, 7))}
+
+    server = Server()
+    worker = InferenceWorker(lambda: EeConn(server, 0), reconnect_s=0.05)
+    io = SpecIO(RobotSpec(state=(StateField("joint_pos", 7),), action=ActionSpace("ee_delta", 7)))
+    loop = PolicyLoop(worker, io)
+    q = np.array(PANDA_HOME)
+    try:
+        cmds = run_ticks(loop, q, 10)  # measured readings carry joints only, no ee pose
+        assert not [c for c in cmds if c is not None and c.kind == "policy"]
+        assert loop.stats.bad_chunks >= 1
+    finally:
+        worker.stop()
