@@ -100,7 +100,7 @@ class SpecIO:
         if not np.all(np.isfinite(chunk)):
             raise ValueError("policy actions contain NaN/inf")
         states = [_ArmTrack(r) for r in readings]
-        for dec, st, r in zip(self.decoders, states, readings):
+        for dec, st in zip(self.decoders, states):
             if dec.needs_jacobian and (st.pos is None or st.rot is None):
                 # a command can arrive (e.g. from teleop) before the robot's first pose report
                 raise MissingInput(f"{self.spec.action.control} actions need the end-effector pose; nothing has "

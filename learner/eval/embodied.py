@@ -165,14 +165,10 @@ def _apply_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -
     return out
 
 
-def _names_env(overrides: dict[str, Any] | None) -> bool:
+def _names(overrides: dict[str, Any] | None, section: str, key: str) -> bool:
+    """Whether ``overrides`` set ``section.key``, dotted or nested."""
     o = overrides or {}
-    return "env.name" in o or isinstance(o.get("env"), dict) and "name" in o["env"]
-
-
-def _names_eval_env(overrides: dict[str, Any] | None) -> bool:
-    o = overrides or {}
-    return "eval.env" in o or isinstance(o.get("eval"), dict) and "env" in o["eval"]
+    return f"{section}.{key}" in o or isinstance(o.get(section), dict) and key in o[section]
 
 
 def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = None) -> Any:
@@ -190,7 +186,7 @@ def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = N
     name = meta.get("runner") or config.get("runner") or "embodied"
     spec = get_runner(name)  # an unknown name raises UnknownNameError listing the runners
     merged = _apply_overrides(config, overrides)
-    if _names_env(overrides) and not _names_eval_env(overrides) and (merged.get("eval") or {}).get("env"):
+    if _names(overrides, "env", "name") and not _names(overrides, "eval", "env") and (merged.get("eval") or {}).get("env"):
         # the run trained on one env and evaluated on another (``eval.env``); a user who now says
         # ``env.name=...`` means the env to evaluate in, not the stored eval env
         log.info("eval: env.name=%s given, so the run's eval.env=%s is not used", merged["env"]["name"],
