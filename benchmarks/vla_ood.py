@@ -247,6 +247,21 @@ SESSION10 = (
     "iterations (3601 s) 0.63 (+22), now the config.")
 
 
+SESSION11 = (
+    "2026-11-26, from the same SFT checkpoints, 192 episodes per split, each run on its own core. The embodied "
+    "learner whitened GRPO's broadcast episode advantages over all steps of the batch; failures run to the time "
+    "limit and successes end early, so the step-weighted mean shifted every advantage and an all-fail group (no "
+    "signal) was reinforced. `algorithm.whiten_adv` now whitens GAE advantages only, as the LLM runners do "
+    "(`tests/learner/runners/test_rollout_pieces.py`). Re-run with it: tokens GRPO 480 iterations 0.60 (+19, was "
+    "0.63), flow GRPO 480 iterations on `hard` 0.87 (+10, was 0.86; reach 0.97 / push 0.76 / lift 0.66) -- the "
+    "table's GRPO rows. Flow GRPO variants, none at +15: groups of 8 (8 initial states per iteration) 0.81, groups "
+    "of 2 (32 states) 0.84, lr 1e-4 0.83, 720 iterations 0.86, Dr.GRPO (`algorithm.adv=dr_grpo`, no per-group std "
+    "division) 0.89 (+12, within noise of 0.87). Training (sampled) success on `hard` ends at 0.68-0.71 after 480 "
+    "iterations in every variant (lr 1e-4: 0.61; the 720-iteration run 0.72, with no eval gain), against flow "
+    "PPO's 0.80 at 600: with one outcome per episode of ~22 chunks, GRPO's credit on push stays coarse where PPO's "
+    "critic assigns it per chunk.")
+
+
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
     "0.38 (longer RL: 0.42 / 0.46), flow SFT 0.46 -> 0.46 / 0.48: the SFT policy reached toward the named object "
@@ -272,7 +287,7 @@ EARLIER = ((
     "(8 sampled episodes from each of 48 ID initial states, flow SFT): reach-type instructions deterministic 0.88 / "
     "sampled 0.84 with 22% of states giving mixed outcomes; push 0.38 / 0.42 with 85% mixed -- RL has signal on "
     "push and does not convert it at this budget; lift 0.00 / 0.08. Next: per-episode advantage diagnostics on "
-    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10)
+    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11)
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:

@@ -67,7 +67,7 @@ class PolicyAlgorithmConfig:
     adv: str = field(default="gae", metadata=h("advantage estimator (learner.algorithms.ADVANTAGES): gae needs a critic; grpo / dr_grpo / rloo use groups of samples"))
     gamma: float = field(default=0.99, metadata=h("discount per step (env step or token)"))
     lam: float = field(default=0.95, metadata=h("GAE lambda (adv: gae only)"))
-    whiten_adv: bool = field(default=True, metadata=h("whiten advantages over the batch"))
+    whiten_adv: bool = field(default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only; grouped estimators are normalised per group)"))
     clip_low: float = field(default=0.2, metadata=h("PPO ratio clip below 1"))
     clip_high: float = field(default=0.2, metadata=h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
     dual_clip: float | None = field(default=None, metadata=h("dual-clip constant c > 1 for negative advantages"))

@@ -53,12 +53,17 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """``(advantages, returns)``, both ``[B, T]``, from the config's resolved estimator.
 
     With a critic: GAE over env steps, bootstrapped from the value after the last step and cut
-    at episode ends. Without: one advantage per episode (its return against its group's, all
-    reset from the same initial state) on every step of it; returns are unused (zeros).
+    at episode ends, whitened over the valid steps when ``algorithm.whiten_adv``. Without: one
+    advantage per episode (its return against its group's, all reset from the same initial
+    state) on every step of it, never re-whitened; returns are unused (zeros).
     """
     est = algo.estimator
     if est.needs_critic:
-        return est(b.rewards, b.values, b.mask, algo.gamma, algo.lam, bootstrap_value=b.bootstrap, dones=b.dones)
+        adv, ret = est(b.rewards, b.values, b.mask, algo.gamma, algo.lam, bootstrap_value=b.bootstrap, dones=b.dones)
+        return (whiten(adv, b.mask) if algo.whiten_adv and b.mask.sum() > 1 else adv), ret
+    # Not whitened: the group already normalises, and a step-weighted batch mean would shift every
+    # advantage by the success/failure length gap (failures run longer), so an all-fail group --
+    # no signal -- would be reinforced.
     adv = broadcast_to_tokens(compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask)
     return adv, torch.zeros_like(adv)
 
@@ -114,8 +119,6 @@ class PPOLearner:
         images = {k: flat(v) for k, v in b.images.items()}
         instr = None if b.instructions is None else b.instructions.reshape(-1)[valid.numpy()]
         adv, ret = flat(adv), flat(ret)
-        if self.algo.whiten_adv and adv.numel() > 1:
-            adv = whiten(adv)
         self._set_lr(iteration)
         use_critic = self.algo.estimator.needs_critic
         # critic warm-up: the value head learns the SFT policy's returns before any advantage moves the policy

@@ -110,6 +110,48 @@ def test_in_process_training_learns_toy_reach(adv: str) -> None:
     assert np.mean(rates[-5:]) > max(0.8, np.mean(rates[:3]) + 0.2), rates
 
 
+def _batch(scores: list[float], lengths: list[int], state_dim: int, horizon: int = 8) -> "TensorBatch":
+    from learner.actor.ppo import TensorBatch
+
+    n = len(scores)
+    mask = torch.zeros(n, horizon)
+    for i, L in enumerate(lengths):
+        mask[i, :L] = 1.0
+    z = torch.zeros(n, horizon)
+    rewards = z.clone()
+    for i, (s, L) in enumerate(zip(scores, lengths)):
+        rewards[i, L - 1] = s
+    return TensorBatch(state=torch.zeros(n, horizon, state_dim), images={}, actions=torch.zeros(n, horizon, 1),
+                       logp=z, values=torch.linspace(0, 1, n * horizon).reshape(n, horizon), rewards=rewards,
+                       dones=z, mask=mask, bootstrap=torch.zeros(n), scores=torch.tensor(scores))
+
+
+@pytest.mark.parametrize("adv", ["grpo", "gae"])
+def test_update_advantages_are_not_shifted_by_episode_length(adv: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failures run to the time limit, successes end early: whitening broadcast GRPO advantages over
+    steps would move an all-fail group (no signal) off zero and reinforce it. The update sees them
+    as the group made them; GAE advantages are still whitened over the valid steps."""
+    from learner.actor.ppo import TensorBatch
+
+    cfg = _toy_cfg()
+    envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
+    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
+    # group 1: one short success, three long failures; group 2: four long failures
+    b = _batch([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [2, 8, 8, 8, 8, 8, 8, 8], envs.spec.state_dim)
+    monkeypatch.setattr(TensorBatch, "from_trajectory", classmethod(lambda cls, t: b))
+    learner = PPOLearner(policy, AlgorithmConfig(adv=adv, group_size=4, whiten_adv=True),
+                         ActorConfig(epochs=1, minibatches=1))
+    seen: list[torch.Tensor] = []
+    learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
+    learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+    got = torch.sort(seen[0]).values
+    if adv == "grpo":
+        want = torch.sort(torch.tensor([1.5] * 2 + [-0.5] * 24 + [0.0] * 32)).values
+        assert torch.allclose(got, want, atol=1e-4)
+    else:
+        assert abs(float(got.mean())) < 1e-5 and float(got.std()) == pytest.approx(1.0, abs=1e-4)
+
+
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match="placement"):
         from_dict(EmbodiedConfig, {"placement": {"env,rollout": "all"}})
