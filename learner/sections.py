@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from learner.algorithms.advantages import ADVANTAGES, AdvantageEstimator
+from learner.algorithms.aggregation import AGG_MODES
 from rlinf_contracts.config import ConfigError
 
 __all__ = ["h", "apply_aliases", "PolicyAlgorithmConfig", "OptimConfig", "TrainLoopConfig"]
@@ -72,6 +73,9 @@ class PolicyAlgorithmConfig:
     clip_high: float = field(default=0.2, metadata=h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
     dual_clip: float | None = field(default=None, metadata=h("dual-clip constant c > 1 for negative advantages"))
     entropy_coef: float = field(default=0.0, metadata=h("entropy bonus weight"))
+    agg_mode: str = field(default="token-mean", metadata=h(
+        "loss aggregation (learner.algorithms.AGG_MODES): token-mean weighs every token / env step alike; "
+        "seq-mean-token-mean weighs every sequence / episode alike (GRPO's original choice)"))
 
     def __post_init__(self) -> None:
         apply_aliases(self, "algorithm")
@@ -90,6 +94,8 @@ class PolicyAlgorithmConfig:
             raise ConfigError(f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}")
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ConfigError(f"algorithm.dual_clip must be > 1, got {self.dual_clip}")
+        if self.agg_mode not in AGG_MODES:
+            raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from learner.actor.ddp import GradSync
 from learner.algorithms.advantages import broadcast_to_tokens, compute_advantages, whiten
+from learner.algorithms.aggregation import step_weights
 from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 from learner.models import Policy
 from learner.rollout.trajectory import Trajectory
@@ -55,17 +56,26 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     With a critic: GAE over env steps, bootstrapped from the value after the last step and cut
     at episode ends, whitened over the valid steps when ``algorithm.whiten_adv``. Without: one
     advantage per episode (its return against its group's, all reset from the same initial
-    state) on every step of it, never re-whitened; returns are unused (zeros).
+    state) on every step of it, never re-whitened; returns are unused (zeros). Either way scaled
+    per step by ``algorithm.agg_mode`` (``seq-mean-token-mean``: every episode weighs the same,
+    however long -- failures run to the time limit, successes end early).
     """
     est = algo.estimator
     if est.needs_critic:
         adv, ret = est(b.rewards, b.values, b.mask, algo.gamma, algo.lam, bootstrap_value=b.bootstrap, dones=b.dones)
-        return (whiten(adv, b.mask) if algo.whiten_adv and b.mask.sum() > 1 else adv), ret
-    # Not whitened: the group already normalises, and a step-weighted batch mean would shift every
-    # advantage by the success/failure length gap (failures run longer), so an all-fail group --
-    # no signal -- would be reinforced.
-    adv = broadcast_to_tokens(compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask)
-    return adv, torch.zeros_like(adv)
+        adv = whiten(adv, b.mask) if algo.whiten_adv and b.mask.sum() > 1 else adv
+    else:
+        # Not whitened: the group already normalises, and a step-weighted batch mean would shift every
+        # advantage by the success/failure length gap (failures run longer), so an all-fail group --
+        # no signal -- would be reinforced.
+        adv = broadcast_to_tokens(compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask)
+        ret = torch.zeros_like(adv)
+    # ``algorithm.agg_mode`` as per-step weights on the advantage: the clipped loss is positively
+    # homogeneous in A, so w * L(A) == L(w * A), and the minibatches' step-mean then estimates the
+    # mode's loss (a row = one env's steps of the iteration; one episode for outcome estimators).
+    if algo.agg_mode != "token-mean":
+        adv = adv * step_weights(b.mask, algo.agg_mode)
+    return adv, ret
 
 
 def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, list[torch.nn.Parameter]]:

@@ -26,7 +26,7 @@ from learner.algorithms.advantages import (
     rloo_advantages,
     whiten,
 )
-from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean
+from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean, step_weights
 from learner.algorithms.batch_renorm import EnsembleBatchRenorm, batch_renorm
 from learner.algorithms.critics import (
     CriticEnsemble,
@@ -103,5 +103,5 @@ __all__ = [
     "pg_policy_loss", "ppo_policy_loss", "random_subset_min", "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages", "reinforce_pp_returns", "rloo_advantages",
     "rlpd_update", "sac_actor_loss", "sac_critic_loss", "sac_critic_target", "sft_loss",
-    "soft_update", "symmetric_batch", "temperature_loss", "value_loss", "whiten",
+    "soft_update", "step_weights", "symmetric_batch", "temperature_loss", "value_loss", "whiten",
 ]

@@ -95,3 +95,26 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     """``sum(x m) / max(sum(m), 1)``: the token-mean of ``x`` for metrics."""
     m = mask.to(x.dtype)
     return (torch.where(m > 0, x, torch.zeros_like(x)) * m).sum() / m.sum().clamp_min(1.0)
+
+
+def step_weights(mask: Tensor, mode: str, norm_constant: float | None = None) -> Tensor:
+    """Per-token weights ``w`` [B, T] with ``token-mean(L * w) == aggregate(L, mask, mode)``.
+
+    For learners that shuffle single tokens (env steps) into minibatches rather than whole
+    rows: each minibatch's plain mean of ``w * L`` is then an unbiased estimate of the ``mode``
+    loss of the full batch. ``w = N * c_b`` on valid tokens (``N`` valid tokens, ``c_b`` the
+    weight ``mode`` gives each token of row ``b``), 0 elsewhere; all 1 for ``token-mean``.
+
+    >>> m = torch.tensor([[1., 1., 1., 1.], [1., 1., 0., 0.]])
+    >>> step_weights(m, "seq-mean-token-mean")
+    tensor([[0.7500, 0.7500, 0.7500, 0.7500],
+            [1.5000, 1.5000, 0.0000, 0.0000]])
+    """
+    _check_mode(mode)
+    m = mask.float()
+    n = m.sum()
+    if mode == "token-mean":
+        return m.clone()
+    norm = global_normalizer(mask, mode, norm_constant)
+    per_row = 1.0 / m.sum(dim=-1, keepdim=True).clamp_min(1.0) if mode == "seq-mean-token-mean" else torch.ones_like(m[..., :1])
+    return m * per_row * n / norm

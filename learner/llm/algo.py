@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from learner.algorithms import (
-    AGG_MODES,
     KL_ESTIMATORS,
     POLICY_LOSSES,
     broadcast_to_tokens,
@@ -52,7 +51,6 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     gamma: float = field(default=1.0, metadata=h("discount for token-level returns"))
     whiten_adv: bool = field(default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only)"))
     loss: str = field(default="ppo", metadata=h("policy loss (learner.algorithms.POLICY_LOSSES)"))
-    agg_mode: str = field(default="token-mean", metadata=h("loss aggregation (learner.algorithms.AGG_MODES)"))
     norm_constant: float | None = field(default=None, metadata=h("constant for seq-mean-token-sum-norm (default max_new_tokens)"))
     kl_coef: float = field(default=0.0, metadata=h("KL-to-reference weight; > 0 needs a ref model"))
     kl_kind: str = field(default="k3", metadata=h("KL estimator k1 | k2 | k3"))
@@ -75,8 +73,6 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
         if not self.estimator.needs_critic and self.critic is not None:
             raise ConfigError(f"algorithm.critic is set but algorithm.adv={self.adv!r} does not use a critic; "
                               "set algorithm.adv=gae or remove algorithm.critic")
-        if self.agg_mode not in AGG_MODES:
-            raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
         if self.kl_coef < 0:
             raise ConfigError(f"algorithm.kl_coef must be >= 0, got {self.kl_coef}")
 

@@ -11,7 +11,8 @@ Two episode modes:
   valid, ``dones`` marks episode ends, truncation (time limit) is bootstrapped by adding
   ``gamma * V(final_obs)`` to the last reward, as if the episode went on.
 - ``single`` (GRPO): each row runs exactly one episode from a reset; steps after its end are
-  masked out and ``scores`` holds the episode return.
+  masked out and ``scores`` holds the episode's return discounted by ``gamma`` per policy step
+  (``gamma`` 1: the plain return; below 1 an outcome estimator also prefers the faster success).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class Trajectory:
     dones: np.ndarray  # [B, T] float, 1 where an episode ended at t
     mask: np.ndarray  # [B, T] float, 1 at valid steps
     bootstrap_value: np.ndarray  # [B]
-    scores: np.ndarray  # [B] return of the row's (first) episode, for outcome advantages
+    scores: np.ndarray  # [B] discounted return of the row's (first) episode, for outcome advantages
     stats: EpisodeStats = field(default_factory=EpisodeStats)
 
     @property
@@ -164,6 +165,7 @@ class TrajectoryBuilder:
         self.mask: list[np.ndarray] = []
         self.alive = np.ones(num_envs, bool)  # single mode: row still in its first episode
         self.scores = np.zeros(num_envs, np.float32)
+        self._discount = np.ones(num_envs, np.float32)  # gamma ** (policy steps into the first episode)
         self.stats = EpisodeStats()
 
     @property
@@ -185,7 +187,8 @@ class TrajectoryBuilder:
             rows = np.flatnonzero(out.truncated & ~out.terminated)
             reward[rows] += self.gamma * np.asarray(final_values, np.float32)
         counted = self.alive if self.single else np.ones(self.n, bool)
-        self.scores += np.where(self.alive, out.reward, 0.0).astype(np.float32)
+        self.scores += np.where(self.alive, self._discount * out.reward, 0.0).astype(np.float32)
+        self._discount *= np.float32(self.gamma)
         self.rewards.append(reward)
         self.dones.append(out.done.astype(np.float32))
         for i in np.flatnonzero(out.done & counted):

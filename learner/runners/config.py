@@ -83,7 +83,7 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     ALIASES: ClassVar[dict[str, str]] = {"gae_lambda": "lam", "normalize_advantages": "whiten_adv",
                                          "ent_coef": "entropy_coef"}
 
-    gamma: float = field(default=0.99, metadata=_h("discount per policy step"))
+    gamma: float = field(default=0.99, metadata=_h("discount per policy step (GAE; outcome estimators score episodes by their discounted return)"))
     group_size: int = field(default=8, metadata=_h("grouped estimators (grpo...): episodes per group, reset from the same seed"))
     vf_coef: float = field(default=0.5, metadata=_h("value loss weight (estimators with a critic only)"))
     vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer
+from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean, step_weights
 
 T = torch.tensor
 LOSS = T([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0], [7.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
@@ -112,3 +112,17 @@ def test_micro_batches_without_global_normalizer_differ():
 def test_unknown_mode_lists_choices():
     with pytest.raises(ValueError, match="seq-mean-token-mean"):
         aggregate(LOSS, MASK, "token_mean")
+
+
+@pytest.mark.parametrize("mode", AGG_MODES)
+def test_step_weights_turn_a_plain_step_mean_into_the_mode(mode: str):
+    """Learners that shuffle single env steps into minibatches apply a mode as per-step weights."""
+    g = torch.Generator().manual_seed(0)
+    loss = torch.randn(6, 9, generator=g)
+    mask = (torch.arange(9) < torch.tensor([[9], [2], [5], [0], [7], [1]])).float()
+    w = step_weights(mask, mode)
+    torch.testing.assert_close(masked_mean(loss * w, mask), aggregate(loss, mask, mode))
+    assert float(w[mask == 0].abs().sum()) == 0.0
+    if mode == "seq-mean-token-mean":  # every non-empty row carries the same total weight
+        per_row = w.sum(-1)[mask.sum(-1) > 0]
+        torch.testing.assert_close(per_row, torch.full_like(per_row, float(per_row[0])))

@@ -56,16 +56,18 @@ def test_builder_bootstraps_truncation_and_masks_single_episodes() -> None:
     np.testing.assert_allclose(traj.dones, [[0, 1], [1, 0]])
     assert traj.obs["state"].shape == (2, 2, 1) and traj.actions.shape == (2, 2, 1, 1)
     assert traj.stats.successes == [False, True] and traj.stats.returns == [5.0, 7.0]
-    # single-episode mode: steps after the episode ended are masked and the score stops counting
-    s = TrajectoryBuilder(1, gamma=1.0, single_episode=True)
-    for r, done in ((1.0, False), (2.0, True), (5.0, False)):
-        s.add_step({"state": np.zeros((1, 1), np.float32)}, np.zeros((1, 1, 1)), np.zeros(1), np.zeros(1))
-        s.add_outcome(StepOutcome.from_step(np.array([r]), np.array([done]), np.array([False]),
-                                            {"success": np.array([done]), "episode_return": np.array([3.0]),
-                                             "episode_length": np.array([2])}))
-    traj = s.finish(np.array([9.0]))
-    np.testing.assert_allclose(traj.mask, [[1, 1, 0]])
-    assert traj.scores[0] == 3.0 and traj.bootstrap_value[0] == 0.0 and traj.stats.lengths == [2]
+    # single-episode mode: steps after the episode ended are masked and the score stops counting;
+    # the score is the return discounted per policy step (gamma 1: the plain return)
+    for gamma, score in ((1.0, 3.0), (0.5, 1.0 + 0.5 * 2.0)):
+        s = TrajectoryBuilder(1, gamma=gamma, single_episode=True)
+        for r, done in ((1.0, False), (2.0, True), (5.0, False)):
+            s.add_step({"state": np.zeros((1, 1), np.float32)}, np.zeros((1, 1, 1)), np.zeros(1), np.zeros(1))
+            s.add_outcome(StepOutcome.from_step(np.array([r]), np.array([done]), np.array([False]),
+                                                {"success": np.array([done]), "episode_return": np.array([3.0]),
+                                                 "episode_length": np.array([2])}))
+        traj = s.finish(np.array([9.0]))
+        np.testing.assert_allclose(traj.mask, [[1, 1, 0]])
+        assert traj.scores[0] == score and traj.bootstrap_value[0] == 0.0 and traj.stats.lengths == [2]
     both = collate([traj, traj])
     assert both.mask.shape == (2, 3) and len(both.stats.successes) == 2
 
@@ -150,6 +152,32 @@ def test_update_advantages_are_not_shifted_by_episode_length(adv: str, monkeypat
         assert torch.allclose(got, want, atol=1e-4)
     else:
         assert abs(float(got.mean())) < 1e-5 and float(got.std()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_seq_mean_aggregation_weighs_each_episode_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``algorithm.agg_mode=seq-mean-token-mean``: a 2-step success and an 8-step failure of the same
+    group carry the same total weight in the update (step-mean would give the failure 4x)."""
+    from learner.actor.ppo import TensorBatch
+
+    cfg = _toy_cfg()
+    envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
+    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
+    lengths = [2, 8, 8, 8, 8, 8, 8, 8]
+    b = _batch([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], lengths, envs.spec.state_dim)
+    monkeypatch.setattr(TensorBatch, "from_trajectory", classmethod(lambda cls, t: b))
+    learner = PPOLearner(policy, AlgorithmConfig(adv="grpo", group_size=4, agg_mode="seq-mean-token-mean"),
+                         ActorConfig(epochs=1, minibatches=1))
+    seen: list[torch.Tensor] = []
+    learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
+    learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+    got, n = seen[0], sum(lengths)
+    scale = n / len(lengths)  # the step-mean of the weighted advantages is the mean over episodes
+    count = lambda v: int(torch.isclose(got, torch.tensor(v), atol=1e-5).sum())  # noqa: E731
+    assert count(1.5 * scale / 2) == 2  # the success, over its 2 steps
+    assert count(-0.5 * scale / 8) == 24  # three failures, 8 steps each
+    assert int((got == 0.0).sum()) == 32  # the all-fail group: no signal, whatever the weights
+    with pytest.raises(ConfigError, match="algorithm.agg_mode"):
+        from_dict(EmbodiedConfig, {"algorithm": {"agg_mode": "episode-mean"}})
 
 
 def test_config_errors_name_the_key() -> None:
