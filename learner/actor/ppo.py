@@ -56,7 +56,8 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     With a critic: GAE over env steps, bootstrapped from the value after the last step and cut
     at episode ends, whitened over the valid steps when ``algorithm.whiten_adv``. Without: one
     advantage per episode (its return against its group's, all reset from the same initial
-    state) on every step of it, never re-whitened; returns are unused (zeros). Either way scaled
+    state) on every step of it (but steps a group shared, ``algorithm.shared_prefix``, are
+    masked), never re-whitened; returns are unused (zeros). Either way scaled
     per step by ``algorithm.agg_mode`` (``seq-mean-token-mean``: every episode weighs the same,
     however long -- failures run to the time limit, successes end early).
     """

@@ -14,6 +14,7 @@ import torch
 
 from learner.models import Policy, obs_to_tensors
 from learner.models.policy import executable
+from learner.rollout.branching import SharedPrefix
 from learner.rollout.envs import StageEnvs
 from learner.rollout.trajectory import StepOutcome, Trajectory, TrajectoryBuilder, collate
 from rlinf_contracts.env import Observation
@@ -59,18 +60,31 @@ def sampling_seed(seed: int, stream: int, iteration: int, step: int) -> int:
     return derive_seed(seed, "rollout", stream, iteration, step)
 
 
+def draw_prefix(num_envs: int, group_size: int, max_steps: int, *, seed: int, stream: int,
+                iteration: int) -> SharedPrefix | None:
+    """A stream's shared-prefix lengths for one iteration (same in fused and channel modes)."""
+    return SharedPrefix.draw(num_envs, group_size, max_steps, derive_seed(seed, "prefix", stream, iteration))
+
+
 def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, *, seed: int,
-                   iteration: int, first_stream: int, single_episode: bool = False) -> Trajectory:
-    """Run ``steps`` policy steps on every stage env; stage order is the batch order."""
+                   iteration: int, first_stream: int, single_episode: bool = False,
+                   shared_prefix: int = 0) -> Trajectory:
+    """Run ``steps`` policy steps on every stage env; stage order is the batch order.
+
+    ``shared_prefix`` > 0: each group's members replay their leader's first 0..shared_prefix
+    actions (:mod:`learner.rollout.branching`)."""
     n = stages.spec.num_envs
     keep = policy.spec.uses_instruction
     builders = [TrajectoryBuilder(n, gamma, single_episode, keep) for _ in stages.envs]
+    prefixes = [draw_prefix(n, stages.group_size, shared_prefix, seed=seed, stream=first_stream + k,
+                            iteration=iteration) for k in range(len(stages.envs))]
     for t in range(steps):
         for k, env in enumerate(stages.envs):
             obs = stages.obs[k]
             torch.manual_seed(sampling_seed(seed, first_stream + k, iteration, t))
             actions, logp, value = policy_step(policy, obs)
-            builders[k].add_step(obs, actions, logp, value)
+            credit = None if prefixes[k] is None else prefixes[k].apply(t, actions, logp)
+            builders[k].add_step(obs, actions, logp, value, credit)
             next_obs, reward, terminated, truncated, info = env.step(executable(actions, policy.spec.action_dim))
             out = StepOutcome.from_step(reward, terminated, truncated, info)
             builders[k].add_outcome(out, value_of(policy, out.final_obs))

@@ -172,13 +172,17 @@ class TrajectoryBuilder:
     def steps(self) -> int:
         return len(self.actions)
 
-    def add_step(self, obs: Observation, actions: np.ndarray, logp: np.ndarray, values: np.ndarray) -> None:
+    def add_step(self, obs: Observation, actions: np.ndarray, logp: np.ndarray, values: np.ndarray,
+                 credit: np.ndarray | None = None) -> None:
+        """``credit`` [B] (0/1) masks steps out of the loss on top of the episode mask
+        (a group's shared prefix, :mod:`learner.rollout.branching`)."""
         self.obs.append({"state": obs["state"], "images": dict(obs.get("images") or {}),
                          "instruction": list(obs.get("instruction") or []) if self.keep_instruction else []})
         self.actions.append(np.asarray(actions, np.float32))
         self.logp.append(np.asarray(logp, np.float32))
         self.values.append(np.asarray(values, np.float32))
-        self.mask.append(self.alive.astype(np.float32) if self.single else np.ones(self.n, np.float32))
+        mask = self.alive.astype(np.float32) if self.single else np.ones(self.n, np.float32)
+        self.mask.append(mask if credit is None else mask * np.asarray(credit, np.float32))
 
     def add_outcome(self, out: StepOutcome, final_values: np.ndarray | None = None) -> None:
         """Record the env's answer to the last ``add_step``; ``final_values`` = V(out.final_obs)."""

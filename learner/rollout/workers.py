@@ -16,7 +16,7 @@ import torch
 from learner.models import PolicySpec
 from learner.models.policy import executable
 from learner.roles import WeightSubscriber
-from learner.rollout.collect import policy_step, sampling_seed, value_of
+from learner.rollout.collect import draw_prefix, policy_step, sampling_seed, value_of
 from learner.rollout.envs import StageEnvs
 from learner.rollout.streams import EnvMessage, StreamLayout
 from learner.rollout.trajectory import EpisodeStats, StepOutcome, TrajectoryBuilder, split_rows
@@ -91,6 +91,8 @@ class RolloutWorker(WeightSubscriber, Worker):
         single = cfg.algorithm.single_episode
         keep = self.policy.spec.uses_instruction
         builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single, keep) for s in self.streams}
+        prefixes = {s: draw_prefix(envs_per_stream, self.group_size, cfg.algorithm.shared_prefix, seed=cfg.seed,
+                                   stream=s, iteration=iteration) for s in self.streams}
         busy, stats = 0.0, EpisodeStats()
         for _ in range(len(self.streams) * (steps + 1)):
             msg: EnvMessage = lay.obs.get(key=lay.rollout_key(self.streams[0]), timeout=lay.timeout)
@@ -101,7 +103,8 @@ class RolloutWorker(WeightSubscriber, Worker):
             if b.steps < steps:
                 torch.manual_seed(sampling_seed(cfg.seed, msg.stream, iteration, b.steps))
                 actions, logp, value = policy_step(self.policy, msg.obs)
-                b.add_step(msg.obs, actions, logp, value)
+                prefix = prefixes[msg.stream]
+                b.add_step(msg.obs, actions, logp, value, None if prefix is None else prefix.apply(b.steps, actions, logp))
                 busy += time.perf_counter() - t0
                 lay.actions.put(executable(actions, self.policy.spec.action_dim), key=lay.action_key(msg.stream),
                                 timeout=lay.timeout)

@@ -85,6 +85,10 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
 
     gamma: float = field(default=0.99, metadata=_h("discount per policy step (GAE; outcome estimators score episodes by their discounted return)"))
     group_size: int = field(default=8, metadata=_h("grouped estimators (grpo...): episodes per group, reset from the same seed"))
+    shared_prefix: int = field(default=0, metadata=_h(
+        "grouped estimators: a group's members replay their leader's actions for its first k policy steps, "
+        "k uniform in 0..shared_prefix per group and iteration, then branch; shared steps are masked out of "
+        "the loss, so the group mean scores the branch state (step-level credit without a critic; 0: off)"))
     vf_coef: float = field(default=0.5, metadata=_h("value loss weight (estimators with a critic only)"))
     vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))
     max_grad_norm: float = field(default=0.5, metadata=_h("gradient norm clip"))
@@ -102,6 +106,11 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
                               "make; use gae (critic) or an outcome estimator (grpo, dr_grpo, rloo)")
         if est.grouped and self.group_size < 2:
             raise ConfigError(f"key 'algorithm.group_size' must be >= 2 for {self.adv}, got {self.group_size}")
+        if self.shared_prefix < 0:
+            raise ConfigError(f"key 'algorithm.shared_prefix' must be >= 0, got {self.shared_prefix}")
+        if self.shared_prefix and not est.grouped:
+            raise ConfigError(f"key 'algorithm.shared_prefix' needs a grouped estimator (grpo, dr_grpo, rloo); "
+                              f"algorithm.adv={self.adv!r} has no groups")
 
     @property
     def env_group_size(self) -> int:

@@ -49,7 +49,8 @@ class FusedWorker(TrainerHost, Worker):
         t0 = time.perf_counter()
         traj = collect_inline(self.trainer.policy, self.envs, steps, cfg.algorithm.gamma, seed=cfg.seed,
                               iteration=iteration, first_stream=self.first_stream,
-                              single_episode=cfg.algorithm.single_episode)
+                              single_episode=cfg.algorithm.single_episode,
+                              shared_prefix=cfg.algorithm.shared_prefix)
         t1 = time.perf_counter()
         metrics = self.trainer.train(traj, iteration)
         t2 = time.perf_counter()

@@ -75,13 +75,19 @@ def test_two_iterations_update_weights_in_every_placement(ray_cluster, tmp_path,
 
 
 @pytest.mark.slow
-def test_fused_and_channel_pipelines_compute_the_same_update(ray_cluster, tmp_path) -> None:
-    """Same seeds, same streams: the channel pipeline (2 stages) reproduces the fused numbers."""
-    stages = {"rollout": {"pipeline_stages": 2}}
-    a = _cfg(tmp_path, "fused", {"env,rollout,actor": "0"}, **stages)
-    b = _cfg(tmp_path, "channels", {"env": "0", "rollout": "1", "actor": "2"}, **stages)
+@pytest.mark.parametrize("algo", ["gae", "grpo-shared-prefix"])
+def test_fused_and_channel_pipelines_compute_the_same_update(ray_cluster, tmp_path, algo) -> None:
+    """Same seeds, same streams: the channel pipeline (2 stages) reproduces the fused numbers
+    (GRPO groups that replay their leader's first steps draw the same branch steps in both)."""
+    over = {"rollout": {"pipeline_stages": 2}}
+    if algo != "gae":
+        over["algorithm"] = {"adv": "grpo", "group_size": 2, "shared_prefix": 3}
+    a = _cfg(tmp_path, f"fused-{algo}", {"env,rollout,actor": "0"}, **over)
+    b = _cfg(tmp_path, f"channels-{algo}", {"env": "0", "rollout": "1", "actor": "2"}, **over)
     ra, rb = (get_runner("embodied").run(c, ray_cluster) for c in (a, b))
-    for key in ("train/policy_loss", "train/value_loss", "train/approx_kl"):
+    keys = ("train/policy_loss", "train/value_loss", "train/approx_kl") if algo == "gae" else \
+        ("train/policy_loss", "train/approx_kl", "iter/success_rate")
+    for key in keys:
         assert ra[key] == pytest.approx(rb[key], rel=1e-4, abs=1e-6), key
     pa, pb = (_params(load_policy(checkpoint_dir(c.train.out_dir, 2))[0]) for c in (a, b))
     torch.testing.assert_close(pa, pb, atol=1e-5, rtol=1e-4)

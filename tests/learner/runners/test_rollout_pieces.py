@@ -92,19 +92,22 @@ def _toy_cfg(**over) -> EmbodiedConfig:
     return from_dict(EmbodiedConfig, base)
 
 
-@pytest.mark.parametrize("adv", ["gae", "grpo"])
+@pytest.mark.parametrize("adv", ["gae", "grpo", "grpo-prefix"])
 def test_in_process_training_learns_toy_reach(adv: str) -> None:
+    """``grpo-prefix``: groups replay their leader's first 0..3 steps, then branch (fewer steps train, 10 more iterations)."""
     torch.set_num_threads(1)
-    cfg = _toy_cfg(algorithm={"adv": adv, "group_size": 4}, env={"max_episode_steps": 20})
+    prefix = 3 if adv == "grpo-prefix" else 0
+    adv = adv.partition("-")[0]
+    cfg = _toy_cfg(algorithm={"adv": adv, "group_size": 4, "shared_prefix": prefix}, env={"max_episode_steps": 20})
     envs = StageEnvs(cfg.env.name, 16, 1, 4 if adv == "grpo" else 1, **cfg.env.factory_kwargs())
     trainer = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1)
     rates = []
-    for it in range(25 if adv == "gae" else 30):
+    for it in range(25 if adv == "gae" else 30 + 10 * bool(prefix)):
         if adv == "grpo" or it == 0:
             envs.reset(cfg.seed, it, 0)
         steps = 16 if adv == "gae" else 20
         traj = collect_inline(trainer.policy, envs, steps, cfg.algorithm.gamma, seed=cfg.seed, iteration=it,
-                              first_stream=0, single_episode=adv == "grpo")
+                              first_stream=0, single_episode=adv == "grpo", shared_prefix=prefix)
         if adv == "grpo":
             assert len(traj.stats.successes) == 16  # exactly one episode per row
         rates.append(traj.stats.summary().get("success_rate", 0.0))
