@@ -36,7 +36,7 @@ def demos(tmp_path_factory):
 
 
 @pytest.mark.parametrize("head", ["tokens", "flow"])
-def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head):
+def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head, capsys):
     sft_dir, ppo_dir, grpo_dir = tmp_path / "sft", tmp_path / "ppo", tmp_path / "grpo"
     assert main(["train", f"configs/sim_franka_language_vla_{head}_sft.yaml", f"sft.demos={demos}", "sft.steps=5",
                  "train.log_every=5", f"train.out_dir={sft_dir}", "eval.ood_splits=[id,semantic]", *TINY_ENV]) == 0
@@ -62,7 +62,15 @@ def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head):
     key = "cnn.conv1.weight"
     diff = float((ppo_state[key] - sft_state[key]).abs().max())
     assert 0.0 < diff < 0.05, diff
-    assert main(["train", f"configs/sim_franka_language_vla_{head}_grpo.yaml", f"train.init_from={sft_dir}",
-                 "train.iterations=1", "env.num_envs=4", "algorithm.group_size=2", "env.max_episode_steps=8",
-                 f"train.out_dir={grpo_dir}", "eval.ood_splits=[id]", *TINY_ENV]) == 0
+    grpo = ["train", f"configs/sim_franka_language_vla_{head}_grpo.yaml", f"train.init_from={sft_dir}",
+            "train.iterations=1", "env.num_envs=4", "algorithm.group_size=2", "env.max_episode_steps=8",
+            f"train.out_dir={grpo_dir}", "eval.ood_splits=[id]", *TINY_ENV]
+    if head == "flow":  # the RL stage sets its own exploration noise; SFT's (never trained) is not loaded
+        assert main([*grpo, "train.init_skip=[head.log_sigmaa]"]) == 2
+        assert "key 'train.init_skip' names ['head.log_sigmaa'], which match no tensor" in capsys.readouterr().err
+        grpo += ["train.init_skip=[head.log_sigma]", "model.kwargs.init_log_sigma=-0.5"]
+    assert main(grpo) == 0
     assert json.loads((grpo_dir / "metrics.json").read_text())["final"]["eval"]["id"]["episodes"] == 4
+    if head == "flow":
+        log_sigma = load_checkpoint(grpo_dir).model_state["head.log_sigma"]
+        assert float((log_sigma + 0.5).abs().max()) < 0.01 and float(sft_state["head.log_sigma"].max()) < -1.0

@@ -99,10 +99,26 @@ class TrainerHost(WeightPublisher):
 
     def init_from(self, path: str) -> str:
         """Start from another run's weights (``train.init_from``: e.g. SFT before RL); the
-        optimiser, iteration and weight version start fresh. Errors name both layouts."""
+        optimiser, iteration and weight version start fresh. Errors name both layouts.
+
+        ``train.init_skip`` prefixes keep this run's initialisation: what a stage decides for
+        itself rather than inherits (the flow head's RL exploration noise, which SFT never trains)."""
         ckpt = load_checkpoint(path)
+        state = dict(ckpt.model_state)
+        skip = list(self.trainer.cfg.train.init_skip)
+        if skip:
+            own = self.trainer.policy.state_dict()
+            hit = lambda name, p: name == p or name.startswith(p + ".")  # noqa: E731
+            unused = [p for p in skip if not any(hit(k, p) for k in own)]
+            if unused:
+                tops = sorted({k.split(".")[0] for k in own})
+                raise ConfigError(f"key 'train.init_skip' names {unused}, which match no tensor of the model; "
+                                  f"its top-level parts are {tops}")
+            kept = [k for k in own if any(hit(k, p) for p in skip)]
+            state.update({k: own[k] for k in kept})
+            log.info("train.init_skip: %d tensor(s) keep this config's initialisation: %s", len(kept), kept[:8])
         try:
-            self.trainer.policy.load_state_dict(ckpt.model_state)
+            self.trainer.policy.load_state_dict(state)
         except RuntimeError as e:
             raise ValueError(f"train.init_from={path!r} does not fit model.name={self.trainer.cfg.model.name!r} "
                              f"with this env: {str(e).splitlines()[0]}") from None

@@ -166,6 +166,9 @@ class TrainConfig(TrainLoopConfig):
     out_dir: str = field(default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json"))
     resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from"))
     init_from: str | None = field(default=None, metadata=_h("checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and iteration start fresh"))
+    init_skip: list[str] = field(default_factory=list, metadata=_h(
+        "tensor-name prefixes train.init_from does not load: they keep this config's initialisation, e.g. "
+        "[head.log_sigma] -- a flow head's exploration noise, which SFT never trains, from model.kwargs.init_log_sigma"))
     tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
     final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
@@ -176,6 +179,9 @@ class TrainConfig(TrainLoopConfig):
             raise ConfigError("keys 'train.iterations' and 'train.checkpoint_every' must be >= 0")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null for no budget), got {self.time_budget_s}")
+        if self.init_skip and not self.init_from:
+            raise ConfigError(f"key 'train.init_skip' ({list(self.init_skip)}) needs train.init_from: "
+                              "without a checkpoint to start from every tensor keeps its initialisation")
 
 
 @dataclass

@@ -32,6 +32,7 @@ def test_dry_run_resolves_config_with_overrides(capsys):
         (["runner=embodid"], "key 'runner': unknown runner 'embodid'; did you mean 'embodied'?"),
         (["eval.env=mujoco_franka/lfit"], "key 'eval.env': unknown mujoco_franka task 'lfit'. Did you mean 'mujoco_franka/lift'?"),
         (["eval.env=franka_language/mix"], "key 'eval.env' (franka_language/mix) must be a task of env.name's family"),
+        (["train.init_skip=[head.log_sigma]"], "key 'train.init_skip' (['head.log_sigma']) needs train.init_from"),
     ],
 )
 def test_config_errors_name_the_key_and_exit_2(overrides, message, capsys):
