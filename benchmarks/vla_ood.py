@@ -276,6 +276,23 @@ SESSION12 = (
     "seq-mean seed 0 0.881 (+11); tokens SFT 0.382, PPO 0.580 (+20), GRPO 0.554 (+17). The flow PPO row's +17 is "
     "+14 on the larger sample, at the threshold; tokens rows hold. The GRPO config is unchanged (token-mean).")
 
+SESSION13 = (
+    "2026-11-26 (later), flow GRPO from the same SFT checkpoint (480 iterations on `hard`, each run on its own core; "
+    "ID on 192 episodes, then the same checkpoint on 960). Episodes are ~5.5 chunks long (22 env steps, at most 10 "
+    "chunks). Step-level credit without a critic, `algorithm.shared_prefix` (`learner/rollout/branching.py`: a "
+    "group's members replay their leader's first 0..k actions -- the simulator is deterministic, so they are in one "
+    "state where they branch -- and the shared steps are masked, so the group mean scores the branch state): k 2 "
+    "0.86, k 4 0.84 (fewer steps train), no gain. Where GRPO stops on push (48 ID states x 4 sampled episodes each, "
+    "`franka_language/push`): SFT deterministic 0.75 / sampled 0.67 with 50% of groups mixed; GRPO 0.79 / 0.76 with "
+    "23% mixed, sampled success 0.12 on the states its deterministic policy fails -- the remaining push failures are "
+    "states where all four samples fail, an all-fail group has no advantage, so GRPO has no signal there; PPO "
+    "(0.92 / 0.86, 25% mixed) reaches more of them through its critic. Lift is still mixed under GRPO (56-60%). "
+    "More exploration noise on those states (`log_sigma` of the RL stage, which `train.init_from` used to overwrite "
+    "with SFT's untrained value; `train.init_skip: [head.log_sigma]` now keeps `model.kwargs.init_log_sigma`): "
+    "sigma 0.3 ID 0.90 (960: 0.878), sigma 0.4 0.90 (960: 0.892), sigma 0.6 0.90 (960: 0.888), sigma 0.4 + "
+    "Dr.GRPO 0.89 (960: 0.873), against sigma 0.2 0.87 (960: 0.868); the best is +12 over SFT's 0.775, within "
+    "about two standard errors of the config's. The GRPO config is unchanged.")
+
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
     "0.38 (longer RL: 0.42 / 0.46), flow SFT 0.46 -> 0.46 / 0.48: the SFT policy reached toward the named object "
@@ -301,7 +318,7 @@ EARLIER = ((
     "(8 sampled episodes from each of 48 ID initial states, flow SFT): reach-type instructions deterministic 0.88 / "
     "sampled 0.84 with 22% of states giving mixed outcomes; push 0.38 / 0.42 with 85% mixed -- RL has signal on "
     "push and does not convert it at this budget; lift 0.00 / 0.08. Next: per-episode advantage diagnostics on "
-    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12)
+    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12, SESSION13)
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:
