@@ -7,7 +7,8 @@ chunk of an episode did, the outcome difference is spread over all of them. A cr
 this with a learned value per state (PPO's GAE); this does it without one.
 
 The members of a group execute their leader's sampled actions for the first ``k`` policy
-steps. The simulators here are deterministic given the reset seed and the actions, so at step
+steps. The simulators here are deterministic given the reset seed and the actions (a test checks
+MuJoCo's; an env that draws its own noise per step breaks the premise), so at step
 ``k`` the members are still in one state, and from there each samples on its own: the group
 mean is now a Monte Carlo value of the state at step ``k``, and outcome differences come from
 steps ``k..`` only. The shared steps say nothing about those differences (every member took
