@@ -79,6 +79,21 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     return adv, ret
 
 
+def under(name: str, prefix: str) -> bool:
+    """Whether a dotted tensor name is ``prefix`` or lies under it (``head`` covers ``head.w``, not ``header``)."""
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def names_under(names: list[str], prefixes: list[str], key: str, what: str) -> list[str]:
+    """The ``names`` under any of ``prefixes``; a prefix that covers none is a config error naming ``key``."""
+    unused = [k for k in prefixes if not any(under(n, k) for n in names)]
+    if unused:
+        tops = sorted({n.split(".")[0] for n in names})
+        raise ConfigError(f"key '{key}' names {unused}, which match no {what} of the model; "
+                          f"its top-level parts are {tops}")
+    return [n for n in names if any(under(n, k) for k in prefixes)]
+
+
 def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, list[torch.nn.Parameter]]:
     """Trainable parameters grouped by ``actor.lr_scale`` multiplier (longest matching name prefix).
 
@@ -86,16 +101,12 @@ def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, 
     >>> {k: len(v) for k, v in lr_groups(net, {"1": 10.0}).items()}
     {1.0: 2, 10.0: 2}
     """
-    unused = [k for k in scales if not any(n == k or n.startswith(k + ".") for n, _ in policy.named_parameters())]
-    if unused:
-        tops = sorted({n.split(".")[0] for n, _ in policy.named_parameters()})
-        raise ConfigError(f"key 'actor.lr_scale' names {unused}, which match no parameter of the model; "
-                          f"its top-level parts are {tops}")
+    names_under([n for n, _ in policy.named_parameters()], list(scales), "actor.lr_scale", "parameter")
     groups: dict[float, list[torch.nn.Parameter]] = {}
     for name, p in policy.named_parameters():
         if not p.requires_grad:
             continue
-        hits = [k for k in scales if name == k or name.startswith(k + ".")]
+        hits = [k for k in scales if under(name, k)]
         scale = float(scales[max(hits, key=len)]) if hits else 1.0
         groups.setdefault(scale, []).append(p)
     return groups

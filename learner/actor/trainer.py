@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from learner.actor.ddp import GradSync, free_address
-from learner.actor.ppo import PPOLearner
+from learner.actor.ppo import PPOLearner, names_under
 from learner.checkpoint import load_checkpoint, save_checkpoint
 from rlinf_contracts.config import ConfigError, to_dict
 from learner.models import Policy, PolicySpec, build_policy
@@ -108,13 +108,7 @@ class TrainerHost(WeightPublisher):
         skip = list(self.trainer.cfg.train.init_skip)
         if skip:
             own = self.trainer.policy.state_dict()
-            hit = lambda name, p: name == p or name.startswith(p + ".")  # noqa: E731
-            unused = [p for p in skip if not any(hit(k, p) for k in own)]
-            if unused:
-                tops = sorted({k.split(".")[0] for k in own})
-                raise ConfigError(f"key 'train.init_skip' names {unused}, which match no tensor of the model; "
-                                  f"its top-level parts are {tops}")
-            kept = [k for k in own if any(hit(k, p) for p in skip)]
+            kept = names_under(list(own), skip, "train.init_skip", "tensor")
             state.update({k: own[k] for k in kept})
             log.info("train.init_skip: %d tensor(s) keep this config's initialisation: %s", len(kept), kept[:8])
         try:
