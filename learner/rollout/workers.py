@@ -104,7 +104,8 @@ class RolloutWorker(WeightSubscriber, Worker):
                 torch.manual_seed(sampling_seed(cfg.seed, msg.stream, iteration, b.steps))
                 actions, logp, value = policy_step(self.policy, msg.obs)
                 prefix = prefixes[msg.stream]
-                b.add_step(msg.obs, actions, logp, value, None if prefix is None else prefix.apply(b.steps, actions, logp))
+                credit = None if prefix is None else prefix.apply(b.steps, actions, logp)
+                b.add_step(msg.obs, actions, logp, value, credit)
                 busy += time.perf_counter() - t0
                 lay.actions.put(executable(actions, self.policy.spec.action_dim), key=lay.action_key(msg.stream),
                                 timeout=lay.timeout)
