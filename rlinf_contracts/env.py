@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -76,8 +76,12 @@ class VectorEnv(abc.ABC):
         return self.spec.num_envs
 
     @abc.abstractmethod
-    def reset(self, seed: int | None = None) -> Observation:
-        """Reset all sub-envs; sub-env i is seeded with ``seed + i`` when a seed is given."""
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
+        """Reset all sub-envs; sub-env i is seeded with ``seed + i`` when a seed is given.
+
+        A sequence gives each sub-env its own seed (``seed[i]``): a learner re-running chosen
+        start states needs it. Families built on ``SteppedVectorEnv`` accept it; others may
+        raise ``TypeError``."""
 
     @abc.abstractmethod
     def step(self, actions: np.ndarray) -> StepResult:

@@ -23,7 +23,8 @@ get views, not copies, on the hot path — else a sorted int array of row ids):
   ``rows`` were reset, given ``obs`` from before; must not modify ``obs`` (it becomes
   ``final_observation``). The default calls ``_observe()``; override it when observing every
   row is expensive (rendering) to copy ``obs`` and refresh only ``rows``.
-- ``_seed(seed)`` (optional): the default gives row ``i`` the generator ``default_rng(seed + i)``.
+- ``_seed(seed)`` (optional): the default gives row ``i`` the generator ``default_rng(seed + i)``,
+  or ``default_rng(seed[i])`` for a sequence of per-row seeds.
 
 A family that must reset differently (the simulator seeds itself, or resets every row in one
 call) may override :meth:`reset`; it must then call :meth:`_begin_episodes` on all rows.
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -110,8 +111,12 @@ class SteppedVectorEnv(VectorEnv):
         """Observation after ``rows`` were reset; ``obs`` (from before) must stay unchanged."""
         return self._observe()
 
-    def _seed(self, seed: int) -> None:
-        self._rngs = [np.random.default_rng(seed + i) for i in range(self.num_envs)]
+    def _seed(self, seed: int | Sequence[int]) -> None:
+        if isinstance(seed, (int, np.integer)):
+            seed = [int(seed) + i for i in range(self.num_envs)]
+        elif len(seed) != self.num_envs:
+            raise ValueError(f"reset got {len(seed)} seeds for {self.num_envs} rows")
+        self._rngs = [np.random.default_rng(int(s)) for s in seed]
 
     # ------------------------------------------------------------- contract
     def _begin_episodes(self, rows: np.ndarray) -> None:
@@ -119,7 +124,7 @@ class SteppedVectorEnv(VectorEnv):
         self._steps[rows], self._returns[rows], self._ever_success[rows] = 0, 0.0, False
         self._needs_reset = False
 
-    def reset(self, seed: int | None = None) -> Observation:
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         if seed is not None:
             self._seed(seed)
         self._reset_rows(self._all_rows)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -94,7 +94,10 @@ class IsaacLabEnv(SteppedVectorEnv):
     def _observe(self) -> Observation:
         return {"state": policy_state(self._obs_raw), "images": {}, "instruction": [self.cfg.task] * self.num_envs}
 
-    def reset(self, seed: int | None = None) -> Observation:
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
+        if seed is not None and not isinstance(seed, int):
+            raise TypeError("IsaacLab seeds the whole batch from one int; per-row seeds (a learner's "
+                            "algorithm.revisit_share) are not supported on this family")
         if seed is not None:
             self.env.unwrapped.seed(seed)
         self._obs_raw, _ = self.env.reset()

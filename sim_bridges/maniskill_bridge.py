@@ -23,7 +23,7 @@ import difflib
 import importlib.util
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -268,9 +268,10 @@ class ManiSkillBatched(SteppedVectorEnv):
         return {"state": flatten_state(self._raw), "images": images,
                 "instruction": [self.spec.instruction] * self.num_envs}
 
-    def reset(self, seed: int | None = None) -> Observation:
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         """ManiSkill seeds its envs itself: one call with a seed per env."""
-        seeds = None if seed is None else [seed + i for i in range(self.num_envs)]
+        seeds = None if seed is None else [seed + i for i in range(self.num_envs)] if isinstance(seed, int) \
+            else [int(s) for s in seed]
         self._raw, _ = self.env.reset(seed=seeds)
         self._begin_episodes(self._all_rows)
         return self._observe()

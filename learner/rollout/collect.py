@@ -16,7 +16,7 @@ from learner.models import Policy, obs_to_tensors
 from learner.models.policy import executable
 from learner.rollout.branching import SharedPrefix
 from learner.rollout.envs import StageEnvs
-from learner.rollout.trajectory import StepOutcome, Trajectory, TrajectoryBuilder, collate
+from learner.rollout.trajectory import Trajectory, TrajectoryBuilder, collate
 from rlinf_contracts.env import Observation
 
 
@@ -85,9 +85,7 @@ def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, 
             actions, logp, value = policy_step(policy, obs)
             credit = None if prefixes[k] is None else prefixes[k].apply(t, actions, logp)
             builders[k].add_step(obs, actions, logp, value, credit)
-            next_obs, reward, terminated, truncated, info = env.step(executable(actions, policy.spec.action_dim))
-            out = StepOutcome.from_step(reward, terminated, truncated, info)
+            out = stages.step(k, executable(actions, policy.spec.action_dim))
             builders[k].add_outcome(out, value_of(policy, out.final_obs))
-            stages.obs[k] = next_obs
     boot = [value_of(policy, stages.obs[k]) for k in range(len(stages.envs))]
     return collate([b.finish(v if v is not None else np.zeros(n)) for b, v in zip(builders, boot)])

@@ -2,18 +2,23 @@
 
 An env worker owns ``pipeline_stages`` vector envs (one per micro-batch). In GRPO mode each of
 them is a :class:`GroupedVectorEnv`: ``group_size`` member envs reset from the *same* seed, so
-rows ``j*G .. j*G+G-1`` start from identical states and form one group.
+rows ``j*G .. j*G+G-1`` start from identical states and form one group. With
+``algorithm.revisit_share`` some groups start from a state whose whole group failed in an earlier
+iteration (:mod:`learner.rollout.revisit`); :meth:`StageEnvs.step` keeps the per-row outcome that
+decides it.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
 from rlinf_contracts.env_registry import make_env
+from learner.rollout.revisit import FailedStates
+from learner.rollout.trajectory import StepOutcome
 
 # env families the learner itself provides (registered on import)
 _LEARNER_ENV_MODULES = {"toy": "learner.rollout.toy_env"}
@@ -51,7 +56,8 @@ class GroupedVectorEnv(VectorEnv):
                             action_dim=s.action_dim, cameras=s.cameras, max_episode_steps=s.max_episode_steps,
                             control_hz=s.control_hz, instruction=s.instruction, robot=s.robot)
 
-    def reset(self, seed: int | None = None) -> Observation:
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
+        """Every member resets from the same seed(s): row ``j`` of each member is group ``j``."""
         return _interleave_obs([m.reset(seed) for m in self.members])
 
     def step(self, actions: np.ndarray):
@@ -95,7 +101,7 @@ class StageEnvs:
     """The ``stages`` vector envs of one env worker, with their current observations."""
 
     def __init__(self, name: str, envs_per_stage: int, stages: int, group_size: int = 1,
-                 **env_kwargs: Any) -> None:
+                 revisit: FailedStates | None = None, **env_kwargs: Any) -> None:
         if envs_per_stage % group_size:
             raise ValueError(f"{envs_per_stage} envs per pipeline stage is not a multiple of "
                              f"algorithm.group_size={group_size}; adjust env.num_envs")
@@ -108,6 +114,14 @@ class StageEnvs:
                 self.envs.append(build_env(name, envs_per_stage, **env_kwargs))
         self.group_size = group_size
         self.obs: list[Observation | None] = [None] * stages
+        self.revisit = revisit
+        self.revisited = 0  # groups of the last reset that re-ran a failed state
+        # per stage, this iteration: group seeds, their earlier re-runs, rows whose first episode
+        # ended / succeeded (only the first episode of a row counts, as for the grouped estimators)
+        self._seeds: list[list[int]] = [[] for _ in range(stages)]
+        self._runs: list[list[int]] = [[] for _ in range(stages)]
+        self._ended = [np.zeros(envs_per_stage, bool) for _ in range(stages)]
+        self._won = [np.zeros(envs_per_stage, bool) for _ in range(stages)]
 
     @property
     def spec(self) -> EnvSpec:
@@ -116,10 +130,32 @@ class StageEnvs:
     def reset(self, seed: int, iteration: int, first_stream: int) -> None:
         """Reset every stage; stage ``k`` is stream ``first_stream + k`` of the run."""
         n = self.spec.num_envs // self.group_size
+        if self.revisit is None:
+            for k, env in enumerate(self.envs):
+                self.obs[k] = env.reset(stage_seed(seed, iteration, first_stream + k, n))
+            return
+        for k in range(len(self.envs)):  # last iteration's all-fail groups join the queue first
+            if self._seeds[k]:
+                self.revisit.record(self._seeds[k], self._runs[k], self._won[k].reshape(n, -1).any(axis=1))
+        self.revisited = 0
         for k, env in enumerate(self.envs):
-            self.obs[k] = env.reset(stage_seed(seed, iteration, first_stream + k, n))
+            base = stage_seed(seed, iteration, first_stream + k, n)
+            self._seeds[k], self._runs[k] = self.revisit.draw([base + j for j in range(n)])
+            self.revisited += sum(r > 0 for r in self._runs[k])
+            self._ended[k][:], self._won[k][:] = False, False
+            self.obs[k] = env.reset(self._seeds[k])
+
+    def step(self, k: int, actions: np.ndarray) -> StepOutcome:
+        """Step stage ``k``; its new observation goes to ``obs[k]``."""
+        obs, reward, terminated, truncated, info = self.envs[k].step(actions)
+        out = StepOutcome.from_step(reward, terminated, truncated, info)
+        self.obs[k] = obs
+        if self.revisit is not None:
+            first = out.done & ~self._ended[k]
+            self._won[k] |= first & out.success
+            self._ended[k] |= out.done
+        return out
 
     def close(self) -> None:
         for env in self.envs:
             env.close()
-

@@ -71,19 +71,24 @@ class EpisodeStats:
     successes: list[bool] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    revisited: int = 0  # episodes that re-ran a start state whose group all failed (algorithm.revisit_share)
 
     def extend(self, other: "EpisodeStats") -> None:
         self.successes += other.successes
         self.returns += other.returns
         self.lengths += other.lengths
+        self.revisited += other.revisited
 
     def summary(self) -> dict[str, float]:
         if not self.successes:
             return {"episodes": 0.0}
-        return {"episodes": float(len(self.successes)),
-                "success_rate": float(np.mean(self.successes)),
-                "episode_return": float(np.mean(self.returns)),
-                "episode_length": float(np.mean(self.lengths))}
+        out = {"episodes": float(len(self.successes)),
+               "success_rate": float(np.mean(self.successes)),
+               "episode_return": float(np.mean(self.returns)),
+               "episode_length": float(np.mean(self.lengths))}
+        if self.revisited:
+            out["revisited_episodes"] = float(self.revisited)
+        return out
 
 
 @dataclass

@@ -18,8 +18,9 @@ from learner.models.policy import executable
 from learner.roles import WeightSubscriber
 from learner.rollout.collect import draw_prefix, policy_step, sampling_seed, value_of
 from learner.rollout.envs import StageEnvs
+from learner.rollout.revisit import FailedStates
 from learner.rollout.streams import EnvMessage, StreamLayout
-from learner.rollout.trajectory import EpisodeStats, StepOutcome, TrajectoryBuilder, split_rows
+from learner.rollout.trajectory import EpisodeStats, TrajectoryBuilder, split_rows
 from learner.runners.config import EmbodiedConfig
 from learner.worker import Worker
 
@@ -30,8 +31,11 @@ def make_stage_envs(cfg: EmbodiedConfig, world_size: int) -> StageEnvs:
     if cfg.env.num_envs % (world_size * stages):
         raise ValueError(f"env.num_envs={cfg.env.num_envs} must be divisible by env processes "
                          f"({world_size}) x rollout.pipeline_stages ({stages})")
-    return StageEnvs(cfg.env.name, cfg.env.num_envs // (world_size * stages), stages, cfg.algorithm.env_group_size,
-                     **cfg.env.factory_kwargs())
+    per_stage, alg = cfg.env.num_envs // (world_size * stages), cfg.algorithm
+    revisit = None
+    if alg.revisit_share > 0:  # queue bound: one iteration's groups of this worker
+        revisit = FailedStates(alg.revisit_share, alg.revisit_times, stages * per_stage // alg.env_group_size)
+    return StageEnvs(cfg.env.name, per_stage, stages, alg.env_group_size, revisit, **cfg.env.factory_kwargs())
 
 
 class EnvWorker(Worker):
@@ -54,12 +58,11 @@ class EnvWorker(Worker):
             for k, s in enumerate(self.streams):
                 actions = lay.actions.get(key=lay.action_key(s), timeout=lay.timeout)
                 t0 = time.perf_counter()
-                obs, reward, term, trunc, info = self.envs.envs[k].step(actions)
-                out = StepOutcome.from_step(reward, term, trunc, info)
+                out = self.envs.step(k, actions)
                 busy += time.perf_counter() - t0
-                self.envs.obs[k] = obs
-                lay.obs.put(EnvMessage(s, obs, out), key=lay.rollout_key(s), timeout=lay.timeout)
-        return {"env_busy_s": busy}
+                lay.obs.put(EnvMessage(s, self.envs.obs[k], out), key=lay.rollout_key(s), timeout=lay.timeout)
+        revisited = self.envs.revisited * self.envs.group_size if reset else 0
+        return {"env_busy_s": busy, "revisited_episodes": revisited}
 
     def close(self) -> None:
         self.envs.close()

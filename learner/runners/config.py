@@ -89,6 +89,10 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
         "grouped estimators: a group's members replay their leader's actions for its first k policy steps, "
         "k uniform in 0..shared_prefix per group and iteration, then branch; shared steps are masked out of "
         "the loss, so the group mean scores the branch state (step-level credit without a critic; 0: off)"))
+    revisit_share: float = field(default=0.0, metadata=_h(
+        "outcome estimators: up to this share of each iteration's groups re-run a start state whose whole group "
+        "failed earlier (an all-fail group has no advantage, so that state gets another chance to give one; 0: off)"))
+    revisit_times: int = field(default=2, metadata=_h("algorithm.revisit_share: how often one failed state is re-run at most"))
     vf_coef: float = field(default=0.5, metadata=_h("value loss weight (estimators with a critic only)"))
     vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))
     max_grad_norm: float = field(default=0.5, metadata=_h("gradient norm clip"))
@@ -111,6 +115,13 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
         if self.shared_prefix and not est.grouped:
             raise ConfigError(f"key 'algorithm.shared_prefix' needs a grouped estimator (grpo, dr_grpo, rloo); "
                               f"algorithm.adv={self.adv!r} has no groups")
+        if not 0.0 <= self.revisit_share < 1.0:
+            raise ConfigError(f"key 'algorithm.revisit_share' must be in [0, 1), got {self.revisit_share}")
+        if self.revisit_share and not self.single_episode:
+            raise ConfigError(f"key 'algorithm.revisit_share' needs an outcome estimator (grpo, dr_grpo, rloo: one "
+                              f"episode per env row and iteration); algorithm.adv={self.adv!r} runs several")
+        if self.revisit_times < 1:
+            raise ConfigError(f"key 'algorithm.revisit_times' must be >= 1, got {self.revisit_times}")
 
     @property
     def env_group_size(self) -> int:

@@ -51,6 +51,7 @@ class FusedWorker(TrainerHost, Worker):
                               iteration=iteration, first_stream=self.first_stream,
                               single_episode=cfg.algorithm.single_episode,
                               shared_prefix=cfg.algorithm.shared_prefix)
+        traj.stats.revisited = self.envs.revisited * self.envs.group_size if reset else 0
         t1 = time.perf_counter()
         metrics = self.trainer.train(traj, iteration)
         t2 = time.perf_counter()

@@ -158,7 +158,9 @@ class ChannelTopology:
         timings = {"env_busy_s": float(np.mean([r["env_busy_s"] for r in env_res])),
                    "infer_busy_s": float(np.mean([r["infer_busy_s"] for r in roll_res])),
                    "train_s": float(np.mean([r["train_busy_s"] for r in act_res]))}
-        return IterationOutput(_merge_stats(roll_res), act_res[0]["train"], act_res[0]["weight_version"], timings)
+        stats = _merge_stats(roll_res)
+        stats.revisited = sum(r.get("revisited_episodes", 0) for r in env_res)
+        return IterationOutput(stats, act_res[0]["train"], act_res[0]["weight_version"], timings)
 
     def shutdown(self) -> None:
         for group in self.groups:

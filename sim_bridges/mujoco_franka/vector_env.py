@@ -13,7 +13,7 @@ features (reach: ``target(3) target-ee(3)``; push: ``obj, obj-ee, goal, goal-obj
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import mujoco
 import numpy as np
@@ -130,7 +130,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self._models = [fm.model for fm in self.fms]
 
     # ----------------------------------------------------------------- reset
-    def reset(self, seed: int | None = None) -> Observation:
+    def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         """Reset every env; the first reset without a seed uses ``cfg.seed``."""
         return super().reset(self.cfg.seed if seed is None and self._needs_reset else seed)
 

@@ -119,6 +119,20 @@ def check_determinism(make: EnvMaker) -> None:
     assert not np.array_equal(first[0][0], first[0][1]), "sub-envs got identical initial states"
 
 
+def check_per_row_seeds(make: EnvMaker) -> None:
+    """``reset(seed=[s0, s1, ...])`` starts row i where an int seed starts the row seeded ``s_i``
+    (a learner re-running chosen start states needs it). Optional: a family that cannot seed rows
+    one by one raises ``TypeError``."""
+    order = [2, 0, 1]
+    with make(NUM_ENVS, EPISODE) as env:
+        ref = env.reset(seed=40)["state"].copy()  # rows seeded 40, 41, 42
+        try:
+            again = env.reset(seed=[40 + i for i in order])["state"]
+        except TypeError:
+            return
+        np.testing.assert_array_equal(again, ref[order])
+
+
 def check_auto_reset(make: EnvMaker) -> None:
     """Episodes end at max_episode_steps; the final obs is kept and the env restarts."""
     with make(NUM_ENVS, EPISODE) as env:
@@ -188,6 +202,7 @@ CHECKS: dict[str, Callable[[EnvMaker], None]] = {
     "chunk_step": check_chunk_step,
     "chunk_equals_steps": check_chunk_equals_steps,
     "determinism": check_determinism,
+    "per_row_seeds": check_per_row_seeds,
     "auto_reset": check_auto_reset,
     "truncation_inside_chunk": check_truncation_inside_chunk,
     "bad_actions": check_bad_actions,

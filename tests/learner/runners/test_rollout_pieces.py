@@ -11,6 +11,7 @@ from learner.actor.trainer import Trainer, policy_spec
 from rlinf_contracts.config import ConfigError, from_dict
 from learner.rollout.collect import collect_inline
 from learner.rollout.envs import GroupedVectorEnv, StageEnvs, build_env, stage_seed
+from learner.rollout.revisit import FailedStates
 from learner.rollout.trajectory import StepOutcome, TrajectoryBuilder, collate
 from learner.runners.config import ActorConfig, AlgorithmConfig, EmbodiedConfig
 
@@ -92,14 +93,16 @@ def _toy_cfg(**over) -> EmbodiedConfig:
     return from_dict(EmbodiedConfig, base)
 
 
-@pytest.mark.parametrize("adv", ["gae", "grpo", "grpo-prefix"])
+@pytest.mark.parametrize("adv", ["gae", "grpo", "grpo-prefix", "grpo-revisit"])
 def test_in_process_training_learns_toy_reach(adv: str) -> None:
-    """``grpo-prefix``: groups replay their leader's first 0..3 steps, then branch (fewer steps train, 10 more iterations)."""
+    """``grpo-prefix``: groups replay their leader's first 0..3 steps, then branch (fewer steps train, 10 more
+    iterations); ``grpo-revisit``: half the groups may re-run start states whose group all failed."""
     torch.set_num_threads(1)
     prefix = 3 if adv == "grpo-prefix" else 0
+    revisit = FailedStates(0.5, 2, capacity=4) if adv == "grpo-revisit" else None
     adv = adv.partition("-")[0]
     cfg = _toy_cfg(algorithm={"adv": adv, "group_size": 4, "shared_prefix": prefix}, env={"max_episode_steps": 20})
-    envs = StageEnvs(cfg.env.name, 16, 1, 4 if adv == "grpo" else 1, **cfg.env.factory_kwargs())
+    envs = StageEnvs(cfg.env.name, 16, 1, 4 if adv == "grpo" else 1, revisit, **cfg.env.factory_kwargs())
     trainer = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1)
     rates = []
     for it in range(25 if adv == "gae" else 30 + 10 * bool(prefix)):
