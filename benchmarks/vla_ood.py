@@ -305,8 +305,10 @@ SESSION14 = (
     "so the state gets another chance at the one success GRPO needs): share 0.25 ID 0.89 (960: 0.893), share 0.5 "
     "x4 re-runs 0.88 (960: 0.888; 6 of 16 groups were re-runs early, 2 late) -- no gain: the re-run groups fail "
     "again often enough that the extra signal does not move the deterministic policy. 4 epochs per batch: 0.84 "
-    "(960: 0.864). 960 iterations (seed 1, resumed from its 480-iteration checkpoint): 0.90 (960: 0.909, +1.3 over "
-    "its 480) with training success flat at ~0.70 from iteration ~500.")
+    "(960: 0.864). 960 iterations, twice the wall time: seed 0 through this benchmark (`--grpo-iters 960`, 2951 s) "
+    "ID 0.90 / vision 0.91 / semantic 0.36 / position 0.79 (960: 0.909), seed 1 (resumed from its 480-iteration "
+    "checkpoint) 0.90 (960: 0.909) -- +13 over SFT on 960 episodes, ~+1.5 over 480 iterations, with training "
+    "success flat at ~0.70 from iteration ~500; the config stays at 480.")
 
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
