@@ -75,6 +75,15 @@ def merge_final_rows(final: Observation | None, obs: Observation, rows: np.ndarr
     return final
 
 
+def row_seeds(seed: int | Sequence[int], num_envs: int) -> list[int]:
+    """The contract's reset seed as one seed per row: ``seed + i``, or the given sequence."""
+    if isinstance(seed, (int, np.integer)):
+        return [int(seed) + i for i in range(num_envs)]
+    if len(seed) != num_envs:
+        raise ValueError(f"reset got {len(seed)} seeds for {num_envs} rows")
+    return [int(s) for s in seed]
+
+
 class SteppedVectorEnv(VectorEnv):
     """A :class:`VectorEnv` whose ``reset`` / ``step`` follow the contract over the hooks in the
     module docstring. Subclasses call ``super().__init__(spec, terminate_on_success)``."""
@@ -112,11 +121,7 @@ class SteppedVectorEnv(VectorEnv):
         return self._observe()
 
     def _seed(self, seed: int | Sequence[int]) -> None:
-        if isinstance(seed, (int, np.integer)):
-            seed = [int(seed) + i for i in range(self.num_envs)]
-        elif len(seed) != self.num_envs:
-            raise ValueError(f"reset got {len(seed)} seeds for {self.num_envs} rows")
-        self._rngs = [np.random.default_rng(int(s)) for s in seed]
+        self._rngs = [np.random.default_rng(s) for s in row_seeds(seed, self.num_envs)]
 
     # ------------------------------------------------------------- contract
     def _begin_episodes(self, rows: np.ndarray) -> None:

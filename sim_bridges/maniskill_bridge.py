@@ -29,7 +29,7 @@ import numpy as np
 
 from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
 from rlinf_contracts.env_registry import register_env
-from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv
+from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, row_seeds
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 
 log = logging.getLogger(__name__)
@@ -270,8 +270,7 @@ class ManiSkillBatched(SteppedVectorEnv):
 
     def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         """ManiSkill seeds its envs itself: one call with a seed per env."""
-        seeds = None if seed is None else [seed + i for i in range(self.num_envs)] if isinstance(seed, int) \
-            else [int(s) for s in seed]
+        seeds = None if seed is None else row_seeds(seed, self.num_envs)
         self._raw, _ = self.env.reset(seed=seeds)
         self._begin_episodes(self._all_rows)
         return self._observe()

@@ -79,7 +79,7 @@ def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, 
     prefixes = [draw_prefix(n, stages.group_size, shared_prefix, seed=seed, stream=first_stream + k,
                             iteration=iteration) for k in range(len(stages.envs))]
     for t in range(steps):
-        for k, env in enumerate(stages.envs):
+        for k in range(len(stages.envs)):
             obs = stages.obs[k]
             torch.manual_seed(sampling_seed(seed, first_stream + k, iteration, t))
             actions, logp, value = policy_step(policy, obs)
