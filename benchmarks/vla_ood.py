@@ -371,7 +371,7 @@ def main() -> int:
     ap.add_argument("--ppo-iters", type=int, default=None, help="PPO iterations (default: the config's; 0 skips PPO)")
     ap.add_argument("--grpo-iters", type=int, default=None, help="GRPO iterations (default: the config's; 0 skips GRPO)")
     ap.add_argument("--eval-episodes", type=int, default=192)
-    ap.add_argument("--reward", default="sparse", choices=("dense", "sparse"), help="RL reward (env.kwargs.reward)")
+    ap.add_argument("--reward", default="sparse", choices=("dense", "sparse", "shaped"), help="RL reward (env.kwargs.reward)")
     ap.add_argument("--stem", default="vla_ood", help="results/<stem>.{md,json} and <stem>_curves.png")
     ap.add_argument("--combine", default="", help="with --from-json: comma-separated stems whose rows are merged "
                     "(e.g. one run per head in parallel)")

@@ -11,7 +11,10 @@ from sim_bridges.mujoco_franka.ood import OODConfig, parse_ood
 
 OBS_MODES = ("state", "rgb", "state+rgb")
 OBS_ALIASES = {"image": "rgb", "state+image": "state+rgb"}  # the learner's toy-env spelling
-REWARD_MODES = ("dense", "sparse")
+# dense: success + the task's dense score each step; sparse: success only; shaped: success +
+# SHAPING_SCALE x the step's change in the dense score (potential-based, see vector_env._reward)
+REWARD_MODES = ("dense", "sparse", "shaped")
+SHAPING_SCALE = 0.3  # keeps a whole episode's shaping below a success (dense spans <= ~1.4)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class FrankaEnvConfig:
     image_size: int | tuple[int, int] = 64  # square side or (H, W)
     cameras: tuple[str, ...] = ("third", "wrist")
     robot_look: str = "collision"  # collision (fast) | visual (robosuite's detailed meshes)
-    reward: str = "dense"  # dense | sparse
+    reward: str = "dense"  # dense | sparse | shaped
     terminate_on_success: bool = True
     init_qpos_noise: float = 0.02  # rad, per joint, on reset
     ood: OODConfig = field(default_factory=OODConfig)

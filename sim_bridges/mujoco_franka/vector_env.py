@@ -20,7 +20,7 @@ import numpy as np
 
 from rlinf_contracts.env import EnvSpec, Observation
 from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, copy_obs
-from sim_bridges.mujoco_franka.config import FrankaEnvConfig
+from sim_bridges.mujoco_franka.config import SHAPING_SCALE, FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
 from sim_bridges.mujoco_franka.model import (
     HOME_QPOS, FrankaModel, SceneOptions, _as_slice, compile_scene,
@@ -118,6 +118,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
                 camera_id(self.fms[0], cam)
         b = cfg.num_envs
         self._target_rot = np.zeros((b, 3, 3))
+        self._potential = np.zeros(b)  # ``shaped`` reward: each env's last potential
         self._visuals: list[VisualState | None] = [None] * b
         # state rows of every env, kept current after each physics step and reset
         self._state_buf = np.zeros((b, self.spec.state_dim), dtype=np.float32)
@@ -137,7 +138,8 @@ class FrankaVectorEnv(SteppedVectorEnv):
     def _reset_rows(self, rows: np.ndarray) -> None:
         for i in rows.tolist():
             self._reset_one(i)
-        self._refresh(rows)  # _raw and state rows of all reset envs in one batch
+        _, dense = self._refresh(rows)  # _raw and state rows of all reset envs in one batch
+        self._potential[rows] = SHAPING_SCALE * dense
 
     def _reset_one(self, i: int) -> None:
         fm, d, rng = self.fms[i], self.datas[i], self._rngs[i]
@@ -155,14 +157,32 @@ class FrankaVectorEnv(SteppedVectorEnv):
 
     # ------------------------------------------------------------------ step
     def _step_rows(self, rows: Rows, actions: np.ndarray) -> RowStep:
-        ok, reward = self._apply(self._all_rows if isinstance(rows, slice) else rows, rows, actions)
-        return RowStep(reward, ok)
+        ok, dense = self._apply(self._all_rows if isinstance(rows, slice) else rows, rows, actions)
+        return RowStep(self._reward(rows, ok, dense), ok)
+
+    def _reward(self, rows: Rows, ok: np.ndarray, dense: np.ndarray) -> np.ndarray:
+        """``cfg.reward`` from the step's success and the task's dense score (a negative distance).
+
+        ``shaped`` is potential-based shaping (Ng et al. 1999) with the dense score as the
+        potential: ``ok + k (phi_t - phi_{t-1})``. An episode's undiscounted return telescopes to
+        ``success + k (phi_end - phi_start)``, so episodes from one start state (a GRPO group)
+        rank by success first (``SHAPING_SCALE`` keeps an episode's shaping below a success's 1),
+        then by how much closer they ended -- a failed group still says which tries came nearer.
+        """
+        if self.cfg.reward == "sparse":
+            return ok.astype(np.float64)
+        if self.cfg.reward == "dense":
+            return dense + ok
+        phi = SHAPING_SCALE * dense
+        reward = ok + phi - self._potential[rows]
+        self._potential[rows] = phi
+        return reward
 
     def _apply(self, idx: np.ndarray, sel: np.ndarray | slice,
                acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One control step of envs ``idx`` (``sel`` indexes the same rows, maybe as a slice):
         controller, physics, then their state rows and scores, batched.
-        Returns (success ``[n]``, reward ``[n]``)."""
+        Returns (success ``[n]``, the task's dense score ``[n]``)."""
         ids = idx.tolist()
         datas = [self.datas[i] for i in ids]
         raw = self._raw[sel]  # kinematics of the previous step1 / reset, still current
@@ -188,7 +208,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
 
     def _refresh(self, idx: np.ndarray,
                  sel: np.ndarray | slice | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Gather envs ``idx`` into ``_raw``, rewrite their state rows; (success, reward)."""
+        """Gather envs ``idx`` into ``_raw``, rewrite their state rows; (success, dense score)."""
         sel = idx if sel is None else sel
         raw_all = self._raw
         for i in idx.tolist():
@@ -204,9 +224,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
         if not whole:
             self._state_buf[sel] = state
         ok, dense = self.task.batch_evaluate(ee, task_raw, width, const)
-        ok = np.asarray(ok, dtype=bool)
-        reward = ok.astype(np.float64) if self.cfg.reward == "sparse" else dense + ok
-        return ok, reward
+        return np.asarray(ok, dtype=bool), np.asarray(dense, dtype=np.float64)
 
     # ------------------------------------------------------------ observation
     def _state(self, i: int, out: np.ndarray | None = None) -> np.ndarray:

@@ -72,6 +72,28 @@ def test_sparse_reward_is_success_indicator() -> None:
         np.testing.assert_array_equal(rew, info["success"].astype(np.float32))
 
 
+def test_shaped_reward_is_success_plus_potential_change_and_restarts_on_autoreset() -> None:
+    """``reward=shaped``: ``ok + k (phi_t - phi_{t-1})`` with ``phi = -distance`` on reach, the
+    previous potential being that of the last returned observation -- after an autoreset, the
+    new episode's start, not the old episode's end (else a group's returns would mix episodes)."""
+    from sim_bridges.mujoco_franka.config import SHAPING_SCALE
+
+    env = make_env("mujoco_franka/reach", num_envs=4, reward="shaped")
+    obs = env.reset(seed=3)
+    phi = lambda state: -np.linalg.norm(state[:, -3:], axis=1)  # noqa: E731  (target - ee)
+    rng, resets = np.random.default_rng(0), 0
+    for _ in range(60):
+        before = phi(obs["state"])
+        obs, rew, term, trunc, info = env.step(oracle_action(env, noise=0.3, rng=rng))
+        after = phi(obs["state"])
+        done = term | trunc
+        if done.any():
+            after[done] = phi(info["final_observation"]["state"][done])
+            resets += int(done.sum())
+        np.testing.assert_allclose(rew, info["success"] + SHAPING_SCALE * (after - before), atol=1e-5)
+    assert resets >= 4  # the check covered autoresets
+
+
 def test_dense_reach_reward_is_minus_distance() -> None:
     env = make_env("mujoco_franka/reach", num_envs=3, terminate_on_success=False)
     env.reset(seed=1)
