@@ -229,7 +229,7 @@ class TaskNodeConfig:
     name: str = "task"
     namespace: str = ""
     task: str = field(default="reach", metadata={"help": "registered episode judge (rlinf_ros.episodes.JUDGES)"})
-    episodes: int = field(default=20, metadata={"help": "episodes to run, then idle; 0 = run forever"})
+    episodes: int = field(default=20, metadata={"help": "episodes to run, then idle (`rlinf ros up` stops the graph once task.results_path is written); 0 = run forever"})
     max_steps: int = field(default=50, metadata={"help": "control steps per episode (the sim task's episode length)"})
     control_hz: float = field(default=20.0, metadata={"help": "rate the steps are counted at (the spec's control_hz)"})
     success_radius: float = field(default=0.05, metadata={"help": "m, end effector to goal"})

@@ -111,9 +111,20 @@ class Graph:
         return codes
 
 
+def _task_results(cfg: RosGraphConfig, only: list[str] | None) -> Path | None:
+    """The file whose writing ends a finite task run (``task.episodes`` > 0 with a
+    ``task.results_path``): the task node writes it once, after its last episode, so ``up``
+    returns 0 then instead of idling until Ctrl-C. ``None``: run until stopped."""
+    t = cfg.task
+    if not (t.enabled and t.episodes and t.results_path) or (only and t.name not in only):
+        return None
+    return Path(t.results_path)
+
+
 def up(config_path: str | Path, overrides: list[str] | None = None, only: list[str] | None = None,
        duration_s: float | None = None) -> int:
-    """Start the graph and supervise it until SIGINT/SIGTERM, ``duration_s``, or a node dies."""
+    """Start the graph and supervise it until SIGINT/SIGTERM, ``duration_s``, a node dies (returns
+    1), or a finite task has written its results (returns 0)."""
     cfg = load_graph_config(config_path, overrides)
     graph = Graph(node_commands(cfg, config_path, overrides, only))
     if not graph.nodes:
@@ -121,15 +132,20 @@ def up(config_path: str | Path, overrides: list[str] | None = None, only: list[s
         return 2
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    started = time.time()
     graph.start(graph_env(cfg))
     rc = 0
     t_end = None if duration_s is None else time.monotonic() + duration_s
+    results = _task_results(cfg, only)
     try:
         while not stop.is_set() and (t_end is None or time.monotonic() < t_end):
             dead = graph.poll()
             if dead is not None:
                 log.error("node %s exited with code %s; stopping the graph", dead.name, dead.proc.returncode)
                 rc = 1
+                break
+            if results is not None and results.is_file() and results.stat().st_mtime >= started:
+                log.info("task done (%d episodes, results in %s); stopping the graph", cfg.task.episodes, results)
                 break
             stop.wait(0.2)
     finally:

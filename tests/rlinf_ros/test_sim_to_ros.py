@@ -11,7 +11,6 @@ success in the simulator's own eval.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -58,7 +57,7 @@ def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(reach_run: Path, tmp_pa
             assert time.time() < deadline, f"no episode results after 600 s:\n{procs.logs()}"
             time.sleep(1.0)
         summary = json.loads(results.read_text())
-        graph.send_signal(signal.SIGINT)
+        # a finite task ends the run: `ros up` stops the graph by itself and returns 0
         assert graph.wait(timeout=60) == 0, procs.logs()
     finally:
         procs.stop_all()
