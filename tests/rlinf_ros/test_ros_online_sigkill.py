@@ -48,9 +48,14 @@ def drive(url: str, spool: str, total: int, hz: float) -> int:
     logging.basicConfig(level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s")
     s = TransitionStreamer(StreamerConfig(url=url, spool_dir=spool, robot_id="arm0", window=32, batch=8,
                                           backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
-    print(f"resuming at seq {s.spool.next_seq}", flush=True)
+    start = s.spool.next_seq
+    print(f"resuming at seq {start}", flush=True)
+    marked = start == 0  # only a restarted streamer marks the learner's ack passing its resume point
     while s.spool.next_seq < total:
         assert s.put(item(s.spool.next_seq))
+        if not marked and s.acked >= start:
+            print(f"learner acked up to seq {s.acked}, past the resume point", flush=True)
+            marked = True
         time.sleep(1.0 / hz)
     deadline = time.time() + 90
     while s.acked < total - 1 and time.time() < deadline:
@@ -102,7 +107,10 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
         wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 60, "a learner checkpoint", procs)
         wait_for(lambda: (tmp_path / "driver.log").read_text().count("streamer: connected") >= 2, 60,
                  "the restarted streamer to reconnect", procs)
-        time.sleep(0.7)
+        # the learner is killed once it has stored items of the restarted stream (a fixed sleep
+        # here raced the resend on a loaded machine: the kill could land before any of them)
+        wait_for(lambda: "past the resume point" in (tmp_path / "driver.log").read_text(), 60,
+                 "the learner to ack the restarted streamer's items", procs)
         procs.kill("learner")  # learner killed mid-run: a batch possibly half-stored, unacknowledged
         time.sleep(1.0)  # the streamer spools while the learner is away
         procs.start("learner", [*learner, f"train.resume={out}"])
