@@ -11,6 +11,7 @@ exit code 2; never a traceback (``-v`` adds one for debugging).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
@@ -65,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Parse, letting ``key=value`` words follow flags: strays join the command's overrides."""
+    words = [w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")]
+    if words and words[0] not in SUBCOMMANDS:  # argparse on 3.11 lists the choices but guesses none
+        close = difflib.get_close_matches(words[0], SUBCOMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        parser.error(f"unknown command {words[0]!r}{hint} (commands: {', '.join(SUBCOMMANDS)})")
     args, extra = parser.parse_known_args(argv)
     target = next((a for a in _OVERRIDE_ATTRS if isinstance(getattr(args, a, None), list)), None)
     flags = [w for w in extra if w.startswith("-") or target is None or ("=" not in w and not w.startswith("~"))]

@@ -68,3 +68,14 @@ def test_unknown_flags_are_still_errors(capsys):
     with pytest.raises(SystemExit):
         main(["train", C, "--dry-runn"])
     assert "unrecognized arguments: --dry-runn" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, hint", [(["evl", "runs/x"], "did you mean 'eval'?"),
+                                         (["-v", "trian", C], "did you mean 'train'?"),
+                                         (["zzz"], "unknown command 'zzz' (commands: train, eval,")])
+def test_a_mistyped_command_gets_a_guess(argv, hint, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert hint in err and "Traceback" not in err, err
