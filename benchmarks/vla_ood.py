@@ -323,6 +323,18 @@ SESSION15 = (
     "position 0.81 (960: 0.922, +14.7) -- the best flow GRPO on 960 episodes so far and above flow PPO's 0.914 "
     "there, now the config and this table's row: +14.6 on 192 episodes, one episode short of +15. With as many "
     "samples as flow PPO's 600 iterations (~300k chunks), GRPO matches it: the gap was data, not credit.")
+SESSION16 = (
+    "2026-11-26 (sixth), the table re-run from a fresh clone. This table's SFT checkpoints were trained on "
+    "2026-11-25 before instructions were embedded one string at a time, so the present code does not reproduce "
+    "their bits: a fresh clone's flow SFT scores 0.79 on the table's 192 ID episodes (0.763 on 960) where this "
+    "table's scored 0.77 (0.775), and tokens SFT 0.44 (0.392 on 960) where this table's scored 0.41 (0.382). From "
+    "those fresh SFT checkpoints with the present configs (one process per head, each on its own core, beside a "
+    "fresh-clone `make test`: load 3-4, walls ~2x): flow PPO 0.90 / vision 0.91 / semantic 0.38 / position 0.80 "
+    "(+11.5 on 192; on 960 ID episodes 0.902, +14.0), tokens PPO 0.60 / 0.58 / 0.44 / 0.36 (+16.7; 960: 0.569, "
+    "+17.7); no OOD split lower. On 960 episodes the flow PPO gain is the earlier checkpoints' (+13.9): RL adds ~+14 "
+    "to the flow head from either SFT, and whether a 192-episode row shows +15 depends on how its SFT fared on "
+    "those 192 seeds (the fresh flow SFT: 2.4 points above its 960-episode rate). The two GRPO re-runs did not "
+    "finish within the session (~1.5 h each at that load); the table's rows are unchanged.")
 
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
@@ -349,7 +361,7 @@ EARLIER = ((
     "(8 sampled episodes from each of 48 ID initial states, flow SFT): reach-type instructions deterministic 0.88 / "
     "sampled 0.84 with 22% of states giving mixed outcomes; push 0.38 / 0.42 with 85% mixed -- RL has signal on "
     "push and does not convert it at this budget; lift 0.00 / 0.08. Next: per-episode advantage diagnostics on "
-    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12, SESSION13, SESSION14, SESSION15)
+    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12, SESSION13, SESSION14, SESSION15, SESSION16)
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:
