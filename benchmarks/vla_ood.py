@@ -333,8 +333,9 @@ SESSION16 = (
     "(+11.5 on 192; on 960 ID episodes 0.902, +14.0), tokens PPO 0.60 / 0.58 / 0.44 / 0.36 (+16.7; 960: 0.569, "
     "+17.7); no OOD split lower. On 960 episodes the flow PPO gain is the earlier checkpoints' (+13.9): RL adds ~+14 "
     "to the flow head from either SFT, and whether a 192-episode row shows +15 depends on how its SFT fared on "
-    "those 192 seeds (the fresh flow SFT: 2.4 points above its 960-episode rate). The two GRPO re-runs did not "
-    "finish within the session (~1.5 h each at that load); the table's rows are unchanged.")
+    "those 192 seeds (the fresh flow SFT: 2.4 points above its 960-episode rate). The two GRPO re-runs were "
+    "stopped unfinished after ~85 min (at that load each needs more) to leave the session time for its checks; the "
+    "table's rows are unchanged.")
 
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
