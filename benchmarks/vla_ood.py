@@ -89,20 +89,44 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             if stage != "sft" and getattr(args, f"{stage}_iters") == 0:
                 continue
             config, ov = runs[stage]
-            done = sft_dir / "metrics.json"
-            if stage == "sft" and args.reuse_sft and done.is_file():  # same demos, same config: reuse
-                final = json.loads(done.read_text())["final"]
-                wall, load, history = final["elapsed_s"], "reused", []
+            run_dir = work / f"{head}_{stage}"
+            done = run_dir / "metrics.json"
+            if (args.reuse or (stage == "sft" and args.reuse_sft)) and done.is_file():  # finished before: reuse
+                data = json.loads(done.read_text())
+                final, history = data["final"], data["history"]
+                wall, load = final["elapsed_s"], "reused"
             else:
                 final, history, wall, load = _train(config, [*ov, *common, *([] if stage == "sft" else args.rl_extra)])
             row = {"head": head, "stage": stage, "wall_s": round(wall, 1), "load_1min": load,
                    "success": {s: final["eval"][s]["success_rate"] for s in SPLITS},
                    "episodes": final["eval"]["id"]["episodes"], "iterations": final.get("iterations"),
                    "curve": curve_of(history)}
+            if args.id_episodes:
+                row["id_large"] = {"episodes": args.id_episodes, "success": _eval_id(run_dir, args.id_episodes)}
             rows.append(row)
             print(f"{head:6s} {stage:4s} " + " ".join(f"{s} {row['success'][s]:.2f}" for s in SPLITS)
+                  + (f" id({args.id_episodes}) {row['id_large']['success']:.3f}" if args.id_episodes else "")
                   + f"  wall {wall:.0f} s (load {load})", flush=True)
     return rows
+
+
+def _eval_id(run_dir: Path, episodes: int) -> float:
+    """ID success of a finished run's checkpoint over ``episodes`` more held-out episodes (reused when a
+    previous invocation evaluated it).
+
+    Why: over the table's 192 episodes per split a rate's standard error is ~3 points, so two runs of
+    one recipe from two SFT checkpoints read +11.5 and +14.0 on 192 and 960 episodes. The gain that the
+    +15 target is judged on is the one with the smaller error bar; both are shown.
+    """
+    from rlinf_cli.main import main
+
+    out = run_dir / f"eval_id{episodes}"
+    if not (out / "results.json").is_file():
+        argv = ["eval", str(run_dir), "env.name=franka_language/mix", "--episodes", str(episodes), "--ood", "id",
+                "--no-video", "--out", str(out)]
+        if main(argv) != 0:
+            raise RuntimeError(f"rlinf {' '.join(argv)} failed")
+    return float(json.loads((out / "results.json").read_text())["success_rate"]["id"])
 
 
 def _iterations(n: int | None) -> list[str]:
@@ -132,9 +156,17 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         se = {s: math.sqrt(stderr(base[s], n0) ** 2 + stderr(r["success"][s], n1) ** 2) for s in SPLITS}
         gain = 100 * (r["success"]["id"] - base["id"])
         lowered = [s for s in SPLITS[1:] if base[s] - r["success"][s] > 1.96 * se[s]]
-        ok = gain >= 15 and not lowered
         # one decimal: the target is gain >= 15, and a rounded "+15" that misses it reads as a contradiction
-        out.append(f"{r['head']} SFT+{r['stage'].upper()}: ID {gain:+.1f} ± {100 * se['id']:.1f} points over SFT-only; "
+        id_text = f"ID {gain:+.1f} ± {100 * se['id']:.1f} points over SFT-only"
+        big, big0 = r.get("id_large"), sft[r["head"]].get("id_large")
+        if big and big0 and big["episodes"] == big0["episodes"]:  # judged on the larger ID sample
+            n = big["episodes"]
+            se_big = math.sqrt(stderr(big0["success"], n) ** 2 + stderr(big["success"], n) ** 2)
+            id_text = (f"ID {100 * (big['success'] - big0['success']):+.1f} ± {100 * se_big:.1f} points over SFT-only "
+                       f"on {n} ID episodes ({gain:+.1f} on the table's {n1})")
+            gain = 100 * (big["success"] - big0["success"])
+        ok = gain >= 15 and not lowered
+        out.append(f"{r['head']} SFT+{r['stage'].upper()}: {id_text}; "
                    + (f"significantly lower on {', '.join(lowered)}" if lowered else "no OOD split significantly lower")
                    + " (OOD deltas " + ", ".join(f"{s} {100 * (r['success'][s] - base[s]):+.0f}" for s in SPLITS[1:])
                    + ")" + (" -- target met" if ok else " -- target MISSED"))
@@ -144,7 +176,8 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
 def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     meta = machine_meta(eval_episodes=args.eval_episodes, demos=args.demos, sft_steps=args.sft_steps,
                         ppo_iters=args.ppo_iters, grpo_iters=args.grpo_iters, image_size=args.image_size,
-                        text_encoder=args.text_encoder, reward=args.reward, quick=args.quick, verdict=verdict(rows))
+                        text_encoder=args.text_encoder, reward=args.reward, quick=args.quick,
+                        id_episodes=getattr(args, "id_episodes", 0), verdict=verdict(rows))
     total = sum(r["wall_s"] for r in rows)
     intro = [
         "Small VLA (frozen MiniLM instruction embedding, FiLM CNN trained here, slot pointer, fusion MLP) on "
@@ -168,7 +201,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "(1-min load average per run in the table; the demos' collection is not included; a table combined from "
         "several runs with `--combine` sums its rows, wherever they ran; 'reused' = an SFT run reused by a later "
         "invocation, its wall time from its own metrics).",
-        "Verdict per RL run (ID gain ± its standard error; a split counts as lowered when the drop exceeds "
+        "Verdict per RL run (ID gain ± its standard error, judged on the larger ID sample of the `id (N ep.)` "
+        "column where both the run and its SFT have one; a split counts as lowered when the drop exceeds "
         "1.96 standard errors of the difference):",
         *[f"- {v}" for v in verdict(rows)],
         *EARLIER,
@@ -176,6 +210,10 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     cols = [("head", lambda r: r["head"]), ("stage", lambda r: "SFT" if r["stage"] == "sft" else f"SFT+{r['stage'].upper()}")]
     cols += [(s, (lambda s: lambda r: f"{r['success'][s]:.2f} ± {stderr(r['success'][s], r['episodes']):.2f}")(s))
              for s in SPLITS]
+    large = sorted({r["id_large"]["episodes"] for r in rows if r.get("id_large")})
+    cols += [(f"id ({n} ep.)", (lambda n: lambda r: f"{r['id_large']['success']:.3f} ± "
+                                f"{stderr(r['id_large']['success'], n):.3f}"
+                                if r.get("id_large", {}).get("episodes") == n else "-")(n)) for n in large]
     cols += [("RL iterations", lambda r: "-" if r["stage"] == "sft" else r.get("iterations") or "-"),
              ("wall s", lambda r: r["wall_s"]), ("load", lambda r: r["load_1min"])]
     stem = "vla_ood_quick" if args.quick else args.stem
@@ -407,6 +445,10 @@ def main() -> int:
     ap.add_argument("--work", default="runs/bench_vla_ood", help="run directories (demos are reused if present)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the pipeline in seconds")
     ap.add_argument("--reuse-sft", action="store_true", help="reuse <work>/<head>_sft when it finished before")
+    ap.add_argument("--reuse", action="store_true", help="reuse every stage whose <work>/<head>_<stage> finished "
+                    "before (SFT and RL): re-tabulates finished runs, adding what is missing")
+    ap.add_argument("--id-episodes", type=int, default=960, help="also evaluate each checkpoint on this many ID "
+                    "episodes; the +15 verdict uses them (0: only the table's --eval-episodes)")
     ap.add_argument("--from-json", action="store_true", help="only re-render results/vla_ood.{md,png} from its JSON")
     ap.add_argument("extra", nargs="*", help="more overrides for every train run, key=value")
     args = ap.parse_args()
@@ -415,6 +457,7 @@ def main() -> int:
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     if args.quick:
         args.demos, args.sft_steps, args.ppo_iters, args.grpo_iters, args.eval_episodes = 3, 5, 1, 1, 4
+        args.id_episodes = min(args.id_episodes, 8)
         args.image_size, args.text_encoder, args.work = 32, "hash", args.work + "_quick"
         args.extra += ["env.num_envs=4", "env.max_episode_steps=8", "model.hidden=[32]"]
         args.rl_extra += ["rollout.steps_per_iteration=2", "algorithm.group_size=2"]
