@@ -114,9 +114,9 @@ def _eval_id(run_dir: Path, episodes: int) -> float:
     """ID success of a finished run's checkpoint over ``episodes`` more held-out episodes (reused when a
     previous invocation evaluated it).
 
-    Why: over the table's 192 episodes per split a rate's standard error is ~3 points, so two runs of
-    one recipe from two SFT checkpoints read +11.5 and +14.0 on 192 and 960 episodes. The gain that the
-    +15 target is judged on is the one with the smaller error bar; both are shown.
+    Why: over the table's 192 episodes per split a rate's standard error is ~3 points, and a gain's
+    ~4: one flow PPO checkpoint and its SFT read +11.5 on those 192 ID episodes and +14.0 on 960. The
+    gain that the +15 target is judged on is the one with the smaller error bar; both are shown.
     """
     from rlinf_cli.main import main
 
