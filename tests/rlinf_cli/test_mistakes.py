@@ -1,6 +1,7 @@
 """Issue 16's mistake cases: each ends before any cluster starts, as one or two lines naming the
 key, exit code 2, no traceback."""
 
+import os
 import time
 
 import pytest
@@ -8,9 +9,11 @@ import pytest
 from rlinf_cli.main import main
 
 C = "configs/sim_franka_reach_ppo.yaml"
+# a local cluster has one slot per core this process may run on: the first slot past it
+SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 CASES = [
-    (["train", C, "placement.env,rollout,actor=0-9", "--dry-run"], "key 'placement'", "slot 2 out of range"),
+    (["train", C, "placement.env,rollout,actor=0-9", "--dry-run"], "key 'placement'", f"slot {SLOTS} out of range"),
     (["train", C, "placement.env,rollout,actor=a:b:c", "--dry-run"], "key 'placement'", "cannot parse 'a'"),
     (["train", C, "placement.env,rollout,actor=0-9"], "key 'placement'", "this machine has"),
     (["train", C, "env.name=mujoco_franka/pushh", "--dry-run"], "key 'env.name'", "Did you mean 'mujoco_franka/push'"),

@@ -212,10 +212,14 @@ def test_core_factors_are_relative_to_core_0_and_restore_affinity():
 
 
 def test_offpolicy_placement_auto_picks_the_predicted_best(tmp_path, monkeypatch):
+    import os
+
     from learner.offpolicy.config import OffPolicyConfig
     from learner.scheduling.comm import COMM_VERSION
     from learner.scheduling.offpolicy import OffPolicyProfile, _workload
 
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores: on one, both slots share it and the fused process is rightly the best")
     monkeypatch.setenv("RLINF_PROFILE_DIR", str(tmp_path))
     raw = {"runner": "offpolicy", "env": {"name": "toy/point_reach", "num_envs": 8},
            "cluster": {"num_cpus": 2, "num_gpus": 0}, "algorithm": {"utd_ratio": 0.5, "batch_size": 32},
