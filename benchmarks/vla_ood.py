@@ -386,10 +386,18 @@ SESSION17 = (
     "+7 / +8, position +10 / +15). Tokens PPO (200 iterations, SESSION16's run): 0.569, +17.7. Flow PPO and GRPO "
     "ran at the same time, each on its own core, beside a fresh-clone `make test` for part of it (walls 4034 s and "
     "4842 s, ~1.6x the earlier table's at 600 iterations). Tokens GRPO was not re-run from the present SFT (~1 h "
-    "on an idle core, ~2 h at this session's speed, which it did not have): its row is not in this table. The "
+    "on an idle core, ~2 h at this session's speed, which it did not have): its row came in SESSION18. The "
     "earlier table, whose SFT checkpoints predate embedding instructions one string at a time, is kept as "
     "`vla_ood_sft1125.md`: tokens SFT 0.41 / PPO 0.60 (+19.3) / GRPO 0.60 (+18.8; 960 ID episodes 0.382 / 0.58 / "
     "0.55), flow SFT 0.77 / PPO 0.93 (+16.7) / GRPO 0.91 (+14.6; 960: 0.775 / 0.914 / 0.922).")
+
+SESSION18 = (
+    "2026-11-26 (eighth): the tokens GRPO row re-run from SESSION16's fresh-clone tokens SFT checkpoint with the "
+    "unchanged config (480 iterations of 64 envs, one process on its own core, 7041 s at load ~1.1): ID 0.56 on "
+    "the 192 episodes (+12.0), 0.548 on 960 (+15.6 +/- 2.2 over SFT's 0.392); vision +18, semantic +20, position "
+    "+20. Every RL row of this table now comes from the present code's SFT and meets +15 on 960 ID episodes: "
+    "tokens PPO +17.7, tokens GRPO +15.6, flow PPO +15.9, flow GRPO +15.8 -- three of them within one standard "
+    "error of the target, and on the 192-episode column they read +16.7 / +12.0 / +13.5 / +13.5.")
 
 EARLIER = ((
     "Earlier runs (48 episodes per split, no slot pointer; SFT 800 steps): tokens SFT ID 0.33 -> PPO 0.42 / GRPO "
@@ -416,7 +424,7 @@ EARLIER = ((
     "(8 sampled episodes from each of 48 ID initial states, flow SFT): reach-type instructions deterministic 0.88 / "
     "sampled 0.84 with 22% of states giving mixed outcomes; push 0.38 / 0.42 with 85% mixed -- RL has signal on "
     "push and does not convert it at this budget; lift 0.00 / 0.08. Next: per-episode advantage diagnostics on "
-    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12, SESSION13, SESSION14, SESSION15, SESSION16, SESSION17)
+    "push, and an RL budget an order of magnitude larger."), SESSION6, SESSION7, SESSION8, SESSION9, SESSION10, SESSION11, SESSION12, SESSION13, SESSION14, SESSION15, SESSION16, SESSION17, SESSION18)
 
 
 def _curves(rows: list[dict[str, Any]], path: Path) -> None:
