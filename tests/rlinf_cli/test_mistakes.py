@@ -13,9 +13,9 @@ C = "configs/sim_franka_reach_ppo.yaml"
 SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 CASES = [
-    (["train", C, "placement.env,rollout,actor=0-9", "--dry-run"], "key 'placement'", f"slot {SLOTS} out of range"),
+    (["train", C, "placement.env,rollout,actor=0-999", "--dry-run"], "key 'placement'", f"slot {SLOTS} out of range"),
     (["train", C, "placement.env,rollout,actor=a:b:c", "--dry-run"], "key 'placement'", "cannot parse 'a'"),
-    (["train", C, "placement.env,rollout,actor=0-9"], "key 'placement'", "this machine has"),
+    (["train", C, "placement.env,rollout,actor=0-999"], "key 'placement'", "this machine has"),
     (["train", C, "env.name=mujoco_franka/pushh", "--dry-run"], "key 'env.name'", "Did you mean 'mujoco_franka/push'"),
     (["train", C, "env.name=mujoco_frank/reach"], "key 'env.name'", "Did you mean 'mujoco_franka'"),
     (["train", C, "model.name=transformer", "--dry-run"], "key 'model.name'", "Known: cnn, mlp"),
