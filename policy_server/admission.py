@@ -2,8 +2,9 @@
 
 Order on ``/``: API key (401), robot spec (409), then capacity. Authentication comes first so
 an unauthenticated client can neither use nor hold a slot; at the cap a new client takes the
-slot of the connection idle longest (if idle at least ``evict_idle_s``), else 503 with
-``Retry-After``. ``/metrics`` needs the API key when one is set; ``/healthz`` never does
+slot of the oldest connection that has not sent a request yet (see
+:mod:`policy_server.connections` for why), else of the connection idle longest (if idle at
+least ``evict_idle_s``), else it gets 503 with ``Retry-After``. ``/metrics`` needs the API key when one is set; ``/healthz`` never does
 (load balancers and compose health checks poll it). ``/weights`` needs the bearer token.
 """
 
@@ -52,7 +53,7 @@ class Gate:
     """``process_request`` of the server: answers HTTP paths, admits or refuses upgrades."""
 
     def __init__(self, config: ServerConfig, spec: RobotSpec, metrics: ServerMetrics, table: ConnectionTable,
-                 weight_version: Callable[[], int], evict: Callable[[Any], None]) -> None:
+                 weight_version: Callable[[], int], evict: Callable[[Any, str], None]) -> None:
         self.config, self.spec, self.metrics, self.table = config, spec, metrics, table
         self.weight_version, self.evict = weight_version, evict
 
@@ -89,7 +90,7 @@ class Gate:
         reason = refusal(self.spec, request.headers.get(SPEC_HEADER))
         if reason is not None:
             return self._refuse(conn, HTTPStatus.CONFLICT, "spec_mismatch", reason)
-        if len(self.table) < self.config.max_connections or self._make_room():
+        if len(self.table) < self.config.max_connections or self.make_room():
             return None
         resp = self._refuse(conn, HTTPStatus.SERVICE_UNAVAILABLE, "connection_limit",
                             f"connection limit {self.config.max_connections} reached and no connection idle "
@@ -97,8 +98,17 @@ class Gate:
         resp.headers["Retry-After"] = "1"
         return resp
 
-    def _make_room(self) -> bool:
-        """Evict the connection idle longest if it has been idle ``evict_idle_s``; True if one went."""
+    def make_room(self) -> bool:
+        """Evict the oldest connection without a request yet, else the connection idle longest if
+        it has been idle ``evict_idle_s``; True if one went."""
+        pending = self.table.oldest_pending()
+        if pending is not None:
+            self.table.remove(pending)
+            self.metrics.count_error("evicted_pending")
+            limited.info("evicted", "server full: closing connection %s, which has sent no request, for a new "
+                         "client", getattr(pending, "remote_address", pending))
+            self.evict(pending, "evicted: no request sent while the server was full")
+            return True
         found = self.table.longest_idle()
         if found is None or found[1] < self.config.evict_idle_s:
             return False
@@ -107,7 +117,7 @@ class Gate:
         self.metrics.count_error("evicted_idle")
         limited.info("evicted", "server full: closing connection %s idle %.0f s for a new client",
                      getattr(victim, "remote_address", victim), idle)
-        self.evict(victim)
+        self.evict(victim, "evicted: idle while the server was full")
         return True
 
     def _admit_push(self, conn: ServerConnection, request: Request) -> Response | None:

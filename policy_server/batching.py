@@ -14,6 +14,12 @@ served by the next one within about one forward, so waiting longer than that can
 The forward runs in a dedicated thread so the event loop keeps receiving and decoding frames,
 except for models measured faster than ``inline_forward_ms``, whose forward runs inline (the
 thread hand-off would cost more than it overlaps).
+
+Failures: a policy that raises, or returns something other than ``{"actions": [B, chunk, A]}``,
+fails only the requests it could not serve (a failed batch is retried one request at a time),
+each with an :class:`InferenceError` saying what was wrong. :meth:`DynamicBatcher.stop` fails
+every request it has not answered, the one whose forward is running included, with
+:class:`BatcherClosed`: nobody waits on a batcher that is gone.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import collections
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,12 +39,14 @@ import numpy as np
 from policy_server.hotswap import ModelSlot
 from policy_server.metrics import ServerMetrics
 from policy_server.observations import Canonical, collate, group_by_extras
+from rlinf_contracts.wire import clip
 
 log = logging.getLogger(__name__)
 
 
 class InferenceError(RuntimeError):
-    """The policy raised while serving a request; carries the formatted traceback."""
+    """The policy raised while serving a request (carries the formatted traceback), or broke the
+    ``infer`` contract (carries what was wrong)."""
 
 
 class BatcherClosed(RuntimeError):
@@ -87,6 +95,7 @@ class DynamicBatcher:
         self.max_wait_s = max_wait_ms / 1000.0
         self.open_clients = open_clients
         self._items: collections.deque[_Request | _Swap] = collections.deque()
+        self._running: list[_Request] = []  # the batch whose forward is under way
         self._wakeup = asyncio.Event()
         # thread_init sets torch's thread count *in* the forward thread: OpenMP settings are
         # per thread, and a fresh thread otherwise gets a default-sized team whose spinning
@@ -106,10 +115,12 @@ class DynamicBatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        while self._items:
-            item = self._items.popleft()
+        unanswered = [*self._running, *self._items]
+        self._running, self._items = [], collections.deque()
+        for item in unanswered:
             if not item.future.done():
-                item.future.set_exception(BatcherClosed("policy server is shutting down"))
+                item.future.set_exception(BatcherClosed("policy server is shutting down; the request was not "
+                                                        "served (reconnect and retry)"))
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, sample: Canonical, t_recv: float) -> InferResult:
@@ -124,7 +135,7 @@ class DynamicBatcher:
 
     async def _enqueue(self, item: _Request | _Swap) -> Any:
         if self._task is None or self._task.done():
-            raise BatcherClosed("policy server batcher is not running")
+            raise BatcherClosed("policy server batcher is not running (shutting down); reconnect and retry")
         self._items.append(item)
         self._wakeup.set()
         return await item.future
@@ -160,7 +171,9 @@ class DynamicBatcher:
                 if isinstance(self._items[0], _Swap):
                     break  # the swap waits for this batch; later requests see the new version
                 batch.append(self._items.popleft())  # type: ignore[arg-type]
+            self._running = batch
             await self._run(batch)
+            self._running = []
 
     def _apply_swap(self, swap: _Swap) -> None:
         old = self.slot.version
@@ -177,10 +190,7 @@ class DynamicBatcher:
         t0 = time.perf_counter()
         parts: list[tuple[list[int], np.ndarray]] = []
         for idx in group_by_extras(samples):  # one forward per extras signature (usually one group)
-            out = np.asarray(model.infer(collate([samples[i] for i in idx]))["actions"], dtype=np.float32)
-            if out.ndim != 3 or out.shape[0] != len(idx):
-                raise InferenceError(f"policy returned actions of shape {out.shape}, expected [B={len(idx)}, chunk, A]")
-            parts.append((idx, out))
+            parts.append((idx, policy_actions(model, model.infer(collate([samples[i] for i in idx])), len(idx))))
         ms = (time.perf_counter() - t0) * 1000.0
         self._forward_ema_ms = ms if self._forward_ema_ms == float("inf") else 0.9 * self._forward_ema_ms + 0.1 * ms
         if len(parts) == 1:
@@ -193,6 +203,7 @@ class DynamicBatcher:
         return actions
 
     async def _run(self, batch: list[_Request]) -> None:
+        """Serve ``batch`` (one forward, or one per request when the batch fails)."""
         model, version = self.slot.active, self.slot.version
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
@@ -207,8 +218,9 @@ class DynamicBatcher:
                 for r in batch:
                     await self._run([r])
                 return
-            msg = "".join(traceback.format_exception(e))
-            log.error("inference failed for a request: %s", e)
+            # a broken contract is said in one line; a crash inside the policy keeps its traceback
+            msg = str(e) if isinstance(e, InferenceError) else "".join(traceback.format_exception(e))
+            log.error("inference failed for a request: %s", clip(str(e) or type(e).__name__, 300))
             if not batch[0].future.done():
                 batch[0].future.set_exception(InferenceError(msg))
             return
@@ -219,3 +231,30 @@ class DynamicBatcher:
                 r.future.set_result(
                     InferResult(actions[i], version, infer_ms, (t0 - r.t_recv) * 1000.0, len(batch))
                 )
+
+
+def policy_actions(model: object, out: object, batch: int) -> np.ndarray:
+    """The ``[B, chunk, A]`` float32 actions of one ``infer`` result, or an :class:`InferenceError`
+    saying how the result breaks the contract ``infer(obs) -> {"actions": [B, chunk, A]}``.
+
+    >>> policy_actions("p", {"actions": np.zeros((2, 3, 1))}, 2).shape
+    (2, 3, 1)
+    >>> policy_actions("p", {"action": 1}, 2)
+    Traceback (most recent call last):
+    ...
+    policy_server.batching.InferenceError: policy str returned a map with no 'actions' (keys: ['action']); ...
+    """
+    name = type(model).__name__
+    want = f"infer must return {{'actions': array [B={batch}, chunk, A]}}"
+    if not isinstance(out, Mapping):
+        raise InferenceError(f"policy {name} returned {type(out).__name__}, not a map; {want}")
+    if "actions" not in out:
+        raise InferenceError(f"policy {name} returned a map with no 'actions' (keys: {clip(list(out))}); {want}")
+    try:
+        actions = np.asarray(out["actions"], dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise InferenceError(f"policy {name} returned 'actions' that are not a float array ({clip(str(e))}); "
+                             f"{want}") from None
+    if actions.ndim != 3 or actions.shape[0] != batch:
+        raise InferenceError(f"policy {name} returned actions of shape {actions.shape}, expected [B={batch}, chunk, A]")
+    return actions

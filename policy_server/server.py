@@ -13,7 +13,9 @@ Paths (DESIGN.md, "The wire"):
 - ``ws://host:port/weights`` — authenticated (``Authorization: Bearer <token>``) weight push,
   see :mod:`policy_server.messages`; refused and logged without a valid token.
 - ``GET /healthz`` (200) and ``GET /metrics`` (Prometheus text; needs the API key when one is
-  set) without upgrading.
+  set) without upgrading. The websockets library's per-connection lines ("connection open",
+  "connection closed", one pair per health poll) are logged at DEBUG: at INFO the log says what
+  changed (start, stop, clients, refusals, weight versions), not the same line per poll.
 
 Admission (auth, spec, connection cap) lives in :mod:`policy_server.admission`, batching in
 :mod:`policy_server.batching`, weight buffers in :mod:`policy_server.hotswap`, request layouts in
@@ -33,7 +35,7 @@ import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 
 from policy_server.admission import CLOSE_GOING_AWAY, WEIGHTS_PATH, Gate
-from policy_server.batching import DynamicBatcher, InferenceError
+from policy_server.batching import BatcherClosed, DynamicBatcher, InferenceError
 from policy_server.config import ServerConfig
 from policy_server.connections import ConnectionTable
 from policy_server.hotswap import ModelSlot, WeightLoadError, decode_push
@@ -55,11 +57,35 @@ class SlowReader(Exception):
     """A reply could not be written within ``send_timeout_s``: the client is not reading."""
 
 
-def error_text(prefix: str, error: BaseException) -> str:
+class _QuietLibraryLog(logging.LoggerAdapter):
+    """The websockets library's logger with its INFO lines moved to DEBUG.
+
+    Why: it logs "connection open" / "connection rejected (200 OK)" / "connection closed" at
+    INFO for every connection, so each ``/healthz`` poll wrote two lines; this module logs the
+    connections that matter itself (rate-limited). Warnings and errors keep their level."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(logging.DEBUG if level == logging.INFO else level, msg, *args, **kwargs)
+
+
+def error_text(prefix: str, error: BaseException | str, keep: str = "head") -> str:
     """``prefix: message``, capped at :data:`MAX_ERROR_CHARS` (messages quote clipped input only;
-    this is the last guard)."""
-    text = f"{prefix}: {error}"
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 12] + " …(cut)"
+    this is the last guard). ``keep="tail"`` cuts the start instead (a traceback ends with the
+    exception line). An exception without a message is named by its type, never left empty.
+
+    >>> error_text("bad request", ValueError())
+    'bad request: ValueError (no detail)'
+    >>> len(error_text("inference error", "x" * 5000 + " the end", keep="tail"))
+    1024
+    """
+    detail = str(error).strip() or f"{type(error).__name__} (no detail)"
+    text = f"{prefix}: {detail}"
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    if keep == "tail":
+        head = f"{prefix}: (cut)… "
+        return head + detail[len(head) - MAX_ERROR_CHARS:]
+    return text[: MAX_ERROR_CHARS - 12] + " …(cut)"
 
 
 class PolicyServer:
@@ -80,6 +106,7 @@ class PolicyServer:
         self.metrics = ServerMetrics(window=config.latency_window)
         self.connections = ConnectionTable()
         self.gate = Gate(config, self.spec, self.metrics, self.connections, lambda: self.slot.version, self._evict)
+        self._library_log = _QuietLibraryLog(logging.getLogger("websockets.server"), {})
         self._server: Server | None = None
         self._batcher: DynamicBatcher | None = None
         self._push_lock: asyncio.Lock | None = None
@@ -95,14 +122,15 @@ class PolicyServer:
         self._push_lock = asyncio.Lock()
         self._batcher = DynamicBatcher(
             self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
-            open_clients=lambda: len(self.connections), thread_init=init, inline_forward_ms=self.config.inline_forward_ms,
+            open_clients=lambda: self.connections.active, thread_init=init,
+            inline_forward_ms=self.config.inline_forward_ms,
         )
         self._batcher.start()
         cfg = self.config
         self._server = await serve(
             self._handler, cfg.host, cfg.port, process_request=self.gate, max_size=cfg.max_frame_bytes,
             max_queue=cfg.max_queued_frames, write_limit=cfg.write_limit_bytes, compression=None,
-            ping_interval=20, ping_timeout=60, close_timeout=5,
+            ping_interval=20, ping_timeout=60, close_timeout=5, logger=self._library_log,
         )
         log.info("policy server '%s' listening on %s (weights v%d, max_batch %d, max_wait %.1f ms, "
                  "%d connections, API key %s)", self.policy_name, " ".join(self.bound_urls), self.slot.version,
@@ -112,11 +140,14 @@ class PolicyServer:
                         "policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1", cfg.host, self.port)
 
     async def stop(self) -> None:
+        """Close every connection (1001), then fail requests still waiting for a forward (their
+        handlers must not keep shutdown waiting for a slow forward), then wait for the handlers."""
         if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+            self._server.close(reason="policy server shutting down")
         if self._batcher is not None:
             await self._batcher.stop()
+        if self._server is not None:
+            await self._server.wait_closed()
         if self._load_executor is not None:
             self._load_executor.shutdown(wait=False, cancel_futures=True)
         log.info("policy server stopped")
@@ -160,8 +191,8 @@ class PolicyServer:
         )
 
     # -- connections ---------------------------------------------------------------------------
-    def _evict(self, ws: Any) -> None:
-        asyncio.get_running_loop().create_task(ws.close(CLOSE_GOING_AWAY, "evicted: idle while the server was full"))
+    def _evict(self, ws: Any, reason: str) -> None:
+        asyncio.get_running_loop().create_task(ws.close(CLOSE_GOING_AWAY, reason))
 
     async def _send(self, ws: ServerConnection, frame: str | bytes) -> None:
         """Send one reply; a client that has not read for ``send_timeout_s`` is cut off."""
@@ -183,7 +214,7 @@ class PolicyServer:
         if urlsplit(ws.request.path).path == WEIGHTS_PATH:  # type: ignore[union-attr]
             await self._weights_handler(ws)
             return
-        if len(self.connections) >= self.config.max_connections:  # raced past admission
+        if len(self.connections) >= self.config.max_connections and not self.gate.make_room():  # raced past admission
             self.metrics.count_error("connection_limit")
             await ws.close(CLOSE_TRY_AGAIN, "connection limit reached; retry later")
             return
@@ -238,8 +269,12 @@ class PolicyServer:
                 result = await self._batcher.submit(sample, t_recv)
             except InferenceError as e:
                 self.metrics.count_error("inference")
-                await self._send(ws, f"inference error:\n{e}")
+                await self._send(ws, error_text("inference error", e, keep="tail"))
                 await ws.close(CLOSE_INFERENCE_ERROR, "inference error")
+                return
+            except BatcherClosed as e:
+                await self._send(ws, error_text("not served", e))
+                await ws.close(CLOSE_GOING_AWAY, "policy server shutting down")
                 return
             total_ms = (time.perf_counter() - t_recv) * 1000.0
             self.metrics.observe_request(total_ms)  # before sending: a client that got it sees it counted

@@ -89,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         env.close()
-    log.info("%d episodes in %s (%d attempts, success rate %.2f)", kept, args.out, attempts, successes / max(attempts, 1))
+    log.info("collect: %d episodes kept in %s (%d successful); discarded %d failed (%d attempts, success rate %.2f)",
+             kept, args.out, successes, attempts - kept, attempts,
+             successes / max(attempts, 1))
     if kept < args.episodes:
         log.error("only %d of %d successful episodes within %d attempts; raise --max-attempts or lower --noise",
                   kept, args.episodes, budget)

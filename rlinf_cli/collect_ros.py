@@ -7,8 +7,12 @@ teleop only; a server for policy + human, HG-DAgger), the teleop node and usuall
 or teleop keys that judge episodes. This command adds the recorder (``recorder.enabled=true``,
 ``recorder.store=DIR``), starts every node as a process (``rlinf_ros.graph``), shows a live bar
 (episodes, success rate, intervention ratio, read from the recorder's status file) and stops
-the graph once ``--episodes`` episodes were kept (re-recorded ones do not count). Registered in
-``rlinf_cli/collect.py``: a positional argument ending in ``.yaml`` selects this source.
+the graph once ``--episodes`` episodes were kept (re-recorded ones do not count; with
+``--only-success`` only successful ones count, at most ``--max-attempts`` episodes, default 5x).
+Once the graph has stopped, the episodes this run recorded that were interrupted (the one in
+flight at the stop) are discarded, and with ``--only-success`` the failed ones too; the last
+log line counts what was kept and discarded. Registered in ``rlinf_cli/collect.py``: a
+positional argument ending in ``.yaml`` selects this source.
 """
 
 from __future__ import annotations
@@ -16,11 +20,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Counts:
+    """What one collection left in the store (episodes it recorded; earlier ones are untouched)."""
+
+    kept: int = 0
+    successes: int = 0
+    failed_discarded: int = 0
+    interrupted_discarded: int = 0
+
+    def describe(self, out: Path) -> str:
+        return (f"{self.kept} episodes kept in {out} ({self.successes} successful); discarded "
+                f"{self.failed_discarded} failed, {self.interrupted_discarded} interrupted")
 
 
 def run_ros(args: argparse.Namespace) -> int:
@@ -30,28 +50,75 @@ def run_ros(args: argparse.Namespace) -> int:
     from rlinf_ros.graph import Graph, graph_env, node_commands
 
     out = Path(args.out).resolve()
+    only_success = bool(getattr(args, "only_success", False))
+    budget = getattr(args, "max_attempts", None) or (5 * args.episodes if only_success else args.episodes)
     status_path = out.parent / f".{out.name}.collect.json"
     status_path.unlink(missing_ok=True)
+    first = _next_index(out)
     overrides = [*args.options, "recorder.enabled=true", f"recorder.store={out}", f"recorder.status_path={status_path}"]
     cfg = load_graph_config(args.env, overrides)
     if cfg.task.enabled:
-        overrides.append(f"task.episodes={args.episodes + 1}")  # the last one may still be running when we stop
+        overrides.append(f"task.episodes={budget + 1}")  # the last one may still be running when we stop
     graph = Graph(node_commands(cfg, args.env, overrides)).start(graph_env(cfg))
     bar = tqdm(total=args.episodes, unit="ep", desc=f"collect {Path(args.env).name}")
     stop, rc = threading.Event(), 0
     try:
-        rc = _watch(graph, status_path, args.episodes, bar, stop, getattr(args, "timeout_s", None))
+        rc = _watch(graph, status_path, args.episodes, bar, stop, getattr(args, "timeout_s", None),
+                    only_success, budget)
     except KeyboardInterrupt:
         log.warning("interrupted: stopping the graph (recorded episodes are kept)")
         rc = 130
     finally:
         bar.close()
         graph.stop()
+    counts = settle(out, first, only_success)
+    log.info("collect: %s", counts.describe(out))
+    if rc == 0 and counts.kept < args.episodes:
+        log.error("only %d of %d episodes were kept in the store", counts.kept, args.episodes)
+        rc = 1
     return rc
 
 
+def _next_index(out: Path) -> int:
+    """Index the next episode of the store at ``out`` gets (the store names episodes ``episodes/<index>``)."""
+    names = [int(n) for n in _episode_names(out)]
+    return max(names) + 1 if names else 0
+
+
+def _episode_names(out: Path) -> list[str]:
+    try:
+        return sorted((n for n in os.listdir(out / "episodes") if n.isdigit()), key=int)
+    except FileNotFoundError:
+        return []
+
+
+def settle(out: Path, first: int, only_success: bool) -> Counts:
+    """After the graph stopped: discard the episodes of this collection (index >= ``first``) that
+    were interrupted (still open, or aborted, when the recorder stopped) and, with
+    ``only_success``, those that failed; count what is kept."""
+    from rlinf_data.store import EpisodeStore
+
+    counts = Counts()
+    if not (out / "episodes").is_dir():
+        return counts
+    store = EpisodeStore(out, mode="a")
+    ours = [(pos, int(name)) for pos, name in enumerate(_episode_names(out)) if int(name) >= first]
+    for pos, index in reversed(ours):  # from the newest: a discard does not move the positions before it
+        info = store.info(pos)
+        if info.status in ("open", "aborted"):
+            store.discard(index)
+            counts.interrupted_discarded += 1
+        elif only_success and not info.success:
+            store.discard(index)
+            counts.failed_discarded += 1
+        else:
+            counts.kept += 1
+            counts.successes += int(bool(info.success))
+    return counts
+
+
 def _watch(graph: "object", status_path: Path, episodes: int, bar: "object", stop: threading.Event,
-           timeout_s: float | None) -> int:
+           timeout_s: float | None, only_success: bool = False, budget: int | None = None) -> int:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not stop.is_set():
         dead = graph.poll()  # type: ignore[attr-defined]
@@ -59,14 +126,18 @@ def _watch(graph: "object", status_path: Path, episodes: int, bar: "object", sto
             log.error("node %s exited with code %s; stopping (see its log above)", dead.name, dead.proc.returncode)
             return 1
         status = _read(status_path)
-        kept = status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
-        kept = max(0, min(kept, episodes))
+        done = status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
+        kept = max(0, min(status.get("successes", 0) if only_success else done, episodes))
         bar.n = kept  # type: ignore[attr-defined]
         rate, ratio = status.get("success_rate"), status.get("intervention_ratio")
         bar.set_postfix(success=f"{rate:.2f}" if rate is not None else "-",  # type: ignore[attr-defined]
                         intervention=f"{ratio:.2f}" if ratio is not None else "-", steps=status.get("steps", 0))
         if kept >= episodes:
             return 0
+        if only_success and budget is not None and done >= budget:
+            log.error("only %d of %d successful episodes within %d attempts; raise --max-attempts", kept, episodes,
+                      budget)
+            return 1
         if deadline is not None and time.monotonic() > deadline:
             log.error("only %d of %d episodes within %.0f s", kept, episodes, timeout_s)
             return 1

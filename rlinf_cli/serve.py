@@ -6,7 +6,9 @@
 
 Flags override the config file. Secrets never come from the command line (argv is visible to
 every user): ``--api-key-file`` / ``--weights-token-file``, or ``RLINF_API_KEY`` /
-``RLINF_WEIGHTS_TOKEN`` (and their ``*_FILE`` forms). Runs until Ctrl-C.
+``RLINF_WEIGHTS_TOKEN`` (and their ``*_FILE`` forms). Runs until SIGINT (Ctrl-C) or SIGTERM
+(``docker stop``, systemd), then closes every connection with 1001 and exits 0: a requested stop
+is a clean exit, so a supervisor does not count it as a failure.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array", "clip"]
+__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array", "clip", "describe_unpack_error"]
 
 _REFUSED_KINDS = frozenset("VOc")
 MAX_NDIM = 32  # numpy's own limit is 64; no observation comes close
@@ -157,8 +157,45 @@ def packb(obj: Any) -> bytes:
         raise WireError(f"cannot encode frame: {e}") from None
 
 
+# msgpack's exceptions for garbage input, and what each means: several carry no message at all
+_MSGPACK_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
+    (msgpack.exceptions.StackError, "nesting too deep"),
+    (msgpack.exceptions.FormatError, "not a msgpack type byte (0xc1 or a reserved code)"),
+    (msgpack.exceptions.ExtraData, "extra bytes after the first object"),
+    (UnicodeDecodeError, "a str is not valid utf-8"),
+)
+
+
+def describe_unpack_error(e: BaseException) -> str:
+    """What a msgpack decoding error means, never empty (``StackError`` and ``FormatError``
+    have no message of their own), with the exception's type for searching.
+
+    >>> describe_unpack_error(msgpack.exceptions.StackError())
+    'nesting too deep (StackError)'
+    >>> describe_unpack_error(ValueError("Unpack failed: incomplete input"))
+    "incomplete or truncated frame (ValueError: 'Unpack failed: incomplete input')"
+    >>> describe_unpack_error(TypeError())
+    'TypeError, with no detail'
+    """
+    name = type(e).__name__
+    for kind, meaning in _MSGPACK_ERRORS:
+        if isinstance(e, kind):
+            return f"{meaning} ({name})"
+    text = str(e)
+    if "incomplete input" in text:
+        return f"incomplete or truncated frame ({name}: {clip(text)})"
+    return f"{name}: {clip(text)}" if text.strip() else f"{name}, with no detail"
+
+
 def unpackb(data: bytes) -> Any:
-    """Decode one frame; any malformation raises :class:`WireError` (never another type)."""
+    """Decode one frame; any malformation raises :class:`WireError` (never another type), whose
+    message says what was wrong.
+
+    >>> unpackb(b"\\x91" * 2000 + b"\\xc0")
+    Traceback (most recent call last):
+    ...
+    rlinf_contracts.wire.WireError: frame is not valid msgpack: nesting too deep (StackError)
+    """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise WireError(f"expected a binary frame, got {type(data).__name__}")
     try:
@@ -166,7 +203,7 @@ def unpackb(data: bytes) -> Any:
     except WireError:
         raise
     except Exception as e:  # msgpack raises several unrelated types for garbage input
-        raise WireError(f"frame is not valid msgpack: {type(e).__name__}: {clip(str(e))}") from None
+        raise WireError(f"frame is not valid msgpack: {describe_unpack_error(e)}") from None
 
 
 class Packer:

@@ -24,13 +24,16 @@ rotation is not implemented.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, StepLayout
+from rlinf_data.store_repair import TORN
 
+log = logging.getLogger(__name__)
 CODEBASE_VERSION = "v3.0"
 CHUNK = "chunk-000/file-000"
 EXTRA = {"rlinf.terminated": ("terminated", "bool"), "rlinf.truncated": ("truncated", "bool"),
@@ -95,11 +98,16 @@ def _write_video(path: Path, frames: Iterable[np.ndarray], hw: tuple[int, int], 
 
 
 def export_lerobot(episodes: Iterable[Episode], root: str | Path, robot_type: str = "") -> Path:
-    """Write ``episodes`` (e.g. an ``EpisodeStore``) as a LeRobot v3.0 dataset under ``root``."""
+    """Write ``episodes`` (e.g. an ``EpisodeStore``) as a LeRobot v3.0 dataset under ``root``
+    (torn episodes -- empty, left by a kill -- are skipped)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     root, eps = Path(root), list(episodes)
+    torn = [ep for ep in eps if TORN in ep.info.extra]  # a kill left no layout or step: nothing to export
+    if torn:
+        log.warning("LeRobot export to %s: skipped %d torn (empty, aborted) episodes", root, len(torn))
+        eps = [ep for ep in eps if TORN not in ep.info.extra]
     if not eps:
         raise EpisodeError("nothing to export: no episodes")
     layout, fps = eps[0].info.layout, eps[0].info.control_hz

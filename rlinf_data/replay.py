@@ -217,7 +217,10 @@ class ReplayBuffer:
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
         """A batch: ``obs`` / ``next_obs`` ({"state", "images": {cam}}), ``action``, ``reward``
         (n-step return), ``discount`` (0 after a terminal step, else gamma^m), ``n_steps`` (m),
-        ``intervention`` and ``source`` (index into ``cfg.mix``), rows grouped by source."""
+        ``intervention`` and ``source`` (index into ``cfg.mix``), rows grouped by source.
+        Raises ValueError when no source holds a sampleable transition yet (an empty buffer)."""
+        if batch_size < 1:
+            raise ValueError(f"replay sample batch_size={batch_size}; needs >= 1")
         parts = []
         for src, k in self.shares(batch_size).items():
             if k:

@@ -8,21 +8,37 @@ On-disk layout (plain zarr v3, readable with ``zarr.open_group(path)``)::
         images/<cam> [cap,H,W,3] policy_version, timestamp: one array per schema field
         final/state [1, D], final/images/<cam> [1, H, W, 3]   (only when a final obs was given)
 
-Why this survives SIGKILL: a step's rows are written first (each chunk file is replaced
-atomically by zarr's local store), and only then the group attribute ``length`` (one atomic
-rewrite of the group's ``zarr.json``). Rows at or past ``length`` are never read, so a kill loses
-at most the step in flight. Arrays grow by whole chunks (``cap`` >= ``length``) and are trimmed
-to ``length`` when the episode ends; an episode found ``open`` when the store is reopened for
-writing was interrupted: it is trimmed and marked ``aborted``. One writer per store at a time.
+Why this survives SIGKILL: every state change has one commit point, an atomic file replace or
+directory rename (:mod:`rlinf_data.commit`). An episode is built complete (its ``zarr.json``
+with ``info`` and ``length`` 0, and every array) in a staging directory ``<root>/.staging-N``
+that is then renamed to ``episodes/N``: it appears whole or not at all. A step's rows are
+written first (zarr replaces each chunk file atomically), then the group's ``zarr.json`` with
+the new ``length`` -- the step's commit point. Rows at or past ``length`` are never read, so a
+kill loses at most the step in flight. An episode's end (final observation, arrays trimmed to
+``length``) commits when its ``zarr.json`` gets the closing status; a discard is a rename out of
+``episodes/``. Reopening for writing (``mode="a"``) marks an episode found ``open`` as
+``aborted`` and removes what a kill left half-made. One writer per store at a time.
+
+Torn episodes: a store written by an older version can hold an episode directory without
+``zarr.json`` or without ``info`` (its group was created, then killed before its attributes).
+Every reader takes such an episode as empty with status ``aborted`` (``extra["torn"]`` says
+why) and logs one warning per episode; ``mode="a"`` writes that ``info`` so later readers see a
+clean store.
 
 Cost: the field writes of a step go out concurrently through zarr's async API, about 3 ms per
-state-only step on a shared 2-core machine (``tests/rlinf_data/test_store.py`` prints it).
+state-only step on a shared 2-core machine. ``fsync=True`` (power-cut safe: the step's chunk
+files, then its commit point and their directories, are flushed before ``append`` returns)
+costs more per step; ``benchmarks/store_durability.py`` measures both side by side
+(``benchmarks/results/store_durability.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -30,10 +46,13 @@ import numpy as np
 import zarr
 
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step, StepLayout
+from rlinf_data.commit import crash_point, fsync_dir, fsync_files, group_json, write_atomic
+from rlinf_data.store_repair import TORN, load, read_attrs, repair, trim
 
 log = logging.getLogger(__name__)
 FORMAT_KEY = "rlinf_episodes"
 TIME_CHUNK = 256  # rows per chunk of the small per-step arrays (images: one row per chunk)
+__all__ = ["EpisodeStore", "EpisodeWriter", "FORMAT_KEY", "TORN"]
 
 
 def _rows_async(arrays: dict[str, zarr.Array], index: slice | int, values: dict[str, np.ndarray]) -> None:
@@ -61,26 +80,47 @@ class EpisodeWriter:
         self.length = 0
         self._capacity = 0
         self._last: Step | None = None
-        self._arrays: dict[str, zarr.Array] = {}
-        for name, (dtype, shape) in self.layout.fields().items():
-            chunk = (1,) if name.startswith("images/") else (TIME_CHUNK,)
-            self._arrays[name] = group.create_array(name, shape=(0,) + shape, chunks=chunk + shape,
-                                                    dtype=dtype, fill_value=0)
+        self._dir = store.path / "episodes" / f"{index:06d}"
+        self._arrays: dict[str, zarr.Array] = {name: group[name] for name in self.layout.fields()}
+
+    def _commit(self) -> None:
+        """The one write that makes the episode's new state visible: its group ``zarr.json``."""
+        write_atomic(self._dir / "zarr.json", group_json({"info": self.info.to_dict(), "length": self.length}),
+                     self.store.fsync)
+
+    def _chunk_files(self, row: int) -> list[Path]:
+        """The chunk file of every field holding ``row`` (what an fsync of that step covers)."""
+        out = []
+        for name, a in self._arrays.items():
+            coords = tuple(row // a.chunks[0] if d == 0 else 0 for d in range(a.ndim))
+            out.append(self._dir / name / a.metadata.encode_chunk_key(coords))
+        return out
 
     def append(self, step: Step) -> None:
-        """Write one step; it is durable (survives kill -9) when this returns."""
+        """Write one step; it is durable (survives kill -9, and a power cut with ``fsync``) when
+        this returns."""
         if self.info.status != "open":
             raise EpisodeError(f"episode {self.index} is {self.info.status}; begin a new one to append")
         values = step.arrays()
         self.layout.check(values)
-        if self.length >= self._capacity:
-            self._capacity += TIME_CHUNK
-            for a in self._arrays.values():
-                a.resize((self._capacity,) + a.shape[1:])
+        self._grow(self.length + 1)
         _rows_async(self._arrays, self.length, values)
+        crash_point("append.rows_written")
+        if self.store.fsync:
+            fsync_files(self._chunk_files(self.length))
         self.length += 1
-        self.group.attrs["length"] = self.length  # the commit point of this step
+        self._commit()  # the commit point of this step
         self._last = step
+
+    def _grow(self, rows: int) -> None:
+        if rows <= self._capacity:
+            return
+        self._capacity = max(rows, self._capacity + TIME_CHUNK)
+        for a in self._arrays.values():
+            a.resize((self._capacity,) + a.shape[1:])
+        crash_point("append.grown")
+        if self.store.fsync:
+            fsync_files(self._dir / name / "zarr.json" for name in self._arrays)
 
     def end(self, status: str | None = None, success: bool | None = None,
             final: dict[str, np.ndarray] | None = None) -> int:
@@ -88,17 +128,21 @@ class EpisodeWriter:
         truncated, else ``complete``; ``final`` is the observation after the last step."""
         if status is None:
             status = "truncated" if self._last is not None and self._last.truncated else "complete"
+        EpisodeInfo.from_dict({**self.info.to_dict(), "status": status})  # a valid status, before any write
         if final is not None:
             final = {k: np.asarray(v) for k, v in final.items()}
             self.layout.check(final, only_obs=True)
             for name, arr in final.items():
                 self.group.create_array(f"final/{name}", data=arr[None])
+                crash_point("end.final_array")
+            if self.store.fsync:
+                fsync_files(p for p in (self._dir / "final").rglob("*") if p.is_file())
+        trim(self.group, self.layout, self.length)
+        crash_point("end.trimmed")
         if success is not None:
             self.info.success = bool(success)
         self.info.status = status
-        _trim(self.group, self.length)
-        self.group.attrs.update({"info": self.info.to_dict(), "length": self.length})
-        EpisodeInfo.from_dict(self.group.attrs["info"])  # the status was valid
+        self._commit()
         return self.index
 
     def abort(self) -> int:
@@ -113,74 +157,89 @@ class EpisodeWriter:
 
 
 def _committed(group: zarr.Group, name: str, n: int, dtype: Any, shape: tuple) -> np.ndarray:
-    """The ``n`` committed rows of array ``name``. A writer killed after creating the episode's
-    group but before all its arrays existed committed no step: a missing array reads as empty."""
-    try:
-        return np.asarray(group[name][:n])
-    except (KeyError, FileNotFoundError):
-        if n:
-            raise
+    """The ``n`` committed rows of array ``name`` (none to read when ``n`` is 0: an episode
+    torn before its arrays existed reads as empty)."""
+    if not n:
         return np.zeros((0,) + tuple(shape), dtype=dtype)
-
-
-def _trim(group: zarr.Group, length: int) -> None:
-    """Shrink every per-step array of an episode group to its committed length."""
-    for name, arr in group.arrays():
-        arr.resize((length,) + arr.shape[1:])
-    if "images" in group:
-        for name, arr in group["images"].arrays():
-            arr.resize((length,) + arr.shape[1:])
+    return np.asarray(group[name][:n])
 
 
 class EpisodeStore:
     """A directory of episodes. ``mode="a"`` creates or appends (and closes interrupted
-    episodes as ``aborted``); ``mode="r"`` only reads."""
+    episodes as ``aborted``); ``mode="r"`` only reads. ``fsync``: every commit point is flushed
+    to the disk (power-cut safe, slower; see the module docstring)."""
 
-    def __init__(self, path: str | Path, mode: str = "a") -> None:
+    def __init__(self, path: str | Path, mode: str = "a", fsync: bool = False) -> None:
         if mode not in ("a", "r"):
             raise ValueError(f"EpisodeStore mode={mode!r}; use 'a' (append) or 'r' (read)")
-        self.path = Path(path)
+        self.path, self.mode, self.fsync = Path(path), mode, bool(fsync)
+        self._warned: set[str] = set()
         if mode == "r" and not (self.path / "zarr.json").is_file():
             raise FileNotFoundError(f"no episode store at {self.path} (no zarr.json)")
-        self.mode = mode
+        if mode == "a":  # a new store (or one killed while being created): its root and format key in one write
+            attrs = read_attrs(self.path)
+            if attrs is None or FORMAT_KEY not in attrs and not any(p.is_dir() for p in self.path.iterdir()):
+                self.path.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.path / "zarr.json", group_json({**(attrs or {}), FORMAT_KEY: 1}), self.fsync)
         self.root = zarr.open_group(str(self.path), mode=mode)
-        if mode == "a" and FORMAT_KEY not in self.root.attrs:
-            if len(list(self.root.keys())):
-                raise EpisodeError(f"{self.path} is a zarr group but not an episode store (no {FORMAT_KEY!r} attr)")
-            self.root.attrs[FORMAT_KEY] = 1
-            self.root.create_group("episodes")
-        elif FORMAT_KEY not in self.root.attrs:
-            raise EpisodeError(f"{self.path} is not an episode store (no {FORMAT_KEY!r} attr)")
+        # a root without the format key and without members was killed while being created: empty
+        if FORMAT_KEY not in self.root.attrs and any(p.is_dir() for p in self.path.iterdir()):
+            raise EpisodeError(f"{self.path} is not an episode store (no {FORMAT_KEY!r} attr); "
+                               "name an episode store directory (or a new one)")
         if mode == "a":
-            self._close_interrupted()
+            if not (self.path / "episodes" / "zarr.json").is_file():
+                (self.path / "episodes").mkdir(exist_ok=True)
+                write_atomic(self.path / "episodes" / "zarr.json", group_json({}), self.fsync)
+            repair(self)
 
     # ---------------------------------------------------------------- reading
     def _names(self) -> list[str]:
-        return sorted(self.root["episodes"].group_keys())
+        try:
+            names = [n for n in os.listdir(self.path / "episodes") if n.isdigit()]
+        except FileNotFoundError:  # a store killed while being created holds no episode yet
+            return []
+        return sorted(names, key=int)
 
     def __len__(self) -> int:
         return len(self._names())
 
-    def _group(self, i: int) -> zarr.Group:
+    def _name(self, i: int) -> str:
         names = self._names()
         if not 0 <= i < len(names):
             raise IndexError(f"episode {i} not in store {self.path} ({len(names)} episodes)")
-        return self.root["episodes"][names[i]]
+        return names[i]
+
+    def _attrs(self, name: str) -> tuple[EpisodeInfo, int]:
+        """Info and committed length of episode directory ``name``; a torn one is empty and aborted."""
+        info, n, why = load(self.path / "episodes" / name)
+        if why is not None:
+            self._warn_torn(name, why)
+        return info, n
+
+    def _warn_torn(self, name: str, why: str) -> None:
+        if name not in self._warned:  # once per episode, not once per access
+            self._warned.add(name)
+            log.warning("episode %s of %s is torn (%s): read as an empty aborted episode%s", name, self.path, why,
+                        "; repairing it" if self.mode == "a" else "; opening the store with mode='a' repairs it")
 
     def info(self, i: int) -> EpisodeInfo:
-        return EpisodeInfo.from_dict(self._group(i).attrs["info"])
+        return self._attrs(self._name(i))[0]
 
     def length(self, i: int) -> int:
         """Committed steps of episode ``i`` (rows past it may hold a half-written step)."""
-        return int(self._group(i).attrs.get("length", 0))
+        return self._attrs(self._name(i))[1]
 
     def read(self, i: int) -> Episode:
-        g = self._group(i)
-        info, n = EpisodeInfo.from_dict(g.attrs["info"]), int(g.attrs.get("length", 0))
-        steps = {name: _committed(g, name, n, dtype, shape) for name, (dtype, shape) in info.layout.fields().items()}
+        name = self._name(i)
+        info, n = self._attrs(name)
+        g = zarr.open_group(self.root.store, path=f"episodes/{name}", mode="r") if n else None
+        steps = {f: _committed(g, f, n, dtype, shape) for f, (dtype, shape) in info.layout.fields().items()}
         final = None
-        if "final" in g:
-            final = {name: np.asarray(g[f"final/{name}"][0]) for name in info.layout.observation_fields()}
+        if n and info.status != "open" and (self.path / "episodes" / name / "final").is_dir():
+            try:  # a final observation is part of a committed end only when every field is there
+                final = {f: np.asarray(g[f"final/{f}"][0]) for f in info.layout.observation_fields()}
+            except (KeyError, FileNotFoundError):
+                final = None
         return Episode(info, steps, final)
 
     def __iter__(self) -> Iterator[Episode]:
@@ -189,14 +248,29 @@ class EpisodeStore:
 
     # ---------------------------------------------------------------- writing
     def begin(self, info: EpisodeInfo) -> EpisodeWriter:
-        """Open a new episode (its index is ``writer.index``)."""
+        """Open a new episode (its index is ``writer.index``). It is staged whole (attributes
+        and every array) and renamed into ``episodes/``: a kill leaves it complete or absent."""
         if self.mode != "a":
             raise EpisodeError(f"episode store {self.path} is open read-only")
         info.status = "open"
         names = self._names()
         index = int(names[-1]) + 1 if names else 0
-        group = self.root["episodes"].create_group(f"{index:06d}")
-        group.attrs.update({"info": info.to_dict(), "length": 0})
+        name = f"{index:06d}"
+        stage = self.path / f".staging-{name}"
+        shutil.rmtree(stage, ignore_errors=True)
+        g = zarr.open_group(zarr.storage.LocalStore(stage), mode="w", attributes={"info": info.to_dict(), "length": 0})
+        crash_point("begin.group_staged")
+        for f, (dtype, shape) in info.layout.fields().items():
+            chunk = (1,) if f.startswith("images/") else (TIME_CHUNK,)
+            g.create_array(f, shape=(0,) + shape, chunks=chunk + shape, dtype=dtype, fill_value=0)
+            crash_point("begin.array_staged")
+        if self.fsync:
+            fsync_files(p for p in stage.rglob("*") if p.is_file())
+        os.rename(stage, self.path / "episodes" / name)  # the commit point of the new episode
+        if self.fsync:
+            fsync_dir(self.path / "episodes")
+        crash_point("begin.renamed")
+        group = zarr.open_group(self.root.store, path=f"episodes/{name}", mode="r+")
         return EpisodeWriter(self, index, group, info)
 
     def write(self, episode: Episode) -> int:
@@ -208,28 +282,30 @@ class EpisodeStore:
             return w.end(status=status, final=episode.final)
 
     def discard(self, index: int) -> None:
-        """Delete episode ``index`` (e.g. a failed demo with ``--only-success``)."""
-        del self.root["episodes"][f"{index:06d}"]
-
-    def _close_interrupted(self) -> None:
-        for name in self._names():
-            g = self.root["episodes"][name]
-            info = g.attrs.get("info", {})
-            if info.get("status") == "open":
-                n = int(g.attrs.get("length", 0))
-                log.warning("episode %s in %s was interrupted after %d steps: marked aborted", name, self.path, n)
-                _trim(g, n)
-                g.attrs["info"] = {**info, "status": "aborted"}
+        """Delete episode ``index`` (e.g. a failed demo with ``--only-success``): one rename out
+        of ``episodes/`` (the commit point), then the files go."""
+        if self.mode != "a":
+            raise EpisodeError(f"episode store {self.path} is open read-only")
+        trash = self.path / f".trash-{index:06d}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(self.path / "episodes" / f"{index:06d}", trash)
+        except FileNotFoundError:
+            raise IndexError(f"no episode {index:06d} in store {self.path} to discard") from None
+        if self.fsync:
+            fsync_dir(self.path / "episodes")
+        crash_point("discard.moved")
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def _rows_bulk(w: EpisodeWriter, steps: dict[str, np.ndarray]) -> None:
     n = len(steps["action"])
-    w._capacity = n
-    for a in w._arrays.values():
-        a.resize((n,) + a.shape[1:])
-    _rows_async(w._arrays, slice(0, n), steps)
+    w._grow(n)
+    if n:
+        _rows_async(w._arrays, slice(0, n), steps)
+        if w.store.fsync:
+            fsync_files(p for p in w._dir.rglob("*") if p.is_file())
     w.length = n
-    w.group.attrs["length"] = n
+    w._commit()
     if n:
         w._last = Step(state=steps["state"][-1], action=steps["action"][-1],
                        truncated=bool(steps["truncated"][-1]))

@@ -21,6 +21,7 @@ from rlinf_contracts.spec import RobotSpec, SpecError
 from robot_drivers.cameras import CameraConfig
 from rlinf_ros.online_config import RecorderNodeConfig, RewardNodeConfig, StreamerNodeConfig, TeleopNodeConfig
 from rlinf_ros.rtc import RtcConfig
+from rlinf_ros.secrets import read_secret, reject_literal, reject_secret_overrides
 from robot_drivers.factory import ArmConfig
 
 
@@ -80,6 +81,9 @@ class SceneTwinConfig:
                 "one stamp; no wall-clock physics (pair with policy_client.lockstep)"})
 
 
+SIM_BACKENDS = ("sim", "kinematic")  # arms whose physics this process steps: they can own simulated time
+
+
 @dataclass
 class RobotNodeConfig:
     enabled: bool = field(default=True, metadata={"help": "start this node (false: robot driven elsewhere)"})
@@ -97,9 +101,22 @@ class RobotNodeConfig:
         "help": "bridge mode (an arm with backend: bridge): the existing stack's topics"})
     scene: SceneTwinConfig = field(default_factory=SceneTwinConfig, metadata={
         "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode topics"})
+    sim_clock: bool = field(default=False, metadata={
+        "help": "simulated arms only: publish /clock (physics steps x timestep, one driver period per tick) "
+                "and run the arms' safety clock on it; pair with use_sim_time: true"})
+    real_time_factor: float = field(default=1.0, metadata={
+        "help": "sim_clock: simulated seconds per wall second the driver aims at (< 1 leaves CPU headroom)"})
 
     def validate(self) -> None:
         self.bridge.validate()
+        if self.sim_clock and self.scene.lockstep:
+            raise ConfigError("keys 'robot.sim_clock' and 'robot.scene.lockstep' exclude each other: a lock-step "
+                              "twin's time advances only per applied action; use one or the other")
+        if self.sim_clock and any(a.backend not in SIM_BACKENDS for a in self.arms):
+            raise ConfigError(f"key 'robot.sim_clock' needs simulated arms (backend in {SIM_BACKENDS}), got "
+                              f"{[a.backend for a in self.arms]}; a real arm runs on wall time")
+        if not 0 < self.real_time_factor <= 1.0:
+            raise ConfigError(f"key 'robot.real_time_factor' must be in (0, 1], got {self.real_time_factor}")
         if len(self.arms) not in (1, 2):
             raise ConfigError(f"key 'robot.arms' must list 1 or 2 arms, got {len(self.arms)}")
         prefixes = [a.joint_prefix for a in self.arms]
@@ -121,6 +138,9 @@ class CameraNodeConfig:
     joint_prefix: str = "panda_"
 
 
+API_KEY_ENV = "RLINF_API_KEY"  # what `rlinf serve` reads too
+
+
 # The joint-delta layout of the wave-1 client, kept as the default so a config without a
 # robot_spec still describes something real: 7 joints + gripper width per arm, 8-D actions.
 JOINT_DELTA_SPEC = {"state": [["joint_pos", 7], ["gripper_width", 1]],
@@ -134,8 +154,12 @@ class PolicyClientConfig:
     namespace: str = ""
     server_url: str = field(default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"})
     api_key: str = field(default="", metadata={
-        "help": "API key for a server that requires one; prefer api_key_file or RLINF_API_KEY(_FILE)"})
-    api_key_file: str = field(default="", metadata={"help": "file holding the API key (a Docker / k8s secret)"})
+        "help": "refused if set: a literal key would be a ROS parameter; use api_key_file or api_key_env"})
+    api_key_file: str = field(default="", metadata={
+        "help": "file holding the key of a server that requires one (a Docker / k8s secret; read at start)"})
+    api_key_env: str = field(default=API_KEY_ENV, metadata={
+        "help": f"environment variable holding the key, or <it>_FILE naming a file (default {API_KEY_ENV}); "
+                "'' = no key unless api_key_file"})
     robot_spec: dict[str, Any] = field(default_factory=lambda: dict(JOINT_DELTA_SPEC), metadata={
         "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
                 "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"})
@@ -196,19 +220,14 @@ class PolicyClientConfig:
                               f"lists {len(self.joint_prefixes)} arm(s)")
         return spec
 
-    def resolved_api_key(self) -> str | None:
-        """The key from ``api_key``, ``api_key_file``, ``RLINF_API_KEY_FILE`` or ``RLINF_API_KEY``."""
-        import os
+    def validate(self) -> None:
+        reject_literal("policy_client.api_key", self.api_key, "policy_client.api_key_file",
+                       "policy_client.api_key_env", API_KEY_ENV)
 
-        if self.api_key:
-            return self.api_key
-        path = self.api_key_file or os.environ.get("RLINF_API_KEY_FILE", "")
-        if path:
-            try:
-                return Path(path).read_text().strip() or None
-            except OSError as e:
-                raise ConfigError(f"key 'policy_client.api_key_file': cannot read {path!r} ({e.strerror})") from None
-        return os.environ.get("RLINF_API_KEY") or None
+    def resolved_api_key(self) -> str | None:
+        """The key from ``api_key_file``, else ``$<api_key_env>_FILE``, else ``$<api_key_env>`` (never a
+        ROS parameter: :mod:`rlinf_ros.secrets`)."""
+        return read_secret("policy_client.api_key_file", self.api_key_file, self.api_key_env)
 
     @property
     def rate_hz(self) -> float:
@@ -295,6 +314,11 @@ class RosGraphConfig:
     domain_id: int | None = field(default=None, metadata={"help": "ROS_DOMAIN_ID (null: inherit)"})
     rmw: str = "rmw_fastrtps_cpp"
     log_level: str = "info"
+    use_sim_time: bool = field(default=False, metadata={
+        "help": "every node runs on /clock (ROS parameter use_sim_time, passed to each node); the simulated "
+                "robot node publishes it with robot.sim_clock: true"})
+    shutdown_grace_s: float = field(default=10.0, metadata={
+        "help": "s a node may take to stop after SIGINT / SIGTERM before it dumps its threads and exits 1"})
     robot: RobotNodeConfig = field(default_factory=RobotNodeConfig)
     cameras: list[CameraNodeConfig] = field(default_factory=list)
     policy_client: PolicyClientConfig = field(default_factory=lambda: PolicyClientConfig(enabled=False))
@@ -323,6 +347,11 @@ class RosGraphConfig:
         return out
 
     def validate(self) -> None:
+        if self.shutdown_grace_s <= 0:
+            raise ConfigError(f"key 'shutdown_grace_s' must be > 0, got {self.shutdown_grace_s}")
+        if self.use_sim_time and self.robot.enabled and self.robot.scene.lockstep:
+            raise ConfigError("keys 'use_sim_time' and 'robot.scene.lockstep' exclude each other: a lock-step twin "
+                              "publishes no /clock (its time advances per applied action); set use_sim_time: false")
         if self.policy_client.enabled:
             self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
         names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + [
@@ -334,6 +363,8 @@ class RosGraphConfig:
 
 
 def load_graph_config(path: str | Path | None, overrides: list[str] | None = None) -> RosGraphConfig:
-    """YAML (+ ``key=value`` overrides) -> :class:`RosGraphConfig`; errors name the key."""
+    """YAML (+ ``key=value`` overrides) -> :class:`RosGraphConfig`; errors name the key. An
+    override may not carry a secret: ``rlinf ros up`` passes overrides to every node's argv."""
+    reject_secret_overrides(overrides)
     data: dict[str, Any] = load_config(path, overrides)
     return from_dict(RosGraphConfig, data)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlinf_ros.config import RosGraphConfig, load_graph_config
+from rlinf_ros.secrets import reject_secret_overrides
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,10 @@ class NodeProcess:
 
 def node_commands(cfg: RosGraphConfig, config_path: str | Path, overrides: list[str] | None = None,
                   only: list[str] | None = None) -> list[NodeProcess]:
-    """The command line of every node in the graph (``only``: subset by node name)."""
+    """The command line of every node in the graph (``only``: subset by node name). Secrets never
+    travel on it (``ps`` shows argv to every user): nodes read them from the files / environment
+    variables the YAML names, and :func:`graph_env` hands the environment down."""
+    reject_secret_overrides(overrides)
     nodes = cfg.node_names()
     unknown = sorted(set(only or []) - set(nodes))
     if unknown:
@@ -67,6 +71,8 @@ def node_config(cfg: RosGraphConfig, name: str, kind: str) -> Any:
 
 
 def graph_env(cfg: RosGraphConfig) -> dict[str, str]:
+    """Each node's environment: ours (with the secrets' variables, e.g. ``RLINF_API_KEY``) plus the
+    graph's domain id and RMW."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.domain_id is not None:
         env["ROS_DOMAIN_ID"] = str(cfg.domain_id)

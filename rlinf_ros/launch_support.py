@@ -6,7 +6,8 @@ processes from the *same* YAML, so both take their command lines from
 package (our nodes are Python modules, not ament executables: ``executable`` is this
 interpreter and ``arguments`` are ``-m rlinf_ros.nodes.<kind> --config X --name N``), with the
 node's YAML section as ROS ``parameters``: ``ros2 launch`` users see and override settings the
-ROS way, and the node declares exactly these names (:func:`rlinf_ros.nodes.common.declare_config`).
+ROS way, and the node declares exactly these names (:func:`rlinf_ros.nodes.common.declare_config`),
+plus ``use_sim_time`` when the graph runs on simulated time (``use_sim_time: true``).
 
 ``launch`` / ``launch_ros`` are imported only when a launch file runs; machines without them
 (the pip-wheel ROS here) use ``rlinf ros up``.
@@ -50,9 +51,10 @@ def node_action(cfg: RosGraphConfig, node: NodeProcess) -> Any:
 
     section = node_config(cfg, node.name, node.kind)
     namespace = getattr(section, "namespace", "") or None
+    params = {**config_parameters(section), **({"use_sim_time": True} if cfg.use_sim_time else {})}
     return Node(executable=node.argv[0], arguments=node.argv[1:], name=node.name, namespace=namespace,
-                parameters=[config_parameters(section)], output="screen", additional_env=launch_env(cfg),
-                sigterm_timeout="10")
+                parameters=[params], output="screen", additional_env=launch_env(cfg),
+                sigterm_timeout=str(int(cfg.shutdown_grace_s) + 2))  # after the node's own watchdog
 
 
 def graph_launch_description(default_config: str) -> Any:

@@ -7,10 +7,11 @@ short; ``RosGraphConfig`` has one section per node kind (``streamer:``, ``record
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlinf_ros.streaming import StreamerConfig
+from rlinf_ros.streaming import TOKEN_ENV, StreamerConfig
 
 STEP_TOPIC = "policy_client/step"
 EVENT_TOPIC = "episode/event"
@@ -36,6 +37,23 @@ class StreamerNodeConfig:
     episodes: EpisodeSourceConfig = field(default_factory=EpisodeSourceConfig)
     stream: StreamerConfig = field(default_factory=StreamerConfig)
     status_topic: str = field(default="streamer/status", metadata={"help": "JSON: backlog, acked, connected"})
+    token_file: str = field(default="", metadata={"help": "file holding the ingest token (read at start)"})
+    token_env: str = field(default=TOKEN_ENV, metadata={
+        "help": f"environment variable holding the ingest token, or <it>_FILE naming a file (default {TOKEN_ENV})"})
+
+    def resolved_stream(self) -> StreamerConfig:
+        """``stream`` with its token read from ``token_file``, else ``$<token_env>_FILE``, else
+        ``$<token_env>`` (a ``stream.token`` in the YAML is used as is; it is never a ROS parameter)."""
+        from rlinf_contracts.config import ConfigError
+        from rlinf_ros.secrets import FILE_SUFFIX, read_secret
+
+        if self.stream.token:
+            return self.stream
+        token = read_secret("streamer.token_file", self.token_file, self.token_env)
+        if not token:
+            raise ConfigError(f"no ingest token: set 'streamer.token_file', or export {self.token_env} or "
+                              f"{self.token_env}{FILE_SUFFIX} (key 'streamer.token_env' names the variable)")
+        return dataclasses.replace(self.stream, token=token)
 
 
 @dataclass

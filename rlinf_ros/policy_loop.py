@@ -19,6 +19,11 @@ Per control tick (:meth:`PolicyLoop.tick`):
 What an action means comes from the robot spec (``rlinf_ros.robot_io.SpecIO``): joint deltas,
 absolute joints or end-effector deltas, decoded by the same control law as in simulation.
 
+Clocks: ``clock`` (the loop's and the worker's) is the node clock the observations are stamped
+in -- simulated time under ``use_sim_time`` -- and measures observation-to-command latency in it.
+The waits (``max_wait_s``, ``reconnect_s``) and the round trip (``latency_s``) are wall time:
+they bound a network call and a computation, which take wall time whatever the robot's clock.
+
 A server that refuses this robot's spec (HTTP 409 on connect) is final: the worker stops
 retrying, the loop holds with reason ``refused`` and the error names both layouts.
 
@@ -91,7 +96,7 @@ class InferResult:
     base: list[RobotReading]
     t_obs: float
     latency_s: float
-    t_done: float = 0.0  # wall clock when the answer arrived
+    t_done: float = 0.0  # when the answer arrived, on the worker's clock (the one t_obs is stamped in)
     response: dict[str, Any] = field(default_factory=dict)
     tick: int = 0  # loop tick the request went out at
 
@@ -100,8 +105,10 @@ class InferenceWorker:
     """Owns the connection; one request at a time; reconnects forever until :meth:`stop`."""
 
     def __init__(self, connect: Callable[[], InferClient], reconnect_s: float = 0.5, name: str = "policy",
-                 final_errors: tuple[type[BaseException], ...] = (SpecRefusal,)) -> None:
+                 final_errors: tuple[type[BaseException], ...] = (SpecRefusal,),
+                 clock: Callable[[], float] = time.time) -> None:
         self._connect = connect
+        self._clock = clock  # stamps t_done in the observations' clock; latency_s and retries stay wall time
         self.final_errors = final_errors
         self.refused = ""  # set when the server refused us for good; the worker then stops
         self.reconnect_s = reconnect_s
@@ -178,7 +185,7 @@ class InferenceWorker:
                 resp = self._client.infer(job.obs)  # type: ignore[union-attr]
                 actions = np.asarray(resp["actions"], dtype=np.float64)
                 self._results.append(InferResult(np.atleast_2d(actions), job.base, job.t_obs,
-                                                 time.monotonic() - t0, time.time(), resp, job.tick))
+                                                 time.monotonic() - t0, self._clock(), resp, job.tick))
             except Exception as e:  # noqa: BLE001 -- connection lost or server error: drop and retry
                 self.failures += 1
                 self.last_error = f"{type(e).__name__}: {e}"

@@ -3,11 +3,15 @@
 Why: the learner's env workers step any ``VectorEnv``; with this class they train on the real
 (or ROS-simulated) robot through the same topics the policy client uses, no learner change.
 
-- ``reset``: command the arms' home pose, wait until reached (``home_timeout_s``), return the
-  next synchronised observation.
+- ``reset``: command the arms' home pose, wait until reached, return the next synchronised
+  observation. The whole reset has ``home_timeout_s``: no robot subscribed to the command
+  topic, no observation, or an arm not home by then is a :class:`TimeoutError` that starts
+  with ``RosRobotEnv.reset`` and says which.
 - ``step``: per control step (``[1, A]`` or a chunk ``[1, chunk, A]``), publish the joint
   command, keep the control rate, and wait for a synchronised observation stamped after the
-  command (``step_timeout_s``, else :class:`TimeoutError` naming the topics).
+  command (``step_timeout_s``, else :class:`TimeoutError` naming the topics: a lost robot).
+- Deadlines run on the env's own steady clock (``clock``, :func:`time.monotonic`), never on the
+  wall clock or ROS time: a wall-clock jump or a stopped ``/clock`` cannot make a wait endless.
 - observations and actions follow ``policy_client.robot_spec`` (``rlinf_ros.robot_io``), the
   same state features and control law as the simulator and the policy client;
 - reward / success come from a registered source (``none``, ``ee_distance`` to a goal,
@@ -69,11 +73,13 @@ REWARD_SOURCES: dict[str, RewardFn] = {"none": _reward_none, "ee_distance": _rew
 
 
 class RosRobotEnv(SteppedVectorEnv):
-    def __init__(self, cfg: RosGraphConfig, cameras: dict[str, tuple[int, int]] | None = None) -> None:
+    def __init__(self, cfg: RosGraphConfig, cameras: dict[str, tuple[int, int]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
 
         if cfg.env.reward not in REWARD_SOURCES:
             raise ValueError(f"env.reward {cfg.env.reward!r} unknown; known: {sorted(REWARD_SOURCES)}")
         self.cfg = cfg
+        self.clock = clock  # deadlines (steady); message stamps are compared with time.time()
         pc = cfg.policy_client
         self.pc = pc
         n_arms = len(pc.joint_prefixes)
@@ -167,17 +173,18 @@ class RosRobotEnv(SteppedVectorEnv):
             self._ee = self._poses[0].position
 
     # ---- observations -------------------------------------------------------------------
-    def _wait_obs(self, after: float, timeout: float) -> tuple[Observation, list[np.ndarray]]:
-        """Next synchronised set whose newest stamp is later than ``after`` (wall clock)."""
-        deadline = time.time() + timeout
+    def _wait_obs(self, after: float, timeout: float, during: str = "RosRobotEnv") -> tuple[Observation, list[Any]]:
+        """Next synchronised set whose oldest stamp is later than ``after`` (wall clock), within
+        ``timeout`` s of :attr:`clock`; ``during`` starts the error message."""
+        deadline = self.clock() + timeout
         while True:
             found = self.sync.pop_newest()
             if found is not None and min(s for s, _ in found.values()) > after:
                 return self._to_obs(found)
-            remaining = deadline - time.time()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 raise TimeoutError(
-                    f"RosRobotEnv: no synchronised observation on {self.pc.joint_states_topic} + "
+                    f"{during}: no synchronised observation on {self.pc.joint_states_topic} + "
                     f"{list(self.pc.cameras.values()) if self.spec.cameras else '(no cameras)'} within {timeout} s "
                     f"(slop {self.pc.slop_s} s; last stamps {self.sync.latest_stamps()}); are the nodes running "
                     "on this ROS_DOMAIN_ID?")
@@ -205,17 +212,23 @@ class RosRobotEnv(SteppedVectorEnv):
     def _reset_rows(self, rows: np.ndarray) -> None:
         """Drive the arm(s) home and wait until there (the one row is this robot)."""
         e = self.cfg.env
-        self._wait_for_robot(e.home_timeout_s)
+        deadline = self.clock() + e.home_timeout_s  # one deadline for the whole reset
+        self._wait_for_robot(e.home_timeout_s, "RosRobotEnv.reset")
         t0 = time.time()
         self._publish(self.home, [0.08] * len(self.home), duration=2.0)
+        err: float | None = None  # max joint error of the newest observation
         while True:
-            obs, readings = self._wait_obs(t0, e.step_timeout_s * 5)
+            try:
+                obs, readings = self._wait_obs(t0, max(deadline - self.clock(), 0.0),
+                                               f"RosRobotEnv.reset (env.home_timeout_s {e.home_timeout_s} s)")
+            except TimeoutError:
+                if err is None:  # not a single observation: that error says which topics
+                    raise
+                raise TimeoutError(f"RosRobotEnv.reset: arm not home after env.home_timeout_s {e.home_timeout_s} s "
+                                   f"(max joint error {err:.3f} rad); check e-stop / robot_state") from None
             err = max(float(np.abs(r.q - h).max()) for r, h in zip(readings, self.home))
             if err < 0.02:
                 break
-            if time.time() - t0 > e.home_timeout_s:
-                raise TimeoutError(f"RosRobotEnv.reset: arm not home after {e.home_timeout_s} s "
-                                   f"(max joint error {err:.3f} rad); check e-stop / robot_state")
             self._publish(self.home, [0.08] * len(self.home), duration=0.5)  # keep the watchdog fed
         self._obs, self._readings = obs, readings
         self.io.begin_episode(readings)
@@ -223,12 +236,12 @@ class RosRobotEnv(SteppedVectorEnv):
     def _observe(self) -> Observation:
         return self._obs
 
-    def _wait_for_robot(self, timeout: float) -> None:
+    def _wait_for_robot(self, timeout: float, during: str = "RosRobotEnv") -> None:
         """Commands published before DDS matched the robot's subscription would be lost."""
-        deadline = time.time() + timeout
+        deadline = self.clock() + timeout
         while self._pub.get_subscription_count() == 0:
-            if time.time() > deadline:
-                raise TimeoutError(f"RosRobotEnv: nobody subscribes to {self.pc.command_topic} after {timeout} s; "
+            if self.clock() > deadline:
+                raise TimeoutError(f"{during}: nobody subscribes to {self.pc.command_topic} after {timeout} s; "
                                    "is the robot node running on this ROS_DOMAIN_ID?")
             time.sleep(0.02)
 
@@ -238,7 +251,8 @@ class RosRobotEnv(SteppedVectorEnv):
         cmd = self.io.decode(actions[:1], self._readings)[0]
         t_cmd = time.time()
         self._publish(cmd.joints, cmd.grippers, period)
-        self._obs, self._readings = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period)
+        self._obs, self._readings = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period,
+                                                   "RosRobotEnv.step (robot lost?)")
         reward, success = self._reward_fn(self, self._ee)
         return RowStep(reward=np.array([reward], np.float32), success=np.array([success]))
 

@@ -8,7 +8,11 @@ written and flushed before :meth:`Spool.append` returns, so a process killed wit
 it (the OS holds the page; ``fsync=True`` also survives a power cut, at ~ms per record). On
 open, a torn last record (a kill mid-write) is cut off. Segments whose frames are all
 acknowledged are deleted; the newest segment always stays, so its name or its last record
-says where numbering continues.
+says where numbering continues (a renumbering, :meth:`Spool.skip_to`, creates its new segment
+before deleting the old ones for that reason). A segment holds at most a quarter of
+``max_bytes``, so acknowledged frames always free room. A full spool refuses frames (``append``
+returns None: back-pressure) until acknowledgements delete segments; a frame larger than
+``max_bytes`` can never fit and raises.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -34,6 +38,21 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 HEADER = struct.Struct("<QII")  # seq, payload length, crc32 of the payload
+# Test hook, never set in production: the kill-loop tests SIGKILL a forked writer at these points.
+TEST_CRASH_HOOK: Callable[[str], None] | None = None
+
+
+def crash_point(name: str) -> None:
+    if TEST_CRASH_HOOK is not None:
+        TEST_CRASH_HOOK(name)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -45,13 +64,17 @@ class _Segment:
 
 
 class Spool:
-    """Frames numbered from 0 without gaps; ``append`` refuses (returns None) when full."""
+    """Frames numbered from 0 without gaps; ``append`` refuses (returns None) when full and
+    raises ValueError for a frame bigger than ``max_bytes``."""
 
     def __init__(self, directory: str | Path, max_bytes: int, segment_bytes: int = 4 << 20,
                  fsync: bool = False) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.max_bytes, self.segment_bytes, self.fsync = int(max_bytes), int(segment_bytes), fsync
+        # a segment is deleted only once all its frames are acknowledged: at most a quarter of the
+        # bound each, so acknowledged frames free room even when max_bytes < segment_bytes
+        self.max_bytes, self.fsync = int(max_bytes), fsync
+        self.segment_bytes = max(1, min(int(segment_bytes), self.max_bytes // 4))
         self._lock = threading.Lock()
         self._segments: list[_Segment] = [self._recover(p) for p in sorted(self.dir.glob("*.seg"))]
         if self._segments:
@@ -78,12 +101,17 @@ class Spool:
             log.warning("spool %s: cut a torn record at byte %d of %d (killed mid-write)", path, off, len(data))
             with open(path, "r+b") as f:
                 f.truncate(off)
+                if self.fsync:
+                    os.fsync(f.fileno())
         seg.size = off
         return seg
 
     def _new_segment(self, seq0: int) -> _Segment:
         path = self.dir / f"{seq0:016d}.seg"
         path.touch()
+        if self.fsync:
+            _fsync_dir(self.dir)
+        crash_point("spool.segment_created")
         return _Segment(seq0, path)
 
     # ---- writing ---------------------------------------------------------------------------------
@@ -98,8 +126,11 @@ class Spool:
             if callable(payload):
                 payload = payload(self.next_seq)
             record = HEADER.size + len(payload)
+            if record > self.max_bytes:
+                raise ValueError(f"spool {self.dir}: a {record}-byte frame can never fit its max_bytes="
+                                 f"{self.max_bytes}; raise the spool bound (streamer.spool_max_mb)")
             if self.bytes + record > self.max_bytes:
-                return None
+                return None  # back-pressure: room comes back as the learner acknowledges frames
             tail = self._segments[-1]
             if tail.size and tail.size + record > self.segment_bytes:
                 self._file.close()
@@ -111,6 +142,7 @@ class Spool:
             self._file.flush()
             if self.fsync:
                 os.fsync(self._file.fileno())
+            crash_point("spool.record_written")
             tail.size += record
             tail.last_seq = seq
             self.next_seq += 1
@@ -124,10 +156,12 @@ class Spool:
                 return
             log.warning("spool %s: the learner already holds seqs below %d; numbering continues there", self.dir, seq)
             self._file.close()
+            new = self._new_segment(seq)  # first: a kill from here on reopens numbering at seq
             for s in self._segments:
                 s.path.unlink(missing_ok=True)
-            self._segments = [self._new_segment(seq)]
-            self._file = open(self._segments[-1].path, "ab")
+                crash_point("spool.old_segment_removed")
+            self._segments = [new]
+            self._file = open(new.path, "ab")
             self.next_seq, self._cursor = seq, None
 
     def pending_count(self) -> int:
@@ -170,9 +204,10 @@ class Spool:
                 self._segments.append(self._new_segment(self.next_seq))
                 self._file = open(self._segments[-1].path, "ab")
             keep = [s for s in self._segments[:-1] if s.last_seq > seq or s.last_seq < 0 and s.seq0 > seq]
-            for s in self._segments[:-1]:
+            for s in self._segments[:-1]:  # oldest first: a kill leaves a suffix of the frames
                 if s not in keep:
                     s.path.unlink(missing_ok=True)
+                    crash_point("spool.old_segment_removed")
             self._segments = keep + [self._segments[-1]]
 
     def close(self) -> None:

@@ -101,6 +101,7 @@ class FrankaArm:
         self.safety = SafetyLayer(safety, name=name, clock=clock, fk=getattr(backend, "fk", forward_kinematics))
         self.command_period_s = command_period_s
         self._holding = False
+        self.last_refusal = ""  # why the last refused command (motion or gripper) was refused
 
     # ---- lifecycle ----------------------------------------------------------------------
     @property
@@ -155,12 +156,29 @@ class FrankaArm:
             return period
         return float(np.clip(self._clock() - last, 1e-3, 2 * period))
 
+    def _check_limits(self, st: ArmState) -> None:
+        """E-stop when the measured joints are past the limits (faster than ``dq_max``, beyond a
+        position limit): whatever got the arm there (a servo overshoot, a bridged controller),
+        it stops until an operator resets the latch."""
+        if self.safety.estopped:
+            return
+        reason = self.safety.check_measured(st.q, st.dq)
+        if reason is not None:
+            self.safety.record("limit_violation", reason)
+            self.estop(f"limit violation: {reason}")
+
     def _check_error(self, st: ArmState) -> CommandOutcome | None:
+        self._check_limits(st)
         if st.has_error:
-            self.safety.record("error_refused", f"robot in {st.mode.name} with errors {list(st.errors)}; "
-                               "call recover() first")
-            return CommandOutcome(target=st.q.copy(), events=("error_refused",), refused=True)
+            why = f"refused: robot in {st.mode.name} with errors {list(st.errors)}; call error_recovery first"
+            self.safety.record("error_refused", why)
+            return CommandOutcome(target=st.q.copy(), events=("error_refused",), refused=True, reason=why)
         return None
+
+    def _done(self, out: CommandOutcome) -> CommandOutcome:
+        if out.refused:
+            self.last_refusal = out.reason
+        return out
 
     def move_joints(self, q_target: np.ndarray, issued_at: float | None = None) -> CommandOutcome:
         """Joint position command (rad), clamped by the safety layer; returns what was sent.
@@ -171,24 +189,24 @@ class FrankaArm:
         st = self.state()
         refused = self._check_error(st)
         if refused is not None:
-            return refused
+            return self._done(refused)
         out = self.safety.filter_joint_positions(q_target, st.q, self._dt(), issued_at=issued_at)
         if not out.refused:
             self.backend.command_joint_positions(out.target)
             self._holding = False
-        return out
+        return self._done(out)
 
     def move_velocities(self, dq: np.ndarray) -> CommandOutcome:
         """Joint velocity command (rad/s); held until the next command or the watchdog fires."""
         st = self.state()
         refused = self._check_error(st)
         if refused is not None:
-            return refused
+            return self._done(refused)
         out = self.safety.filter_joint_velocities(dq, st.q, self.command_period_s)
         if not out.refused:
             self.backend.command_joint_velocities(out.target)
             self._holding = False
-        return out
+        return self._done(out)
 
     def move_ee_delta(self, delta: np.ndarray) -> CommandOutcome:
         """End-effector delta ``[dx, dy, dz, rx, ry, rz]`` (m, rotation vector rad; base frame)."""
@@ -199,23 +217,34 @@ class FrankaArm:
         return self.move_joints(apply_ee_delta(st.q, delta))
 
     # ---- gripper ------------------------------------------------------------------------
-    def gripper_move(self, width: float, speed: float = 0.1) -> bool:
+    def _gripper_refused(self, action: str, *values: float) -> bool:
+        """Refuse a gripper command while e-stopped or with a non-finite value; the reason goes
+        to :attr:`last_refusal` (the robot node answers it to the service caller)."""
         if self.safety.estopped:
-            self.safety.record("estop_refused", "gripper move refused while e-stopped")
+            why = f"{action} {self.safety.estop_refusal()}"
+            self.safety.record("estop_refused", why)
+        elif not all(np.isfinite(v) for v in values):
+            why = f"{action} refused: non-finite value in {list(values)}"
+            self.safety.record("non_finite", why)
+        else:
+            return False
+        self.last_refusal = why
+        return True
+
+    def gripper_move(self, width: float, speed: float = 0.1) -> bool:
+        if self._gripper_refused("gripper move", width, speed):
             return False
         return self.backend.gripper_move(self.safety.filter_gripper_width(width), speed)
 
     def gripper_grasp(self, width: float = 0.0, speed: float = 0.1, force: float = 20.0,
                       epsilon_inner: float = 0.005, epsilon_outer: float = 0.005) -> bool:
-        if self.safety.estopped:
-            self.safety.record("estop_refused", "grasp refused while e-stopped")
+        if self._gripper_refused("grasp", width, speed, force, epsilon_inner, epsilon_outer):
             return False
         return self.backend.gripper_grasp(self.safety.filter_gripper_width(width), speed, force,
                                           epsilon_inner, epsilon_outer)
 
     def gripper_homing(self) -> bool:
-        if self.safety.estopped:
-            self.safety.record("estop_refused", "homing refused while e-stopped")
+        if self._gripper_refused("homing"):
             return False
         return self.backend.gripper_homing()
 
@@ -247,6 +276,7 @@ class FrankaArm:
         """Driver-rate housekeeping: watchdog hold on stale commands, sim physics to ``now``."""
         now = self._clock() if now is None else now
         self.backend.advance(now)  # the last command was valid until now; then check staleness
+        self._check_limits(self.state())
         if not self._holding and self.safety.is_stale(now):
             age = (now - (self.safety.last_issued_time or now)) * 1000
             self.safety.record("stale_hold", f"no command for {age:.0f} ms "

@@ -1,8 +1,9 @@
 """Real Franka backend over pylibfranka (import-guarded: this file imports without it).
 
 libfranka's control loop must answer every 1 ms, so it runs in its own thread: each cycle it
-reads the state, moves an internal command a bounded step towards the newest safety-filtered
-target (velocity commands integrate into the same target) and writes ``JointPositions``.
+reads the state, moves an internal command one step of a :class:`~robot_drivers.motion.ReferenceShaper`
+(velocity and acceleration limited) towards the newest safety-filtered target (or at the
+commanded joint velocity) and writes ``JointPositions``.
 Callers only set targets; they never block the loop. A ``ControlException`` (a reflex) ends
 the loop, the state reports REFLEX with the error, and :meth:`recover` runs
 ``automatic_error_recovery()`` and restarts the loop.
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from robot_drivers.arm import ArmBackend, DriverError
+from robot_drivers.motion import ReferenceShaper
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
 
@@ -60,6 +62,7 @@ class LibfrankaArmBackend(ArmBackend):
         if not ip:
             raise DriverError("backend 'libfranka' needs the robot's IP (arm.ip in the config)")
         self.ip = ip
+        self.max_speed_fraction = max_speed_fraction
         self.step_max = np.asarray(PANDA_DQ_MAX) * max_speed_fraction * 1e-3  # rad per 1 ms cycle
         self.collision_torque = collision_torque
         self.collision_force = collision_force
@@ -95,14 +98,19 @@ class LibfrankaArmBackend(ArmBackend):
             ctrl = self.robot.start_joint_position_control(fr.ControllerMode.JointImpedance)
             state, _ = ctrl.readOnce()
             cmd = np.asarray(state.q, dtype=np.float64)
+            # velocity- and acceleration-limited, braking before the joint limits: no jump in
+            # speed for the robot's own controller to reflex on
+            shaper = ReferenceShaper(cmd, speed_fraction=self.max_speed_fraction)
             while self._running:
                 state, duration = ctrl.readOnce()
                 with self._lock:
                     self._state = state
-                    if self._velocity is not None:
-                        self._target = cmd + self._velocity * 1e-3
+                    velocity = self._velocity
                     target = self._target if self._target is not None else cmd
-                cmd = cmd + np.clip(target - cmd, -self.step_max, self.step_max)
+                if velocity is not None:
+                    cmd = shaper.step(1e-3, velocity=velocity)
+                else:
+                    cmd = shaper.step(1e-3, goal=target)
                 ctrl.writeOnce(fr.JointPositions(cmd.tolist()))
         except Exception as e:  # ControlException / NetworkException: the robot stopped itself
             with self._lock:

@@ -6,12 +6,18 @@ bypassed by a new caller. The layer
 
 - clamps joint position targets into the joint limits (minus a margin),
 - limits the step per command (``max_joint_step``) and the implied joint velocity,
+- slows a joint approaching a position limit so that it can still stop before it when braking
+  at ``ddq_max`` (the backends' servos shape their reference the same way:
+  :mod:`robot_drivers.motion`),
 - keeps the end-effector inside a workspace box (forward kinematics of the *target*),
 - latches an e-stop that refuses every motion until :meth:`SafetyLayer.reset_estop`,
 - tracks command staleness: the arm holds position after ``watchdog_ms`` without a fresh
   command. Freshness is the time the command was *issued* (``issued_at``), not the time it was
   executed: a long trajectory sampled tick by tick from one old message is stale like the
-  message (the client that sent it may be dead), and is refused once ``watchdog_ms`` passed.
+  message (the client that sent it may be dead), and is refused once ``watchdog_ms`` passed,
+- checks the *measured* joints (:meth:`SafetyLayer.check_measured`): an arm found faster than
+  ``dq_max`` or past a position limit is e-stopped by :class:`~robot_drivers.arm.FrankaArm`,
+  whatever let it get there.
 
 Every clamp and refusal is counted in :attr:`SafetyLayer.counters` and logged (rate-limited
 per kind so a 1 kHz loop does not flood the log, with the number of suppressed repeats).
@@ -28,7 +34,9 @@ from typing import Callable
 import numpy as np
 
 from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.motion import stopping_speed
 from robot_drivers.types import (
+    PANDA_DDQ_MAX,
     PANDA_DQ_MAX,
     PANDA_GRIPPER_MAX_WIDTH,
     PANDA_Q_MAX,
@@ -51,6 +59,8 @@ class SafetyConfig:
     q_max: tuple[float, ...] = field(default=PANDA_Q_MAX, metadata={"help": "joint upper limits (rad)"})
     q_margin: float = field(default=0.05, metadata={"help": "stay this far (rad) inside the limits"})
     dq_max: tuple[float, ...] = field(default=PANDA_DQ_MAX, metadata={"help": "joint speed limits (rad/s)"})
+    ddq_max: tuple[float, ...] = field(default=PANDA_DDQ_MAX, metadata={
+        "help": "joint accelerations (rad/s^2) for braking before the position limits"})
     velocity_scale: float = field(default=0.5, metadata={"help": "fraction of dq_max commands may use"})
     max_joint_step: float = field(default=0.15, metadata={"help": "max joint change per command (rad)"})
     workspace_min: tuple[float, float, float] = field(
@@ -63,7 +73,7 @@ class SafetyConfig:
 
     def validate(self) -> None:
         n = len(self.q_min)
-        for name in ("q_max", "dq_max"):
+        for name in ("q_max", "dq_max", "ddq_max"):
             if len(getattr(self, name)) != n:
                 raise SafetyConfigError(f"safety.{name} has {len(getattr(self, name))} entries, q_min has {n}")
         bad = [i for i in range(n) if self.q_min[i] + self.q_margin >= self.q_max[i] - self.q_margin]
@@ -72,6 +82,8 @@ class SafetyConfig:
         if any(a >= b for a, b in zip(self.workspace_min, self.workspace_max)):
             raise SafetyConfigError(
                 f"safety.workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}")
+        if min(self.dq_max) <= 0 or min(self.ddq_max) <= 0:
+            raise SafetyConfigError(f"safety.dq_max {self.dq_max} and ddq_max {self.ddq_max} must be > 0")
         if self.max_joint_step <= 0 or self.watchdog_ms <= 0 or not 0 < self.velocity_scale <= 1:
             raise SafetyConfigError("safety.max_joint_step and watchdog_ms must be > 0, velocity_scale in (0, 1]")
 
@@ -94,6 +106,8 @@ class SafetyLayer:
         self._lo = np.asarray(self.cfg.q_min) + self.cfg.q_margin
         self._hi = np.asarray(self.cfg.q_max) - self.cfg.q_margin
         self._dq_max = np.asarray(self.cfg.dq_max) * self.cfg.velocity_scale
+        self._ddq_max = np.asarray(self.cfg.ddq_max, dtype=np.float64)
+        self._past_limit = np.zeros(self.cfg.dof, dtype=bool)  # joints found past a limit at the last check
         self._ws_lo, self._ws_hi = np.asarray(self.cfg.workspace_min), np.asarray(self.cfg.workspace_max)
         self.counters: collections.Counter[str] = collections.Counter()
         self._last_log: dict[str, float] = {}
@@ -127,6 +141,10 @@ class SafetyLayer:
             self._estop_reason = reason
             self.record("estop", f"latched ({reason}); motion refused until reset")
 
+    def estop_refusal(self) -> str:
+        """Why motion is refused while the e-stop is latched, and what to do."""
+        return f"refused: e-stop is active ({self._estop_reason}); call reset_estop first"
+
     def reset_estop(self) -> bool:
         """Release the latch; returns whether it was latched."""
         was = self.estopped
@@ -152,7 +170,8 @@ class SafetyLayer:
     # ---- filters ------------------------------------------------------------------------
     def _refuse(self, q_now: np.ndarray, kind: str, detail: str) -> CommandOutcome:
         self.record(kind, detail)
-        return CommandOutcome(target=np.asarray(q_now, dtype=np.float64).copy(), events=(kind,), refused=True)
+        return CommandOutcome(target=np.asarray(q_now, dtype=np.float64).copy(), events=(kind,), refused=True,
+                              reason=detail)
 
     def _outside(self, q: np.ndarray) -> float:
         """Distance (m) of the end effector at joints ``q`` outside the workspace box (0 inside)."""
@@ -190,7 +209,7 @@ class SafetyLayer:
         q_now = np.asarray(q_now, dtype=np.float64)
         target = np.asarray(target, dtype=np.float64)
         if self.estopped:
-            return self._refuse(q_now, "estop_refused", f"e-stop latched ({self._estop_reason})")
+            return self._refuse(q_now, "estop_refused", self.estop_refusal())
         if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
             return self._refuse(q_now, "stale_refused", f"command issued {(self._clock() - issued_at) * 1000:.0f} ms "
                                 f"ago > watchdog {self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding")
@@ -217,6 +236,12 @@ class SafetyLayer:
             events.append("velocity_limit")
             self.record("velocity_limit", f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
                         f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down")
+        braked = _limit_move(ref, limited, self._braking_step(ref, limited - ref, dt))
+        if not np.array_equal(braked, limited):
+            events.append("braking")
+            self.record("braking", f"joints {np.flatnonzero(braked != limited).tolist()} slowed to stop before "
+                        "their position limits")
+        limited = braked
         stepped = _limit_move(q_now, limited, self.cfg.max_joint_step)
         if not np.array_equal(stepped, limited):
             events.append("max_step")
@@ -231,6 +256,38 @@ class SafetyLayer:
         self._last_target = safe.copy()
         return CommandOutcome(target=safe, events=tuple(events))
 
+    def _braking_step(self, q: np.ndarray, direction: np.ndarray, dt: float) -> np.ndarray:
+        """Per joint, the largest move in ``dt`` from ``q`` (along the sign of ``direction``) after
+        which the joint can still stop at ``ddq_max`` before its limit (minus the margin)."""
+        dt = max(dt, 1e-3)
+        room = np.maximum(np.where(direction > 0, self._hi - q, q - self._lo), 0.0)
+        # arriving on the limit in this step is fine if the speed it sheds next step is allowed
+        arrive = np.minimum(room, self._ddq_max * dt * dt)
+        return np.maximum(np.maximum(stopping_speed(room, self._ddq_max, dt) * dt, arrive), 1e-12)
+
+    def check_measured(self, q: np.ndarray, dq: np.ndarray) -> str | None:
+        """Why the measured joints break the limits (``None`` when they do not): a joint faster
+        than ``dq_max``, or past a position limit on entering it or while still moving outwards
+        (an arm stopped past a limit may be reset and moved back in without a new alarm)."""
+        q, dq = np.asarray(q, dtype=np.float64), np.asarray(dq, dtype=np.float64)
+        if q.shape != (self.cfg.dof,) or dq.shape != (self.cfg.dof,):
+            return f"measured joint state has shape {q.shape} / {dq.shape}, expected ({self.cfg.dof},)"
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(dq))):
+            return f"measured joint state is not finite: q {q.tolist()}, dq {dq.tolist()}"
+        lo, hi, v_lim = np.asarray(self.cfg.q_min), np.asarray(self.cfg.q_max), np.asarray(self.cfg.dq_max)
+        fast = np.abs(dq) > v_lim
+        if fast.any():
+            i = int(np.argmax(np.abs(dq) / v_lim))
+            return f"joint {i + 1} moves at {abs(dq[i]):.3f} rad/s, above its limit {v_lim[i]} rad/s"
+        outside = (q < lo) | (q > hi)
+        outwards = ((q < lo) & (dq < -1e-3)) | ((q > hi) & (dq > 1e-3))
+        bad = outside & (~self._past_limit | outwards)
+        self._past_limit = outside
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return f"joint {i + 1} at {q[i]:.4f} rad is past its limits [{lo[i]}, {hi[i]}] rad"
+        return None
+
     def forget_target(self) -> None:
         """After a hold / e-stop / recovery the next move is measured from the real joints."""
         self._last_target = None
@@ -241,23 +298,25 @@ class SafetyLayer:
         dq = np.asarray(dq, dtype=np.float64)
         zero = np.zeros_like(q_now)
         if self.estopped:
-            out = self._refuse(q_now, "estop_refused", f"e-stop latched ({self._estop_reason})")
-            return CommandOutcome(target=zero, events=out.events, refused=True)
+            out = self._refuse(q_now, "estop_refused", self.estop_refusal())
+            return CommandOutcome(target=zero, events=out.events, refused=True, reason=out.reason)
         if dq.shape != q_now.shape or not np.all(np.isfinite(dq)):
             out = self._refuse(q_now, "non_finite", f"bad velocity command {dq.tolist()}")
-            return CommandOutcome(target=zero, events=out.events, refused=True)
+            return CommandOutcome(target=zero, events=out.events, refused=True, reason=out.reason)
         events = []
         v = np.clip(dq, -self._dq_max, self._dq_max)
         if not np.array_equal(v, dq):
             events.append("velocity_limit")
             self.record("velocity_limit",
                         f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}")
-        nxt = q_now + v * max(dt, 1e-3)
-        past = ((nxt < self._lo) & (v < 0)) | ((nxt > self._hi) & (v > 0))
-        if past.any():
-            v = np.where(past, 0.0, v)
+        # no faster towards a limit than the joint can still stop before it (0 at the limit)
+        room = self._braking_step(q_now, v, dt) / max(dt, 1e-3)
+        braked = np.where((v != 0) & (np.abs(v) > room), np.sign(v) * np.where(room > 1e-9, room, 0.0), v)
+        if not np.array_equal(braked, v):
             events.append("position_limit")
-            self.record("position_limit", f"joints {np.flatnonzero(past).tolist()} stopped at their limit")
+            self.record("position_limit", f"joints {np.flatnonzero(braked != v).tolist()} slowed or stopped "
+                        "at their limit")
+            v = braked
         if self._outside(q_now + v * max(dt, 1e-3)) > self._outside(q_now):
             v = zero
             events.append("workspace")
@@ -266,6 +325,7 @@ class SafetyLayer:
         return CommandOutcome(target=v, events=tuple(events))
 
     def filter_gripper_width(self, width: float) -> float:
+        """``width`` clamped to [0, gripper_max_width] (callers refuse a non-finite one first)."""
         w = float(np.clip(width, 0.0, self.cfg.gripper_max_width))
         if w != width:
             self.record("gripper_limit", f"width {width} clamped to {w}")

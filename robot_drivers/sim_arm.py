@@ -4,6 +4,10 @@
   position actuators, gravity compensation), stepped in real time: every
   :meth:`~MujocoArmBackend.advance` call runs as many physics steps as wall-clock time
   passed since the last one, so a driver ticking at 100 Hz sees a robot moving at real speed.
+  Its servo follows a :class:`~robot_drivers.motion.ReferenceShaper` updated every physics
+  step (velocity and acceleration limited, braking before the position limits), as a real
+  Franka's controller interpolates its targets: handed the safety layer's target directly, the
+  stiff, torque-limited servo overshot the joint speed and position limits.
 - :class:`KinematicArmBackend`: an ideal velocity-limited servo in numpy (no physics, no
   MuJoCo). Why keep it: safety / driver / ROS-conversion tests and dry runs of a node graph
   need an arm that behaves predictably and starts in microseconds.
@@ -21,6 +25,7 @@ import numpy as np
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend
 from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.motion import ReferenceShaper
 from robot_drivers.types import (
     PANDA_DQ_MAX,
     PANDA_GRIPPER_MAX_WIDTH,
@@ -115,8 +120,15 @@ class MujocoArmBackend(ArmBackend):
     """The sim_bridges MuJoCo Panda advancing in real time; can also render its cameras."""
 
     def __init__(self, home: tuple[float, ...] | None = None, max_substeps: int = 100,
-                 realtime: bool = True, scene: Any = None) -> None:
+                 realtime: bool = True, scene: Any = None, speed_fraction: float = 0.9,
+                 torque_fraction: float = 0.5) -> None:
         self.home = home
+        # the servo reference's speed limit as a fraction of dq_max: the headroom the tracking
+        # servo needs to stay under the datasheet limit (measured peak: see the safety tests)
+        self.speed_fraction = speed_fraction
+        self.torque_fraction = torque_fraction
+        self._shaper: ReferenceShaper | None = None
+        self._goal: np.ndarray | None = None
         # a twin's world (e.g. sim_bridges.mujoco_franka.twin.LanguageSceneTwin, or a factory of
         # one): its fm / data are adopted, so objects, colours and success are the simulator's
         self.scene = scene
@@ -151,6 +163,11 @@ class MujocoArmBackend(ArmBackend):
         q0 = np.asarray(self.home if self.home is not None else HOME_QPOS, dtype=np.float64)
         self.data.qpos[self.fm.arm_qpos] = q0
         self.data.ctrl[self.fm.arm_act] = q0
+        self._shaper = ReferenceShaper(q0, speed_fraction=self.speed_fraction)
+        m = self.fm.model
+        self._tau_max = np.abs(m.actuator_forcerange[self.fm.arm_act]).min(axis=1)
+        self._M = np.zeros((m.nv, m.nv))
+        self._goal = q0.copy()
         self._set_gripper_ctrl(PANDA_GRIPPER_MAX_WIDTH)
         self.data.qpos[self.fm.grip_qpos] = [PANDA_GRIPPER_MAX_WIDTH / 2, -PANDA_GRIPPER_MAX_WIDTH / 2]
         mujoco.mj_forward(self.fm.model, self.data)
@@ -183,7 +200,9 @@ class MujocoArmBackend(ArmBackend):
     def command_joint_positions(self, q: np.ndarray) -> None:
         with self._lock:
             self._velocity = None
-            self.data.ctrl[self.fm.arm_act] = q
+            self._goal = np.asarray(q, dtype=np.float64).copy()
+            if self.lockstep:  # the simulator's own step: the target goes to the actuators at once
+                self.data.ctrl[self.fm.arm_act] = q
             self.mode = RobotMode.MOVE
 
     def command_joint_velocities(self, dq: np.ndarray) -> None:
@@ -193,8 +212,7 @@ class MujocoArmBackend(ArmBackend):
 
     def hold(self) -> None:
         with self._lock:
-            self._velocity = None
-            self.data.ctrl[self.fm.arm_act] = self.data.qpos[self.fm.arm_qpos]
+            self._sync_reference()
 
     def gripper_move(self, width: float, speed: float) -> bool:
         with self._lock:
@@ -212,13 +230,40 @@ class MujocoArmBackend(ArmBackend):
         self.errors, self.mode = (), RobotMode.IDLE
         return True
 
+    def _sync_reference(self) -> None:
+        """Stop where the arm is: servo target, shaped reference and goal on the measured joints
+        (hold, e-stop, a pose set from outside)."""
+        q = self.data.qpos[self.fm.arm_qpos].copy()
+        self._velocity = None
+        self._goal = q.copy()
+        self.data.ctrl[self.fm.arm_act] = q
+        if self._shaper is not None:
+            self._shaper.reset(q)
+
+    def _feasible_acceleration(self) -> np.ndarray:
+        """The shaper's acceleration limits scaled so that, in the present pose, accelerating all
+        joints at once needs at most ``torque_fraction`` of each actuator's torque (|M| a <= f tau).
+        Why: a saturated servo falls behind its reference, then overshoots it to catch up; the
+        inertia coupling matters (the hand's joint 7 is parallel to joint 1 in the home pose)."""
+        m, d = self.fm.model, self.data
+        self._mj.mj_fullM(m, self._M, d.qM)
+        M = np.abs(self._M[np.ix_(self.fm.arm_dof, self.fm.arm_dof)])
+        need = M @ self._shaper.a_max
+        return self._shaper.a_max * min(1.0, float(np.min(self.torque_fraction * self._tau_max / need)))
+
     def step(self, n: int) -> None:
-        """Advance exactly ``n`` physics steps (velocity commands integrate into the target)."""
+        """Advance exactly ``n`` physics steps; before each, the servo target is the shaped
+        reference towards the joint goal (or at the commanded joint velocity)."""
         with self._lock:
-            if self._velocity is not None:
-                self.data.ctrl[self.fm.arm_act] = (self.data.qpos[self.fm.arm_qpos]
-                                                   + self._velocity * self.fm.model.opt.timestep * n)
-            self._mj.mj_step(self.fm.model, self.data, nstep=max(int(n), 1))
+            m, d, ts = self.fm.model, self.data, self.fm.model.opt.timestep
+            for _ in range(max(int(n), 1)):
+                a = self._feasible_acceleration()
+                if self._velocity is not None:
+                    ref = self._shaper.step(ts, velocity=self._velocity, ddq_max=a)
+                else:
+                    ref = self._shaper.step(ts, goal=self._goal, ddq_max=a)
+                d.ctrl[self.fm.arm_act] = ref
+                self._mj.mj_step(m, d)
 
     def step_control(self, n: int) -> None:
         """One control period of ``n`` physics steps exactly as the simulator's env step runs it
@@ -263,6 +308,7 @@ class MujocoArmBackend(ArmBackend):
                 half = gripper_width / 2
                 self.data.qpos[self.fm.grip_qpos] = [half, -half]
             self._mj.mj_forward(self.fm.model, self.data)
+            self._sync_reference()
 
     def reset_pose(self, q: np.ndarray, gripper_width: float) -> None:
         """Episode reset of the simulated twin: put the arm at rest at ``q`` with that target and
@@ -272,12 +318,11 @@ class MujocoArmBackend(ArmBackend):
             q = np.asarray(q, dtype=np.float64)
             self.data.qvel[:] = 0.0
             self.data.qpos[self.fm.arm_qpos] = q
-            self.data.ctrl[self.fm.arm_act] = q
-            self._velocity = None
             half = float(np.clip(gripper_width, 0.0, PANDA_GRIPPER_MAX_WIDTH)) / 2
             self.data.qpos[self.fm.grip_qpos] = [half, -half]
             self._set_gripper_ctrl(2 * half)
             self._mj.mj_forward(self.fm.model, self.data)
+            self._sync_reference()
 
     def new_episode(self, number: int | None = None) -> None:
         """A twin with a scene: the simulator's episode reset (arm, objects, colours, instruction)."""
@@ -285,7 +330,10 @@ class MujocoArmBackend(ArmBackend):
             raise ValueError("this simulated arm has no scene with episodes (set the arm's scene)")
         with self._lock:
             self._velocity = None
-            self.scene.new_episode(number)
+            self.scene.new_episode(number)  # sets the simulator's own actuator targets
+            q = self.data.qpos[self.fm.arm_qpos].copy()
+            self._goal = q.copy()
+            self._shaper.reset(q)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""

@@ -16,6 +16,7 @@ import numpy as np
 PANDA_Q_MIN = (-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973)
 PANDA_Q_MAX = (2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973)
 PANDA_DQ_MAX = (2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61)
+PANDA_DDQ_MAX = (15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0)  # joint accelerations (rad/s^2)
 PANDA_HOME = (0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398)
 PANDA_GRIPPER_MAX_WIDTH = 0.08
 
@@ -75,13 +76,15 @@ class ArmState:
 class CommandOutcome:
     """What the safety layer did with a command: the target really sent and why it changed.
 
-    ``refused`` means nothing moved (e-stop, error state); ``events`` names each clamp applied
-    (``"position_limit"``, ``"velocity_limit"``, ``"max_step"``, ``"workspace"``...).
+    ``refused`` means nothing moved (e-stop, error state, a NaN target); ``events`` names each
+    clamp applied (``"position_limit"``, ``"velocity_limit"``, ``"max_step"``, ``"workspace"``...);
+    ``reason`` says why a command was refused and what to do.
     """
 
     target: np.ndarray
     events: tuple[str, ...] = ()
     refused: bool = False
+    reason: str = ""
 
     @property
     def clamped(self) -> bool:

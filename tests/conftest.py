@@ -13,6 +13,23 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+def _uses_session_ray(item: pytest.Item) -> bool:
+    return "ray_cluster" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules that use the session's Ray run last, in their collected order.
+
+    Why: once started, the embedded Ray (raylet, GCS, idle workers) stays up until the session
+    ends and takes CPU from whatever runs after it; ROS process graphs and streaming tests on a
+    2-core machine should not share the cores with it. Whole modules move, so module-scoped
+    fixtures are still built once.
+    """
+    ray_modules = {item.module.__name__ for item in items  # type: ignore[attr-defined]
+                   if getattr(item, "module", None) is not None and _uses_session_ray(item)}
+    items.sort(key=lambda item: getattr(getattr(item, "module", None), "__name__", "") in ray_modules)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """The one local Ray instance of this test run, as a ``learner.cluster.Cluster`` (4 CPU slots)."""

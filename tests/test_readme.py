@@ -79,21 +79,21 @@ class Runner:
     def __init__(self, run_dir: Path, capsys: pytest.CaptureFixture) -> None:
         self.run_dir, self.capsys, self.port = run_dir, capsys, None
 
-    def rlinf(self, argv: list[str], ok: tuple[int, ...] = (0,)) -> str:
+    def rlinf(self, argv: list[str], code: int = 0) -> str:
         try:
             rc = main(argv)
         except SystemExit as e:  # --version
             rc = int(e.code or 0)
         out = self.capsys.readouterr()
-        assert rc in ok, f"rlinf {' '.join(argv)} -> {rc}\n{out.err[-2000:]}"
+        assert rc == code, f"rlinf {' '.join(argv)} -> {rc}\n{out.err[-2000:]}"
         return out.out + out.err
 
     def train(self, argv: list[str]) -> None:
         resume = any(a.startswith("train.resume") for a in argv)
         real = "actor.lr=3e-4" in argv or resume
-        if "--ray-address" in argv:  # no cluster here: must fail fast, naming the flag
-            text = self.rlinf([*argv, "--dry-run"], ok=(0, 2))
-            assert "Traceback" not in text and ("--ray-address" in text or '"address"' in text)
+        if "--ray-address" in argv:  # no cluster here (RAY_ADDRESS and Ray's address file hidden): exit 2
+            text = self.rlinf([*argv, "--dry-run"], code=2)
+            assert "Traceback" not in text and "--ray-address" in text and "ray start --head" in text, text
             return
         if not real:
             self.rlinf([*argv, "--dry-run"] if "--dry-run" not in argv else argv)
@@ -108,10 +108,12 @@ class Runner:
         _wait_port(self.port, self.server)
 
     def stop(self) -> None:
+        """Stop the policy server with SIGTERM: it closes its connections and exits 0."""
         if getattr(self, "server", None) is not None:
-            self.server.terminate()
-            self.server.wait(timeout=30)
-            self.server = None
+            server, self.server = self.server, None
+            server.terminate()
+            err = server.communicate(timeout=30)[1]
+            assert server.returncode == 0, f"`rlinf serve` exited {server.returncode} on SIGTERM:\n{err[-2000:]}"
 
     def node(self, cmd: str) -> None:
         pytest.importorskip("rclpy")
@@ -126,8 +128,9 @@ class Runner:
                     break
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            rest = proc.communicate(timeout=30)[1]
         assert any("node up" in line for line in seen), "".join(seen)[-2000:]
+        assert proc.returncode == 0, f"the node exited {proc.returncode} on SIGTERM:\n{rest[-2000:]}"
 
     def run(self, cmd: str) -> None:
         t0 = time.perf_counter()

@@ -10,9 +10,14 @@ is owned by its producer's process: once that process has exited, an unconsumed 
 lost (Ray serves it while its bytes remain reachable), and the ``get`` that pops a lost item
 raises :class:`ChannelError` saying so.
 
->>> ch = Channel.create("rollouts", maxsize=4)          # doctest: +SKIP
->>> ch.put({"obs": obs}, key="env0")                   # doctest: +SKIP
->>> batch = ch.get_batch(8, key="env0", timeout=30)     # doctest: +SKIP
+With Ray initialised (``learner.cluster.Cluster.local()``):
+
+>>> ch = Channel.create("doc-rollouts", maxsize=4)
+>>> ch.put({"obs": [0.5, 1.5]}, key="env0")
+>>> ch.put({"obs": [2.5, 3.5]}, key="env0")
+>>> ch.get_batch(2, key="env0", timeout=30)
+[{'obs': [0.5, 1.5]}, {'obs': [2.5, 3.5]}]
+>>> ch.close()
 
 Semantics follow ``asyncio.Queue``: ``maxsize`` bounds each key's queue (0 = unbounded); ``put``
 blocks while that queue is full, ``get`` while it is empty. ``timeout=None`` waits for ever with

@@ -48,6 +48,8 @@ def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any 
         raise ConfigError(f"key 'train.demos': {e}; record demos with 'rlinf collect ENV --out {path}'") from None
     n = 0
     for ep in store:
+        if not len(ep) and ep.info.status == "aborted":
+            continue  # empty (e.g. torn by a kill while it was created): no transition, any layout
         if ep.info.layout != layout:
             raise ConfigError(f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
                               f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras")

@@ -6,7 +6,8 @@ A ``recorded`` camera replays frames (a ``.npy`` / ``.npz`` file, or ``images/<c
 of every episode in an episode store directory) at the camera's fps: a source that costs
 nothing to produce, for loop benchmarks with a real image payload. Settings are ROS parameters
 too: ``--ros-args -p camera.fps:=5`` overrides the YAML (see
-:func:`rlinf_ros.nodes.common.declare_config`).
+:func:`rlinf_ros.nodes.common.declare_config`). Frames follow the node clock: ``camera.fps`` per
+simulated second under ``use_sim_time``; the capture time (``render_ms``) is wall time.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from rlinf_ros.config import CameraNodeConfig, RosGraphConfig
 from rlinf_ros.conversions import ConversionError, camera_info_msg, joint_state_to_arrays, numpy_to_image
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
 from robot_drivers.cameras import Camera, CameraError, make_camera
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class CameraNode(Node):
         t0 = time.perf_counter()
         frame = self.camera.read()
         self.render_ms = 0.9 * self.render_ms + 0.1 * (time.perf_counter() - t0) * 1e3
-        stamp = time.time()  # stamp at publication: the sim frame shows the arm as of now
+        stamp = now_s(self)  # stamp at publication (node clock): the sim frame shows the arm as of now
         img = numpy_to_image(_CONVERT[self.cfg.encoding](frame.color), self.cfg.encoding, stamp, self.cfg.frame_id)
         self.pub_img.publish(img)
         self.pub_info.publish(camera_info_msg(self.camera.intrinsics, stamp, self.cfg.frame_id))
@@ -102,4 +103,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

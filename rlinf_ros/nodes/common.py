@@ -4,9 +4,16 @@ Why our own signal handling: a node must stop its driver (hold the arm, close th
 before exiting on SIGINT / SIGTERM from ``rlinf ros up`` or a test; rclpy's default handler
 would raise inside a callback instead. We disable it, set a flag, and leave the spin loop.
 Teardown is bounded: if closing the driver, destroying the node or the interpreter's exit
-(DDS participants, GL contexts) has not finished :data:`SHUTDOWN_GRACE_S` after the signal,
+(DDS participants, GL contexts) has not finished ``shutdown_grace_s`` (a graph setting) after the signal,
 the node prints every thread's stack and exits 1 -- a launcher or a test sees a stopped node
 and where it hung, not a process it has to SIGKILL blind.
+
+Time: every node reads its node clock (:func:`now_s`, ``create_timer``) for what measures robot
+time -- control periods, watchdogs, stamps, episode timeouts. That clock is wall time, or, with
+``use_sim_time`` (the ROS parameter rclpy declares on every node; the graph setting
+``use_sim_time: true`` passes it to each node as ``-p use_sim_time:=true``), the ``/clock`` that
+the simulated robot node publishes (``robot.sim_clock``, :mod:`rlinf_ros.nodes.robot`). Waits on a
+computation or the network (the policy server's answer, a reconnect) stay on wall time.
 
 Why settings are ROS parameters as well as YAML: ``ros2 launch`` files, ``ros2 param get``
 and ``--ros-args -p key:=value`` are how ROS users configure and inspect nodes. The YAML
@@ -28,18 +35,23 @@ import re
 import signal
 import sys
 import threading
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NoReturn, TypeVar
 
 from rlinf_contracts.config import ConfigError, from_dict, to_dict
 from rlinf_ros.config import RosGraphConfig, load_graph_config
+from rlinf_ros.secrets import is_secret
 
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
-SHUTDOWN_GRACE_S = 10.0
 QOS_SENSOR_DEPTH = 5
 # set by the node's name / namespace (``-r __node:=`` / ``-r __ns:=``), not by parameters
 NOT_PARAMETERS = ("name", "namespace")
+
+
+def now_s(node: Any) -> float:
+    """The node's clock in float seconds: wall time, or simulated time under ``use_sim_time``."""
+    return node.get_clock().now().nanoseconds * 1e-9
 
 
 def sensor_qos():  # type: ignore[no-untyped-def]
@@ -97,6 +109,8 @@ def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
             isinstance(v, dict) or dataclasses.is_dataclass(v) for v in value):
         for i, v in enumerate(value):  # `-p` names may not have a part that starts with a digit
             _leaves(v, f"{name}_{i}", (*path, i), help_text, out)
+    elif is_secret(name):  # readable by anyone on the domain as a parameter: read from file / env only
+        log.debug("config field %s is a secret; never a ROS parameter", name)
     elif _representable(_ros_default(_param_value(value))):
         out[name] = (path, _param_value(value), help_text)
     else:  # e.g. a list of lists: stays YAML-only
@@ -141,7 +155,8 @@ def _plain(value: Any) -> Any:
 
 
 def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) -> C:
-    """Declare every leaf of ``cfg`` as a read-only ROS parameter (YAML value as default) and
+    """Declare every leaf of ``cfg`` but secrets (:func:`rlinf_ros.secrets.is_secret`: never
+    parameters, see :mod:`rlinf_ros.secrets`) as a read-only ROS parameter (YAML value as default) and
     return ``cfg`` rebuilt with the overrides (``--ros-args -p k:=v``, a launch file's parameters).
 
     Why two passes: ``-p camera.fps:=5`` parses as an integer, which ROS would refuse for a
@@ -183,6 +198,11 @@ def _reject_unknown_overrides(node: Any, skip: tuple[str, ...]) -> None:
     ignored: a launch file passes the whole YAML section, and the node reads those from YAML.
     """
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public accessor
+    secret = sorted(n for n in overrides if is_secret(n))
+    if secret:
+        raise ConfigError(f"node {node.get_name()!r}: {secret} would be secret ROS parameters, readable by anyone on "
+                          "the domain; name a file or an environment variable in the YAML instead (e.g. "
+                          "api_key_file / api_key_env)")
     unknown = sorted(n for n in overrides if not node.has_parameter(n)
                      and re.sub(r"_\d+$", "", n.split(".")[0]) not in skip)  # `arms_0.x` -> field `arms`
     if unknown:
@@ -230,13 +250,50 @@ def apply_ros_env(cfg: RosGraphConfig) -> None:
     os.environ.setdefault("RMW_IMPLEMENTATION", cfg.rmw)
 
 
+def exit_process(code: int) -> NoReturn:
+    """End a node's process after :func:`run_node` returned: non-daemon threads joined, ``atexit``
+    handlers run, logs and stdio flushed, then ``os._exit`` -- no interpreter finalisation. The
+    shutdown watchdog stays armed throughout (a thread that never ends still gives exit 1 + stacks).
+
+    Why: by then the node has closed its driver, destroyed its ROS entities and shut rclpy down;
+    what finalisation still does is free memory and run C library destructors (MuJoCo / GL
+    contexts, DDS singletons, module teardown), with no Python frame and nothing to persist.
+    Measured on 2 cores under load (load average 7-11): 4-6 s after "node stopped", the tail
+    that ran past the shutdown watchdog and turned clean stops into exit 1.
+    """
+    import atexit
+
+    try:
+        for t in threading.enumerate():
+            if t is not threading.current_thread() and not t.daemon:
+                t.join()
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def graph_ros_args(cfg: RosGraphConfig) -> list[str]:
+    """ROS arguments every node of the graph gets before its own (which may override them).
+
+    >>> graph_ros_args(RosGraphConfig(use_sim_time=True))
+    ['--ros-args', '-p', 'use_sim_time:=true', '--']
+    >>> graph_ros_args(RosGraphConfig())
+    []
+    """
+    return ["--ros-args", "-p", "use_sim_time:=true", "--"] if cfg.use_sim_time else []
+
+
 def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], argv: list[str] | None = None,
-             shutdown_grace_s: float = SHUTDOWN_GRACE_S) -> int:
+             shutdown_grace_s: float | None = None) -> int:
     """Parse args, start rclpy (with the ``--ros-args`` part), build the node, spin until
-    SIGINT/SIGTERM, then close it (within ``shutdown_grace_s`` of the signal, or exit 1 with a
-    stack dump of every thread)."""
+    SIGINT/SIGTERM, then close it (within ``shutdown_grace_s`` of the signal -- default: the
+    graph's ``shutdown_grace_s`` -- or exit 1 with a stack dump of every thread)."""
     argv = sys.argv[1:] if argv is None else argv
     cfg, name = parse_args(kind, argv)
+    grace = cfg.shutdown_grace_s if shutdown_grace_s is None else shutdown_grace_s
     logging.basicConfig(level=cfg.log_level.upper(), format=f"%(asctime)s {kind} %(levelname)s %(name)s: %(message)s")
     apply_ros_env(cfg)
     import rclpy
@@ -248,13 +305,12 @@ def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], a
     def on_signal(signum: int, _frame: object) -> None:
         if stop.is_set():
             return
-        log.info("%s: signal %d, shutting down (stack dump and exit 1 if not done in %.0f s)", kind, signum,
-                 shutdown_grace_s)
+        log.info("%s: signal %d, shutting down (stack dump and exit 1 if not done in %.0f s)", kind, signum, grace)
         # a C watchdog thread: it fires even while the interpreter is finalising or the GIL is held
-        faulthandler.dump_traceback_later(shutdown_grace_s, exit=True, file=sys.stderr)
+        faulthandler.dump_traceback_later(grace, exit=True, file=sys.stderr)
         stop.set()
 
-    rclpy.init(args=[f"rlinf_ros.nodes.{kind}", *split_ros_args(argv)[1]],
+    rclpy.init(args=[f"rlinf_ros.nodes.{kind}", *graph_ros_args(cfg), *split_ros_args(argv)[1]],
                signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)

@@ -12,7 +12,7 @@ from rlinf_contracts.episode import StepLayout
 from rlinf_contracts.transitions import StepRecord, TransitionError, event_from_json
 from rlinf_contracts.wire import WireError, unpackb
 from rlinf_ros.config import RosGraphConfig
-from rlinf_ros.nodes.common import reliable_qos
+from rlinf_ros.nodes.common import now_s, reliable_qos
 from rlinf_ros.online_config import EpisodeSourceConfig
 from rlinf_ros.recording import EpisodeAssembler, EpisodeSink, EpisodeTemplate
 
@@ -39,11 +39,13 @@ def subscribe_episodes(node: Any, src: EpisodeSourceConfig, template: EpisodeTem
 
     def on_event(msg: String) -> None:
         try:
-            asm.on_event(event_from_json(msg.data))
+            asm.on_event(event_from_json(msg.data), now_s(node))
         except TransitionError as e:
             log.warning("ignoring an episode event: %s", e)
 
     node.create_subscription(UInt8MultiArray, src.step_topic, on_step, reliable_qos(100))
     node.create_subscription(String, src.event_topic, on_event, reliable_qos(10))
-    node.create_timer(0.2, asm.poll)  # an end event waiting for records the client never sends
+    # an end event waiting for records the client never sends; settles on the node clock, in which
+    # the records (the client's observation stamps) and the events are stamped
+    node.create_timer(0.2, lambda: asm.poll(now_s(node)))
     return asm

@@ -22,6 +22,11 @@ EE poses, objects and frames are matched by exact stamp, the client acts once pe
 physics one simulator control step per such command) and never sends holds; a set that comes
 again (the twin re-sends an unanswered one) gets the same command again. So a twin step means
 what a simulator step means: the action answers the observation of the state it is applied to.
+
+Time: the control timer, command stamps, observation age (``max_obs_age_s``) and teleop
+freshness use the node clock, so under ``use_sim_time`` the client acts once per control period
+of simulated time (the robot node's ``/clock``). Waiting for the server's answer, reconnecting
+and ``infer_timeout_s`` are wall time: they bound a network round trip and a computation.
 """
 
 from __future__ import annotations
@@ -45,7 +50,15 @@ from rlinf_contracts.wire import packb
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
 from rlinf_ros.conversions import ConversionError, image_to_rgb, joint_state_to_arrays, pose_from_msg, stamp_to_sec
 from rlinf_ros.conversions import trajectory_msg
-from rlinf_ros.nodes.common import NOT_PARAMETERS, declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import (
+    NOT_PARAMETERS,
+    declare_config,
+    exit_process,
+    now_s,
+    reliable_qos,
+    run_node,
+    sensor_qos,
+)
 from rlinf_ros.policy_loop import ARM_DOF, InferClient, InferenceWorker, PolicyLoop
 from rlinf_ros.robot_io import SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
@@ -96,6 +109,7 @@ class PolicyClientNode(Node):
                                    slop=1e-6 if self.lockstep else cfg.slop_s)
         self._set: Any = None  # lock-step: the newest set, and the command that answered it
         self._answer: tuple[float, JointTrajectory] | None = None
+        # lock-step waits for the twin's next set, which waits on our answer (a computation): wall time
         self._last_set, self._warned_sets = time.monotonic(), False
         self._grippers = [0.0] * n
         self._poses: list[Any] = [None] * n
@@ -109,12 +123,12 @@ class PolicyClientNode(Node):
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
         self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
-                                      final_errors=_final_errors()) if not cfg.teleop_only else None
+                                      final_errors=_final_errors(), clock=self.now) if not cfg.teleop_only else None
         # lock-step: a chunk is executed whole before the next observation is sent (prefetch 0),
         # as the simulator's eval executes it, and each tick waits for its answer
         self.loop = PolicyLoop(self.worker, self.io, prefetch=0 if self.lockstep else 1,  # type: ignore[arg-type]
                                max_wait_s=cfg.infer_timeout_s if self.lockstep else cfg.max_wait_fraction / self.hz,
-                               rtc=None if self.lockstep else cfg.rtc)
+                               rtc=None if self.lockstep else cfg.rtc, clock=self.now)
         self.human = HumanTakeover(self.io, cfg.teleop_timeout_s, always=cfg.teleop_only)
         self.episode = 0
         self.pub_step = self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50)) if cfg.step_topic else None
@@ -124,6 +138,10 @@ class PolicyClientNode(Node):
         self.create_timer(1.0 / self.hz, self._tick)
         self.create_timer(0.5, self._publish_status)
         log.info("policy client @ %.1f Hz, server %s, robot spec: %s", self.hz, cfg.server_url, self.spec.describe())
+
+    def now(self) -> float:
+        """The node clock (s): stamps, observation age, teleop freshness; simulated under use_sim_time."""
+        return now_s(self)
 
     def _subscribe(self, cfg: PolicyClientConfig) -> None:
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
@@ -204,7 +222,7 @@ class PolicyClientNode(Node):
 
     def _on_teleop(self, msg: String) -> None:
         try:
-            self.human.on_teleop(msg.data, time.monotonic())
+            self.human.on_teleop(msg.data, self.now())
         except (TransitionError, ValueError) as e:
             log.warning("ignoring teleop command: %s", e)
 
@@ -309,6 +327,7 @@ class PolicyClientNode(Node):
     def _command_msg(self, cmd: Any, stamp: float | None = None) -> JointTrajectory:
         names = [n for js in self.arm_joints for n in js] + self.fingers
         point = np.concatenate([*cmd.joints, np.asarray(cmd.grippers) / 2.0])
+        stamp = self.now() if stamp is None else stamp
         return trajectory_msg(names, point[None], np.array([1.0 / self.hz]), stamp=stamp)
 
     def _publish_step(self, obs: dict[str, Any] | None, cmd: Any, t_obs: float | None) -> None:
@@ -324,13 +343,13 @@ class PolicyClientNode(Node):
         if not self.enabled:
             return
         obs, readings, t_obs = self._observation()
-        if t_obs is not None and time.time() - t_obs > self.cfg.max_obs_age_s:
+        if t_obs is not None and self.now() - t_obs > self.cfg.max_obs_age_s:
             self.stale_obs += 1  # a stale set is never sent: the policy would act on the past
             obs = None
         if self.human.blocked:  # e-stopped / in error: publish nothing (see rlinf_ros.takeover)
             self.loop.stats.mode, self.loop.stats.reason = "hold", "robot_blocked"
             return
-        teleop = self.human.active(time.monotonic())
+        teleop = self.human.active(self.now())
         if teleop is not None and readings is not None:
             try:
                 cmd = self.human.command(teleop, readings)
@@ -376,4 +395,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

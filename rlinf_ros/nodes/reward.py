@@ -10,14 +10,16 @@
   (both already published as ``EpisodeEvent`` ends on ``episode/event``) as reward 1 / 0.
 
 The classifier is asked from a worker thread: a slow or lost server delays rewards, never the
-executor; every request has ``timeout_s`` and the client reconnects with back-off.
+executor; every request has ``timeout_s`` and the client reconnects with back-off. Its pace
+(``rate_hz``) and timeouts are wall time: they bound a computation and a network round trip; a
+new frame (which arrives at the camera's rate, in the graph's time) is what it waits for. Event
+stamps are the node clock's.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import numpy as np
 from rclpy.node import Node
@@ -27,7 +29,7 @@ from std_msgs.msg import Bool, Float64, String
 from rlinf_contracts.transitions import EpisodeEvent, TransitionError, event_from_json, event_to_json
 from rlinf_ros.config import RosGraphConfig
 from rlinf_ros.conversions import image_to_rgb
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
 from rlinf_ros.online_config import RewardNodeConfig
 from rlinf_ros.reward_sources import ClassifierReward, SuccessLatch, event_reward
 
@@ -102,8 +104,9 @@ class RewardNode(Node):
             self.pub_p.publish(Float64(data=p))
             self._publish(1.0 if success else 0.0, success)
             if success and self.cfg.end_episode and self.latch.run == self.cfg.consecutive:
-                for ev in (EpisodeEvent("end", success=True, reason="classifier", stamp=time.time()),
-                           EpisodeEvent("begin", stamp=time.time())):
+                now = now_s(self)
+                for ev in (EpisodeEvent("end", success=True, reason="classifier", stamp=now),
+                           EpisodeEvent("begin", stamp=now)):
                     self.pub_event.publish(String(data=event_to_json(ev)))
 
     def close(self) -> None:
@@ -124,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -16,18 +16,30 @@ layers and advances the simulated physics; everything runs on one executor threa
 is followed for at most the arm's ``safety.watchdog_ms`` after its message arrived: a client
 that goes quiet mid-trajectory (killed, disconnected) stops the arm, so senders of long moves
 re-send them (the task node re-plans every 0.1 s).
+
+Simulated time (``robot.sim_clock``, simulated arms only): the robot node owns the graph's
+clock, the ROS 2 convention for simulators. The driver timer is paced by the wall (steady) clock
+at ``driver_hz x real_time_factor``; each tick runs exactly one driver period of physics steps
+and publishes ``/clock`` = physics steps run x timestep. The arms' safety clock (watchdog, speed
+limit), trajectory sampling and every stamp use that time, and with ``use_sim_time`` the other
+nodes' timers follow it: a tick that comes late under CPU load delays the simulated world, not
+one node against the others. Without ``sim_clock`` everything here reads the node clock (wall
+time, or an external ``/clock`` under ``use_sim_time``). Lock-step (``robot.scene.lockstep``,
+:mod:`rlinf_ros.nodes.scene_twin`) is the other way to take wall time out of a twin: there time
+advances one control step per applied action, so it excludes ``sim_clock``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -43,7 +55,7 @@ from rlinf_ros.conversions import (
     pose_msg,
     trajectory_from_msg,
 )
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node
+from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node
 from rlinf_ros.nodes.scene_twin import attach_scene
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import make_arm
@@ -61,6 +73,10 @@ class RobotNode(Node):
         for arm in self.arms:
             arm.command_period_s = 1.0 / cfg.driver_hz
             arm.connect()
+        self.sim_steps = 0  # sim_clock: physics steps run; simulated time = sim_steps x sim_dt
+        self.sim_dt, self._steps_per_tick, self.pub_clock = 0.0, 0, None
+        if cfg.sim_clock:
+            self._start_sim_clock()
         self.trajectories: list[Trajectory | None] = [None] * len(self.arms)
         self._issued: list[float | None] = [None] * len(self.arms)  # arm clock: when the trajectory arrived
         self._gripper_cmd: list[float | None] = [None] * len(self.arms)
@@ -81,11 +97,42 @@ class RobotNode(Node):
         attach_bridges(self, self.arms, cfg.bridge, cfg.driver_hz)  # bridge mode: an existing stack's topics
         self._bridged = [b for _, _, b in bridged(self.arms)]
         self.scene = attach_scene(self, self.arms, cfg.scene)  # an arm running a simulator scene (twin)
-        self.create_timer(1.0 / cfg.driver_hz, self._tick)
+        if cfg.sim_clock:  # paced by the wall: the tick is what advances simulated time
+            self.create_timer(self._steps_per_tick * self.sim_dt / cfg.real_time_factor, self._tick,
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+        else:
+            self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)
         self.stats = {"trajectories": 0, "rejected": 0, "stale_trajectories": 0}
         log.info("robot node: arms %s, joints %s", [a.name for a in self.arms], self.joint_names)
+
+    # ---- time ---------------------------------------------------------------------------
+    def _start_sim_clock(self) -> None:
+        """Own the simulated time: physics timestep, steps per driver period, arms on this clock."""
+        models = [a.backend.fm.model for a in self.arms if getattr(a.backend, "fm", None) is not None]
+        period = 1.0 / self.cfg.driver_hz
+        self.sim_dt = float(models[0].opt.timestep) if models else period  # kinematic arms: one step a tick
+        self._steps_per_tick = max(1, round(period / self.sim_dt))
+        for arm in self.arms:  # the watchdog and speed limit count simulated time
+            arm._clock = arm.safety._clock = self.now
+        self.pub_clock = self.create_publisher(ClockMsg, "/clock", reliable_qos(1))
+        if not self.get_parameter("use_sim_time").value:
+            log.warning("robot.sim_clock publishes /clock but this node's use_sim_time is false: "
+                        "set use_sim_time: true (graph) so the nodes follow it")
+        log.info("simulated time: /clock advances %d x %.4f s per driver tick, at %.2f x real time",
+                 self._steps_per_tick, self.sim_dt, self.cfg.real_time_factor)
+
+    def now(self) -> float:
+        """Robot time in seconds: the simulated time this node publishes (``sim_clock``), else the
+        node clock (wall time, or ``/clock`` under ``use_sim_time``)."""
+        return self.sim_steps * self.sim_dt if self.pub_clock is not None else now_s(self)
+
+    def _advance_sim_clock(self) -> None:
+        self.sim_steps += self._steps_per_tick
+        msg = ClockMsg()
+        msg.clock.sec, msg.clock.nanosec = divmod(round(self.now() * 1e9), 1_000_000_000)
+        self.pub_clock.publish(msg)  # type: ignore[union-attr]
 
     # ---- naming -------------------------------------------------------------------------
     def _arm_topic(self, i: int, topic: str) -> str:
@@ -107,14 +154,20 @@ class RobotNode(Node):
 
         srv("estop", lambda: (self._all(lambda a: a.estop("service call")), "e-stop latched; call reset_estop"))
         srv("reset_estop", lambda: (self._all(lambda a: a.reset_estop() or True), "e-stop released"))
-        srv("error_recovery", lambda: (self._all(FrankaArm.recover), "automatic error recovery"))
+        srv("error_recovery", self._recover)
         for i, arm in enumerate(self.arms):
             g = self._arm_topic(i, "franka_gripper")
-            srv(f"{g}/homing", lambda a=arm: (a.gripper_homing(), "homing"))
-            srv(f"{g}/open", lambda a=arm: (a.gripper_move(a.safety.cfg.gripper_max_width), "open"))
-            srv(f"{g}/grasp", lambda a=arm: (a.gripper_grasp(self.cfg.grasp_width, force=self.cfg.grasp_force),
-                                            "grasp"))
-            srv(f"{g}/stop", lambda a=arm: (a.backend.gripper_stop(), "stop"))
+            srv(f"{g}/homing", lambda a=arm: _answer(a, "homing", a.gripper_homing))
+            srv(f"{g}/open", lambda a=arm: _answer(a, "open", lambda: a.gripper_move(a.safety.cfg.gripper_max_width)))
+            srv(f"{g}/grasp", lambda a=arm: _answer(
+                a, "grasp", lambda: a.gripper_grasp(self.cfg.grasp_width, force=self.cfg.grasp_force)))
+            srv(f"{g}/stop", lambda a=arm: _answer(a, "stop", a.backend.gripper_stop))
+
+    def _recover(self) -> tuple[bool, str]:
+        ok = self._all(FrankaArm.recover)
+        latched = [a.name for a in self.arms if a.safety.estopped]
+        msg = "error recovery done" if ok else "error recovery failed: see the robot node's log"
+        return ok, msg + (f"; e-stop still latched on {latched}: call reset_estop" if latched else "")
 
     def _all(self, fn: Any) -> bool:
         results = [fn(a) for a in self.arms]
@@ -127,7 +180,7 @@ class RobotNode(Node):
         if self.scene is not None and self.scene.lockstep:  # a lock-step twin: one control step per action
             self.stats["trajectories" if self.scene.command(msg) else "stale_trajectories"] += 1
             return
-        now = time.time()
+        now = self.now()
         names = set(msg.joint_names)
         for i, arm in enumerate(self.arms):
             finger = arm.gripper_joint_names[0]
@@ -178,13 +231,17 @@ class RobotNode(Node):
         q0 = arm.state().q
         q1 = solve_ik(q0, goal, iters=50)
         duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
-        now = time.time()
+        now = self.now()
         self.trajectories[i] = Trajectory(arm.joint_names, np.array([0.0, duration]), np.stack([q0, q1]), now)
         self._issued[i] = arm.now()
 
     # ---- timers -------------------------------------------------------------------------
     def _tick(self) -> None:
-        now = time.time()
+        if self.pub_clock is not None:
+            self._advance_sim_clock()
+        if not all(b.ready for b in self._bridged):
+            return  # bridge mode: no measured state to check or command from before the stack's first
+        now = self.now()
         for i, arm in enumerate(self.arms):
             traj = self.trajectories[i]
             if traj is not None:
@@ -206,7 +263,7 @@ class RobotNode(Node):
             return  # bridge mode: nothing to report before the stack's first joint state
         if stamp is None and self.scene is not None and self.scene.lockstep:
             return
-        stamp = time.time() if stamp is None else stamp
+        stamp = self.now() if stamp is None else stamp
         states = [a.state() for a in self.arms]
         self.pub_js.publish(joint_state_msg(
             self.joint_names, np.concatenate([s.q for s in states]), np.concatenate([s.dq for s in states]),
@@ -236,6 +293,14 @@ class RobotNode(Node):
             arm.disconnect()
 
 
+def _answer(arm: FrankaArm, action: str, call: Callable[[], bool]) -> tuple[bool, str]:
+    """A gripper service's reply: done, or why not (the driver's refusal, e.g. an active e-stop)."""
+    arm.last_refusal = ""
+    if call():
+        return True, f"{action} done"
+    return False, f"{action}: {arm.last_refusal}" if arm.last_refusal else f"{action} failed: the gripper reported it"
+
+
 def build(cfg: RosGraphConfig, name: str | None) -> RobotNode:
     if not cfg.robot.enabled:
         raise ValueError("robot.enabled is false in this config; nothing to start")
@@ -247,4 +312,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -27,6 +27,12 @@ are late answers to an older set and are ignored (counted). A set not answered w
 The scene report then carries ``steps`` (control steps this episode) and ``success_step``
 (the first step the simulator's success test held): the task node scores episodes as the
 simulator's ``terminate_on_success`` does, whatever the wall-clock rate.
+
+Sim time and lock-step: outside lock-step, stamps and the publication / camera timers use the
+robot node's time (the ``/clock`` it publishes with ``robot.sim_clock``, else its node clock).
+Lock-step does not publish ``/clock`` (the two settings exclude each other): its observation
+stamps identify sets rather than measure time, and its re-send waits on the policy's answer
+(a computation), so it counts wall time.
 """
 
 from __future__ import annotations
@@ -115,8 +121,8 @@ class SceneTopics:
 
     def publish_set(self, stamp: float | None = None) -> None:
         """One observation set under one stamp: scene report, objects, joints / gripper / pose, frames."""
-        self.stamp = time.time() if stamp is None else stamp
-        self._sent_at = time.monotonic()
+        self.stamp = self.node.now() if stamp is None else stamp
+        self._sent_at = time.monotonic()  # wall: lock-step waits on the policy's computation, not on robot time
         self._publish(self.stamp)
         self.node._publish(self.stamp)
         self._render(self.stamp)
@@ -172,7 +178,7 @@ class SceneTopics:
             objects = world_to_base(self.backend, scene.object_positions())
             info = self._report()
         msg = PoseArray()
-        msg.header.stamp = to_time_msg(time.time() if stamp is None else stamp)
+        msg.header.stamp = to_time_msg(self.node.now() if stamp is None else stamp)
         msg.header.frame_id = self.node.cfg.frame_id
         for p in objects:
             pose = Pose()
@@ -185,4 +191,4 @@ class SceneTopics:
     def _render(self, stamp: float | None = None) -> None:
         for cam, pub in self.pub_images.items():
             frame = self.backend.render(cam, 0, 0)
-            pub.publish(numpy_to_image(frame, "rgb8", time.time() if stamp is None else stamp, cam))
+            pub.publish(numpy_to_image(frame, "rgb8", self.node.now() if stamp is None else stamp, cam))

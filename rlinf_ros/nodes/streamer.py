@@ -28,10 +28,10 @@ log = logging.getLogger(__name__)
 class StreamerNode(Node):
     def __init__(self, cfg: StreamerNodeConfig, graph: RosGraphConfig) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
-        # `stream` stays YAML-only: its token must never show up in `ros2 param get`
+        # `stream` stays YAML-only; the token is read from a file / the environment, never a parameter
         cfg = declare_config(self, cfg, skip=(*NOT_PARAMETERS, "stream"))
         self.cfg = cfg
-        self.streamer = TransitionStreamer(cfg.stream).start()
+        self.streamer = TransitionStreamer(cfg.resolved_stream()).start()
         self.assembler = subscribe_episodes(self, cfg.episodes, episode_template(graph, cfg.episodes),
                                             StreamSink(self.streamer))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))

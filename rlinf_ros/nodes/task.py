@@ -19,14 +19,15 @@ target is the push goal (relayed on ``task/goal``), and the first object slot of
 is relayed as the ``PoseStamped`` object pose on ``task/object_pose`` (same stamp, base frame),
 which the policy client's ``object_pos`` features read. Results go out as JSON on ``task/status`` and, after
 ``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
-never blocks.
+never blocks. Warm-up, homing timeouts and the step count of an episode read the node clock:
+under ``use_sim_time`` an episode of ``max_steps`` lasts ``max_steps / control_hz`` simulated
+seconds however slowly the machine runs them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from rlinf_contracts.transitions import EpisodeEvent, event_to_json
 from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, trajectory_msg
 from rlinf_ros.episodes import JUDGES, EpisodeLog, SceneJudge
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,13 @@ class TaskNode(Node):
         self.q: np.ndarray | None = None
         self.ee: np.ndarray | None = None  # policy frame
         self.log = EpisodeLog()
-        self.state, self.t_state = "pause", time.monotonic()
+        self.state, self.t_state = "pause", now_s(self)
         self.goal = np.zeros(3)
         self.instruction = ""
         self.home_target = np.asarray(cfg.home, dtype=np.float64)
         self._pending: Any = None
-        self._last_home_cmd = 0.0
-        self._t_up = time.monotonic()
+        self._last_home_cmd = float("-inf")
+        self._t_up = now_s(self)
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
         self.create_subscription(PoseStamped, cfg.ee_pose_topic, self._on_pose, sensor_qos())
         self.pub_goal = self.create_publisher(PoseStamped, cfg.goal_topic, reliable_qos(1))
@@ -87,7 +88,7 @@ class TaskNode(Node):
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.scene: dict[str, Any] = {}
         self.scene_episode = 0  # the scene episode this task episode waits for / runs
-        self._last_scene_req = 0.0
+        self._last_scene_req = float("-inf")
         if getattr(self.judge, "uses_scene", False):
             self.create_subscription(String, cfg.scene_topic, self._on_scene, reliable_qos(1))
             self.pub_new_episode = self.create_publisher(String, cfg.new_episode_topic, reliable_qos(10))
@@ -124,7 +125,7 @@ class TaskNode(Node):
         if not getattr(self.judge, "uses_scene", False):
             return True
         if self.scene.get("episode", -1) < self.scene_episode:
-            now = time.monotonic()
+            now = now_s(self)
             if now - self._last_scene_req >= 0.5:  # re-sent until served (robot node ignores repeats)
                 self._last_scene_req = now
                 self.pub_new_episode.publish(String(data=str(self.scene_episode)))
@@ -138,10 +139,10 @@ class TaskNode(Node):
 
     # ---- the episode state machine -------------------------------------------------------
     def _enter(self, state: str) -> None:
-        self.state, self.t_state = state, time.monotonic()
+        self.state, self.t_state = state, now_s(self)
 
     def _elapsed(self) -> float:
-        return time.monotonic() - self.t_state
+        return now_s(self) - self.t_state
 
     def _call_enable(self, on: bool) -> bool:
         """Send one SetBool to the policy client; True once it has answered."""
@@ -159,14 +160,14 @@ class TaskNode(Node):
         getattr(self, f"_on_{self.state}")()
 
     def _on_pause(self) -> None:
-        if time.monotonic() - self._t_up < self.cfg.warmup_s:
+        if now_s(self) - self._t_up < self.cfg.warmup_s:
             return  # let the other nodes of the graph discover each other before the first episode
         if self._call_enable(False):
             if getattr(self.judge, "uses_scene", False):  # the simulator's reset: layout, colours, instruction
                 self.scene_episode = max(self.scene_episode, int(self.scene.get("episode", 0))) + 1
-                self._last_scene_req = 0.0  # sent by _scene_ready
+                self._last_scene_req = float("-inf")  # sent by _scene_ready
             self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
-            self._last_home_cmd = 0.0
+            self._last_home_cmd = float("-inf")
             self._enter("homing")
 
     def _on_homing(self) -> None:
@@ -189,7 +190,7 @@ class TaskNode(Node):
         if self._elapsed() > self.cfg.home_timeout_s:
             log.error("arm not home after %.0f s (max joint error %.3f rad); retrying", self.cfg.home_timeout_s, err)
             self._enter("homing")
-        now = time.monotonic()
+        now = now_s(self)
         if now - self._last_home_cmd >= 0.1:  # re-planned from where the arm is; re-sent within the
             # robot's watchdog, which stops a trajectory whose sender went quiet
             self._last_home_cmd = now
@@ -200,7 +201,8 @@ class TaskNode(Node):
                 self.pub_reset.publish(msg)
                 return
             duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
-            self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([duration])))
+            self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([duration]),
+                                             stamp=now_s(self)))
 
     def _publish_goal(self) -> None:
         msg = PoseStamped()
@@ -240,7 +242,7 @@ class TaskNode(Node):
                      summary["success_rate"], summary["episodes"])
             self.pub_status.publish(String(data=json.dumps({k: v for k, v in summary.items() if k != "results"})))
             end = EpisodeEvent("end", status="complete" if ok else "truncated", success=ok,
-                               reason="success" if ok else "timeout", stamp=time.time())
+                               reason="success" if ok else "timeout", stamp=now_s(self))
             self.pub_event.publish(String(data=event_to_json(end)))  # the recorder / streamer label it
             self._enter("done" if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes else "pause")
 
@@ -274,4 +276,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -11,7 +11,6 @@ the next), re-record ends it as ``aborted`` (the recorder discards it). One arm.
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
@@ -22,7 +21,7 @@ from std_msgs.msg import String
 from rlinf_contracts.transitions import EpisodeEvent, TeleopCommand, event_to_json
 from rlinf_ros.config import RosGraphConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
 from rlinf_ros.online_config import TeleopNodeConfig
 from rlinf_ros.teleop import make_device, to_action
 
@@ -87,11 +86,11 @@ class TeleopNode(Node):
             log.warning("teleop: %s", e)
             return
         intervene = inp.intervention or self.cfg.always_intervene
-        self.pub_cmd.publish(String(data=TeleopCommand(action, intervene, time.time()).to_json()))
+        self.pub_cmd.publish(String(data=TeleopCommand(action, intervene, now_s(self)).to_json()))
         for name in inp.events:
             status, success = ENDS[name]
-            self.publish_event(EpisodeEvent("end", status=status, success=success, reason=name, stamp=time.time()))
-            self.publish_event(EpisodeEvent("begin", stamp=time.time()))
+            self.publish_event(EpisodeEvent("end", status=status, success=success, reason=name, stamp=now_s(self)))
+            self.publish_event(EpisodeEvent("begin", stamp=now_s(self)))
 
     def publish_event(self, ev: EpisodeEvent) -> None:
         self.events += 1
@@ -113,4 +112,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -10,6 +10,7 @@ timeout (hang), a close with another code (crash), an unclear or oversized text.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -119,10 +120,15 @@ class FuzzReport:
         return not self.failures
 
 
+# a reply that ends in an empty detail ("...: ''", "...: ") says that something failed but not what
+_EMPTY_DETAIL = re.compile(r":\s*(''|\"\")?\s*$")
+
+
 def _grade(reply: Any) -> str | None:
     """Outcome name for a good reply, None for an unclear one."""
     if isinstance(reply, str):
-        return "bad_request" if reply.startswith("bad request: ") and len(reply) <= MAX_REPLY_CHARS else None
+        clear = reply.startswith("bad request: ") and len(reply) <= MAX_REPLY_CHARS and not _EMPTY_DETAIL.search(reply)
+        return "bad_request" if clear else None
     out = wire.unpackb(reply)
     return "actions" if isinstance(out, dict) and np.asarray(out.get("actions")).shape == (3, 2) else None
 

@@ -13,12 +13,13 @@ import urllib.request
 
 import numpy as np
 import pytest
+import websockets
 
 from learner.checkpoint import save_checkpoint
 from rlinf_cli import serve
 from rlinf_contracts.config import ConfigError
 from learner.models import PolicySpec, build_policy
-from policy_server.client import PolicyClient
+from policy_server.client import PolicyClient, open_sync
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
@@ -52,7 +53,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_rlinf_serve_process_answers_health_and_inference(tmp_path):
+def _start_serve(tmp_path) -> tuple[subprocess.Popen, int]:
+    """A real ``rlinf serve`` process of a tiny fresh model, once /healthz answers."""
     yaml = tmp_path / "serve.yaml"
     yaml.write_text("policy:\n  name: mlp\n  spec: {state_dim: 3, action_dim: 2, chunk: 4}\n"
                     "  kwargs: {hidden: [8]}\n")
@@ -61,22 +63,37 @@ def test_rlinf_serve_process_answers_health_and_inference(tmp_path):
            "--host", "127.0.0.1", "--port", str(port)]
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                assert r.status == 200
+                return proc, port
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"rlinf serve did not come up within 120 s:\n{proc.communicate(timeout=30)[0]}")
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_rlinf_serve_process_serves_then_stops_on_a_signal_with_exit_0(tmp_path, sig):
+    proc, port = _start_serve(tmp_path)
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.time() < deadline, "server did not come up within 60 s"
-                time.sleep(0.2)
         with PolicyClient(f"ws://127.0.0.1:{port}") as client:
             out = client.infer({"state": np.zeros(3, np.float32)})
         assert out["actions"].shape == (4, 2) and client.metadata.policy_name == "mlp"
+        held = open_sync(f"ws://127.0.0.1:{port}", open_timeout=30)  # open while the signal arrives
+        held.recv(timeout=30)  # metadata
+        proc.send_signal(sig)
+        with pytest.raises(websockets.ConnectionClosed) as info:
+            held.recv(timeout=60)
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1001  # going away, not dropped
+        output = proc.communicate(timeout=60)[0]
     finally:
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=30)[0]
-    assert proc.returncode in (0, 130), output
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0, output
     assert "listening on ws://127.0.0.1" in output and "client" in output
+    assert "signal received" in output and "Traceback" not in output, output

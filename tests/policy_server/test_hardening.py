@@ -63,7 +63,7 @@ def test_exposing_without_a_key_warns_and_names_the_wildcard_address(caplog):
     assert any(r.levelno == logging.WARNING and "no API key" in r.getMessage() for r in caplog.records)
 
 
-def test_malformed_frames_named_in_issue_15_get_bounded_clear_errors(caplog, monkeypatch):
+def test_malformed_frames_of_known_kinds_get_bounded_clear_errors(caplog, monkeypatch):
     caplog.set_level(logging.INFO, logger="policy_server.server")
     monkeypatch.setattr(server_module, "limited", RateLimitedLog(server_module.log))  # a fresh window
     with running_server() as srv:
@@ -134,6 +134,8 @@ def test_idle_connections_time_out():
 def test_a_full_server_evicts_the_longest_idle_client_for_a_new_one():
     with running_server(max_connections=2, evict_idle_s=0.5) as srv:
         idle, busy = _raw(srv.url), PolicyClient(srv.url)
+        idle.send(wire.packb(GOOD))  # it has been served once: it holds its slot until idle
+        wire.unpackb(idle.recv(timeout=10))
         time.sleep(0.3)
         busy.infer(GOOD)  # active: never the victim
         time.sleep(0.4)
@@ -141,7 +143,7 @@ def test_a_full_server_evicts_the_longest_idle_client_for_a_new_one():
             assert newcomer.infer(GOOD)["actions"].shape == (3, 2)
             with pytest.raises(websockets.ConnectionClosed) as info:
                 idle.recv(timeout=10)
-            assert info.value.rcvd.code == 1001 and "evicted" in info.value.rcvd.reason
+            assert info.value.rcvd.code == 1001 and "evicted: idle" in info.value.rcvd.reason
             assert busy.infer(GOOD)["weight_version"] == 0 and busy.reconnects == 0
         busy.close()
 
@@ -183,8 +185,9 @@ def test_secrets_come_from_files_or_environment_never_argv(tmp_path, monkeypatch
     parser = argparse.ArgumentParser()
     serve.add_parser(parser.add_subparsers())
     for flag in ("--api-key", "--weights-token"):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as exit_info:
             parser.parse_args(["serve", flag, "x" * 12])
+        assert exit_info.value.code == 2
     args = parser.parse_args(["serve", "--checkpoint", "ckpt", "server.api_key=leaked-on-argv"])
     with pytest.raises(ConfigError, match="must not be given on the command line"):
         serve.build_config(args)

@@ -31,7 +31,8 @@ def _raw(url: str) -> websockets.sync.client.ClientConnection:
 
 
 BAD_FRAMES = [
-    (b"\xc1\xff\x00", "not valid msgpack"),
+    (b"\xc1\xff\x00", "not valid msgpack: not a msgpack type byte (0xc1 or a reserved code) (FormatError)"),
+    (b"\x91" * 5000 + b"\xc0", "not valid msgpack: nesting too deep (StackError)"),
     ("a text frame", "binary msgpack"),
     (msgpack.packb([1, 2, 3]), "must be a msgpack map"),
     (wire.packb({"foo": np.zeros(4, np.float32)}), "'state' is missing"),
@@ -116,7 +117,9 @@ def test_connection_limit_and_api_key():
             WebsocketClientPolicy(host="127.0.0.1", port=srv.port)  # no key
         assert info.value.response.status_code == 401
         a = WebsocketClientPolicy(host="127.0.0.1", port=srv.port, api_key="secret-key-1")
+        assert a.infer(GOOD)["actions"].shape == (3, 2)  # a slot is held once a request was sent
         b = WebsocketClientPolicy(host="127.0.0.1", port=srv.port, api_key="secret-key-1")
+        assert b.infer(GOOD)["actions"].shape == (3, 2)
         with pytest.raises(websockets.InvalidStatus) as info:
             WebsocketClientPolicy(host="127.0.0.1", port=srv.port, api_key="secret-key-1")
         assert info.value.response.status_code == 503

@@ -96,3 +96,24 @@ def test_server_config_validation_names_the_key(monkeypatch):
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "wtok456")  # the error says where the short secret came from
     with pytest.raises(ConfigError, match=r"server.weights_token': the secret from \$RLINF_WEIGHTS_TOKEN is shorter"):
         ServerConfig().with_env_secrets()
+
+
+GARBAGE = [  # (frame, what the error must say): msgpack's own exceptions often carry no message
+    (b"\xc1", "not a msgpack type byte"),
+    (b"\x91" * 2000 + b"\xc0", "nesting too deep"),
+    (b"\x01\x02", "extra bytes"),
+    (b"\x92\x01", "incomplete"),
+    (b"", "incomplete"),
+    (b"\xa1\xff", "utf-8"),
+    (b"\x81\x91\x01\x01", "map key"),
+    (b"\xdf\xff\xff\xff\xff", "exceeds"),
+]
+
+
+@pytest.mark.parametrize("frame, says", GARBAGE, ids=[g[1] for g in GARBAGE])
+def test_every_malformed_frame_error_says_what_was_wrong(frame, says):
+    with pytest.raises(wire.WireError) as info:
+        wire.unpackb(frame)
+    message = str(info.value)
+    assert message.startswith("frame is not valid msgpack: ") and says in message, message
+    assert not message.rstrip().endswith(("''", ":")), message

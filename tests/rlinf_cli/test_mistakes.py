@@ -1,5 +1,5 @@
-"""Issue 16's mistake cases: each ends before any cluster starts, as one or two lines naming the
-key, exit code 2, no traceback."""
+"""Common CLI mistakes: each ends before any cluster starts, as one or two lines naming the key,
+exit code 2, no traceback."""
 
 import os
 import time
@@ -36,17 +36,41 @@ CASES = [
 ]
 
 
+class ClusterStarted(BaseException):
+    """Raised by the guarded start points; a BaseException, so no ``except Exception`` hides it."""
+
+
 @pytest.fixture(autouse=True)
 def _no_local_cluster(monkeypatch, tmp_path):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr("learner.cluster.RAY_CURRENT_CLUSTER", tmp_path / "none")
 
 
-@pytest.mark.parametrize("argv, key, fix", CASES, ids=[" ".join(c[0][2:] or c[0]) for c in CASES])
-def test_mistake_is_one_or_two_lines_naming_the_key(argv, key, fix, capsys):
+@pytest.fixture
+def cluster_starts(monkeypatch) -> list[str]:
+    """Every way a run gets its cluster, refused and recorded. Asking ``ray.is_initialized()`` would
+    not do: the test run's shared Ray instance may be up, and ``Cluster.local`` then reuses it."""
     import ray
 
-    ray_before = ray.is_initialized()  # another test of the session may hold the shared instance
+    from learner.cluster import Cluster
+
+    started: list[str] = []
+
+    def refuse(what: str):
+        def start(*args, **kwargs):
+            started.append(what)
+            raise ClusterStarted(what)
+        return start
+
+    monkeypatch.setattr(Cluster, "local", classmethod(refuse("Cluster.local")))
+    monkeypatch.setattr(Cluster, "connect", classmethod(refuse("Cluster.connect")))
+    monkeypatch.setattr(ray, "init", refuse("ray.init"))
+    monkeypatch.setattr("rlinf_cli.train.open_cluster", refuse("open_cluster"))  # the in-process run too
+    return started
+
+
+@pytest.mark.parametrize("argv, key, fix", CASES, ids=[" ".join(c[0][2:] or c[0]) for c in CASES])
+def test_mistake_is_one_or_two_lines_naming_the_key(argv, key, fix, capsys, cluster_starts):
     t0 = time.perf_counter()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -54,8 +78,15 @@ def test_mistake_is_one_or_two_lines_naming_the_key(argv, key, fix, capsys):
     lines = err.splitlines()
     assert 1 <= len(lines) <= 2, err
     assert key in err and fix in err, err
-    assert ray.is_initialized() == ray_before  # caught before any cluster started
+    assert cluster_starts == []  # caught before any cluster started
     assert time.perf_counter() - t0 < 10
+
+
+def test_a_well_formed_train_reaches_the_guarded_cluster_start(cluster_starts):
+    """The guard above sits on the real start path: without a mistake, train gets that far."""
+    with pytest.raises(ClusterStarted):
+        main(["train", C])
+    assert cluster_starts == ["open_cluster"]
 
 
 def test_flags_may_come_before_overrides(capsys):
@@ -68,8 +99,9 @@ def test_flags_may_come_before_overrides(capsys):
 
 
 def test_unknown_flags_are_still_errors(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as e:
         main(["train", C, "--dry-runn"])
+    assert e.value.code == 2
     assert "unrecognized arguments: --dry-runn" in capsys.readouterr().err
 
 

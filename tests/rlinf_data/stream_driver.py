@@ -39,14 +39,22 @@ def main() -> int:
     p.add_argument("--spool", required=True)
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--hz", type=float, default=200.0)
+    p.add_argument("--ahead", type=int, default=0, help="most items produced past the learner's ack (0: no limit)")
     a = p.parse_args()
     logging.basicConfig(level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s")
     s = TransitionStreamer(StreamerConfig(url=a.url, spool_dir=a.spool, robot_id="arm0", window=32, batch=8,
                                           backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
-    print(f"resuming at seq {s.spool.next_seq}", flush=True)
+    start = s.spool.next_seq
+    print(f"resuming at seq {start}", flush=True)
+    marks = [m for m in (start, start + 40) if m < a.total]  # progress the SIGKILL test waits for
     while s.spool.next_seq < a.total:
-        assert s.put(item(s.spool.next_seq))
-        time.sleep(1.0 / a.hz)
+        if a.ahead and s.spool.next_seq - s.acked > a.ahead:  # the run stays in its middle until acked
+            time.sleep(0.01)
+        else:
+            assert s.put(item(s.spool.next_seq))
+            time.sleep(1.0 / a.hz)
+        while marks and s.acked >= marks[0]:
+            print(f"learner acked up to seq {s.acked} (past {marks.pop(0)})", flush=True)
     deadline = time.time() + 60
     while s.acked < a.total - 1 and time.time() < deadline:
         time.sleep(0.05)

@@ -37,26 +37,44 @@ def _kill(p: subprocess.Popen) -> None:
     p.wait(timeout=10)
 
 
+def _wait(cond, what: str, tmp_path: Path, timeout_s: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}\n{_logs(tmp_path)}")
+        time.sleep(0.05)
+
+
+def _driver_log(tmp_path: Path) -> str:
+    return (tmp_path / "driver.log").read_text(errors="replace")
+
+
 def test_sigkill_streamer_and_ingest_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    total = 40 * EPISODE  # 440 items, ~2.2 s of production at 200 Hz, plus the outages
+    """Each kill waits for what it must interrupt (polled, never a fixed schedule): the streamer
+    is killed once the learner acked its items, the learner once it acked the restarted
+    streamer's items, and restarts once the streamer noticed and spools."""
+    total = 40 * EPISODE  # 440 items; production stays at most 100 items past the learner's ack
     port, store = _free_port(), tmp_path / "store"
     ingest_args = ["-m", "rlinf_data.ingest", "--store", str(store), "--port", str(port)]
     driver_args = [str(ROOT / "tests/rlinf_data/stream_driver.py"), "--url", f"ws://127.0.0.1:{port}/transitions",
-                   "--spool", str(tmp_path / "spool"), "--total", str(total), "--hz", "150"]
+                   "--spool", str(tmp_path / "spool"), "--total", str(total), "--hz", "150", "--ahead", "100"]
     ingest = _start(ingest_args, tmp_path / "ingest.log")
     driver = _start(driver_args, tmp_path / "driver.log")
     procs = [ingest, driver]
     try:
-        time.sleep(2.0)
+        _wait(lambda: "(past 40)" in _driver_log(tmp_path), "the learner to ack 40 items", tmp_path)
         _kill(driver)  # streamer killed mid-run (items in its spool, some unacknowledged)
         driver = _start(driver_args, tmp_path / "driver.log")
         procs.append(driver)
-        time.sleep(1.0)
+        _wait(lambda: _driver_log(tmp_path).count("learner acked up to seq") >= 3,
+              "the learner to ack the restarted streamer's items", tmp_path)
+        lost = _driver_log(tmp_path).count("spooling (backlog")
         _kill(ingest)  # learner killed mid-run (a batch possibly half-written, unacknowledged)
-        time.sleep(0.7)  # the streamer spools while the learner is away
+        _wait(lambda: _driver_log(tmp_path).count("spooling (backlog") > lost,
+              "the streamer to notice the learner is away", tmp_path)
         ingest = _start(ingest_args, tmp_path / "ingest.log")
         procs.append(ingest)
-        assert driver.wait(timeout=120) == 0, _logs(tmp_path)
+        assert driver.wait(timeout=240) == 0, _logs(tmp_path)
     finally:
         for p in procs:
             if p.poll() is None:

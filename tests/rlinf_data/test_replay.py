@@ -124,3 +124,16 @@ def test_bad_config_names_the_field() -> None:
         ReplayConfig(n_step=0)
     with pytest.raises(KeyError, match="online"):
         ReplayBuffer(LAYOUT, ReplayConfig(mix={"demo": 1.0})).add_episode(episode([1], True), "online")
+
+
+def test_sampling_an_empty_buffer_says_so() -> None:
+    buf = ReplayBuffer(LAYOUT, ReplayConfig(capacity=16, mix={"demo": 0.5, "online": 0.5}))
+    with pytest.raises(ValueError, match="no sampleable transition in any of \\['demo', 'online'\\]"):
+        buf.sample(8, np.random.default_rng(0))
+    buf.add_episode(episode([1.0], terminated=False, final=False), "demo")  # a lone unbootstrappable step
+    with pytest.raises(ValueError, match="no sampleable transition"):
+        buf.sample(8, np.random.default_rng(0))
+    buf.add_episode(episode([1.0, 2.0], terminated=True), "demo")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        buf.sample(0, np.random.default_rng(0))
+    assert len(buf.sample(4, np.random.default_rng(0))["reward"]) == 4

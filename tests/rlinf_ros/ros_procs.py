@@ -107,6 +107,28 @@ class Probe:
         self.node.create_subscription(msg_type, topic, cb, qos)
         return out
 
+    def record_stamped(self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10) -> list:
+        """Subscribe; returns the list that collects ``(header stamp in s, convert(msg))``: the
+        sender's clock (simulated time in a graph with ``use_sim_time``), not our receive time."""
+        out: list = []
+
+        def cb(msg: Any) -> None:
+            with self.lock:
+                out.append((msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9, convert(msg)))
+
+        self.node.create_subscription(msg_type, topic, cb, qos)
+        return out
+
+    def record_clock(self) -> list:
+        """``/clock`` values (s) as they arrive: the simulated time of the graph."""
+        from rosgraph_msgs.msg import Clock
+
+        return self.record(Clock, "/clock", lambda m: m.clock.sec + m.clock.nanosec * 1e-9)
+
+    def wait_for_clock(self, clock: list, t: float, timeout: float, procs: Procs | None = None) -> None:
+        """Until the graph's simulated time (``record_clock``'s list) reaches ``t``."""
+        self.wait_for(lambda: bool(clock) and clock[-1][1] >= t, timeout, f"/clock to reach {t:.2f} s", procs)
+
     def wait_for(self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -83,28 +83,36 @@ def test_bridge_trajectory_controller_safety_watchdog_estop(tmp_path: Path, ros_
         probe.wait_for(lambda: np.allclose(ours[-1][1][1], q0 + 0.05, atol=2e-3), 5, "our joint_states follow")
 
         # a 4 s move sent once (sender then silent): the watchdog stops it at watchdog_ms (200 ms),
-        # and no command the stack receives breaks the speed limit (0.3 x dq_max)
+        # and no command the stack receives breaks the speed limit (0.3 x dq_max). Waited for by
+        # events, not a fixed sleep: the stale refusal, then the stack's arm at the last target sent.
+        # (How far it gets within the watchdog in real time: benchmarks/ros_rates.py.)
         q1, n0 = stack[-1][1].copy(), len(sent)
         cmd.publish(trajectory_msg(NAMES, (q1 + np.array([1.0, 0, 0, 0, 0, 0, 0]))[None], np.array([4.0])))
-        time.sleep(1.5)
+        probe.wait_for(lambda: state[-1][1]["arms"]["fr3"]["safety"].get("stale_refused", 0) > 0, 60, "stale event",
+                       procs)
+        probe.wait_for(lambda: len(sent) > n0 and np.allclose(stack[-1][1], sent[-1][1], atol=1e-3), 30,
+                       "the stack's arm at the last target it received", procs)
         moved = stack[-1][1][0] - q1[0]
-        assert 0.01 < moved < 0.3 * PANDA_DQ_MAX[0] * 0.35, f"moved {moved} rad after a silent 4 s trajectory"
+        # the arm clock is wall time here: a late tick only shortens the move, never lengthens it
+        assert moved < 0.3 * PANDA_DQ_MAX[0] * 0.35, f"moved {moved} rad after a silent 4 s trajectory"
         targets = np.array([s[1] for s in sent[n0:]])
         steps = np.diff(targets[:, 0])
         # per received command toward the goal (+): <= 3 driver periods' worth (a late tick may carry
         # 2; one more when a command is lost or late on DDS). A step back is the watchdog's hold at
         # the arm's measured position, which trails the target by more under load: not a speed-up.
-        assert steps.max() <= 0.3 * PANDA_DQ_MAX[0] * 0.03 + 1e-6, steps
+        assert len(steps) == 0 or steps.max() <= 0.3 * PANDA_DQ_MAX[0] * 0.03 + 1e-6, steps
         # and on average the arm keeps to the limit over the whole cut-off move
         times = np.array([s[0] for s in sent[n0:]])
         assert abs(targets[-1, 0] - targets[0, 0]) <= 0.3 * PANDA_DQ_MAX[0] * (times[-1] - times[0] + 0.02) + 1e-6
-        probe.wait_for(lambda: state[-1][1]["arms"]["fr3"]["safety"].get("stale_refused", 0) > 0, 5, "stale event")
 
-        # e-stop latches in our node: the stack receives nothing that moves the arm
+        # e-stop latches in our node: the stack receives nothing that moves the arm, checked once
+        # the node has refused the new trajectory (its estop_refused counter), not after a sleep
         assert _call(probe, "/rlinf/estop")
         q2 = stack[-1][1].copy()
+        refused0 = state[-1][1]["arms"]["fr3"]["safety"].get("estop_refused", 0)
         cmd.publish(trajectory_msg(NAMES, (q2 - 0.05)[None], np.array([0.3])))
-        time.sleep(0.8)
+        probe.wait_for(lambda: state[-1][1]["arms"]["fr3"]["safety"].get("estop_refused", 0) > refused0, 30,
+                       "the trajectory refused while e-stopped", procs)
         assert np.allclose(stack[-1][1], q2, atol=1e-6)
         assert _call(probe, "/rlinf/reset_estop")
     finally:

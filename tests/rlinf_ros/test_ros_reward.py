@@ -76,8 +76,12 @@ def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_d
             assert all(v < 0.5 for _, v in p) and all(v == 0.0 for _, v in reward)
             assert not any(v for _, v in success)
             n = len(reward)
-            show(240, 6)  # success frames: success after 2 in a row, the episode ends once
-            probe.wait_for(lambda: any(v == 1.0 for _, v in reward[n:]), 30, "success reward", procs)
+            # success frames until the node says success (2 scored in a row): polled, not a fixed
+            # burst, since a loaded node may score only some of the frames; the episode ends once
+            deadline = time.monotonic() + 60
+            while not any(v == 1.0 for _, v in reward[n:]) and time.monotonic() < deadline:
+                show(240, 2)
+            probe.wait_for(lambda: any(v == 1.0 for _, v in reward[n:]), 10, "success reward", procs)
             assert max(v for _, v in p) > 0.9
             probe.wait_for(lambda: any(e["kind"] == "end" and e["success"] for _, e in events), 15, "episode end")
             assert sum(e["kind"] == "end" for _, e in events) == 1
@@ -108,17 +112,19 @@ def test_reward_node_events_source_twin_flag_and_human_keys(tmp_path: Path, ros_
             pub.publish(String(data=event_to_json(EpisodeEvent("end", success=True, reason="success"))))
             time.sleep(0.3)
         probe.wait_for(lambda: len(reward) >= 1, 10, "the first reward", procs)
-        time.sleep(0.5)  # let the warm-up's in-flight rewards land before counting
-        n = len(reward)
-        assert all(v == 1.0 for _, v in reward)
-        for ev in (EpisodeEvent("end", success=True, reason="success"),      # twin / key y
+        # Warm-up rewards still in flight are all 1.0: a failure marks where the checked sequence
+        # starts, and everything is waited for by count, not by a sleep (one reliable publisher:
+        # in order, none lost once matched).
+        for ev in (EpisodeEvent("end", status="truncated", reason="failure"),  # marker: 0.0
+                   EpisodeEvent("end", success=True, reason="success"),      # twin / key y
                    EpisodeEvent("begin"),                                    # no reward
                    EpisodeEvent("end", status="truncated", reason="failure")):  # key n
             pub.publish(String(data=event_to_json(ev)))
-            time.sleep(0.1)
-        probe.wait_for(lambda: len(reward) >= n + 2, 10, "two rewards", procs)
-        time.sleep(0.3)
-        assert [v for _, v in reward[n:]] == [1.0, 0.0]
+        probe.wait_for(lambda: sum(v == 0.0 for _, v in reward) >= 2, 30, "the checked rewards", procs)
+        values = [v for _, v in reward]
+        k = values.index(0.0)
+        assert all(v == 1.0 for v in values[:k]), values  # the warm-up
+        assert values[k:] == [0.0, 1.0, 0.0], values
     finally:
         if probe is not None:
             probe.close()

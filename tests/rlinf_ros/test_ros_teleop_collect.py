@@ -49,7 +49,17 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(tmp_path: Path, ros_dom
         while time.time() < deadline and not (tmp_path / "episodes.json").exists():
             time.sleep(0.5)
         assert (tmp_path / "episodes.json").exists(), procs.logs()
-        time.sleep(2.0)  # the last end event reaches the recorder / streamer
+
+        def collected() -> bool:  # the last end event reached the recorder and, through the streamer, the learner
+            try:
+                return all(sum(bool(ep.info.success) for ep in EpisodeStore(tmp_path / d, mode="r")) >= episodes
+                           for d in ("demos", "learner"))
+            except Exception:  # noqa: BLE001 -- a store still being written: look again
+                return False
+
+        deadline = time.time() + 60
+        while time.time() < deadline and not collected():
+            time.sleep(0.5)
     finally:
         procs.stop_all()
         srv.stop()

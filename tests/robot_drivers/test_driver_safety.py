@@ -215,3 +215,154 @@ def test_bunched_ticks_do_not_exceed_the_speed_limit(clock: FakeClock) -> None:
     steps = np.diff(targets)
     dts = np.where(np.arange(1, 200) % 2, 0.018, 0.002)
     assert np.max(steps / dts) <= 0.5 * 2.61 + 1e-6  # no step faster than the limit
+
+
+# ---- branches: non-finite input, limit and workspace stops, gripper limits, velocity watchdog ----
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_commands_are_refused_with_a_reason_and_the_arm_held(arm: FrankaArm, clock: FakeClock,
+                                                                        bad: float) -> None:
+    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]
+    q0 = arm.state().q
+    target = q0.copy()
+    target[2] = bad
+    out = arm.move_joints(target)
+    assert out.refused and out.events == ("non_finite",) and "NaN/inf" in out.reason
+    assert np.array_equal(out.target, q0) and np.array_equal(backend.target, q0)
+    v = q0 * 0.0
+    v[4] = bad
+    out = arm.move_velocities(v)
+    assert out.refused and out.events == ("non_finite",) and "bad velocity command" in out.reason
+    assert np.array_equal(out.target, np.zeros(7)) and backend.velocity is None  # nothing commanded
+    out = arm.move_ee_delta(np.array([0.01, 0.0, bad, 0.0, 0.0, 0.0]))
+    assert out.refused and "non_finite" in out.events
+    assert not arm.gripper_move(bad) and "non-finite" in arm.last_refusal
+    assert not arm.gripper_grasp(0.01, force=bad)
+    clock.t += 0.5
+    arm.tick()
+    assert np.allclose(arm.state().q, q0)  # the arm never moved
+    assert arm.counters["non_finite"] == 5
+    wrong = arm.move_joints(np.zeros(6))
+    assert wrong.refused and wrong.events == ("bad_shape",) and "(6,)" in wrong.reason
+
+
+def test_velocity_command_stops_at_a_joint_limit(clock: FakeClock) -> None:
+    layer = SafetyLayer(SafetyConfig(velocity_scale=1.0, workspace_min=(-2, -2, -2), workspace_max=(2, 2, 2)),
+                        clock=clock)
+    hi = np.asarray(PANDA_Q_MAX) - layer.cfg.q_margin
+    q = np.array(PANDA_HOME)
+    q[6] = hi[6]  # at joint 7's (margin) limit
+    v = np.zeros(7)
+    v[6], v[0] = 1.0, 0.2
+    out = layer.filter_joint_velocities(v, q, dt=0.01)
+    assert out.target[6] == 0.0 and out.target[0] == pytest.approx(0.2) and "position_limit" in out.events
+    out = layer.filter_joint_velocities(-v, q, dt=0.01)  # away from the limit: allowed
+    assert out.target[6] == pytest.approx(-1.0) and out.events == ()
+    q[6] = hi[6] - 0.01  # close: slowed so that it can stop before the limit at ddq_max
+    out = layer.filter_joint_velocities(v, q, dt=0.01)
+    assert 0.0 < out.target[6] < 1.0 and "position_limit" in out.events
+    assert out.target[6] * 0.01 + out.target[6] ** 2 / (2 * layer.cfg.ddq_max[6]) <= 0.01 + 1e-9
+
+
+def test_position_targets_brake_before_a_joint_limit(clock: FakeClock) -> None:
+    """A target running at full speed into joint 7's limit slows down on the way (not a jump to a
+    stop at the clamp) and never passes the limit."""
+    layer = SafetyLayer(SafetyConfig(velocity_scale=1.0, max_joint_step=10.0, workspace_min=(-2, -2, -2),
+                                     workspace_max=(2, 2, 2)), clock=clock)
+    q = np.array(PANDA_HOME)
+    hi, a = PANDA_Q_MAX[6] - layer.cfg.q_margin, layer.cfg.ddq_max[6]
+    targets = [q[6]]
+    for _ in range(300):
+        goal = q.copy()
+        goal[6] = 10.0
+        q = layer.filter_joint_positions(goal, q, dt=0.01).target  # an ideal servo: measured = target
+        targets.append(q[6])
+    speed = np.diff(targets) / 0.01
+    assert max(targets) <= hi + 1e-12 and targets[-1] == pytest.approx(hi)
+    assert speed.max() <= layer.cfg.dq_max[6] + 1e-9
+    assert np.all(np.diff(speed)[speed[1:] < speed[:-1]] >= -a * 0.01 - 1e-6)  # braking at <= ddq_max
+    assert layer.counters["braking"] > 0
+
+
+def test_workspace_stops_velocity_and_only_lets_an_outside_arm_come_back(clock: FakeClock) -> None:
+    q = np.array(PANDA_HOME)
+    z = forward_kinematics(q)[2, 3]
+    layer = SafetyLayer(SafetyConfig(workspace_max=(0.85, 0.6, z + 1e-4), velocity_scale=1.0), clock=clock)
+    up = np.zeros(7)
+    up[1] = -0.5  # shoulder back: the hand rises through the box top
+    out = layer.filter_joint_velocities(up, q, dt=0.1)
+    assert np.array_equal(out.target, np.zeros(7)) and "workspace" in out.events
+    out = layer.filter_joint_velocities(-up, q, dt=0.1)  # down, into the box: allowed
+    assert out.target[1] == pytest.approx(0.5) and "workspace" not in out.events
+    # already outside (the box top moved below the hand): only moves that get closer pass
+    low = SafetyLayer(SafetyConfig(workspace_max=(0.85, 0.6, z - 0.05), max_joint_step=1.0, velocity_scale=1.0),
+                      clock=clock)
+    higher = q.copy()
+    higher[1] -= 0.05
+    out = low.filter_joint_positions(higher, q, dt=1.0)
+    assert np.array_equal(out.target, q) and out.events == ("workspace",)
+    lower = q.copy()
+    lower[1] += 0.05
+    out = low.filter_joint_positions(lower, q, dt=1.0)
+    assert np.allclose(out.target, lower) and out.events == ()
+
+
+@pytest.mark.parametrize("width,expected", [(-0.01, 0.0), (0.5, 0.08), (0.03, 0.03)])
+def test_gripper_width_is_clamped_to_its_range(arm: FrankaArm, clock: FakeClock, width: float,
+                                               expected: float) -> None:
+    assert arm.gripper_move(width)
+    assert arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
+    assert arm.gripper_grasp(width) and arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
+    assert arm.counters.get("gripper_limit", 0) == (0 if width == expected else 2)
+
+
+def test_gripper_commands_refused_while_estopped_say_why(arm: FrankaArm) -> None:
+    arm.estop("operator button")
+    for call, action in [(lambda: arm.gripper_move(0.08), "gripper move"), (arm.gripper_grasp, "grasp"),
+                         (arm.gripper_homing, "homing")]:
+        arm.last_refusal = ""
+        assert not call()
+        assert arm.last_refusal == (f"{action} refused: e-stop is active (operator button); "
+                                    "call reset_estop first")
+    out = arm.move_joints(arm.state().q)
+    assert out.refused and out.reason == "refused: e-stop is active (operator button); call reset_estop first"
+    arm.reset_estop()
+    assert arm.gripper_move(0.08)
+
+
+@pytest.mark.parametrize("backend_kind", ["kinematic", pytest.param("sim", marks=pytest.mark.sim)])
+def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(clock: FakeClock, backend_kind: str) -> None:
+    """Counted in driver periods of a simulated clock: moving before watchdog_ms, held after."""
+    if backend_kind == "sim":
+        from robot_drivers.sim_arm import MujocoArmBackend
+
+        backend = MujocoArmBackend(home=PANDA_HOME)
+    else:
+        backend = KinematicArmBackend()
+    period, watchdog_ms = 0.01, 200.0
+    arm = FrankaArm(backend, SafetyConfig(watchdog_ms=watchdog_ms), clock=clock, command_period_s=period)
+    arm.connect()
+    arm.tick()
+    q0 = arm.state().q
+    v = np.zeros(7)
+    v[0] = 0.5
+    assert not arm.move_velocities(v).refused  # once, never refreshed
+    ticks_to_watchdog = int(watchdog_ms / 1000 / period)
+    for k in range(1, 3 * ticks_to_watchdog):
+        clock.t += period
+        arm.tick()
+        if k < ticks_to_watchdog:
+            assert not arm.holding, f"held after {k} periods, before the watchdog"
+        if arm.holding:
+            break
+    assert arm.holding and k in (ticks_to_watchdog, ticks_to_watchdog + 1) and arm.counters["stale_hold"] == 1
+    moved = arm.state().q[0] - q0[0]
+    assert moved > 0.02  # it did run at the commanded speed until then
+    for _ in range(ticks_to_watchdog):  # then it stops and stays: no more drift along the old velocity
+        clock.t += period
+        arm.tick()
+    settled = arm.state().q[0]
+    for _ in range(ticks_to_watchdog):
+        clock.t += period
+        arm.tick()
+    assert abs(arm.state().q[0] - settled) < 1e-3 and abs(arm.state().dq[0]) < 0.02
+    assert arm.state().q[0] - q0[0] < moved + 0.05

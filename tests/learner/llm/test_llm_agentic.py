@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from learner.llm.agentic import AgentConfig, run_episodes
-from learner.llm.agentic.protocol import Observation, ToolCall, final_answer, format_observation, tag_tokens
+from learner.llm.agentic.protocol import (Observation, ToolCall, final_answer, format_observation, parse_tool_call,
+                                        tag_tokens)
 from learner.llm.agentic.training import encode_demo, episode_scores, turn_reward_tensor
 from learner.llm.batch import make_train_batch
 from learner.llm.rollout import RolloutBatch, SamplingParams
@@ -159,4 +160,9 @@ def test_agent_config_names_bad_keys():
         from_dict(AgentConfig, {"tools": ["calculator"]})
     with pytest.raises(ConfigError, match="agent.tool_options.search"):
         from_dict(AgentConfig, {"tools": ["calc"], "tool_options": {"search": {}}})
-    assert ToolCall("calc", "1") == ToolCall("calc", "1")
+    # the same keys, well formed, are accepted, and the config's tools are what calls parse against
+    agent = from_dict(AgentConfig, {"tools": ["calc"], "tool_options": {"calc": {}}})
+    assert agent.enabled and agent.tools == ["calc"] and agent.tool_options == {"calc": {}}
+    assert parse_tool_call("so <calc> 1 </calc>\n", agent.tools) == ToolCall("calc", "1")
+    assert parse_tool_call("so <python>1</python>", agent.tools) is None  # not an enabled tool
+    assert parse_tool_call("so 1</calc>", agent.tools) is None  # a closing tag without its opening one
