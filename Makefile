@@ -6,7 +6,7 @@ export RAY_AUTH_MODE ?= disabled
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
 
-.PHONY: setup demo test test-fast bench audit clean
+.PHONY: setup demo test test-slow bench audit clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -14,11 +14,14 @@ setup:
 demo: setup
 	$(VENV)/bin/rlinf train configs/sim_franka_reach_ppo.yaml
 
+# The default tier: every behaviour test, ~13 min of pytest on 2 cores (what CI and a newcomer run).
 test: setup
-	@bash scripts/run_tests.sh
-
-test-fast: setup
 	@bash scripts/run_tests.sh -m "not slow"
+
+# The slow tier: learning thresholds, the full sim -> ROS parity walk, fresh-venv installs and the
+# longer conformance runs of external simulators. Run it before calling a change done.
+test-slow: setup
+	@bash scripts/run_tests.sh -m slow
 
 bench: setup
 	@# RLinf 0.3.0 is the peer in benchmarks/channel.py; its metadata pins would replace our stack.

@@ -111,9 +111,9 @@ def watchdog_cut(tmp: Path) -> float:
     from rlinf_ros.conversions import trajectory_msg
 
     names = [f"fr3_joint{i}" for i in range(1, 8)]
-    cfg = yaml.safe_load((ROOT / "configs/ros_bridge_franka.yaml").read_text())
-    cfg["robot"]["arms"][0]["safety"]["watchdog_ms"] = 200.0
-    cfg["robot"]["arms"][0]["safety"]["velocity_scale"] = 0.3
+    cfg = yaml.safe_load((ROOT / "configs/ros_bridge_franka_ros2.yaml").read_text())  # watchdog 200 ms, 0.3 x dq_max
+    cfg["policy_client"]["enabled"] = False
+    cfg["robot"]["bridge"]["ee_pose"] = ""
     path = tmp / "bridge.yaml"
     path.write_text(yaml.safe_dump(cfg))
     procs, probe = Procs(tmp), Probe("rates_bridge")
@@ -143,7 +143,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         loop = control_rate(tmp, args.seconds)
-        cam = camera_rate(tmp, min(args.seconds, 2.5) if args.seconds < 2.5 else args.seconds)
+        cam = camera_rate(tmp, args.seconds)
         cut = watchdog_cut(tmp)
     load1 = os.getloadavg()[0]
     from robot_drivers.types import PANDA_DQ_MAX

@@ -40,17 +40,25 @@ def fsync_dir(path: Path) -> None:
 
 
 def fsync_files(files: Iterable[Path]) -> None:
-    """Flush ``files`` and the directories holding them (each directory once)."""
+    """Flush ``files`` and the directories holding them (each directory once). A missing file
+    is one zarr did not write or removed (a chunk equal to the fill value): only its directory."""
     dirs: set[Path] = set()
     for f in files:
-        fd = os.open(f, os.O_RDONLY)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(f, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         dirs.add(f.parent)
     for d in sorted(dirs):
-        fsync_dir(d)
+        try:
+            fsync_dir(d)
+        except FileNotFoundError:
+            pass
 
 
 def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:

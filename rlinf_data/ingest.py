@@ -12,8 +12,12 @@ runner reads it into its replay buffer; after a restart it restores the buffer f
 Where seqs live on disk: each store episode's ``info.extra`` holds ``robot_id``,
 ``robot_episode``, ``seq0`` (seq of its first step; steps of one episode have consecutive seqs)
 and, once ended, ``seq_end``; the root attribute ``ingest_last_seq`` holds each robot's last
-acknowledged seq (written after the steps, so it is never ahead of them). A learner killed with
-SIGKILL loses at most the batch in flight, which was not acknowledged and is sent again. An
+acknowledged seq (written after the steps, so it is never ahead of them). That is the whole
+de-duplication state: it is rebuilt from the store on restart, each step's seq is committed with
+the step itself (one atomic write, :mod:`rlinf_data.store`), so after a kill at any point the
+ledger holds exactly the stored seqs -- a resent item is either stored or a duplicate, never
+both. A learner killed with SIGKILL loses at most the batch in flight, which was not
+acknowledged and is sent again. ``IngestConfig.fsync`` makes the same hold across a power cut. An
 episode interrupted by a learner restart continues in a new store episode (``extra.continues``).
 
 ROS-free and torch-free (numpy, zarr, websockets), so the learner imports it anywhere.
@@ -63,6 +67,9 @@ class IngestConfig:
     max_frame_bytes: int = field(default=64 << 20, metadata={"help": "largest accepted batch frame"})
     feed_size: int = field(default=100_000, metadata={"help": "transitions the feed queue holds (oldest dropped)"})
     hello_timeout_s: float = field(default=10.0, metadata={"help": "a connection must say hello within this"})
+    fsync: bool = field(default=False, metadata={
+        "help": "flush each stored step to the disk before its ack (survives a power cut; costs ms per step, "
+                "see benchmarks/results/store_durability.md); off: survives kill -9 only"})
 
     def resolve(self) -> "IngestConfig":
         """Fill the token from ``RLINF_INGEST_TOKEN_FILE`` / ``RLINF_INGEST_TOKEN``; validate."""
@@ -245,7 +252,7 @@ class IngestServer:
         self.feed: queue.Queue[IngestedTransition] = queue.Queue(maxsize=cfg.feed_size)
         self.dropped_feed = 0
         self._callback = on_transition
-        self.store = EpisodeStore(cfg.store, mode="a")
+        self.store = EpisodeStore(cfg.store, mode="a", fsync=cfg.fsync)
         self.ledger = Ledger(self.store, self._offer)
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-store")  # one store writer
         self._loop = asyncio.new_event_loop()
@@ -364,12 +371,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--fsync", action="store_true", help=IngestConfig.__dataclass_fields__["fsync"].metadata["help"])
     a = p.parse_args(argv)
     logging.basicConfig(level="INFO", format="%(asctime)s ingest %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with IngestServer(IngestConfig(store=a.store, host=a.host, port=a.port)) as srv:
+    with IngestServer(IngestConfig(store=a.store, host=a.host, port=a.port, fsync=a.fsync)) as srv:
         print(f"listening {srv.url}", flush=True)
         while not stop.wait(0.5):
             pass

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ import numpy as np
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend
 from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.lockstep_limits import JointLimits, LimitedControlStep
 from robot_drivers.motion import ReferenceShaper
 from robot_drivers.types import (
     PANDA_DQ_MAX,
@@ -265,19 +267,26 @@ class MujocoArmBackend(ArmBackend):
                 d.ctrl[self.fm.arm_act] = ref
                 self._mj.mj_step(m, d)
 
-    def step_control(self, n: int) -> None:
+    def step_control(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """One control period of ``n`` physics steps exactly as the simulator's env step runs it
         (``FrankaVectorEnv._apply``): ``mj_step2`` (the position stage was done by the previous
         call or the reset's ``mj_forward``), ``n - 1`` full steps, then ``mj_step1`` so the
         kinematics read afterwards (EE pose, camera) are those of the new joints. Why not
-        ``mj_step(n)``: it leaves ``site_xpos`` one physics step behind ``qpos``."""
+        ``mj_step(n)``: it leaves ``site_xpos`` one physics step behind ``qpos``. Returns the
+        arm's joint positions and speeds after each physics step (``[n, 7]`` each), where the
+        lock-step twin checks the limits (stepping one by one is bitwise ``nstep``)."""
         with self._lock:
             self._velocity = None
-            m, d = self.fm.model, self.data
+            m, d, fm = self.fm.model, self.data, self.fm
+            n = max(int(n), 1)
+            q, dq = np.empty((n, len(PANDA_DQ_MAX))), np.empty((n, len(PANDA_DQ_MAX)))
             self._mj.mj_step2(m, d)
-            if n > 1:
-                self._mj.mj_step(m, d, nstep=int(n) - 1)
+            q[0], dq[0] = d.qpos[fm.arm_qpos], d.qvel[fm.arm_dof]
+            for k in range(1, n):
+                self._mj.mj_step(m, d)
+                q[k], dq[k] = d.qpos[fm.arm_qpos], d.qvel[fm.arm_dof]
             self._mj.mj_step1(m, d)
+            return q, dq
 
     def advance(self, now: float) -> None:
         """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and counted).
@@ -363,6 +372,10 @@ class LockstepStepper:
     measured joints (as the simulator's control law does; the arm has a whole control period
     to get there) on a clock that advances one control period per step, the target goes to
     the actuators at once, and the physics runs ``substeps`` steps (:meth:`MujocoArmBackend.step_control`).
+    The datasheet limits (the safety config's ``q_min`` / ``q_max`` / ``dq_max``) hold at every
+    physics step, not only where a control step ends (:mod:`robot_drivers.lockstep_limits`): a
+    step that would leave them is undone and its move shortened (``substep_limit``); a joint
+    still past them at any physics step e-stops the arm (``limit_violation``).
     """
 
     def __init__(self, arm: Any) -> None:
@@ -375,6 +388,8 @@ class LockstepStepper:
         self.backend.lockstep = True
         arm._clock = arm.safety._clock = lambda: self.clock
         arm.command_period_s = self.period
+        cfg = arm.safety.cfg
+        self.control_step = LimitedControlStep(self.backend, JointLimits(cfg.q_min, cfg.q_max, cfg.dq_max))
         self.steps = 0  # control steps of this episode
         self.success_step: int | None = None  # the first step the scene's success test held
 
@@ -393,8 +408,24 @@ class LockstepStepper:
         if gripper_width is not None:
             self.arm.gripper_move(float(gripper_width))
         self.clock += self.period
-        self.backend.step_control(self.substeps)
+        run = self.control_step.run(self.substeps)
+        if run.fraction < 1.0:
+            self.arm.safety.record("substep_limit", "the simulator's step would take a joint past its datasheet "
+                                   f"limits between two control steps; move shortened to {run.fraction:.3f}")
+            out = dataclasses.replace(out, target=run.target, events=out.events + ("substep_limit",))
+        self._check_substeps(run.q, run.dq)
         self.steps += 1
         if self.success_step is None and self.backend.scene.success():
             self.success_step = self.steps
         return out
+
+    def _check_substeps(self, q: np.ndarray, dq: np.ndarray) -> None:
+        """The driver's measured-state check (:meth:`SafetyLayer.check_measured`) at every physics
+        step of the control step just run: a violation e-stops the arm, as once per driver tick."""
+        safety = self.arm.safety
+        for qk, dqk in zip(q, dq):
+            reason = safety.check_measured(qk, dqk)
+            if reason is not None:
+                safety.record("limit_violation", reason)
+                self.arm.estop(f"limit violation: {reason}")
+                return

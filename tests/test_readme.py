@@ -155,7 +155,6 @@ class Runner:
         self.rlinf(argv)
 
 
-@pytest.mark.slow
 def test_every_readme_command_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr("learner.cluster.RAY_CURRENT_CLUSTER", tmp_path / "no-cluster")

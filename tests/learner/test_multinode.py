@@ -56,7 +56,6 @@ def two_nodes():
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_env_worker_runs_on_the_robot_node_by_placement_alone(two_nodes, tmp_path):
     address, head_id, robot_id = two_nodes
     cfg = dict(CONFIG, train={**CONFIG["train"], "out_dir": str(tmp_path / "run")})

@@ -44,13 +44,3 @@ def test_old_key_spellings_are_aliases():
     assert (actor.epochs, actor.minibatches, actor.ppo_epochs) == (3, 2, None)
     with pytest.raises(ConfigError, match="'algorithm.gae_lambda'.*'algorithm.lam'"):
         from_dict(AlgorithmConfig, {"gae_lambda": 0.9, "lam": 0.8})
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    import learner.algorithms.advantages
-    import learner.sections
-
-    for module in (learner.sections, learner.algorithms.advantages):
-        assert doctest.testmod(module).failed == 0, module.__name__

@@ -47,7 +47,12 @@ def test_concurrent_clients_with_20_swaps_every_response_matches_its_version():
             for v in range(1, NUM_SWAPS + 1):
                 time.sleep(0.03)
                 acks.append(pusher.push(version_weights(policy, v), version=v))
-        time.sleep(0.1)
+        # every client goes on until it has been answered by the last weights (polled: a client
+        # thread may get no CPU for a while on a busy machine), then all stop
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not errors and not all(
+                log and log[-1][1] == NUM_SWAPS for log in logs):
+            time.sleep(0.02)
         stop.set()
         for t in threads:
             t.join(60)

@@ -34,7 +34,6 @@ def test_outputs_of_a_tiny_run_and_its_eval(tmp_path, capsys):
     assert result["episodes"] == 2 and (run / "evals" / "iter_000002_seed0" / "eval.mp4").is_file()
 
 
-@pytest.mark.slow
 def test_time_budget_bounds_training_and_the_final_eval(tmp_path, capsys):
     run = tmp_path / "run"
     budget = 12.0
@@ -47,7 +46,6 @@ def test_time_budget_bounds_training_and_the_final_eval(tmp_path, capsys):
     capsys.readouterr()
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_in_process_run_equals_the_ray_run(tmp_path, capsys):
     common = ["train.iterations=3", "train.final_eval=false", "train.progress=false", "train.tensorboard=false"]

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
 
-import rlinf_contracts.episode as episode_mod
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step, StepLayout
 from rlinf_contracts.spec import RobotSpec, SpecError
-
-
-def test_docstring_examples() -> None:
-    assert doctest.testmod(episode_mod).failed == 0
 
 
 def test_layout_from_spec_and_fields() -> None:

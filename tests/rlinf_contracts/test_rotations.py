@@ -4,7 +4,6 @@ disagree."""
 
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
@@ -16,11 +15,6 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 S = np.sqrt(0.5)
-
-
-def test_docstring_examples_run() -> None:
-    result = doctest.testmod(rot)
-    assert result.attempted > 0 and result.failed == 0
 
 
 @pytest.mark.parametrize("rotvec, matrix, quat", [

@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-# every import of torch / lerobot happens inside main(): pytest --doctest-modules imports this
-# file in the test process, where LeRobot and torchvision must not be loaded
+# every import of torch / lerobot happens inside main(): a test may import this
+# file into its own process, where LeRobot and torchvision must not be loaded
 
 
 def load_lerobot():  # noqa: ANN201 -- the lerobot.datasets.lerobot_dataset module

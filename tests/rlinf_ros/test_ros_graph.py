@@ -126,7 +126,6 @@ def test_ros_robot_env_resets_steps_and_auto_resets(tmp_path: Path, ros_domain_i
 
 @pytest.mark.ros
 @pytest.mark.sim
-@pytest.mark.slow
 def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ros_domain_id: int) -> None:
     from sensor_msgs.msg import Image, JointState
 

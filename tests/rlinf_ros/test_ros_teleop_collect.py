@@ -16,7 +16,7 @@ pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
 from ros_procs import ROOT, Procs  # noqa: E402
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros]
 
 
 def _graph(tmp_path: Path, episodes: int, ingest_url: str) -> Path:

@@ -58,5 +58,9 @@ if importlib.util.find_spec("robosuite") is not None:
 
     BRIDGES["robosuite_lift_state"] = _robosuite
 
-# bridges whose conformance run takes more than ~20 s here (robosuite: ~0.6 s per env build)
+# bridges whose whole conformance run takes more than ~20 s on 2 cores (robosuite: ~0.6 s per env
+# build): the default tier runs their QUICK_CHECKS, the slow tier (make test-slow) the rest
 SLOW = {"robosuite_lift_state"}
+# one or two env builds each, and between them every kind of check: spec, stepping, truncation
+# inside a chunk, refused actions; determinism / auto-reset / chunk equivalence build many envs
+QUICK_CHECKS = frozenset({"spec_and_reset", "single_step", "truncation_inside_chunk", "bad_actions"})

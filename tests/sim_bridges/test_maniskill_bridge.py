@@ -2,8 +2,9 @@
 
 Skipped only where ``mani_skill`` is not importable (``scripts/install_maniskill.sh`` installs it
 and the Mesa >= 24.3 lavapipe it needs on a CPU). Building one ManiSkill env costs ~0.3-0.7 s
-here (state obs) and the conformance suite builds ~40, so it is ``slow``; the unmarked tests
-share one small env (~10 s in all, most of it importing ManiSkill).
+here (state obs) and the conformance suite builds ~40: the default tier runs the quick checks
+(``QUICK_CHECKS``), the slow tier (``make test-slow``) the rest and the camera checks; the other
+tests share one small env (~10 s in all, most of it importing ManiSkill).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from sim_bridges import maniskill_bridge as ms
 from rlinf_contracts.env import ActionShapeError, VectorEnv
 from rlinf_contracts.env_registry import make_env
+from tests.sim_bridges.bridges import QUICK_CHECKS
 from tests.sim_bridges.conformance import CHECKS
 
 pytestmark = [
@@ -89,8 +91,8 @@ def test_bad_options_name_the_key() -> None:
         make_env(TASK, num_envs=1, obs_mode="depth")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("check", sorted(CHECKS))
+@pytest.mark.parametrize("check", [c if c in QUICK_CHECKS else pytest.param(c, marks=pytest.mark.slow)
+                                   for c in sorted(CHECKS)])
 def test_conformance_state(check: str) -> None:
     CHECKS[check](_state)
 

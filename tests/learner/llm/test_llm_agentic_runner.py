@@ -85,7 +85,6 @@ def test_agentic_gpu_config_validates_with_the_same_dataclass():
     assert not parse_placement(dict(cfg.placement), num_slots=8).shares_slots("rollout", "actor")
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_agentic_steps_on_disaggregated_worker_groups(ray_cluster, tmp_path):
     raw = load_config(ROOT / "configs/llm_agentic_tools.yaml", [*TINY, f"train.out_dir={tmp_path}",

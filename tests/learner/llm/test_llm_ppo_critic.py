@@ -157,7 +157,6 @@ def test_ppo_config_validates_and_bad_combinations_name_the_key():
         from_dict(AlgorithmConfig, {"adv": "gae", "critic": {"lrr": 1.0}}, path="algorithm")
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_ppo_worker_groups_keep_the_critic_in_the_actor_process(ray_cluster, tmp_path):
     """Disaggregated worker groups: the critic lives in the actor worker, no extra group is placed."""

@@ -43,7 +43,6 @@ def _check_common(result: dict) -> list[dict[str, str]]:
     return rl
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_two_steps_collocated(ray_cluster, tmp_path):
     result = run(_cfg(tmp_path, {"rollout,reward,actor": "0"}), ray_cluster)
@@ -52,7 +51,6 @@ def test_two_steps_collocated(ray_cluster, tmp_path):
     assert [float(r["rollout/staleness"]) for r in rl] == [0.0, 0.0]  # on-policy
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_two_steps_disaggregated(ray_cluster, tmp_path):
     result = run(_cfg(tmp_path, {"rollout": "0-1", "reward": "2", "actor": "3"}), ray_cluster)
@@ -109,7 +107,6 @@ def test_algorithm_variants_train_inline(tmp_path, overrides):
         assert float(rl[0]["actor/loss"]) == float(rl[0]["actor/loss"])  # not NaN
 
 
-@pytest.mark.slow
 @pytest.mark.ray
 def test_disaggregated_early_stop_drains_the_next_step(ray_cluster, tmp_path):
     """Step 2's generation and scoring start while step 1 trains; stopping at step 1 (accuracy

