@@ -21,7 +21,7 @@ pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from ros_procs import ROOT, Probe, Procs, free_port  # noqa: E402
 
-pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(420)]
 
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 
