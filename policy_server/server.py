@@ -44,6 +44,7 @@ from policy_server.metrics import ServerMetrics
 from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
 from policy_server.policy import ServedPolicy, check_policy
 from policy_server.ratelimit import RateLimitedLog
+from rlinf_contracts.server_logs import quiet_library_log
 from rlinf_contracts.wire import Packer, WireError, clip, packb, unpackb
 
 log = logging.getLogger(__name__)
@@ -55,17 +56,6 @@ MAX_ERROR_CHARS = 1024  # longest text frame the server ever answers with
 
 class SlowReader(Exception):
     """A reply could not be written within ``send_timeout_s``: the client is not reading."""
-
-
-class _QuietLibraryLog(logging.LoggerAdapter):
-    """The websockets library's logger with its INFO lines moved to DEBUG.
-
-    Why: it logs "connection open" / "connection rejected (200 OK)" / "connection closed" at
-    INFO for every connection, so each ``/healthz`` poll wrote two lines; this module logs the
-    connections that matter itself (rate-limited). Warnings and errors keep their level."""
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        super().log(logging.DEBUG if level == logging.INFO else level, msg, *args, **kwargs)
 
 
 def error_text(prefix: str, error: BaseException | str, keep: str = "head") -> str:
@@ -106,7 +96,7 @@ class PolicyServer:
         self.metrics = ServerMetrics(window=config.latency_window)
         self.connections = ConnectionTable()
         self.gate = Gate(config, self.spec, self.metrics, self.connections, lambda: self.slot.version, self._evict)
-        self._library_log = _QuietLibraryLog(logging.getLogger("websockets.server"), {})
+        self._library_log = quiet_library_log()  # each /healthz poll: no INFO line
         self._server: Server | None = None
         self._batcher: DynamicBatcher | None = None
         self._push_lock: asyncio.Lock | None = None

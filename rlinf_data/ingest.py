@@ -50,6 +50,7 @@ from rlinf_contracts.transitions import (
     TransitionError,
     encode,
 )
+from rlinf_contracts.server_logs import quiet_library_log
 from rlinf_contracts.wire import WireError, clip, unpackb
 from rlinf_data.store import EpisodeStore, EpisodeWriter
 
@@ -330,7 +331,8 @@ class IngestServer:
 
         self._server = await serve(self._handle, self.cfg.host, self.cfg.port, process_request=self._gate,
                                    max_size=self.cfg.max_frame_bytes, ping_interval=20, ping_timeout=60,
-                                   close_timeout=5, compression=None)
+                                   close_timeout=5, compression=None,
+                                   logger=quiet_library_log())  # each /healthz poll: no INFO line
         self.port = self._server.sockets[0].getsockname()[1]
 
     def start(self, timeout_s: float = 30.0) -> "IngestServer":

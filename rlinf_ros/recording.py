@@ -89,13 +89,19 @@ class EpisodeAssembler:
     """Joins step records and episode events into schema steps; see the module docstring.
 
     Why an end event may wait: records and events travel on two topics, so two subscribers
-    (the recorder and the streamer) can see an end event before or after the record published
-    around the same moment, and cut the episode one step apart -- the learner's store would then
-    differ from the robot's. When the event and the records carry stamps (the judge's clock and
-    the observation's), the cut is by time instead of arrival: the episode's final observation
-    is the newest record observed no later than the event; records observed after it end the
-    wait, and so do a new episode, another event, or :meth:`poll` once ``settle_s`` has passed
-    (the client stopped publishing). Unstamped events or records end at once, as they arrive.
+    (the recorder and the streamer) can hear an end event before or after the records published
+    around the same moment -- under load even before the first record of a short episode -- and
+    would cut the episode differently; the learner's store would then differ from the robot's.
+    When the event and the records carry stamps (the judge's clock and the observation's), the
+    cut is by time instead of arrival: the episode's final observation is the newest record
+    observed no later than the event. A stamped end waits, in arrival order, until a record
+    observed after it or of another episode comes, or until :meth:`poll` finds no record heard
+    for ``settle_s`` (the client stopped publishing). An end stamped before the first record of
+    an episode judges none of it (a verdict on an episode this subscriber never heard) and is
+    dropped. Unstamped events or records end at once, as they arrive.
+
+    An episode with no whole step before its end (its verdict came before a second observation)
+    holds no transition: it is closed as ``aborted``, the same way by every subscriber.
     """
 
     def __init__(self, template: EpisodeTemplate, sink: EpisodeSink, success_reward: float = 1.0,
@@ -109,59 +115,65 @@ class EpisodeAssembler:
         # newest may become the final observation, and ``hold`` in all are kept so an end event
         # arriving up to ``hold - 2`` records late still cuts at its stamp
         self._tail: list[StepRecord] = []
-        self._pending: tuple[EpisodeEvent, float] | None = None  # an end event waiting for its records
+        self._ends: list[EpisodeEvent] = []  # stamped end events waiting for their records, oldest first
+        self._heard = 0.0  # when the last event or record arrived (the clock ``poll`` is given)
         self.stats = RecordingStats()
 
     def on_record(self, rec: StepRecord, now: float | None = None) -> None:
-        if self._pending is not None:
-            ev, _ = self._pending
-            if rec.episode != self.current or rec.timestamp > ev.stamp:
-                self._finish_pending()  # everything observed before the end is in
-            # else: observed before the judge's verdict, it belongs to the ending episode
+        self._heard = time.monotonic() if now is None else now
+        if self._ends and self.current is not None and rec.episode != self.current:
+            self._end_with(self._ends.pop(0))  # the client moved on: everything observed before the end is in
         if rec.episode == self.ended:
-            return
+            return  # observed after its episode's verdict
         if rec.episode != self.current:
             if self.current is not None:
                 log.warning("episode %d ended without an end event; recorded as aborted", self.current)
                 self._end("aborted", False)
+            while self._ends and rec.timestamp > self._ends[0].stamp:
+                log.warning("dropping an end event stamped %.3f, before episode %d's first record (%.3f)",
+                            self._ends[0].stamp, rec.episode, rec.timestamp)
+                self._ends.pop(0)
             self.current, self.index = rec.episode, 0
             self._tail = []
             self.stats.episodes += 1
             self.sink.begin(rec.episode, self.template.info({"robot_episode": rec.episode}))
         self._tail.append(rec)
-        while len(self._tail) > self.hold:
+        self._cut()
+        while self.current is not None and len(self._tail) > self.hold:
             self._emit(self._tail.pop(0), 0.0, False, False)
 
     def on_event(self, ev: EpisodeEvent, now: float | None = None) -> None:
-        if self._pending is not None:
-            self._finish_pending()
-        if ev.kind == "begin" or self.current is None:
+        self._heard = time.monotonic() if now is None else now
+        if ev.kind == "begin":  # the client starts another episode: a waiting end has all its records
+            if self._ends and self.current is not None:
+                self._end_with(self._ends.pop(0))
             return
-        stamped = ev.stamp > 0 and bool(self._tail) and all(r.timestamp > 0 for r in self._tail)
-        if not stamped:
+        if ev.stamp > 0 and all(r.timestamp > 0 for r in self._tail):
+            self._ends.append(ev)
+            self._cut()
+        elif self.current is not None:  # unstamped: ends what has arrived
             self._end_with(ev)
-            return
-        late = [r for r in self._tail if r.timestamp > ev.stamp]
-        if late:  # the event arrived after records observed past it: cut before them
-            self._tail = [r for r in self._tail if r.timestamp <= ev.stamp]
-            self._end_with(ev)
-            return
-        self._pending = (ev, time.monotonic() if now is None else now)
 
     def poll(self, now: float | None = None) -> None:
-        """End a waiting episode once ``settle_s`` has passed without a record observed after it."""
-        if self._pending is not None and (time.monotonic() if now is None else now) - self._pending[1] >= self.settle_s:
-            self._finish_pending()
+        """End a waiting episode once ``settle_s`` has passed with no record or event heard."""
+        if self._ends and self.current is not None and \
+                (time.monotonic() if now is None else now) - self._heard >= self.settle_s:
+            self._end_with(self._ends.pop(0))
 
-    def _finish_pending(self) -> None:
-        assert self._pending is not None
-        ev, self._pending = self._pending[0], None
-        if self.current is not None:
+    def _cut(self) -> None:
+        """End the current episode at the oldest waiting end's stamp once a record observed after it is here."""
+        while self._ends and self.current is not None and any(r.timestamp > self._ends[0].stamp for r in self._tail):
+            ev = self._ends.pop(0)
+            self._tail = [r for r in self._tail if r.timestamp <= ev.stamp]  # the rest: after the verdict
             self._end_with(ev)
 
     def _end_with(self, ev: EpisodeEvent) -> None:
         success = ev.success and ev.status != "aborted"
         status = "aborted" if ev.status == "aborted" else ("complete" if success else "truncated")
+        if status != "aborted" and self.index == 0 and len(self._tail) < 2:
+            log.warning("episode %d ended (%s) before a whole step was recorded; recorded as aborted",
+                        self.current, status)
+            status, success = "aborted", False
         self._end(status, success)
 
     def _emit(self, rec: StepRecord, reward: float, terminated: bool, truncated: bool) -> None:

@@ -33,7 +33,7 @@ def subscribe_episodes(node: Any, src: EpisodeSourceConfig, template: EpisodeTem
 
     def on_step(msg: UInt8MultiArray) -> None:
         try:
-            asm.on_record(StepRecord.from_wire(unpackb(bytes(msg.data))))
+            asm.on_record(StepRecord.from_wire(unpackb(bytes(msg.data))), now_s(node))
         except (WireError, TransitionError) as e:
             log.warning("ignoring a step record: %s", e)
 
@@ -45,7 +45,8 @@ def subscribe_episodes(node: Any, src: EpisodeSourceConfig, template: EpisodeTem
 
     node.create_subscription(UInt8MultiArray, src.step_topic, on_step, reliable_qos(100))
     node.create_subscription(String, src.event_topic, on_event, reliable_qos(10))
-    # an end event waiting for records the client never sends; settles on the node clock, in which
-    # the records (the client's observation stamps) and the events are stamped
+    # an end event waiting for records the client never sends: settles once nothing was heard for
+    # settle_s of the node clock, in which the records (the client's observation stamps) and the
+    # events are stamped
     node.create_timer(0.2, lambda: asm.poll(now_s(node)))
     return asm

@@ -17,7 +17,7 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from rlinf_ros.config import RosGraphConfig
-from rlinf_ros.nodes.common import declare_config, reliable_qos, run_node
+from rlinf_ros.nodes.common import declare_config, exit_process, reliable_qos, run_node
 from rlinf_ros.nodes.episode_topics import episode_template, subscribe_episodes
 from rlinf_ros.online_config import RecorderNodeConfig
 from rlinf_ros.recording import StoreSink
@@ -62,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -67,8 +68,19 @@ def test_a_gap_in_a_robots_seqs_is_counted_and_logged(tmp_path: Path, caplog) ->
     assert ledger.stats["duplicates"] == 1 and ledger.stats["gaps"] == 2
 
 
-def test_healthz_answers_without_a_token(tmp_path: Path) -> None:
+def test_healthz_answers_without_a_token_and_logs_nothing_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     with _server(tmp_path) as srv:
+        caplog.clear()  # start-up lines are wanted; only the polls are under test
         url = f"http://{srv.cfg.host}:{srv.port}/healthz"
-        with urllib.request.urlopen(url, timeout=30) as r:
-            assert (r.status, r.read()) == (200, b"ok\n")
+        for _ in range(3):
+            with urllib.request.urlopen(url, timeout=30) as r:
+                assert (r.status, r.read()) == (200, b"ok\n")
+        deadline = time.monotonic() + 30  # the server logs a poll's close after the client has its answer
+        while sum("connection closed" in r.getMessage() for r in caplog.records) < 3:
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.05)
+    loud = [f"{r.name}: {r.getMessage()}" for r in caplog.records
+            if r.levelno >= logging.INFO and r.name.startswith("websockets")]
+    assert loud == [], loud
