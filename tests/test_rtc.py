@@ -138,43 +138,62 @@ def test_blending_shrinks_boundary_jumps_of_a_noisy_chunked_policy() -> None:
     assert jumps["linear"] < 0.5 * jumps["naive"], jumps
 
 
-class _SlowConn:
-    """A connection whose answers take ``delay_s`` (the real InferenceWorker thread waits on it)."""
+class _GatedConn:
+    """A connection whose answer waits until the test opens the gate: the real InferenceWorker
+    thread delivers it, and the test decides how many ticks after its request that is."""
 
-    def __init__(self, delay_s: float) -> None:
-        self.delay_s = delay_s
+    def __init__(self) -> None:
+        import threading
+
+        self.gate = threading.Semaphore(0)
 
     def infer(self, obs: dict) -> dict:
-        time.sleep(self.delay_s)
+        assert self.gate.acquire(timeout=60), "the test never released this request"
         return {"actions": np.repeat((np.arange(20) / 100.0)[:, None], 8, axis=1)}
 
     def close(self) -> None:
         pass
 
 
+def _poll(cond, what: str, timeout: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.002)
+
+
 def test_rtc_with_the_real_inference_thread_keeps_rows_aligned_with_ticks() -> None:
-    """Wall-clock latency of ~2-3 ticks, whatever the machine's jitter: every loaded chunk starts at
-    the row planned for the tick it is loaded in, and the arm never waits after the first chunk."""
+    """Answers delivered by the real inference thread 1-3 ticks after their request: every loaded
+    chunk starts at the row planned for the tick it is loaded in, and the arm never waits after
+    the first chunk (each answer comes before the chunk executing runs out)."""
     from rlinf_ros.policy_loop import InferenceWorker
 
-    worker = InferenceWorker(lambda: _SlowConn(0.05), reconnect_s=0.05)
+    conn = _GatedConn()
+    worker = InferenceWorker(lambda: conn, reconnect_s=0.05)
     loop = PolicyLoop(worker, io(), rtc=RtcConfig(enabled=True, execute_horizon=5, blend="none"))
+    latencies = [2, 3, 1, 2, 3, 3, 1, 2]  # ticks from a request to its answer, one per request in turn
+    answered: list[int] = []
     try:
-        deadline = time.time() + 5.0
-        while not worker.connected and time.time() < deadline:
-            time.sleep(0.01)
+        _poll(lambda: worker.connected, "the inference thread to connect")
         q = np.asarray(PANDA_HOME, dtype=np.float64)
-        cmds = []
+        cmds, asked_at = [], None
         for k in range(80):
-            cmds.append(loop.tick({"state": q}, [RobotReading(q=q.copy(), gripper_width=0.04)], time.time()))
-            time.sleep(0.02)
+            cmds.append(loop.tick({"state": q}, [RobotReading(q=q.copy(), gripper_width=0.04)], float(k)))
+            if asked_at is None and worker.busy:
+                asked_at = k  # a request went out in this tick
+            if asked_at is not None and k + 1 - asked_at >= latencies[len(answered) % len(latencies)]:
+                answered.append(k + 1 - asked_at)
+                conn.gate.release()  # the answer is in before the next tick
+                _poll(lambda: not worker.busy, "the inference thread to deliver the answer")
+                asked_at = None
     finally:
+        conn.gate.release()
         worker.stop()
     firsts = [c for c in cmds if c is not None and c.first]
     delays = list(loop.stats.delay_ticks)
     assert len(firsts) >= 5 and len(delays) == len(firsts)
+    assert delays == answered[:len(delays)]  # each chunk loaded in the tick after its answer
     assert all(c.action[0] == pytest.approx(d / 100.0) for c, d in zip(firsts, delays))  # row d at tick d
-    assert max(delays[1:]) >= 1  # the answers really arrived later than their request
     start = next(i for i, c in enumerate(cmds) if c is not None and c.kind == "policy")
     assert all(c.kind == "policy" for c in cmds[start:]), "the arm waited although the chunk had steps left"
 

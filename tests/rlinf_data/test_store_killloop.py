@@ -325,12 +325,11 @@ def _ingest_writer(spool_dir: Path, store: Path, seed: int, point: str | None) -
     return run
 
 
-def test_spool_and_ingest_survive_sigkill_exactly_once(tmp_path: Path) -> None:
-    rng = random.Random(4)
+def _spool_ingest_loop(tmp_path: Path, rounds: int, seed: int) -> None:
+    rng = random.Random(seed)
     spool_dir, store = tmp_path / "spool", tmp_path / "store"
     produced, acked = -1, -1
     t, cpu = time.perf_counter(), _cpu()
-    rounds = 30
     for _ in range(rounds):
         point = rng.choice(STORE_POINTS[:-1] + SPOOL_POINTS) if rng.random() < 0.7 else None
         lines = _round(_ingest_writer(spool_dir, store, rng.randrange(1 << 30), point),
@@ -362,3 +361,15 @@ def test_spool_and_ingest_survive_sigkill_exactly_once(tmp_path: Path) -> None:
     assert sorted(ids) == [q for q in range(total) if q % EPISODE != EPISODE - 1]
     print(f"spool + ingest kill loop: {rounds} rounds in {time.perf_counter() - t:.1f} s "
           f"({_cpu() - cpu:.1f} s CPU), {total} items")
+
+
+def test_spool_and_ingest_survive_sigkill_exactly_once(tmp_path: Path) -> None:
+    _spool_ingest_loop(tmp_path, rounds=30, seed=4)
+
+
+@pytest.mark.slow
+def test_spool_and_ingest_survive_sigkill_exactly_once_200_rounds(tmp_path: Path) -> None:
+    # four fresh spool + store pairs of 50 rounds: each round re-reads the whole store, so one
+    # pair of 200 rounds would cost ~4x as much for the same kill points
+    for seed in range(5, 9):
+        _spool_ingest_loop(tmp_path / f"pair{seed}", rounds=50, seed=seed)

@@ -51,8 +51,14 @@ def synthetic_demos(path: Path, episodes: int = 3, steps: int = 20) -> Path:
 
 
 def twin_graph(tmp_path: Path, server_port: int, ingest_port: int, robot_id: str = "twin0",
-               backend: str = "sim") -> Path:
+               backend: str = "sim", sim_time: bool = False) -> Path:
+    """The twin graph streaming to the learner; ``sim_time``: on the robot node's simulated clock at
+    half real time (a loaded machine slows the twin's world, not one node against another)."""
     cfg = twin_base()
+    if sim_time:
+        cfg["use_sim_time"] = True
+        cfg["robot"]["sim_clock"] = True
+        cfg["robot"]["real_time_factor"] = 0.5
     cfg["robot"]["arms"][0]["backend"] = backend
     cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{server_port}"
     cfg["policy_client"]["reconnect_s"] = 0.3

@@ -114,7 +114,9 @@ def test_an_end_heard_before_the_episodes_first_record_still_ends_it():
     end2 = EpisodeEvent("end", success=True, stamp=112.5)
     results = set()
     # the events as early as possible (both before episode 2's records), and in their natural place
-    for order in (ep1[:2] + [end1, end2] + ep1[2:] + ep2, [end1] + ep1 + [end2] + ep2, ep1 + [end1] + ep2[:3] + [end2] + ep2[3:]):
+    orders = (ep1[:2] + [end1, end2] + ep1[2:] + ep2, [end1] + ep1 + [end2] + ep2,
+              ep1 + [end1] + ep2[:3] + [end2] + ep2[3:])
+    for order in orders:
         asm, sink = _asm()
         _feed(asm, order)
         ends = [c[1:4] for c in sink.calls if c[0] == "end"]

@@ -85,7 +85,7 @@ def test_camera_node_publishes_recorded_episode_frames(tmp_path: Path, ros_domai
         ex = SingleThreadedExecutor()
         ex.add_node(cam)
         ex.add_node(sub)
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while len(got) < 10 and time.time() < deadline:
             ex.spin_once(timeout_sec=0.05)
         ex.shutdown()
@@ -94,7 +94,7 @@ def test_camera_node_publishes_recorded_episode_frames(tmp_path: Path, ros_domai
         sub.destroy_node()
     finally:
         rclpy.try_shutdown()
-    assert len(got) >= 10, f"only {len(got)} frames in 20 s"
+    assert len(got) >= 10, f"only {len(got)} frames in 60 s"
     assert all(f.shape == (24, 32, 3) for f in got)
     k0 = int(got[0][0, 0, 0]) // 10 - 1  # discovery may swallow the first frames
     for i, f in enumerate(got):  # consecutive frames in episode order, wrapping around, pixels intact

@@ -121,7 +121,8 @@ def test_ros_robot_env_resets_steps_and_auto_resets(tmp_path: Path, ros_domain_i
     finally:
         if env is not None:
             env.close()
-        procs.stop_all()
+        codes = procs.stop_all()
+    assert codes == {"robot": 0}, procs.logs()
 
 
 @pytest.mark.ros
@@ -143,7 +144,7 @@ def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(tmp_path: Path, ro
         assert joints[-1][1] == [f"panda_joint{i}" for i in range(1, 8)]
         assert images[-1][1] == ("rgb8", 224, 224)
         proc.send_signal(signal.SIGINT)
-        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+        out = proc.communicate(timeout=90)[0].decode(errors="replace")
         assert proc.returncode == 0, out
         assert "graph stopped: {'camera': 0, 'robot': 0}" in out
     finally:
@@ -169,6 +170,6 @@ def test_graph_stops_everything_when_a_node_dies(tmp_path: Path, ros_domain_id: 
            "cameras": [{"name": "wrist", "camera": {"backend": "realsense"}}]}  # no pyrealsense2 here
     path = tmp_path / "g.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    t0 = time.time()
-    assert up(path, duration_s=60) == 1  # the camera exits 2 -> the graph stops the robot too, returns 1
-    assert time.time() - t0 < 50
+    # the camera exits 2 -> the graph stops the robot too and returns 1 (a graph that ran out its
+    # duration would return 0)
+    assert up(path, duration_s=300) == 1

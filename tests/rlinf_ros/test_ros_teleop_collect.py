@@ -89,4 +89,5 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(tmp_path: Path, ros_dom
         assert all(len(ep) >= 2 for ep in done), [len(ep) for ep in done]  # goals >= 0.22 m away: several steps
     for a, b in zip([e for e in local if e.info.success], [e for e in learner if e.info.success]):
         assert np.array_equal(a.steps["state"], b.steps["state"]), (len(a), len(b))  # exactly the robot's steps
-        assert np.array_equal(a.steps["action"], b.steps["action"]) and np.array_equal(a.final["state"], b.final["state"])
+        assert np.array_equal(a.steps["action"], b.steps["action"])
+        assert np.array_equal(a.final["state"], b.final["state"])

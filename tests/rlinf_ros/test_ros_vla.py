@@ -24,7 +24,7 @@ pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from ros_procs import ROOT, Probe, Procs  # noqa: E402
 
-pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(360)]
 
 SPEC = {"state": [["joint_pos", 7], ["gripper_width", 1]],
         "action": {"control": "joint_delta", "dim": 8, "chunk": 2, "joint_scale": 0.05},
@@ -135,4 +135,4 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
             probe.close()
         codes = procs.stop_all()
         server.stop()
-    assert all(c is not None for c in codes.values()), f"{codes}\n{procs.logs()}"
+    assert codes == dict.fromkeys(codes, 0), f"{codes}\n{procs.logs()}"  # each node stopped cleanly

@@ -154,7 +154,7 @@ class _ScriptedRecorder:
 
 
 @pytest.mark.ros
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, ros_domain_id):
     """Robot node (lock-step language scene), policy client and task node as processes, a real
     policy server answering scripted actions: the observations the server receives over ROS 2
@@ -184,15 +184,15 @@ def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, r
     try:
         for kind in ("robot", "policy_client", "task"):
             procs.start_node(kind, config)
-        deadline = time.monotonic() + 100
+        deadline = time.monotonic() + 200
         while not results.exists():
-            assert time.monotonic() < deadline, f"no episode result in 100 s\n{procs.logs()}"
+            assert time.monotonic() < deadline, f"no episode result in 200 s\n{procs.logs()}"
             assert all(procs.alive(k) for k in ("robot", "policy_client", "task")), procs.logs()
             time.sleep(0.2)
     finally:
         codes = procs.stop_all()
         server.stop()
-    assert all(c is not None for c in codes.values()), f"{codes}\n{procs.logs()}"
+    assert codes == dict.fromkeys(codes, 0), f"{codes}\n{procs.logs()}"  # each node stopped cleanly
     episode = json.loads(results.read_text())["results"][0]
     assert episode["steps"] >= STEPS
     with policy.lock:

@@ -1,6 +1,10 @@
 """Over real rclpy: the teleop node with the scripted human in drift mode (HG-DAgger) watches the
 end-effector pose and the goal on their topics and raises the intervention flag on
-``teleop/command`` when the hand heads away from the goal, lowering it once back on track."""
+``teleop/command`` when the hand heads away from the goal, lowering it once back on track.
+
+Each phase holds a pose until the node has read it and then collects the commands stamped after
+that moment (the node clock the commands carry): what is checked is what the node computed from
+that pose, however the machine schedules the spin."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> 
     from rlinf_contracts.transitions import TeleopCommand
     from rlinf_ros.config import load_graph_config
     from rlinf_ros.conversions import pose_msg
-    from rlinf_ros.nodes.common import reliable_qos, sensor_qos
+    from rlinf_ros.nodes.common import now_s, reliable_qos, sensor_qos
     from rlinf_ros.nodes.teleop import TeleopNode
     from robot_drivers.types import EEPose
 
@@ -49,17 +53,26 @@ def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> 
         ex.add_node(probe)
         quat = np.r_[0, 0, 0, 1.0]
 
-        def hold(position: list[float], seconds: float) -> list[TeleopCommand]:
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < seconds:
+        def hold(position: list[float], n: int = 5) -> list[TeleopCommand]:
+            """Publish the pose (and the goal) until the node has read it, then until ``n`` commands
+            stamped after that have arrived; returns those."""
+            seen_at: float | None = None
+            deadline = time.monotonic() + 60
+            while True:
+                assert time.monotonic() < deadline, f"no {n} commands from pose {position} in 60 s"
                 pub_goal.publish(pose_msg(EEPose(np.array([0.5, 0.0, 0.3]), quat)))
                 pub_pose.publish(pose_msg(EEPose(np.array(position), quat)))
                 ex.spin_once(timeout_sec=0.02)
-            return [c for t, c in got if t > t0 + seconds / 2]  # the second half: the node has seen the pose
+                dev = node.device
+                if seen_at is None and dev.ee is not None and dev.goal is not None and np.allclose(dev.ee, position):
+                    seen_at = now_s(node)  # from here on, every tick computes from this pose
+                after = [c for _, c in got if seen_at is not None and c.stamp > seen_at]
+                if len(after) >= n:
+                    return after
 
-        on_track = hold([0.38, 0.0, 0.3], 1.5)  # 0.12 m from the goal, closest so far
-        away = hold([0.30, 0.0, 0.3], 1.0)  # 0.20 m: 8 cm back from the closest approach
-        back = hold([0.49, 0.0, 0.3], 1.0)  # within release_m: hand back
+        on_track = hold([0.38, 0.0, 0.3])  # 0.12 m from the goal, closest so far
+        away = hold([0.30, 0.0, 0.3])  # 0.20 m: 8 cm back from the closest approach
+        back = hold([0.49, 0.0, 0.3])  # within release_m: hand back
         ex.shutdown()
         node.close()
         node.destroy_node()
