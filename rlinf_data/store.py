@@ -9,7 +9,7 @@ On-disk layout (plain zarr v3, readable with ``zarr.open_group(path)``)::
         final/state [1, D], final/images/<cam> [1, H, W, 3]   (only when a final obs was given)
 
 Why this survives SIGKILL: every state change has one commit point, an atomic file replace or
-directory rename (:mod:`rlinf_data.commit`). An episode is built complete (its ``zarr.json``
+directory rename (:mod:`rlinf_contracts.commit`). An episode is built complete (its ``zarr.json``
 with ``info`` and ``length`` 0, and every array) in a staging directory ``<root>/.staging-N``
 that is then renamed to ``episodes/N``: it appears whole or not at all. A step's rows are
 written first (zarr replaces each chunk file atomically), then the group's ``zarr.json`` with
@@ -48,8 +48,8 @@ import numpy as np
 import zarr
 
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step
-from rlinf_data.commit import crash_point, fsync_dir, fsync_files, group_json, write_atomic
-from rlinf_data.store_repair import TORN, load, read_attrs, repair, trim
+from rlinf_contracts.commit import crash_point, fsync_dir, fsync_files, write_atomic
+from rlinf_data.store_repair import TORN, group_json, load, read_attrs, repair, trim
 
 log = logging.getLogger(__name__)
 FORMAT_KEY = "rlinf_episodes"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import zarr
 
 from rlinf_contracts.episode import EpisodeError, EpisodeInfo, StepLayout
-from rlinf_data.commit import TMP_SUFFIX, group_json, write_atomic
+from rlinf_contracts.commit import TMP_SUFFIX, write_atomic
 
 if TYPE_CHECKING:
     from rlinf_data.store import EpisodeStore
@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TORN = "torn"  # key of info.extra on an episode read (or repaired) from a torn group: why it was torn
 ZARR_TMP_SUFFIX = ".partial"  # zarr's local store writes <name>.<hex>.partial, then renames it
+
+
+def group_json(attributes: dict[str, Any]) -> bytes:
+    """A zarr v3 group's ``zarr.json`` carrying ``attributes``, as zarr itself writes it."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.group import GroupMetadata
+
+    return GroupMetadata(attributes=attributes).to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
+
 
 
 def read_attrs(episode_dir: Path) -> dict[str, Any] | None:

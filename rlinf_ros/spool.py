@@ -36,23 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from rlinf_contracts.commit import crash_point, fsync_dir
+
 log = logging.getLogger(__name__)
 HEADER = struct.Struct("<QII")  # seq, payload length, crc32 of the payload
-# Test hook, never set in production: the kill-loop tests SIGKILL a forked writer at these points.
-TEST_CRASH_HOOK: Callable[[str], None] | None = None
-
-
-def crash_point(name: str) -> None:
-    if TEST_CRASH_HOOK is not None:
-        TEST_CRASH_HOOK(name)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -110,7 +97,7 @@ class Spool:
         path = self.dir / f"{seq0:016d}.seg"
         path.touch()
         if self.fsync:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         crash_point("spool.segment_created")
         return _Segment(seq0, path)
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from stream_driver import EPISODE, item  # noqa: E402
 
 from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout  # noqa: E402
-from rlinf_data import commit  # noqa: E402
+from rlinf_contracts import commit  # noqa: E402
 from rlinf_data.store import EpisodeStore  # noqa: E402
 from rlinf_ros import spool as spool_mod  # noqa: E402
 from rlinf_ros.spool import HEADER, Spool  # noqa: E402
@@ -225,7 +225,7 @@ def _payload(seq: int) -> bytes:
 def _spool_writer(path: Path, seed: int, point: str | None, occurrence: int) -> Callable:
     def run(report: Callable[[str], None]) -> None:
         if point is not None:
-            spool_mod.TEST_CRASH_HOOK = _suicide_at(point, occurrence)
+            commit.TEST_CRASH_HOOK = _suicide_at(point, occurrence)
         rng = random.Random(seed)
         s = Spool(path, max_bytes=6000, segment_bytes=600)
         acked = -1
@@ -306,7 +306,7 @@ def _ingest_writer(spool_dir: Path, store: Path, seed: int, point: str | None) -
 
         if point is not None:
             hook = _suicide_at(point, random.Random(seed).choice([1, 2, 4]))
-            commit.TEST_CRASH_HOOK = spool_mod.TEST_CRASH_HOOK = hook
+            commit.TEST_CRASH_HOOK = hook
         rng, packer = random.Random(seed), Packer()
         s = Spool(spool_dir, max_bytes=1 << 20, segment_bytes=4000)
         ledger = Ledger(EpisodeStore(store))

@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
-from rlinf_data import commit
+from rlinf_contracts import commit
 from rlinf_data.store import EpisodeStore
 
 LAYOUT = StepLayout(state_dim=3, action_dim=2)

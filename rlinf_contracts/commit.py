@@ -1,15 +1,17 @@
-"""Commit points of the episode store: one atomic file replace (or directory rename) per state change.
+"""Commit points of durable files: one atomic file replace (or directory rename) per state change.
 
-Why a module of its own: every durable change of the store (an episode created, a step's
-``length``, an episode's end, a discard) must become visible in exactly one atomic step, so a
-process killed at any instant leaves either the old state or the new one. The helpers here are
+Why a module of its own, in the bottom room: every durable change of the episode store (an
+episode created, a step's ``length``, an episode's end, a discard) and of the robot PC's
+transition spool (a segment created, an old one removed) must become visible in exactly one
+atomic step, so a process killed at any instant leaves either the old state or the new one; the
+spool runs where zarr is not installed, so the helpers cannot live beside the store. The helpers here are
 that step: :func:`write_atomic` writes a temporary file beside the target and ``os.replace``-s
 it; with ``fsync=True`` the temporary file is flushed to the disk before the replace and the
 directory after it, so the commit also survives a power cut.
 
 :data:`TEST_CRASH_HOOK` is a test hook, never set in production: the kill-loop tests set it in a
 forked writer to SIGKILL the process at a named internal point (between two writes of one
-operation). Unset, each :func:`crash_point` costs one global lookup.
+operation), in the store and the spool alike. Unset, each :func:`crash_point` costs one global lookup.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 TMP_SUFFIX = ".rlinf-tmp"  # temporary files of write_atomic; a kill can leave one, reopening removes it
 # Test hook: a function of the crash point's name (see tests/rlinf_data/test_store_killloop.py).
@@ -74,11 +76,3 @@ def write_atomic(path: Path, data: bytes, fsync: bool = False) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(path.parent)
-
-
-def group_json(attributes: dict[str, Any]) -> bytes:
-    """A zarr v3 group's ``zarr.json`` carrying ``attributes``, as zarr itself writes it."""
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.group import GroupMetadata
-
-    return GroupMetadata(attributes=attributes).to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
