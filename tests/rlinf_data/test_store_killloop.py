@@ -29,7 +29,6 @@ from stream_driver import EPISODE, item  # noqa: E402
 from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout  # noqa: E402
 from rlinf_contracts import commit  # noqa: E402
 from rlinf_data.store import EpisodeStore  # noqa: E402
-from rlinf_ros import spool as spool_mod  # noqa: E402
 from rlinf_ros.spool import HEADER, Spool  # noqa: E402
 
 LAYOUT = StepLayout(state_dim=3, action_dim=2, cameras={"cam": (4, 4)})

@@ -129,6 +129,19 @@ class Probe:
         """Until the graph's simulated time (``record_clock``'s list) reaches ``t``."""
         self.wait_for(lambda: bool(clock) and clock[-1][1] >= t, timeout, f"/clock to reach {t:.2f} s", procs)
 
+    def call_trigger(self, name: str, timeout: float = 30.0) -> tuple[bool, str]:
+        """Call a ``std_srvs/Trigger`` service: ``(success, message)``; fails if it does not answer."""
+        from std_srvs.srv import Trigger
+
+        client = self.node.create_client(Trigger, name)
+        assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
+        fut = client.call_async(Trigger.Request())
+        deadline = time.time() + timeout
+        while not fut.done() and time.time() < deadline:
+            time.sleep(0.01)
+        assert fut.done(), f"service {name} did not answer within {timeout} s"
+        return fut.result().success, fut.result().message
+
     def wait_for(self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:

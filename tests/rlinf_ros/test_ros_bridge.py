@@ -5,7 +5,6 @@ target topic, standard messages only), with the safety layer in the command path
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,19 +36,6 @@ def _start(tmp_path: Path, procs: Procs, config: Path, *stack_args: str) -> None
     procs.start("stack", [str(ROOT / "tests/rlinf_ros/standin_stack.py"), "--prefix", "fr3_",
                           "--controller", "fr3_arm_controller", *stack_args])
     procs.start_node("robot", config)
-
-
-def _call(probe: Probe, name: str, timeout: float = 10.0) -> bool:
-    from std_srvs.srv import Trigger
-
-    client = probe.node.create_client(Trigger, name)
-    assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-    fut = client.call_async(Trigger.Request())
-    deadline = time.time() + timeout
-    while not fut.done() and time.time() < deadline:
-        time.sleep(0.01)
-    assert fut.done(), f"service {name} did not answer within {timeout} s"
-    return fut.result().success
 
 
 def test_bridge_trajectory_controller_safety_watchdog_estop(tmp_path: Path, ros_domain_id: int) -> None:
@@ -107,14 +93,14 @@ def test_bridge_trajectory_controller_safety_watchdog_estop(tmp_path: Path, ros_
 
         # e-stop latches in our node: the stack receives nothing that moves the arm, checked once
         # the node has refused the new trajectory (its estop_refused counter), not after a sleep
-        assert _call(probe, "/rlinf/estop")
+        assert probe.call_trigger("/rlinf/estop")[0]
         q2 = stack[-1][1].copy()
         refused0 = state[-1][1]["arms"]["fr3"]["safety"].get("estop_refused", 0)
         cmd.publish(trajectory_msg(NAMES, (q2 - 0.05)[None], np.array([0.3])))
         probe.wait_for(lambda: state[-1][1]["arms"]["fr3"]["safety"].get("estop_refused", 0) > refused0, 30,
                        "the trajectory refused while e-stopped", procs)
         assert np.allclose(stack[-1][1], q2, atol=1e-6)
-        assert _call(probe, "/rlinf/reset_estop")
+        assert probe.call_trigger("/rlinf/reset_estop")[0]
     finally:
         if probe is not None:
             probe.close()

@@ -23,19 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SIDES = ("left", "right")
 
 
-def _call(probe: Probe, name: str, timeout: float = 30.0) -> tuple[bool, str]:
-    from std_srvs.srv import Trigger
-
-    client = probe.node.create_client(Trigger, name)
-    assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-    fut = client.call_async(Trigger.Request())
-    deadline = time.time() + timeout
-    while not fut.done() and time.time() < deadline:
-        time.sleep(0.01)
-    assert fut.done(), f"service {name} did not answer in {timeout} s"
-    return fut.result().success, fut.result().message
-
-
 def _poll(cond: Callable[[], bool], timeout: float, what: str, procs: Procs, tick: Callable[[], None]) -> None:
     """Run ``tick`` (re-send the commands) until ``cond`` holds; fail with the node's log."""
     deadline = time.time() + timeout
@@ -89,7 +76,7 @@ def test_estop_service_stops_both_arms_and_reset_reenables_them(tmp_path: Path, 
         _poll(lambda: moved("left") and moved("right"), 30, "both arms moving", procs, send)
         assert not np.allclose(q(), goal, atol=0.05)  # still on the way
 
-        ok, msg = _call(probe, "estop")
+        ok, msg = probe.call_trigger("estop")
         assert ok and "reset_estop" in msg
         _poll(lambda: all(arms()[s]["estop"] for s in SIDES), 10, "both arms e-stopped", procs, send)
 
@@ -107,17 +94,17 @@ def test_estop_service_stops_both_arms_and_reset_reenables_them(tmp_path: Path, 
         _poll(lambda: all(arms()[s]["safety"].get("estop_refused", 0) > 0 for s in SIDES), 10,
               "trajectories refused on both arms", procs, send)
         for side in SIDES:
-            ok, msg = _call(probe, f"{side}/franka_gripper/open")
+            ok, msg = probe.call_trigger(f"{side}/franka_gripper/open")
             assert not ok and "e-stop is active" in msg and "reset_estop" in msg, msg
         assert np.allclose(q(), stopped, atol=1e-9)
 
-        ok, msg = _call(probe, "reset_estop")
+        ok, msg = probe.call_trigger("reset_estop")
         assert ok
         _poll(lambda: not any(arms()[s]["estop"] for s in SIDES), 10, "e-stop released", procs, send)
         start, duration = 0.0, [0.2]  # from where each arm stopped, at the speed limit
         _poll(lambda: np.allclose(q(), goal, atol=1e-3), 60, "both arms reach the goal after reset", procs, send)
         for side in SIDES:
-            ok, msg = _call(probe, f"{side}/franka_gripper/open")
+            ok, msg = probe.call_trigger(f"{side}/franka_gripper/open")
             assert ok, msg
     finally:
         if probe is not None:

@@ -4,7 +4,6 @@ JointTrajectory and PoseStamped targets, published state."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,6 @@ from robot_drivers.types import PANDA_HOME  # noqa: E402
 pytestmark = [pytest.mark.ros]
 
 NAMES = [f"panda_joint{i}" for i in range(1, 8)]
-
-
-def _call(probe: Probe, name: str, timeout: float = 10.0) -> tuple[bool, str]:
-    from std_srvs.srv import Trigger
-
-    client = probe.node.create_client(Trigger, name)
-    assert client.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-    fut = client.call_async(Trigger.Request())
-    deadline = time.time() + timeout
-    while not fut.done() and time.time() < deadline:
-        time.sleep(0.01)
-    assert fut.done(), f"service {name} did not answer"
-    return fut.result().success, fut.result().message
 
 
 def _last(samples: list) -> object:
@@ -74,23 +60,23 @@ def test_estop_services_trajectory_and_pose_targets(tmp_path: Path, ros_domain_i
         def refused() -> int:
             return _last(state)["arms"]["panda"]["safety"].get("estop_refused", 0)
 
-        assert _call(probe, "estop")[0]
+        assert probe.call_trigger("estop")[0]
         traj_pub.publish(trajectory_msg(NAMES, (q0 + 0.1)[None], np.array([0.2]), stamp=0.0))
         probe.wait_for(lambda: _last(state)["arms"]["panda"]["estop"] and refused() > 0, 30, "estop state", procs)
         assert np.allclose(_last(joints), q0, atol=1e-6)
-        assert _call(probe, "error_recovery")[0]  # recovery does not release the latch
+        assert probe.call_trigger("error_recovery")[0]  # recovery does not release the latch
         n_refused = refused()
         traj_pub.publish(trajectory_msg(NAMES, (q0 + 0.1)[None], np.array([0.2]), stamp=0.0))
         probe.wait_for(lambda: refused() > n_refused, 30, "the trajectory refused after recovery", procs)
         assert np.allclose(_last(joints), q0, atol=1e-6)
 
         # reset: the same command now moves the arm (arm and gripper in one message)
-        assert _call(probe, "reset_estop")[0]
+        assert probe.call_trigger("reset_estop")[0]
         traj_pub.publish(trajectory_msg(NAMES + ["panda_finger_joint1"], np.append(q0 + 0.1, 0.01)[None],
                                         np.array([0.2]), stamp=0.0))
         probe.wait_for(lambda: np.allclose(_last(joints), q0 + 0.1, atol=1e-3), 30, "arm reaches target", procs)
         probe.wait_for(lambda: abs(_last(grip) - 0.02) < 1e-3, 30, "gripper at 2 cm", procs)
-        assert _call(probe, "franka_gripper/homing")[0]
+        assert probe.call_trigger("franka_gripper/homing")[0]
         probe.wait_for(lambda: abs(_last(grip) - 0.08) < 1e-3, 30, "gripper homed (open)", procs)
 
         # a Cartesian target: the end effector goes there (IK in the node, safety applied)
@@ -141,7 +127,8 @@ def test_dual_arm_robot_node_names_and_routes_commands_per_arm(tmp_path: Path, r
         probe.wait_for(lambda: np.allclose(_last(joints)[1][7:], q0[7:] + 0.05, atol=1e-3), 60, "right arm moved",
                        procs)
         assert np.allclose(_last(joints)[1][:7], q0[:7], atol=1e-6)  # the left arm did not
-        assert _call(probe, "right/franka_gripper/homing")[0] and _call(probe, "left/franka_gripper/open")[0]
+        assert probe.call_trigger("right/franka_gripper/homing")[0]
+        assert probe.call_trigger("left/franka_gripper/open")[0]
     finally:
         if probe is not None:
             probe.close()
