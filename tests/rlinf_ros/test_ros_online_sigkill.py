@@ -39,14 +39,14 @@ def item(seq: int):  # noqa: ANN201 -- Transition; imported lazily (the test pro
                       info=info, terminated=idx == 9 and ep % 2 == 0, truncated=idx == 9 and ep % 2 == 1)
 
 
-def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked: int) -> int:
+def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked: int, release: str) -> int:
     """The robot: put items ``spool.next_seq .. total-1`` at ``hz``, then wait for every ack.
 
     Where the test kills something, the driver holds still, so the kills land mid-run whatever
     the machine's speed: a first run (nothing spooled yet) stops putting at seq ``hold_at`` and
     waits to be killed; a restarted run, once the learner has acknowledged past its resume point
-    and at least seq ``hold_acked`` (enough for a checkpoint), stops putting until the learner is
-    gone (killed by the test), then goes on spooling."""
+    and at least seq ``hold_acked`` (enough for a checkpoint), stops putting until the file
+    ``release`` exists (the test has killed the learner), then goes on spooling."""
     import logging
 
     from rlinf_ros.streaming import StreamerConfig, TransitionStreamer
@@ -70,7 +70,7 @@ def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked:
         if not marked and s.acked >= max(start, hold_acked):
             print(f"learner acked up to seq {s.acked}, past the resume point", flush=True)
             marked = True
-            while s.connected:
+            while not Path(release).exists():
                 time.sleep(0.05)
         time.sleep(1.0 / hz)
     deadline = time.time() + 150
@@ -89,8 +89,9 @@ if __name__ == "__main__":
     p.add_argument("--hz", type=float, default=60.0)
     p.add_argument("--hold-at", type=int, default=-1)
     p.add_argument("--hold-acked", type=int, default=0)
+    p.add_argument("--release", default="")
     a = p.parse_args()
-    sys.exit(drive(a.url, a.spool, a.total, a.hz, a.hold_at, a.hold_acked))
+    sys.exit(drive(a.url, a.spool, a.total, a.hz, a.hold_at, a.hold_acked, a.release))
 
 import pytest  # noqa: E402
 
@@ -124,7 +125,9 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
         # (a third of the way): items spooled, the newest of them possibly unacknowledged
         wait_for(lambda: "learner acked up to seq" in driver_log.read_text(), 120, "the learner's first acks", procs)
         procs.kill("driver")  # streamer killed mid-run
-        procs.start("driver", [*driver, "--hold-acked", str(6 * EPISODE)])  # 60 transitions: a checkpoint (every 40)
+        release = tmp_path / "learner_killed"
+        # 60 transitions before it holds: a checkpoint (every 40) to resume from
+        procs.start("driver", [*driver, "--hold-acked", str(6 * EPISODE), "--release", str(release)])
         wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 120, "a learner checkpoint", procs)
         wait_for(lambda: driver_log.read_text().count("streamer: connected") >= 2, 120,
                  "the restarted streamer to reconnect", procs)
@@ -133,6 +136,7 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
                  "the learner to ack the restarted streamer's items", procs)
         lost = driver_log.read_text().count("; spooling (backlog")
         procs.kill("learner")  # learner killed mid-run: a batch possibly half-stored, unacknowledged
+        release.touch()  # the driver puts again: its streamer finds the learner gone
         # restarted once the streamer has noticed and spools while the learner is away
         wait_for(lambda: driver_log.read_text().count("; spooling (backlog") > lost, 120,
                  "the streamer to notice the lost learner", procs)

@@ -9,7 +9,6 @@ that pose, however the machine schedules the spin."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
