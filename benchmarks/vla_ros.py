@@ -122,7 +122,7 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
     from rlinf_ros.robot_io import SpecIO, reading_from_pose
     from rlinf_ros.config import load_graph_config
     from robot_drivers.factory import ArmConfig, make_arm
-    from robot_drivers.sim_arm import LockstepStepper
+    from robot_drivers.lockstep import LockstepStepper
 
     policy, meta = load_policy(ckpt)
     cfg = checkpoint_config(meta)
@@ -407,7 +407,7 @@ def main() -> None:
         "The twin runs in **lock-step** (`robot.scene.lockstep`, `policy_client.lockstep`): each observation set "
         "goes out under one stamp, the command answering it carries that stamp, and the robot node then advances "
         "the physics exactly one simulator control step (10 x 5 ms) with the target applied at once "
-        "(`robot_drivers.sim_arm.LockstepStepper`); episodes are scored by the twin's own step count "
+        "(`robot_drivers.lockstep.LockstepStepper`); episodes are scored by the twin's own step count "
         "(first success within 40 steps, as `terminate_on_success`).",
         "Why lock-step (measured, open-loop replay of sim eval episode 1: the checkpoint's own actions replayed on "
         "the twin's arm, the observation the client would build compared with the simulator's each step): "

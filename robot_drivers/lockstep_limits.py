@@ -25,7 +25,7 @@ Options weighed:
   run stays inside, found by bisection; every fraction kept was itself run and checked. Only
   commands that would leave the limits are changed. If even holding still (fraction 0) leaves
   them (an outside force, a joint already too fast), the run is kept and the caller e-stops on
-  its per-physics-step check (:class:`~robot_drivers.sim_arm.LockstepStepper`).
+  its per-physics-step check (:class:`~robot_drivers.lockstep.LockstepStepper`).
 
 What it costs in parity: the simulator's own step leaves the speed limits on a few ordinary
 commands too; measured on the language twin (6 episodes each of the scripted oracle, of actions

@@ -49,7 +49,7 @@ from std_msgs.msg import String
 
 from rlinf_ros.conversions import ConversionError, numpy_to_image, stamp_to_sec, to_time_msg, trajectory_from_msg
 from rlinf_ros.nodes.common import reliable_qos, sensor_qos
-from robot_drivers.sim_arm import LockstepStepper
+from robot_drivers.lockstep import LockstepStepper
 
 log = logging.getLogger(__name__)
 

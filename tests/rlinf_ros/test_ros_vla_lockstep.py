@@ -22,7 +22,7 @@ pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
 from rlinf_ros.config import load_graph_config  # noqa: E402
-from robot_drivers.sim_arm import LockstepStepper  # noqa: E402
+from robot_drivers.lockstep import LockstepStepper  # noqa: E402
 
 pytestmark = [pytest.mark.sim]
 

@@ -141,7 +141,8 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
 
         def readOnce(self):
             self.n += 1
-            if fail_after is not None and self.n > fail_after:
+            if self.robot.reflex_pending and self.n > fail_after:  # one reflex, as a real collision
+                self.robot.reflex_pending = False
                 self.robot.state.current_errors.cartesian_reflex = True
                 raise ControlException("cartesian_reflex")
             time.sleep(0.0005)
@@ -154,6 +155,7 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
     class Robot:
         def __init__(self, ip):
             self.ip, self.state, self.calls = ip, _State(list(PANDA_HOME)), []
+            self.reflex_pending = fail_after is not None  # the control session after recovery runs on
 
         def read_once(self):
             return self.state

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
-from robot_drivers.sim_arm import LockstepStepper  # noqa: E402
+from robot_drivers.lockstep import LockstepStepper  # noqa: E402
 from robot_drivers.types import PANDA_DQ_MAX, PANDA_Q_MAX, PANDA_Q_MIN  # noqa: E402
 
 pytestmark = [pytest.mark.sim]
