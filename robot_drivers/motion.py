@@ -67,6 +67,12 @@ class ReferenceShaper:
         self.position = np.asarray(q, dtype=np.float64).copy()
         self.velocity = np.zeros_like(self.position)
 
+    def follow(self, q: np.ndarray, dq: np.ndarray) -> None:
+        """Track a motion run without the shaper (measured joints and speeds), so that it takes
+        over from there, clipped to its own limits."""
+        self.position = np.clip(np.asarray(q, dtype=np.float64), self.lo, self.hi)
+        self.velocity = np.clip(np.asarray(dq, dtype=np.float64), -self.v_max, self.v_max)
+
     def step(self, dt: float, goal: np.ndarray | None = None, velocity: np.ndarray | None = None,
              ddq_max: np.ndarray | None = None) -> np.ndarray:
         """Advance ``dt`` seconds towards ``goal`` (or at ``velocity``); returns the new reference.
