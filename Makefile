@@ -14,7 +14,7 @@ setup:
 demo: setup
 	$(VENV)/bin/rlinf train configs/sim_franka_reach_ppo.yaml
 
-# The default tier: every behaviour test, ~13 min of pytest on 2 cores (what CI and a newcomer run).
+# The default tier: every behaviour test (what CI and a newcomer run).
 test: setup
 	@bash scripts/run_tests.sh -m "not slow"
 
