@@ -252,7 +252,7 @@ def actor_round_trip_ms(channel, repeats: int, quick: bool) -> float:
     return statistics.median(1e3 / timed(channel.qsize, n) for _ in range(repeats))
 
 
-FINDINGS = """## What was tried (issue 2 throughput work)
+FINDINGS = """## What was tried for throughput
 
 Before this work the same benchmark gave per-item put+get 0.39x / 0.20x / 0.45x of raw
 (1 KB / 1 MB / 16 MB) with one actor call per put and one per get. Ideas evaluated, each with
@@ -283,7 +283,7 @@ scratch A/B scripts on the same loaded 2-core machine (ratios to raw in the same
    overhead, not by asyncio, and the alternating pattern needs one round trip whatever the
    actor runs on.
 
-5. **Bundles** (kept, issue 14): the large items (<= 4 MB) of one coalesced send are copied at
+5. **Bundles** (kept): the large items (<= 4 MB) of one coalesced send are copied at
    put time (pickle-5 buffers) and written as *one* object when the send goes: one `ray.put` and
    one reference per send instead of per item (`learner/channel/bundle.py`); the consumer
    handle caches the last bundle it fetched, so its items cost one `ray.get` between them.

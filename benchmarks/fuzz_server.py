@@ -1,7 +1,7 @@
 """Fuzz a live ``rlinf serve`` process: 10,000 malformed frames, then 4 clients that flood large
 frames without reading replies; server RSS before, during and after.
 
-Pass criteria (issue 15): 0 crashes (a close other than 1009 for an oversized frame), 0 hangs
+Pass criteria: 0 crashes (a close other than 1009 for an oversized frame), 0 hangs
 (no reply within 10 s), 0 replies that are not a clear ``bad request: ...`` text of at most
 1 KiB or an action response; the server still answers a good request at the end. The frame
 generator is ``tests/policy_server/fuzz_frames.py`` (the same one ``make test`` runs 2,000 of).

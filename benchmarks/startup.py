@@ -77,7 +77,7 @@ def main() -> None:
     write_table("startup", "Start-up: rlinf train -> end of the first iteration",
                 [f"`{CONFIG}`, one fused process, {REPEATS} fresh processes per case (median). "
                  "In-process skips Ray; `ray.init alone` is the floor any Ray-based start pays before "
-                 "spawning a worker. Target (issue 16): <= 5 s in-process.",
+                 "spawning a worker. Target: <= 5 s in-process.",
                  f"Load average at the end: {load}. The machine (2 cores) is shared, so compare rows, "
                  "not absolute numbers."],
                 machine_meta(load_avg=load), rows,
