@@ -39,8 +39,8 @@ from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-import numpy as np  # noqa: E402
-import ray  # noqa: E402
+import numpy as np
+import ray
 
 RESULTS = Path(__file__).parent / "results"
 SIZES = {"1KB": 1024, "1MB": 1 << 20, "16MB": 16 << 20}
@@ -77,7 +77,7 @@ def start_rlinf() -> tuple[object | None, str]:
         ray.init = _private_ray_init(real_init)
         RLinfCluster(num_nodes=1)
         return RLinfCluster, importlib.metadata.version("rlinf")
-    except Exception as err:  # noqa: BLE001 - any failure means "peer not measurable here"
+    except Exception as err:
         return None, f"not measured: {type(err).__name__}: {err}"
     finally:
         ray.init = real_init
@@ -144,11 +144,17 @@ def methods(x: np.ndarray, chans: dict, rlinf_ch: object | None) -> dict[str, Ca
             unbounded.put_many([x] * BATCH)
             unbounded.get_batch(BATCH, timeout=60)
 
-    out = {"raw_stream": raw_stream, "channel_stream": channel_stream,
-           "channel_stream_prefetch1": channel_stream_prefetch1, "raw": raw,
-           "channel": channel, "channel_bounded": channel_bounded,
-           "channel_batched": channel_batched}
+    out = {
+        "raw_stream": raw_stream,
+        "channel_stream": channel_stream,
+        "channel_stream_prefetch1": channel_stream_prefetch1,
+        "raw": raw,
+        "channel": channel,
+        "channel_bounded": channel_bounded,
+        "channel_batched": channel_batched,
+    }
     if rlinf_ch is not None:
+
         def rlinf_stream(n: int) -> None:
             for _ in range(n):
                 rlinf_ch.put(x)
@@ -176,7 +182,7 @@ def run_size(label: str, repeats: int, chans: dict, rlinf_ch: object | None, qui
     rates: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)
     for r in range(repeats):
-        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate the order
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
             n_items = max(n // BATCH, 1) * BATCH if name == "channel_batched" else n
             rates[name].append(rate(steps[name], n_items))
     med = {name: statistics.median(v) for name, v in rates.items()}
@@ -184,8 +190,9 @@ def run_size(label: str, repeats: int, chans: dict, rlinf_ch: object | None, qui
         "bytes": SIZES[label],
         "items_per_round": n,
         "median_items_per_s": med,
-        "ratio_vs_raw": {name: med[name] / med[baseline(name)] for name in med
-                         if not name.startswith("raw")},
+        "ratio_vs_raw": {
+            name: med[name] / med[baseline(name)] for name in med if not name.startswith("raw")
+        },
         "all_items_per_s": rates,
     }
     print(f"{label:>5}: " + "  ".join(f"{k} {v:8.1f}/s" for k, v in med.items()))
@@ -241,8 +248,10 @@ def run_cross_process(label: str, repeats: int, channel, quick: bool) -> dict:
     med = {name: statistics.median(v) for name, v in rates.items()}
     ray.kill(producer)
     ratio = med["channel"] / med["raw_task_returns"]
-    print(f"{label:>5} cross-process: raw task returns {med['raw_task_returns']:8.1f}/s  "
-          f"channel {med['channel']:8.1f}/s  ratio {ratio:.2f}x")
+    print(
+        f"{label:>5} cross-process: raw task returns {med['raw_task_returns']:8.1f}/s  "
+        f"channel {med['channel']:8.1f}/s  ratio {ratio:.2f}x"
+    )
     return {"median_items_per_s": med, "ratio_vs_raw": ratio, "all_items_per_s": rates}
 
 
@@ -304,16 +313,21 @@ def _table(results: dict, raw: str, cols: list[str], bold: str) -> list[str]:
     first = next(iter(results["sizes"].values()))["median_items_per_s"]
     cols = [c for c in cols if c in first]
     lines = [
-        f"| payload | {raw} items/s | " + " | ".join(f"{c} items/s" for c in cols) + " | "
-        + " | ".join(f"{c} ratio" for c in cols) + " |",
+        f"| payload | {raw} items/s | "
+        + " | ".join(f"{c} items/s" for c in cols)
+        + " | "
+        + " | ".join(f"{c} ratio" for c in cols)
+        + " |",
         "|---" * (2 + 2 * len(cols)) + "|",
     ]
     for label, row in results["sizes"].items():
         med, ratio = row["median_items_per_s"], row["ratio_vs_raw"]
         lines.append(
-            f"| {label} | {med[raw]:.1f} | " + " | ".join(f"{med[c]:.1f}" for c in cols)
-            + " | " + " | ".join(f"**{ratio[c]:.2f}x**" if c == bold else f"{ratio[c]:.2f}x"
-                                 for c in cols) + " |"
+            f"| {label} | {med[raw]:.1f} | "
+            + " | ".join(f"{med[c]:.1f}" for c in cols)
+            + " | "
+            + " | ".join(f"**{ratio[c]:.2f}x**" if c == bold else f"{ratio[c]:.2f}x" for c in cols)
+            + " |"
         )
     return lines
 
@@ -331,14 +345,19 @@ def write(results: dict) -> None:
         "**Stream** (the headline): one driver puts N items, then gets the N items; raw = "
         "`refs = [ray.put(x) ...]` then `ray.get(ref)` one by one.",
         "",
-        *_table(results, "raw_stream",
-                ["channel_stream", "channel_stream_prefetch1", "rlinf_stream"], "channel_stream"),
+        *_table(
+            results,
+            "raw_stream",
+            ["channel_stream", "channel_stream_prefetch1", "rlinf_stream"],
+            "channel_stream",
+        ),
         "",
         "**Alternating**: `put(x); get()` item by item (raw = `ray.get(ray.put(x))`), so "
         "nothing can be coalesced or prefetched; every get is an actor round trip.",
         "",
-        *_table(results, "raw", ["channel", "channel_bounded", "channel_batched", "rlinf"],
-                "channel"),
+        *_table(
+            results, "raw", ["channel", "channel_bounded", "channel_batched", "rlinf"], "channel"
+        ),
         "",
         "Cross-process (a producer actor puts, this driver gets; raw = the driver fetching the "
         "producer's task returns, all submitted up front):",
@@ -378,9 +397,11 @@ def main() -> None:
     from learner.cluster import Cluster
 
     Cluster.local(num_cpus=2)  # reuses RLinf's Ray instance when it started one
-    chans = {"unbounded": Channel.create("bench-unbounded"),
-             "bounded": Channel.create("bench-bounded", maxsize=64),
-             "prefetch1": Channel.create("bench-prefetch1", prefetch=1)}
+    chans = {
+        "unbounded": Channel.create("bench-unbounded"),
+        "bounded": Channel.create("bench-bounded", maxsize=64),
+        "prefetch1": Channel.create("bench-prefetch1", prefetch=1),
+    }
     rlinf_ch = None
     if rlinf_cls is not None:
         from rlinf.scheduler import Channel as RLinfChannel

@@ -23,12 +23,11 @@ import time
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
+import mujoco
+import numpy as np
+from bench_results import RESULTS, machine_meta, write_table
 
-from bench_results import RESULTS, machine_meta, write_table  # noqa: E402
-from rlinf_contracts.env_registry import make_env  # noqa: E402
-
+from rlinf_contracts.env_registry import make_env
 
 
 def record_controls(env, actions: np.ndarray) -> tuple[list, np.ndarray]:
@@ -48,7 +47,7 @@ class Clock:
     """Wall and process-CPU time of a block. The CPU time is this process's own work, so the
     ratio survives other jobs competing for the cores (wall rates are reported too)."""
 
-    def __enter__(self) -> "Clock":
+    def __enter__(self) -> Clock:
         self.w, self.c = time.perf_counter(), time.process_time()
         return self
 
@@ -103,7 +102,10 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, seconds: f
     start, ctrls = record_controls(env, actions)
     env.reset(seed=0)  # replays the recorded trajectory exactly (deterministic)
     pairs = [(fm.model, d) for fm, d in zip(env.fms, start)]
-    env_t, raw_t = np.zeros((2, steps // seg)), np.zeros((2, steps // seg))  # [wall, cpu] per segment
+    env_t, raw_t = (
+        np.zeros((2, steps // seg)),
+        np.zeros((2, steps // seg)),
+    )  # [wall, cpu] per segment
     for r in range(steps // seg):  # alternate short env / raw segments: load hits both alike
         with Clock() as c:
             for act in actions[r * seg : (r + 1) * seg]:
@@ -121,31 +123,48 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, seconds: f
     e_wall, r_wall = n / env_t[0].sum(), n / raw_t[0].sum()
     ratio_cpu = float(raw_t[1].sum() / env_t[1].sum())
     return {
-        "task": task, "obs_mode": obs_mode, "num_envs": num_envs, "substeps": env.substeps,
+        "task": task,
+        "obs_mode": obs_mode,
+        "num_envs": num_envs,
+        "substeps": env.substeps,
         "image_size": image_size if "rgb" in obs_mode else None,
-        "cameras": 2 if "rgb" in obs_mode else 0, "steps_timed": steps,
-        "env_steps_per_s": round(e_wall, 1), "env_steps_per_cpu_s": round(n / env_t[1].sum(), 1),
+        "cameras": 2 if "rgb" in obs_mode else 0,
+        "steps_timed": steps,
+        "env_steps_per_s": round(e_wall, 1),
+        "env_steps_per_cpu_s": round(n / env_t[1].sum(), 1),
         "raw_control_steps_per_s": round(r_wall, 1),
         "raw_mj_steps_per_cpu_s": round(n * env.substeps / raw_t[1].sum(), 1),
-        "overhead_ratio": round(ratio_cpu, 3), "overhead_ratio_wall": round(e_wall / r_wall, 3),
+        "overhead_ratio": round(ratio_cpu, 3),
+        "overhead_ratio_wall": round(e_wall / r_wall, 3),
         "physics_share_in_env": round(share, 3),
     }
 
 
 def write(rows: list[dict], args: argparse.Namespace) -> None:
-    meta = machine_meta(mujoco=mujoco.__version__, num_envs=args.num_envs, seconds=args.seconds,
-                        note="single process, one core; shared machine, so absolute rates vary with load")
-    intro = [f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.",
-             "ratio = raw physics CPU time / env CPU time for the same trajectory (process CPU time, "
-             "robust to other jobs on the machine); wall = the same from wall-clock rates; physics share = "
-             "fraction of env.step CPU time spent inside mj_step (instrumented pass)."]
-    columns = [("task", lambda r: r["task"]), ("obs", lambda r: r["obs_mode"]),
-               ("image", lambda r: f"{r['image_size']}px x{r['cameras']}" if r["image_size"] else "-"),
-               ("substeps", lambda r: r["substeps"]), ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
-               ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
-               ("raw mj_step/CPU-s", lambda r: r["raw_mj_steps_per_cpu_s"]), ("ratio", lambda r: r["overhead_ratio"]),
-               ("ratio (wall)", lambda r: r["overhead_ratio_wall"]),
-               ("physics share", lambda r: r["physics_share_in_env"])]
+    meta = machine_meta(
+        mujoco=mujoco.__version__,
+        num_envs=args.num_envs,
+        seconds=args.seconds,
+        note="single process, one core; shared machine, so absolute rates vary with load",
+    )
+    intro = [
+        f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.",
+        "ratio = raw physics CPU time / env CPU time for the same trajectory (process CPU time, "
+        "robust to other jobs on the machine); wall = the same from wall-clock rates; physics share = "
+        "fraction of env.step CPU time spent inside mj_step (instrumented pass).",
+    ]
+    columns = [
+        ("task", lambda r: r["task"]),
+        ("obs", lambda r: r["obs_mode"]),
+        ("image", lambda r: f"{r['image_size']}px x{r['cameras']}" if r["image_size"] else "-"),
+        ("substeps", lambda r: r["substeps"]),
+        ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
+        ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
+        ("raw mj_step/CPU-s", lambda r: r["raw_mj_steps_per_cpu_s"]),
+        ("ratio", lambda r: r["overhead_ratio"]),
+        ("ratio (wall)", lambda r: r["overhead_ratio_wall"]),
+        ("physics share", lambda r: r["physics_share_in_env"]),
+    ]
     write_table("env_throughput", "MuJoCo Franka env throughput", intro, meta, rows, columns)
 
 
@@ -159,8 +178,14 @@ def main() -> None:
         args.seconds = 3.0
         plan = [("reach", "state", 64), ("reach", "rgb", 64)]
     else:
-        plan = [("reach", "state", 64), ("push", "state", 64), ("lift", "state", 64),
-                ("reach", "rgb", 64), ("reach", "state+rgb", 128), ("lift", "state+rgb", 224)]
+        plan = [
+            ("reach", "state", 64),
+            ("push", "state", 64),
+            ("lift", "state", 64),
+            ("reach", "rgb", 64),
+            ("reach", "state+rgb", 128),
+            ("lift", "state+rgb", 224),
+        ]
     rows = []
     for task, obs, size in plan:
         row = measure(task, obs, args.num_envs, size, args.seconds)

@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "policy_server"), str(Path(__fil
 
 from bench_results import machine_meta, write_table  # noqa: E402
 from fuzz_frames import fuzz_server, valid_request  # noqa: E402
+
 from policy_server.client import PolicyClient, open_sync  # noqa: E402
 from rlinf_contracts import wire  # noqa: E402
 
@@ -48,10 +49,24 @@ def rss_mb(pid: int) -> float:
 def start_server(port: int) -> subprocess.Popen:
     cfg = Path(tempfile.mkdtemp()) / "serve.yaml"
     cfg.write_text(SERVE_YAML)
-    cmd = [sys.executable, "-m", "rlinf_cli.main", "serve", "--config", str(cfg), "--port", str(port),
-           "server.torch_threads=1"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlinf_cli.main",
+        "serve",
+        "--config",
+        str(cfg),
+        "--port",
+        str(port),
+        "server.torch_threads=1",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -75,7 +90,7 @@ def non_readers(url: str, clients: int, seconds: float, pid: int) -> dict[str, f
             while not stop.is_set():
                 ws.send(frame)
                 sent[0] += 1
-        except Exception:  # noqa: BLE001 - dropped by the server: what we measure
+        except Exception:
             pass
 
     threads = [threading.Thread(target=flood, daemon=True) for _ in range(clients)]
@@ -105,30 +120,52 @@ def main() -> int:
             c.infer(wire.unpackb(valid_request(np.random.default_rng(0))))
         rss_before = rss_mb(proc.pid)
         bar = tqdm(total=args.frames, desc="fuzz frames", unit="frame")
-        report = fuzz_server(url, args.frames, seed=args.seed, timeout_s=10.0, progress=lambda i: bar.update())
+        report = fuzz_server(
+            url, args.frames, seed=args.seed, timeout_s=10.0, progress=lambda i: bar.update()
+        )
         bar.close()
         rss_after_fuzz = rss_mb(proc.pid)
         flood = non_readers(url, 4, args.flood_seconds, proc.pid)
         time.sleep(1.0)
         rss_after = rss_mb(proc.pid)
         with PolicyClient(url, retries=3) as c:
-            still_serves = c.infer(wire.unpackb(valid_request(np.random.default_rng(1))))["actions"].shape == (3, 2)
+            still_serves = c.infer(wire.unpackb(valid_request(np.random.default_rng(1))))[
+                "actions"
+            ].shape == (3, 2)
     finally:
         proc.terminate()
         proc.wait(30)
     hangs = sum("hang" in f for f in report.failures)
     crashes = sum("crash" in f for f in report.failures)
-    row = {"frames": report.frames, "seconds": round(report.seconds, 1), "crashes": crashes, "hangs": hangs,
-           "unclear_replies": len(report.failures) - hangs - crashes, "bad_request": report.outcomes["bad_request"],
-           "actions": report.outcomes["actions"], "closed_1009": report.outcomes["closed_1009"],
-           "rss_before_mb": round(rss_before, 1), "rss_after_fuzz_mb": round(rss_after_fuzz, 1),
-           "flood_frames_sent": flood["frames_sent"], "flood_peak_rss_mb": round(flood["peak_rss_mb"], 1),
-           "rss_after_mb": round(rss_after, 1), "still_serves": still_serves, "failures": report.failures[:20]}
+    row = {
+        "frames": report.frames,
+        "seconds": round(report.seconds, 1),
+        "crashes": crashes,
+        "hangs": hangs,
+        "unclear_replies": len(report.failures) - hangs - crashes,
+        "bad_request": report.outcomes["bad_request"],
+        "actions": report.outcomes["actions"],
+        "closed_1009": report.outcomes["closed_1009"],
+        "rss_before_mb": round(rss_before, 1),
+        "rss_after_fuzz_mb": round(rss_after_fuzz, 1),
+        "flood_frames_sent": flood["frames_sent"],
+        "flood_peak_rss_mb": round(flood["peak_rss_mb"], 1),
+        "rss_after_mb": round(rss_after, 1),
+        "still_serves": still_serves,
+        "failures": report.failures[:20],
+    }
     cols = [(k, lambda r, k=k: r[k]) for k in row if k != "failures"]
-    write_table("fuzz_server", "Policy server under fuzzing (live `rlinf serve` process)", [
-        f"{args.frames} fuzzed frames over one connection (seed {args.seed}), then 4 clients sending ~7.5 MB "
-        f"frames without reading replies for {args.flood_seconds:g} s. RSS is the server process's VmRSS.",
-    ], machine_meta(), [row], cols)
+    write_table(
+        "fuzz_server",
+        "Policy server under fuzzing (live `rlinf serve` process)",
+        [
+            f"{args.frames} fuzzed frames over one connection (seed {args.seed}), then 4 clients sending ~7.5 MB "
+            f"frames without reading replies for {args.flood_seconds:g} s. RSS is the server process's VmRSS.",
+        ],
+        machine_meta(),
+        [row],
+        cols,
+    )
     print({k: v for k, v in row.items() if k != "failures"})
     return 0 if report.ok and still_serves else 1
 

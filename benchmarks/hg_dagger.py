@@ -62,22 +62,41 @@ def run(cmd: list[str], log: Path, timeout: float) -> None:
     """Run a CLI command (output to ``log``); an error names the command and shows the log's tail."""
     t0 = time.time()
     with open(log, "ab") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        rc = subprocess.run(
+            cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout
+        ).returncode
     if rc != 0:
-        raise SystemExit(f"rlinf {' '.join(cmd[1:])} exited {rc} after {time.time() - t0:.0f} s; log {log}:\n"
-                         + log.read_text(errors="replace")[-3000:])
+        raise SystemExit(
+            f"rlinf {' '.join(cmd[1:])} exited {rc} after {time.time() - t0:.0f} s; log {log}:\n"
+            + log.read_text(errors="replace")[-3000:]
+        )
 
 
-def graph_config(work: Path, server: str, patience_s: float, progress_m: float, release_m: float,
-                 regress_m: float | None) -> Path:
+def graph_config(
+    work: Path,
+    server: str,
+    patience_s: float,
+    progress_m: float,
+    release_m: float,
+    regress_m: float | None,
+) -> Path:
     """The twin graph (configs/ros_sim_franka.yaml) with the scripted human: driving every tick
     without a server (demonstrations), in drift mode with one (HG-DAgger rounds)."""
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
     cfg["task"].update(results_path=str(work / "task_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = server
-    cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": not server,
-                     "script": {"patience_s": patience_s, "progress_m": progress_m, "release_m": release_m,
-                                "regress_m": regress_m}}
+    cfg["teleop"] = {
+        "enabled": True,
+        "device": "scripted",
+        "rate_hz": 20.0,
+        "always_intervene": not server,
+        "script": {
+            "patience_s": patience_s,
+            "progress_m": progress_m,
+            "release_m": release_m,
+            "regress_m": regress_m,
+        },
+    }
     cfg["recorder"] = {"episodes": {"source": "intervention" if server else "demo"}}
     path = work / ("graph_hg.yaml" if server else "graph_demos.yaml")
     path.write_text(yaml.safe_dump(cfg))
@@ -85,22 +104,46 @@ def graph_config(work: Path, server: str, patience_s: float, progress_m: float, 
 
 
 def collect(graph: Path, out: Path, episodes: int, seed: int, log: Path) -> None:
-    run([*RLINF, "collect", str(graph), "--episodes", str(episodes), "--out", str(out), f"task.seed={seed}"],
-        log, timeout=120 + 40 * episodes)
+    run(
+        [
+            *RLINF,
+            "collect",
+            str(graph),
+            "--episodes",
+            str(episodes),
+            "--out",
+            str(out),
+            f"task.seed={seed}",
+        ],
+        log,
+        timeout=120 + 40 * episodes,
+    )
 
 
 def round_stats(store: Path) -> dict:
     """Episodes, steps, intervention ratio and success of one round's episode store."""
     from rlinf_data.store import EpisodeStore
 
-    eps = [ep for ep in EpisodeStore(store, mode="r") if ep.info.status in ("complete", "truncated") and len(ep)]
+    eps = [
+        ep
+        for ep in EpisodeStore(store, mode="r")
+        if ep.info.status in ("complete", "truncated") and len(ep)
+    ]
     steps = sum(len(ep) for ep in eps)
     human = sum(int(ep.steps["intervention"].sum()) for ep in eps)
-    return {"episodes": len(eps), "steps": steps, "human_steps": human,
-            "intervention_ratio": round(human / max(steps, 1), 3),
-            "assisted_success": round(float(np.mean([ep.info.success for ep in eps])) if eps else 0.0, 3),
-            "solo_success": int(sum(ep.info.success and not ep.steps["intervention"].any() for ep in eps)),
-            "episodes_with_takeover": int(sum(bool(ep.steps["intervention"].any()) for ep in eps))}
+    return {
+        "episodes": len(eps),
+        "steps": steps,
+        "human_steps": human,
+        "intervention_ratio": round(human / max(steps, 1), 3),
+        "assisted_success": round(
+            float(np.mean([ep.info.success for ep in eps])) if eps else 0.0, 3
+        ),
+        "solo_success": int(
+            sum(ep.info.success and not ep.steps["intervention"].any() for ep in eps)
+        ),
+        "episodes_with_takeover": int(sum(bool(ep.steps["intervention"].any()) for ep in eps)),
+    }
 
 
 def add_to_dataset(dataset: Path, source: Path, only_intervention: bool) -> int:
@@ -112,7 +155,9 @@ def add_to_dataset(dataset: Path, source: Path, only_intervention: bool) -> int:
     for ep in EpisodeStore(source, mode="r"):
         if ep.info.status not in ("complete", "truncated") or not len(ep):
             continue
-        mask = ep.steps["intervention"].astype(bool) if only_intervention else np.ones(len(ep), bool)
+        mask = (
+            ep.steps["intervention"].astype(bool) if only_intervention else np.ones(len(ep), bool)
+        )
         if not mask.any():
             continue
         steps = {k: v[mask] for k, v in ep.steps.items()}
@@ -121,23 +166,44 @@ def add_to_dataset(dataset: Path, source: Path, only_intervention: bool) -> int:
     return added
 
 
-def train(work: Path, dataset: Path, name: str, updates: int, eval_episodes: int, log: Path) -> dict:
+def train(
+    work: Path, dataset: Path, name: str, updates: int, eval_episodes: int, log: Path
+) -> dict:
     """BC (offline runner) on ``dataset``; returns the checkpoint and the held-out sim success."""
     out = work / name
-    cfg = {"runner": "offline", "name": name, "seed": 0,
-           "env": {"name": "mujoco_franka/reach", "num_envs": 8, "obs_mode": "state", "control": "ee_delta"},
-           "model": {"hidden": [256, 256]}, "algorithm": {"name": "bc", "batch_size": 256},
-           "data": {"demos": str(dataset)},
-           "train": {"updates": updates, "log_every": max(updates // 4, 1), "out_dir": str(out), "progress": False},
-           "eval": {"episodes": eval_episodes, "num_envs": 25}}
+    cfg = {
+        "runner": "offline",
+        "name": name,
+        "seed": 0,
+        "env": {
+            "name": "mujoco_franka/reach",
+            "num_envs": 8,
+            "obs_mode": "state",
+            "control": "ee_delta",
+        },
+        "model": {"hidden": [256, 256]},
+        "algorithm": {"name": "bc", "batch_size": 256},
+        "data": {"demos": str(dataset)},
+        "train": {
+            "updates": updates,
+            "log_every": max(updates // 4, 1),
+            "out_dir": str(out),
+            "progress": False,
+        },
+        "eval": {"episodes": eval_episodes, "num_envs": 25},
+    }
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     t0 = time.time()
     run([*RLINF, "train", str(path)], log, timeout=1200)
     final = json.loads((out / "metrics.json").read_text())["final"]
     split = next(iter(final["eval"].values()))
-    return {"checkpoint": final["checkpoint"], "heldout_success": round(float(split["success_rate"]), 3),
-            "heldout_episodes": eval_episodes, "train_s": round(time.time() - t0, 1)}
+    return {
+        "checkpoint": final["checkpoint"],
+        "heldout_success": round(float(split["success_rate"]), 3),
+        "heldout_episodes": eval_episodes,
+        "train_s": round(time.time() - t0, 1),
+    }
 
 
 def main() -> None:
@@ -146,13 +212,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--episodes", type=int, default=5, help="twin episodes per HG-DAgger round")
     ap.add_argument("--updates", type=int, default=2000, help="BC updates per retraining")
-    ap.add_argument("--eval-episodes", type=int, default=50, help="held-out simulator episodes per policy")
+    ap.add_argument(
+        "--eval-episodes", type=int, default=50, help="held-out simulator episodes per policy"
+    )
     ap.add_argument("--patience-s", type=float, default=1.0)
     ap.add_argument("--progress-m", type=float, default=0.02)
     ap.add_argument("--release-m", type=float, default=0.02)
-    ap.add_argument("--regress-m", type=float, default=None, help="also take over when this much off the path")
+    ap.add_argument(
+        "--regress-m", type=float, default=None, help="also take over when this much off the path"
+    )
     ap.add_argument("--work", default="runs/hg_dagger")
-    ap.add_argument("--report", action="store_true", help="rewrite the .md / .png from the .json, run nothing")
+    ap.add_argument(
+        "--report", action="store_true", help="rewrite the .md / .png from the .json, run nothing"
+    )
     a = ap.parse_args()
     if a.report:
         return write_results(json.loads((RESULTS / "hg_dagger.json").read_text()))
@@ -174,9 +246,21 @@ def main() -> None:
 
     port = free_port()
     server_log = open(work / "server.log", "ab")
-    server = subprocess.Popen([*RLINF, "serve", "--checkpoint", policy["checkpoint"], "--port", str(port)], cwd=ROOT,
-                              stdout=server_log, stderr=subprocess.STDOUT)
-    rows = [{"round": 0, "policy": "none (teleop demos)", "heldout_success": None, "dataset_steps": n_data, **demo}]
+    server = subprocess.Popen(
+        [*RLINF, "serve", "--checkpoint", policy["checkpoint"], "--port", str(port)],
+        cwd=ROOT,
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+    )
+    rows = [
+        {
+            "round": 0,
+            "policy": "none (teleop demos)",
+            "heldout_success": None,
+            "dataset_steps": n_data,
+            **demo,
+        }
+    ]
     pusher = None
     try:
         url = f"ws://127.0.0.1:{port}"
@@ -185,9 +269,11 @@ def main() -> None:
             try:
                 pusher = WeightPusher(url, token=TOKEN, timeout_s=30)
                 break
-            except Exception:  # noqa: BLE001 -- not up yet
+            except Exception:
                 if server.poll() is not None:
-                    raise SystemExit(f"rlinf serve exited {server.returncode}; see {work / 'server.log'}") from None
+                    raise SystemExit(
+                        f"rlinf serve exited {server.returncode}; see {work / 'server.log'}"
+                    ) from None
                 time.sleep(1.0)
         assert pusher is not None, "policy server did not come up in 120 s"
         for r in range(1, a.rounds + 1):
@@ -197,25 +283,45 @@ def main() -> None:
             stats = round_stats(store)
             added = add_to_dataset(dataset, store, only_intervention=True)
             n_data += added
-            row = {"round": r, "policy": f"served (version {r - 1})", **policy, "dataset_steps": n_data,
-                   "added_steps": added, **stats, "collect_s": round(time.time() - t0, 1)}
+            row = {
+                "round": r,
+                "policy": f"served (version {r - 1})",
+                **policy,
+                "dataset_steps": n_data,
+                "added_steps": added,
+                **stats,
+                "collect_s": round(time.time() - t0, 1),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
             policy = train(work, dataset, f"bc_round{r}", a.updates, a.eval_episodes, log)
             ckpt = Path(policy["checkpoint"]) / "model.safetensors"
             ack = pusher.push(ckpt.read_bytes(), version=r)
             print(f"round {r}: retrained ({policy}), pushed version {ack.version}", flush=True)
-        rows.append({"round": "after", "policy": f"final (version {a.rounds}, not run on the twin)", **policy,
-                     "dataset_steps": n_data})
+        rows.append(
+            {
+                "round": "after",
+                "policy": f"final (version {a.rounds}, not run on the twin)",
+                **policy,
+                "dataset_steps": n_data,
+            }
+        )
     finally:
         if pusher is not None:
             pusher.close()
         server.terminate()
         server.wait(timeout=20)
         server_log.close()
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_avg_1m": round(os.getloadavg()[0], 1)},
-              "settings": vars(a), "rows": rows, "elapsed_s": round(time.time() - t_start, 1)}
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m": round(os.getloadavg()[0], 1),
+        },
+        "settings": vars(a),
+        "rows": rows,
+        "elapsed_s": round(time.time() - t_start, 1),
+    }
     write_results(result)
 
 
@@ -223,35 +329,45 @@ def write_results(result: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "hg_dagger.json").write_text(json.dumps(result, indent=2))
     s = result["settings"]
-    lines = ["# HG-DAgger rounds against the sim twin (benchmarks/hg_dagger.py)", "",
-             f"Reach on the MuJoCo twin over ROS 2 (robot node, policy client at 10 Hz, teleop, task judge, recorder "
-             f"as processes). {s['demos']} scripted teleop demos, then {s['rounds']} rounds of {s['episodes']} "
-             f"episodes with the policy served and a scripted human that takes over after {s['patience_s']:g} s "
-             f"without {s['progress_m']:g} m of progress"
-             + (f" or {s['regress_m']:g} m off its closest approach" if s.get("regress_m") else "")
-             + f" and hands back within {s['release_m']:g} m of the goal. "
-             f"Retraining: BC (offline runner, {s['updates']} updates) on demos + intervention-labelled steps; "
-             f"new weights pushed to the running server. Held-out success: {s['eval_episodes']} simulator episodes, "
-             "no human.", "",
-             "| round | policy driving | held-out success (sim, no human) | twin episodes | intervention ratio | "
-             "assisted success | finished alone | dataset steps |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# HG-DAgger rounds against the sim twin (benchmarks/hg_dagger.py)",
+        "",
+        f"Reach on the MuJoCo twin over ROS 2 (robot node, policy client at 10 Hz, teleop, task judge, recorder "
+        f"as processes). {s['demos']} scripted teleop demos, then {s['rounds']} rounds of {s['episodes']} "
+        f"episodes with the policy served and a scripted human that takes over after {s['patience_s']:g} s "
+        f"without {s['progress_m']:g} m of progress"
+        + (f" or {s['regress_m']:g} m off its closest approach" if s.get("regress_m") else "")
+        + f" and hands back within {s['release_m']:g} m of the goal. "
+        f"Retraining: BC (offline runner, {s['updates']} updates) on demos + intervention-labelled steps; "
+        f"new weights pushed to the running server. Held-out success: {s['eval_episodes']} simulator episodes, "
+        "no human.",
+        "",
+        "| round | policy driving | held-out success (sim, no human) | twin episodes | intervention ratio | "
+        "assisted success | finished alone | dataset steps |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         held = "-" if r["heldout_success"] is None else f"{r['heldout_success']:.2f}"
-        lines.append(f"| {r['round']} | {r['policy']} | {held} | {r.get('episodes', '-')} | "
-                     f"{r.get('intervention_ratio', '-')} | {r.get('assisted_success', '-')} | "
-                     f"{r.get('solo_success', '-')} | {r['dataset_steps']} |")
-    lines += ["", "Twin episodes: those with at least one recorded step; episodes the task judge scored a success "
-              "at step 0-1 (hand already within the 5 cm radius) have none and are left out of the ratios. "
-              "Held-out success is over "
-              f"{s['eval_episodes']} episodes (standard error up to 0.07). "
-              f"Round 0 is the teleop demonstrations (intervention ratio 1 by construction). Total "
-              f"{result['elapsed_s']:.0f} s on {result['machine']['cpus']} shared cores, load average "
-              f"{result['machine']['load_avg_1m']} at the end."]
+        lines.append(
+            f"| {r['round']} | {r['policy']} | {held} | {r.get('episodes', '-')} | "
+            f"{r.get('intervention_ratio', '-')} | {r.get('assisted_success', '-')} | "
+            f"{r.get('solo_success', '-')} | {r['dataset_steps']} |"
+        )
+    lines += [
+        "",
+        "Twin episodes: those with at least one recorded step; episodes the task judge scored a success "
+        "at step 0-1 (hand already within the 5 cm radius) have none and are left out of the ratios. "
+        "Held-out success is over "
+        f"{s['eval_episodes']} episodes (standard error up to 0.07). "
+        f"Round 0 is the teleop demonstrations (intervention ratio 1 by construction). Total "
+        f"{result['elapsed_s']:.0f} s on {result['machine']['cpus']} shared cores, load average "
+        f"{result['machine']['load_avg_1m']} at the end.",
+    ]
     (RESULTS / "hg_dagger.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
         plot(result)
-    except Exception as e:  # noqa: BLE001 -- the table is the result; a plotting problem must not lose it
+    except Exception as e:
         print(f"plot not written: {e}")
 
 
@@ -264,10 +380,18 @@ def plot(result: dict) -> None:
     rounds = [r for r in result["rows"] if isinstance(r["round"], int) and r["round"] > 0]
     served = rounds + [dict(result["rows"][-1], round=len(rounds) + 1)]
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot([r["round"] for r in served], [r["heldout_success"] for r in served], "o-",
-            label="held-out success of the policy (sim, no human)")
-    ax.plot([r["round"] for r in rounds], [r["intervention_ratio"] for r in rounds], "s--",
-            label="intervention ratio (twin)")
+    ax.plot(
+        [r["round"] for r in served],
+        [r["heldout_success"] for r in served],
+        "o-",
+        label="held-out success of the policy (sim, no human)",
+    )
+    ax.plot(
+        [r["round"] for r in rounds],
+        [r["intervention_ratio"] for r in rounds],
+        "s--",
+        label="intervention ratio (twin)",
+    )
     ax.set_xlabel("round")
     ax.set_ylim(-0.05, 1.05)
     ax.legend(fontsize=8)

@@ -62,14 +62,24 @@ def bench_generate(model_cfg: ModelConfig, n_prompts: int, n: int, max_new: int,
     def ours() -> int:
         return backend.generate(prompts, params).num_tokens
 
-    ids, mask = left_pad([tok(p, add_special_tokens=False).input_ids for p in prompts], tok.pad_token_id)
+    ids, mask = left_pad(
+        [tok(p, add_special_tokens=False).input_ids for p in prompts], tok.pad_token_id
+    )
 
     @torch.no_grad()
     def raw() -> int:
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
-                             max_new_tokens=max_new, num_return_sequences=n, pad_token_id=tok.pad_token_id,
-                             eos_token_id=tok.eos_token_id)
-        new = out[:, ids.shape[1]:]
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            max_new_tokens=max_new,
+            num_return_sequences=n,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+        new = out[:, ids.shape[1] :]
         # count tokens up to and including EOS, like the backend does
         is_eos = (new == tok.eos_token_id).int()
         after = (is_eos.cumsum(1) - is_eos) > 0
@@ -77,28 +87,46 @@ def bench_generate(model_cfg: ModelConfig, n_prompts: int, n: int, max_new: int,
 
     ours(), raw()  # warm-up
     (t_ours, n_ours), (t_raw, n_raw) = _interleaved([ours, raw], reps)
-    return {"params_M": round(count_parameters(model) / 1e6, 3), "prompts": n_prompts, "samples_per_prompt": n,
-            "max_new_tokens": max_new, "hf_backend_tokens_per_s": round(n_ours / t_ours, 1),
-            "hf_backend_tokens": n_ours, "raw_generate_tokens_per_s": round(n_raw / t_raw, 1),
-            "raw_generate_tokens": n_raw, "ratio_backend_over_raw": round((n_ours / t_ours) / (n_raw / t_raw), 3)}
+    return {
+        "params_M": round(count_parameters(model) / 1e6, 3),
+        "prompts": n_prompts,
+        "samples_per_prompt": n,
+        "max_new_tokens": max_new,
+        "hf_backend_tokens_per_s": round(n_ours / t_ours, 1),
+        "hf_backend_tokens": n_ours,
+        "raw_generate_tokens_per_s": round(n_raw / t_raw, 1),
+        "raw_generate_tokens": n_raw,
+        "ratio_backend_over_raw": round((n_ours / t_ours) / (n_raw / t_raw), 3),
+    }
 
 
 def bench_steps(steps: int) -> list[dict]:
     from learner.cluster import Cluster
-    from rlinf_contracts.config import from_dict, load_config
     from learner.runners.reasoning import ReasoningConfig, run
+    from rlinf_contracts.config import from_dict, load_config
 
-    layouts = [("inline", "inline", {"rollout,reward,actor": "0"}),
-               ("collocated", "workers", {"rollout,reward": "0-1", "actor": "0:0-1"}),
-               ("disaggregated", "workers", {"rollout": "0", "reward,actor": "1"})]
+    layouts = [
+        ("inline", "inline", {"rollout,reward,actor": "0"}),
+        ("collocated", "workers", {"rollout,reward": "0-1", "actor": "0:0-1"}),
+        ("disaggregated", "workers", {"rollout": "0", "reward,actor": "1"}),
+    ]
     cluster = Cluster.local(num_cpus=2)
     rows = []
     try:
         for name, driver, placement in layouts:
             with tempfile.TemporaryDirectory() as tmp:
-                raw = load_config(ROOT / "configs/llm_grpo_arith.yaml", [
-                    "sft.steps=20", f"train.steps={steps}", "train.eval_every=0", f"train.driver={driver}",
-                    f"train.out_dir={tmp}", "train.save_checkpoint=false", "data.eval_limit=32"])
+                raw = load_config(
+                    ROOT / "configs/llm_grpo_arith.yaml",
+                    [
+                        "sft.steps=20",
+                        f"train.steps={steps}",
+                        "train.eval_every=0",
+                        f"train.driver={driver}",
+                        f"train.out_dir={tmp}",
+                        "train.save_checkpoint=false",
+                        "data.eval_limit=32",
+                    ],
+                )
                 raw["placement"] = placement
                 cfg = from_dict(ReasoningConfig, raw)
                 t0 = time.perf_counter()
@@ -107,14 +135,30 @@ def bench_steps(steps: int) -> list[dict]:
                 import csv
 
                 with open(result["csv"]) as f:
-                    rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"][1:]  # drop the warm-up step
+                    rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"][
+                        1:
+                    ]  # drop the warm-up step
             el = [float(r["elapsed_s"]) for r in rl]
-            step_s = statistics.median([b - a for a, b in zip(el, el[1:])]) if len(el) > 1 else float("nan")
+            step_s = (
+                statistics.median([b - a for a, b in zip(el, el[1:])])
+                if len(el) > 1
+                else float("nan")
+            )
             med = lambda k: round(statistics.median(float(r[k]) for r in rl), 4)  # noqa: E731
-            rows.append({"mode": name, "placement": placement, "driver": driver, "step_s": round(step_s, 3),
-                         "generate_s": med("time/generate"), "reward_s": med("time/reward"),
-                         "logprob_s": med("time/logprob"), "train_s": med("time/train"),
-                         "run_wall_s": round(wall, 1), "steps": steps})
+            rows.append(
+                {
+                    "mode": name,
+                    "placement": placement,
+                    "driver": driver,
+                    "step_s": round(step_s, 3),
+                    "generate_s": med("time/generate"),
+                    "reward_s": med("time/reward"),
+                    "logprob_s": med("time/logprob"),
+                    "train_s": med("time/train"),
+                    "run_wall_s": round(wall, 1),
+                    "steps": steps,
+                }
+            )
     finally:
         cluster.shutdown()
     return rows
@@ -127,35 +171,67 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
     reps = 2 if args.quick else 5
-    demo = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=192, max_position=64)
-    larger = ModelConfig(hidden_size=256, num_layers=4, num_heads=8, intermediate_size=768, max_position=64)
+    demo = ModelConfig(
+        hidden_size=64, num_layers=2, num_heads=4, intermediate_size=192, max_position=64
+    )
+    larger = ModelConfig(
+        hidden_size=256, num_layers=4, num_heads=8, intermediate_size=768, max_position=64
+    )
     gen = [bench_generate(demo, 64, 8, 16, reps), bench_generate(larger, 32, 8, 16, reps)]
     for g in gen:
-        print(f"generate {g['params_M']}M params: hf backend {g['hf_backend_tokens_per_s']} tok/s, "
-              f"model.generate {g['raw_generate_tokens_per_s']} tok/s (ratio {g['ratio_backend_over_raw']})")
+        print(
+            f"generate {g['params_M']}M params: hf backend {g['hf_backend_tokens_per_s']} tok/s, "
+            f"model.generate {g['raw_generate_tokens_per_s']} tok/s (ratio {g['ratio_backend_over_raw']})"
+        )
     steps = bench_steps(4 if args.quick else 8)
     for s in steps:
-        print(f"step {s['mode']:>13}: {s['step_s']} s/step (generate {s['generate_s']}, reward {s['reward_s']}, "
-              f"logprob {s['logprob_s']}, train {s['train_s']})")
-    result = {"generate": gen, "steps": steps, "load_avg_1m": os.getloadavg()[0], "cpus": os.cpu_count(),
-              "torch_threads": torch.get_num_threads()}
+        print(
+            f"step {s['mode']:>13}: {s['step_s']} s/step (generate {s['generate_s']}, reward {s['reward_s']}, "
+            f"logprob {s['logprob_s']}, train {s['train_s']})"
+        )
+    result = {
+        "generate": gen,
+        "steps": steps,
+        "load_avg_1m": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "llm_rollout.json").write_text(json.dumps(result, indent=2))
-    md = ["# LLM rollout benchmark", "", f"CPU cores: {os.cpu_count()}, 1-min load average at the end: "
-          f"{result['load_avg_1m']:.1f} (machine shared with other jobs; figures are medians).", "",
-          "## hf backend vs model.generate (same model, same prompts, same run)", "",
-          "| params (M) | prompts x n | max new | hf backend tok/s | model.generate tok/s | ratio |",
-          "|---|---|---|---|---|---|"]
-    md += [f"| {g['params_M']} | {g['prompts']} x {g['samples_per_prompt']} | {g['max_new_tokens']} | "
-           f"{g['hf_backend_tokens_per_s']} | {g['raw_generate_tokens_per_s']} | {g['ratio_backend_over_raw']} |"
-           for g in gen]
-    md += ["", "## Step time per placement (tiny demo model, 64 prompts x 8 samples)", "",
-           "| mode | placement | s/step | generate | reward | log-prob | train |", "|---|---|---|---|---|---|---|"]
-    md += [f"| {s['mode']} | `{s['placement']}` | {s['step_s']} | {s['generate_s']} | {s['reward_s']} | "
-           f"{s['logprob_s']} | {s['train_s']} |" for s in steps]
-    md += ["", "Component times are seconds spent inside each phase per step (summed over micro-batches);",
-           "in the disaggregated layout generation of step s+1 overlaps training of step s, so s/step",
-           "can be below the sum of the phases."]
+    md = [
+        "# LLM rollout benchmark",
+        "",
+        f"CPU cores: {os.cpu_count()}, 1-min load average at the end: "
+        f"{result['load_avg_1m']:.1f} (machine shared with other jobs; figures are medians).",
+        "",
+        "## hf backend vs model.generate (same model, same prompts, same run)",
+        "",
+        "| params (M) | prompts x n | max new | hf backend tok/s | model.generate tok/s | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    md += [
+        f"| {g['params_M']} | {g['prompts']} x {g['samples_per_prompt']} | {g['max_new_tokens']} | "
+        f"{g['hf_backend_tokens_per_s']} | {g['raw_generate_tokens_per_s']} | {g['ratio_backend_over_raw']} |"
+        for g in gen
+    ]
+    md += [
+        "",
+        "## Step time per placement (tiny demo model, 64 prompts x 8 samples)",
+        "",
+        "| mode | placement | s/step | generate | reward | log-prob | train |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    md += [
+        f"| {s['mode']} | `{s['placement']}` | {s['step_s']} | {s['generate_s']} | {s['reward_s']} | "
+        f"{s['logprob_s']} | {s['train_s']} |"
+        for s in steps
+    ]
+    md += [
+        "",
+        "Component times are seconds spent inside each phase per step (summed over micro-batches);",
+        "in the disaggregated layout generation of step s+1 overlaps training of step s, so s/step",
+        "can be below the sum of the phases.",
+    ]
     (OUT / "llm_rollout.md").write_text("\n".join(md) + "\n")
     print(f"wrote {OUT / 'llm_rollout.json'} and .md")
 

@@ -21,17 +21,16 @@ import json
 import time
 
 import numpy as np
-
 from bench_results import RESULTS, machine_meta, write_table
-from sim_bridges.maniskill_bridge import scale_actions
-from rlinf_contracts.env_registry import make_env
 
+from rlinf_contracts.env_registry import make_env
+from sim_bridges.maniskill_bridge import scale_actions
 
 
 class Clock:
     """Wall and process-CPU seconds of a block."""
 
-    def __enter__(self) -> "Clock":
+    def __enter__(self) -> Clock:
         self.w, self.c = time.perf_counter(), time.process_time()
         return self
 
@@ -41,8 +40,14 @@ class Clock:
 
 def measure(task: str, obs_mode: str, num_envs: int, image_size: int, steps: int) -> dict:
     with Clock() as build:
-        env = make_env(f"maniskill/{task}", num_envs=num_envs, obs_mode=obs_mode, image_size=image_size,
-                       sim_backend="physx_cpu", max_episode_steps=10**6)
+        env = make_env(
+            f"maniskill/{task}",
+            num_envs=num_envs,
+            obs_mode=obs_mode,
+            image_size=image_size,
+            sim_backend="physx_cpu",
+            max_episode_steps=10**6,
+        )
     natives = [a.env for a in env.adapters]
     low, high = env.adapters[0].low, env.adapters[0].high
     rng = np.random.default_rng(0)
@@ -53,9 +58,12 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, steps: int
     seg = 10
     steps = max(seg, steps // seg * seg)
     actions = rng.uniform(-1, 1, size=(steps, b, a)).astype(np.float32)
-    bridge_t, raw_t = np.zeros((2, steps // seg)), np.zeros((2, steps // seg))  # [wall, cpu] per segment
+    bridge_t, raw_t = (
+        np.zeros((2, steps // seg)),
+        np.zeros((2, steps // seg)),
+    )  # [wall, cpu] per segment
     for r in range(steps // seg):
-        chunk = actions[r * seg:(r + 1) * seg]
+        chunk = actions[r * seg : (r + 1) * seg]
         with Clock() as c:
             for act in chunk:
                 env.step(act)
@@ -68,8 +76,11 @@ def measure(task: str, obs_mode: str, num_envs: int, image_size: int, steps: int
     env.close()
     n = steps * b
     return {
-        "task": task, "obs_mode": obs_mode, "num_envs": num_envs,
-        "image_size": image_size if "rgb" in obs_mode else None, "steps_timed": steps,
+        "task": task,
+        "obs_mode": obs_mode,
+        "num_envs": num_envs,
+        "image_size": image_size if "rgb" in obs_mode else None,
+        "steps_timed": steps,
         "build_s": round(build.wall, 2),
         "env_steps_per_s": round(n / bridge_t[0].sum(), 1),
         "env_steps_per_cpu_s": round(n / bridge_t[1].sum(), 1),
@@ -83,18 +94,29 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     import mani_skill
     import sapien
 
-    meta = machine_meta(mani_skill=mani_skill.__version__, sapien=sapien.__version__, num_envs=args.num_envs,
-                        note="physx_cpu, one process; shared 2-core machine, so absolute rates vary with load")
-    intro = [f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.",
-             "ratio = raw ManiSkill CPU time / bridge CPU time for the same actions (1.0 = no bridge "
-             "overhead); build = wall seconds to build the B envs (camera rows include lavapipe's "
-             "shader compilation, once per process and image size)."]
-    columns = [("task", lambda r: r["task"]), ("obs", lambda r: r["obs_mode"]),
-               ("image", lambda r: f"{r['image_size']}px" if r["image_size"] else "-"),
-               ("build s", lambda r: r["build_s"]), ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
-               ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
-               ("raw steps/s (wall)", lambda r: r["raw_steps_per_s"]), ("ratio", lambda r: r["overhead_ratio"]),
-               ("ratio (wall)", lambda r: r["overhead_ratio_wall"])]
+    meta = machine_meta(
+        mani_skill=mani_skill.__version__,
+        sapien=sapien.__version__,
+        num_envs=args.num_envs,
+        note="physx_cpu, one process; shared 2-core machine, so absolute rates vary with load",
+    )
+    intro = [
+        f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.",
+        "ratio = raw ManiSkill CPU time / bridge CPU time for the same actions (1.0 = no bridge "
+        "overhead); build = wall seconds to build the B envs (camera rows include lavapipe's "
+        "shader compilation, once per process and image size).",
+    ]
+    columns = [
+        ("task", lambda r: r["task"]),
+        ("obs", lambda r: r["obs_mode"]),
+        ("image", lambda r: f"{r['image_size']}px" if r["image_size"] else "-"),
+        ("build s", lambda r: r["build_s"]),
+        ("env steps/s (wall)", lambda r: r["env_steps_per_s"]),
+        ("env steps/CPU-s", lambda r: r["env_steps_per_cpu_s"]),
+        ("raw steps/s (wall)", lambda r: r["raw_steps_per_s"]),
+        ("ratio", lambda r: r["overhead_ratio"]),
+        ("ratio (wall)", lambda r: r["overhead_ratio_wall"]),
+    ]
     write_table("maniskill_cpu", "ManiSkill3 bridge on physx_cpu", intro, meta, rows, columns)
 
 

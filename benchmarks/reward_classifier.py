@@ -28,7 +28,9 @@ from bench_results import machine_meta, write_table  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=36, help="lift episodes collected (camera 'third', 64 px)")
+    ap.add_argument(
+        "--episodes", type=int, default=36, help="lift episodes collected (camera 'third', 64 px)"
+    )
     ap.add_argument("--seeds", type=int, default=3, help="training seeds (same frames)")
     args = ap.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -40,31 +42,84 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "frames"
-        if cli(["collect", "mujoco_franka/lift", "--episodes", str(args.episodes), "--seed", "1", "--out", str(store),
-                "--obs-mode", "rgb", "cameras=third", "image_size=64"]) != 0:
+        if (
+            cli(
+                [
+                    "collect",
+                    "mujoco_franka/lift",
+                    "--episodes",
+                    str(args.episodes),
+                    "--seed",
+                    "1",
+                    "--out",
+                    str(store),
+                    "--obs-mode",
+                    "rgb",
+                    "cameras=third",
+                    "image_size=64",
+                ]
+            )
+            != 0
+        ):
             raise SystemExit("frame collection failed")
         for seed in range(args.seeds):
-            cfg = from_dict(RewardClassifierConfig, load_config(ROOT / "configs/reward_classifier.yaml", [
-                f"data.store={store}", f"train.out_dir={Path(tmp) / f'run{seed}'}", f"seed={seed}"]))
+            cfg = from_dict(
+                RewardClassifierConfig,
+                load_config(
+                    ROOT / "configs/reward_classifier.yaml",
+                    [
+                        f"data.store={store}",
+                        f"train.out_dir={Path(tmp) / f'run{seed}'}",
+                        f"seed={seed}",
+                    ],
+                ),
+            )
             m = run(cfg, None)
-            rows.append({"seed": seed, "val_accuracy": m["val_accuracy"], "val_balanced_accuracy":
-                         m["val_balanced_accuracy"], "epochs": m["epochs"], "elapsed_s": round(m["elapsed_s"], 1),
-                         "frames": m["frames"], "load_1min": round(os.getloadavg()[0], 1)})
-            print(f"seed {seed}: val accuracy {m['val_accuracy']:.3f} (balanced {m['val_balanced_accuracy']:.3f}), "
-                  f"{m['epochs']} epochs in {m['elapsed_s']:.0f} s", flush=True)
-    med = {k: statistics.median(r[k] for r in rows) for k in ("val_accuracy", "val_balanced_accuracy", "elapsed_s")}
-    print(f"median: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
-          f"{med['elapsed_s']:.0f} s")
-    write_table("reward_classifier", "Success classifier: held-out accuracy and training time",
-                [f"`configs/reward_classifier.yaml` (its time budget included) on {args.episodes} camera-only lift "
-                 f"episodes (positives: the last 3 frames of each); validation = held-out episodes. Median over "
-                 f"{len(rows)} seeds: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
-                 f"{med['elapsed_s']:.0f} s of training. `benchmarks/reward_classifier.py`."],
-                machine_meta(episodes=args.episodes, medians=med), rows,
-                [("seed", lambda r: r["seed"]), ("val accuracy", lambda r: f"{r['val_accuracy']:.3f}"),
-                 ("balanced", lambda r: f"{r['val_balanced_accuracy']:.3f}"), ("epochs", lambda r: r["epochs"]),
-                 ("train s", lambda r: r["elapsed_s"]), ("frames", lambda r: r["frames"]),
-                 ("load", lambda r: r["load_1min"])])
+            rows.append(
+                {
+                    "seed": seed,
+                    "val_accuracy": m["val_accuracy"],
+                    "val_balanced_accuracy": m["val_balanced_accuracy"],
+                    "epochs": m["epochs"],
+                    "elapsed_s": round(m["elapsed_s"], 1),
+                    "frames": m["frames"],
+                    "load_1min": round(os.getloadavg()[0], 1),
+                }
+            )
+            print(
+                f"seed {seed}: val accuracy {m['val_accuracy']:.3f} (balanced {m['val_balanced_accuracy']:.3f}), "
+                f"{m['epochs']} epochs in {m['elapsed_s']:.0f} s",
+                flush=True,
+            )
+    med = {
+        k: statistics.median(r[k] for r in rows)
+        for k in ("val_accuracy", "val_balanced_accuracy", "elapsed_s")
+    }
+    print(
+        f"median: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
+        f"{med['elapsed_s']:.0f} s"
+    )
+    write_table(
+        "reward_classifier",
+        "Success classifier: held-out accuracy and training time",
+        [
+            f"`configs/reward_classifier.yaml` (its time budget included) on {args.episodes} camera-only lift "
+            f"episodes (positives: the last 3 frames of each); validation = held-out episodes. Median over "
+            f"{len(rows)} seeds: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
+            f"{med['elapsed_s']:.0f} s of training. `benchmarks/reward_classifier.py`."
+        ],
+        machine_meta(episodes=args.episodes, medians=med),
+        rows,
+        [
+            ("seed", lambda r: r["seed"]),
+            ("val accuracy", lambda r: f"{r['val_accuracy']:.3f}"),
+            ("balanced", lambda r: f"{r['val_balanced_accuracy']:.3f}"),
+            ("epochs", lambda r: r["epochs"]),
+            ("train s", lambda r: r["elapsed_s"]),
+            ("frames", lambda r: r["frames"]),
+            ("load", lambda r: r["load_1min"]),
+        ],
+    )
     return 0
 
 

@@ -57,14 +57,17 @@ def echo_main() -> None:
         node.create_subscription(t, f"bench/ping_{kind}", pub.publish, 10)
     try:
         rclpy.spin(node)
-    except Exception:  # noqa: BLE001 -- SIGTERM at the end of the benchmark
+    except Exception:
         pass
 
 
 def pct(xs: list[float]) -> dict[str, float]:
     a = np.asarray(xs)
-    return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
-            "n": int(len(a))}
+    return {
+        "p50": round(float(np.percentile(a, 50)), 3),
+        "p99": round(float(np.percentile(a, 99)), 3),
+        "n": int(len(a)),
+    }
 
 
 def raw_round_trip(procs: Procs, n: int = 200) -> dict[str, dict[str, float]]:
@@ -77,11 +80,24 @@ def raw_round_trip(procs: Procs, n: int = 200) -> dict[str, dict[str, float]]:
     out = {}
     try:
         img = np.random.default_rng(0).integers(0, 255, (224, 224, 3), dtype=np.uint8)
-        for kind, t, make in (("joint_state", JointState, lambda s: joint_state_msg(
-                [f"panda_joint{i}" for i in range(1, 8)], np.zeros(7), np.zeros(7), np.zeros(7), s)),
-                              ("image_224_rgb8", Image, lambda s: numpy_to_image(img, "rgb8", s))):
+        for kind, t, make in (
+            (
+                "joint_state",
+                JointState,
+                lambda s: joint_state_msg(
+                    [f"panda_joint{i}" for i in range(1, 8)],
+                    np.zeros(7),
+                    np.zeros(7),
+                    np.zeros(7),
+                    s,
+                ),
+            ),
+            ("image_224_rgb8", Image, lambda s: numpy_to_image(img, "rgb8", s)),
+        ):
             short = "js" if kind == "joint_state" else "img"
-            rtts = probe.record(t, f"bench/pong_{short}", lambda m: time.time() - stamp_to_sec(m.header.stamp))
+            rtts = probe.record(
+                t, f"bench/pong_{short}", lambda m: time.time() - stamp_to_sec(m.header.stamp)
+            )
             pub = probe.node.create_publisher(t, f"bench/ping_{short}", 10)
             deadline = time.time() + 60
             while not rtts and time.time() < deadline:  # discovery
@@ -107,7 +123,9 @@ def loop_at_rate(tmp: Path, rate: float, seconds: float) -> dict:
 
     port = free_port()
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
-    cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{port}", control_hz=rate, slop_s=0.5 / rate + 0.01)
+    cfg["policy_client"].update(
+        server_url=f"ws://127.0.0.1:{port}", control_hz=rate, slop_s=0.5 / rate + 0.01
+    )
     cfg["cameras"][0]["camera"]["fps"] = min(1.25 * rate, 60)
     path = tmp / f"graph_{rate:g}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -118,8 +136,12 @@ def loop_at_rate(tmp: Path, rate: float, seconds: float) -> dict:
         for kind in ("robot", "camera", "policy_client"):
             procs.start_node(kind, path)
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
-        cmds = probe.record(JointTrajectory, "joint_trajectory_controller/joint_trajectory", lambda m: 0)
-        probe.wait_for(lambda: status and status[-1][1]["policy_steps"] >= 20, 120, "loop running", procs)
+        cmds = probe.record(
+            JointTrajectory, "joint_trajectory_controller/joint_trajectory", lambda m: 0
+        )
+        probe.wait_for(
+            lambda: status and status[-1][1]["policy_steps"] >= 20, 120, "loop running", procs
+        )
         s0, t0 = status[-1][1], time.time()
         time.sleep(seconds)
         s1, t1 = status[-1][1], time.time()
@@ -130,12 +152,17 @@ def loop_at_rate(tmp: Path, rate: float, seconds: float) -> dict:
         holds = s1["hold_steps"] - s0["hold_steps"]
         achieved = n_cmd / (t1 - t0)
         frac = policy / max(policy + holds, 1)
-        return {"target_hz": rate, "achieved_hz": round(achieved, 2), "policy_fraction": round(frac, 3),
-                "fresh_obs_hz": round((policy - reused) / (t1 - t0), 2),
-                "sustained": bool(achieved >= 0.95 * rate and frac >= 0.9),
-                "obs_to_command_ms": {"p50": s1["command_ms_p50"], "p99": s1["command_ms_p99"]},
-                "obs_to_action_ms": {"p50": s1["latency_ms_p50"], "p99": s1["latency_ms_p99"]},
-                "infer_ms_p50": s1["infer_ms_p50"], "load_avg_1m": round(os.getloadavg()[0], 1)}
+        return {
+            "target_hz": rate,
+            "achieved_hz": round(achieved, 2),
+            "policy_fraction": round(frac, 3),
+            "fresh_obs_hz": round((policy - reused) / (t1 - t0), 2),
+            "sustained": bool(achieved >= 0.95 * rate and frac >= 0.9),
+            "obs_to_command_ms": {"p50": s1["command_ms_p50"], "p99": s1["command_ms_p99"]},
+            "obs_to_action_ms": {"p50": s1["latency_ms_p50"], "p99": s1["latency_ms_p99"]},
+            "infer_ms_p50": s1["infer_ms_p50"],
+            "load_avg_1m": round(os.getloadavg()[0], 1),
+        }
     finally:
         probe.close()
         procs.stop_all()
@@ -158,11 +185,18 @@ def main() -> None:
         r = loop_at_rate(tmp, rate, a.seconds)
         print(json.dumps(r), flush=True)
         loops.append(r)
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_avg_1m": os.getloadavg()[0]},
-              "raw_round_trip_ms": raw, "loop": loops, "highest_sustained_hz": highest_sustained(loops),
-              "notes": "chunk=1 (fresh inference every control step); 224x224 rgb8 sim camera rendered with "
-                       "osmesa; shared 2-core machine, see load_avg"}
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m": os.getloadavg()[0],
+        },
+        "raw_round_trip_ms": raw,
+        "loop": loops,
+        "highest_sustained_hz": highest_sustained(loops),
+        "notes": "chunk=1 (fresh inference every control step); 224x224 rgb8 sim camera rendered with "
+        "osmesa; shared 2-core machine, see load_avg",
+    }
     write_results(result)
 
 
@@ -180,23 +214,39 @@ def write_results(result: dict) -> None:
     raw, loops, best = result["raw_round_trip_ms"], result["loop"], result["highest_sustained_hz"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ros_loop.json").write_text(json.dumps(result, indent=2))
-    lines = ["# ROS control loop (benchmarks/ros_loop.py)", "",
-             f"Machine: {result['machine']['cpus']} CPUs, load avg {result['machine']['load_avg_1m']:.1f} "
-             "(shared with other jobs; figures move with the load).", "",
-             "Raw rclpy round trip (publish -> echo process -> back), same run:", "",
-             "| message | p50 ms | p99 ms |", "|---|---|---|"]
+    lines = [
+        "# ROS control loop (benchmarks/ros_loop.py)",
+        "",
+        f"Machine: {result['machine']['cpus']} CPUs, load avg {result['machine']['load_avg_1m']:.1f} "
+        "(shared with other jobs; figures move with the load).",
+        "",
+        "Raw rclpy round trip (publish -> echo process -> back), same run:",
+        "",
+        "| message | p50 ms | p99 ms |",
+        "|---|---|---|",
+    ]
     lines += [f"| {k} | {v['p50']} | {v['p99']} |" for k, v in raw.items()]
-    lines += ["", "Closed loop (robot + camera 224x224 + policy client + policy server, chunk 1):", "",
-              "| target Hz | achieved Hz | policy steps | fresh obs/s | obs->command p50/p99 ms | "
-              "obs->action p50/p99 ms | server infer p50 ms | load avg | sustained |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Closed loop (robot + camera 224x224 + policy client + policy server, chunk 1):",
+        "",
+        "| target Hz | achieved Hz | policy steps | fresh obs/s | obs->command p50/p99 ms | "
+        "obs->action p50/p99 ms | server infer p50 ms | load avg | sustained |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in loops:
         oc, oa = r["obs_to_command_ms"], r["obs_to_action_ms"]
-        lines.append(f"| {r['target_hz']:g} | {r['achieved_hz']} | {r['policy_fraction']:.0%} | {r['fresh_obs_hz']} | "
-                     f"{oc['p50']:.1f} / {oc['p99']:.1f} | {oa['p50']:.1f} / {oa['p99']:.1f} | "
-                     f"{r['infer_ms_p50']:.1f} | {r['load_avg_1m']} | {'yes' if r['sustained'] else 'no'} |")
-    lines += ["", f"Highest sustained control rate (it and every lower rate sustained): {best} Hz"
-              if best else "No rate sustained."]
+        lines.append(
+            f"| {r['target_hz']:g} | {r['achieved_hz']} | {r['policy_fraction']:.0%} | {r['fresh_obs_hz']} | "
+            f"{oc['p50']:.1f} / {oc['p99']:.1f} | {oa['p50']:.1f} / {oa['p99']:.1f} | "
+            f"{r['infer_ms_p50']:.1f} | {r['load_avg_1m']} | {'yes' if r['sustained'] else 'no'} |"
+        )
+    lines += [
+        "",
+        f"Highest sustained control rate (it and every lower rate sustained): {best} Hz"
+        if best
+        else "No rate sustained.",
+    ]
     (RESULTS / "ros_loop.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

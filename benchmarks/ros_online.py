@@ -79,7 +79,7 @@ the ROS path, not rendering."""
 
 
 # ---- the weight-push server (a process of its own) ---------------------------------------------
-def state_spec() -> "object":
+def state_spec() -> object:
     """The policy client's state-only joint-delta layout (rlinf_ros.config.JOINT_DELTA_SPEC)."""
     from rlinf_contracts.spec import RobotSpec
     from rlinf_ros.config import JOINT_DELTA_SPEC
@@ -87,12 +87,15 @@ def state_spec() -> "object":
     return RobotSpec.from_dict(JOINT_DELTA_SPEC)
 
 
-def build_mlp(hidden: list[int]) -> "object":
+def build_mlp(hidden: list[int]) -> object:
     from learner.models import PolicySpec, build_policy
 
     spec = state_spec()
-    return build_policy("mlp", PolicySpec(state_dim=spec.state_dim, action_dim=spec.action_dim, chunk=1, robot=spec),
-                        hidden=hidden)
+    return build_policy(
+        "mlp",
+        PolicySpec(state_dim=spec.state_dim, action_dim=spec.action_dim, chunk=1, robot=spec),
+        hidden=hidden,
+    )
 
 
 def serve_main(port: int, hidden: list[int]) -> None:
@@ -109,8 +112,10 @@ def serve_main(port: int, hidden: list[int]) -> None:
 
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s server %(levelname)s %(message)s")
-    server = PolicyServer(TorchPolicy(build_mlp(hidden), threads=1),
-                          ServerConfig(host="127.0.0.1", port=port, max_wait_ms=0.0, weights_token=TOKEN))
+    server = PolicyServer(
+        TorchPolicy(build_mlp(hidden), threads=1),
+        ServerConfig(host="127.0.0.1", port=port, max_wait_ms=0.0, weights_token=TOKEN),
+    )
     asyncio.run(serve_until_signal(server))  # the same shutdown as `rlinf serve`
 
 
@@ -127,17 +132,21 @@ class FragmentingPusher:
         from policy_server.push import weights_url
 
         self.fragment = fragment
-        self._ws = open_sync(weights_url(url), additional_headers={"Authorization": f"Bearer {token}"},
-                             max_size=None, compression=None)
+        self._ws = open_sync(
+            weights_url(url),
+            additional_headers={"Authorization": f"Bearer {token}"},
+            max_size=None,
+            compression=None,
+        )
         self._ws.recv(timeout=60)  # server metadata
 
-    def push(self, weights: bytes | dict, version: int) -> "object":
+    def push(self, weights: bytes | dict, version: int) -> object:
         from policy_server.messages import WeightAck, WeightPush
         from policy_server.push import _to_bytes
         from rlinf_contracts.wire import packb, unpackb
 
         frame = memoryview(packb(WeightPush(data=_to_bytes(weights), version=version).to_wire()))
-        self._ws.send(frame[i:i + self.fragment] for i in range(0, len(frame), self.fragment))
+        self._ws.send(frame[i : i + self.fragment] for i in range(0, len(frame), self.fragment))
         reply = self._ws.recv(timeout=60)
         if isinstance(reply, str):
             raise RuntimeError(reply)
@@ -152,12 +161,21 @@ def stats_ms(xs: list[float] | np.ndarray) -> dict[str, float]:
     a = np.asarray(xs, dtype=np.float64)
     if not len(a):
         return {"n": 0}
-    return {"n": int(len(a)), "median": round(float(np.median(a)), 2), "p99": round(float(np.percentile(a, 99)), 2),
-            "max": round(float(a.max()), 2)}
+    return {
+        "n": int(len(a)),
+        "median": round(float(np.median(a)), 2),
+        "p99": round(float(np.percentile(a, 99)), 2),
+        "max": round(float(a.max()), 2),
+    }
 
 
-def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, float]]], nominal: float,
-                     holds: np.ndarray | None = None, factor: float = 1.5) -> dict[str, dict]:
+def classify_periods(
+    stamps: np.ndarray,
+    windows: dict[str, list[tuple[float, float]]],
+    nominal: float,
+    holds: np.ndarray | None = None,
+    factor: float = 1.5,
+) -> dict[str, dict]:
     """Periods between consecutive command stamps (sorted), grouped by the push window (tag) they
     overlap (``none``: no push in flight); per group the count, the long ones (> ``factor`` x
     nominal), the longest, and the hold ticks that end a period of the group.
@@ -167,7 +185,9 @@ def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, fl
     >>> r["w"]["n"], r["w"]["long"], r["w"]["holds"], r["none"]["n"], r["none"]["long"], r["none"]["holds"]
     (3, 1, 1, 2, 1, 0)
     """
-    holds_end = np.zeros(max(len(stamps) - 1, 0), bool) if holds is None else np.asarray(holds, bool)[1:]
+    holds_end = (
+        np.zeros(max(len(stamps) - 1, 0), bool) if holds is None else np.asarray(holds, bool)[1:]
+    )
     periods = np.diff(stamps)
     starts, ends = stamps[:-1], stamps[1:]
     long = periods > factor * nominal
@@ -175,12 +195,15 @@ def classify_periods(stamps: np.ndarray, windows: dict[str, list[tuple[float, fl
     out: dict[str, dict] = {}
 
     def group(mask: np.ndarray) -> dict:
-        return {"n": int(mask.sum()), "long": int((long & mask).sum()),
-                "long_rate": round(float((long & mask).sum() / max(mask.sum(), 1)), 4),
-                "max_ms": round(float(periods[mask].max() * 1e3), 1) if mask.any() else None,
-                "long_ms": [round(float(p) * 1e3, 1) for p in periods[long & mask]],
-                "holds": int((holds_end & mask).sum()),
-                "hold_rate": round(float((holds_end & mask).sum() / max(mask.sum(), 1)), 4)}
+        return {
+            "n": int(mask.sum()),
+            "long": int((long & mask).sum()),
+            "long_rate": round(float((long & mask).sum() / max(mask.sum(), 1)), 4),
+            "max_ms": round(float(periods[mask].max() * 1e3), 1) if mask.any() else None,
+            "long_ms": [round(float(p) * 1e3, 1) for p in periods[long & mask]],
+            "holds": int((holds_end & mask).sum()),
+            "hold_rate": round(float((holds_end & mask).sum() / max(mask.sum(), 1)), 4),
+        }
 
     for tag, wins in windows.items():
         hit = np.zeros(len(periods), bool)
@@ -205,42 +228,63 @@ def _status_delta(status: list, t0: float, t1: float) -> dict[str, float]:
     after = [s for t, s in status if t <= t1] or [status[-1][1]]
     s0, s1 = before[-1], after[-1]
     return {k: s1[k] - s0[k] for k in ("policy_steps", "hold_steps", "reused_obs", "stale_obs")} | {
-        "command_ms_p99": s1["command_ms_p99"], "command_ms_p50": s1["command_ms_p50"],
-        "infer_ms_p50": s1["infer_ms_p50"]}
+        "command_ms_p99": s1["command_ms_p99"],
+        "command_ms_p50": s1["command_ms_p50"],
+        "infer_ms_p50": s1["infer_ms_p50"],
+    }
 
 
 # ---- (a) jitter while weights are pushed --------------------------------------------------------
 def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: list[int]) -> dict:
-    from policy_server.push import WeightPusher, _to_bytes
     from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
 
-    from rlinf_ros.conversions import stamp_to_sec
+    from policy_server.push import WeightPusher, _to_bytes
     from rlinf_ros.config import JOINT_DELTA_SPEC
+    from rlinf_ros.conversions import stamp_to_sec
 
     port = free_port()
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
     cfg["cameras"] = []
-    cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{port}", control_hz=hz, slop_s=0.5 / hz + 0.01,
-                                cameras={}, robot_spec=JOINT_DELTA_SPEC)
+    cfg["policy_client"].update(
+        server_url=f"ws://127.0.0.1:{port}",
+        control_hz=hz,
+        slop_s=0.5 / hz + 0.01,
+        cameras={},
+        robot_spec=JOINT_DELTA_SPEC,
+    )
     path = _write_graph(tmp, "jitter", cfg)
     procs, probe, pushers = Procs(tmp), Probe("bench_jitter"), {}
     model = build_mlp(hidden)
     state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
     n_params = sum(v.size for v in state.values())
     rng = np.random.default_rng(0)
-    blobs = [_to_bytes({k: (v + 1e-3 * rng.standard_normal(v.shape)).astype(v.dtype) for k, v in state.items()})
-             for _ in range(2)]
+    blobs = [
+        _to_bytes(
+            {k: (v + 1e-3 * rng.standard_normal(v.shape)).astype(v.dtype) for k, v in state.items()}
+        )
+        for _ in range(2)
+    ]
     try:
-        procs.start("server", [str(Path(__file__).resolve()), "--serve", str(port), "--hidden", *map(str, hidden)])
+        procs.start(
+            "server",
+            [str(Path(__file__).resolve()), "--serve", str(port), "--hidden", *map(str, hidden)],
+        )
         for kind in ("robot", "policy_client"):
             procs.start_node(kind, path)
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
-        cmds = probe.record(JointTrajectory, COMMAND_TOPIC,
-                            lambda m: (stamp_to_sec(m.header.stamp), tuple(m.points[0].positions)))
-        probe.wait_for(lambda: status and status[-1][1]["policy_steps"] >= 40, 180, "loop running", procs)
-        pushers = {"whole": WeightPusher(f"ws://127.0.0.1:{port}", token=TOKEN, timeout_s=60),
-                   "fragmented": FragmentingPusher(f"ws://127.0.0.1:{port}", TOKEN)}
+        cmds = probe.record(
+            JointTrajectory,
+            COMMAND_TOPIC,
+            lambda m: (stamp_to_sec(m.header.stamp), tuple(m.points[0].positions)),
+        )
+        probe.wait_for(
+            lambda: status and status[-1][1]["policy_steps"] >= 40, 180, "loop running", procs
+        )
+        pushers = {
+            "whole": WeightPusher(f"ws://127.0.0.1:{port}", token=TOKEN, timeout_s=60),
+            "fragmented": FragmentingPusher(f"ws://127.0.0.1:{port}", TOKEN),
+        }
         t_base0 = time.time()
         time.sleep(seconds)
         t_push0 = time.time()
@@ -259,22 +303,38 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
     stamps = np.array([t for t, _ in ticks])
     # a hold re-sends the previous target exactly (rlinf_ros.policy_loop: no answer in time)
     holds = np.array([False] + [a[1] == b[1] for a, b in zip(ticks, ticks[1:])])
-    phase0, phase1 = (stamps >= t_base0) & (stamps <= t_push0), (stamps >= t_push0) & (stamps <= t_end)
+    phase0, phase1 = (
+        (stamps >= t_base0) & (stamps <= t_push0),
+        (stamps >= t_push0) & (stamps <= t_end),
+    )
     base = classify_periods(stamps[phase0], {}, nominal, holds[phase0])
     push = classify_periods(stamps[phase1], windows, nominal, holds[phase1])
-    return {"control_hz": hz, "nominal_ms": round(nominal * 1e3, 1), "seconds_no_push": seconds,
-            "seconds_push": 2 * seconds, "push_every_s": push_every, "mlp_hidden": hidden,
-            "weights_mb": round(n_params * 4 / 1e6, 2),
-            "no_push_phase": {**base, **_status_delta(stat, t_base0, t_push0)},
-            "push_phase": {**push, **_status_delta(stat, t_push0, t_end)},
-            "pushes": {name: {"n": len(a), "round_trip_ms": stats_ms([x["round_trip_ms"] for x in a]),
-                              "server_load_ms": stats_ms([x["load_ms"] for x in a]), "acks": a}
-                       for name, a in acks.items()},
-            "load_avg_1m": round(os.getloadavg()[0], 1)}
+    return {
+        "control_hz": hz,
+        "nominal_ms": round(nominal * 1e3, 1),
+        "seconds_no_push": seconds,
+        "seconds_push": 2 * seconds,
+        "push_every_s": push_every,
+        "mlp_hidden": hidden,
+        "weights_mb": round(n_params * 4 / 1e6, 2),
+        "no_push_phase": {**base, **_status_delta(stat, t_base0, t_push0)},
+        "push_phase": {**push, **_status_delta(stat, t_push0, t_end)},
+        "pushes": {
+            name: {
+                "n": len(a),
+                "round_trip_ms": stats_ms([x["round_trip_ms"] for x in a]),
+                "server_load_ms": stats_ms([x["load_ms"] for x in a]),
+                "acks": a,
+            }
+            for name, a in acks.items()
+        },
+        "load_avg_1m": round(os.getloadavg()[0], 1),
+    }
 
 
-def push_phase(pushers: dict[str, "object"], blobs: list[bytes], seconds: float,
-               push_every: float) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[dict]]]:
+def push_phase(
+    pushers: dict[str, object], blobs: list[bytes], seconds: float, push_every: float
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[dict]]]:
     """For ``seconds``, push a new version every ``push_every`` s from a thread, the pushers taking
     turns (so both see the same machine load); returns (windows, acks) per pusher."""
     windows: dict[str, list[tuple[float, float]]] = {name: [] for name in pushers}
@@ -290,8 +350,14 @@ def push_phase(pushers: dict[str, "object"], blobs: list[bytes], seconds: float,
             t0 = time.time()
             ack = pushers[name].push(blobs[version % 2], version=version)  # type: ignore[attr-defined]
             windows[name].append((t0, time.time()))
-            acks[name].append({"version": ack.version, "load_ms": round(ack.load_ms, 1),
-                               "wait_ms": round(ack.wait_ms, 2), "round_trip_ms": round((time.time() - t0) * 1e3, 1)})
+            acks[name].append(
+                {
+                    "version": ack.version,
+                    "load_ms": round(ack.load_ms, 1),
+                    "wait_ms": round(ack.wait_ms, 2),
+                    "round_trip_ms": round((time.time() - t0) * 1e3, 1),
+                }
+            )
 
     th = threading.Thread(target=loop, daemon=True)
     th.start()
@@ -308,14 +374,20 @@ def camera_run(tmp: Path, hz: float, seconds: float) -> dict:
 
     rec = tmp / "frames_224.npz"
     yy, xx = np.mgrid[0:224, 0:224]
-    frames = np.stack([np.stack([(xx + 8 * i) % 256, (yy + 4 * i) % 256, np.full_like(xx, 16 * i % 256)], -1)
-                       for i in range(32)]).astype(np.uint8)  # 32 distinct frames, 4.8 MB
+    frames = np.stack(
+        [
+            np.stack([(xx + 8 * i) % 256, (yy + 4 * i) % 256, np.full_like(xx, 16 * i % 256)], -1)
+            for i in range(32)
+        ]
+    ).astype(np.uint8)  # 32 distinct frames, 4.8 MB
     np.savez(rec, frames=frames)
     port = free_port()
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
     cam = cfg["cameras"][0]["camera"]
     cam.update(backend="recorded", recording=str(rec), fps=min(1.5 * hz, 60))
-    cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{port}", control_hz=hz, slop_s=0.5 / hz + 0.01)
+    cfg["policy_client"].update(
+        server_url=f"ws://127.0.0.1:{port}", control_hz=hz, slop_s=0.5 / hz + 0.01
+    )
     path = _write_graph(tmp, "camera", cfg)
     procs, probe = Procs(tmp), Probe("bench_camera")
     try:
@@ -324,7 +396,12 @@ def camera_run(tmp: Path, hz: float, seconds: float) -> dict:
             procs.start_node(kind, path)
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
         cmds = probe.record(JointTrajectory, COMMAND_TOPIC, lambda m: 0)
-        probe.wait_for(lambda: status and status[-1][1]["policy_steps"] >= 40, 180, "camera loop running", procs)
+        probe.wait_for(
+            lambda: status and status[-1][1]["policy_steps"] >= 40,
+            180,
+            "camera loop running",
+            procs,
+        )
         t0 = time.time()
         time.sleep(seconds)
         t1 = time.time()
@@ -337,37 +414,57 @@ def camera_run(tmp: Path, hz: float, seconds: float) -> dict:
         procs.stop_all()
     achieved = n_cmd / (t1 - t0)
     frac = d["policy_steps"] / max(d["policy_steps"] + d["hold_steps"], 1)
-    return {"target_hz": hz, "achieved_hz": round(achieved, 2), "policy_fraction": round(frac, 3),
-            "fresh_obs_hz": round((d["policy_steps"] - d["reused_obs"]) / (t1 - t0), 2),
-            "camera_fps": cam["fps"], "sustained": bool(achieved >= 0.95 * hz and frac >= 0.9),
-            "obs_to_command_ms": {"p50": d["command_ms_p50"], "p99": d["command_ms_p99"]},
-            "infer_ms_p50": d["infer_ms_p50"], "load_avg_1m": round(os.getloadavg()[0], 1)}
+    return {
+        "target_hz": hz,
+        "achieved_hz": round(achieved, 2),
+        "policy_fraction": round(frac, 3),
+        "fresh_obs_hz": round((d["policy_steps"] - d["reused_obs"]) / (t1 - t0), 2),
+        "camera_fps": cam["fps"],
+        "sustained": bool(achieved >= 0.95 * hz and frac >= 0.9),
+        "obs_to_command_ms": {"p50": d["command_ms_p50"], "p99": d["command_ms_p99"]},
+        "infer_ms_p50": d["infer_ms_p50"],
+        "load_avg_1m": round(os.getloadavg()[0], 1),
+    }
 
 
 # ---- report -------------------------------------------------------------------------------------
 def jitter_lines(j: dict) -> list[str]:
     """The (a) table of one served model size."""
-    lines = [f"### Torch MLP {j['mlp_hidden']}: {j['weights_mb']} MB of weights per push", "",
-             "| periods | count | long | long rate | longest ms | hold ticks | hold rate |",
-             "|---|---|---|---|---|---|---|"]
-    rows = [("no-push phase, all", j["no_push_phase"]["all"]), ("push phase, all", j["push_phase"]["all"]),
-            ("push phase, overlapping a *whole* push", j["push_phase"].get("whole")),
-            ("push phase, overlapping a *fragmented* push", j["push_phase"].get("fragmented")),
-            ("push phase, no push in flight", j["push_phase"]["none"])]
+    lines = [
+        f"### Torch MLP {j['mlp_hidden']}: {j['weights_mb']} MB of weights per push",
+        "",
+        "| periods | count | long | long rate | longest ms | hold ticks | hold rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = [
+        ("no-push phase, all", j["no_push_phase"]["all"]),
+        ("push phase, all", j["push_phase"]["all"]),
+        ("push phase, overlapping a *whole* push", j["push_phase"].get("whole")),
+        ("push phase, overlapping a *fragmented* push", j["push_phase"].get("fragmented")),
+        ("push phase, no push in flight", j["push_phase"]["none"]),
+    ]
     for name, g in rows:
         if g:
-            lines.append(f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} | "
-                         f"{g.get('holds', '-')} | {g.get('hold_rate', 0):.1%} |")
+            lines.append(
+                f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} | "
+                f"{g.get('holds', '-')} | {g.get('hold_rate', 0):.1%} |"
+            )
     na, pa = j["no_push_phase"]["all"], j["push_phase"]["all"]
-    lines += ["", f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; with pushes "
-              f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own counter: "
-              f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
-              f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
-              f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).", ""]
+    lines += [
+        "",
+        f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; with pushes "
+        f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own counter: "
+        f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
+        f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
+        f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).",
+        "",
+    ]
     for name, pu in j["pushes"].items():
-        lines.append(f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} ms "
-                     f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
-                     f"{pu['server_load_ms'].get('median')} ms")
+        lines.append(
+            f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} ms "
+            f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
+            f"{pu['server_load_ms'].get('median')} ms"
+        )
     return lines + ["", f"Load average {j['load_avg_1m']} at the end of this run.", ""]
 
 
@@ -377,29 +474,43 @@ def write_results(result: dict) -> None:
     runs, c, raw = result["jitter"], result["camera"], result["raw_round_trip_ms"]
     runs = [runs] if isinstance(runs, dict) else runs  # results written before --sizes
     j = runs[0]
-    lines = ["# Online loop on the sim twin (benchmarks/ros_online.py)", "",
-             f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.", "",
-             f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
-             f"{j['nominal_ms']} ms)", "",
-             "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot node). "
-             f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
-             f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
-             "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
-             "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal. A hold "
-             "tick re-sends the previous target (no answer within the client's wait, 0.6 of a period).", ""]
+    lines = [
+        "# Online loop on the sim twin (benchmarks/ros_online.py)",
+        "",
+        f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.",
+        "",
+        f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
+        f"{j['nominal_ms']} ms)",
+        "",
+        "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot node). "
+        f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
+        f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
+        "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
+        "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal. A hold "
+        "tick re-sends the previous target (no answer within the client's wait, 0.6 of a period).",
+        "",
+    ]
     for j in runs:
         lines += jitter_lines(j)
     lines += [
-              f"## (b) Camera loop with a recorded 224x224 source ({c['target_hz']:g} Hz)", "",
-              "Raw rclpy round trip (publish -> echo process -> back), same run:", "",
-              "| message | p50 ms | p99 ms |", "|---|---|---|"]
+        f"## (b) Camera loop with a recorded 224x224 source ({c['target_hz']:g} Hz)",
+        "",
+        "Raw rclpy round trip (publish -> echo process -> back), same run:",
+        "",
+        "| message | p50 ms | p99 ms |",
+        "|---|---|---|",
+    ]
     lines += [f"| {k} | {v['p50']} | {v['p99']} |" for k, v in raw.items()]
     oc = c["obs_to_command_ms"]
-    lines += ["", "| target Hz | achieved Hz | policy steps | fresh obs/s | camera fps | obs->command p50 / p99 ms | "
-              "server infer p50 ms | load avg | sustained |", "|---|---|---|---|---|---|---|---|---|",
-              f"| {c['target_hz']:g} | {c['achieved_hz']} | {c['policy_fraction']:.0%} | {c['fresh_obs_hz']} | "
-              f"{c['camera_fps']:g} | {oc['p50']:.1f} / {oc['p99']:.1f} | {c['infer_ms_p50']:.1f} | "
-              f"{c['load_avg_1m']} | {'yes' if c['sustained'] else 'no'} |"]
+    lines += [
+        "",
+        "| target Hz | achieved Hz | policy steps | fresh obs/s | camera fps | obs->command p50 / p99 ms | "
+        "server infer p50 ms | load avg | sustained |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {c['target_hz']:g} | {c['achieved_hz']} | {c['policy_fraction']:.0%} | {c['fresh_obs_hz']} | "
+        f"{c['camera_fps']:g} | {oc['p50']:.1f} / {oc['p99']:.1f} | {c['infer_ms_p50']:.1f} | "
+        f"{c['load_avg_1m']} | {'yes' if c['sustained'] else 'no'} |",
+    ]
     lines += ["", result["notes"]]
     (RESULTS / "ros_online.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -408,18 +519,33 @@ def write_results(result: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--hidden", type=int, nargs="+", default=[1024, 1024, 1024], help=argparse.SUPPRESS)
-    ap.add_argument("--sizes", nargs="+", default=["256x256", "1024x1024x1024"],
-                    help="hidden layers of the served MLPs, one jitter run each (256x256: the size of this "
-                         "project's state policies; 1024x1024x1024: 17 MB, a stress case)")
+    ap.add_argument(
+        "--hidden", type=int, nargs="+", default=[1024, 1024, 1024], help=argparse.SUPPRESS
+    )
+    ap.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["256x256", "1024x1024x1024"],
+        help="hidden layers of the served MLPs, one jitter run each (256x256: the size of this "
+        "project's state policies; 1024x1024x1024: 17 MB, a stress case)",
+    )
     ap.add_argument("--jitter-hz", type=float, default=20.0)
-    ap.add_argument("--seconds", type=float, default=30.0, help="without pushes (twice that with pushes)")
+    ap.add_argument(
+        "--seconds", type=float, default=30.0, help="without pushes (twice that with pushes)"
+    )
     ap.add_argument("--push-every", type=float, default=3.0)
     ap.add_argument("--camera-hz", type=float, default=30.0)
     ap.add_argument("--camera-seconds", type=float, default=10.0)
-    ap.add_argument("--parts", nargs="+", choices=["jitter", "camera"], default=["jitter", "camera"],
-                    help="run only these parts; the others are kept from benchmarks/results/ros_online.json")
-    ap.add_argument("--report", action="store_true", help="rewrite the .md from the .json, run nothing")
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        choices=["jitter", "camera"],
+        default=["jitter", "camera"],
+        help="run only these parts; the others are kept from benchmarks/results/ros_online.json",
+    )
+    ap.add_argument(
+        "--report", action="store_true", help="rewrite the .md from the .json, run nothing"
+    )
     a = ap.parse_args()
     if a.report:
         result = json.loads((RESULTS / "ros_online.json").read_text())
@@ -428,9 +554,19 @@ def main() -> None:
         return serve_main(a.serve, a.hidden)
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
     tmp = Path(tempfile.mkdtemp(prefix="ros_online_"))
-    old = json.loads((RESULTS / "ros_online.json").read_text()) if set(a.parts) != {"jitter", "camera"} else {}
-    jitter = [jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, [int(h) for h in size.split("x")])
-              for size in a.sizes] if "jitter" in a.parts else old["jitter"]
+    old = (
+        json.loads((RESULTS / "ros_online.json").read_text())
+        if set(a.parts) != {"jitter", "camera"}
+        else {}
+    )
+    jitter = (
+        [
+            jitter_run(tmp, a.jitter_hz, a.seconds, a.push_every, [int(h) for h in size.split("x")])
+            for size in a.sizes
+        ]
+        if "jitter" in a.parts
+        else old["jitter"]
+    )
     print(json.dumps(jitter), flush=True)
     raw, camera = old.get("raw_round_trip_ms"), old.get("camera")
     if "camera" in a.parts:  # the raw round trip belongs to the camera loop's run
@@ -438,9 +574,15 @@ def main() -> None:
         print(f"raw rclpy round trip: {json.dumps(raw)}", flush=True)
         camera = camera_run(tmp, a.camera_hz, a.camera_seconds)
         print(json.dumps(camera), flush=True)
-    write_results({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                   "jitter": jitter, "raw_round_trip_ms": raw, "camera": camera,
-                   "notes": NOTES})
+    write_results(
+        {
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "jitter": jitter,
+            "raw_round_trip_ms": raw,
+            "camera": camera,
+            "notes": NOTES,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -70,10 +70,19 @@ class BenchTask:
 
 
 TASKS = {
-    "reach": BenchTask("configs/ros_sim_franka.yaml", "configs/ros_online_rlpd.yaml", "reach", STEM,
-                       {"control": "ee_delta_pos", "dim": 4}),
-    "push": BenchTask("configs/ros_sim_franka_push.yaml", "configs/ros_online_rlpd_push.yaml", "push",
-                      f"{STEM}_push"),
+    "reach": BenchTask(
+        "configs/ros_sim_franka.yaml",
+        "configs/ros_online_rlpd.yaml",
+        "reach",
+        STEM,
+        {"control": "ee_delta_pos", "dim": 4},
+    ),
+    "push": BenchTask(
+        "configs/ros_sim_franka_push.yaml",
+        "configs/ros_online_rlpd_push.yaml",
+        "push",
+        f"{STEM}_push",
+    ),
 }
 TASK = TASKS["reach"]
 
@@ -92,10 +101,17 @@ def task_graph(work: Path, server_port: int, ingest_port: int) -> Path:
     cfg = task_base()
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
     cfg["task"].update(episodes=0, results_path=str(work / "episodes.json"))
-    cfg["streamer"] = {"enabled": True, "stream": {"url": f"ws://127.0.0.1:{ingest_port}/transitions",
-                                                   "robot_id": "twin0", "spool_dir": str(work / "spool"),
-                                                   "backoff_s": 0.2, "backoff_max_s": 1.0},
-                       "episodes": {"source": "online"}}
+    cfg["streamer"] = {
+        "enabled": True,
+        "stream": {
+            "url": f"ws://127.0.0.1:{ingest_port}/transitions",
+            "robot_id": "twin0",
+            "spool_dir": str(work / "spool"),
+            "backoff_s": 0.2,
+            "backoff_max_s": 1.0,
+        },
+        "episodes": {"source": "online"},
+    }
     path = work / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -108,29 +124,52 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     cfg = task_base()
     cfg["task"].update(results_path=str(work / "demo_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = ""
-    cfg["teleop"] = {"enabled": True, "device": "scripted", "rate_hz": 20.0, "always_intervene": True,
-                     "script": {"task": TASK.script}}
+    cfg["teleop"] = {
+        "enabled": True,
+        "device": "scripted",
+        "rate_hz": 20.0,
+        "always_intervene": True,
+        "script": {"task": TASK.script},
+    }
     graph = work / "graph_demos.yaml"
     graph.write_text(yaml.safe_dump(cfg))
     t0 = time.time()
     with open(work / "collect.log", "ab") as f:
-        rc = subprocess.run([RLINF, "collect", str(graph), "--episodes", str(n), "--out", str(work / "demos")],
-                            cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=120 + 40 * n).returncode
+        rc = subprocess.run(
+            [RLINF, "collect", str(graph), "--episodes", str(n), "--out", str(work / "demos")],
+            cwd=ROOT,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=120 + 40 * n,
+        ).returncode
     if rc != 0:
         raise SystemExit(f"rlinf collect exited {rc}; see {work / 'collect.log'}")
     from rlinf_data.store import EpisodeStore
 
-    eps = [e for e in EpisodeStore(work / "demos", mode="r") if e.info.status != "aborted" and len(e)]
-    return {"episodes": len(eps), "successes": int(sum(e.info.success for e in eps)),
-            "steps": int(sum(len(e) for e in eps)), "collect_s": round(time.time() - t0, 1)}
+    eps = [
+        e for e in EpisodeStore(work / "demos", mode="r") if e.info.status != "aborted" and len(e)
+    ]
+    return {
+        "episodes": len(eps),
+        "successes": int(sum(e.info.success for e in eps)),
+        "steps": int(sum(len(e) for e in eps)),
+        "collect_s": round(time.time() - t0, 1),
+    }
 
 
 def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> tuple[float, dict]:
     """Learner + server + twin graph until the learner's budget ends; returns (robot start, final)."""
     ingest_port, server_port = free_port(), free_port()
     out = work / "run"
-    args = learner_args(out, work / "demos", ingest_port, server_port, f"train.time_budget_s={minutes * 60 + 60}",
-                        "train.final_eval=false", f"train.checkpoint_every={checkpoint_every}")
+    args = learner_args(
+        out,
+        work / "demos",
+        ingest_port,
+        server_port,
+        f"train.time_budget_s={minutes * 60 + 60}",
+        "train.final_eval=false",
+        f"train.checkpoint_every={checkpoint_every}",
+    )
     args[2] = str(ROOT / TASK.learner)
     procs.start("learner", args)
     start_server(procs, out, server_port)
@@ -138,7 +177,12 @@ def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> t
     t_robot = time.time()
     for kind in GRAPH_NODES:
         procs.start_node(kind, graph)
-    wait_for(lambda: procs.procs["learner"].poll() is not None, minutes * 60 + 600, "the learner's budget", procs)
+    wait_for(
+        lambda: procs.procs["learner"].poll() is not None,
+        minutes * 60 + 600,
+        "the learner's budget",
+        procs,
+    )
     if procs.procs["learner"].returncode != 0:
         raise SystemExit(f"learner exited {procs.procs['learner'].returncode}\n{procs.logs()}")
     return t_robot, json.loads((out / "metrics.json").read_text())
@@ -157,29 +201,46 @@ def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
     cfg = from_dict(OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url="]))
     cfg.train.progress = False
     ckpts = [(0.0, out / "initial")] + sorted(
-        (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p) for p in (out / "checkpoints").glob("iter_*"))
+        (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p)
+        for p in (out / "checkpoints").glob("iter_*")
+    )
     rows = []
     for wall, path in ckpts:
         policy, meta = load_policy(str(path))
-        res = evaluate_config(policy, cfg, episodes, seed=50_000, video_path=None, deadline=None, progress=False)
+        res = evaluate_config(
+            policy, cfg, episodes, seed=50_000, video_path=None, deadline=None, progress=False
+        )
         split = next(iter(res.values()))
         counters = meta.get("counters", {}) if isinstance(meta, dict) else {}
-        rows.append({"checkpoint": path.name, "wall_s": round(wall, 1),
-                     "transitions": int(counters.get("env_steps", 0)), "updates": int(counters.get("updates", 0)),
-                     "heldout_success": round(float(split["success_rate"]), 3), "episodes": int(split["episodes"])})
+        rows.append(
+            {
+                "checkpoint": path.name,
+                "wall_s": round(wall, 1),
+                "transitions": int(counters.get("env_steps", 0)),
+                "updates": int(counters.get("updates", 0)),
+                "heldout_success": round(float(split["success_rate"]), 3),
+                "episodes": int(split["episodes"]),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def plot(rows: list[dict], history: list[dict], path: Path, target: float, task: str = "reach") -> None:
+def plot(
+    rows: list[dict], history: list[dict], path: Path, target: float, task: str = "reach"
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["wall_s"] / 60 for r in rows], [r["heldout_success"] for r in rows], "o-",
-            label="held-out success (sim, deterministic)")
+    ax.plot(
+        [r["wall_s"] / 60 for r in rows],
+        [r["heldout_success"] for r in rows],
+        "o-",
+        label="held-out success (sim, deterministic)",
+    )
     twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
     if twin:
         ax.plot(*zip(*twin), ".--", alpha=0.6, label="twin training episodes (sampled, last 100)")
@@ -187,7 +248,10 @@ def plot(rows: list[dict], history: list[dict], path: Path, target: float, task:
     ax.set_xlabel("wall time since the robot started (min)")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights", fontsize=9)
+    ax.set_title(
+        f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
+        fontsize=9,
+    )
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -198,8 +262,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
-    ap.add_argument("--minutes", type=float, default=20.0, help="online learning time (learner budget)")
-    ap.add_argument("--checkpoint-every", type=int, default=1000, help="transitions between checkpoints")
+    ap.add_argument(
+        "--minutes", type=float, default=20.0, help="online learning time (learner budget)"
+    )
+    ap.add_argument(
+        "--checkpoint-every", type=int, default=1000, help="transitions between checkpoints"
+    )
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--target", type=float, default=0.8)
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
@@ -213,7 +281,7 @@ def main() -> None:
     os.environ.update(TOKENS)
     work = (ROOT / a.work).resolve()
     demos_kept = a.keep_demos and (work / "demos").is_dir()
-    for child in (work.iterdir() if work.is_dir() else []):
+    for child in work.iterdir() if work.is_dir() else []:
         if not (demos_kept and child.name in ("demos", "collect.log", "demo_episodes.json")):
             shutil.rmtree(child) if child.is_dir() else child.unlink()
     work.mkdir(parents=True, exist_ok=True)
@@ -228,37 +296,60 @@ def main() -> None:
     load1 = os.getloadavg()[0]
     rows = heldout(work, t_robot, a.eval_episodes)
     final = metrics["final"]
-    hit = next((r for r in rows if r["heldout_success"] >= a.target and r["wall_s"] <= a.minutes * 60), None)
+    hit = next(
+        (r for r in rows if r["heldout_success"] >= a.target and r["wall_s"] <= a.minutes * 60),
+        None,
+    )
     best = max(rows, key=lambda r: r["heldout_success"])
     RESULTS.mkdir(parents=True, exist_ok=True)
     plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task)
-    meta = machine_meta(task=a.task, graph=TASK.graph, learner=TASK.learner, demos=demo, minutes=a.minutes,
-                        eval_episodes=a.eval_episodes, target=a.target,
-                        load_1min_start=round(load0, 2), load_1min_end=round(load1, 2),
-                        transitions=final.get("env_steps"), updates=final.get("updates"),
-                        pushes=final.get("push/pushes"), push_failures=final.get("push/failures"),
-                        ingest_duplicates=final.get("ingest/duplicates"), ingest_gaps=final.get("ingest/gaps"),
-                        twin_success_last100=final.get("success_rate"),
-                        first_at_target_s=hit["wall_s"] if hit else None, best=best)
-    verdict = (f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> "
-               + (f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {a.target} met)" if hit else
-                  f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min (target {a.target} NOT met)"))
-    intro = [f"`benchmarks/ros_online_rlpd.py`: {a.demos} scripted-teleop demos collected on the twin with "
-             f"`rlinf collect`, then online RLPD (`{TASK.learner}`) through robot node -> policy "
-             "server -> streamer -> learner -> weights -> policy server, all real processes over DDS on a "
-             f"2-core machine shared with other jobs (1-min load {load0:.1f} at start, {load1:.1f} at end).",
-             f"Result: {verdict}. {final.get('env_steps', 0):.0f} transitions streamed, "
-             f"{final.get('updates', 0):.0f} updates, {final.get('push/pushes', 0):.0f} weight pushes "
-             f"({final.get('push/failures', 0):.0f} failed); ingest duplicates {final.get('ingest/duplicates', 0):.0f}, "
-             f"gaps {final.get('ingest/gaps', 0):.0f}.",
-             f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{a.task}, "
-             f"{a.eval_episodes} episodes, seeds the twin never used), evaluated after the run. Curve: "
-             f"`benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it starts before the "
-             "robot: start-up, demo pretraining, the server); failed pushes are those sent before `rlinf serve` "
-             "was up (the pusher retries)."]
-    cols = [("checkpoint", lambda r: r["checkpoint"]), ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
-            ("transitions", lambda r: r["transitions"]), ("updates", lambda r: r["updates"]),
-            ("held-out success", lambda r: f"{r['heldout_success']:.2f}")]
+    meta = machine_meta(
+        task=a.task,
+        graph=TASK.graph,
+        learner=TASK.learner,
+        demos=demo,
+        minutes=a.minutes,
+        eval_episodes=a.eval_episodes,
+        target=a.target,
+        load_1min_start=round(load0, 2),
+        load_1min_end=round(load1, 2),
+        transitions=final.get("env_steps"),
+        updates=final.get("updates"),
+        pushes=final.get("push/pushes"),
+        push_failures=final.get("push/failures"),
+        ingest_duplicates=final.get("ingest/duplicates"),
+        ingest_gaps=final.get("ingest/gaps"),
+        twin_success_last100=final.get("success_rate"),
+        first_at_target_s=hit["wall_s"] if hit else None,
+        best=best,
+    )
+    verdict = f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> " + (
+        f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {a.target} met)"
+        if hit
+        else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min (target {a.target} NOT met)"
+    )
+    intro = [
+        f"`benchmarks/ros_online_rlpd.py`: {a.demos} scripted-teleop demos collected on the twin with "
+        f"`rlinf collect`, then online RLPD (`{TASK.learner}`) through robot node -> policy "
+        "server -> streamer -> learner -> weights -> policy server, all real processes over DDS on a "
+        f"2-core machine shared with other jobs (1-min load {load0:.1f} at start, {load1:.1f} at end).",
+        f"Result: {verdict}. {final.get('env_steps', 0):.0f} transitions streamed, "
+        f"{final.get('updates', 0):.0f} updates, {final.get('push/pushes', 0):.0f} weight pushes "
+        f"({final.get('push/failures', 0):.0f} failed); ingest duplicates {final.get('ingest/duplicates', 0):.0f}, "
+        f"gaps {final.get('ingest/gaps', 0):.0f}.",
+        f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{a.task}, "
+        f"{a.eval_episodes} episodes, seeds the twin never used), evaluated after the run. Curve: "
+        f"`benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it starts before the "
+        "robot: start-up, demo pretraining, the server); failed pushes are those sent before `rlinf serve` "
+        "was up (the pusher retries).",
+    ]
+    cols = [
+        ("checkpoint", lambda r: r["checkpoint"]),
+        ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
+        ("transitions", lambda r: r["transitions"]),
+        ("updates", lambda r: r["updates"]),
+        ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
+    ]
     write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({a.task})", intro, meta, rows, cols)
     print(verdict)
     print((RESULTS / f"{stem}.md").read_text())

@@ -26,7 +26,7 @@ import shlex
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,12 @@ def control_rate(tmp: Path, seconds: float) -> dict[str, Any]:
             procs.start_node(kind, path)
         probe = Probe("rates_loop")
         status = probe.record(String, "policy_client/status", lambda m: m.data)
-        commands = probe.record(JointTrajectory, "joint_trajectory_controller/joint_trajectory", lambda m: None)
-        probe.wait_for(lambda: status and '"mode": "policy"' in status[-1][1], 120, "the loop running", procs)
+        commands = probe.record(
+            JointTrajectory, "joint_trajectory_controller/joint_trajectory", lambda m: None
+        )
+        probe.wait_for(
+            lambda: status and '"mode": "policy"' in status[-1][1], 120, "the loop running", procs
+        )
         time.sleep(seconds)
         t1 = time.time()
         run = [t for t, _ in commands if t > t1 - seconds]
@@ -88,12 +92,25 @@ def camera_rate(tmp: Path, seconds: float) -> float:
     from sensor_msgs.msg import Image
 
     path = tmp / "cam.yaml"
-    path.write_text(yaml.safe_dump({"robot": {"enabled": False}, "cameras": [
-        {"name": "cam", "camera": {"backend": "sim", "width": 64, "height": 48, "fps": 20},
-         "mirror_joint_states": ""}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "robot": {"enabled": False},
+                "cameras": [
+                    {
+                        "name": "cam",
+                        "camera": {"backend": "sim", "width": 64, "height": 48, "fps": 20},
+                        "mirror_joint_states": "",
+                    }
+                ],
+            }
+        )
+    )
     procs, probe = Procs(tmp), Probe("rates_cam")
     try:
-        procs.start_node("camera", path, "--ros-args", "-p", "camera.fps:=4", "-p", "camera.width:=40")
+        procs.start_node(
+            "camera", path, "--ros-args", "-p", "camera.fps:=4", "-p", "camera.width:=40"
+        )
         images = probe.record(Image, "camera/camera/color/image_raw", lambda m: m.width)
         probe.wait_for(lambda: len(images) >= 2, 60, "images", procs)
         n0, t0 = len(images), time.time()
@@ -111,22 +128,36 @@ def watchdog_cut(tmp: Path) -> float:
     from rlinf_ros.conversions import trajectory_msg
 
     names = [f"fr3_joint{i}" for i in range(1, 8)]
-    cfg = yaml.safe_load((ROOT / "configs/ros_bridge_franka_ros2.yaml").read_text())  # watchdog 200 ms, 0.3 x dq_max
+    cfg = yaml.safe_load(
+        (ROOT / "configs/ros_bridge_franka_ros2.yaml").read_text()
+    )  # watchdog 200 ms, 0.3 x dq_max
     cfg["policy_client"]["enabled"] = False
     cfg["robot"]["bridge"]["ee_pose"] = ""
     path = tmp / "bridge.yaml"
     path.write_text(yaml.safe_dump(cfg))
     procs, probe = Procs(tmp), Probe("rates_bridge")
     try:
-        procs.start("stack", [str(ROOT / "tests/rlinf_ros/standin_stack.py"), "--prefix", "fr3_",
-                              "--controller", "fr3_arm_controller"])
+        procs.start(
+            "stack",
+            [
+                str(ROOT / "tests/rlinf_ros/standin_stack.py"),
+                "--prefix",
+                "fr3_",
+                "--controller",
+                "fr3_arm_controller",
+            ],
+        )
         procs.start_node("robot", path)
         stack = probe.record(JointState, "/joint_states", lambda m: np.array(m.position))
-        cmd = probe.node.create_publisher(JointTrajectory, "/rlinf/joint_trajectory_controller/joint_trajectory", 10)
+        cmd = probe.node.create_publisher(
+            JointTrajectory, "/rlinf/joint_trajectory_controller/joint_trajectory", 10
+        )
         probe.wait_for(lambda: stack and cmd.get_subscription_count() > 0, 60, "bridge up", procs)
         time.sleep(1.0)
         q1 = stack[-1][1].copy()
-        cmd.publish(trajectory_msg(names, (q1 + np.array([1.0, 0, 0, 0, 0, 0, 0]))[None], np.array([4.0])))
+        cmd.publish(
+            trajectory_msg(names, (q1 + np.array([1.0, 0, 0, 0, 0, 0, 0]))[None], np.array([4.0]))
+        )
         time.sleep(1.5)
         return round(float(stack[-1][1][0] - q1[0]), 4)
     finally:
@@ -149,30 +180,61 @@ def main() -> None:
     from robot_drivers.types import PANDA_DQ_MAX
 
     rows = [
-        {"figure": "closed-loop control rate (10 Hz target)", "value": f"{loop['control_hz']} Hz",
-         "former test bound": "8-12 Hz", "now tested as": "one command per 0.1 s of /clock (test_ros_e2e_loop.py)"},
-        {"figure": "camera rate with -p camera.fps:=4", "value": f"{cam} Hz", "former test bound": "2-6 Hz",
-         "now tested as": "one frame per 0.25 s of a test-driven /clock (test_ros_parameters.py)"},
-        {"figure": "bridged arm moved 1.5 s after a silent 4 s trajectory", "value": f"{cut} rad",
-         "former test bound": f"0.01-{0.3 * PANDA_DQ_MAX[0] * 0.35:.3f} rad",
-         "now tested as": "upper bound once the watchdog's stale refusal is seen (test_ros_bridge.py)"},
-        {"figure": "SIGTERM to exit, robot + camera + client + server", "value": f"{loop['shutdown_s']} s "
-         f"(codes {loop['exit_codes']})", "former test bound": "exit 0 within the 10 s grace",
-         "now tested as": "exit 0 (unchanged)"},
+        {
+            "figure": "closed-loop control rate (10 Hz target)",
+            "value": f"{loop['control_hz']} Hz",
+            "former test bound": "8-12 Hz",
+            "now tested as": "one command per 0.1 s of /clock (test_ros_e2e_loop.py)",
+        },
+        {
+            "figure": "camera rate with -p camera.fps:=4",
+            "value": f"{cam} Hz",
+            "former test bound": "2-6 Hz",
+            "now tested as": "one frame per 0.25 s of a test-driven /clock (test_ros_parameters.py)",
+        },
+        {
+            "figure": "bridged arm moved 1.5 s after a silent 4 s trajectory",
+            "value": f"{cut} rad",
+            "former test bound": f"0.01-{0.3 * PANDA_DQ_MAX[0] * 0.35:.3f} rad",
+            "now tested as": "upper bound once the watchdog's stale refusal is seen (test_ros_bridge.py)",
+        },
+        {
+            "figure": "SIGTERM to exit, robot + camera + client + server",
+            "value": f"{loop['shutdown_s']} s (codes {loop['exit_codes']})",
+            "former test bound": "exit 0 within the 10 s grace",
+            "now tested as": "exit 0 (unchanged)",
+        },
     ]
-    command = "MUJOCO_GL=osmesa RAY_AUTH_MODE=disabled .venv/bin/python benchmarks/ros_rates.py " + \
-        shlex.join(sys.argv[1:])
-    meta = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_avg_start": round(load0, 2),
-            "load_avg_end": round(load1, 2), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": command.strip()}
-    write_table("ros_rates", "ROS graph rates in real time (benchmarks/ros_rates.py)", [
-        f"Machine: {meta['cpu']}, {meta['cores']} cores; load average {meta['load_avg_start']} at start, "
-        f"{meta['load_avg_end']} at end (shared with other jobs: the figures move with the load). "
-        f"Date: {meta['date']}.",
-        f"Command: `{meta['command']}`",
-        "Wall-clock figures of the graph. The tests check the behaviour behind each on simulated "
-        "time or by events; the bound a test used to assert is shown for comparison.",
-    ], meta, rows, [(h, lambda r, h=h: r[h]) for h in ("figure", "value", "former test bound", "now tested as")])
+    command = (
+        "MUJOCO_GL=osmesa RAY_AUTH_MODE=disabled .venv/bin/python benchmarks/ros_rates.py "
+        + shlex.join(sys.argv[1:])
+    )
+    meta = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "load_avg_start": round(load0, 2),
+        "load_avg_end": round(load1, 2),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command.strip(),
+    }
+    write_table(
+        "ros_rates",
+        "ROS graph rates in real time (benchmarks/ros_rates.py)",
+        [
+            f"Machine: {meta['cpu']}, {meta['cores']} cores; load average {meta['load_avg_start']} at start, "
+            f"{meta['load_avg_end']} at end (shared with other jobs: the figures move with the load). "
+            f"Date: {meta['date']}.",
+            f"Command: `{meta['command']}`",
+            "Wall-clock figures of the graph. The tests check the behaviour behind each on simulated "
+            "time or by events; the bound a test used to assert is shown for comparison.",
+        ],
+        meta,
+        rows,
+        [
+            (h, lambda r, h=h: r[h])
+            for h in ("figure", "value", "former test bound", "now tested as")
+        ],
+    )
     print((ROOT / "benchmarks/results/ros_rates.md").read_text())
 
 

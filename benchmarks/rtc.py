@@ -56,24 +56,34 @@ MODES = ("sync", "async", "rtc_blend", "rtc_guided")
 
 
 def spec_io(hz: float) -> SpecIO:
-    return SpecIO(RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                            action=ActionSpace("joint_delta", 8, joint_scale=SCALE), control_hz=hz))
+    return SpecIO(
+        RobotSpec(
+            state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+            action=ActionSpace("joint_delta", 8, joint_scale=SCALE),
+            control_hz=hz,
+        )
+    )
 
 
 class GaussianFlowPolicy:
     """Chunks from the exact flow of N(mean(obs), Σ), Σ a smooth squared-exponential kernel over the
     chunk's steps (std ``sigma``, length ``length`` steps): every chunk is smooth, two chunks differ."""
 
-    def __init__(self, hz: float, seed: int, guided: bool, sigma: float = 0.15, length: float = 4.0) -> None:
+    def __init__(
+        self, hz: float, seed: int, guided: bool, sigma: float = 0.15, length: float = 4.0
+    ) -> None:
         self.hz, self.guided = hz, guided
         self.gen = torch.Generator().manual_seed(seed)
         i = torch.arange(H, dtype=torch.float64)
-        self.cov = sigma ** 2 * torch.exp(-0.5 * (i[:, None] - i[None]) ** 2 / length ** 2) \
-            + 1e-4 * torch.eye(H, dtype=torch.float64)
+        self.cov = sigma**2 * torch.exp(
+            -0.5 * (i[:, None] - i[None]) ** 2 / length**2
+        ) + 1e-4 * torch.eye(H, dtype=torch.float64)
         self.calls = 0
 
     def target(self, tick: np.ndarray) -> np.ndarray:
-        return np.asarray(PANDA_HOME)[None] + AMP[None] * np.sin(2 * np.pi * tick[:, None] / (PERIOD_S * self.hz))
+        return np.asarray(PANDA_HOME)[None] + AMP[None] * np.sin(
+            2 * np.pi * tick[:, None] / (PERIOD_S * self.hz)
+        )
 
     def mean(self, obs: dict[str, Any]) -> torch.Tensor:
         """Feed-forward target velocity plus the tracking error spread over the chunk: [1, H, 8]."""
@@ -82,7 +92,9 @@ class GaussianFlowPolicy:
         q_star = self.target(ticks)
         ff = (q_star[1:] - q_star[:-1]) / SCALE
         err = (q_star[0] - np.asarray(obs["state"][:7])) / SCALE
-        corr = np.repeat(err[None] / H, H, axis=0)  # spread evenly: the chunk removes the error by its end
+        corr = np.repeat(
+            err[None] / H, H, axis=0
+        )  # spread evenly: the chunk removes the error by its end
         mu = np.concatenate([ff + corr, np.ones((H, 1))], 1)  # gripper: open
         return torch.as_tensor(np.clip(mu, -0.9, 0.9))[None]
 
@@ -107,8 +119,14 @@ class GaussianFlowPolicy:
         prefix = obs.get("rtc_prefix")
         if self.guided and prefix is not None and len(prefix):
             p = torch.as_tensor(np.asarray(prefix, dtype=np.float64))[None]
-            out = flow.sample(self.velocity(mu), noise, steps=10, prefix=p,
-                              delay=int(obs.get("rtc_inference_delay", 0)), execute_horizon=H - p.shape[1])
+            out = flow.sample(
+                self.velocity(mu),
+                noise,
+                steps=10,
+                prefix=p,
+                delay=int(obs.get("rtc_inference_delay", 0)),
+                execute_horizon=H - p.shape[1],
+            )
         else:
             out = flow.sample(self.velocity(mu), noise, steps=10)
         return {"actions": np.clip(out.actions[0].numpy(), -1.0, 1.0)}
@@ -130,10 +148,13 @@ class SlowConnection:
         pass
 
 
-def make_loop(mode: str, latency: int, policy: GaussianFlowPolicy, io: SpecIO, hz: float,
-              wallclock: bool) -> tuple[PolicyLoop, Any]:
+def make_loop(
+    mode: str, latency: int, policy: GaussianFlowPolicy, io: SpecIO, hz: float, wallclock: bool
+) -> tuple[PolicyLoop, Any]:
     if wallclock:  # the node's own worker thread and its bounded wait for a late answer
-        worker: Any = InferenceWorker(lambda: SlowConnection(policy, latency / hz), reconnect_s=0.05)
+        worker: Any = InferenceWorker(
+            lambda: SlowConnection(policy, latency / hz), reconnect_s=0.05
+        )
         wait = 0.6 / hz
     else:
         worker, wait = LatencyWorker(policy, latency), 0.0
@@ -141,11 +162,15 @@ def make_loop(mode: str, latency: int, policy: GaussianFlowPolicy, io: SpecIO, h
         return PolicyLoop(worker, io, prefetch=0, max_wait_s=wait), worker
     if mode == "async":
         return PolicyLoop(worker, io, prefetch=latency, max_wait_s=wait), worker
-    rtc = RtcConfig(enabled=True, execute_horizon=EXECUTE, blend="linear", send_prefix=mode == "rtc_guided")
+    rtc = RtcConfig(
+        enabled=True, execute_horizon=EXECUTE, blend="linear", send_prefix=mode == "rtc_guided"
+    )
     return PolicyLoop(worker, io, max_wait_s=wait, rtc=rtc), worker
 
 
-def run(mode: str, latency: int, ticks: int, hz: float, seed: int, wallclock: bool = False) -> dict[str, Any]:
+def run(
+    mode: str, latency: int, ticks: int, hz: float, seed: int, wallclock: bool = False
+) -> dict[str, Any]:
     io = spec_io(hz)
     policy = GaussianFlowPolicy(hz, seed, guided=mode == "rtc_guided")
     loop, worker = make_loop(mode, latency, policy, io, hz, wallclock)
@@ -167,8 +192,11 @@ def run(mode: str, latency: int, ticks: int, hz: float, seed: int, wallclock: bo
                 late += 1
         else:
             worker.advance()
-        cmd = loop.tick({"state": np.concatenate([q, [0.08]]), "tick": k}, [RobotReading(q=q.copy(), gripper_width=0.08)],
-                        float(k) / hz)
+        cmd = loop.tick(
+            {"state": np.concatenate([q, [0.08]]), "tick": k},
+            [RobotReading(q=q.copy(), gripper_width=0.08)],
+            float(k) / hz,
+        )
         policy_step = cmd is not None and cmd.kind == "policy"
         started = started or policy_step
         if not started:
@@ -187,14 +215,25 @@ def run(mode: str, latency: int, ticks: int, hz: float, seed: int, wallclock: bo
         worker.stop()
     steps = np.abs(np.diff(np.asarray(rows)[:, :7], axis=0)).max(1)
     minutes = len(rows) / hz / 60.0
-    return {"mode": mode, "latency_periods": latency, "clock": "wall" if wallclock else "tick-exact",
-            "late_ticks": late, "rtc": mode.startswith("rtc"), "ticks": len(rows),
-            "chunks": loop.stats.chunks, "requests": policy.calls, "stalls": holds,
-            "stalls_per_min": round(holds / minutes, 1),
-            "max_jump_boundary": round(max_jump([r[:7] for r in rows], firsts), 3),
-            "max_step_anywhere": round(float(steps.max()), 3), "p99_step": round(float(np.percentile(steps, 99)), 3),
-            "tracking_rms_rad": round(float(np.mean(errs)), 4), "wall_s": round(wall, 1),
-            "trace": [round(float(r[0]), 4) for r in rows[:120]], "firsts": [f for f in firsts if f < 120]}
+    return {
+        "mode": mode,
+        "latency_periods": latency,
+        "clock": "wall" if wallclock else "tick-exact",
+        "late_ticks": late,
+        "rtc": mode.startswith("rtc"),
+        "ticks": len(rows),
+        "chunks": loop.stats.chunks,
+        "requests": policy.calls,
+        "stalls": holds,
+        "stalls_per_min": round(holds / minutes, 1),
+        "max_jump_boundary": round(max_jump([r[:7] for r in rows], firsts), 3),
+        "max_step_anywhere": round(float(steps.max()), 3),
+        "p99_step": round(float(np.percentile(steps, 99)), 3),
+        "tracking_rms_rad": round(float(np.mean(errs)), 4),
+        "wall_s": round(wall, 1),
+        "trace": [round(float(r[0]), 4) for r in rows[:120]],
+        "firsts": [f for f in firsts if f < 120],
+    }
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
@@ -221,8 +260,12 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=5.0, help="simulated control time per row")
     ap.add_argument("--hz", type=float, default=10.0, help="control rate")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--wallclock-s", type=float, default=30.0,
-                    help="seconds per wall-clock row (real inference thread, sleeping policy); 0 = none")
+    ap.add_argument(
+        "--wallclock-s",
+        type=float,
+        default=30.0,
+        help="seconds per wall-clock row (real inference thread, sleeping policy); 0 = none",
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     ticks = int(args.minutes * 60 * args.hz)
@@ -231,48 +274,81 @@ def main() -> None:
         for mode in MODES:
             r = run(mode, latency, ticks, args.hz, args.seed)
             results.append(r)
-            print(f"latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
-                  f"max jump at boundary {r['max_jump_boundary']:.3f}  max step {r['max_step_anywhere']:.3f}  "
-                  f"p99 step {r['p99_step']:.3f}  tracking {r['tracking_rms_rad']:.4f} rad", flush=True)
+            print(
+                f"latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
+                f"max jump at boundary {r['max_jump_boundary']:.3f}  max step {r['max_step_anywhere']:.3f}  "
+                f"p99 step {r['p99_step']:.3f}  tracking {r['tracking_rms_rad']:.4f} rad",
+                flush=True,
+            )
     if args.wallclock_s > 0:
         for latency in (1, 3):
             for mode in ("sync", "rtc_guided"):
-                r = run(mode, latency, int(args.wallclock_s * args.hz), args.hz, args.seed, wallclock=True)
+                r = run(
+                    mode,
+                    latency,
+                    int(args.wallclock_s * args.hz),
+                    args.hz,
+                    args.seed,
+                    wallclock=True,
+                )
                 results.append(r)
-                print(f"wall-clock latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
-                      f"max jump at boundary {r['max_jump_boundary']:.3f}  late ticks {r['late_ticks']}  "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"wall-clock latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
+                    f"max jump at boundary {r['max_jump_boundary']:.3f}  late ticks {r['late_ticks']}  "
+                    f"load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     load = os.getloadavg()[0]
-    meta = machine_meta(load_avg_1min=round(load, 2), control_hz=args.hz, minutes_per_row=args.minutes, chunk=H,
-                        execute_horizon=EXECUTE, blend="linear", flow_steps=10, seed=args.seed)
+    meta = machine_meta(
+        load_avg_1min=round(load, 2),
+        control_hz=args.hz,
+        minutes_per_row=args.minutes,
+        chunk=H,
+        execute_horizon=EXECUTE,
+        blend="linear",
+        flow_steps=10,
+        seed=args.seed,
+    )
     rows = [{k: v for k, v in r.items() if k not in ("trace", "firsts")} for r in results]
-    write_table("rtc", "Real-time chunking in the policy client",
-                [f"`benchmarks/rtc.py --minutes {args.minutes:g} --hz {args.hz:g}`: the policy client's loop at "
-                 f"{args.hz:g} Hz, answers exactly 1 or 3 control periods after each request, a 16-step flow policy "
-                 "following a moving joint target (smooth random deviation per chunk, std 0.15, length 4 steps). Actions are normalised "
-                 f"joint deltas ({SCALE} rad per unit); a stall is a tick with nothing to execute (the arm holds); "
-                 f"RTC: execute_horizon {EXECUTE}, linear cross-fade; rtc_guided also inpaints the committed prefix "
-                 "in the flow sampler (RTC guidance, β = 5). Tick-exact latency: no wall-clock noise "
-                 f"(1-min load average during the run: {load:.1f}).",
-                 "Modes: `sync` requests when the chunk is used up (waits); `async` requests `latency` steps early "
-                 "and switches naively to the new chunk's first row (stale by the latency); `rtc_blend` requests after "
-                 "execute_horizon steps, drops the rows already in the past and cross-fades the overlap; `rtc_guided` "
-                 "also sends the committed prefix, which the flow sampler inpaints before the same cross-fade.",
-                 "Jumps are max |a_k - a_(k-1)| over the 7 joint dimensions: at the first tick of each chunk, and "
-                 "anywhere (a blend must not just move the jump later). A hold counts as a zero joint delta (the arm "
-                 "stops). Within a chunk the policy's own steps are ~0.03-0.1: that is the floor. rtc.png: one "
-                 "joint's actions over the first 120 ticks.",
-                 f"`wall` rows ({args.wallclock_s:g} s each): the same loop paced on real time with the policy client's "
-                 "inference thread (`InferenceWorker`) and the node's bounded wait (0.6 period) for an answer; the "
-                 "policy sleeps so that an answer takes 1 or 3 periods. They are subject to this shared machine's "
-                 "scheduling (late ticks: ticks that started more than half a period late)."],
-                meta, rows,
-                [("clock", lambda r: r["clock"]), ("latency (periods)", lambda r: r["latency_periods"]),
-                 ("mode", lambda r: r["mode"]),
-                 ("stalls / min", lambda r: r["stalls_per_min"]), ("max jump at boundary", lambda r: r["max_jump_boundary"]),
-                 ("max step anywhere", lambda r: r["max_step_anywhere"]), ("p99 step", lambda r: r["p99_step"]),
-                 ("tracking RMS (rad)", lambda r: r["tracking_rms_rad"]), ("chunks", lambda r: r["chunks"]),
-                 ("late ticks", lambda r: r["late_ticks"] if r["clock"] == "wall" else "-")])
+    write_table(
+        "rtc",
+        "Real-time chunking in the policy client",
+        [
+            f"`benchmarks/rtc.py --minutes {args.minutes:g} --hz {args.hz:g}`: the policy client's loop at "
+            f"{args.hz:g} Hz, answers exactly 1 or 3 control periods after each request, a 16-step flow policy "
+            "following a moving joint target (smooth random deviation per chunk, std 0.15, length 4 steps). Actions are normalised "
+            f"joint deltas ({SCALE} rad per unit); a stall is a tick with nothing to execute (the arm holds); "
+            f"RTC: execute_horizon {EXECUTE}, linear cross-fade; rtc_guided also inpaints the committed prefix "
+            "in the flow sampler (RTC guidance, β = 5). Tick-exact latency: no wall-clock noise "
+            f"(1-min load average during the run: {load:.1f}).",
+            "Modes: `sync` requests when the chunk is used up (waits); `async` requests `latency` steps early "
+            "and switches naively to the new chunk's first row (stale by the latency); `rtc_blend` requests after "
+            "execute_horizon steps, drops the rows already in the past and cross-fades the overlap; `rtc_guided` "
+            "also sends the committed prefix, which the flow sampler inpaints before the same cross-fade.",
+            "Jumps are max |a_k - a_(k-1)| over the 7 joint dimensions: at the first tick of each chunk, and "
+            "anywhere (a blend must not just move the jump later). A hold counts as a zero joint delta (the arm "
+            "stops). Within a chunk the policy's own steps are ~0.03-0.1: that is the floor. rtc.png: one "
+            "joint's actions over the first 120 ticks.",
+            f"`wall` rows ({args.wallclock_s:g} s each): the same loop paced on real time with the policy client's "
+            "inference thread (`InferenceWorker`) and the node's bounded wait (0.6 period) for an answer; the "
+            "policy sleeps so that an answer takes 1 or 3 periods. They are subject to this shared machine's "
+            "scheduling (late ticks: ticks that started more than half a period late).",
+        ],
+        meta,
+        rows,
+        [
+            ("clock", lambda r: r["clock"]),
+            ("latency (periods)", lambda r: r["latency_periods"]),
+            ("mode", lambda r: r["mode"]),
+            ("stalls / min", lambda r: r["stalls_per_min"]),
+            ("max jump at boundary", lambda r: r["max_jump_boundary"]),
+            ("max step anywhere", lambda r: r["max_step_anywhere"]),
+            ("p99 step", lambda r: r["p99_step"]),
+            ("tracking RMS (rad)", lambda r: r["tracking_rms_rad"]),
+            ("chunks", lambda r: r["chunks"]),
+            ("late ticks", lambda r: r["late_ticks"] if r["clock"] == "wall" else "-"),
+        ],
+    )
     plot(results, RESULTS / "rtc.png")
     print(f"wrote {RESULTS / 'rtc.md'} (load avg {load:.1f})")
 

@@ -36,15 +36,31 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKLOADS = {  # name -> (config, overrides, description, measured iterations per pass)
-    "embodied": ("configs/sim_franka_reach_ppo.yaml", [], "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64", 8),
-    "offpolicy": ("configs/sim_franka_reach_sac.yaml",
-                  ["train.log_every=400", "train.warmup_steps=400", "train.learning_starts=400"],
-                  "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
-                  "metrics row of 400 transitions (200 updates)", 3),
-    "grpo": ("configs/llm_grpo_arith.yaml", [], "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples", 5),
+    "embodied": (
+        "configs/sim_franka_reach_ppo.yaml",
+        [],
+        "PPO on mujoco_franka/reach, 32 envs x 16 steps, MLP 64x64",
+        8,
+    ),
+    "offpolicy": (
+        "configs/sim_franka_reach_sac.yaml",
+        ["train.log_every=400", "train.warmup_steps=400", "train.learning_starts=400"],
+        "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
+        "metrics row of 400 transitions (200 updates)",
+        3,
+    ),
+    "grpo": (
+        "configs/llm_grpo_arith.yaml",
+        [],
+        "GRPO on 2-digit addition, tiny Llama, 64 prompts x 8 samples",
+        5,
+    ),
 }
-REALLOC = ("configs/sim_franka_reach_ppo.yaml", ["model.hidden=[1024,1024]", "actor.epochs=2", "actor.minibatches=2"],
-           {"env,rollout": "0", "actor": "1"})
+REALLOC = (
+    "configs/sim_franka_reach_ppo.yaml",
+    ["model.hidden=[1024,1024]", "actor.epochs=2", "actor.minibatches=2"],
+    {"env,rollout": "0", "actor": "1"},
+)
 
 
 def _load() -> float:
@@ -53,8 +69,8 @@ def _load() -> float:
 
 def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int = 2) -> dict:
     from learner.cluster import Cluster
-    from learner.scheduling.calibrate import calibrate
     from learner.scheduling import plan
+    from learner.scheduling.calibrate import calibrate
     from learner.scheduling.plan import measure, profile_of, rank
     from rlinf_cli.schedule import _config
 
@@ -68,28 +84,49 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int
     rows: dict[str, dict] = {}
     try:
         cal = calibrate(cfg, slots, cluster)
-        print(f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas {cal.measured_s:.3f} -> x"
-              f"{cal.factor:.2f} (load {cal.load:.1f}, {cal.seconds:.0f} s)", flush=True)
+        print(
+            f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas {cal.measured_s:.3f} -> x"
+            f"{cal.factor:.2f} (load {cal.load:.1f}, {cal.seconds:.0f} s)",
+            flush=True,
+        )
         preds = rank(cfg, slots, calibration=cal)
         ref = next(p for p in preds if p.candidate.label == cal.reference)
         for k in range(passes):
-            for p in (preds if k % 2 == 0 else preds[::-1]):
+            for p in preds if k % 2 == 0 else preds[::-1]:
                 label, load0, t1 = p.candidate.label, _load(), time.perf_counter()
                 # bracketing: the in-process reference right before, so load drift between the
                 # calibration and this run can be told apart from the model's error
-                local = measure(cfg, ref.candidate, cluster, iterations=bracket) / ref.iteration_s if bracket else 1.0
+                local = (
+                    measure(cfg, ref.candidate, cluster, iterations=bracket) / ref.iteration_s
+                    if bracket
+                    else 1.0
+                )
                 measured = measure(cfg, p.candidate, cluster, iterations=iterations)
-                row = rows.setdefault(label, {
-                    "candidate": label, "placement": p.candidate.placement, "mode": p.mode,
-                    "raw_predicted_s": raw[label].iteration_s, "predicted_s": p.iteration_s,
-                    "breakdown": p.breakdown, "passes": [], "bracketed": [], "load": [], "wall_s": 0.0})
+                row = rows.setdefault(
+                    label,
+                    {
+                        "candidate": label,
+                        "placement": p.candidate.placement,
+                        "mode": p.mode,
+                        "raw_predicted_s": raw[label].iteration_s,
+                        "predicted_s": p.iteration_s,
+                        "breakdown": p.breakdown,
+                        "passes": [],
+                        "bracketed": [],
+                        "load": [],
+                        "wall_s": 0.0,
+                    },
+                )
                 row["passes"].append(measured)
                 row["bracketed"].append(p.iteration_s * local)
                 row.setdefault("phases", []).append(dict(plan.LAST_PHASES))
                 row["load"] += [load0, _load()]
                 row["wall_s"] += time.perf_counter() - t1
-                print(f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw {raw[label].iteration_s:.3f}) "
-                      f"meas {measured:.3f} load {load0}-{_load()}", flush=True)
+                print(
+                    f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw {raw[label].iteration_s:.3f}) "
+                    f"meas {measured:.3f} load {load0}-{_load()}",
+                    flush=True,
+                )
     finally:
         cluster.shutdown()
     for row in rows.values():
@@ -103,11 +140,21 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int
     out = [rows[p.candidate.label] for p in preds]
     auto = min(out, key=lambda r: r["predicted_s"])
     best = min(out, key=lambda r: r["measured_s"])
-    return {"description": desc, "config": path, "overrides": overrides, "slots": slots, "rows": out,
-            "calibration": cal.to_dict(), "profile_s": profile_s, "passes": passes, "iterations": iterations,
-            "bracket": bracket,
-            "auto": auto["candidate"], "measured_best": best["candidate"],
-            "auto_vs_best": auto["measured_s"] / best["measured_s"]}
+    return {
+        "description": desc,
+        "config": path,
+        "overrides": overrides,
+        "slots": slots,
+        "rows": out,
+        "calibration": cal.to_dict(),
+        "profile_s": profile_s,
+        "passes": passes,
+        "iterations": iterations,
+        "bracket": bracket,
+        "auto": auto["candidate"],
+        "measured_best": best["candidate"],
+        "auto_vs_best": auto["measured_s"] / best["measured_s"],
+    }
 
 
 def _embodied_history(cfg, cluster, iterations: int) -> list[dict]:
@@ -133,27 +180,42 @@ def run_realloc(slots: int, passes: int, iterations: int = 8, warmup: int = 2) -
     path, overrides, placement = REALLOC
     base = _config(path, overrides)
     base.placement = dict(placement)
-    samples: dict[bool, dict[str, list[float]]] = {False: {"it": [], "train": []}, True: {"it": [], "train": []}}
+    samples: dict[bool, dict[str, list[float]]] = {
+        False: {"it": [], "train": []},
+        True: {"it": [], "train": []},
+    }
     cluster = Cluster.local(num_cpus=slots)
     load0 = _load()
     try:
         for k in range(passes):
-            for flag in ((False, True) if k % 2 == 0 else (True, False)):
+            for flag in (False, True) if k % 2 == 0 else (True, False):
                 cfg = copy.deepcopy(base)
                 cfg.rollout.reallocate = flag
                 hist = _embodied_history(cfg, cluster, warmup + iterations)[warmup:]
                 samples[flag]["it"] += [h["iteration_s"] for h in hist]
                 samples[flag]["train"] += [h["time/train_s"] for h in hist]
-                print(f"realloc={flag} pass {k}: iteration {statistics.median(h['iteration_s'] for h in hist):.3f} s "
-                      f"train {statistics.median(h['time/train_s'] for h in hist):.3f} s load {_load()}", flush=True)
+                print(
+                    f"realloc={flag} pass {k}: iteration {statistics.median(h['iteration_s'] for h in hist):.3f} s "
+                    f"train {statistics.median(h['time/train_s'] for h in hist):.3f} s load {_load()}",
+                    flush=True,
+                )
     finally:
         cluster.shutdown()
-    rows = [{"reallocate": f, "iteration_s": statistics.median(v["it"]), "train_s": statistics.median(v["train"]),
-             "n": len(v["it"])} for f, v in samples.items()]
+    rows = [
+        {
+            "reallocate": f,
+            "iteration_s": statistics.median(v["it"]),
+            "train_s": statistics.median(v["train"]),
+            "n": len(v["it"]),
+        }
+        for f, v in samples.items()
+    ]
     gain = rows[0]["iteration_s"] / rows[1]["iteration_s"]
-    setup = (f"{path} with {' '.join(overrides)}, placement `{json.dumps(placement)}` on {slots} CPU slots; "
-             f"{warmup + iterations} iterations per run, first {warmup} dropped; {passes} passes in alternating order; "
-             f"load average {load0} at start, {_load()} at end.")
+    setup = (
+        f"{path} with {' '.join(overrides)}, placement `{json.dumps(placement)}` on {slots} CPU slots; "
+        f"{warmup + iterations} iterations per run, first {warmup} dropped; {passes} passes in alternating order; "
+        f"load average {load0} at start, {_load()} at end."
+    )
     return {"setup": setup, "rows": rows, "gain": gain}
 
 
@@ -161,13 +223,17 @@ def _loop_md(cal: dict) -> str:
     """The calibration's second reference run (embodied: the channel loop; GRPO: the worker driver)."""
     loop = cal.get("loop") or {}
     if "hop_s" in loop:
-        return (f" Channel loop ({loop['reference']}, measured {loop['measured_s']:.3f} s): env work x "
-                f"{loop['env_x']:.2f}, rollout work x {loop['infer_x']:.2f} of the profile, runner hop "
-                f"{loop['hop_s'] * 1e3:.1f} ms; channel actors' CPU per round trip "
-                f"{cal['comm'].get('channel_cpu_s', 0) * 1e3:.1f} ms.")
+        return (
+            f" Channel loop ({loop['reference']}, measured {loop['measured_s']:.3f} s): env work x "
+            f"{loop['env_x']:.2f}, rollout work x {loop['infer_x']:.2f} of the profile, runner hop "
+            f"{loop['hop_s'] * 1e3:.1f} ms; channel actors' CPU per round trip "
+            f"{cal['comm'].get('channel_cpu_s', 0) * 1e3:.1f} ms."
+        )
     if "workers_s" in loop:
-        return (f" Worker driver ({loop['reference']}, measured {loop['measured_s']:.3f} s): "
-                f"{loop['workers_s']:.3f} s per step of streaming work beyond the inline profile.")
+        return (
+            f" Worker driver ({loop['reference']}, measured {loop['measured_s']:.3f} s): "
+            f"{loop['workers_s']:.3f} s per step of streaming work beyond the inline profile."
+        )
     return ""
 
 
@@ -176,35 +242,47 @@ def _workload_md(name: str, w: dict) -> list[str]:
     errs = [abs(r["error"]) for r in w["rows"]]
     over = f" with `{' '.join(w['overrides'])}`" if w.get("overrides") else ""
     refs = {cal["reference"], (cal.get("loop") or {}).get("reference")}
-    lines = [f"## `{name}`: {w['description']} ({w['config']}{over}, {w['slots']} slots)", "",
-             f"Calibration (before the measurements): in-process candidate **{cal['reference']}** predicted "
-             f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f};"
-             + _loop_md(cal) +
-             f" Channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
-             f"{cal['comm']['hop_s']['cross']['1'] * 1e3:.1f} ms; load average {cal['load']:.1f}; took "
-             f"{cal['seconds']:.0f} s. Measured = median over {w['passes']} passes (order reversed each pass) of "
-             f"the median of {w['iterations']} iterations after warm-up; noise = (max - min) / median of the "
-             "passes. Candidates marked * are the calibration's reference runs (their error is noise by "
-             "construction).", "",
-             "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
-             "noise | load during | error | raw error | bracketed error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## `{name}`: {w['description']} ({w['config']}{over}, {w['slots']} slots)",
+        "",
+        f"Calibration (before the measurements): in-process candidate **{cal['reference']}** predicted "
+        f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f};"
+        + _loop_md(cal)
+        + f" Channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
+        f"{cal['comm']['hop_s']['cross']['1'] * 1e3:.1f} ms; load average {cal['load']:.1f}; took "
+        f"{cal['seconds']:.0f} s. Measured = median over {w['passes']} passes (order reversed each pass) of "
+        f"the median of {w['iterations']} iterations after warm-up; noise = (max - min) / median of the "
+        "passes. Candidates marked * are the calibration's reference runs (their error is noise by "
+        "construction).",
+        "",
+        "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
+        "noise | load during | error | raw error | bracketed error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in w["rows"]:
         per = ", ".join(f"{x:.3f}" for x in r["passes"])
         br = f"{r['bracketed_error']:+.0%}" if "bracketed_error" in r else "-"
         star = "*" if r["candidate"] in refs else ""
         noise = f"{r['noise']:.0%}" if "noise" in r else "-"
-        lines.append(f"| {r['candidate']}{star} | `{json.dumps(r['placement'])}` | {r['mode']} | "
-                     f"{r['raw_predicted_s']:.3f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {noise} | "
-                     f"{min(r['load']):.1f}-{max(r['load']):.1f} | {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |")
-    lines += ["", f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
-              f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
-              f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best."]
+        lines.append(
+            f"| {r['candidate']}{star} | `{json.dumps(r['placement'])}` | {r['mode']} | "
+            f"{r['raw_predicted_s']:.3f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {noise} | "
+            f"{min(r['load']):.1f}-{max(r['load']):.1f} | {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |"
+        )
+    lines += [
+        "",
+        f"Mean |error| {sum(errs) / len(errs):.0%}, max {max(errs):.0%}; within 15%: "
+        f"{sum(e <= 0.15 for e in errs)}/{len(errs)}. `auto` picks **{w['auto']}**; measured best "
+        f"**{w['measured_best']}**; auto's measured time is {w['auto_vs_best']:.2f}x the best.",
+    ]
     if w.get("bracket"):
         be = [abs(r["bracketed_error"]) for r in w["rows"]]
-        lines += ["", f"Bracketed (each run preceded by {w['bracket']} iterations of {cal['reference']}, whose "
-                  f"measured/predicted factor scales that run's prediction): mean |error| {sum(be) / len(be):.0%}, "
-                  f"max {max(be):.0%}, within 15%: {sum(e <= 0.15 for e in be)}/{len(be)}."]
+        lines += [
+            "",
+            f"Bracketed (each run preceded by {w['bracket']} iterations of {cal['reference']}, whose "
+            f"measured/predicted factor scales that run's prediction): mean |error| {sum(be) / len(be):.0%}, "
+            f"max {max(be):.0%}, within 15%: {sum(e <= 0.15 for e in be)}/{len(be)}.",
+        ]
     lines.append("")
     return lines
 
@@ -212,10 +290,17 @@ def _workload_md(name: str, w: dict) -> list[str]:
 def _summary(w: dict) -> dict:
     """One line's worth of an earlier run of a workload."""
     rows, loads = w["rows"], [x for r in w["rows"] for x in r["load"]]
-    return {"load": [min(loads), max(loads)], "passes": w["passes"],
-            "errors": {r["candidate"]: round(r["error"], 3) for r in rows},
-            "bracketed": {r["candidate"]: round(r.get("bracketed_error", float("nan")), 3) for r in rows},
-            "auto": w["auto"], "measured_best": w["measured_best"], "auto_vs_best": w["auto_vs_best"]}
+    return {
+        "load": [min(loads), max(loads)],
+        "passes": w["passes"],
+        "errors": {r["candidate"]: round(r["error"], 3) for r in rows},
+        "bracketed": {
+            r["candidate"]: round(r.get("bracketed_error", float("nan")), 3) for r in rows
+        },
+        "auto": w["auto"],
+        "measured_best": w["measured_best"],
+        "auto_vs_best": w["auto_vs_best"],
+    }
 
 
 def render(data: dict) -> str:
@@ -225,19 +310,37 @@ def render(data: dict) -> str:
             lines += _workload_md(name, w)
     r = data.get("reallocation")
     if r:
-        lines += ["## Dynamic reallocation (`rollout.reallocate`)", "", r["setup"], "",
-                  "| reallocate | iteration s (median) | train s (median) | samples |", "|---|---|---|---|"]
+        lines += [
+            "## Dynamic reallocation (`rollout.reallocate`)",
+            "",
+            r["setup"],
+            "",
+            "| reallocate | iteration s (median) | train s (median) | samples |",
+            "|---|---|---|---|",
+        ]
         for row in r["rows"]:
-            lines.append(f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |")
-        lines += ["", f"Gain (static / reallocating iteration time): **{r['gain']:.2f}x**.", "", r.get("note", ""), ""]
+            lines.append(
+                f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |"
+            )
+        lines += [
+            "",
+            f"Gain (static / reallocating iteration time): **{r['gain']:.2f}x**.",
+            "",
+            r.get("note", ""),
+            "",
+        ]
     for name, runs in data.get("earlier", {}).items():
         for e in runs:
             errs = [abs(v) for v in e["errors"].values()]
-            lines += [f"Earlier run of `{name}` (load {e['load'][0]:.1f}-{e['load'][1]:.1f}, {e['passes']} passes): "
-                      f"calibrated error " + ", ".join(f"{k} {v:+.0%}" for k, v in e["errors"].items())
-                      + f"; mean |error| {sum(errs) / len(errs):.0%}, within 15%: {sum(x <= 0.15 for x in errs)}/"
-                      f"{len(errs)}; auto {e['auto']}, measured best {e['measured_best']}, auto "
-                      f"{e['auto_vs_best']:.2f}x the best.", ""]
+            lines += [
+                f"Earlier run of `{name}` (load {e['load'][0]:.1f}-{e['load'][1]:.1f}, {e['passes']} passes): "
+                f"calibrated error "
+                + ", ".join(f"{k} {v:+.0%}" for k, v in e["errors"].items())
+                + f"; mean |error| {sum(errs) / len(errs):.0%}, within 15%: {sum(x <= 0.15 for x in errs)}/"
+                f"{len(errs)}; auto {e['auto']}, measured best {e['measured_best']}, auto "
+                f"{e['auto_vs_best']:.2f}x the best.",
+                "",
+            ]
     if data.get("notes"):
         lines += ["## Notes", ""] + [x for note in data["notes"] for x in (note, "")]
     return "\n".join(lines) + "\n"
@@ -246,16 +349,22 @@ def render(data: dict) -> str:
 def render_whatif() -> str:
     from learner.scheduling import whatif
 
-    lines = ["# What-if: iteration seconds on 8-1,024 GPUs (model, not measured)", "",
-             "Laws and workload figures: `learner/scheduling/whatif.py` (module docstring and `WORKLOADS`). "
-             "x = speed-up over collocated; realloc = disaggregated with rollout GPUs joining the actor once "
-             "generation's bulk is done.", "",
-             "| workload | GPUs | collocated s | disaggregated s (rollout GPUs) | hybrid s | + realloc s | disagg x | hybrid x | realloc vs disagg |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# What-if: iteration seconds on 8-1,024 GPUs (model, not measured)",
+        "",
+        "Laws and workload figures: `learner/scheduling/whatif.py` (module docstring and `WORKLOADS`). "
+        "x = speed-up over collocated; realloc = disaggregated with rollout GPUs joining the actor once "
+        "generation's bulk is done.",
+        "",
+        "| workload | GPUs | collocated s | disaggregated s (rollout GPUs) | hybrid s | + realloc s | disagg x | hybrid x | realloc vs disagg |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in whatif.table():
-        lines.append(f"| {r['workload']} | {r['gpus']} | {r['collocated_s']:.1f} | {r['disaggregated_s']:.1f} "
-                     f"({r['rollout_gpus']}) | {r['hybrid_s']:.1f} | {r['realloc_s']:.1f} | {r['disagg_x']:.2f} | "
-                     f"{r['hybrid_x']:.2f} | {r['realloc_gain']:.2f} |")
+        lines.append(
+            f"| {r['workload']} | {r['gpus']} | {r['collocated_s']:.1f} | {r['disaggregated_s']:.1f} "
+            f"({r['rollout_gpus']}) | {r['hybrid_s']:.1f} | {r['realloc_s']:.1f} | {r['disagg_x']:.2f} | "
+            f"{r['hybrid_x']:.2f} | {r['realloc_gain']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -266,14 +375,24 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--refresh", action="store_true", help="re-take the workload profiles")
     ap.add_argument("--realloc", action="store_true", help="also run the reallocation A/B (first)")
-    ap.add_argument("--bracket", type=int, default=2,
-                    help="iterations of the in-process reference run before each candidate (0: off)")
-    ap.add_argument("--autogroup-nice", type=int, default=None,
-                    help="set this session's scheduler autogroup nice for the run (Linux, restored at exit): with "
-                         "autogroups on, `nice` orders processes only within a session, so other sessions' niced "
-                         "jobs still take an equal share of the cores; a negative value lets them yield")
+    ap.add_argument(
+        "--bracket",
+        type=int,
+        default=2,
+        help="iterations of the in-process reference run before each candidate (0: off)",
+    )
+    ap.add_argument(
+        "--autogroup-nice",
+        type=int,
+        default=None,
+        help="set this session's scheduler autogroup nice for the run (Linux, restored at exit): with "
+        "autogroups on, `nice` orders processes only within a session, so other sessions' niced "
+        "jobs still take an equal share of the cores; a negative value lets them yield",
+    )
     ap.add_argument("--render", action="store_true")
-    ap.add_argument("--whatif", action="store_true", help="only write results/whatif.md (no measurements)")
+    ap.add_argument(
+        "--whatif", action="store_true", help="only write results/whatif.md (no measurements)"
+    )
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -283,7 +402,9 @@ def main() -> int:
         return 0
     path = RESULTS / "schedule.json"
     data = json.loads(path.read_text()) if path.exists() else {"workloads": {}}
-    data["workloads"] = {k: w for k, w in data["workloads"].items() if "calibration" in w}  # older format: dropped
+    data["workloads"] = {
+        k: w for k, w in data["workloads"].items() if "calibration" in w
+    }  # older format: dropped
     if "gain" not in data.get("reallocation", {"gain": 0}):
         data.pop("reallocation")
     if not args.render:
@@ -320,16 +441,24 @@ def _measure_all(args: argparse.Namespace, data: dict, path: Path) -> None:
         path.write_text(json.dumps(data, indent=1))
     for name in filter(None, args.workloads.split(",")):
         if name in data["workloads"]:  # the previous run's summary stays in the table's notes
-            data.setdefault("earlier", {}).setdefault(name, []).append(_summary(data["workloads"][name]))
-        data["workloads"][name] = run_workload(name, args.slots, args.passes, args.refresh, args.bracket)
+            data.setdefault("earlier", {}).setdefault(name, []).append(
+                _summary(data["workloads"][name])
+            )
+        data["workloads"][name] = run_workload(
+            name, args.slots, args.passes, args.refresh, args.bracket
+        )
         path.write_text(json.dumps(data, indent=1))  # keep what is done if a later workload fails
     group = ""
     if args.autogroup_nice is not None:
-        group = (f" This run's session had autogroup nice {args.autogroup_nice} (`--autogroup-nice`), so other "
-                 "sessions' niced jobs yielded to it as the project's CPU etiquette intends.")
-    data["meta"] = (f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
-                    f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
-                    f"tables); Python {platform.python_version()}.{group}")
+        group = (
+            f" This run's session had autogroup nice {args.autogroup_nice} (`--autogroup-nice`), so other "
+            "sessions' niced jobs yielded to it as the project's CPU etiquette intends."
+        )
+    data["meta"] = (
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
+        f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
+        f"tables); Python {platform.python_version()}.{group}"
+    )
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
 

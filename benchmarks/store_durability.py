@@ -25,18 +25,21 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout  # noqa: E402
-from rlinf_data.store import EpisodeStore  # noqa: E402
+from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
+from rlinf_data.store import EpisodeStore
 
 RESULTS = Path(__file__).parent / "results"
 log = logging.getLogger("store_durability")
-SHAPES = {"state 39-d": StepLayout(39, 4), "state 39-d + 64x64 camera": StepLayout(39, 4, {"wrist": (64, 64)})}
+SHAPES = {
+    "state 39-d": StepLayout(39, 4),
+    "state 39-d + 64x64 camera": StepLayout(39, 4, {"wrist": (64, 64)}),
+}
 
 
 def _one(root: Path, layout: StepLayout, steps: int, fsync: bool) -> tuple[float, float]:
@@ -48,9 +51,14 @@ def _one(root: Path, layout: StepLayout, steps: int, fsync: bool) -> tuple[float
         w = store.begin(EpisodeInfo(task="bench", layout=layout, source="online"))
         begin_ms = (time.perf_counter() - t) * 1e3
         rng = np.random.default_rng(0)
-        images = {c: rng.integers(0, 255, (h, wd, 3), np.uint8) for c, (h, wd) in layout.cameras.items()}
-        step = Step(state=rng.standard_normal(layout.state_dim).astype(np.float32),
-                    action=np.zeros(layout.action_dim, np.float32), images=images)
+        images = {
+            c: rng.integers(0, 255, (h, wd, 3), np.uint8) for c, (h, wd) in layout.cameras.items()
+        }
+        step = Step(
+            state=rng.standard_normal(layout.state_dim).astype(np.float32),
+            action=np.zeros(layout.action_dim, np.float32),
+            images=images,
+        )
         t = time.perf_counter()
         for _ in range(steps):
             w.append(step)
@@ -104,30 +112,43 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[tuple[str, bool], list[tuple[float, float]]] = {}
     for r in range(a.repeats):
         for name, layout in SHAPES.items():
-            for fsync in ((False, True) if r % 2 == 0 else (True, False)):
+            for fsync in (False, True) if r % 2 == 0 else (True, False):
                 res.setdefault((name, fsync), []).append(_one(root, layout, a.steps, fsync))
         log.info("repeat %d/%d done", r + 1, a.repeats)
     load1 = os.getloadavg()[0]
-    rows = ["| step shape | ms/step fsync off | ms/step fsync on | on / off | ms/begin off | ms/begin on |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| step shape | ms/step fsync off | ms/step fsync on | on / off | ms/begin off | ms/begin on |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in SHAPES:
         off, on = res[(name, False)], res[(name, True)]
         ratio = statistics.median(s for s, _ in on) / statistics.median(s for s, _ in off)
-        rows.append(f"| {name} | {_fmt([s for s, _ in off])} | {_fmt([s for s, _ in on])} | {ratio:.1f}x | "
-                    f"{_fmt([b for _, b in off])} | {_fmt([b for _, b in on])} |")
-    cmd = "python benchmarks/store_durability.py" + (" --quick" if a.quick else
-                                                      f" --repeats {a.repeats} --steps {a.steps}")
-    text = "\n".join([
-        "# Episode store: the cost of fsync (power-cut durability) per step", "",
-        f"{_cpu_model()}, {os.cpu_count()} cores, filesystem {_filesystem(root)} under `{a.dir}/`; load average "
-        f"{load0:.1f} at start, {load1:.1f} at end; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
-        f"Command: `{cmd}`. Median (min-max) of {a.repeats} repeats, each a fresh store and episode of "
-        f"{a.steps} steps, fsync off and on interleaved in alternating order.", "",
-        *rows, "",
-        "- fsync off: a step survives kill -9 (its commit point is an atomic rename), not a power cut.",
-        "- fsync on (`EpisodeStore(fsync=True)`, `IngestConfig.fsync`): the step's chunk files, its commit "
-        "point and their directories are flushed before `append` returns.",
-        "- The machine is shared: compare the two columns of one run, not absolute figures across runs.", ""])
+        rows.append(
+            f"| {name} | {_fmt([s for s, _ in off])} | {_fmt([s for s, _ in on])} | {ratio:.1f}x | "
+            f"{_fmt([b for _, b in off])} | {_fmt([b for _, b in on])} |"
+        )
+    cmd = "python benchmarks/store_durability.py" + (
+        " --quick" if a.quick else f" --repeats {a.repeats} --steps {a.steps}"
+    )
+    text = "\n".join(
+        [
+            "# Episode store: the cost of fsync (power-cut durability) per step",
+            "",
+            f"{_cpu_model()}, {os.cpu_count()} cores, filesystem {_filesystem(root)} under `{a.dir}/`; load average "
+            f"{load0:.1f} at start, {load1:.1f} at end; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
+            "",
+            f"Command: `{cmd}`. Median (min-max) of {a.repeats} repeats, each a fresh store and episode of "
+            f"{a.steps} steps, fsync off and on interleaved in alternating order.",
+            "",
+            *rows,
+            "",
+            "- fsync off: a step survives kill -9 (its commit point is an atomic rename), not a power cut.",
+            "- fsync on (`EpisodeStore(fsync=True)`, `IngestConfig.fsync`): the step's chunk files, its commit "
+            "point and their directories are flushed before `append` returns.",
+            "- The machine is shared: compare the two columns of one run, not absolute figures across runs.",
+            "",
+        ]
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "store_durability.md").write_text(text)
     print(text)

@@ -24,8 +24,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_results import machine_meta, write_table  # noqa: E402
 
-DEFAULT = ("sft=runs/bench_vla_ood/flow_sft", "ppo=runs/bench_vla_ood/flow_ppo",
-           "grpo=runs/bench_vla_ood/flow_grpo")  # the flow checkpoints of vla_ood.py's default --work
+DEFAULT = (
+    "sft=runs/bench_vla_ood/flow_sft",
+    "ppo=runs/bench_vla_ood/flow_ppo",
+    "grpo=runs/bench_vla_ood/flow_grpo",
+)  # the flow checkpoints of vla_ood.py's default --work
 CELLS = [(v, k) for v in ("reach", "push", "lift") for k in ("named", "colour")]
 
 
@@ -55,7 +58,7 @@ def diagnose(path: str, episodes: int, num_envs: int = 16) -> dict[str, Any]:
                     picks[k].append(float(c == e.target))
             alive, success = np.ones(num_envs, bool), np.zeros(num_envs, bool)
             for _ in range(4 * env.spec.max_episode_steps):
-                a = np.asarray(policy.act(obs, deterministic=True)[0])[..., :env.spec.action_dim]
+                a = np.asarray(policy.act(obs, deterministic=True)[0])[..., : env.spec.action_dim]
                 obs, _, term, trunc, info = env.step(a)
                 ended = alive & (np.asarray(term) | np.asarray(trunc))
                 success[ended] = np.asarray(info["success"])[ended]
@@ -66,11 +69,21 @@ def diagnose(path: str, episodes: int, num_envs: int = 16) -> dict[str, Any]:
                 tally[(e.verb, k)].append(float(s))
     finally:
         env.close()
-    cells = {f"{v}/{k}": (sum(tally[(v, k)]) / len(tally[(v, k)]) if tally[(v, k)] else None, len(tally[(v, k)]))
-             for v, k in CELLS}
+    cells = {
+        f"{v}/{k}": (
+            sum(tally[(v, k)]) / len(tally[(v, k)]) if tally[(v, k)] else None,
+            len(tally[(v, k)]),
+        )
+        for v, k in CELLS
+    }
     everything = [s for xs in tally.values() for s in xs]
-    return {"checkpoint": path, "id": sum(everything) / len(everything), "episodes": len(everything),
-            "cells": cells, "pointer": {k: sum(v) / len(v) for k, v in picks.items()}}
+    return {
+        "checkpoint": path,
+        "id": sum(everything) / len(everything),
+        "episodes": len(everything),
+        "cells": cells,
+        "pointer": {k: sum(v) / len(v) for k, v in picks.items()},
+    }
 
 
 def _fmt(cell: tuple[float | None, int]) -> str:
@@ -84,7 +97,9 @@ def _cell_column(key: str) -> tuple[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("checkpoints", nargs="*", default=list(DEFAULT), help="label=run_dir_or_checkpoint ...")
+    ap.add_argument(
+        "checkpoints", nargs="*", default=list(DEFAULT), help="label=run_dir_or_checkpoint ..."
+    )
     ap.add_argument("--episodes", type=int, default=192, help="ID episodes per checkpoint")
     args = ap.parse_args(argv)
     rows = []
@@ -95,20 +110,43 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(path).exists():
             ap.error(f"{path}: no such run directory or checkpoint")
         t0 = time.perf_counter()
-        row = {"label": label, **diagnose(path, args.episodes), "wall_s": round(time.perf_counter() - t0, 1)}
+        row = {
+            "label": label,
+            **diagnose(path, args.episodes),
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
         rows.append(row)
-        print(label, f"ID {row['id']:.2f}", " ".join(f"{c}={_fmt(v)}" for c, v in row["cells"].items()),
-              "pointer right:", {k: round(v, 2) for k, v in row["pointer"].items()}, flush=True)
+        print(
+            label,
+            f"ID {row['id']:.2f}",
+            " ".join(f"{c}={_fmt(v)}" for c, v in row["cells"].items()),
+            "pointer right:",
+            {k: round(v, 2) for k, v in row["pointer"].items()},
+            flush=True,
+        )
     columns = [("checkpoint", lambda r: r["label"]), ("ID", lambda r: f"{r['id']:.2f}")]
     columns += [_cell_column(f"{v}/{k}") for v, k in CELLS]
-    columns += [("pointer right (named / colour-only)",
-                 lambda r: " / ".join(f"{r['pointer'].get(k, float('nan')):.2f}" for k in ("named", "colour")))]
-    write_table("vla_grounding", "VLA in distribution: success per verb and instruction kind",
-                [f"Deterministic actions on {args.episodes} ID episodes per checkpoint (same seeds); cells are "
-                 "success (episodes). 'colour' = the instruction names the object by colour only ('the red "
-                 "object'), 'named' = by colour and shape; 'pointer right' = the slot pointer's likeliest slot is "
-                 "the named object at the first step (chance with 3 objects: 0.33). `benchmarks/vla_grounding.py`."],
-                machine_meta(episodes=args.episodes), rows, columns)
+    columns += [
+        (
+            "pointer right (named / colour-only)",
+            lambda r: " / ".join(
+                f"{r['pointer'].get(k, float('nan')):.2f}" for k in ("named", "colour")
+            ),
+        )
+    ]
+    write_table(
+        "vla_grounding",
+        "VLA in distribution: success per verb and instruction kind",
+        [
+            f"Deterministic actions on {args.episodes} ID episodes per checkpoint (same seeds); cells are "
+            "success (episodes). 'colour' = the instruction names the object by colour only ('the red "
+            "object'), 'named' = by colour and shape; 'pointer right' = the slot pointer's likeliest slot is "
+            "the named object at the first step (chance with 3 objects: 0.33). `benchmarks/vla_grounding.py`."
+        ],
+        machine_meta(episodes=args.episodes),
+        rows,
+        columns,
+    )
     return 0
 
 

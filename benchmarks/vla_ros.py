@@ -68,13 +68,43 @@ def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
     demos = Path(args.demos_dir) if args.demos_dir else work / "demos"
     t0 = time.perf_counter()
     if not demos.exists():
-        if main(["collect", "franka_language/mix", "--episodes", str(args.demos), "--obs-mode", "state+rgb",
-                 "--noise", "0.1", "--out", str(demos), "cameras=[front]", "image_size=64"]) != 0:
+        if (
+            main(
+                [
+                    "collect",
+                    "franka_language/mix",
+                    "--episodes",
+                    str(args.demos),
+                    "--obs-mode",
+                    "state+rgb",
+                    "--noise",
+                    "0.1",
+                    "--out",
+                    str(demos),
+                    "cameras=[front]",
+                    "image_size=64",
+                ]
+            )
+            != 0
+        ):
             raise RuntimeError("demo collection failed")
     out = work / "tokens_sft"
-    if main(["train", "configs/sim_franka_language_vla_tokens_sft.yaml", f"sft.demos={demos}",
-             f"sft.steps={args.sft_steps}", f"train.out_dir={out}", "train.progress=false", "eval.episodes=1",
-             "eval.num_envs=1", "eval.ood_splits=[id]"]) != 0:
+    if (
+        main(
+            [
+                "train",
+                "configs/sim_franka_language_vla_tokens_sft.yaml",
+                f"sft.demos={demos}",
+                f"sft.steps={args.sft_steps}",
+                f"train.out_dir={out}",
+                "train.progress=false",
+                "eval.episodes=1",
+                "eval.num_envs=1",
+                "eval.ood_splits=[id]",
+            ]
+        )
+        != 0
+    ):
         raise RuntimeError("SFT failed")
     return str(out), time.perf_counter() - t0
 
@@ -85,7 +115,13 @@ def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
     import numpy as np
 
     from learner.checkpoint import load_policy
-    from learner.eval.embodied import _run_round, build_env, checkpoint_config, evaluate_checkpoint, split_kwargs
+    from learner.eval.embodied import (
+        _run_round,
+        build_env,
+        checkpoint_config,
+        evaluate_checkpoint,
+        split_kwargs,
+    )
 
     t0 = time.perf_counter()
     res = evaluate_checkpoint(ckpt, episodes=episodes, seed=0, ood_splits=[split], video_path="")
@@ -96,15 +132,23 @@ def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
     n = max(1, min(cfg.eval.num_envs, episodes))
     env = build_env(cfg.eval.env or cfg.env.name, n, **split_kwargs(cfg, split))
     try:
-        rounds = [_run_round(policy, env, cfg.eval.seed_offset + k * n, None)["success"]
-                  for k in range((episodes + n - 1) // n)]
+        rounds = [
+            _run_round(policy, env, cfg.eval.seed_offset + k * n, None)["success"]
+            for k in range((episodes + n - 1) // n)
+        ]
     finally:
         env.close()
     per_episode = np.concatenate(rounds)[:episodes]
     if abs(float(per_episode.mean()) - r["success_rate"]) > 1e-9:
-        raise RuntimeError(f"per-episode rounds ({per_episode.mean():.3f}) differ from rlinf eval ({r['success_rate']:.3f})")
-    return {"success_rate": r["success_rate"], "episodes": r["episodes"], "wall_s": wall,
-            "per_episode": "".join("1" if x else "0" for x in per_episode)}
+        raise RuntimeError(
+            f"per-episode rounds ({per_episode.mean():.3f}) differ from rlinf eval ({r['success_rate']:.3f})"
+        )
+    return {
+        "success_rate": r["success_rate"],
+        "episodes": r["episodes"],
+        "wall_s": wall,
+        "per_episode": "".join("1" if x else "0" for x in per_episode),
+    }
 
 
 def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
@@ -119,8 +163,8 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
     from learner.checkpoint import load_policy
     from learner.eval.embodied import checkpoint_config, split_kwargs
     from learner.rollout.envs import build_env
-    from rlinf_ros.robot_io import SpecIO, reading_from_pose
     from rlinf_ros.config import load_graph_config
+    from rlinf_ros.robot_io import SpecIO, reading_from_pose
     from robot_drivers.factory import ArmConfig, make_arm
     from robot_drivers.lockstep import LockstepStepper
 
@@ -151,14 +195,21 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
         for _ in range(steps):
             s = arm.state()
             objects = (b.scene.object_positions() - d.xpos[b._base]) @ d.xmat[b._base].reshape(3, 3)
-            reading = reading_from_pose(s.q, s.dq, s.gripper.width, s.ee_pose.position, s.ee_pose.quat_xyzw,
-                                        objects=objects)
+            reading = reading_from_pose(
+                s.q, s.dq, s.gripper.width, s.ee_pose.position, s.ee_pose.quat_xyzw, objects=objects
+            )
             obs = io.observation([reading], {"front": b.render("front", 0, 0)}, b.scene.instruction)
             state_err.append(float(np.abs(obs["state"] - sim["state"][0]).max()))
-            pixel_err.append(float(np.abs(obs["images"]["front"].astype(int) - sim["images"]["front"][0]).mean()))
-            action, _, _ = policy.act(sim, deterministic=True)  # the simulator's episode: its own actions
+            pixel_err.append(
+                float(np.abs(obs["images"]["front"].astype(int) - sim["images"]["front"][0]).mean())
+            )
+            action, _, _ = policy.act(
+                sim, deterministic=True
+            )  # the simulator's episode: its own actions
             base = prev if delay and prev is not None else reading
-            target = io.decode(np.asarray(action, np.float64).reshape(-1, action.shape[-1])[:1], [base])[0]
+            target = io.decode(
+                np.asarray(action, np.float64).reshape(-1, action.shape[-1])[:1], [base]
+            )[0]
             prev = reading
             if stepper is not None:
                 stepper.apply(target.joints[0], target.grippers[0])
@@ -176,12 +227,21 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
                 break
         env.close()
         se, pe = np.asarray(state_err), np.asarray(pixel_err)
-        return {"steps": len(se), "state_err_step1": float(se[1]) if len(se) > 1 else 0.0,
-                "state_err_max": float(se.max()), "pixel_err_mean": float(pe.mean()),
-                "first_step_off": int(np.argmax(se > 1e-4)) if (se > 1e-4).any() else None,
-                "safety_events": {k: v for k, v in arm.counters.items() if v}, "first_safety_step": first_safety}
+        return {
+            "steps": len(se),
+            "state_err_step1": float(se[1]) if len(se) > 1 else 0.0,
+            "state_err_max": float(se.max()),
+            "pixel_err_mean": float(pe.mean()),
+            "first_step_off": int(np.argmax(se > 1e-4)) if (se > 1e-4).any() else None,
+            "safety_events": {k: v for k, v in arm.counters.items() if v},
+            "first_safety_step": first_safety,
+        }
 
-    return {"lockstep": run("lockstep", 0), "realtime": run("realtime", 0), "realtime_obs_1_step_old": run("realtime", 1)}
+    return {
+        "lockstep": run("lockstep", 0),
+        "realtime": run("realtime", 0),
+        "realtime_obs_1_step_old": run("realtime", 1),
+    }
 
 
 class WirePolicy:
@@ -204,8 +264,11 @@ class WirePolicy:
         out = []
         t0 = time.perf_counter()
         for i in range(len(obs["state"])):
-            req = {"state": obs["state"][i], "images": {c: v[i] for c, v in (obs.get("images") or {}).items()},
-                   "instruction": (obs.get("instruction") or [""] * len(obs["state"]))[i]}
+            req = {
+                "state": obs["state"][i],
+                "images": {c: v[i] for c, v in (obs.get("images") or {}).items()},
+                "instruction": (obs.get("instruction") or [""] * len(obs["state"]))[i],
+            }
             out.append(np.asarray(self.clients[i % self.n].infer(req)["actions"], np.float32))
         self.requests += len(out)
         self.round_trip_ms.append((time.perf_counter() - t0) * 1e3 / max(len(out), 1))
@@ -230,10 +293,21 @@ def served_eval(ckpt: str, split: str, episodes: int, log_dir: Path) -> dict[str
     remote = WirePolicy(server.url, min(cfg.eval.num_envs, episodes))
     try:
         t0 = time.perf_counter()
-        r = evaluate_policy(remote, cfg.eval.env or cfg.env.name, split_kwargs(cfg, split), episodes, cfg.eval.seed_offset,
-                            cfg.eval.num_envs)
-        return {"success_rate": r["success_rate"], "episodes": r["episodes"], "wall_s": time.perf_counter() - t0,
-                "requests": remote.requests, "round_trip_ms_p50": float(np.median(remote.round_trip_ms))}
+        r = evaluate_policy(
+            remote,
+            cfg.eval.env or cfg.env.name,
+            split_kwargs(cfg, split),
+            episodes,
+            cfg.eval.seed_offset,
+            cfg.eval.num_envs,
+        )
+        return {
+            "success_rate": r["success_rate"],
+            "episodes": r["episodes"],
+            "wall_s": time.perf_counter() - t0,
+            "requests": remote.requests,
+            "round_trip_ms_p50": float(np.median(remote.round_trip_ms)),
+        }
     finally:
         remote.close()
         server.stop()
@@ -246,13 +320,30 @@ class _Server:
         self.port = _free_port()
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log = open(log_dir / "serve.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", "serve", "--checkpoint", ckpt,
-                                      "--host", "127.0.0.1", "--port", str(self.port)],
-                                     cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rlinf_cli.main",
+                "serve",
+                "--checkpoint",
+                ckpt,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"rlinf serve exited ({self.proc.returncode}); see {log_dir / 'serve.log'}")
+                raise RuntimeError(
+                    f"rlinf serve exited ({self.proc.returncode}); see {log_dir / 'serve.log'}"
+                )
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
@@ -278,8 +369,14 @@ def _stop_group(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: float = 1800,
-              control_hz: float = 0.0) -> dict[str, Any]:
+def twin_eval(
+    ckpt: str,
+    split: str,
+    episodes: int,
+    log_dir: Path,
+    timeout_s: float = 1800,
+    control_hz: float = 0.0,
+) -> dict[str, Any]:
     """``rlinf serve`` + the ROS 2 twin of ``configs/ros_sim_franka_language.yaml`` (robot, policy
     client and task nodes as processes, a random ROS_DOMAIN_ID); the task node's episode results."""
     import random
@@ -293,7 +390,9 @@ def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: fl
     seed_offset = checkpoint_config(load_policy(ckpt)[1]).eval.seed_offset
     server = _Server(ckpt, log_dir)
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
-    cfg["robot"]["arms"][0]["scene_seed"] = seed_offset  # replay the sim eval's episodes (same held-out seeds)
+    cfg["robot"]["arms"][0]["scene_seed"] = (
+        seed_offset  # replay the sim eval's episodes (same held-out seeds)
+    )
     cfg["policy_client"]["server_url"] = server.url
     if split not in ("id", "train"):
         cfg["robot"]["arms"][0]["scene"] = f"franka_language/mix:{split}"
@@ -310,12 +409,21 @@ def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: fl
     try:
         for kind in ("robot", "policy_client", "task"):
             log = open(log_dir / f"{kind}.log", "wb")
-            procs.append(subprocess.Popen([sys.executable, "-m", f"rlinf_ros.nodes.{kind}", "--config", str(config)],
-                                          cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", f"rlinf_ros.nodes.{kind}", "--config", str(config)],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         while not results.exists():
             if time.perf_counter() - t0 > timeout_s:
-                raise RuntimeError(f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in {log_dir}")
+                raise RuntimeError(
+                    f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in {log_dir}"
+                )
             dead = [p.args[2] for p in procs if p.poll() is not None]
             if dead:
                 raise RuntimeError(f"twin node(s) exited: {dead}; logs in {log_dir}")
@@ -326,8 +434,12 @@ def twin_eval(ckpt: str, split: str, episodes: int, log_dir: Path, timeout_s: fl
             _stop_group(p)
         server.stop()
     per_episode = "".join("1" if r["success"] else "0" for r in summary.get("results", []))
-    return {"success_rate": summary["success_rate"], "episodes": summary["episodes"],
-            "wall_s": time.perf_counter() - t0, "per_episode": per_episode}
+    return {
+        "success_rate": summary["success_rate"],
+        "episodes": summary["episodes"],
+        "wall_s": time.perf_counter() - t0,
+        "per_episode": per_episode,
+    }
 
 
 def _paired(a: str, b: str) -> str:
@@ -338,10 +450,16 @@ def _paired(a: str, b: str) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", default="", help="an existing small-VLA checkpoint (else SFT one)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--checkpoint", default="", help="an existing small-VLA checkpoint (else SFT one)"
+    )
     p.add_argument("--work", default="runs/bench_vla_ros")
-    p.add_argument("--demos-dir", default="", help="oracle demos to SFT on (default: <work>/demos, collected)")
+    p.add_argument(
+        "--demos-dir", default="", help="oracle demos to SFT on (default: <work>/demos, collected)"
+    )
     p.add_argument("--demos", type=int, default=150)
     p.add_argument("--sft-steps", type=int, default=800)
     p.add_argument("--split", default="id")
@@ -358,40 +476,76 @@ def main() -> None:
         print(f"SFT checkpoint {ckpt} in {sft_s:.0f} s (load {_load()})", flush=True)
     replay = replay_divergence(ckpt, args.split)
     for mode, r in replay.items():
-        print(f"open-loop replay, {mode}: max |state diff| after step 1 {r['state_err_step1']:.4f}, over "
-              f"{r['steps']} steps {r['state_err_max']:.4f}; mean |pixel diff| {r['pixel_err_mean']:.2f}", flush=True)
+        print(
+            f"open-loop replay, {mode}: max |state diff| after step 1 {r['state_err_step1']:.4f}, over "
+            f"{r['steps']} steps {r['state_err_max']:.4f}; mean |pixel diff| {r['pixel_err_mean']:.2f}",
+            flush=True,
+        )
     rows = []
     sim = sim_eval(ckpt, args.split, args.episodes)
     rows.append({"path": "sim (rlinf eval, in process)", **sim, "load_1min": _load()})
-    print(f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load {_load()})", flush=True)
+    print(
+        f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load {_load()})",
+        flush=True,
+    )
     served = served_eval(ckpt, args.split, args.episodes, Path(args.work) / "logs")
-    rows.append({"path": "served (rlinf serve; rlinf eval's loop over ws://)", **served, "load_1min": _load()})
-    print(f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, round trip "
-          f"p50 {served['round_trip_ms_p50']:.0f} ms (load {_load()})", flush=True)
+    rows.append(
+        {
+            "path": "served (rlinf serve; rlinf eval's loop over ws://)",
+            **served,
+            "load_1min": _load(),
+        }
+    )
+    print(
+        f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, round trip "
+        f"p50 {served['round_trip_ms_p50']:.0f} ms (load {_load()})",
+        flush=True,
+    )
     twins = []
     for k in range(args.twin_runs):
         twin = twin_eval(ckpt, args.split, args.twin_episodes, Path(args.work) / f"twin{k + 1}")
         twin["paired_with_sim"] = _paired(twin["per_episode"], sim["per_episode"])
         twins.append(twin)
-        rows.append({"path": f"ROS 2 twin, lock-step, run {k + 1} (rlinf serve + robot / policy client / task nodes)",
-                     **twin, "load_1min": _load()})
-        print(f"ROS 2 twin run {k + 1}: success {twin['success_rate']:.3f} over {twin['episodes']} episodes, "
-              f"{twin['wall_s']:.0f} s; episodes agreeing with sim {twin['paired_with_sim']} (load {_load()})", flush=True)
+        rows.append(
+            {
+                "path": f"ROS 2 twin, lock-step, run {k + 1} (rlinf serve + robot / policy client / task nodes)",
+                **twin,
+                "load_1min": _load(),
+            }
+        )
+        print(
+            f"ROS 2 twin run {k + 1}: success {twin['success_rate']:.3f} over {twin['episodes']} episodes, "
+            f"{twin['wall_s']:.0f} s; episodes agreeing with sim {twin['paired_with_sim']} (load {_load()})",
+            flush=True,
+        )
     rates = [t["success_rate"] for t in twins]
     gaps = [abs(r - sim["success_rate"]) for r in rates]
     spread = f"{min(rates):.3f}-{max(rates):.3f}" if rates else "-"
-    verdict = (f"|served - sim| = {abs(served['success_rate'] - sim['success_rate']):.3f}; twin over {len(rates)} runs "
-               f"{spread} (largest |twin - sim| = {max(gaps, default=0):.3f}: "
-               f"{'within' if gaps and max(gaps) <= TOLERANCE else 'NOT within'} {TOLERANCE})")
+    verdict = (
+        f"|served - sim| = {abs(served['success_rate'] - sim['success_rate']):.3f}; twin over {len(rates)} runs "
+        f"{spread} (largest |twin - sim| = {max(gaps, default=0):.3f}: "
+        f"{'within' if gaps and max(gaps) <= TOLERANCE else 'NOT within'} {TOLERANCE})"
+    )
     print(verdict)
-    meta = machine_meta(checkpoint=ckpt, split=args.split, episodes=args.episodes, twin_episodes=args.twin_episodes,
-                        twin_runs=args.twin_runs, sft_steps=args.sft_steps, sft_s=round(sft_s, 1), verdict=verdict,
-                        replay=replay)
+    meta = machine_meta(
+        checkpoint=ckpt,
+        split=args.split,
+        episodes=args.episodes,
+        twin_episodes=args.twin_episodes,
+        twin_runs=args.twin_runs,
+        sft_steps=args.sft_steps,
+        sft_s=round(sft_s, 1),
+        verdict=verdict,
+        replay=replay,
+    )
     lock, rt, late = replay["lockstep"], replay["realtime"], replay["realtime_obs_1_step_old"]
     intro = [
-        (f"One small-VLA checkpoint (`{args.checkpoint}`, given with `--checkpoint`) " if args.checkpoint else
-         f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
-         "64 px front camera, MiniLM instruction embedding) ")
+        (
+            f"One small-VLA checkpoint (`{args.checkpoint}`, given with `--checkpoint`) "
+            if args.checkpoint
+            else f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
+            "64 px front camera, MiniLM instruction embedding) "
+        )
         + f"evaluated on split `{args.split}`, "
         f"{args.episodes} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
         f"**Verdict: {verdict}.**",
@@ -423,14 +577,27 @@ def main() -> None:
         "(Max over the 33 state entries: metres, radians, rad/s.) The earlier real-time twin scored "
         "0.06-0.29 run to run on these episodes where the simulator scores 0.333.",
         f"Per episode (1 = success): sim `{sim['per_episode']}`; "
-        + "; ".join(f"twin run {k + 1} `{t['per_episode']}` (agrees with sim on {t['paired_with_sim']})"
-                    for k, t in enumerate(twins)) + ".",
+        + "; ".join(
+            f"twin run {k + 1} `{t['per_episode']}` (agrees with sim on {t['paired_with_sim']})"
+            for k, t in enumerate(twins)
+        )
+        + ".",
     ]
-    cols = [("path", lambda r: r["path"]), ("success", lambda r: f"{r['success_rate']:.3f}"),
-            ("episodes", lambda r: r["episodes"]), ("wall s", lambda r: f"{r['wall_s']:.0f}"),
-            ("load", lambda r: r["load_1min"])]
-    write_table(args.stem, "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin", intro, meta,
-                rows, cols)
+    cols = [
+        ("path", lambda r: r["path"]),
+        ("success", lambda r: f"{r['success_rate']:.3f}"),
+        ("episodes", lambda r: r["episodes"]),
+        ("wall s", lambda r: f"{r['wall_s']:.0f}"),
+        ("load", lambda r: r["load_1min"]),
+    ]
+    write_table(
+        args.stem,
+        "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin",
+        intro,
+        meta,
+        rows,
+        cols,
+    )
 
 
 if __name__ == "__main__":

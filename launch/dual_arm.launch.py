@@ -9,5 +9,5 @@ import-guarded so it loads (and fails clearly) without.
 from rlinf_ros.launch_support import graph_launch_description
 
 
-def generate_launch_description():  # noqa: D103 -- the ros2 launch entry point
+def generate_launch_description():
     return graph_launch_description(default_config="configs/ros_dual_arm.yaml")

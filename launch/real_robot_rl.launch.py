@@ -11,5 +11,5 @@ Runbook: docs/robot_online_rl.md.
 from rlinf_ros.launch_support import graph_launch_description
 
 
-def generate_launch_description():  # noqa: D103 -- the ros2 launch entry point
+def generate_launch_description():
     return graph_launch_description(default_config="configs/ros_bridge_franka_ros2.yaml")

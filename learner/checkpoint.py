@@ -24,9 +24,10 @@ import logging
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,8 +70,13 @@ def rng_state() -> dict[str, Any]:
     np_state = np.random.get_state()
     return {
         "python": [py[0], list(py[1]), py[2]],
-        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]),
-                  float(np_state[4])],
+        "numpy": [
+            np_state[0],
+            np_state[1].tolist(),
+            int(np_state[2]),
+            int(np_state[3]),
+            float(np_state[4]),
+        ],
         "torch": torch.get_rng_state().tolist(),
     }
 
@@ -160,7 +166,9 @@ def write_checkpoint(
     (tmp / META_FILE).write_text(json.dumps(meta, indent=1, default=_json_default))
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
-    log.info("saved checkpoint %s (iteration %d, weight version %d)", path, iteration, weight_version)
+    log.info(
+        "saved checkpoint %s (iteration %d, weight version %d)", path, iteration, weight_version
+    )
     return path
 
 
@@ -176,10 +184,22 @@ def save_checkpoint(
     rng: dict[str, Any] | None = None,
 ) -> Path:
     """Checkpoint an embodied policy: :func:`write_checkpoint` with its registry name and spec."""
-    model_meta = {"name": getattr(policy, "model_name", "mlp"), "kwargs": getattr(policy, "model_kwargs", {})}
-    return write_checkpoint(path, policy.state_dict(), model_meta, iteration=iteration,
-                            weight_version=weight_version, spec=policy.spec.to_dict(), optimizer=optimizer,
-                            config=config, metrics=metrics, rng=rng)
+    model_meta = {
+        "name": getattr(policy, "model_name", "mlp"),
+        "kwargs": getattr(policy, "model_kwargs", {}),
+    }
+    return write_checkpoint(
+        path,
+        policy.state_dict(),
+        model_meta,
+        iteration=iteration,
+        weight_version=weight_version,
+        spec=policy.spec.to_dict(),
+        optimizer=optimizer,
+        config=config,
+        metrics=metrics,
+        rng=rng,
+    )
 
 
 def _json_default(obj: Any) -> Any:
@@ -203,7 +223,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
             return candidates[-1]
     raise FileNotFoundError(
         f"no checkpoint at '{path}': expected a directory with {META_FILE} (e.g. "
-        "<out_dir>/checkpoints/iter_000010), a checkpoints/ directory, or a run out_dir")
+        "<out_dir>/checkpoints/iter_000010), a checkpoints/ directory, or a run out_dir"
+    )
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -211,16 +232,21 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     p = resolve_checkpoint(path)
     meta = json.loads((p / META_FILE).read_text())
     if meta.get("format") != FORMAT:
-        raise ValueError(f"{p / META_FILE}: unknown checkpoint format {meta.get('format')!r}, "
-                         f"expected {FORMAT!r}")
+        raise ValueError(
+            f"{p / META_FILE}: unknown checkpoint format {meta.get('format')!r}, "
+            f"expected {FORMAT!r}"
+        )
     optim = None
     if meta.get("optimizer") is not None and (p / OPTIM_FILE).is_file():
         optim = _join_optimizer_state(load_file(str(p / OPTIM_FILE)), meta["optimizer"])
-    return Checkpoint(path=p, meta=meta, model_state=load_file(str(p / MODEL_FILE)),
-                      optimizer_state=optim)
+    return Checkpoint(
+        path=p, meta=meta, model_state=load_file(str(p / MODEL_FILE)), optimizer_state=optim
+    )
 
 
-def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[Policy, dict[str, Any]]:
+def load_policy(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[Policy, dict[str, Any]]:
     """Rebuild the policy of a checkpoint from its meta and load its weights (eval mode)."""
     ckpt = load_checkpoint(path)
     model = ckpt.meta["model"]

@@ -37,13 +37,21 @@ RAY_CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
 @dataclass
 class ClusterConfig:
     address: str | None = field(
-        default=None, metadata={"help": "Ray address to join (e.g. 'auto', 'ray://host:10001'); null = embedded local Ray"})
+        default=None,
+        metadata={
+            "help": "Ray address to join (e.g. 'auto', 'ray://host:10001'); null = embedded local Ray"
+        },
+    )
     num_cpus: int | None = field(
-        default=None, metadata={"help": "CPU slots of the embedded Ray (default: all cores)"})
+        default=None, metadata={"help": "CPU slots of the embedded Ray (default: all cores)"}
+    )
     num_gpus: int | None = field(
-        default=None, metadata={"help": "GPU slots of the embedded Ray (default: all visible GPUs)"})
+        default=None, metadata={"help": "GPU slots of the embedded Ray (default: all visible GPUs)"}
+    )
     resources: dict[str, float] = field(
-        default_factory=dict, metadata={"help": "custom resources of the embedded node, e.g. {'robot:franka0': 1}"})
+        default_factory=dict,
+        metadata={"help": "custom resources of the embedded node, e.g. {'robot:franka0': 1}"},
+    )
 
     def validate(self) -> None:
         if self.num_cpus is not None and self.num_cpus < 1:
@@ -63,8 +71,11 @@ class Cluster:
         self._gpus = int(resources.get("GPU", 0))
         self._cpus = int(resources.get("CPU", 0))
         self.custom_resources = {
-            k: v for k, v in resources.items()
-            if k not in _BUILTIN_RESOURCES and not k.startswith("node:") and not k.startswith("accelerator_type")
+            k: v
+            for k, v in resources.items()
+            if k not in _BUILTIN_RESOURCES
+            and not k.startswith("node:")
+            and not k.startswith("accelerator_type")
         }
 
     # -- constructors -------------------------------------------------------------------------
@@ -74,7 +85,7 @@ class Cluster:
         num_cpus: int | None = None,
         resources: dict[str, float] | None = None,
         num_gpus: int | None = None,
-    ) -> "Cluster":
+    ) -> Cluster:
         """Start (or reuse) an embedded Ray instance on this machine."""
         import ray
 
@@ -103,7 +114,7 @@ class Cluster:
         return cls(owns_ray=True)
 
     @classmethod
-    def connect(cls, address: str) -> "Cluster":
+    def connect(cls, address: str) -> Cluster:
         """Join an existing Ray cluster (``ray start --head`` elsewhere)."""
         import ray
 
@@ -119,7 +130,7 @@ class Cluster:
         return cls(owns_ray=True)
 
     @classmethod
-    def from_config(cls, cfg: ClusterConfig) -> "Cluster":
+    def from_config(cls, cfg: ClusterConfig) -> Cluster:
         if cfg.address:
             return cls.connect(cfg.address)
         return cls.local(num_cpus=cfg.num_cpus, resources=cfg.resources, num_gpus=cfg.num_gpus)
@@ -207,8 +218,10 @@ def check_address(address: str, key: str = "--ray-address") -> None:
         if not address and text:
             address = text.splitlines()[0]
         if not address:
-            raise ConnectionError(f"{key} auto: no Ray cluster is running on this machine; start one with "
-                                  f"`ray start --head`, or leave out {key} to embed Ray")
+            raise ConnectionError(
+                f"{key} auto: no Ray cluster is running on this machine; start one with "
+                f"`ray start --head`, or leave out {key} to embed Ray"
+            )
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():

@@ -19,13 +19,25 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-BAR_KEYS = {"success_rate": "succ", "episode_return": "ret", "env_steps_per_s": "sps",
-            "weight_version": "w"}
+BAR_KEYS = {
+    "success_rate": "succ",
+    "episode_return": "ret",
+    "env_steps_per_s": "sps",
+    "weight_version": "w",
+}
 
 
 class MetricsLogger:
-    def __init__(self, out_dir: str | Path, total: int, start: int = 0, tensorboard: bool = True,
-                 progress: bool = True, desc: str = "train", time_budget_s: float | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        total: int,
+        start: int = 0,
+        tensorboard: bool = True,
+        progress: bool = True,
+        desc: str = "train",
+        time_budget_s: float | None = None,
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.deadline = None if time_budget_s is None else time.perf_counter() + time_budget_s
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -43,8 +55,11 @@ class MetricsLogger:
             self.bar = tqdm(total=total, initial=start, desc=desc, unit="it", dynamic_ncols=True)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
-        scalars = {k: float(v) for k, v in metrics.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
+        scalars = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+        }
         self.history.append({"iteration": float(step), **scalars})
         self.last.update(scalars)
         if self.writer is not None:

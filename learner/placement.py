@@ -38,8 +38,9 @@ learner.placement.PlacementError: placement 'actor: 0-4': slot 4 out of range; t
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
 
 from rlinf_contracts.config.errors import ConfigError
 
@@ -56,7 +57,9 @@ class ComponentPlacement:
 
     component: str
     process_slots: list[list[int]]
-    resources: dict[str, float] = field(default_factory=dict)  # per process, e.g. {"robot:franka0": 1}
+    resources: dict[str, float] = field(
+        default_factory=dict
+    )  # per process, e.g. {"robot:franka0": 1}
 
     @property
     def num_processes(self) -> int:
@@ -91,8 +94,11 @@ class Placement:
         return bool(set(self[a].slots) & set(self[b].slots))
 
     def describe(self) -> str:
-        parts = [f"{c}: {p.num_processes} proc on slots {_fmt(p.slots)}"
-                 + "".join(f" @{r}" for r in p.resources) for c, p in self.components.items()]
+        parts = [
+            f"{c}: {p.num_processes} proc on slots {_fmt(p.slots)}"
+            + "".join(f" @{r}" for r in p.resources)
+            for c, p in self.components.items()
+        ]
         return f"{self.mode} ({'; '.join(parts)})"
 
 
@@ -144,13 +150,15 @@ def _parse_value(value: str | int, num_slots: int, where: str) -> list[list[int]
         slots = _parse_ranks(slots_text, where)
         _check_range(slots, num_slots, where)
         if procs != list(range(len(procs))):
-            raise PlacementError(f"placement '{where}': process ranks must be 0..N-1, got '{procs_text}'")
+            raise PlacementError(
+                f"placement '{where}': process ranks must be 0..N-1, got '{procs_text}'"
+            )
         if len(slots) % len(procs):
             raise PlacementError(
                 f"placement '{where}': {len(slots)} slots cannot be split evenly over {len(procs)} processes"
             )
         per = len(slots) // len(procs)
-        return [slots[i * per:(i + 1) * per] for i in range(len(procs))]
+        return [slots[i * per : (i + 1) * per] for i in range(len(procs))]
     slots = _parse_ranks(text, where)
     _check_range(slots, num_slots, where)
     return [[s] for s in slots]
@@ -163,8 +171,10 @@ def _parse_resource(value: str | int, where: str) -> tuple[str, dict[str, float]
         return text, {}
     resource = resource.strip()
     if not resource or any(c.isspace() or c in "@," for c in resource):
-        raise PlacementError(f"placement '{where}': bad resource name after '@' ({resource!r}); "
-                             "e.g. env: 1@robot:franka0")
+        raise PlacementError(
+            f"placement '{where}': bad resource name after '@' ({resource!r}); "
+            "e.g. env: 1@robot:franka0"
+        )
     return text.strip(), {resource: 1.0}
 
 
@@ -177,14 +187,15 @@ def _check_pinned(placed: dict[str, ComponentPlacement]) -> None:
                 pin = ", ".join(p.resources or q.resources)
                 raise PlacementError(
                     f"placement: '{name}' and '{other}' have the same slots but only one is pinned to {pin}; "
-                    f"give the pinned one its own slots (e.g. env: 1@{pin})")
+                    f"give the pinned one its own slots (e.g. env: 1@{pin})"
+                )
 
 
 def classify(components: dict[str, ComponentPlacement]) -> Mode:
     sets = [frozenset(p.slots) for p in components.values()]
     if len(set(sets)) == 1:
         return "collocated"
-    if all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:]):
+    if all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1 :]):
         return "disaggregated"
     return "hybrid"
 
@@ -214,7 +225,9 @@ def parse_placement(
             if name in placed:
                 raise PlacementError(f"placement '{where}': component '{name}' is placed twice")
             ranks, resources = _parse_resource(value, where)
-            placed[name] = ComponentPlacement(name, _parse_value(ranks, num_slots, where), resources)
+            placed[name] = ComponentPlacement(
+                name, _parse_value(ranks, num_slots, where), resources
+            )
     if components is not None:
         missing = [c for c in components if c not in placed]
         if missing:

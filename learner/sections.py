@@ -53,8 +53,10 @@ def apply_aliases(obj: Any, section: str) -> None:
             continue
         current = getattr(obj, canonical)
         if current != defaults[canonical] and current != value:
-            raise ConfigError(f"keys '{section}.{alias}' ({value!r}) and '{section}.{canonical}' ({current!r}) "
-                              f"are the same setting; keep only '{section}.{canonical}'")
+            raise ConfigError(
+                f"keys '{section}.{alias}' ({value!r}) and '{section}.{canonical}' ({current!r}) "
+                f"are the same setting; keep only '{section}.{canonical}'"
+            )
         setattr(obj, canonical, value)
         setattr(obj, alias, None)
 
@@ -65,17 +67,35 @@ class PolicyAlgorithmConfig:
 
     ALIASES: ClassVar[dict[str, str]] = {}
 
-    adv: str = field(default="gae", metadata=h("advantage estimator (learner.algorithms.ADVANTAGES): gae needs a critic; grpo / dr_grpo / rloo use groups of samples"))
+    adv: str = field(
+        default="gae",
+        metadata=h(
+            "advantage estimator (learner.algorithms.ADVANTAGES): gae needs a critic; grpo / dr_grpo / rloo use groups of samples"
+        ),
+    )
     gamma: float = field(default=0.99, metadata=h("discount per step (env step or token)"))
     lam: float = field(default=0.95, metadata=h("GAE lambda (adv: gae only)"))
-    whiten_adv: bool = field(default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only; grouped estimators are normalised per group)"))
+    whiten_adv: bool = field(
+        default=True,
+        metadata=h(
+            "whiten GAE advantages over the batch (adv: gae only; grouped estimators are normalised per group)"
+        ),
+    )
     clip_low: float = field(default=0.2, metadata=h("PPO ratio clip below 1"))
-    clip_high: float = field(default=0.2, metadata=h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)"))
-    dual_clip: float | None = field(default=None, metadata=h("dual-clip constant c > 1 for negative advantages"))
+    clip_high: float = field(
+        default=0.2, metadata=h("PPO ratio clip above 1 (DAPO clip-higher: 0.28)")
+    )
+    dual_clip: float | None = field(
+        default=None, metadata=h("dual-clip constant c > 1 for negative advantages")
+    )
     entropy_coef: float = field(default=0.0, metadata=h("entropy bonus weight"))
-    agg_mode: str = field(default="token-mean", metadata=h(
-        "loss aggregation (learner.algorithms.AGG_MODES): token-mean weighs every token / env step alike; "
-        "seq-mean-token-mean weighs every sequence / episode alike (GRPO's original choice)"))
+    agg_mode: str = field(
+        default="token-mean",
+        metadata=h(
+            "loss aggregation (learner.algorithms.AGG_MODES): token-mean weighs every token / env step alike; "
+            "seq-mean-token-mean weighs every sequence / episode alike (GRPO's original choice)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         apply_aliases(self, "algorithm")
@@ -83,19 +103,27 @@ class PolicyAlgorithmConfig:
 
     def _resolve(self) -> AdvantageEstimator:
         if self.adv not in ADVANTAGES:
-            raise ConfigError(f"algorithm.adv={self.adv!r} is unknown; choose one of {ADVANTAGES.names()}")
+            raise ConfigError(
+                f"algorithm.adv={self.adv!r} is unknown; choose one of {ADVANTAGES.names()}"
+            )
         return ADVANTAGES.get(self.adv)
 
     def validate(self) -> None:
         self.estimator = self._resolve()  # again: ``adv`` may have been reassigned since __init__
         if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"algorithm.gamma and algorithm.lam must be in [0, 1], got {self.gamma}, {self.lam}")
+            raise ConfigError(
+                f"algorithm.gamma and algorithm.lam must be in [0, 1], got {self.gamma}, {self.lam}"
+            )
         if self.clip_low < 0 or self.clip_high < 0:
-            raise ConfigError(f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}")
+            raise ConfigError(
+                f"algorithm.clip_low/clip_high must be >= 0, got {self.clip_low}/{self.clip_high}"
+            )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ConfigError(f"algorithm.dual_clip must be > 1, got {self.dual_clip}")
         if self.agg_mode not in AGG_MODES:
-            raise ConfigError(f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
+            raise ConfigError(
+                f"algorithm.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}"
+            )
 
 
 @dataclass
@@ -106,7 +134,9 @@ class OptimConfig:
 
     lr: float = field(default=3e-4, metadata=h("learning rate"))
     epochs: int = field(default=4, metadata=h("passes over each batch of experience"))
-    minibatches: int = field(default=4, metadata=h("optimizer steps per epoch (the batch is split)"))
+    minibatches: int = field(
+        default=4, metadata=h("optimizer steps per epoch (the batch is split)")
+    )
 
     def __post_init__(self) -> None:
         apply_aliases(self, "actor")
@@ -115,11 +145,15 @@ class OptimConfig:
         if self.lr <= 0:
             raise ConfigError(f"key 'actor.lr' must be > 0, got {self.lr}")
         if self.epochs < 1 or self.minibatches < 1:
-            raise ConfigError(f"keys 'actor.epochs' and 'actor.minibatches' must be >= 1, got {self.epochs}, {self.minibatches}")
+            raise ConfigError(
+                f"keys 'actor.epochs' and 'actor.minibatches' must be >= 1, got {self.epochs}, {self.minibatches}"
+            )
 
 
 @dataclass
 class TrainLoopConfig:
     """The outer loop (``train:``): where a run writes its checkpoints, curves and metrics."""
 
-    out_dir: str = field(default="runs/run", metadata=h("run directory: checkpoint(s), metrics.json, curves / tb"))
+    out_dir: str = field(
+        default="runs/run", metadata=h("run directory: checkpoint(s), metrics.json, curves / tb")
+    )

@@ -46,13 +46,15 @@ class TorchPolicy:
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         actions, _, _ = self.policy.act(obs, deterministic=self.deterministic)
         # a sampled flow action carries its denoising chain as latent columns: serve the action
-        return {"actions": np.asarray(actions[..., : self.policy.spec.action_dim], dtype=np.float32)}
+        return {
+            "actions": np.asarray(actions[..., : self.policy.spec.action_dim], dtype=np.float32)
+        }
 
     def thread_init(self) -> None:
         """OpenMP teams are per thread: size torch's in the server's forward thread."""
         torch.set_num_threads(self.threads or torch.get_num_threads())
 
-    def clone(self) -> "TorchPolicy":
+    def clone(self) -> TorchPolicy:
         return TorchPolicy(copy.deepcopy(self.policy), self.deterministic, self.threads)
 
     def load_weights(self, data: bytes) -> int:
@@ -67,13 +69,16 @@ class TorchPolicy:
             with torch.no_grad():
                 self.policy.load_state_dict(state, strict=True)
         except RuntimeError as e:
-            raise ValueError(f"weights do not fit policy {type(self.policy).__name__}: {e}") from None
+            raise ValueError(
+                f"weights do not fit policy {type(self.policy).__name__}: {e}"
+            ) from None
         self.policy.eval()
         return len(state)
 
 
-def load_served_checkpoint(path: str | Path, device: str = "cpu", deterministic: bool = True,
-                           threads: int = 0) -> tuple[TorchPolicy, int]:
+def load_served_checkpoint(
+    path: str | Path, device: str = "cpu", deterministic: bool = True, threads: int = 0
+) -> tuple[TorchPolicy, int]:
     """(served policy, weight version) for a checkpoint directory or run directory."""
     from learner.checkpoint import load_policy
 

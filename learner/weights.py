@@ -85,7 +85,7 @@ class _StoreActor:
         async with cond:
             try:
                 await asyncio.wait_for(cond.wait_for(lambda: self._version > than), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             return self._version, self._boxed_ref
 
@@ -245,7 +245,9 @@ class _InProcessStore(WeightStore):
         self._changed = threading.Condition()
 
     def __reduce__(self) -> tuple:
-        raise TypeError(f"{self!r} is in-process; use WeightStore.create to share weights between processes")
+        raise TypeError(
+            f"{self!r} is in-process; use WeightStore.create to share weights between processes"
+        )
 
     def __repr__(self) -> str:
         return f"WeightStore.in_process({self.name!r})"
@@ -255,9 +257,14 @@ class _InProcessStore(WeightStore):
 
     def publish(self, state_dict: StateDict) -> int:
         if not isinstance(state_dict, dict) or not state_dict:
-            raise ValueError(f"weight store {self.name!r}: publish needs a non-empty dict of tensors, "
-                             f"got {type(state_dict).__name__}")
-        copy = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in state_dict.items()}
+            raise ValueError(
+                f"weight store {self.name!r}: publish needs a non-empty dict of tensors, "
+                f"got {type(state_dict).__name__}"
+            )
+        copy = {
+            k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v
+            for k, v in state_dict.items()
+        }
         with self._changed:
             self._version, self._state = self._version + 1, copy
             self._changed.notify_all()
@@ -273,8 +280,10 @@ class _InProcessStore(WeightStore):
     def wait_newer(self, than: int, timeout: float | None = None) -> tuple[int, StateDict]:
         with self._changed:
             if not self._changed.wait_for(lambda: self._version > than, timeout):
-                raise WeightTimeout(f"weight store {self.name!r}: no version newer than {than} within "
-                                    f"{timeout} s (newest is {self._version}); is the publisher running?")
+                raise WeightTimeout(
+                    f"weight store {self.name!r}: no version newer than {than} within "
+                    f"{timeout} s (newest is {self._version}); is the publisher running?"
+                )
         return self.latest()
 
 
@@ -310,7 +319,7 @@ def _layout(state_dict: StateDict) -> tuple[list[list], int]:
 
 def _flatten(state_dict: StateDict, entries: list[list], total: int, device: Any) -> torch.Tensor:
     flat = torch.empty(total, dtype=torch.uint8, device=device)
-    for (name, _, _, offset, nbytes) in entries:
+    for name, _, _, offset, nbytes in entries:
         tensor = state_dict[name].detach().to(device).contiguous().reshape(-1)
         flat[offset : offset + nbytes] = tensor.view(torch.uint8)
     return flat

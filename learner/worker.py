@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from learner.cluster import Cluster
 from learner.placement import ComponentPlacement
@@ -115,8 +116,11 @@ def _hosted(cls: type) -> type:
         _apply_context(self, _ctx)
         cls.__init__(self, *args, **kwargs)
 
-    return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__,
-                                        "__qualname__": cls.__qualname__})
+    return type(
+        cls.__name__,
+        (cls,),
+        {"__init__": __init__, "__module__": cls.__module__, "__qualname__": cls.__qualname__},
+    )
 
 
 class GroupResult:
@@ -142,7 +146,9 @@ class GroupResult:
             except ray.exceptions.RayTaskError as e:
                 raise WorkerError(self.group, rank, self.method, _remote_traceback(e)) from None
             except ray.exceptions.RayActorError as e:
-                raise WorkerError(self.group, rank, self.method, f"the worker process died: {e}") from None
+                raise WorkerError(
+                    self.group, rank, self.method, f"the worker process died: {e}"
+                ) from None
         return out
 
 
@@ -171,7 +177,7 @@ class WorkerGroup:
         per_rank_kwargs: Sequence[dict[str, Any]] | None = None,
         resources: dict[str, float] | None = None,
         **kwargs: Any,
-    ) -> "WorkerGroup":
+    ) -> WorkerGroup:
         """Start one actor per process of ``placement``; ``resources`` (e.g. ``{"robot:franka0": 1}``,
         added to the placement's own ``<ranks>@<resource>``) pins the group to the node offering them."""
         import ray
@@ -180,20 +186,37 @@ class WorkerGroup:
             raise TypeError(f"WorkerGroup.launch needs a Worker subclass, got {worker_cls!r}")
         world = placement.num_processes
         if per_rank_kwargs is not None and len(per_rank_kwargs) != world:
-            raise ValueError(f"per_rank_kwargs has {len(per_rank_kwargs)} entries for {world} ranks")
+            raise ValueError(
+                f"per_rank_kwargs has {len(per_rank_kwargs)} entries for {world} ranks"
+            )
         remote_cls = ray.remote(_hosted(worker_cls))
         actors = []
         for rank, slots in enumerate(placement.process_slots):
-            ctx = WorkerContext(name, rank, world, tuple(slots), cluster.slot_kind, os.cpu_count() or 1)
-            options: dict[str, Any] = {"num_cpus": 0, "num_gpus": 0, "max_concurrency": 8,
-                                       "name": None, "resources": {**placement.resources, **(resources or {})}}
+            ctx = WorkerContext(
+                name, rank, world, tuple(slots), cluster.slot_kind, os.cpu_count() or 1
+            )
+            options: dict[str, Any] = {
+                "num_cpus": 0,
+                "num_gpus": 0,
+                "max_concurrency": 8,
+                "name": None,
+                "resources": {**placement.resources, **(resources or {})},
+            }
             if cluster.slot_kind == "gpu":
-                options["runtime_env"] = {"env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}}
+                options["runtime_env"] = {
+                    "env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, slots))}
+                }
             rank_kwargs = {**kwargs, **(per_rank_kwargs[rank] if per_rank_kwargs else {})}
             actors.append(remote_cls.options(**options).remote(ctx, *args, **rank_kwargs))
         group = cls(name, actors, worker_cls)
         group.call("ping").wait(timeout=120)  # surfaces constructor errors with rank + traceback
-        log.info("worker group '%s': %d x %s on slots %s", name, world, worker_cls.__name__, placement.slots)
+        log.info(
+            "worker group '%s': %d x %s on slots %s",
+            name,
+            world,
+            worker_cls.__name__,
+            placement.slots,
+        )
         return group
 
     @property
@@ -206,13 +229,17 @@ class WorkerGroup:
 
     def _method(self, rank: int, method: str) -> Any:
         if not callable(getattr(self._cls, method, None)):
-            raise AttributeError(f"worker group '{self.name}' ({self._cls.__name__}) has no method '{method}'")
+            raise AttributeError(
+                f"worker group '{self.name}' ({self._cls.__name__}) has no method '{method}'"
+            )
         return getattr(self._actors[rank], method)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> GroupResult:
         return self.execute_on(list(range(self.size)), method, *args, **kwargs)
 
-    def execute_on(self, ranks: Sequence[int], method: str, *args: Any, **kwargs: Any) -> GroupResult:
+    def execute_on(
+        self, ranks: Sequence[int], method: str, *args: Any, **kwargs: Any
+    ) -> GroupResult:
         bad = [r for r in ranks if not 0 <= r < self.size]
         if bad:
             raise IndexError(f"worker group '{self.name}' has ranks 0-{self.size - 1}, not {bad}")
@@ -221,7 +248,9 @@ class WorkerGroup:
 
     def call_per_rank(self, method: str, args_per_rank: Sequence[tuple]) -> GroupResult:
         if len(args_per_rank) != self.size:
-            raise ValueError(f"call_per_rank: {len(args_per_rank)} argument tuples for {self.size} ranks")
+            raise ValueError(
+                f"call_per_rank: {len(args_per_rank)} argument tuples for {self.size} ranks"
+            )
         refs = [self._method(r, method).remote(*a) for r, a in enumerate(args_per_rank)]
         return GroupResult(self.name, method, list(range(self.size)), refs)
 

@@ -40,7 +40,7 @@ def bearer(headers: Headers, scheme: str) -> str | None:
     """The credential of ``Authorization: <scheme> <credential>``, or None."""
     value = headers.get("Authorization", "")
     prefix = f"{scheme} "
-    return value[len(prefix):].strip() if value.startswith(prefix) else None
+    return value[len(prefix) :].strip() if value.startswith(prefix) else None
 
 
 def key_matches(headers: Headers, key: str) -> bool:
@@ -52,8 +52,15 @@ def key_matches(headers: Headers, key: str) -> bool:
 class Gate:
     """``process_request`` of the server: answers HTTP paths, admits or refuses upgrades."""
 
-    def __init__(self, config: ServerConfig, spec: RobotSpec, metrics: ServerMetrics, table: ConnectionTable,
-                 weight_version: Callable[[], int], evict: Callable[[Any, str], None]) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        spec: RobotSpec,
+        metrics: ServerMetrics,
+        table: ConnectionTable,
+        weight_version: Callable[[], int],
+        evict: Callable[[Any, str], None],
+    ) -> None:
         self.config, self.spec, self.metrics, self.table = config, spec, metrics, table
         self.weight_version, self.evict = weight_version, evict
 
@@ -66,35 +73,58 @@ class Gate:
         if path == WEIGHTS_PATH:
             return self._admit_push(conn, request)
         if path != INFER_PATH:
-            return conn.respond(HTTPStatus.NOT_FOUND, f"unknown path {clip(path)}; use / , /weights, /healthz or /metrics\n")
+            return conn.respond(
+                HTTPStatus.NOT_FOUND,
+                f"unknown path {clip(path)}; use / , /weights, /healthz or /metrics\n",
+            )
         return self._admit_client(conn, request)
 
-    def _refuse(self, conn: ServerConnection, status: HTTPStatus, kind: str, reason: str) -> Response:
+    def _refuse(
+        self, conn: ServerConnection, status: HTTPStatus, kind: str, reason: str
+    ) -> Response:
         self.metrics.count_error(kind)
         limited.warning(kind, "refused client %s: %s", conn.remote_address, reason)
         return conn.respond(status, reason + "\n")
 
     def _metrics(self, conn: ServerConnection, request: Request) -> Response:
-        if self.config.api_key is not None and not key_matches(request.headers, self.config.api_key):
-            return self._refuse(conn, HTTPStatus.UNAUTHORIZED, "unauthorized",
-                                "/metrics needs 'Authorization: Api-Key <key>' (or Bearer) when the server has a key")
-        resp = conn.respond(HTTPStatus.OK, self.metrics.render(self.weight_version(), len(self.table)))
+        if self.config.api_key is not None and not key_matches(
+            request.headers, self.config.api_key
+        ):
+            return self._refuse(
+                conn,
+                HTTPStatus.UNAUTHORIZED,
+                "unauthorized",
+                "/metrics needs 'Authorization: Api-Key <key>' (or Bearer) when the server has a key",
+            )
+        resp = conn.respond(
+            HTTPStatus.OK, self.metrics.render(self.weight_version(), len(self.table))
+        )
         del resp.headers["Content-Type"]  # Headers is a multi-dict: replace, not append
         resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
         return resp
 
     def _admit_client(self, conn: ServerConnection, request: Request) -> Response | None:
-        if self.config.api_key is not None and not key_matches(request.headers, self.config.api_key):
-            return self._refuse(conn, HTTPStatus.UNAUTHORIZED, "unauthorized",
-                                "missing or wrong 'Authorization: Api-Key <key>'")
+        if self.config.api_key is not None and not key_matches(
+            request.headers, self.config.api_key
+        ):
+            return self._refuse(
+                conn,
+                HTTPStatus.UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong 'Authorization: Api-Key <key>'",
+            )
         reason = refusal(self.spec, request.headers.get(SPEC_HEADER))
         if reason is not None:
             return self._refuse(conn, HTTPStatus.CONFLICT, "spec_mismatch", reason)
         if len(self.table) < self.config.max_connections or self.make_room():
             return None
-        resp = self._refuse(conn, HTTPStatus.SERVICE_UNAVAILABLE, "connection_limit",
-                            f"connection limit {self.config.max_connections} reached and no connection idle "
-                            f"{self.config.evict_idle_s:g} s; retry later")
+        resp = self._refuse(
+            conn,
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            "connection_limit",
+            f"connection limit {self.config.max_connections} reached and no connection idle "
+            f"{self.config.evict_idle_s:g} s; retry later",
+        )
         resp.headers["Retry-After"] = "1"
         return resp
 
@@ -105,8 +135,11 @@ class Gate:
         if pending is not None:
             self.table.remove(pending)
             self.metrics.count_error("evicted_pending")
-            limited.info("evicted", "server full: closing connection %s, which has sent no request, for a new "
-                         "client", getattr(pending, "remote_address", pending))
+            limited.info(
+                "evicted",
+                "server full: closing connection %s, which has sent no request, for a new client",
+                getattr(pending, "remote_address", pending),
+            )
             self.evict(pending, "evicted: no request sent while the server was full")
             return True
         found = self.table.longest_idle()
@@ -115,22 +148,34 @@ class Gate:
         victim, idle = found
         self.table.remove(victim)
         self.metrics.count_error("evicted_idle")
-        limited.info("evicted", "server full: closing connection %s idle %.0f s for a new client",
-                     getattr(victim, "remote_address", victim), idle)
+        limited.info(
+            "evicted",
+            "server full: closing connection %s idle %.0f s for a new client",
+            getattr(victim, "remote_address", victim),
+            idle,
+        )
         self.evict(victim, "evicted: idle while the server was full")
         return True
 
     def _admit_push(self, conn: ServerConnection, request: Request) -> Response | None:
         token = bearer(request.headers, "Bearer")
         if self.config.weights_token is None:
-            reason, status = "weight push disabled: the server has no weights_token configured", HTTPStatus.FORBIDDEN
+            reason, status = (
+                "weight push disabled: the server has no weights_token configured",
+                HTTPStatus.FORBIDDEN,
+            )
         elif token is None:
-            reason, status = "weight push needs 'Authorization: Bearer <token>'", HTTPStatus.UNAUTHORIZED
+            reason, status = (
+                "weight push needs 'Authorization: Bearer <token>'",
+                HTTPStatus.UNAUTHORIZED,
+            )
         elif not hmac.compare_digest(token.encode(), self.config.weights_token.encode()):
             reason, status = "weight push token is wrong", HTTPStatus.FORBIDDEN
         else:
             conn.protocol.max_message_size = self.config.max_weights_bytes  # type: ignore[attr-defined]
             return None
         self.metrics.refused_pushes += 1
-        limited.warning("push_refused", "refused weight push from %s: %s", conn.remote_address, reason)
+        limited.warning(
+            "push_refused", "refused weight push from %s: %s", conn.remote_address, reason
+        )
         return conn.respond(status, reason + "\n")

@@ -29,14 +29,14 @@ class ServerThread:
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self.server.start())
-        except BaseException as e:  # noqa: BLE001 - surfaced to the starting thread
+        except BaseException as e:
             self._error = e
             self._ready.set()
             return
         self._ready.set()
         self._loop.run_forever()
 
-    def start(self) -> "ServerThread":
+    def start(self) -> ServerThread:
         self._thread.start()
         if not self._ready.wait(self.start_timeout):
             raise TimeoutError(f"policy server did not start within {self.start_timeout} s")
@@ -68,10 +68,13 @@ class ServerThread:
     def port(self) -> int:
         return self.server.port
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()

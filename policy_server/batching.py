@@ -100,8 +100,9 @@ class DynamicBatcher:
         # thread_init sets torch's thread count *in* the forward thread: OpenMP settings are
         # per thread, and a fresh thread otherwise gets a default-sized team whose spinning
         # workers cost tens of ms per call on a busy machine (measured: 0.2 -> 75 ms p50).
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-forward",
-                                            initializer=thread_init)
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="policy-forward", initializer=thread_init
+        )
         self._task: asyncio.Task | None = None
         # Forwards measured faster than this run on the loop thread: for a tiny model the two
         # thread hand-offs cost more than the forward itself (measured 0.8 -> 2.3 ms per batch).
@@ -119,13 +120,19 @@ class DynamicBatcher:
         self._running, self._items = [], collections.deque()
         for item in unanswered:
             if not item.future.done():
-                item.future.set_exception(BatcherClosed("policy server is shutting down; the request was not "
-                                                        "served (reconnect and retry)"))
+                item.future.set_exception(
+                    BatcherClosed(
+                        "policy server is shutting down; the request was not "
+                        "served (reconnect and retry)"
+                    )
+                )
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, sample: Canonical, t_recv: float) -> InferResult:
         """Queue one validated sample; resolves when its batch has run."""
-        return await self._enqueue(_Request(sample, t_recv, asyncio.get_running_loop().create_future()))
+        return await self._enqueue(
+            _Request(sample, t_recv, asyncio.get_running_loop().create_future())
+        )
 
     async def swap(self, version: int) -> float:
         """Queue activation of the staged spare as ``version``; returns ms waited for the batch gap."""
@@ -135,7 +142,9 @@ class DynamicBatcher:
 
     async def _enqueue(self, item: _Request | _Swap) -> Any:
         if self._task is None or self._task.done():
-            raise BatcherClosed("policy server batcher is not running (shutting down); reconnect and retry")
+            raise BatcherClosed(
+                "policy server batcher is not running (shutting down); reconnect and retry"
+            )
         self._items.append(item)
         self._wakeup.set()
         return await item.future
@@ -179,7 +188,7 @@ class DynamicBatcher:
         old = self.slot.version
         try:
             self.slot.activate(swap.version)
-        except Exception as e:  # noqa: BLE001 - reported to the pusher, server keeps serving
+        except Exception as e:
             swap.future.set_exception(e)
             return
         self.metrics.weight_swaps += 1
@@ -190,13 +199,24 @@ class DynamicBatcher:
         t0 = time.perf_counter()
         parts: list[tuple[list[int], np.ndarray]] = []
         for idx in group_by_extras(samples):  # one forward per extras signature (usually one group)
-            parts.append((idx, policy_actions(model, model.infer(collate([samples[i] for i in idx])), len(idx))))
+            parts.append(
+                (
+                    idx,
+                    policy_actions(
+                        model, model.infer(collate([samples[i] for i in idx])), len(idx)
+                    ),
+                )
+            )
         ms = (time.perf_counter() - t0) * 1000.0
-        self._forward_ema_ms = ms if self._forward_ema_ms == float("inf") else 0.9 * self._forward_ema_ms + 0.1 * ms
+        self._forward_ema_ms = (
+            ms if self._forward_ema_ms == float("inf") else 0.9 * self._forward_ema_ms + 0.1 * ms
+        )
         if len(parts) == 1:
             return parts[0][1]
         if len({p.shape[1:] for _, p in parts}) != 1:
-            raise InferenceError(f"policy returned chunks of different shapes per group: {[p.shape for _, p in parts]}")
+            raise InferenceError(
+                f"policy returned chunks of different shapes per group: {[p.shape for _, p in parts]}"
+            )
         actions = np.empty((len(samples), *parts[0][1].shape[1:]), np.float32)
         for idx, out in parts:
             actions[idx] = out
@@ -213,13 +233,15 @@ class DynamicBatcher:
                 actions = self._forward(model, samples)
             else:
                 actions = await loop.run_in_executor(self._executor, self._forward, model, samples)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if len(batch) > 1:  # find the culprit: others in the batch must not fail with it
                 for r in batch:
                     await self._run([r])
                 return
             # a broken contract is said in one line; a crash inside the policy keeps its traceback
-            msg = str(e) if isinstance(e, InferenceError) else "".join(traceback.format_exception(e))
+            msg = (
+                str(e) if isinstance(e, InferenceError) else "".join(traceback.format_exception(e))
+            )
             log.error("inference failed for a request: %s", clip(str(e) or type(e).__name__, 300))
             if not batch[0].future.done():
                 batch[0].future.set_exception(InferenceError(msg))
@@ -249,12 +271,17 @@ def policy_actions(model: object, out: object, batch: int) -> np.ndarray:
     if not isinstance(out, Mapping):
         raise InferenceError(f"policy {name} returned {type(out).__name__}, not a map; {want}")
     if "actions" not in out:
-        raise InferenceError(f"policy {name} returned a map with no 'actions' (keys: {clip(list(out))}); {want}")
+        raise InferenceError(
+            f"policy {name} returned a map with no 'actions' (keys: {clip(list(out))}); {want}"
+        )
     try:
         actions = np.asarray(out["actions"], dtype=np.float32)
     except (TypeError, ValueError) as e:
-        raise InferenceError(f"policy {name} returned 'actions' that are not a float array ({clip(str(e))}); "
-                             f"{want}") from None
+        raise InferenceError(
+            f"policy {name} returned 'actions' that are not a float array ({clip(str(e))}); {want}"
+        ) from None
     if actions.ndim != 3 or actions.shape[0] != batch:
-        raise InferenceError(f"policy {name} returned actions of shape {actions.shape}, expected [B={batch}, chunk, A]")
+        raise InferenceError(
+            f"policy {name} returned actions of shape {actions.shape}, expected [B={batch}, chunk, A]"
+        )
     return actions

@@ -48,7 +48,11 @@ class ActionChunkBroker:
             self._step = 0
         action = self._chunk[self._step]
         self._step += 1
-        limit = len(self._chunk) if self.execute_horizon is None else min(self.execute_horizon, len(self._chunk))
+        limit = (
+            len(self._chunk)
+            if self.execute_horizon is None
+            else min(self.execute_horizon, len(self._chunk))
+        )
         if self._step >= limit:
             self._chunk = None
         return action

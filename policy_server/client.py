@@ -37,7 +37,13 @@ from rlinf_contracts.wire import Packer, unpackb
 log = logging.getLogger(__name__)
 limited = RateLimitedLog(log, burst=3, period_s=30.0)
 
-_RETRYABLE = (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError, TimeoutError, EOFError)
+_RETRYABLE = (
+    websockets.ConnectionClosed,
+    websockets.InvalidHandshake,
+    OSError,
+    TimeoutError,
+    EOFError,
+)
 
 
 class PolicyClientError(RuntimeError):
@@ -122,8 +128,15 @@ class _ClientSettings:
     """Connection settings and state shared by the blocking and the asyncio client."""
 
     def __init__(
-        self, url: str, *, api_key: str | None = None, timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-        retries: int | None = None, backoff_s: float = 0.2, max_backoff_s: float = 5.0,
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+        retries: int | None = None,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
         robot_spec: RobotSpec | None = None,
     ) -> None:
         self.url, self.api_key, self.robot_spec = url, api_key, robot_spec
@@ -141,21 +154,33 @@ class _ClientSettings:
         self._stopped.set()
 
     def _delays(self) -> Iterator[float]:
-        return itertools.chain([0.0], backoff_delays(self.backoff_s, self.max_backoff_s, self.retries))
+        return itertools.chain(
+            [0.0], backoff_delays(self.backoff_s, self.max_backoff_s, self.retries)
+        )
 
     def _failed(self, e: BaseException, delay: float) -> None:
         """One attempt failed: a spec refusal is final, anything else is logged (rate-limited)."""
         if (refused := _refused(e)) is not None:
             raise refused from None
-        limited.warning("retry", "policy server %s: %s; retrying (back-off up to %.1f s)%s", self.url,
-                        _short(e), self.max_backoff_s, "" if self.retries is None else f", {self.retries} retries")
+        limited.warning(
+            "retry",
+            "policy server %s: %s; retrying (back-off up to %.1f s)%s",
+            self.url,
+            _short(e),
+            self.max_backoff_s,
+            "" if self.retries is None else f", {self.retries} retries",
+        )
 
     def _check_stopped(self) -> None:
         if self._stopped.is_set():
-            raise ClientStopped(f"policy client for {self.url} stopped while waiting for the server")
+            raise ClientStopped(
+                f"policy client for {self.url} stopped while waiting for the server"
+            )
 
     def _unavailable(self, last: BaseException | None) -> PolicyServerUnavailable:
-        return PolicyServerUnavailable(f"policy server {self.url} unreachable after {self.retries} retries: {last}")
+        return PolicyServerUnavailable(
+            f"policy server {self.url} unreachable after {self.retries} retries: {last}"
+        )
 
 
 def _short(e: BaseException) -> str:
@@ -172,8 +197,11 @@ class PolicyClient(_ClientSettings):
 
     def _connect(self) -> websockets.sync.client.ClientConnection:
         ws = open_sync(
-            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key, self.robot_spec),
-            max_size=None, compression=None,
+            self.url,
+            open_timeout=self.connect_timeout_s,
+            additional_headers=_headers(self.api_key, self.robot_spec),
+            max_size=None,
+            compression=None,
         )
         self.metadata = parse_metadata(ws.recv(timeout=self.connect_timeout_s))
         return ws
@@ -217,7 +245,7 @@ class PolicyClient(_ClientSettings):
     def close(self) -> None:
         self._drop()
 
-    def __enter__(self) -> "PolicyClient":
+    def __enter__(self) -> PolicyClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -227,17 +255,19 @@ class PolicyClient(_ClientSettings):
 class AsyncPolicyClient(_ClientSettings):
     """asyncio client: ``client = await AsyncPolicyClient.connect(url)``; ``await client.infer(obs)``."""
 
-
     @classmethod
-    async def connect(cls, url: str, **kwargs: Any) -> "AsyncPolicyClient":
+    async def connect(cls, url: str, **kwargs: Any) -> AsyncPolicyClient:
         client = cls(url, **kwargs)
         await client._call(None)
         return client
 
     async def _open(self) -> websockets.asyncio.client.ClientConnection:
         ws = await websockets.asyncio.client.connect(
-            self.url, open_timeout=self.connect_timeout_s, additional_headers=_headers(self.api_key, self.robot_spec),
-            max_size=None, compression=None,
+            self.url,
+            open_timeout=self.connect_timeout_s,
+            additional_headers=_headers(self.api_key, self.robot_spec),
+            max_size=None,
+            compression=None,
         )
         self.metadata = parse_metadata(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
         return ws
@@ -280,7 +310,7 @@ class AsyncPolicyClient(_ClientSettings):
     async def close(self) -> None:
         await self._drop()
 
-    async def __aenter__(self) -> "AsyncPolicyClient":
+    async def __aenter__(self) -> AsyncPolicyClient:
         await self._call(None)
         return self
 

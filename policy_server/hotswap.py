@@ -53,7 +53,9 @@ class ModelSlot:
     def __init__(self, policy: ServedPolicy, version: int = 0) -> None:
         self.active: ServedPolicy = policy
         self.version = version
-        self._spare: SwappablePolicy | None = policy.clone() if isinstance(policy, SwappablePolicy) else None
+        self._spare: SwappablePolicy | None = (
+            policy.clone() if isinstance(policy, SwappablePolicy) else None
+        )
         self._staged: int | None = None  # version loaded into the spare, awaiting activation
         self._lock = threading.Lock()  # guards spare/active pointers across threads
 
@@ -66,8 +68,10 @@ class ModelSlot:
         with self._lock:
             spare = self._spare
         if spare is None:
-            raise WeightLoadError(f"policy {type(self.active).__name__} does not take weight pushes "
-                                  "(it has no clone() / load_weights())")
+            raise WeightLoadError(
+                f"policy {type(self.active).__name__} does not take weight pushes "
+                "(it has no clone() / load_weights())"
+            )
         try:
             num = spare.load_weights(bytes(data))
         except ValueError as e:
@@ -80,7 +84,9 @@ class ModelSlot:
         """Make the spare (loaded with ``version``) the serving policy. Call only between batches."""
         with self._lock:
             if self._staged != version or self._spare is None:
-                raise RuntimeError(f"cannot activate weight version {version}: staged is {self._staged}")
+                raise RuntimeError(
+                    f"cannot activate weight version {version}: staged is {self._staged}"
+                )
             self.active, self._spare = self._spare, self.active  # type: ignore[assignment]
             self.version = version
             self._staged = None

@@ -35,7 +35,9 @@ def _field(d: Any, what: str, key: str, types: type | tuple[type, ...]) -> Any:
         raise MessageError(f"{what} is missing field {key!r}")
     value = d[key]
     if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
-        raise MessageError(f"{what} field {key!r} has type {type(value).__name__}, expected {_names(types)}")
+        raise MessageError(
+            f"{what} field {key!r} has type {type(value).__name__}, expected {_names(types)}"
+        )
     return value
 
 
@@ -60,13 +62,16 @@ class ServerMetadata:
     max_frame_bytes: int = 0
     accepts: tuple[str, ...] = ()  # observation layouts (adapter names) the server understands
     protocol: str = PROTOCOL
-    robot_spec: dict[str, Any] | None = None  # rlinf_contracts.spec.RobotSpec.to_dict() of the policy
+    robot_spec: dict[str, Any] | None = (
+        None  # rlinf_contracts.spec.RobotSpec.to_dict() of the policy
+    )
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "policy_name": self.policy_name,
             "observation_spec": {
-                k: {"dtype": dt, "shape": list(shape)} for k, (dt, shape) in self.observation_spec.items()
+                k: {"dtype": dt, "shape": list(shape)}
+                for k, (dt, shape) in self.observation_spec.items()
             },
             "action_dim": self.action_dim,
             "chunk": self.chunk,
@@ -80,7 +85,7 @@ class ServerMetadata:
         }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "ServerMetadata":
+    def from_wire(cls, d: Any) -> ServerMetadata:
         what = "server metadata"
         raw_spec = _field(d, what, "observation_spec", dict)
         spec: ObservationSpec = {}
@@ -118,7 +123,7 @@ class WeightPush:
         return {"version": self.version, "format": self.format, "data": self.data}
 
     @classmethod
-    def from_wire(cls, d: Any) -> "WeightPush":
+    def from_wire(cls, d: Any) -> WeightPush:
         what = "weight push"
         fmt = _field(d, what, "format", str)
         if fmt != "safetensors":
@@ -151,7 +156,7 @@ class WeightAck:
         }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "WeightAck":
+    def from_wire(cls, d: Any) -> WeightAck:
         what = "weight ack"
         known = {"status", "version", "num_tensors", "load_ms", "wait_ms"}
         return cls(

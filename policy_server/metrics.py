@@ -74,7 +74,10 @@ class ServerMetrics:
             f"# HELP {p}batch_size Requests fused into one forward pass.",
             f"# TYPE {p}batch_size histogram",
         ]
-        lines += [f'{p}batch_size_bucket{{le="{b}"}} {c}' for b, c in zip(BATCH_BUCKETS, self.batch_buckets)]
+        lines += [
+            f'{p}batch_size_bucket{{le="{b}"}} {c}'
+            for b, c in zip(BATCH_BUCKETS, self.batch_buckets)
+        ]
         lines += [
             f'{p}batch_size_bucket{{le="+Inf"}} {self.batches}',
             f"{p}batch_size_sum {self.batch_sum}",
@@ -85,7 +88,9 @@ class ServerMetrics:
             f"# HELP {p}latency_ms Server-side request latency (frame received to response ready), recent window.",
             f"# TYPE {p}latency_ms summary",
         ]
-        lines += [f'{p}latency_ms{{quantile="{q}"}} {v:.4f}' for q, v in self.latency_quantiles().items()]
+        lines += [
+            f'{p}latency_ms{{quantile="{q}"}} {v:.4f}' for q, v in self.latency_quantiles().items()
+        ]
         lines += [
             f"{p}latency_ms_sum {self._latency_sum_ms:.4f}",
             f"{p}latency_ms_count {self.requests}",

@@ -46,8 +46,9 @@ policy_server.observations.ObservationError: observation key 'rtc_inference_dela
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -97,11 +98,17 @@ EXTRAS: Registry[Extra] = Registry("request extra")
 
 def _check_prefix(key: str, value: Any, action_dim: int) -> np.ndarray:
     if not isinstance(value, np.ndarray) or value.dtype.kind not in "fiu":
-        raise ObservationError(key, f"observation key '{key}' must be a float array [P, {action_dim}] (committed "
-                                    f"actions), got {type(value).__name__}")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' must be a float array [P, {action_dim}] (committed "
+            f"actions), got {type(value).__name__}",
+        )
     if value.ndim != 2 or value.shape[1] != action_dim:
-        raise ObservationError(key, f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected "
-                                    f"[P, {action_dim}] (rows of committed actions)")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected "
+            f"[P, {action_dim}] (rows of committed actions)",
+        )
     out = value.astype(np.float32)
     if not np.all(np.isfinite(out)):
         raise ObservationError(key, f"observation key '{key}' contains NaN or inf")
@@ -110,7 +117,10 @@ def _check_prefix(key: str, value: Any, action_dim: int) -> np.ndarray:
 
 def _check_delay(key: str, value: Any, _action_dim: int) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ObservationError(key, f"observation key '{key}' must be an integer >= 0 (control ticks), got {clip(value)}")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' must be an integer >= 0 (control ticks), got {clip(value)}",
+        )
     return int(value)
 
 
@@ -133,13 +143,18 @@ def _string_keys(obs: dict[Any, Any], what: str) -> None:
     """msgpack maps may carry bytes keys (openpi's array maps do); request keys must be str."""
     for key in obs:
         if not isinstance(key, str):
-            raise ObservationError(None, f"{what} must be strings; got {type(key).__name__} key {clip(key)}")
+            raise ObservationError(
+                None, f"{what} must be strings; got {type(key).__name__} key {clip(key)}"
+            )
 
 
 def _canonical(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
     images = obs.get("images", {})
     if not isinstance(images, dict):
-        raise ObservationError("images", f"observation key 'images' must be a map camera -> image, got {type(images).__name__}")
+        raise ObservationError(
+            "images",
+            f"observation key 'images' must be a map camera -> image, got {type(images).__name__}",
+        )
     _string_keys(images, "camera names in 'images'")
     return {
         "state": obs.get("state"),
@@ -155,14 +170,20 @@ def _openpi_flat(obs: dict[str, Any], camera_map: dict[str, str]) -> Canonical:
         if key.startswith("observation/") and key != "observation/state":
             name = key.split("/", 1)[1]
             images[camera_map.get(name, name)] = _hwc(value)
-    return {"state": obs.get("observation/state"), "images": images, "instruction": obs.get("prompt"),
-            "extras": _extras(obs)}
+    return {
+        "state": obs.get("observation/state"),
+        "images": images,
+        "instruction": obs.get("prompt"),
+        "extras": _extras(obs),
+    }
 
 
 ADAPTERS.add("canonical", Adapter("canonical", lambda o: "state" in o or "images" in o, _canonical))
 ADAPTERS.add(
     "openpi_flat",
-    Adapter("openpi_flat", lambda o: any(str(k).startswith("observation/") for k in o), _openpi_flat),
+    Adapter(
+        "openpi_flat", lambda o: any(str(k).startswith("observation/") for k in o), _openpi_flat
+    ),
 )
 _AUTO_ORDER = ("openpi_flat", "canonical")
 
@@ -170,7 +191,9 @@ _AUTO_ORDER = ("openpi_flat", "canonical")
 def to_canonical(obs: Any, adapter: str, camera_map: dict[str, str]) -> Canonical:
     """Map one request onto the canonical layout with ``adapter`` (or ``"auto"``)."""
     if not isinstance(obs, dict):
-        raise ObservationError(None, f"a request must be a msgpack map of observation keys, got {type(obs).__name__}")
+        raise ObservationError(
+            None, f"a request must be a msgpack map of observation keys, got {type(obs).__name__}"
+        )
     _string_keys(obs, "observation keys")
     if adapter == "auto":
         for name in _AUTO_ORDER:
@@ -178,8 +201,9 @@ def to_canonical(obs: Any, adapter: str, camera_map: dict[str, str]) -> Canonica
                 return ADAPTERS.get(name).convert(obs, camera_map)
         keys = _key_list(obs)
         raise ObservationError(
-            "state", f"observation key 'state' is missing (got keys: {keys}); send 'state' + 'images' "
-            "or openpi-style 'observation/state' + 'observation/<camera>'"
+            "state",
+            f"observation key 'state' is missing (got keys: {keys}); send 'state' + 'images' "
+            "or openpi-style 'observation/state' + 'observation/<camera>'",
         )
     return ADAPTERS.get(adapter).convert(obs, camera_map)
 
@@ -193,21 +217,37 @@ def _key_list(obs: dict[str, Any], most: int = 8) -> str:
 
 def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     if not isinstance(value, np.ndarray):
-        raise ObservationError(key, f"observation key '{key}' must be a numpy array ({dtype} {list(shape)}), got {type(value).__name__}")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' must be a numpy array ({dtype} {list(shape)}), got {type(value).__name__}",
+        )
     if value.dtype.name not in _CASTABLE.get(dtype, (dtype,)):
-        raise ObservationError(key, f"observation key '{key}' has dtype {value.dtype.name}, expected {dtype}")
+        raise ObservationError(
+            key, f"observation key '{key}' has dtype {value.dtype.name}, expected {dtype}"
+        )
     if tuple(value.shape) != tuple(shape):
-        raise ObservationError(key, f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected {tuple(shape)}")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected {tuple(shape)}",
+        )
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below, on the result
         out = value.astype(dtype, copy=False)
     if out.dtype.kind == "f" and not np.all(np.isfinite(out)):  # range check *after* the cast
-        raise ObservationError(key, f"observation key '{key}' contains NaN or inf after conversion to {dtype} "
-                                    f"(values beyond ±{np.finfo(out.dtype).max:.1e} overflow)")
+        raise ObservationError(
+            key,
+            f"observation key '{key}' contains NaN or inf after conversion to {dtype} "
+            f"(values beyond ±{np.finfo(out.dtype).max:.1e} overflow)",
+        )
     return out
 
 
-def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction: bool,
-                         accepts: tuple[str, ...] = (), action_dim: int = 0) -> Canonical:
+def validate_observation(
+    obs: Canonical,
+    spec: ObservationSpec,
+    uses_instruction: bool,
+    accepts: tuple[str, ...] = (),
+    action_dim: int = 0,
+) -> Canonical:
     """Check a canonical sample against the per-sample spec; returns it with dtypes normalised.
 
     ``accepts``: the extras the policy takes (its ``infer_extras``); those present are validated
@@ -219,17 +259,25 @@ def validate_observation(obs: Canonical, spec: ObservationSpec, uses_instruction
             images = obs.get("images") or {}
             if cam not in images:
                 have = _key_list(images)
-                raise ObservationError(key, f"observation key '{key}' is missing (cameras sent: {have}); "
-                                            "set server.camera_map to rename cameras")
+                raise ObservationError(
+                    key,
+                    f"observation key '{key}' is missing (cameras sent: {have}); "
+                    "set server.camera_map to rename cameras",
+                )
             out["images"][cam] = _check_array(key, images[cam], dtype, shape)
         else:
             if obs.get(key) is None:
-                raise ObservationError(key, f"observation key '{key}' is missing; expected {dtype} {list(shape)}")
+                raise ObservationError(
+                    key, f"observation key '{key}' is missing; expected {dtype} {list(shape)}"
+                )
             out[key] = _check_array(key, obs[key], dtype, shape)
     instruction = obs.get("instruction")
     if uses_instruction and not isinstance(instruction, str):
-        raise ObservationError("instruction", "observation key 'instruction' (or 'prompt') must be a string for this "
-                                              f"policy, got {type(instruction).__name__}")
+        raise ObservationError(
+            "instruction",
+            "observation key 'instruction' (or 'prompt') must be a string for this "
+            f"policy, got {type(instruction).__name__}",
+        )
     out["instruction"] = instruction if isinstance(instruction, str) else ""
     sent = obs.get("extras") or {}
     extras = {k: EXTRAS.get(k).check(k, sent[k], action_dim) for k in accepts if k in sent}
@@ -258,10 +306,14 @@ def collate(samples: list[Canonical]) -> dict[str, Any]:
     (leading batch axis); extras become top-level keys (``rtc_prefix`` [B, P, A])."""
     first = samples[0]
     batch: dict[str, Any] = {
-        k: np.stack([s[k] for s in samples]) for k in first if k not in ("images", "instruction", "extras")
+        k: np.stack([s[k] for s in samples])
+        for k in first
+        if k not in ("images", "instruction", "extras")
     }
     for k in first.get("extras") or {}:
         batch[k] = EXTRAS.get(k).collate([s["extras"][k] for s in samples])
-    batch["images"] = {cam: np.stack([s["images"][cam] for s in samples]) for cam in first["images"]}
+    batch["images"] = {
+        cam: np.stack([s["images"][cam] for s in samples]) for cam in first["images"]
+    }
     batch["instruction"] = [s["instruction"] for s in samples]
     return batch

@@ -32,7 +32,7 @@ class ServedPolicy(Protocol):
 
 @runtime_checkable
 class SwappablePolicy(ServedPolicy, Protocol):
-    def clone(self) -> "SwappablePolicy":
+    def clone(self) -> SwappablePolicy:
         """An independent copy that can receive weights while the original keeps serving."""
 
     def load_weights(self, data: bytes) -> int:
@@ -44,10 +44,14 @@ def check_policy(policy: Any) -> ServedPolicy:
     """``policy`` if it satisfies :class:`ServedPolicy`, else a ``TypeError`` saying what is missing."""
     missing = [n for n in ("robot_spec", "infer") if not hasattr(policy, n)]
     if missing:
-        raise TypeError(f"{type(policy).__name__} cannot be served: it lacks {missing}. Serve an object with "
-                        "'robot_spec' and 'infer(obs) -> {\"actions\": ...}' (a learner model: wrap it in "
-                        "learner.serving.TorchPolicy)")
+        raise TypeError(
+            f"{type(policy).__name__} cannot be served: it lacks {missing}. Serve an object with "
+            "'robot_spec' and 'infer(obs) -> {\"actions\": ...}' (a learner model: wrap it in "
+            "learner.serving.TorchPolicy)"
+        )
     if not isinstance(policy.robot_spec, RobotSpec):
-        raise TypeError(f"{type(policy).__name__}.robot_spec must be a rlinf_contracts.spec.RobotSpec, "
-                        f"got {type(policy.robot_spec).__name__}")
+        raise TypeError(
+            f"{type(policy).__name__}.robot_spec must be a rlinf_contracts.spec.RobotSpec, "
+            f"got {type(policy.robot_spec).__name__}"
+        )
     return policy

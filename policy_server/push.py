@@ -15,8 +15,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import websockets
 
@@ -68,7 +69,7 @@ def _fragments(frame: bytes) -> Iterator[bytes]:
     sent whole stalled more control periods than the same push in fragments)."""
     view = memoryview(frame)
     for i in range(0, len(frame), FRAGMENT_BYTES):
-        yield bytes(view[i:i + FRAGMENT_BYTES])
+        yield bytes(view[i : i + FRAGMENT_BYTES])
 
 
 class WeightPusher:
@@ -81,12 +82,17 @@ class WeightPusher:
         self.url, self.timeout_s = weights_url(url), timeout_s
         try:
             self._ws = open_sync(
-                self.url, open_timeout=timeout_s, additional_headers={"Authorization": f"Bearer {token}"},
-                max_size=None, compression=None,
+                self.url,
+                open_timeout=timeout_s,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                max_size=None,
+                compression=None,
             )
         except websockets.InvalidStatus as e:
             body = (e.response.body or b"").decode(errors="replace").strip()
-            raise WeightPushError(f"{self.url} refused the push connection: HTTP {e.response.status_code} {body}") from None
+            raise WeightPushError(
+                f"{self.url} refused the push connection: HTTP {e.response.status_code} {body}"
+            ) from None
         except (OSError, TimeoutError, websockets.InvalidHandshake) as e:
             raise WeightPushError(f"cannot reach policy server at {self.url}: {e}") from None
         self.metadata = ServerMetadata.from_wire(unpackb(self._ws.recv(timeout=timeout_s)))
@@ -102,13 +108,15 @@ class WeightPusher:
         if isinstance(reply, str):
             raise WeightPushError(reply)
         ack = WeightAck.from_wire(unpackb(reply))
-        log.info("pushed weight version %d to %s (load %.1f ms)", ack.version, self.url, ack.load_ms)
+        log.info(
+            "pushed weight version %d to %s (load %.1f ms)", ack.version, self.url, ack.load_ms
+        )
         return ack
 
     def close(self) -> None:
         self._ws.close()
 
-    def __enter__(self) -> "WeightPusher":
+    def __enter__(self) -> WeightPusher:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -116,7 +124,12 @@ class WeightPusher:
 
 
 def push_weights(
-    url: str, weights: Any, *, version: int | None = None, token: str | None = None, timeout_s: float = 120.0
+    url: str,
+    weights: Any,
+    *,
+    version: int | None = None,
+    token: str | None = None,
+    timeout_s: float = 120.0,
 ) -> WeightAck:
     """One-shot push of a state dict (or safetensors bytes) to the server at ``url``."""
     with WeightPusher(url, token=token, timeout_s=timeout_s) as pusher:
@@ -135,7 +148,9 @@ def resolve_token(token: str | None = None, token_file: str | None = None) -> st
             raise WeightPushError(f"weights token file {path!r} unreadable: {e}") from None
     token = token or os.environ.get(WEIGHTS_TOKEN_ENV, "")
     if not token:
-        raise WeightPushError(f"no weights token: set push.token_file, {WEIGHTS_TOKEN_ENV} or {WEIGHTS_TOKEN_ENV}_FILE")
+        raise WeightPushError(
+            f"no weights token: set push.token_file, {WEIGHTS_TOKEN_ENV} or {WEIGHTS_TOKEN_ENV}_FILE"
+        )
     return token
 
 
@@ -147,18 +162,30 @@ class BackgroundPusher:
     version the server calls stale. ``stats``: pushes, failures, the version serving, last error.
     """
 
-    def __init__(self, url: str, token: str, timeout_s: float = 30.0, backoff_s: float = 0.5,
-                 backoff_max_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        timeout_s: float = 30.0,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 10.0,
+    ) -> None:
         self.url, self._token, self.timeout_s = weights_url(url), token, timeout_s
         self.backoff_s, self.backoff_max_s = backoff_s, backoff_max_s
         self._slot: Any = None
         self._cond = threading.Condition()
         self._stop = False
         self._sending = False  # a taken item is being pushed (or waits to be retried)
-        self.stats: dict[str, Any] = {"offered": 0, "pushes": 0, "failures": 0, "version": -1, "last_error": ""}
+        self.stats: dict[str, Any] = {
+            "offered": 0,
+            "pushes": 0,
+            "failures": 0,
+            "version": -1,
+            "last_error": "",
+        }
         self._thread = threading.Thread(target=self._run, name="weight-pusher", daemon=True)
 
-    def start(self) -> "BackgroundPusher":
+    def start(self) -> BackgroundPusher:
         self._thread.start()
         return self
 
@@ -199,8 +226,12 @@ class BackgroundPusher:
             except (WeightPushError, OSError) as e:
                 self.stats.update(failures=self.stats["failures"] + 1, last_error=str(e))
                 if self.stats["failures"] == 1 or self.stats["failures"] % 20 == 0:
-                    log.warning("weight push to %s failed (%d so far; retrying): %s", self.url,
-                                self.stats["failures"], e)
+                    log.warning(
+                        "weight push to %s failed (%d so far; retrying): %s",
+                        self.url,
+                        self.stats["failures"],
+                        e,
+                    )
                 if pusher is not None:
                     pusher.close()
                     pusher = None

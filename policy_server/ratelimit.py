@@ -24,7 +24,9 @@ from typing import Any
 class RateLimiter:
     """At most ``burst`` events of one kind per ``period_s`` window; counts the rest."""
 
-    def __init__(self, burst: int = 5, period_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, burst: int = 5, period_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.burst, self.period_s, self.clock = burst, period_s, clock
         self._windows: dict[str, tuple[float, int]] = {}  # kind -> (window start, events in it)
         self._suppressed: dict[str, int] = {}

@@ -41,7 +41,12 @@ from policy_server.connections import ConnectionTable
 from policy_server.hotswap import ModelSlot, WeightLoadError, decode_push
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.metrics import ServerMetrics
-from policy_server.observations import ADAPTERS, ObservationError, to_canonical, validate_observation
+from policy_server.observations import (
+    ADAPTERS,
+    ObservationError,
+    to_canonical,
+    validate_observation,
+)
 from policy_server.policy import ServedPolicy, check_policy
 from policy_server.ratelimit import RateLimitedLog
 from rlinf_contracts.server_logs import quiet_library_log
@@ -74,7 +79,7 @@ def error_text(prefix: str, error: BaseException | str, keep: str = "head") -> s
         return text
     if keep == "tail":
         head = f"{prefix}: (cut)… "
-        return head + detail[len(head) - MAX_ERROR_CHARS:]
+        return head + detail[len(head) - MAX_ERROR_CHARS :]
     return text[: MAX_ERROR_CHARS - 12] + " …(cut)"
 
 
@@ -82,7 +87,12 @@ class PolicyServer:
     """Serve one :class:`~policy_server.policy.ServedPolicy` over the wire. Run with :meth:`start`."""
 
     def __init__(
-        self, policy: ServedPolicy, config: ServerConfig, *, weight_version: int = 0, policy_name: str | None = None
+        self,
+        policy: ServedPolicy,
+        config: ServerConfig,
+        *,
+        weight_version: int = 0,
+        policy_name: str | None = None,
     ) -> None:
         config.validate()
         if config.adapter != "auto":
@@ -95,7 +105,14 @@ class PolicyServer:
         self.slot = ModelSlot(policy, weight_version)
         self.metrics = ServerMetrics(window=config.latency_window)
         self.connections = ConnectionTable()
-        self.gate = Gate(config, self.spec, self.metrics, self.connections, lambda: self.slot.version, self._evict)
+        self.gate = Gate(
+            config,
+            self.spec,
+            self.metrics,
+            self.connections,
+            lambda: self.slot.version,
+            self._evict,
+        )
         self._library_log = quiet_library_log()  # each /healthz poll: no INFO line
         self._server: Server | None = None
         self._batcher: DynamicBatcher | None = None
@@ -108,26 +125,53 @@ class PolicyServer:
         init = getattr(self.slot.active, "thread_init", None)  # per worker thread, see batching
         if init is not None:
             init()
-        self._load_executor = ThreadPoolExecutor(1, thread_name_prefix="policy-weights", initializer=init)
+        self._load_executor = ThreadPoolExecutor(
+            1, thread_name_prefix="policy-weights", initializer=init
+        )
         self._push_lock = asyncio.Lock()
         self._batcher = DynamicBatcher(
-            self.slot, self.metrics, self.config.max_batch, self.config.max_wait_ms,
-            open_clients=lambda: self.connections.active, thread_init=init,
+            self.slot,
+            self.metrics,
+            self.config.max_batch,
+            self.config.max_wait_ms,
+            open_clients=lambda: self.connections.active,
+            thread_init=init,
             inline_forward_ms=self.config.inline_forward_ms,
         )
         self._batcher.start()
         cfg = self.config
         self._server = await serve(
-            self._handler, cfg.host, cfg.port, process_request=self.gate, max_size=cfg.max_frame_bytes,
-            max_queue=cfg.max_queued_frames, write_limit=cfg.write_limit_bytes, compression=None,
-            ping_interval=20, ping_timeout=60, close_timeout=5, logger=self._library_log,
+            self._handler,
+            cfg.host,
+            cfg.port,
+            process_request=self.gate,
+            max_size=cfg.max_frame_bytes,
+            max_queue=cfg.max_queued_frames,
+            write_limit=cfg.write_limit_bytes,
+            compression=None,
+            ping_interval=20,
+            ping_timeout=60,
+            close_timeout=5,
+            logger=self._library_log,
         )
-        log.info("policy server '%s' listening on %s (weights v%d, max_batch %d, max_wait %.1f ms, "
-                 "%d connections, API key %s)", self.policy_name, " ".join(self.bound_urls), self.slot.version,
-                 cfg.max_batch, cfg.max_wait_ms, cfg.max_connections, "required" if cfg.api_key else "not set")
+        log.info(
+            "policy server '%s' listening on %s (weights v%d, max_batch %d, max_wait %.1f ms, "
+            "%d connections, API key %s)",
+            self.policy_name,
+            " ".join(self.bound_urls),
+            self.slot.version,
+            cfg.max_batch,
+            cfg.max_wait_ms,
+            cfg.max_connections,
+            "required" if cfg.api_key else "not set",
+        )
         if cfg.exposed and cfg.api_key is None:
-            log.warning("policy server bound to %s with no API key: anyone who can reach port %d can run the "
-                        "policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1", cfg.host, self.port)
+            log.warning(
+                "policy server bound to %s with no API key: anyone who can reach port %d can run the "
+                "policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1",
+                cfg.host,
+                self.port,
+            )
 
     async def stop(self) -> None:
         """Close every connection (1001), then fail requests still waiting for a forward (their
@@ -174,9 +218,14 @@ class PolicyServer:
 
     def metadata(self) -> ServerMetadata:
         return ServerMetadata(
-            policy_name=self.policy_name, observation_spec=self.obs_spec, action_dim=self.spec.action_dim,
-            chunk=self.spec.action.chunk, weight_version=self.slot.version, uses_instruction=self.spec.uses_instruction,
-            max_frame_bytes=self.config.max_frame_bytes, accepts=tuple(ADAPTERS.names()),
+            policy_name=self.policy_name,
+            observation_spec=self.obs_spec,
+            action_dim=self.spec.action_dim,
+            chunk=self.spec.action.chunk,
+            weight_version=self.slot.version,
+            uses_instruction=self.spec.uses_instruction,
+            max_frame_bytes=self.config.max_frame_bytes,
+            accepts=tuple(ADAPTERS.names()),
             robot_spec=self.spec.to_dict(),
         )
 
@@ -204,12 +253,16 @@ class PolicyServer:
         if urlsplit(ws.request.path).path == WEIGHTS_PATH:  # type: ignore[union-attr]
             await self._weights_handler(ws)
             return
-        if len(self.connections) >= self.config.max_connections and not self.gate.make_room():  # raced past admission
+        if (
+            len(self.connections) >= self.config.max_connections and not self.gate.make_room()
+        ):  # raced past admission
             self.metrics.count_error("connection_limit")
             await ws.close(CLOSE_TRY_AGAIN, "connection limit reached; retry later")
             return
         self.connections.add(ws)
-        limited.info("connect", "client %s connected (%d open)", ws.remote_address, len(self.connections))
+        limited.info(
+            "connect", "client %s connected (%d open)", ws.remote_address, len(self.connections)
+        )
         try:
             await self._send(ws, packb(self.metadata().to_wire()))
             await self._serve_requests(ws)
@@ -217,19 +270,32 @@ class PolicyServer:
             pass
         except SlowReader:
             self.metrics.count_error("slow_reader")
-            limited.warning("slow_reader", "dropped client %s: it has not read replies for %.0f s",
-                            ws.remote_address, self.config.send_timeout_s)
+            limited.warning(
+                "slow_reader",
+                "dropped client %s: it has not read replies for %.0f s",
+                ws.remote_address,
+                self.config.send_timeout_s,
+            )
             ws.transport.abort()  # the close handshake cannot get through a full buffer
         finally:
             self.connections.remove(ws)
-            limited.info("connect", "client %s disconnected (%d open)", ws.remote_address, len(self.connections))
+            limited.info(
+                "connect",
+                "client %s disconnected (%d open)",
+                ws.remote_address,
+                len(self.connections),
+            )
 
     def _parse(self, message: Any) -> dict[str, Any]:
         if isinstance(message, str):
             raise WireError("requests must be binary msgpack frames, got a text frame")
         obs = to_canonical(unpackb(message), self.config.adapter, self.config.camera_map)
-        accepts = tuple(getattr(self.slot.active, "infer_extras", ()))  # e.g. RTC's prefix, flow policies only
-        return validate_observation(obs, self.obs_spec, self.spec.uses_instruction, accepts, self.spec.action.dim)
+        accepts = tuple(
+            getattr(self.slot.active, "infer_extras", ())
+        )  # e.g. RTC's prefix, flow policies only
+        return validate_observation(
+            obs, self.obs_spec, self.spec.uses_instruction, accepts, self.spec.action.dim
+        )
 
     def _validate(self, ws: ServerConnection, message: Any) -> str | dict[str, Any]:
         """The validated sample, or the error text to answer with (never raises)."""
@@ -237,13 +303,22 @@ class PolicyServer:
             return self._parse(message)
         except (WireError, ObservationError) as e:
             self.metrics.count_error("bad_request")
-            limited.info("bad_request", "bad request from %s: %s", ws.remote_address, clip(str(e), 300))
+            limited.info(
+                "bad_request", "bad request from %s: %s", ws.remote_address, clip(str(e), 300)
+            )
             return error_text("bad request", e)
-        except Exception as e:  # noqa: BLE001 - a validation bug must not become 1011 + traceback
+        except Exception as e:
             self.metrics.count_error("bad_request_unexpected")
-            limited.log(logging.ERROR, "unexpected", "request from %s failed validation unexpectedly",
-                        ws.remote_address, exc_info=True)
-            return error_text("bad request", RuntimeError(f"could not be validated ({type(e).__name__})"))
+            limited.log(
+                logging.ERROR,
+                "unexpected",
+                "request from %s failed validation unexpectedly",
+                ws.remote_address,
+                exc_info=True,
+            )
+            return error_text(
+                "bad request", RuntimeError(f"could not be validated ({type(e).__name__})")
+            )
 
     async def _serve_requests(self, ws: ServerConnection) -> None:
         assert self._batcher is not None
@@ -267,20 +342,39 @@ class PolicyServer:
                 await ws.close(CLOSE_GOING_AWAY, "policy server shutting down")
                 return
             total_ms = (time.perf_counter() - t_recv) * 1000.0
-            self.metrics.observe_request(total_ms)  # before sending: a client that got it sees it counted
-            await self._send(ws, packer.pack({
-                "actions": result.actions,
-                "weight_version": result.weight_version,
-                "policy_timing": {"infer_ms": result.infer_ms},
-                "server_timing": {"infer_ms": result.infer_ms, "queue_ms": result.queue_ms, "total_ms": total_ms,
-                                  "batch_size": result.batch_size, "prev_total_ms": prev_total_ms},
-            }))
+            self.metrics.observe_request(
+                total_ms
+            )  # before sending: a client that got it sees it counted
+            await self._send(
+                ws,
+                packer.pack(
+                    {
+                        "actions": result.actions,
+                        "weight_version": result.weight_version,
+                        "policy_timing": {"infer_ms": result.infer_ms},
+                        "server_timing": {
+                            "infer_ms": result.infer_ms,
+                            "queue_ms": result.queue_ms,
+                            "total_ms": total_ms,
+                            "batch_size": result.batch_size,
+                            "prev_total_ms": prev_total_ms,
+                        },
+                    }
+                ),
+            )
             self.connections.touch(ws)
             prev_total_ms = (time.perf_counter() - t_recv) * 1000.0
         if ws in self.connections:
             self.metrics.count_error("idle_timeout")
-            limited.info("idle", "closing client %s: no request for %.0f s", ws.remote_address, self.config.idle_timeout_s)
-            await ws.close(CLOSE_GOING_AWAY, f"idle timeout: no request for {self.config.idle_timeout_s:g} s")
+            limited.info(
+                "idle",
+                "closing client %s: no request for %.0f s",
+                ws.remote_address,
+                self.config.idle_timeout_s,
+            )
+            await ws.close(
+                CLOSE_GOING_AWAY, f"idle timeout: no request for {self.config.idle_timeout_s:g} s"
+            )
 
     async def _weights_handler(self, ws: ServerConnection) -> None:
         log.info("weight pusher %s connected", ws.remote_address)
@@ -288,13 +382,20 @@ class PolicyServer:
             await ws.send(packb(self.metadata().to_wire()))
             loop = asyncio.get_running_loop()
             while True:
-                parts = [part async for part in ws.recv_streaming()]  # fragments: no big copy on the loop
+                parts = [
+                    part async for part in ws.recv_streaming()
+                ]  # fragments: no big copy on the loop
                 try:
                     push = await loop.run_in_executor(self._load_executor, decode_push, parts)
                     ack = await self._apply_push(push)
                 except (WireError, MessageError, WeightLoadError, ValueError) as e:
                     self.metrics.refused_pushes += 1
-                    limited.warning("push_refused", "refused weight push from %s: %s", ws.remote_address, clip(str(e), 300))
+                    limited.warning(
+                        "push_refused",
+                        "refused weight push from %s: %s",
+                        ws.remote_address,
+                        clip(str(e), 300),
+                    )
                     await ws.send(error_text("weight push refused", e))
                     continue
                 await ws.send(packb(ack.to_wire()))
@@ -307,12 +408,22 @@ class PolicyServer:
             current = self.slot.version
             version = current + 1 if push.version is None else push.version
             if version <= current:
-                raise ValueError(f"stale weight version {version}: server already serves {current}; push a newer version")
+                raise ValueError(
+                    f"stale weight version {version}: server already serves {current}; push a newer version"
+                )
             t0 = time.perf_counter()
             loop = asyncio.get_running_loop()
-            num = await loop.run_in_executor(self._load_executor, self.slot.load_spare, push.data, version)
+            num = await loop.run_in_executor(
+                self._load_executor, self.slot.load_spare, push.data, version
+            )
             load_ms = (time.perf_counter() - t0) * 1000.0
             wait_ms = await self._batcher.swap(version)
-        log.info("weight version %d serving (%d tensors, %.1f MB, load %.1f ms, swap wait %.1f ms)",
-                 version, num, len(push.data) / 1e6, load_ms, wait_ms)
+        log.info(
+            "weight version %d serving (%d tensors, %.1f MB, load %.1f ms, swap wait %.1f ms)",
+            version,
+            num,
+            len(push.data) / 1e6,
+            load_ms,
+            wait_ms,
+        )
         return WeightAck(version=version, num_tensors=num, load_ms=load_ms, wait_ms=wait_ms)

@@ -57,7 +57,9 @@ def _request(obs: dict[str, Any], i: int) -> dict[str, Any]:
     }
 
 
-async def evaluate_env(env: VectorEnv, url: str, episodes: int, seed: int, api_key: str | None = None) -> dict[str, Any]:
+async def evaluate_env(
+    env: VectorEnv, url: str, episodes: int, seed: int, api_key: str | None = None
+) -> dict[str, Any]:
     """Run ``episodes`` episodes of ``env`` with actions from the server at ``url``."""
     n = env.num_envs
     # an evaluation gives up (about 30 s of back-off) rather than wait forever on a wrong URL
@@ -72,19 +74,27 @@ async def evaluate_env(env: VectorEnv, url: str, episodes: int, seed: int, api_k
         t0 = time.perf_counter()
         for _ in range(max_calls):
             t_req = time.perf_counter()
-            responses = await asyncio.gather(*(c.infer(_request(obs, i)) for i, c in enumerate(clients)))
+            responses = await asyncio.gather(
+                *(c.infer(_request(obs, i)) for i, c in enumerate(clients))
+            )
             latencies.append((time.perf_counter() - t_req) * 1000.0)
             versions.update(int(r.get("weight_version", -1)) for r in responses)
             actions = np.stack([np.asarray(r["actions"], dtype=np.float32) for r in responses])
             obs, _, terminated, truncated, info = env.step(actions)
             for i in np.flatnonzero(np.asarray(terminated) | np.asarray(truncated)):
-                finished.append({"success": bool(info["success"][i]),
-                                 "return": float(info["episode_return"][i]),
-                                 "length": int(info["episode_length"][i])})
+                finished.append(
+                    {
+                        "success": bool(info["success"][i]),
+                        "return": float(info["episode_return"][i]),
+                        "length": int(info["episode_length"][i]),
+                    }
+                )
             if len(finished) >= episodes:
                 break
         else:
-            raise RuntimeError(f"only {len(finished)}/{episodes} episodes finished within {max_calls} env steps")
+            raise RuntimeError(
+                f"only {len(finished)}/{episodes} episodes finished within {max_calls} env steps"
+            )
     finally:
         for c in clients:
             await c.close()
@@ -92,7 +102,9 @@ async def evaluate_env(env: VectorEnv, url: str, episodes: int, seed: int, api_k
     meta = clients[0].metadata
     return {
         "url": url,
-        "policy_name": meta.policy_name if isinstance(meta, ServerMetadata) else meta.get("policy_name", "?"),
+        "policy_name": meta.policy_name
+        if isinstance(meta, ServerMetadata)
+        else meta.get("policy_name", "?"),
         "episodes": len(done),
         "success_rate": float(np.mean([e["success"] for e in done])),
         "mean_return": float(np.mean([e["return"] for e in done])),
@@ -120,5 +132,11 @@ def run_sim_eval(url: str, env_name: str, env_kwargs: dict, episodes: int, seed:
     with env:
         result = asyncio.run(evaluate_env(env, url, episodes, seed, api_key=api_key))
     result["env"] = env_name
-    log.info("sim eval of %s on %s: success %.2f over %d episodes", url, env_name, result["success_rate"], result["episodes"])
+    log.info(
+        "sim eval of %s on %s: success %.2f over %d episodes",
+        url,
+        env_name,
+        result["success_rate"],
+        result["episodes"],
+    )
     return result

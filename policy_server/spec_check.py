@@ -43,5 +43,7 @@ def refusal(policy: RobotSpec, header: str | None) -> str | None:
     diffs = policy.mismatches(robot)
     if not diffs:
         return None
-    return (f"robot spec refused: {'; '.join(diffs)}. Policy: {policy.describe()}. "
-            f"Robot: {robot.describe()}")
+    return (
+        f"robot spec refused: {'; '.join(diffs)}. Policy: {policy.describe()}. "
+        f"Robot: {robot.describe()}"
+    )

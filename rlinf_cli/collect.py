@@ -24,15 +24,23 @@ SCRIPTED_FAMILIES = ("mujoco_franka", "franka_language")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="record scripted demonstrations (task oracle + noise) to an episode store")
+    p = sub.add_parser(
+        "collect", help="record scripted demonstrations (task oracle + noise) to an episode store"
+    )
     p.add_argument("env", help="simulator task, e.g. mujoco_franka/push")
     p.add_argument("--episodes", type=int, default=20, help="episodes to keep (default 20)")
     p.add_argument("--out", required=True, help="episode store directory (created or appended to)")
-    p.add_argument("--noise", type=float, default=0.0, help="std of Gaussian action noise, normalised units")
+    p.add_argument(
+        "--noise", type=float, default=0.0, help="std of Gaussian action noise, normalised units"
+    )
     p.add_argument("--only-success", action="store_true", help="keep only successful episodes")
-    p.add_argument("--max-attempts", type=int, default=None, help="episode budget with --only-success (5x)")
+    p.add_argument(
+        "--max-attempts", type=int, default=None, help="episode budget with --only-success (5x)"
+    )
     p.add_argument("--seed", type=int, default=0, help="env reset seed and noise seed")
-    p.add_argument("--obs-mode", default="state", help="state | rgb | state+rgb (images are stored per camera)")
+    p.add_argument(
+        "--obs-mode", default="state", help="state | rgb | state+rgb (images are stored per camera)"
+    )
     p.add_argument("options", nargs="*", help="more env options as key=value, e.g. control_hz=10")
     p.set_defaults(run=run)
 
@@ -42,8 +50,10 @@ def _check(args: argparse.Namespace) -> None:
 
     family = args.env.partition("/")[0]
     if family not in SCRIPTED_FAMILIES:
-        raise ConfigError(f"rlinf collect: no scripted source for env family {family!r} (env={args.env!r}); "
-                          f"scripted families: {', '.join(SCRIPTED_FAMILIES)}")
+        raise ConfigError(
+            f"rlinf collect: no scripted source for env family {family!r} (env={args.env!r}); "
+            f"scripted families: {', '.join(SCRIPTED_FAMILIES)}"
+        )
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     if not 0.0 <= args.noise <= 2.0:
@@ -54,7 +64,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.env.endswith((".yaml", ".yml")):  # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
+    if args.env.endswith(
+        (".yaml", ".yml")
+    ):  # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
         from rlinf_cli.collect_ros import run_ros
 
         return run_ros(args)
@@ -89,39 +101,65 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         env.close()
-    log.info("collect: %d episodes kept in %s (%d successful); discarded %d failed (%d attempts, success rate %.2f)",
-             kept, args.out, successes, attempts - kept, attempts,
-             successes / max(attempts, 1))
+    log.info(
+        "collect: %d episodes kept in %s (%d successful); discarded %d failed (%d attempts, success rate %.2f)",
+        kept,
+        args.out,
+        successes,
+        attempts - kept,
+        attempts,
+        successes / max(attempts, 1),
+    )
     if kept < args.episodes:
-        log.error("only %d of %d successful episodes within %d attempts; raise --max-attempts or lower --noise",
-                  kept, args.episodes, budget)
+        log.error(
+            "only %d of %d successful episodes within %d attempts; raise --max-attempts or lower --noise",
+            kept,
+            args.episodes,
+            budget,
+        )
         return 1
     return 0
 
 
-def _record_episode(env: Any, store: Any, obs: dict, args: argparse.Namespace, rng: np.random.Generator,
-                    oracle: Any) -> tuple[int, bool, dict]:
+def _record_episode(
+    env: Any, store: Any, obs: dict, args: argparse.Namespace, rng: np.random.Generator, oracle: Any
+) -> tuple[int, bool, dict]:
     """Run one episode of env row 0 (auto-reset by the env) into ``store``; returns
     (episode index, success, first obs of the next episode)."""
     from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
 
     spec = env.spec
-    info = EpisodeInfo(task=args.env, layout=StepLayout(spec.state_dim, spec.action_dim, dict(spec.cameras)),
-                       robot=spec.robot.to_dict() if spec.robot else None,
-                       instruction=(obs.get("instruction") or [spec.instruction])[0],  # per-episode ones
-                       control_hz=spec.control_hz, source="demo",
-                       extra={"scripted": "oracle", "noise": args.noise, "seed": args.seed})
+    info = EpisodeInfo(
+        task=args.env,
+        layout=StepLayout(spec.state_dim, spec.action_dim, dict(spec.cameras)),
+        robot=spec.robot.to_dict() if spec.robot else None,
+        instruction=(obs.get("instruction") or [spec.instruction])[0],  # per-episode ones
+        control_hz=spec.control_hz,
+        source="demo",
+        extra={"scripted": "oracle", "noise": args.noise, "seed": args.seed},
+    )
     t0 = time.monotonic()
     with store.begin(info) as w:
         while True:
             action = oracle(env, noise=args.noise, rng=rng)
             nxt, reward, term, trunc, step_info = env.step(action)
-            w.append(Step(state=obs["state"][0], action=action[0], reward=float(reward[0]),
-                          terminated=bool(term[0]), truncated=bool(trunc[0]), timestamp=time.monotonic() - t0,
-                          images={c: v[0] for c, v in obs["images"].items()}))
+            w.append(
+                Step(
+                    state=obs["state"][0],
+                    action=action[0],
+                    reward=float(reward[0]),
+                    terminated=bool(term[0]),
+                    truncated=bool(trunc[0]),
+                    timestamp=time.monotonic() - t0,
+                    images={c: v[0] for c, v in obs["images"].items()},
+                )
+            )
             if term[0] or trunc[0]:
                 final = step_info["final_observation"]
                 ok = bool(step_info["success"][0])
-                fin = {"state": final["state"][0], **{f"images/{c}": v[0] for c, v in final["images"].items()}}
+                fin = {
+                    "state": final["state"][0],
+                    **{f"images/{c}": v[0] for c, v in final["images"].items()},
+                }
                 return w.end(success=ok, final=fin), ok, nxt
             obs = nxt

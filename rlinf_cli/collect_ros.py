@@ -39,8 +39,10 @@ class Counts:
     interrupted_discarded: int = 0
 
     def describe(self, out: Path) -> str:
-        return (f"{self.kept} episodes kept in {out} ({self.successes} successful); discarded "
-                f"{self.failed_discarded} failed, {self.interrupted_discarded} interrupted")
+        return (
+            f"{self.kept} episodes kept in {out} ({self.successes} successful); discarded "
+            f"{self.failed_discarded} failed, {self.interrupted_discarded} interrupted"
+        )
 
 
 def run_ros(args: argparse.Namespace) -> int:
@@ -51,20 +53,37 @@ def run_ros(args: argparse.Namespace) -> int:
 
     out = Path(args.out).resolve()
     only_success = bool(getattr(args, "only_success", False))
-    budget = getattr(args, "max_attempts", None) or (5 * args.episodes if only_success else args.episodes)
+    budget = getattr(args, "max_attempts", None) or (
+        5 * args.episodes if only_success else args.episodes
+    )
     status_path = out.parent / f".{out.name}.collect.json"
     status_path.unlink(missing_ok=True)
     first = _next_index(out)
-    overrides = [*args.options, "recorder.enabled=true", f"recorder.store={out}", f"recorder.status_path={status_path}"]
+    overrides = [
+        *args.options,
+        "recorder.enabled=true",
+        f"recorder.store={out}",
+        f"recorder.status_path={status_path}",
+    ]
     cfg = load_graph_config(args.env, overrides)
     if cfg.task.enabled:
-        overrides.append(f"task.episodes={budget + 1}")  # the last one may still be running when we stop
+        overrides.append(
+            f"task.episodes={budget + 1}"
+        )  # the last one may still be running when we stop
     graph = Graph(node_commands(cfg, args.env, overrides)).start(graph_env(cfg))
     bar = tqdm(total=args.episodes, unit="ep", desc=f"collect {Path(args.env).name}")
     stop, rc = threading.Event(), 0
     try:
-        rc = _watch(graph, status_path, args.episodes, bar, stop, getattr(args, "timeout_s", None),
-                    only_success, budget)
+        rc = _watch(
+            graph,
+            status_path,
+            args.episodes,
+            bar,
+            stop,
+            getattr(args, "timeout_s", None),
+            only_success,
+            budget,
+        )
     except KeyboardInterrupt:
         log.warning("interrupted: stopping the graph (recorded episodes are kept)")
         rc = 130
@@ -103,7 +122,9 @@ def settle(out: Path, first: int, only_success: bool) -> Counts:
         return counts
     store = EpisodeStore(out, mode="a")
     ours = [(pos, int(name)) for pos, name in enumerate(_episode_names(out)) if int(name) >= first]
-    for pos, index in reversed(ours):  # from the newest: a discard does not move the positions before it
+    for pos, index in reversed(
+        ours
+    ):  # from the newest: a discard does not move the positions before it
         info = store.info(pos)
         if info.status in ("open", "aborted"):
             store.discard(index)
@@ -117,26 +138,47 @@ def settle(out: Path, first: int, only_success: bool) -> Counts:
     return counts
 
 
-def _watch(graph: "object", status_path: Path, episodes: int, bar: "object", stop: threading.Event,
-           timeout_s: float | None, only_success: bool = False, budget: int | None = None) -> int:
+def _watch(
+    graph: object,
+    status_path: Path,
+    episodes: int,
+    bar: object,
+    stop: threading.Event,
+    timeout_s: float | None,
+    only_success: bool = False,
+    budget: int | None = None,
+) -> int:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not stop.is_set():
         dead = graph.poll()  # type: ignore[attr-defined]
         if dead is not None:
-            log.error("node %s exited with code %s; stopping (see its log above)", dead.name, dead.proc.returncode)
+            log.error(
+                "node %s exited with code %s; stopping (see its log above)",
+                dead.name,
+                dead.proc.returncode,
+            )
             return 1
         status = _read(status_path)
-        done = status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
+        done = (
+            status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
+        )
         kept = max(0, min(status.get("successes", 0) if only_success else done, episodes))
         bar.n = kept  # type: ignore[attr-defined]
         rate, ratio = status.get("success_rate"), status.get("intervention_ratio")
-        bar.set_postfix(success=f"{rate:.2f}" if rate is not None else "-",  # type: ignore[attr-defined]
-                        intervention=f"{ratio:.2f}" if ratio is not None else "-", steps=status.get("steps", 0))
+        bar.set_postfix(
+            success=f"{rate:.2f}" if rate is not None else "-",  # type: ignore[attr-defined]
+            intervention=f"{ratio:.2f}" if ratio is not None else "-",
+            steps=status.get("steps", 0),
+        )
         if kept >= episodes:
             return 0
         if only_success and budget is not None and done >= budget:
-            log.error("only %d of %d successful episodes within %d attempts; raise --max-attempts", kept, episodes,
-                      budget)
+            log.error(
+                "only %d of %d successful episodes within %d attempts; raise --max-attempts",
+                kept,
+                episodes,
+                budget,
+            )
             return 1
         if deadline is not None and time.monotonic() > deadline:
             log.error("only %d of %d episodes within %.0f s", kept, episodes, timeout_s)

@@ -32,31 +32,39 @@ complete -o nospace -o default -F _rlinf rlinf
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:  # noqa: SLF001 -- argparse keeps no public handle on them
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
 
 
 def _case(name: str, sub: argparse.ArgumentParser) -> str:
-    flags = [s for a in sub._actions for s in a.option_strings]  # noqa: SLF001
+    flags = [s for a in sub._actions for s in a.option_strings]
     words = [*flags, *_subparsers(sub)]
-    for a in sub._actions:  # noqa: SLF001
-        if not a.option_strings and a.choices and not isinstance(a, argparse._SubParsersAction):  # noqa: SLF001
+    for a in sub._actions:
+        if not a.option_strings and a.choices and not isinstance(a, argparse._SubParsersAction):
             words += list(a.choices)
-    return (f'        {name}) if [[ "$cur" == -* || $COMP_CWORD -eq 2 ]]; then '
-            f'COMPREPLY=( $(compgen -W "{" ".join(words)}" -- "$cur") ); '
-            f'[[ ${{#COMPREPLY[@]}} -gt 0 ]] && return; fi ;;')
+    return (
+        f'        {name}) if [[ "$cur" == -* || $COMP_CWORD -eq 2 ]]; then '
+        f'COMPREPLY=( $(compgen -W "{" ".join(words)}" -- "$cur") ); '
+        f"[[ ${{#COMPREPLY[@]}} -gt 0 ]] && return; fi ;;"
+    )
 
 
 def bash_script(parser: argparse.ArgumentParser) -> str:
     subs = _subparsers(parser)
-    return SCRIPT.format(commands=" ".join(subs), cases="\n".join(_case(n, p) for n, p in subs.items()))
+    return SCRIPT.format(
+        commands=" ".join(subs), cases="\n".join(_case(n, p) for n, p in subs.items())
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("completion", help="print a shell completion script: eval \"$(rlinf completion bash)\"")
-    p.add_argument("shell", choices=("bash", "zsh"), help="zsh uses the bash script through bashcompinit")
+    p = sub.add_parser(
+        "completion", help='print a shell completion script: eval "$(rlinf completion bash)"'
+    )
+    p.add_argument(
+        "shell", choices=("bash", "zsh"), help="zsh uses the bash script through bashcompinit"
+    )
     p.set_defaults(run=run)
 
 

@@ -19,8 +19,13 @@ class ClusterUnavailable(ConnectionError):
     """``--ray-address`` names no running Ray cluster."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, UnknownNameError, SpecError, FileNotFoundError,
-                                                ConnectionError)
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    UnknownNameError,
+    SpecError,
+    FileNotFoundError,
+    ConnectionError,
+)
 
 
 def describe(e: BaseException) -> str:

@@ -22,18 +22,51 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="evaluate a checkpoint, or a running policy server, in simulation")
-    p.add_argument("target", nargs="?", help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env or a run directory whose config does")
-    p.add_argument("overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings")
-    p.add_argument("--checkpoint", default=None, help="run / checkpoint directory (instead of TARGET, as in rlinf serve)")
-    p.add_argument("--policy-server", metavar="URL", default=None, help="ws://HOST:PORT of a running policy server")
-    p.add_argument("--episodes", type=int, default=None, help="episodes per split (default: the config's eval.episodes)")
-    p.add_argument("--seed", type=int, default=None, help="first held-out seed (default: 0, offset by eval.seed_offset)")
-    p.add_argument("--ood", default=None, help="comma-separated OOD splits, e.g. id,pose,vision,semantic")
-    p.add_argument("--out", default=None, help="output folder (default: <run>/evals/<checkpoint>_seed<S>/)")
+    p = sub.add_parser(
+        "eval", help="evaluate a checkpoint, or a running policy server, in simulation"
+    )
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env or a run directory whose config does",
+    )
+    p.add_argument(
+        "overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings"
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        help="run / checkpoint directory (instead of TARGET, as in rlinf serve)",
+    )
+    p.add_argument(
+        "--policy-server",
+        metavar="URL",
+        default=None,
+        help="ws://HOST:PORT of a running policy server",
+    )
+    p.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes per split (default: the config's eval.episodes)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="first held-out seed (default: 0, offset by eval.seed_offset)",
+    )
+    p.add_argument(
+        "--ood", default=None, help="comma-separated OOD splits, e.g. id,pose,vision,semantic"
+    )
+    p.add_argument(
+        "--out", default=None, help="output folder (default: <run>/evals/<checkpoint>_seed<S>/)"
+    )
     p.add_argument("--video", default=None, help="mp4 path (default: <out>/eval.mp4)")
     p.add_argument("--no-video", action="store_true", help="do not render a video")
-    p.add_argument("--dataset", default=None, help="LLM checkpoints: jsonl/parquet dataset to score")
+    p.add_argument(
+        "--dataset", default=None, help="LLM checkpoints: jsonl/parquet dataset to score"
+    )
     p.set_defaults(run=run)
 
 
@@ -50,7 +83,9 @@ def output_dir(checkpoint: Path, seed: int, out: str | None) -> Path:
     """``--out`` or ``<run>/evals/<checkpoint name>_seed<seed>`` (run = the dir above ``checkpoints/``)."""
     if out:
         return Path(out)
-    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    run_dir = (
+        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    )
     return run_dir / "evals" / f"{checkpoint.name}_seed{seed}"
 
 
@@ -69,15 +104,24 @@ def run(args: argparse.Namespace) -> int:
     if meta.get("runner") == "reasoning":
         from learner.eval.llm import evaluate_llm_checkpoint
 
-        _report(evaluate_llm_checkpoint(str(ckpt), dataset=args.dataset, episodes=args.episodes), out)
+        _report(
+            evaluate_llm_checkpoint(str(ckpt), dataset=args.dataset, episodes=args.episodes), out
+        )
         return 0
     from learner.eval.embodied import evaluate_checkpoint
     from rlinf_contracts.config import parse_overrides
 
     splits = args.ood.split(",") if args.ood else None
     video = "" if args.no_video else (args.video or str(out / "eval.mp4"))
-    result = evaluate_checkpoint(str(ckpt), episodes=args.episodes, seed=seed, ood_splits=splits, video_path=video,
-                                 overrides=parse_overrides(args.overrides), progress=True)
+    result = evaluate_checkpoint(
+        str(ckpt),
+        episodes=args.episodes,
+        seed=seed,
+        ood_splits=splits,
+        video_path=video,
+        overrides=parse_overrides(args.overrides),
+        progress=True,
+    )
     _report({**result, "out_dir": str(out)}, out)
     return 0
 
@@ -89,15 +133,21 @@ def _resolve_target(args: argparse.Namespace) -> None:
 
     if args.checkpoint is not None:
         if args.policy_server:
-            raise PreflightError("--checkpoint and --policy-server exclude each other: a policy server serves its own weights")
+            raise PreflightError(
+                "--checkpoint and --policy-server exclude each other: a policy server serves its own weights"
+            )
         if args.target is not None and "=" not in args.target:
-            raise PreflightError(f"give the checkpoint once: TARGET {args.target!r} and --checkpoint {args.checkpoint!r}")
+            raise PreflightError(
+                f"give the checkpoint once: TARGET {args.target!r} and --checkpoint {args.checkpoint!r}"
+            )
         if args.target is not None:
             args.overrides = [args.target, *args.overrides]
         args.target = args.checkpoint
     if args.target is None:
-        raise PreflightError("rlinf eval needs a checkpoint (rlinf eval RUN_DIR, or --checkpoint RUN_DIR) or, with "
-                             "--policy-server URL, a YAML config naming the env")
+        raise PreflightError(
+            "rlinf eval needs a checkpoint (rlinf eval RUN_DIR, or --checkpoint RUN_DIR) or, with "
+            "--policy-server URL, a YAML config naming the env"
+        )
 
 
 def _checkpoint_meta(path: Path) -> dict:
@@ -115,19 +165,24 @@ def _checkpoint_meta(path: Path) -> dict:
 
 def _read_meta(ckpt: Path) -> dict:
     from learner.checkpoint import FORMAT, MODEL_FILE
-
     from rlinf_cli.errors import PreflightError
 
     try:
         meta = json.loads((ckpt / "meta.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PreflightError(f"checkpoint {ckpt}: meta.json is unreadable ({e}); was the checkpoint copied whole?") from None
+        raise PreflightError(
+            f"checkpoint {ckpt}: meta.json is unreadable ({e}); was the checkpoint copied whole?"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise PreflightError(f"checkpoint {ckpt}: meta.json has format {got!r}, expected {FORMAT!r} "
-                             "(a checkpoint written by rlinf train)")
+        raise PreflightError(
+            f"checkpoint {ckpt}: meta.json has format {got!r}, expected {FORMAT!r} "
+            "(a checkpoint written by rlinf train)"
+        )
     if not (ckpt / MODEL_FILE).is_file():
-        raise FileNotFoundError(f"checkpoint {ckpt}: {MODEL_FILE} is missing; was the checkpoint copied whole?")
+        raise FileNotFoundError(
+            f"checkpoint {ckpt}: {MODEL_FILE} is missing; was the checkpoint copied whole?"
+        )
     return meta
 
 
@@ -144,19 +199,32 @@ def _eval_server(args: argparse.Namespace) -> int:
 
     check_ws_url(args.policy_server, "--policy-server", must_listen=True)
     if Path(args.target).is_dir():  # a run / checkpoint directory: the config it was trained with
-        cfg = checkpoint_config(_checkpoint_meta(Path(args.target)), parse_overrides(args.overrides))
+        cfg = checkpoint_config(
+            _checkpoint_meta(Path(args.target)), parse_overrides(args.overrides)
+        )
     else:
         raw = load_config(args.target, args.overrides)
-        cfg = SimpleNamespace(env=from_dict(EnvConfig, raw.get("env") or {}, path="env"),
-                              eval=from_dict(EvalConfig, raw.get("eval") or {}, path="eval"))
+        cfg = SimpleNamespace(
+            env=from_dict(EnvConfig, raw.get("env") or {}, path="env"),
+            eval=from_dict(EvalConfig, raw.get("eval") or {}, path="eval"),
+        )
     name = cfg.eval.env or cfg.env.name
     check_env_name(name)
     episodes = args.episodes or cfg.eval.episodes
     seed = args.seed if args.seed is not None else cfg.eval.seed_offset
     splits = args.ood.split(",") if args.ood else ["id"]
-    results = {split: run_sim_eval(args.policy_server, name, split_kwargs(cfg, split), episodes, seed)
-               for split in splits}
-    _report(results[splits[0]] if len(splits) == 1 else {"env": name, "splits": results,
-            "success_rate": {k: v["success_rate"] for k, v in results.items()}},
-            Path(args.out) if args.out else None)
+    results = {
+        split: run_sim_eval(args.policy_server, name, split_kwargs(cfg, split), episodes, seed)
+        for split in splits
+    }
+    _report(
+        results[splits[0]]
+        if len(splits) == 1
+        else {
+            "env": name,
+            "splits": results,
+            "success_rate": {k: v["success_rate"] for k, v in results.items()},
+        },
+        Path(args.out) if args.out else None,
+    )
     return 0

@@ -8,7 +8,9 @@ KIND_NAMES = ("envs", "tasks", "models", "algorithms", "runners", "rewards")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list registered env families, tasks, models, algorithms, runners, rewards")
+    p = sub.add_parser(
+        "list", help="list registered env families, tasks, models, algorithms, runners, rewards"
+    )
     p.add_argument("kind", choices=KIND_NAMES, help="what to list")
     p.set_defaults(run=run)
 

@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlinf",
         description="rlinf-ros: one RL learner for real robots (ROS 2), simulators and LLM reasoning.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, tracebacks on errors")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging, tracebacks on errors"
+    )
     parser.add_argument("--version", action="version", version=f"rlinf {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
@@ -73,7 +75,11 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         parser.error(f"unknown command {words[0]!r}{hint} (commands: {', '.join(SUBCOMMANDS)})")
     args, extra = parser.parse_known_args(argv)
     target = next((a for a in _OVERRIDE_ATTRS if isinstance(getattr(args, a, None), list)), None)
-    flags = [w for w in extra if w.startswith("-") or target is None or ("=" not in w and not w.startswith("~"))]
+    flags = [
+        w
+        for w in extra
+        if w.startswith("-") or target is None or ("=" not in w and not w.startswith("~"))
+    ]
     if flags:
         parser.error(f"unrecognized arguments: {' '.join(flags)}")
     if target is not None:

@@ -41,25 +41,33 @@ def check_env_name(name: str, key: str = "env.name") -> None:
     family, _, task = name.partition("/")
     families = list(env_families())
     if family not in families:
-        raise PreflightError(f"key '{key}': unknown env family '{family}' in '{name}'.{_near(family, families)} "
-                             f"Known: {', '.join(families)} (rlinf list envs)")
+        raise PreflightError(
+            f"key '{key}': unknown env family '{family}' in '{name}'.{_near(family, families)} "
+            f"Known: {', '.join(families)} (rlinf list envs)"
+        )
     known = env_tasks(family)
     if known is not None and task not in known:
         close = difflib.get_close_matches(task, known, n=1, cutoff=0.5)
         suggestion = f" Did you mean '{family}/{close[0]}'?" if close else ""
-        raise PreflightError(f"key '{key}': unknown {family} task '{task}'.{suggestion} "
-                             f"Known: {', '.join(f'{family}/{t}' for t in known)} (rlinf list tasks)")
+        raise PreflightError(
+            f"key '{key}': unknown {family} task '{task}'.{suggestion} "
+            f"Known: {', '.join(f'{family}/{t}' for t in known)} (rlinf list tasks)"
+        )
 
 
 def check_model(name: str, key: str = "model.name") -> None:
     from learner.models import MODELS
 
     if name not in MODELS:
-        raise PreflightError(f"key '{key}': unknown model '{name}'.{_near(name, MODELS.names())} "
-                             f"Known: {', '.join(MODELS.names())} (rlinf list models)")
+        raise PreflightError(
+            f"key '{key}': unknown model '{name}'.{_near(name, MODELS.names())} "
+            f"Known: {', '.join(MODELS.names())} (rlinf list models)"
+        )
 
 
-def check_placement(placement: dict[str, Any], components: tuple[str, ...] | None, cluster: Any) -> None:
+def check_placement(
+    placement: dict[str, Any], components: tuple[str, ...] | None, cluster: Any
+) -> None:
     """Parse the placement against the slots the embedded cluster will have (skipped when joining one)."""
     from learner.cluster import expected_slots
     from learner.placement import PlacementError, parse_placement
@@ -70,8 +78,10 @@ def check_placement(placement: dict[str, Any], components: tuple[str, ...] | Non
     try:
         parse_placement(placement, slots[0], list(components) if components else None)
     except PlacementError as e:
-        fix = (f"this machine has {slots[0]} {slots[1].upper()} slot(s) (0-{slots[0] - 1}); "
-               "e.g. placement.env,rollout,actor=0 (one fused process) or set cluster.num_cpus")
+        fix = (
+            f"this machine has {slots[0]} {slots[1].upper()} slot(s) (0-{slots[0] - 1}); "
+            "e.g. placement.env,rollout,actor=0 (one fused process) or set cluster.num_cpus"
+        )
         raise PreflightError(f"key 'placement': {e}\n  fix: {fix}") from None
 
 
@@ -95,7 +105,9 @@ def check_ws_url(url: str, key: str, must_listen: bool) -> None:
     """``ws://HOST:PORT[/path]`` well formed; with ``must_listen`` something answers on the port."""
     u = urlparse(url)
     if u.scheme not in ("ws", "wss") or not u.hostname:
-        raise PreflightError(f"{key} {url!r}: expected ws://HOST:PORT (or wss://), e.g. ws://127.0.0.1:8000")
+        raise PreflightError(
+            f"{key} {url!r}: expected ws://HOST:PORT (or wss://), e.g. ws://127.0.0.1:8000"
+        )
     try:
         port = u.port or (443 if u.scheme == "wss" else 80)
     except ValueError:
@@ -106,8 +118,10 @@ def check_ws_url(url: str, key: str, must_listen: bool) -> None:
         with socket.create_connection((u.hostname, port), timeout=2.0):
             pass
     except OSError:
-        raise ConnectionError(f"{key} {url}: nothing is listening there; start the server first, e.g. "
-                              f"rlinf serve --checkpoint RUN --port {port}") from None
+        raise ConnectionError(
+            f"{key} {url}: nothing is listening there; start the server first, e.g. "
+            f"rlinf serve --checkpoint RUN --port {port}"
+        ) from None
 
 
 def check_cluster(cluster: Any) -> None:
@@ -125,8 +139,11 @@ def _runs_elsewhere(cfg: Any) -> bool:
     backend = getattr(getattr(cfg, "rollout", None), "backend", None)
     slots = expected_slots(cfg.cluster)
     if backend in GPU_ONLY_BACKENDS and slots is not None and slots[1] == "cpu":
-        log.warning("rollout.backend=%s needs GPUs and this machine has none: placement and data paths "
-                    "are not checked against this machine", backend)
+        log.warning(
+            "rollout.backend=%s needs GPUs and this machine has none: placement and data paths "
+            "are not checked against this machine",
+            backend,
+        )
         return True
     return False
 

@@ -10,7 +10,7 @@ their simulator knows.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 # env families whose task list is cheap to read: family -> (module, attribute holding the names)
 _TASK_TABLES: dict[str, tuple[str, str]] = {
@@ -63,13 +63,22 @@ def tasks() -> dict[str, str]:
     if "mujoco_franka" in _TASK_TABLES:
         from sim_bridges.mujoco_franka.tasks import TASKS
 
-        out.update({f"mujoco_franka/{k}": _doc(v) or _doc(importlib.import_module(v.__module__))
-                    for k, v in TASKS.items()})
+        out.update(
+            {
+                f"mujoco_franka/{k}": _doc(v) or _doc(importlib.import_module(v.__module__))
+                for k, v in TASKS.items()
+            }
+        )
     if "franka_language" in _TASK_TABLES:
         from sim_bridges.mujoco_franka.language_env import MIXES
 
-        out.update({f"franka_language/{k}": "language-conditioned Franka, instruction verbs "
-                    + " / ".join(f"{verb} {w:g}" for verb, w in mix.items()) for k, mix in MIXES.items()})
+        out.update(
+            {
+                f"franka_language/{k}": "language-conditioned Franka, instruction verbs "
+                + " / ".join(f"{verb} {w:g}" for verb, w in mix.items())
+                for k, mix in MIXES.items()
+            }
+        )
     return dict(sorted(out.items()))
 
 
@@ -85,20 +94,32 @@ def algorithms() -> dict[str, str]:
 
     def flags(n: str) -> str:
         est = ADVANTAGES.get(n)
-        kind = "critic" if est.needs_critic else ("groups of samples" if est.grouped else "no critic")
-        where = "embodied, reasoning" if est.needs_critic or est.signal == "outcome" else "reasoning"
+        kind = (
+            "critic" if est.needs_critic else ("groups of samples" if est.grouped else "no critic")
+        )
+        where = (
+            "embodied, reasoning" if est.needs_critic or est.signal == "outcome" else "reasoning"
+        )
         return f"advantage estimator, {kind}, {est.signal} signal (runners: {where})"
 
     out = {f"algorithm.adv: {n}": flags(n) for n in ADVANTAGES.names()}
-    out.update({f"{n}": "off-policy learner (library only: no runner calls it yet)" for n in OFF_POLICY_LEARNERS.names()})
+    out.update(
+        {
+            f"{n}": "off-policy learner (library only: no runner calls it yet)"
+            for n in OFF_POLICY_LEARNERS.names()
+        }
+    )
     return out
 
 
 def runners() -> dict[str, str]:
     from learner.runners.registry import RUNNER_MODULES, get_runner
 
-    return {n: _doc(importlib.import_module(m)).rstrip(":") for n, m in RUNNER_MODULES.items()
-            if get_runner(n) is not None}
+    return {
+        n: _doc(importlib.import_module(m)).rstrip(":")
+        for n, m in RUNNER_MODULES.items()
+        if get_runner(n) is not None
+    }
 
 
 def rewards() -> dict[str, str]:
@@ -108,6 +129,10 @@ def rewards() -> dict[str, str]:
 
 
 KINDS: dict[str, Callable[[], dict[str, str]]] = {
-    "envs": env_families, "tasks": tasks, "models": models, "algorithms": algorithms,
-    "runners": runners, "rewards": rewards,
+    "envs": env_families,
+    "tasks": tasks,
+    "models": models,
+    "algorithms": algorithms,
+    "runners": runners,
+    "rewards": rewards,
 }

@@ -11,13 +11,24 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ros", help="ROS 2 robot graph: robot, cameras, policy client (rlinf ros up CONFIG)")
+    p = sub.add_parser(
+        "ros", help="ROS 2 robot graph: robot, cameras, policy client (rlinf ros up CONFIG)"
+    )
     ros_sub = p.add_subparsers(dest="ros_command", metavar="ACTION", required=True)
     up = ros_sub.add_parser("up", help="start every node of the graph and supervise them")
     up.add_argument("config", help="graph YAML, e.g. configs/ros_sim_franka.yaml")
-    up.add_argument("overrides", nargs="*", help="key=value overrides, e.g. policy_client.server_url=ws://gpu:8000")
-    up.add_argument("--only", nargs="+", default=None, metavar="NODE",
-                    help="start only these nodes (by name); key=value words after it stay overrides")
+    up.add_argument(
+        "overrides",
+        nargs="*",
+        help="key=value overrides, e.g. policy_client.server_url=ws://gpu:8000",
+    )
+    up.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NODE",
+        help="start only these nodes (by name); key=value words after it stay overrides",
+    )
     up.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     nodes = ros_sub.add_parser("nodes", help="print each node's command line and exit")
     nodes.add_argument("config")
@@ -39,8 +50,10 @@ def split_only(words: list[str] | None) -> tuple[list[str] | None, list[str]]:
     if words is None:
         return None, []
     is_override = [("=" in w or w.startswith("~")) for w in words]
-    return ([w for w, o in zip(words, is_override) if not o],
-            [w for w, o in zip(words, is_override) if o])
+    return (
+        [w for w, o in zip(words, is_override) if not o],
+        [w for w, o in zip(words, is_override) if o],
+    )
 
 
 def check_only(only: list[str] | None, nodes: list[str], config: str) -> None:
@@ -49,10 +62,14 @@ def check_only(only: list[str] | None, nodes: list[str], config: str) -> None:
 
     unknown = [n for n in only or [] if n not in nodes]
     if only is not None and not only:
-        raise ConfigError(f"--only needs at least one node name; nodes of {config}: {', '.join(nodes)}")
+        raise ConfigError(
+            f"--only needs at least one node name; nodes of {config}: {', '.join(nodes)}"
+        )
     if unknown:
-        raise ConfigError(f"--only {', '.join(map(repr, unknown))}: not a node of {config}; "
-                          f"nodes: {', '.join(nodes)}")
+        raise ConfigError(
+            f"--only {', '.join(map(repr, unknown))}: not a node of {config}; "
+            f"nodes: {', '.join(nodes)}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,8 +81,12 @@ def run(args: argparse.Namespace) -> int:
     args.overrides = [*args.overrides, *extra]
     cfg = load_graph_config(args.config, args.overrides)
     check_only(only, list(cfg.node_names()), args.config)
-    if cfg.policy_client.enabled:  # the client reconnects until a server answers: check the form only
-        check_ws_url(cfg.policy_client.server_url, "key 'policy_client.server_url'", must_listen=False)
+    if (
+        cfg.policy_client.enabled
+    ):  # the client reconnects until a server answers: check the form only
+        check_ws_url(
+            cfg.policy_client.server_url, "key 'policy_client.server_url'", must_listen=False
+        )
     if args.ros_command == "nodes":
         for n in node_commands(cfg, args.config, args.overrides):
             print(f"{n.name} ({n.kind}): {' '.join(n.argv)}")

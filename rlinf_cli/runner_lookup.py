@@ -16,6 +16,8 @@ def runner_spec(name: str) -> Any:
     if name not in known:
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"key 'runner': unknown runner {name!r}{hint} Known: {', '.join(known)} "
-                          "(rlinf list runners)")
+        raise ConfigError(
+            f"key 'runner': unknown runner {name!r}{hint} Known: {', '.join(known)} "
+            "(rlinf list runners)"
+        )
     return get_runner(name)

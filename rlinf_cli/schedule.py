@@ -21,16 +21,37 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("schedule", help="rank candidate placements / pipeline depths by predicted iteration time")
+    p = sub.add_parser(
+        "schedule", help="rank candidate placements / pipeline depths by predicted iteration time"
+    )
     p.add_argument("config", help="YAML config (runner: embodied, reasoning or offpolicy)")
     p.add_argument("overrides", nargs="*", help="key=value overrides")
-    p.add_argument("--slots", type=int, default=None, help="slots to plan for (default: what the cluster will have)")
-    p.add_argument("--measure", action="store_true", help="run each candidate briefly; print measured time and error")
-    p.add_argument("--iterations", type=int, default=4, help="measured iterations per candidate (after warm-up)")
-    p.add_argument("--refresh", action="store_true", help="profile again instead of using the cache")
-    p.add_argument("--calibrate", action="store_true",
-                   help="first measure channel latency and the in-process candidate under the current load "
-                        "(~15-40 s); predictions use it and `placement: auto` reuses it (implied by --measure)")
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="slots to plan for (default: what the cluster will have)",
+    )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="run each candidate briefly; print measured time and error",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=4,
+        help="measured iterations per candidate (after warm-up)",
+    )
+    p.add_argument(
+        "--refresh", action="store_true", help="profile again instead of using the cache"
+    )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="first measure channel latency and the in-process candidate under the current load "
+        "(~15-40 s); predictions use it and `placement: auto` reuses it (implied by --measure)",
+    )
     p.add_argument("--json", action="store_true", help="print the ranking as JSON")
     p.set_defaults(run=run)
 
@@ -48,9 +69,14 @@ def _config(path: str, overrides: list[str]) -> Any:
 def rows(preds: list[Any], iterations: int) -> list[dict[str, Any]]:
     out = []
     for p in preds:
-        row = {"candidate": p.candidate.label, "placement": p.candidate.placement, "mode": p.mode,
-               "predicted_s": round(p.iteration_s, 4), "startup_s": round(p.startup_s, 1),
-               "run_s": round(p.total_s(iterations), 1)}
+        row = {
+            "candidate": p.candidate.label,
+            "placement": p.candidate.placement,
+            "mode": p.mode,
+            "predicted_s": round(p.iteration_s, 4),
+            "startup_s": round(p.startup_s, 1),
+            "run_s": round(p.total_s(iterations), 1),
+        }
         if p.measured_s is not None:
             row.update(measured_s=round(p.measured_s, 4), error=round(p.error or 0.0, 3))
         out.append(row)
@@ -58,14 +84,18 @@ def rows(preds: list[Any], iterations: int) -> list[dict[str, Any]]:
 
 
 def table(data: list[dict[str, Any]]) -> str:
-    head = f"{'#':>2} {'candidate':22s} {'mode':13s} {'pred s/it':>9s} {'start s':>7s} {'run s':>7s}"
+    head = (
+        f"{'#':>2} {'candidate':22s} {'mode':13s} {'pred s/it':>9s} {'start s':>7s} {'run s':>7s}"
+    )
     measured = any("measured_s" in r for r in data)
     if measured:
         head += f" {'meas s/it':>9s} {'error':>7s}"
     lines = [head]
     for i, r in enumerate(data, 1):
-        line = (f"{i:>2} {r['candidate']:22s} {r['mode']:13s} {r['predicted_s']:9.3f} {r['startup_s']:7.1f} "
-                f"{r['run_s']:7.1f}")
+        line = (
+            f"{i:>2} {r['candidate']:22s} {r['mode']:13s} {r['predicted_s']:9.3f} {r['startup_s']:7.1f} "
+            f"{r['run_s']:7.1f}"
+        )
         if measured and "measured_s" in r:
             line += f" {r['measured_s']:9.3f} {r['error']:+7.1%}"
         lines.append(line + f"  {json.dumps(r['placement'])}")
@@ -88,15 +118,27 @@ def run(args: argparse.Namespace) -> int:
         cluster = Cluster.local(num_cpus=slots)
         try:
             cal = calibrate(cfg, slots, cluster)
-            print(f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, measured {cal.measured_s:.3f} s "
-                  f"-> compute x {cal.factor:.2f}; load average {cal.load:.1f}")
+            print(
+                f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, measured {cal.measured_s:.3f} s "
+                f"-> compute x {cal.factor:.2f}; load average {cal.load:.1f}"
+            )
             if cal.loop:
-                print("calibration, runner's own channels: " + ", ".join(
-                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in cal.loop.items()))
+                print(
+                    "calibration, runner's own channels: "
+                    + ", ".join(
+                        f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in cal.loop.items()
+                    )
+                )
             preds = rank(cfg, slots, calibration=cal)
             for p in preds if args.measure else []:
                 p.measured_s = measure(cfg, p.candidate, cluster, iterations=args.iterations)
-                log.info("%s: predicted %.3f s, measured %.3f s", p.candidate.label, p.iteration_s, p.measured_s)
+                log.info(
+                    "%s: predicted %.3f s, measured %.3f s",
+                    p.candidate.label,
+                    p.iteration_s,
+                    p.measured_s,
+                )
         finally:
             cluster.shutdown()
     data = rows(preds, run_length(cfg))

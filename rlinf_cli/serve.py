@@ -24,14 +24,23 @@ log = logging.getLogger(__name__)
 
 # flag name -> ServerConfig field (flags left at None do not override the config file)
 _FLAGS: dict[str, tuple[type, str]] = {
-    "host": (str, "interface to bind (default 127.0.0.1; 0.0.0.0 exposes the server: set an API key)"),
+    "host": (
+        str,
+        "interface to bind (default 127.0.0.1; 0.0.0.0 exposes the server: set an API key)",
+    ),
     "port": (int, "TCP port (default 8000; 0 picks a free one)"),
     "max_batch": (int, "most requests fused into one forward (default 32)"),
     "max_wait_ms": (float, "longest a request waits for batch mates (default 2 ms)"),
     "max_frame_bytes": (int, "largest observation frame (default 8 MiB)"),
     "max_connections": (int, "concurrent client connections (default 64)"),
-    "api_key_file": (str, "file with the key inference clients must send ('Authorization: Api-Key <key>')"),
-    "weights_token_file": (str, "file with the shared token that authorises weight pushes on /weights"),
+    "api_key_file": (
+        str,
+        "file with the key inference clients must send ('Authorization: Api-Key <key>')",
+    ),
+    "weights_token_file": (
+        str,
+        "file with the shared token that authorises weight pushes on /weights",
+    ),
     "adapter": (str, "observation layout: auto | canonical | openpi_flat"),
     "torch_threads": (int, "torch intra-op threads (default: torch's choice)"),
 }
@@ -41,9 +50,13 @@ _FLAGS: dict[str, tuple[type, str]] = {
 class PolicySource:
     """A model built from scratch (random weights): for smoke tests and benchmarks."""
 
-    name: str = field(default="mlp", metadata={"help": "model registry name (learner.models.MODELS)"})
+    name: str = field(
+        default="mlp", metadata={"help": "model registry name (learner.models.MODELS)"}
+    )
     spec: dict[str, Any] = field(default_factory=dict, metadata={"help": "PolicySpec fields"})
-    kwargs: dict[str, Any] = field(default_factory=dict, metadata={"help": "model constructor kwargs"})
+    kwargs: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "model constructor kwargs"}
+    )
 
 
 @dataclass
@@ -51,8 +64,12 @@ class ServeConfig:
     """Top level of ``rlinf serve --config``."""
 
     checkpoint: str | None = field(default=None, metadata={"help": "checkpoint dir to serve"})
-    policy: PolicySource | None = field(default=None, metadata={"help": "build a fresh model instead"})
-    device: str = field(default="cpu", metadata={"help": "torch device for the served model, e.g. cuda:0"})
+    policy: PolicySource | None = field(
+        default=None, metadata={"help": "build a fresh model instead"}
+    )
+    device: str = field(
+        default="cpu", metadata={"help": "torch device for the served model, e.g. cuda:0"}
+    )
     server: Any = None  # ServerConfig; typed lazily so --help does not import torch
 
 
@@ -60,33 +77,52 @@ class _NoSecretOnArgv(argparse.Action):
     """Refuses a secret given as a flag, without echoing it."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.error(f"{self.option_strings[0]} is not accepted: argv is visible to every user; use "
-                     f"{self.option_strings[0]}-file FILE or RLINF_{self.dest.upper()}")
+        parser.error(
+            f"{self.option_strings[0]} is not accepted: argv is visible to every user; use "
+            f"{self.option_strings[0]}-file FILE or RLINF_{self.dest.upper()}"
+        )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a policy over the openpi-compatible websocket wire")
-    p.add_argument("--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)")
-    p.add_argument("--config", default=None, help="YAML with checkpoint: / policy: and a server: section")
-    p.add_argument("--device", default=None, help="torch device for the model (default cpu), e.g. cuda:0")
+    p.add_argument(
+        "--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)"
+    )
+    p.add_argument(
+        "--config", default=None, help="YAML with checkpoint: / policy: and a server: section"
+    )
+    p.add_argument(
+        "--device", default=None, help="torch device for the model (default cpu), e.g. cuda:0"
+    )
     for name, (tp, help_text) in _FLAGS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text)
-    for old in ("--api-key", "--weights-token"):  # else argparse would take them as --*-file abbreviations
+        p.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text
+        )
+    for old in (
+        "--api-key",
+        "--weights-token",
+    ):  # else argparse would take them as --*-file abbreviations
         p.add_argument(old, action=_NoSecretOnArgv, help=argparse.SUPPRESS)
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. server.max_batch=8 (applied over --config)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="key=value overrides, e.g. server.max_batch=8 (applied over --config)",
+    )
     p.set_defaults(run=run)
 
 
 def build_config(args: argparse.Namespace) -> ServeConfig:
     """Merge YAML, overrides and flags into a validated :class:`ServeConfig`."""
-    from rlinf_contracts.config import ConfigError, from_dict, load_config
     from policy_server.config import ServerConfig
+    from rlinf_contracts.config import ConfigError, from_dict, load_config
 
     overrides = list(getattr(args, "overrides", None) or [])
     for item in overrides:
         if item.split("=", 1)[0] in ("server.api_key", "server.weights_token"):
-            raise ConfigError(f"'{item.split('=', 1)[0]}' must not be given on the command line (argv is visible "
-                              "to every user): use the RLINF_* environment variable or a *_file key/flag")
+            raise ConfigError(
+                f"'{item.split('=', 1)[0]}' must not be given on the command line (argv is visible "
+                "to every user): use the RLINF_* environment variable or a *_file key/flag"
+            )
     raw = load_config(args.config, overrides)
     server_raw = dict(raw.pop("server", None) or {})
     for name in _FLAGS:
@@ -100,8 +136,10 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     cfg.server = from_dict(ServerConfig, server_raw, path="server").with_env_secrets()
     cfg.server.validate()
     if (cfg.checkpoint is None) == (cfg.policy is None):
-        raise ConfigError("give exactly one of --checkpoint PATH (or 'checkpoint:' in the config) "
-                          "and a 'policy: {name, spec, kwargs}' section")
+        raise ConfigError(
+            "give exactly one of --checkpoint PATH (or 'checkpoint:' in the config) "
+            "and a 'policy: {name, spec, kwargs}' section"
+        )
     return cfg
 
 
@@ -121,8 +159,10 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     try:
         spec = PolicySpec.from_dict(cfg.policy.spec)
     except TypeError as e:
-        raise ConfigError(f"key 'policy.spec' is not a valid PolicySpec ({e}); "
-                          f"fields: {', '.join(f.name for f in dataclasses.fields(PolicySpec))}") from None
+        raise ConfigError(
+            f"key 'policy.spec' is not a valid PolicySpec ({e}); "
+            f"fields: {', '.join(f.name for f in dataclasses.fields(PolicySpec))}"
+        ) from None
     model = build_policy(cfg.policy.name, spec, **cfg.policy.kwargs).to(cfg.device)
     return TorchPolicy(model, det, threads), 0, cfg.policy.name
 

@@ -21,26 +21,34 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("spec", help="print the robot spec of an env or a checkpoint (YAML for policy_client.robot_spec)")
+    p = sub.add_parser(
+        "spec",
+        help="print the robot spec of an env or a checkpoint (YAML for policy_client.robot_spec)",
+    )
     p.add_argument("source", help="env name (family/task) or checkpoint / run directory")
-    p.add_argument("options", nargs="*", help="env options as key=value (env names only), e.g. obs_mode=rgb")
+    p.add_argument(
+        "options", nargs="*", help="env options as key=value (env names only), e.g. obs_mode=rgb"
+    )
     p.set_defaults(run=run)
 
 
 def _flow_lists(data: dict) -> str:
     """YAML with short lists inline ([name, size] rows), as the shipped configs write them."""
+
     class Dumper(yaml.SafeDumper):
         pass
 
     def represent_list(dumper: yaml.SafeDumper, value: list) -> yaml.Node:
-        flow = all(not isinstance(v, (dict, list)) for v in value) or all(isinstance(v, list) for v in value)
+        flow = all(not isinstance(v, (dict, list)) for v in value) or all(
+            isinstance(v, list) for v in value
+        )
         return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
 
     Dumper.add_representer(list, represent_list)
     return yaml.dump(data, Dumper=Dumper, sort_keys=False, width=200)
 
 
-def load_spec(source: str, options: list[str]):  # noqa: ANN201 -- RobotSpec, imported lazily
+def load_spec(source: str, options: list[str]):
     from rlinf_contracts.config import ConfigError, load_config
 
     if Path(source).exists():
@@ -56,7 +64,9 @@ def load_spec(source: str, options: list[str]):  # noqa: ANN201 -- RobotSpec, im
     env = make_env(source, 1, **kwargs)
     try:
         if env.spec.robot is None:
-            raise ConfigError(f"env '{source}' declares no robot spec (its state has no named layout)")
+            raise ConfigError(
+                f"env '{source}' declares no robot spec (its state has no named layout)"
+            )
         return env.spec.robot
     finally:
         env.close()

@@ -14,8 +14,11 @@ from typing import Any
 def _evals(metrics: dict[str, Any]) -> list[str]:
     ev = metrics.get("eval")
     if isinstance(ev, dict):
-        return [f"eval {split} {r['success_rate']:.2f} ({r.get('episodes', '?')} ep)"
-                for split, r in ev.items() if isinstance(r, dict) and "success_rate" in r]
+        return [
+            f"eval {split} {r['success_rate']:.2f} ({r.get('episodes', '?')} ep)"
+            for split, r in ev.items()
+            if isinstance(r, dict) and "success_rate" in r
+        ]
     if "eval/accuracy" in metrics:
         return [f"eval accuracy {metrics['eval/accuracy']:.2f}"]
     return []

@@ -18,11 +18,21 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a policy (embodied RL or LLM reasoning) from a YAML config")
+    p = sub.add_parser(
+        "train", help="train a policy (embodied RL or LLM reasoning) from a YAML config"
+    )
     p.add_argument("config", help="YAML config, e.g. configs/sim_franka_reach_ppo.yaml")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. actor.lr=3e-4 placement.env=0")
-    p.add_argument("--ray-address", default=None, help="join an existing Ray cluster instead of embedding one")
-    p.add_argument("--dry-run", action="store_true", help="validate, run every pre-start check, print the resolved config, exit")
+    p.add_argument(
+        "overrides", nargs="*", help="key=value overrides, e.g. actor.lr=3e-4 placement.env=0"
+    )
+    p.add_argument(
+        "--ray-address", default=None, help="join an existing Ray cluster instead of embedding one"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate, run every pre-start check, print the resolved config, exit",
+    )
     p.set_defaults(run=run)
 
 
@@ -34,7 +44,9 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     from rlinf_contracts.config.errors import ConfigError
 
     raw = load_config(config, overrides)
-    if "adapter" in raw:  # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
+    if (
+        "adapter" in raw
+    ):  # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
         from learner.models.vla_adapter_policy import fold_adapter_section
 
         raw = fold_adapter_section(raw)
@@ -61,9 +73,8 @@ def open_cluster(spec: Any, cfg: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from rlinf_cli.summary import summary_line
-    from rlinf_contracts.config import to_dict
-
     from rlinf_cli.wiring import plug_in
+    from rlinf_contracts.config import to_dict
 
     spec, cfg = build(args.config, args.overrides, args.ray_address)
     plug_in()

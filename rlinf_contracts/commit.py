@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-TMP_SUFFIX = ".rlinf-tmp"  # temporary files of write_atomic; a kill can leave one, reopening removes it
+TMP_SUFFIX = (
+    ".rlinf-tmp"  # temporary files of write_atomic; a kill can leave one, reopening removes it
+)
 # Test hook: a function of the crash point's name (see tests/rlinf_data/test_store_killloop.py).
 TEST_CRASH_HOOK: Callable[[str], None] | None = None
 

@@ -31,7 +31,9 @@ PANDA_Q_MAX = np.array([2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]
 PANDA_DQ_MAX = np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61])  # rad/s, Franka datasheet
 
 
-def speed_limited(q: np.ndarray, target: np.ndarray, space: ActionSpace, control_hz: float) -> np.ndarray:
+def speed_limited(
+    q: np.ndarray, target: np.ndarray, space: ActionSpace, control_hz: float
+) -> np.ndarray:
     """``target [B, 7]`` pulled toward ``q`` so no joint moves faster than
     ``space.max_joint_speed`` x the Franka limits in one control period (whole move scaled, so
     the direction is kept). The simulator and the robot apply the same limit: a policy never
@@ -58,8 +60,14 @@ def _eye(n: int) -> np.ndarray:
     return _EYES[n]
 
 
-def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nullspace_gain: float,
-             home: np.ndarray) -> np.ndarray:
+def dls_step(
+    jac: np.ndarray,
+    err: np.ndarray,
+    q: np.ndarray,
+    damping: float,
+    nullspace_gain: float,
+    home: np.ndarray,
+) -> np.ndarray:
     """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull toward ``home``.
 
     ``jac [B, rows, 7]``, ``err [B, rows]``, ``q [B, 7]``: ``dq = J^T (J J^T + l^2 I)^-1 err
@@ -76,10 +84,18 @@ def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nu
     return dq
 
 
-def ee_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray, rot: np.ndarray,
-                     jac: np.ndarray, target_rot: np.ndarray, home: np.ndarray,
-                     lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX,
-                     control_hz: float = 20.0) -> np.ndarray:
+def ee_joint_targets(
+    space: ActionSpace,
+    actions: np.ndarray,
+    q: np.ndarray,
+    rot: np.ndarray,
+    jac: np.ndarray,
+    target_rot: np.ndarray,
+    home: np.ndarray,
+    lower: np.ndarray = PANDA_Q_MIN,
+    upper: np.ndarray = PANDA_Q_MAX,
+    control_hz: float = 20.0,
+) -> np.ndarray:
     """Joint targets ``[B, 7]`` for end-effector ``actions [B, A]`` (gripper column ignored).
 
     ``rot [B, 3, 3]`` is the measured end-effector rotation, ``jac [B, 6, 7]`` its Jacobian
@@ -88,14 +104,21 @@ def ee_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray, rot
     """
     if space.control == "ee_delta":
         target_rot[:] = rotvec_to_matrix(space.rot_scale * actions[:, 3:6]) @ target_rot
-    err = np.concatenate([space.pos_scale * actions[:, :3], orientation_error(target_rot, rot)], axis=1)
+    err = np.concatenate(
+        [space.pos_scale * actions[:, :3], orientation_error(target_rot, rot)], axis=1
+    )
     dq = dls_step(jac, err, q, space.ik_damping, space.nullspace_gain, home)
     return np.clip(speed_limited(q, q + dq, space, control_hz), lower, upper)
 
 
-def joint_joint_targets(space: ActionSpace, actions: np.ndarray, q: np.ndarray,
-                        lower: np.ndarray = PANDA_Q_MIN, upper: np.ndarray = PANDA_Q_MAX,
-                        control_hz: float = 20.0) -> np.ndarray:
+def joint_joint_targets(
+    space: ActionSpace,
+    actions: np.ndarray,
+    q: np.ndarray,
+    lower: np.ndarray = PANDA_Q_MIN,
+    upper: np.ndarray = PANDA_Q_MAX,
+    control_hz: float = 20.0,
+) -> np.ndarray:
     """Joint targets ``[B, 7]`` for joint-space ``actions [B, 8]``."""
     if space.control == "joint_delta":
         target = q + space.joint_scale * actions[:, :7]
@@ -123,10 +146,17 @@ class ActionDecoder:
         return self.space.control.startswith("ee_")
 
     def reset(self, rot: np.ndarray | None) -> None:
-        self.target_rot = None if rot is None else np.asarray(rot, dtype=np.float64).reshape(1, 3, 3).copy()
+        self.target_rot = (
+            None if rot is None else np.asarray(rot, dtype=np.float64).reshape(1, 3, 3).copy()
+        )
 
-    def decode(self, action: np.ndarray, q: np.ndarray, rot: np.ndarray | None = None,
-               jac: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    def decode(
+        self,
+        action: np.ndarray,
+        q: np.ndarray,
+        rot: np.ndarray | None = None,
+        jac: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, float]:
         """(joint target [7], gripper width m) for one action row of this arm."""
         a = np.clip(np.asarray(action, dtype=np.float64).reshape(1, -1), -1.0, 1.0)
         q = np.asarray(q, dtype=np.float64).reshape(1, 7)
@@ -134,10 +164,19 @@ class ActionDecoder:
         if not self.needs_jacobian:
             return joint_joint_targets(self.space, a, q, control_hz=self.control_hz)[0], width
         if rot is None or jac is None:
-            raise ValueError(f"{self.space.control} actions need the end-effector rotation and Jacobian")
+            raise ValueError(
+                f"{self.space.control} actions need the end-effector rotation and Jacobian"
+            )
         if self.target_rot is None:
             self.reset(rot)
-        target = ee_joint_targets(self.space, a, q, np.asarray(rot).reshape(1, 3, 3),
-                                  np.asarray(jac).reshape(1, 6, 7), self.target_rot, self.home,
-                                  control_hz=self.control_hz)
+        target = ee_joint_targets(
+            self.space,
+            a,
+            q,
+            np.asarray(rot).reshape(1, 3, 3),
+            np.asarray(jac).reshape(1, 6, 7),
+            self.target_rot,
+            self.home,
+            control_hz=self.control_hz,
+        )
         return target[0], width

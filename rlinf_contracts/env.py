@@ -28,8 +28,9 @@ family writes its hooks (step some rows, reset rows, observe) and inherits ``ste
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class VectorEnv(abc.ABC):
         """Optional: uint8 [B, H, W, 3] frames for videos; None when the env cannot render."""
         return None
 
-    def __enter__(self) -> "VectorEnv":
+    def __enter__(self) -> VectorEnv:
         return self
 
     def __exit__(self, *exc: object) -> None:

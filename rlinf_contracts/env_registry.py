@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlinf_contracts.env import VectorEnv
 from rlinf_contracts.registry import UnknownNameError

@@ -22,8 +22,9 @@ rlinf_contracts.episode.EpisodeError: step field 'state': expected float32 (3,),
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class StepLayout:
     cameras: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (H, W)
 
     @classmethod
-    def from_spec(cls, spec: RobotSpec) -> "StepLayout":
+    def from_spec(cls, spec: RobotSpec) -> StepLayout:
         return cls(spec.state_dim, spec.action_dim, spec.camera_sizes())
 
     def fields(self) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -73,31 +74,42 @@ class StepLayout:
         """The fields a (final) observation has: ``state`` and the cameras."""
         return {k: v for k, v in self.fields().items() if k == "state" or k.startswith("images/")}
 
-    def check(self, arrays: Mapping[str, np.ndarray], batch: int | None = None,
-              only_obs: bool = False) -> None:
+    def check(
+        self, arrays: Mapping[str, np.ndarray], batch: int | None = None, only_obs: bool = False
+    ) -> None:
         """Raise :class:`EpisodeError` naming the first field whose dtype / shape is wrong.
         ``batch``: arrays carry a leading axis of that length (a whole episode)."""
         want = self.observation_fields() if only_obs else self.fields()
         missing = sorted(set(want) - set(arrays))
         extra = sorted(set(arrays) - set(want))
         if missing or extra:
-            raise EpisodeError(f"step fields differ from the layout: missing {missing}, unexpected {extra}")
+            raise EpisodeError(
+                f"step fields differ from the layout: missing {missing}, unexpected {extra}"
+            )
         lead = () if batch is None else (batch,)
         for name, (dtype, shape) in want.items():
             a = np.asarray(arrays[name])
             if a.dtype != np.dtype(dtype) or a.shape != lead + shape:
                 kind = "step" if batch is None else "episode"
-                raise EpisodeError(f"{kind} field {name!r}: expected {dtype} {lead + shape}, got {a.dtype} {a.shape}")
+                raise EpisodeError(
+                    f"{kind} field {name!r}: expected {dtype} {lead + shape}, got {a.dtype} {a.shape}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state_dim": self.state_dim, "action_dim": self.action_dim,
-                "cameras": {k: [int(h), int(w)] for k, (h, w) in self.cameras.items()}}
+        return {
+            "state_dim": self.state_dim,
+            "action_dim": self.action_dim,
+            "cameras": {k: [int(h), int(w)] for k, (h, w) in self.cameras.items()},
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "StepLayout":
+    def from_dict(cls, d: Mapping[str, Any]) -> StepLayout:
         try:
-            return cls(int(d["state_dim"]), int(d["action_dim"]),
-                       {k: (int(v[0]), int(v[1])) for k, v in d.get("cameras", {}).items()})
+            return cls(
+                int(d["state_dim"]),
+                int(d["action_dim"]),
+                {k: (int(v[0]), int(v[1])) for k, v in d.get("cameras", {}).items()},
+            )
         except (KeyError, TypeError, IndexError, ValueError) as e:
             raise EpisodeError(f"malformed step layout {dict(d)!r}: {e}") from None
 
@@ -158,7 +170,7 @@ class EpisodeInfo:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "EpisodeInfo":
+    def from_dict(cls, d: Mapping[str, Any]) -> EpisodeInfo:
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
         if "layout" not in kw or "task" not in kw:

@@ -21,8 +21,8 @@ rlinf_contracts.features.MissingInput: state feature 'object_pos' needs the obje
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -49,28 +49,40 @@ class RobotReading:
     goal_pos: np.ndarray | None = None
     object_pos: np.ndarray | None = None
     object_height: float | None = None  # lift above the object's resting height
-    objects: np.ndarray | None = None  # [K, 3] positions of a scene's object slots (obj0, obj1, ...)
+    objects: np.ndarray | None = (
+        None  # [K, 3] positions of a scene's object slots (obj0, obj1, ...)
+    )
 
 
 Feature = Callable[[RobotReading, np.ndarray], np.ndarray]  # (reading, base_position) -> values
 FEATURES: Registry[Feature] = Registry("state feature")
 
-_INPUT_HELP = {"ee_pos": "the end-effector pose (robot current_pose topic)",
-               "ee_rot": "the end-effector pose (robot current_pose topic)",
-               "goal_pos": "the goal position (publish it on the goal topic)",
-               "object_pos": "the object position (publish it on the object pose topic)",
-               "object_height": "the object height (publish it on the object pose topic)",
-               "objects": "the object slots' positions (publish a PoseArray on the objects topic)"}
-_NAMES = {"ee_pos": "end-effector pose", "ee_rot": "end-effector pose", "goal_pos": "goal position",
-          "object_pos": "object position", "object_height": "object height", "objects": "object slots' positions"}
+_INPUT_HELP = {
+    "ee_pos": "the end-effector pose (robot current_pose topic)",
+    "ee_rot": "the end-effector pose (robot current_pose topic)",
+    "goal_pos": "the goal position (publish it on the goal topic)",
+    "object_pos": "the object position (publish it on the object pose topic)",
+    "object_height": "the object height (publish it on the object pose topic)",
+    "objects": "the object slots' positions (publish a PoseArray on the objects topic)",
+}
+_NAMES = {
+    "ee_pos": "end-effector pose",
+    "ee_rot": "end-effector pose",
+    "goal_pos": "goal position",
+    "object_pos": "object position",
+    "object_height": "object height",
+    "objects": "object slots' positions",
+}
 
 
 def _need(r: RobotReading, attr: str, feature: str) -> np.ndarray:
     value = getattr(r, attr)
     if value is None:
         where = _INPUT_HELP[attr].split(" (", 1)[1].rstrip(")")
-        raise MissingInput(f"state feature '{feature}' needs the {_NAMES[attr]}; nothing has reported it "
-                           f"yet ({where})")
+        raise MissingInput(
+            f"state feature '{feature}' needs the {_NAMES[attr]}; nothing has reported it "
+            f"yet ({where})"
+        )
     return np.asarray(value, dtype=np.float64)
 
 
@@ -136,12 +148,16 @@ def _object_height(r: RobotReading, base: np.ndarray) -> np.ndarray:
 
 def _slot_minus_ee(slot: int) -> Feature:
     """``obj<slot>_minus_ee``: a multi-object scene's slot relative to the hand (franka_language)."""
+
     def feature(r: RobotReading, base: np.ndarray) -> np.ndarray:
         objects = _need(r, "objects", f"obj{slot}_minus_ee")
         if len(objects) <= slot:
-            raise MissingInput(f"state feature 'obj{slot}_minus_ee' needs object slot {slot}; the objects topic "
-                               f"reports {len(objects)}")
+            raise MissingInput(
+                f"state feature 'obj{slot}_minus_ee' needs object slot {slot}; the objects topic "
+                f"reports {len(objects)}"
+            )
         return objects[slot] - _need(r, "ee_pos", f"obj{slot}_minus_ee")
+
     return feature
 
 
@@ -164,18 +180,27 @@ def build_state(spec: RobotSpec, reading: RobotReading | Sequence[RobotReading])
                 continue
             values = np.asarray(FEATURES.get(f.name)(r, base), dtype=np.float64).reshape(-1)
             if values.size != f.size:
-                raise ValueError(f"state feature '{f.name}' gave {values.size} values; the spec says {f.size}")
+                raise ValueError(
+                    f"state feature '{f.name}' gave {values.size} values; the spec says {f.size}"
+                )
             parts.append(values)
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
 
 
 # reading inputs -> the features that need them
-INPUTS = {"goal_pos": ("goal_pos", "goal_minus_ee", "goal_minus_object"),
-          "object_pos": ("object_pos", "object_minus_ee", "goal_minus_object"),
-          "object_height": ("object_height",),
-          "objects": tuple(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)),
-          "ee_pose": ("ee_pos", "ee_rot6d", "goal_minus_ee", "object_minus_ee",
-                      *(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)))}
+INPUTS = {
+    "goal_pos": ("goal_pos", "goal_minus_ee", "goal_minus_object"),
+    "object_pos": ("object_pos", "object_minus_ee", "goal_minus_object"),
+    "object_height": ("object_height",),
+    "objects": tuple(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)),
+    "ee_pose": (
+        "ee_pos",
+        "ee_rot6d",
+        "goal_minus_ee",
+        "object_minus_ee",
+        *(f"obj{i}_minus_ee" for i in range(OBJECT_SLOTS)),
+    ),
+}
 
 
 def needs(spec: RobotSpec, source: str) -> bool:

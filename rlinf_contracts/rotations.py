@@ -40,8 +40,10 @@ def _batched(x: np.ndarray, tail: tuple[int, ...]) -> tuple[np.ndarray, tuple[in
     """``x`` as float64 ``[N, *tail]`` and its leading shape, so every function accepts one
     rotation or any batch of them."""
     arr = np.asarray(x, dtype=np.float64)
-    if arr.shape[arr.ndim - len(tail):] != tail:
-        raise ValueError(f"expected an array of shape [..., {', '.join(map(str, tail))}], got {arr.shape}")
+    if arr.shape[arr.ndim - len(tail) :] != tail:
+        raise ValueError(
+            f"expected an array of shape [..., {', '.join(map(str, tail))}], got {arr.shape}"
+        )
     lead = arr.shape[: arr.ndim - len(tail)]
     return arr.reshape((-1, *tail)), lead
 
@@ -74,8 +76,14 @@ def rotvec_to_matrix(rotvec: np.ndarray) -> np.ndarray:
 
 def _skew_part(mats: np.ndarray) -> np.ndarray:
     """``vee(R - R^T) = 2 sin(angle) axis`` of matrices ``[N, 3, 3]``."""
-    return np.stack([mats[:, 2, 1] - mats[:, 1, 2], mats[:, 0, 2] - mats[:, 2, 0],
-                     mats[:, 1, 0] - mats[:, 0, 1]], axis=1)
+    return np.stack(
+        [
+            mats[:, 2, 1] - mats[:, 1, 2],
+            mats[:, 0, 2] - mats[:, 2, 0],
+            mats[:, 1, 0] - mats[:, 0, 1],
+        ],
+        axis=1,
+    )
 
 
 def _rotvec_near_pi(mats: np.ndarray, skew_vec: np.ndarray) -> np.ndarray:
@@ -124,11 +132,20 @@ def quat_xyzw_to_matrix(quat: np.ndarray) -> np.ndarray:
     if np.any(norm < 1e-12):
         raise ValueError("quat_xyzw_to_matrix: a quaternion has zero norm; it is no rotation")
     x, y, z, w = (flat / norm).T
-    out = np.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
-        2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
-        2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y),
-    ], axis=1)
+    out = np.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - z * w),
+            2 * (x * z + y * w),
+            2 * (x * y + z * w),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - x * w),
+            2 * (x * z - y * w),
+            2 * (y * z + x * w),
+            1 - 2 * (x * x + y * y),
+        ],
+        axis=1,
+    )
     return out.reshape((*lead, 3, 3))
 
 
@@ -144,12 +161,15 @@ def matrix_to_quat_xyzw(mats: np.ndarray) -> np.ndarray:
     sx, sy, sz = m[:, 2, 1] - m[:, 1, 2], m[:, 0, 2] - m[:, 2, 0], m[:, 1, 0] - m[:, 0, 1]
     px, py, pz = m[:, 2, 1] + m[:, 1, 2], m[:, 0, 2] + m[:, 2, 0], m[:, 1, 0] + m[:, 0, 1]
     # candidate rows (x, y, z, w), each 4 * (its largest component) * quaternion
-    cands = np.stack([
-        np.stack([sx, sy, sz, 1.0 + tr], axis=1),
-        np.stack([1.0 + d0 - d1 - d2, pz, py, sx], axis=1),
-        np.stack([pz, 1.0 - d0 + d1 - d2, px, sy], axis=1),
-        np.stack([py, px, 1.0 - d0 - d1 + d2, sz], axis=1),
-    ], axis=1)
+    cands = np.stack(
+        [
+            np.stack([sx, sy, sz, 1.0 + tr], axis=1),
+            np.stack([1.0 + d0 - d1 - d2, pz, py, sx], axis=1),
+            np.stack([pz, 1.0 - d0 + d1 - d2, px, sy], axis=1),
+            np.stack([py, px, 1.0 - d0 - d1 + d2, sz], axis=1),
+        ],
+        axis=1,
+    )
     pick = np.argmax(np.stack([tr, d0, d1, d2], axis=1), axis=1)
     q = cands[np.arange(len(m)), pick]
     q /= np.linalg.norm(q, axis=1, keepdims=True)
@@ -168,7 +188,9 @@ def quat_xyzw_to_rotvec(quat: np.ndarray) -> np.ndarray:
     s = np.linalg.norm(xyz, axis=1)
     small = s < 1e-12
     # angle / s = 2 atan2(s, w) / s -> 2 / w as s -> 0 (w -> 1 there)
-    scale = np.where(small, 2.0 / np.maximum(w, 1e-12), 2.0 * np.arctan2(s, w) / np.where(small, 1.0, s))
+    scale = np.where(
+        small, 2.0 / np.maximum(w, 1e-12), 2.0 * np.arctan2(s, w) / np.where(small, 1.0, s)
+    )
     return (xyz * scale[:, None]).reshape((*lead, 3))
 
 

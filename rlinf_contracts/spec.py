@@ -72,8 +72,10 @@ class ActionSpace:
         if self.control not in CONTROL_MODES:
             raise SpecError(f"action.control={self.control!r}; use one of {CONTROL_MODES}")
         if self.dim != ACTION_DIMS[self.control] and self.dim % ACTION_DIMS[self.control]:
-            raise SpecError(f"action.dim={self.dim} does not fit control {self.control!r} "
-                            f"({ACTION_DIMS[self.control]} per arm)")
+            raise SpecError(
+                f"action.dim={self.dim} does not fit control {self.control!r} "
+                f"({ACTION_DIMS[self.control]} per arm)"
+            )
         if self.dim < 1:
             raise SpecError(f"action.dim must be >= 1, got {self.dim}")
         if self.chunk < 1:
@@ -88,8 +90,15 @@ class ActionSpace:
             return (self.control, self.dim)
         if self.control.startswith("joint"):
             return (self.control, self.dim, self.joint_scale, self.max_joint_speed)
-        return (self.control, self.dim, self.pos_scale, self.rot_scale, self.ik_damping, self.nullspace_gain,
-                self.max_joint_speed)
+        return (
+            self.control,
+            self.dim,
+            self.pos_scale,
+            self.rot_scale,
+            self.ik_damping,
+            self.nullspace_gain,
+            self.max_joint_speed,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,17 +138,28 @@ class RobotSpec:
                 raise SpecError(f"state field {f.name!r} has size {f.size}; sizes must be >= 1")
 
     @classmethod
-    def raw(cls, state_dim: int, action_dim: int, chunk: int = 1, cameras: dict[str, tuple[int, int]] | None = None,
-            uses_instruction: bool = False) -> "RobotSpec":
+    def raw(
+        cls,
+        state_dim: int,
+        action_dim: int,
+        chunk: int = 1,
+        cameras: dict[str, tuple[int, int]] | None = None,
+        uses_instruction: bool = False,
+    ) -> RobotSpec:
         """A spec that only fixes sizes (one ``state`` field, ``raw`` actions): for models built
         without an env, whose numbers mean nothing a robot could check."""
-        return cls(state=(StateField("state", state_dim),), action=ActionSpace("raw", action_dim, chunk),
-                   cameras=tuple(CameraSpec(n, int(h), int(w)) for n, (h, w) in (cameras or {}).items()),
-                   uses_instruction=uses_instruction)
+        return cls(
+            state=(StateField("state", state_dim),),
+            action=ActionSpace("raw", action_dim, chunk),
+            cameras=tuple(CameraSpec(n, int(h), int(w)) for n, (h, w) in (cameras or {}).items()),
+            uses_instruction=uses_instruction,
+        )
 
-    def with_policy(self, chunk: int, cameras: tuple[str, ...] | None = None) -> "RobotSpec":
+    def with_policy(self, chunk: int, cameras: tuple[str, ...] | None = None) -> RobotSpec:
         """This spec as a policy consumes it: its chunk length and only the cameras it reads."""
-        cams = self.cameras if cameras is None else tuple(c for c in self.cameras if c.name in cameras)
+        cams = (
+            self.cameras if cameras is None else tuple(c for c in self.cameras if c.name in cameras)
+        )
         return replace(self, action=replace(self.action, chunk=chunk), cameras=cams)
 
     # -- layout ----------------------------------------------------------------------------
@@ -176,39 +196,50 @@ class RobotSpec:
     def describe(self) -> str:
         """One line naming the whole layout, for logs and refusal messages."""
         cams = " ".join(c.label() for c in self.cameras) or "none"
-        return (f"state[{self.state_dim}] = {self.state_label()}; {self.action.label()} "
-                f"@{self.control_hz:g}Hz; cameras: {cams}")
+        return (
+            f"state[{self.state_dim}] = {self.state_label()}; {self.action.label()} "
+            f"@{self.control_hz:g}Hz; cameras: {cams}"
+        )
 
     # -- compatibility ---------------------------------------------------------------------
-    def mismatches(self, other: "RobotSpec") -> list[str]:
+    def mismatches(self, other: RobotSpec) -> list[str]:
         """What differs between ``self`` (e.g. the policy) and ``other`` (e.g. the robot) in ways
         that change what the numbers mean; [] when they fit. Rate and chunk are not compared:
         a robot may run slower than training and execute any chunk length."""
         out = []
-        if [(f.name, f.size) for f in self.state] != [(f.name, f.size) for f in other.state] or \
-                self.arms != other.arms:
+        if [(f.name, f.size) for f in self.state] != [
+            (f.name, f.size) for f in other.state
+        ] or self.arms != other.arms:
             out.append(f"state layout differs: {self.state_label()} vs {other.state_label()}")
         if self.action.semantics() != other.action.semantics():
-            out.append(f"action differs: {_action_label(self.action)} vs {_action_label(other.action)}")
+            out.append(
+                f"action differs: {_action_label(self.action)} vs {_action_label(other.action)}"
+            )
         if self.camera_sizes() != other.camera_sizes():
             mine = " ".join(c.label() for c in self.cameras) or "none"
             theirs = " ".join(c.label() for c in other.cameras) or "none"
             out.append(f"cameras differ: {mine} vs {theirs}")
-        if self.base_position != other.base_position and any(f.name in CARTESIAN for f in self.state):
-            out.append(f"base_position differs: {list(self.base_position)} vs {list(other.base_position)}")
+        if self.base_position != other.base_position and any(
+            f.name in CARTESIAN for f in self.state
+        ):
+            out.append(
+                f"base_position differs: {list(self.base_position)} vs {list(other.base_position)}"
+            )
         return out
 
     # -- (de)serialisation: plain JSON / msgpack types -------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["state"] = [[f.name, f.size, f.zeroed] if f.zeroed else [f.name, f.size] for f in self.state]
+        d["state"] = [
+            [f.name, f.size, f.zeroed] if f.zeroed else [f.name, f.size] for f in self.state
+        ]
         d["cameras"] = [[c.name, c.height, c.width] for c in self.cameras]
         d["base_position"] = list(self.base_position)
         d["home"] = list(self.home)
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RobotSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RobotSpec:
         """Inverse of :meth:`to_dict`; an unknown or malformed field raises :class:`SpecError`."""
         if not isinstance(d, dict):
             raise SpecError(f"a robot spec must be a map, got {type(d).__name__}")
@@ -239,13 +270,18 @@ def _action_label(a: ActionSpace) -> str:
     speed = f" max_joint_speed={a.max_joint_speed:g}" if a.max_joint_speed else ""
     if a.control.startswith("joint"):
         return f"{a.control}[{a.dim}] joint_scale={a.joint_scale:g}{speed}"
-    return (f"{a.control}[{a.dim}] pos_scale={a.pos_scale:g} rot_scale={a.rot_scale:g} "
-            f"ik_damping={a.ik_damping:g} nullspace_gain={a.nullspace_gain:g}{speed}")
+    return (
+        f"{a.control}[{a.dim}] pos_scale={a.pos_scale:g} rot_scale={a.rot_scale:g} "
+        f"ik_damping={a.ik_damping:g} nullspace_gain={a.nullspace_gain:g}{speed}"
+    )
 
 
 def check_compatible(policy: RobotSpec, robot: RobotSpec) -> None:
     """Raise :class:`SpecError` naming both layouts when ``robot`` cannot run ``policy``."""
     diffs = policy.mismatches(robot)
     if diffs:
-        raise SpecError("robot spec does not match the policy: " + "; ".join(diffs)
-                        + f". Policy: {policy.describe()}. Robot: {robot.describe()}")
+        raise SpecError(
+            "robot spec does not match the policy: "
+            + "; ".join(diffs)
+            + f". Policy: {policy.describe()}. Robot: {robot.describe()}"
+        )

@@ -33,8 +33,9 @@ call) may override :meth:`reset`; it must then call :meth:`_begin_episodes` on a
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,11 +60,16 @@ class RowStep:
 
 def copy_obs(obs: Observation) -> Observation:
     """A deep copy of a batched observation (arrays and the instruction list)."""
-    return {"state": obs["state"].copy(), "images": {k: v.copy() for k, v in obs["images"].items()},
-            "instruction": list(obs["instruction"])}
+    return {
+        "state": obs["state"].copy(),
+        "images": {k: v.copy() for k, v in obs["images"].items()},
+        "instruction": list(obs["instruction"]),
+    }
 
 
-def merge_final_rows(final: Observation | None, obs: Observation, rows: np.ndarray) -> Observation | None:
+def merge_final_rows(
+    final: Observation | None, obs: Observation, rows: np.ndarray
+) -> Observation | None:
     """Keep each env's observation from the sub-step its episode ended (rows where ``rows``)."""
     if not rows.any():
         return final
@@ -169,14 +175,25 @@ class SteppedVectorEnv(VectorEnv):
         if done.any():
             ended_rows = np.flatnonzero(done)
             info["final_observation"] = final if final is not None else obs
-            success[ended_rows] = self._ever_success[ended_rows]  # a finished episode: did it succeed
+            success[ended_rows] = self._ever_success[
+                ended_rows
+            ]  # a finished episode: did it succeed
             self._reset_rows(ended_rows)
             self._begin_episodes(ended_rows)
             obs = self._observe_after_reset(ended_rows, obs)
         return obs, rewards if chunked else rewards[:, 0], term, trunc, info
 
-    def _account(self, rows: Rows, k: int, res: RowStep, rewards: np.ndarray, valid: np.ndarray,
-                 term: np.ndarray, trunc: np.ndarray, success: np.ndarray) -> None:
+    def _account(
+        self,
+        rows: Rows,
+        k: int,
+        res: RowStep,
+        rewards: np.ndarray,
+        valid: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+        success: np.ndarray,
+    ) -> None:
         """Book sub-step ``k`` of ``rows``: rewards, statistics, termination and truncation."""
         ok = res.success
         valid[rows, k] = True

@@ -60,8 +60,10 @@ def _get(d: Any, what: str, key: str, types: type | tuple[type, ...], default: A
         value = value.item()
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _tuple(types))
     if not ok:
-        raise TransitionError(f"{what} field {key!r} has type {type(value).__name__}, expected "
-                              f"{' | '.join(t.__name__ for t in _tuple(types))}")
+        raise TransitionError(
+            f"{what} field {key!r} has type {type(value).__name__}, expected "
+            f"{' | '.join(t.__name__ for t in _tuple(types))}"
+        )
     return value
 
 
@@ -72,7 +74,9 @@ def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
 def _array(d: dict[str, Any], what: str, key: str) -> np.ndarray:
     value = d.get(key)
     if not isinstance(value, np.ndarray):
-        raise TransitionError(f"{what} field {key!r} must be an array, got {clip(type(value).__name__)}")
+        raise TransitionError(
+            f"{what} field {key!r} must be an array, got {clip(type(value).__name__)}"
+        )
     return value
 
 
@@ -94,29 +98,43 @@ class StepRecord:
     timestamp: float = 0.0
 
     def to_wire(self) -> dict[str, Any]:
-        return {"episode": int(self.episode), "state": np.asarray(self.state, np.float32),
-                "action": np.asarray(self.action, np.float32),
-                "images": {k: np.asarray(v, np.uint8) for k, v in self.images.items()},
-                "intervention": bool(self.intervention), "policy_version": int(self.policy_version),
-                "timestamp": float(self.timestamp)}
+        return {
+            "episode": int(self.episode),
+            "state": np.asarray(self.state, np.float32),
+            "action": np.asarray(self.action, np.float32),
+            "images": {k: np.asarray(v, np.uint8) for k, v in self.images.items()},
+            "intervention": bool(self.intervention),
+            "policy_version": int(self.policy_version),
+            "timestamp": float(self.timestamp),
+        }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "StepRecord":
+    def from_wire(cls, d: Any) -> StepRecord:
         what = "step record"
         images = _get(d, what, "images", dict, {})
-        return cls(episode=_get(d, what, "episode", int), state=_array(d, what, "state"),
-                   action=_array(d, what, "action"),
-                   images={str(k): _array(images, f"{what} images", k) for k in images},
-                   intervention=_get(d, what, "intervention", bool, False),
-                   policy_version=_get(d, what, "policy_version", int, 0),
-                   timestamp=float(_get(d, what, "timestamp", (int, float), 0.0)))
+        return cls(
+            episode=_get(d, what, "episode", int),
+            state=_array(d, what, "state"),
+            action=_array(d, what, "action"),
+            images={str(k): _array(images, f"{what} images", k) for k in images},
+            intervention=_get(d, what, "intervention", bool, False),
+            policy_version=_get(d, what, "policy_version", int, 0),
+            timestamp=float(_get(d, what, "timestamp", (int, float), 0.0)),
+        )
 
     def step(self, reward: float = 0.0, terminated: bool = False, truncated: bool = False) -> Step:
         """The episode-schema step of this record, with what followed it."""
-        return Step(state=np.asarray(self.state, np.float32), action=np.asarray(self.action, np.float32),
-                    reward=reward, terminated=terminated, truncated=truncated, intervention=self.intervention,
-                    policy_version=self.policy_version, timestamp=self.timestamp,
-                    images={k: np.asarray(v, np.uint8) for k, v in self.images.items()})
+        return Step(
+            state=np.asarray(self.state, np.float32),
+            action=np.asarray(self.action, np.float32),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            intervention=self.intervention,
+            policy_version=self.policy_version,
+            timestamp=self.timestamp,
+            images={k: np.asarray(v, np.uint8) for k, v in self.images.items()},
+        )
 
 
 @dataclass
@@ -133,20 +151,33 @@ class EpisodeEvent:
 
     def __post_init__(self) -> None:
         if self.kind not in ("begin", "end"):
-            raise TransitionError(f"episode event field 'kind' must be 'begin' or 'end', got {clip(self.kind)}")
+            raise TransitionError(
+                f"episode event field 'kind' must be 'begin' or 'end', got {clip(self.kind)}"
+            )
         if self.status not in STATUSES[1:]:
-            raise TransitionError(f"episode event field 'status' must be one of {STATUSES[1:]}, got {clip(self.status)}")
+            raise TransitionError(
+                f"episode event field 'status' must be one of {STATUSES[1:]}, got {clip(self.status)}"
+            )
 
     def to_wire(self) -> dict[str, Any]:
-        return {"kind": self.kind, "status": self.status, "success": self.success, "reason": self.reason,
-                "stamp": self.stamp}
+        return {
+            "kind": self.kind,
+            "status": self.status,
+            "success": self.success,
+            "reason": self.reason,
+            "stamp": self.stamp,
+        }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "EpisodeEvent":
+    def from_wire(cls, d: Any) -> EpisodeEvent:
         what = "episode event"
-        return cls(kind=_get(d, what, "kind", str), status=_get(d, what, "status", str, "complete"),
-                   success=_get(d, what, "success", bool, False), reason=_get(d, what, "reason", str, ""),
-                   stamp=float(_get(d, what, "stamp", (int, float), 0.0)))
+        return cls(
+            kind=_get(d, what, "kind", str),
+            status=_get(d, what, "status", str, "complete"),
+            success=_get(d, what, "success", bool, False),
+            reason=_get(d, what, "reason", str, ""),
+            stamp=float(_get(d, what, "stamp", (int, float), 0.0)),
+        )
 
 
 @dataclass
@@ -171,16 +202,28 @@ class Transition:
     final: dict[str, np.ndarray] | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {"seq": self.seq, "episode": self.episode, "index": self.index,
-                "step": None if self.step is None else self.step.to_wire(), "reward": float(self.reward),
-                "terminated": bool(self.terminated), "truncated": bool(self.truncated), "info": self.info,
-                "end": self.end, "success": bool(self.success), "final": self.final}
+        return {
+            "seq": self.seq,
+            "episode": self.episode,
+            "index": self.index,
+            "step": None if self.step is None else self.step.to_wire(),
+            "reward": float(self.reward),
+            "terminated": bool(self.terminated),
+            "truncated": bool(self.truncated),
+            "info": self.info,
+            "end": self.end,
+            "success": bool(self.success),
+            "final": self.final,
+        }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "Transition":
+    def from_wire(cls, d: Any) -> Transition:
         what = "transition"
-        out = cls(seq=_get(d, what, "seq", int), episode=_get(d, what, "episode", int),
-                  index=_get(d, what, "index", int))
+        out = cls(
+            seq=_get(d, what, "seq", int),
+            episode=_get(d, what, "episode", int),
+            index=_get(d, what, "index", int),
+        )
         for key in ("seq", "episode", "index"):
             if getattr(out, key) < 0:
                 raise TransitionError(f"{what} field {key!r} must be >= 0, got {getattr(out, key)}")
@@ -192,10 +235,14 @@ class Transition:
         out.info = _get(d, what, "info", (dict, type(None)), None)
         out.end = _get(d, what, "end", str, "")
         if out.end not in END_KINDS:
-            raise TransitionError(f"{what} field 'end' must be one of {END_KINDS}, got {clip(out.end)}")
+            raise TransitionError(
+                f"{what} field 'end' must be one of {END_KINDS}, got {clip(out.end)}"
+            )
         out.success = _get(d, what, "success", bool, False)
         final = _get(d, what, "final", (dict, type(None)), None)
-        out.final = None if final is None else {str(k): _array(final, f"{what} final", k) for k in final}
+        out.final = (
+            None if final is None else {str(k): _array(final, f"{what} final", k) for k in final}
+        )
         if out.step is None and not out.end:
             raise TransitionError(f"{what} {out.seq} has neither a step nor an end")
         return out
@@ -210,10 +257,12 @@ class IngestHello:
         return {"type": "hello", "robot_id": self.robot_id, "protocol": self.protocol}
 
     @classmethod
-    def from_wire(cls, d: Any) -> "IngestHello":
+    def from_wire(cls, d: Any) -> IngestHello:
         robot = _get(d, "ingest hello", "robot_id", str)
         if not robot or len(robot) > 128 or "/" in robot:
-            raise TransitionError(f"ingest hello field 'robot_id' must be 1-128 chars without '/', got {clip(robot)}")
+            raise TransitionError(
+                f"ingest hello field 'robot_id' must be 1-128 chars without '/', got {clip(robot)}"
+            )
         return cls(robot_id=robot, protocol=_get(d, "ingest hello", "protocol", str, PROTOCOL))
 
 
@@ -226,9 +275,11 @@ class IngestWelcome:
         return {"type": "welcome", "robot_id": self.robot_id, "last_seq": self.last_seq}
 
     @classmethod
-    def from_wire(cls, d: Any) -> "IngestWelcome":
-        return cls(robot_id=_get(d, "ingest welcome", "robot_id", str),
-                   last_seq=_get(d, "ingest welcome", "last_seq", int))
+    def from_wire(cls, d: Any) -> IngestWelcome:
+        return cls(
+            robot_id=_get(d, "ingest welcome", "robot_id", str),
+            last_seq=_get(d, "ingest welcome", "last_seq", int),
+        )
 
 
 @dataclass
@@ -237,13 +288,19 @@ class TransitionBatch:
     items: list[Transition]
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": "batch", "robot_id": self.robot_id, "items": [t.to_wire() for t in self.items]}
+        return {
+            "type": "batch",
+            "robot_id": self.robot_id,
+            "items": [t.to_wire() for t in self.items],
+        }
 
     @classmethod
-    def from_wire(cls, d: Any) -> "TransitionBatch":
+    def from_wire(cls, d: Any) -> TransitionBatch:
         items = _get(d, "transition batch", "items", list)
-        return cls(robot_id=_get(d, "transition batch", "robot_id", str),
-                   items=[Transition.from_wire(t) for t in items])
+        return cls(
+            robot_id=_get(d, "transition batch", "robot_id", str),
+            items=[Transition.from_wire(t) for t in items],
+        )
 
 
 @dataclass
@@ -255,9 +312,11 @@ class TransitionAck:
         return {"type": "ack", "acked": self.acked, "duplicates": self.duplicates}
 
     @classmethod
-    def from_wire(cls, d: Any) -> "TransitionAck":
-        return cls(acked=_get(d, "transition ack", "acked", int),
-                   duplicates=_get(d, "transition ack", "duplicates", int, 0))
+    def from_wire(cls, d: Any) -> TransitionAck:
+        return cls(
+            acked=_get(d, "transition ack", "acked", int),
+            duplicates=_get(d, "transition ack", "duplicates", int, 0),
+        )
 
 
 def encode(msg: Any) -> bytes:
@@ -276,7 +335,13 @@ def batch_frame(robot_id: str, packed_items: list[bytes]) -> bytes:
     import msgpack
 
     p = msgpack.Packer(use_bin_type=True)
-    head = p.pack_map_header(3) + p.pack("type") + p.pack("batch") + p.pack("robot_id") + p.pack(robot_id)
+    head = (
+        p.pack_map_header(3)
+        + p.pack("type")
+        + p.pack("batch")
+        + p.pack("robot_id")
+        + p.pack(robot_id)
+    )
     return head + p.pack("items") + p.pack_array_header(len(packed_items)) + b"".join(packed_items)
 
 
@@ -297,17 +362,27 @@ class TeleopCommand:
     def to_json(self) -> str:
         import json
 
-        return json.dumps({"action": [float(x) for x in np.asarray(self.action).ravel()],
-                           "intervention": bool(self.intervention), "stamp": float(self.stamp)})
+        return json.dumps(
+            {
+                "action": [float(x) for x in np.asarray(self.action).ravel()],
+                "intervention": bool(self.intervention),
+                "stamp": float(self.stamp),
+            }
+        )
 
     @classmethod
-    def from_json(cls, text: str) -> "TeleopCommand":
+    def from_json(cls, text: str) -> TeleopCommand:
         d = _json(text, "teleop command")
         action = _get(d, "teleop command", "action", list)
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in action):
-            raise TransitionError(f"teleop command field 'action' must be a list of numbers, got {clip(action)}")
-        return cls(np.asarray(action, np.float32), _get(d, "teleop command", "intervention", bool, False),
-                   float(_get(d, "teleop command", "stamp", (int, float), 0.0)))
+            raise TransitionError(
+                f"teleop command field 'action' must be a list of numbers, got {clip(action)}"
+            )
+        return cls(
+            np.asarray(action, np.float32),
+            _get(d, "teleop command", "intervention", bool, False),
+            float(_get(d, "teleop command", "stamp", (int, float), 0.0)),
+        )
 
 
 def event_to_json(ev: EpisodeEvent) -> str:

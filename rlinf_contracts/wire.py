@@ -47,7 +47,16 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["WireError", "packb", "unpackb", "Packer", "pack_array", "unpack_array", "clip", "describe_unpack_error"]
+__all__ = [
+    "WireError",
+    "packb",
+    "unpackb",
+    "Packer",
+    "pack_array",
+    "unpack_array",
+    "clip",
+    "describe_unpack_error",
+]
 
 _REFUSED_KINDS = frozenset("VOc")
 MAX_NDIM = 32  # numpy's own limit is 64; no observation comes close
@@ -97,8 +106,12 @@ def pack_array(obj: Any) -> Any:
 
 
 def _dtype(spec: Any) -> np.dtype:
-    if not isinstance(spec, str):  # numpy also builds dtypes from lists / dicts: never from the wire
-        raise WireError(f"array map field 'dtype' must be a dtype string like '<f4', got {type(spec).__name__}")
+    if not isinstance(
+        spec, str
+    ):  # numpy also builds dtypes from lists / dicts: never from the wire
+        raise WireError(
+            f"array map field 'dtype' must be a dtype string like '<f4', got {type(spec).__name__}"
+        )
     try:
         dtype = np.dtype(spec)
     except (TypeError, ValueError, SyntaxError):
@@ -134,7 +147,9 @@ def unpack_array(obj: dict[Any, Any]) -> Any:
         try:
             return np.ndarray(buffer=data, dtype=dtype, shape=shape)
         except (TypeError, ValueError) as e:  # e.g. a zero-size dtype with an absurd shape
-            raise WireError(f"array map cannot be built ({type(e).__name__}: {clip(str(e))})") from None
+            raise WireError(
+                f"array map cannot be built ({type(e).__name__}: {clip(str(e))})"
+            ) from None
     if b"__npgeneric__" in obj:
         dtype, data = _dtype(obj.get(b"dtype")), obj.get(b"data")
         if not isinstance(data, (int, float, bool, str, bytes)):

@@ -31,15 +31,17 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from rlinf_contracts.episode import EpisodeInfo, StepLayout
+from rlinf_contracts.server_logs import quiet_library_log
 from rlinf_contracts.transitions import (
     PATH,
     IngestHello,
@@ -50,7 +52,6 @@ from rlinf_contracts.transitions import (
     TransitionError,
     encode,
 )
-from rlinf_contracts.server_logs import quiet_library_log
 from rlinf_contracts.wire import WireError, clip, unpackb
 from rlinf_data.store import EpisodeStore, EpisodeWriter
 
@@ -61,25 +62,43 @@ LAST_SEQ_ATTR = "ingest_last_seq"
 
 @dataclass
 class IngestConfig:
-    store: str = field(default="", metadata={"help": "episode store directory the transitions go to"})
-    host: str = field(default="127.0.0.1", metadata={"help": "bind address (0.0.0.0 to accept robots)"})
+    store: str = field(
+        default="", metadata={"help": "episode store directory the transitions go to"}
+    )
+    host: str = field(
+        default="127.0.0.1", metadata={"help": "bind address (0.0.0.0 to accept robots)"}
+    )
     port: int = field(default=8100, metadata={"help": "TCP port; 0 picks a free one"})
-    token: str = field(default="", metadata={"help": f"bearer token robots must send (env {TOKEN_ENV} / _FILE)"})
-    max_frame_bytes: int = field(default=64 << 20, metadata={"help": "largest accepted batch frame"})
-    feed_size: int = field(default=100_000, metadata={"help": "transitions the feed queue holds (oldest dropped)"})
-    hello_timeout_s: float = field(default=10.0, metadata={"help": "a connection must say hello within this"})
-    fsync: bool = field(default=False, metadata={
-        "help": "flush each stored step to the disk before its ack (survives a power cut; costs ms per step, "
-                "see benchmarks/results/store_durability.md); off: survives kill -9 only"})
+    token: str = field(
+        default="", metadata={"help": f"bearer token robots must send (env {TOKEN_ENV} / _FILE)"}
+    )
+    max_frame_bytes: int = field(
+        default=64 << 20, metadata={"help": "largest accepted batch frame"}
+    )
+    feed_size: int = field(
+        default=100_000, metadata={"help": "transitions the feed queue holds (oldest dropped)"}
+    )
+    hello_timeout_s: float = field(
+        default=10.0, metadata={"help": "a connection must say hello within this"}
+    )
+    fsync: bool = field(
+        default=False,
+        metadata={
+            "help": "flush each stored step to the disk before its ack (survives a power cut; costs ms per step, "
+            "see benchmarks/results/store_durability.md); off: survives kill -9 only"
+        },
+    )
 
-    def resolve(self) -> "IngestConfig":
+    def resolve(self) -> IngestConfig:
         """Fill the token from ``RLINF_INGEST_TOKEN_FILE`` / ``RLINF_INGEST_TOKEN``; validate."""
         if not self.token:
             path = os.environ.get(TOKEN_ENV + "_FILE", "")
             self.token = Path(path).read_text().strip() if path else os.environ.get(TOKEN_ENV, "")
         if not self.token:
-            raise ValueError(f"key 'ingest.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE "
-                             "(robots authenticate with 'Authorization: Bearer <token>')")
+            raise ValueError(
+                f"key 'ingest.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE "
+                "(robots authenticate with 'Authorization: Bearer <token>')"
+            )
         if not self.store:
             raise ValueError("key 'ingest.store' is empty: name the episode store directory")
         return self
@@ -101,7 +120,9 @@ class IngestedTransition:
     policy_version: int
     next_obs: dict[str, Any]
     episode: int = -1  # the robot's episode number (its steps have consecutive seqs)
-    last: bool = False  # the episode's last step: nothing of it follows (terminal, or its end arrived)
+    last: bool = (
+        False  # the episode's last step: nothing of it follows (terminal, or its end arrived)
+    )
     success: bool | None = None  # the end's success flag when ``last`` came with one, else unknown
 
 
@@ -110,7 +131,9 @@ class _Robot:
     last_seq: int = -1
     writer: EpisodeWriter | None = None
     episode: int = -1  # robot-local episode of `writer`
-    infos: dict[int, dict[str, Any]] = field(default_factory=dict)  # robot episode -> info (to continue one)
+    infos: dict[int, dict[str, Any]] = field(
+        default_factory=dict
+    )  # robot episode -> info (to continue one)
     pending: tuple[Transition, str] | None = None  # newest step, waiting for its next observation
 
 
@@ -122,7 +145,9 @@ class Ledger:
     """The ingest's durable bookkeeping, one thread at a time: which seqs each robot has stored,
     which store episode is open for it, and the pairing of steps with their next observation."""
 
-    def __init__(self, store: EpisodeStore, emit: Callable[[IngestedTransition], None] | None = None) -> None:
+    def __init__(
+        self, store: EpisodeStore, emit: Callable[[IngestedTransition], None] | None = None
+    ) -> None:
         self.store, self.emit = store, emit
         self.robots: dict[str, _Robot] = {}
         self.stats = {"stored": 0, "duplicates": 0, "gaps": 0, "episodes": 0}
@@ -138,7 +163,9 @@ class Ledger:
             if robot_id is None:
                 continue
             r = self._robot(robot_id)
-            last = int(info.extra.get("seq_end", int(info.extra["seq0"]) + self.store.length(i) - 1))
+            last = int(
+                info.extra.get("seq_end", int(info.extra["seq0"]) + self.store.length(i) - 1)
+            )
             r.last_seq = max(r.last_seq, last)
             r.infos[int(info.extra["robot_episode"])] = info.to_dict()
         for robot, r in self.robots.items():
@@ -160,8 +187,12 @@ class Ledger:
                 continue
             if t.seq != r.last_seq + 1:
                 self.stats["gaps"] += 1
-                log.warning("ingest: robot %s skipped seqs %d..%d (its spool overflowed or was deleted)",
-                            robot_id, r.last_seq + 1, t.seq - 1)
+                log.warning(
+                    "ingest: robot %s skipped seqs %d..%d (its spool overflowed or was deleted)",
+                    robot_id,
+                    r.last_seq + 1,
+                    t.seq - 1,
+                )
             self._write(robot_id, r, t)
             r.last_seq = t.seq
         self.stats["duplicates"] += dup
@@ -177,8 +208,11 @@ class Ledger:
         else:  # first step lost its info (should not happen): describe it from the arrays
             step = t.step
             assert step is not None
-            layout = StepLayout(int(step.state.shape[0]), int(step.action.shape[0]),
-                                {k: v.shape[:2] for k, v in step.images.items()})
+            layout = StepLayout(
+                int(step.state.shape[0]),
+                int(step.action.shape[0]),
+                {k: v.shape[:2] for k, v in step.images.items()},
+            )
             info = EpisodeInfo(task="unknown", layout=layout, source="online")
         continues = t.index > 0 and t.episode in r.infos
         info.extra = {**info.extra, "robot_id": robot_id, "robot_episode": t.episode, "seq0": t.seq}
@@ -191,8 +225,14 @@ class Ledger:
         self.stats["episodes"] += 1
         return r.writer
 
-    def _close(self, r: _Robot, status: str, success: bool, final: dict[str, np.ndarray] | None,
-               seq_end: int | None = None) -> None:
+    def _close(
+        self,
+        r: _Robot,
+        status: str,
+        success: bool,
+        final: dict[str, np.ndarray] | None,
+        seq_end: int | None = None,
+    ) -> None:
         w, r.writer = r.writer, None
         if w is None:
             return
@@ -202,7 +242,11 @@ class Ledger:
 
     def _write(self, robot_id: str, r: _Robot, t: Transition) -> None:
         if t.step is not None:
-            w = r.writer if r.writer is not None and r.episode == t.episode else self._open(robot_id, r, t)
+            w = (
+                r.writer
+                if r.writer is not None and r.episode == t.episode
+                else self._open(robot_id, r, t)
+            )
             w.append(t.step.step(t.reward, t.terminated, t.truncated))
             self.stats["stored"] += 1
             self._pair(robot_id, r, t, w.info.source)
@@ -210,11 +254,17 @@ class Ledger:
             if r.writer is not None and r.episode == t.episode:
                 self._close(r, t.end, t.success, t.final, seq_end=t.seq)
             else:
-                log.warning("ingest: robot %s ended episode %d (%s), which has no open store episode here",
-                            robot_id, t.episode, t.end)
+                log.warning(
+                    "ingest: robot %s ended episode %d (%s), which has no open store episode here",
+                    robot_id,
+                    t.episode,
+                    t.end,
+                )
             if r.pending is not None and t.final is not None:
                 step = t.final.get("state")
-                images = {k[len("images/"):]: v for k, v in t.final.items() if k.startswith("images/")}
+                images = {
+                    k[len("images/") :]: v for k, v in t.final.items() if k.startswith("images/")
+                }
                 self._emit(robot_id, r, _obs(step, images), last=True, success=bool(t.success))
             r.pending = None
 
@@ -226,17 +276,38 @@ class Ledger:
         if t.terminated:  # nothing follows a terminal step: its next observation does not matter
             self._emit(robot_id, r, _obs(t.step.state, t.step.images), last=True)
 
-    def _emit(self, robot_id: str, r: _Robot, next_obs: dict[str, Any], last: bool = False,
-              success: bool | None = None) -> None:
+    def _emit(
+        self,
+        robot_id: str,
+        r: _Robot,
+        next_obs: dict[str, Any],
+        last: bool = False,
+        success: bool | None = None,
+    ) -> None:
         pending, r.pending = r.pending, None
         if pending is None or self.emit is None:
             return
         t, source = pending
         s = t.step
         assert s is not None
-        self.emit(IngestedTransition(robot_id, t.seq, source, _obs(s.state, s.images), np.asarray(s.action),
-                                     t.reward, t.terminated, t.truncated, s.intervention, s.policy_version,
-                                     next_obs, t.episode, last, success))
+        self.emit(
+            IngestedTransition(
+                robot_id,
+                t.seq,
+                source,
+                _obs(s.state, s.images),
+                np.asarray(s.action),
+                t.reward,
+                t.terminated,
+                t.truncated,
+                s.intervention,
+                s.policy_version,
+                next_obs,
+                t.episode,
+                last,
+                success,
+            )
+        )
 
     def close(self) -> None:
         for r in self.robots.values():
@@ -248,14 +319,18 @@ class IngestServer:
     """``ws://host:port/transitions`` on its own event-loop thread. ``start()`` / ``stop()``;
     ``feed`` is a bounded queue of :class:`IngestedTransition` (the oldest dropped when full)."""
 
-    def __init__(self, cfg: IngestConfig, on_transition: Callable[[IngestedTransition], None] | None = None) -> None:
+    def __init__(
+        self, cfg: IngestConfig, on_transition: Callable[[IngestedTransition], None] | None = None
+    ) -> None:
         self.cfg = cfg.resolve()
         self.feed: queue.Queue[IngestedTransition] = queue.Queue(maxsize=cfg.feed_size)
         self.dropped_feed = 0
         self._callback = on_transition
         self.store = EpisodeStore(cfg.store, mode="a", fsync=cfg.fsync)
         self.ledger = Ledger(self.store, self._offer)
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-store")  # one store writer
+        self._io = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="ingest-store"
+        )  # one store writer
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ingest", daemon=True)
         self._server: Any = None
@@ -285,18 +360,27 @@ class IngestServer:
         if path == "/healthz":
             return conn.respond(HTTPStatus.OK, "ok\n")
         if path != PATH:
-            return conn.respond(HTTPStatus.NOT_FOUND, f"no such path {clip(path)}; robots use {PATH}\n")
+            return conn.respond(
+                HTTPStatus.NOT_FOUND, f"no such path {clip(path)}; robots use {PATH}\n"
+            )
         value = request.headers.get("Authorization", "")
-        sent = value[len("Bearer "):].strip() if value.startswith("Bearer ") else ""
+        sent = value[len("Bearer ") :].strip() if value.startswith("Bearer ") else ""
         if not sent or not hmac.compare_digest(sent.encode(), self.cfg.token.encode()):
-            log.warning("ingest: refused a connection from %s: missing or wrong bearer token", conn.remote_address)
-            return conn.respond(HTTPStatus.UNAUTHORIZED, "transitions need 'Authorization: Bearer <token>'\n")
+            log.warning(
+                "ingest: refused a connection from %s: missing or wrong bearer token",
+                conn.remote_address,
+            )
+            return conn.respond(
+                HTTPStatus.UNAUTHORIZED, "transitions need 'Authorization: Bearer <token>'\n"
+            )
         return None
 
     async def _handle(self, ws: Any) -> None:
         try:
-            hello = IngestHello.from_wire(unpackb(await asyncio.wait_for(ws.recv(), self.cfg.hello_timeout_s)))
-        except (TimeoutError, asyncio.TimeoutError, WireError, TransitionError) as e:
+            hello = IngestHello.from_wire(
+                unpackb(await asyncio.wait_for(ws.recv(), self.cfg.hello_timeout_s))
+            )
+        except (TimeoutError, WireError, TransitionError) as e:
             await ws.close(1008, f"expected an ingest hello first: {clip(str(e), 200)}")
             return
         robot = hello.robot_id
@@ -307,7 +391,12 @@ class IngestServer:
         loop = asyncio.get_running_loop()
         last = await loop.run_in_executor(self._io, self.ledger.last_seq, robot)
         await ws.send(encode(IngestWelcome(robot, last)))
-        log.info("ingest: robot %s connected from %s (stored up to seq %d)", robot, ws.remote_address, last)
+        log.info(
+            "ingest: robot %s connected from %s (stored up to seq %d)",
+            robot,
+            ws.remote_address,
+            last,
+        )
         try:
             async for frame in ws:
                 try:
@@ -319,8 +408,13 @@ class IngestServer:
                     break
                 ack = await loop.run_in_executor(self._io, self.ledger.apply, robot, batch.items)
                 await ws.send(encode(ack))
-        except Exception as e:  # noqa: BLE001 -- a dropped robot must not take the server down
-            log.warning("ingest: robot %s connection ended: %s: %s", robot, type(e).__name__, clip(str(e), 200))
+        except Exception as e:
+            log.warning(
+                "ingest: robot %s connection ended: %s: %s",
+                robot,
+                type(e).__name__,
+                clip(str(e), 200),
+            )
         finally:
             if self._current.get(robot) is ws:
                 del self._current[robot]
@@ -329,16 +423,26 @@ class IngestServer:
     async def _start(self) -> None:
         from websockets.asyncio.server import serve
 
-        self._server = await serve(self._handle, self.cfg.host, self.cfg.port, process_request=self._gate,
-                                   max_size=self.cfg.max_frame_bytes, ping_interval=20, ping_timeout=60,
-                                   close_timeout=5, compression=None,
-                                   logger=quiet_library_log())  # each /healthz poll: no INFO line
+        self._server = await serve(
+            self._handle,
+            self.cfg.host,
+            self.cfg.port,
+            process_request=self._gate,
+            max_size=self.cfg.max_frame_bytes,
+            ping_interval=20,
+            ping_timeout=60,
+            close_timeout=5,
+            compression=None,
+            logger=quiet_library_log(),
+        )  # each /healthz poll: no INFO line
         self.port = self._server.sockets[0].getsockname()[1]
 
-    def start(self, timeout_s: float = 30.0) -> "IngestServer":
+    def start(self, timeout_s: float = 30.0) -> IngestServer:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout_s)
-        log.info("ingest: serving ws://%s:%d%s into %s", self.cfg.host, self.port, PATH, self.store.path)
+        log.info(
+            "ingest: serving ws://%s:%d%s into %s", self.cfg.host, self.port, PATH, self.store.path
+        )
         return self
 
     @property
@@ -357,7 +461,7 @@ class IngestServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout_s)
 
-    def __enter__(self) -> "IngestServer":
+    def __enter__(self) -> IngestServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -373,9 +477,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8100)
-    p.add_argument("--fsync", action="store_true", help=IngestConfig.__dataclass_fields__["fsync"].metadata["help"])
+    p.add_argument(
+        "--fsync",
+        action="store_true",
+        help=IngestConfig.__dataclass_fields__["fsync"].metadata["help"],
+    )
     a = p.parse_args(argv)
-    logging.basicConfig(level="INFO", format="%(asctime)s ingest %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level="INFO", format="%(asctime)s ingest %(levelname)s %(name)s: %(message)s"
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

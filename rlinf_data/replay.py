@@ -20,8 +20,9 @@ an empty source's share goes to the others in proportion to their ratios.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -35,13 +36,21 @@ class ReplayConfig:
     """Sizes, mixing and return horizon of a :class:`ReplayBuffer`."""
 
     capacity: int = 1_000_000  # observation rows per source
-    mix: dict[str, float] = field(default_factory=lambda: {"demo": 0.5, "online": 0.5})  # source -> share
+    mix: dict[str, float] = field(
+        default_factory=lambda: {"demo": 0.5, "online": 0.5}
+    )  # source -> share
     n_step: int = 1
     gamma: float = 0.99
     # episode-store source -> buffer sources it feeds on restore (HIL-SERL puts interventions in
     # both); sources not in ``mix`` are skipped
-    route: dict[str, tuple[str, ...]] = field(default_factory=lambda: {
-        "demo": ("demo",), "online": ("online",), "intervention": ("intervention", "online"), "eval": ()})
+    route: dict[str, tuple[str, ...]] = field(
+        default_factory=lambda: {
+            "demo": ("demo",),
+            "online": ("online",),
+            "intervention": ("intervention", "online"),
+            "eval": (),
+        }
+    )
 
     def __post_init__(self) -> None:
         if self.capacity < 2:
@@ -51,12 +60,21 @@ class ReplayConfig:
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"replay gamma={self.gamma}; needs 0 <= gamma <= 1")
         bad = sorted(set(self.mix) - set(BUFFER_SOURCES))
-        if bad or not self.mix or any(v < 0 for v in self.mix.values()) or sum(self.mix.values()) <= 0:
-            raise ValueError(f"replay mix={self.mix}: sources must be among {BUFFER_SOURCES} with "
-                             f"non-negative shares summing to > 0")
+        if (
+            bad
+            or not self.mix
+            or any(v < 0 for v in self.mix.values())
+            or sum(self.mix.values()) <= 0
+        ):
+            raise ValueError(
+                f"replay mix={self.mix}: sources must be among {BUFFER_SOURCES} with "
+                f"non-negative shares summing to > 0"
+            )
         for src, dests in self.route.items():
             if set(dests) - set(BUFFER_SOURCES):
-                raise ValueError(f"replay route[{src!r}]={dests}: buffer sources are {BUFFER_SOURCES}")
+                raise ValueError(
+                    f"replay route[{src!r}]={dests}: buffer sources are {BUFFER_SOURCES}"
+                )
 
 
 class _Ring:
@@ -65,7 +83,10 @@ class _Ring:
     def __init__(self, layout: StepLayout, capacity: int) -> None:
         c = capacity
         self.capacity, self.cursor, self.size, self.serial_counter = c, 0, 0, 0
-        self.obs = {k: np.zeros((c,) + shape, dtype) for k, (dtype, shape) in layout.observation_fields().items()}
+        self.obs = {
+            k: np.zeros((c,) + shape, dtype)
+            for k, (dtype, shape) in layout.observation_fields().items()
+        }
         self.action = np.zeros((c, layout.action_dim), np.float32)
         self.reward = np.zeros(c, np.float32)
         self.terminated = np.zeros(c, bool)
@@ -92,11 +113,23 @@ class _Ring:
         self.size = min(self.size + n, self.capacity)
         return rows
 
-    def write_transition(self, rows: np.ndarray, action: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
-                         done: np.ndarray, next_rows: np.ndarray, intervention: np.ndarray) -> None:
+    def write_transition(
+        self,
+        rows: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        done: np.ndarray,
+        next_rows: np.ndarray,
+        intervention: np.ndarray,
+    ) -> None:
         """Fill the transitions leaving ``rows``; ``next_rows`` -1 = next observation unknown."""
         self.action[rows], self.reward[rows] = action, reward
-        self.terminated[rows], self.done[rows], self.intervention[rows] = terminated, done, intervention
+        self.terminated[rows], self.done[rows], self.intervention[rows] = (
+            terminated,
+            done,
+            intervention,
+        )
         self.next[rows] = next_rows
         self.next_serial[rows] = np.where(next_rows >= 0, self.serial[np.maximum(next_rows, 0)], -1)
         self.has_tr[rows] = True
@@ -129,7 +162,9 @@ class ReplayBuffer:
 
     def _ring(self, source: str) -> _Ring:
         if source not in self.rings:
-            raise KeyError(f"replay source {source!r} is not configured; mix has {sorted(self.rings)}")
+            raise KeyError(
+                f"replay source {source!r} is not configured; mix has {sorted(self.rings)}"
+            )
         return self.rings[source]
 
     def __len__(self) -> int:
@@ -154,11 +189,21 @@ class ReplayBuffer:
         done = np.zeros(n, bool)
         done[-1] = True
         done |= s["terminated"] | s["truncated"]
-        ring.write_transition(rows[:n], s["action"], s["reward"], s["terminated"], done, nxt, s["intervention"])
+        ring.write_transition(
+            rows[:n], s["action"], s["reward"], s["terminated"], done, nxt, s["intervention"]
+        )
 
-    def add(self, source: str, obs: dict[str, Any], action: np.ndarray, reward: np.ndarray,
-            terminated: np.ndarray, truncated: np.ndarray, next_obs: dict[str, Any],
-            intervention: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        source: str,
+        obs: dict[str, Any],
+        action: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        next_obs: dict[str, Any],
+        intervention: np.ndarray | None = None,
+    ) -> None:
         """Append one vector-env step of ``B`` streams (env rows). ``obs`` / ``next_obs`` use the
         env's observation map (``state`` [B, D], ``images`` {cam: [B, H, W, 3]}); for rows that
         ended, ``next_obs`` must be ``info["final_observation"]``. A stream's ``obs`` is stored
@@ -175,8 +220,15 @@ class ReplayBuffer:
         term, trunc = np.asarray(terminated, bool), np.asarray(truncated, bool)
         next_rows = ring.write_obs(flat_next)
         inter = np.zeros(b, bool) if intervention is None else np.asarray(intervention, bool)
-        ring.write_transition(rows, np.asarray(action, np.float32), np.asarray(reward, np.float32),
-                              term, term | trunc, next_rows, inter)
+        ring.write_transition(
+            rows,
+            np.asarray(action, np.float32),
+            np.asarray(reward, np.float32),
+            term,
+            term | trunc,
+            next_rows,
+            inter,
+        )
         for i in range(b):
             if term[i] or trunc[i]:
                 self._open.pop((source, i), None)
@@ -205,7 +257,9 @@ class ReplayBuffer:
         """Rows per source in a batch of ``batch_size`` (largest-remainder rounding)."""
         live = {s: w for s, w in self.cfg.mix.items() if w > 0 and len(self.rings[s].valid_rows())}
         if not live:
-            raise ValueError(f"replay buffer has no sampleable transition in any of {sorted(self.cfg.mix)}")
+            raise ValueError(
+                f"replay buffer has no sampleable transition in any of {sorted(self.cfg.mix)}"
+            )
         total = sum(live.values())
         exact = {s: batch_size * w / total for s, w in live.items()}
         counts = {s: int(np.floor(x)) for s, x in exact.items()}
@@ -226,12 +280,24 @@ class ReplayBuffer:
             if k:
                 ring = self.rings[src]
                 valid = ring.valid_rows()
-                parts.append(self._targets(ring, valid[rng.integers(0, len(valid), size=k)],
-                                           list(self.cfg.mix).index(src)))
-        out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k not in ("obs", "next_obs")}
+                parts.append(
+                    self._targets(
+                        ring,
+                        valid[rng.integers(0, len(valid), size=k)],
+                        list(self.cfg.mix).index(src),
+                    )
+                )
+        out = {
+            k: np.concatenate([p[k] for p in parts])
+            for k in parts[0]
+            if k not in ("obs", "next_obs")
+        }
         for key in ("obs", "next_obs"):
             flat = {f: np.concatenate([p[key][f] for p in parts]) for f in parts[0][key]}
-            out[key] = {"state": flat["state"], "images": {c: flat[f"images/{c}"] for c in self.layout.cameras}}
+            out[key] = {
+                "state": flat["state"],
+                "images": {c: flat[f"images/{c}"] for c in self.layout.cameras},
+            }
         return out
 
     def _targets(self, ring: _Ring, rows: np.ndarray, source_id: int) -> dict[str, Any]:
@@ -252,7 +318,9 @@ class ReplayBuffer:
             disc[a] = np.where(term, 0.0, disc[a] * gamma)
             ended = ring.done[cur[a]]
             linked = ring.linked(cur[a])
-            cur[a] = np.where(linked, ring.next[cur[a]], cur[a])  # terminal without next obs: itself
+            cur[a] = np.where(
+                linked, ring.next[cur[a]], cur[a]
+            )  # terminal without next obs: itself
             active[a] = ~ended
         return {
             "obs": {f: buf[rows] for f, buf in ring.obs.items()},

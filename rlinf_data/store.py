@@ -41,14 +41,15 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import zarr
 
-from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step
 from rlinf_contracts.commit import crash_point, fsync_dir, fsync_files, write_atomic
+from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step
 from rlinf_data.store_repair import TORN, group_json, load, read_attrs, repair, trim
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ TIME_CHUNK = 256  # rows per chunk of the small per-step arrays (images: one row
 __all__ = ["EpisodeStore", "EpisodeWriter", "FORMAT_KEY", "TORN"]
 
 
-def _rows_async(arrays: dict[str, zarr.Array], index: slice | int, values: dict[str, np.ndarray]) -> None:
+def _rows_async(
+    arrays: dict[str, zarr.Array], index: slice | int, values: dict[str, np.ndarray]
+) -> None:
     """Write ``values[k]`` into ``arrays[k][index]`` for every field, concurrently."""
     try:
         from zarr.core.sync import sync
@@ -76,7 +79,9 @@ class EpisodeWriter:
     """Appends the steps of one open episode; ``end`` closes it (use as a context manager:
     an exception inside the block marks the episode ``aborted``)."""
 
-    def __init__(self, store: "EpisodeStore", index: int, group: zarr.Group, info: EpisodeInfo) -> None:
+    def __init__(
+        self, store: EpisodeStore, index: int, group: zarr.Group, info: EpisodeInfo
+    ) -> None:
         self.store, self.index, self.group, self.info = store, index, group, info
         self.layout = info.layout
         self.length = 0
@@ -87,8 +92,11 @@ class EpisodeWriter:
 
     def _commit(self) -> None:
         """The one write that makes the episode's new state visible: its group ``zarr.json``."""
-        write_atomic(self._dir / "zarr.json", group_json({"info": self.info.to_dict(), "length": self.length}),
-                     self.store.fsync)
+        write_atomic(
+            self._dir / "zarr.json",
+            group_json({"info": self.info.to_dict(), "length": self.length}),
+            self.store.fsync,
+        )
 
     def _chunk_files(self, row: int) -> list[Path]:
         """The chunk file of every field holding ``row`` (what an fsync of that step covers)."""
@@ -102,7 +110,9 @@ class EpisodeWriter:
         """Write one step; it is durable (survives kill -9, and a power cut with ``fsync``) when
         this returns."""
         if self.info.status != "open":
-            raise EpisodeError(f"episode {self.index} is {self.info.status}; begin a new one to append")
+            raise EpisodeError(
+                f"episode {self.index} is {self.info.status}; begin a new one to append"
+            )
         values = step.arrays()
         self.layout.check(values)
         self._grow(self.length + 1)
@@ -124,13 +134,19 @@ class EpisodeWriter:
         if self.store.fsync:
             fsync_files(self._dir / name / "zarr.json" for name in self._arrays)
 
-    def end(self, status: str | None = None, success: bool | None = None,
-            final: dict[str, np.ndarray] | None = None) -> int:
+    def end(
+        self,
+        status: str | None = None,
+        success: bool | None = None,
+        final: dict[str, np.ndarray] | None = None,
+    ) -> int:
         """Close the episode: ``status`` defaults to ``truncated`` when the last step was
         truncated, else ``complete``; ``final`` is the observation after the last step."""
         if status is None:
             status = "truncated" if self._last is not None and self._last.truncated else "complete"
-        EpisodeInfo.from_dict({**self.info.to_dict(), "status": status})  # a valid status, before any write
+        EpisodeInfo.from_dict(
+            {**self.info.to_dict(), "status": status}
+        )  # a valid status, before any write
         if final is not None:
             final = {k: np.asarray(v) for k, v in final.items()}
             self.layout.check(final, only_obs=True)
@@ -150,7 +166,7 @@ class EpisodeWriter:
     def abort(self) -> int:
         return self.end(status="aborted")
 
-    def __enter__(self) -> "EpisodeWriter":
+    def __enter__(self) -> EpisodeWriter:
         return self
 
     def __exit__(self, exc_type: Any, *exc: object) -> None:
@@ -178,16 +194,28 @@ class EpisodeStore:
         self._warned: set[str] = set()
         if mode == "r" and not (self.path / "zarr.json").is_file():
             raise FileNotFoundError(f"no episode store at {self.path} (no zarr.json)")
-        if mode == "a":  # a new store (or one killed while being created): its root and format key in one write
+        if (
+            mode == "a"
+        ):  # a new store (or one killed while being created): its root and format key in one write
             attrs = read_attrs(self.path)
-            if attrs is None or FORMAT_KEY not in attrs and not any(p.is_dir() for p in self.path.iterdir()):
+            if (
+                attrs is None
+                or FORMAT_KEY not in attrs
+                and not any(p.is_dir() for p in self.path.iterdir())
+            ):
                 self.path.mkdir(parents=True, exist_ok=True)
-                write_atomic(self.path / "zarr.json", group_json({**(attrs or {}), FORMAT_KEY: 1}), self.fsync)
+                write_atomic(
+                    self.path / "zarr.json",
+                    group_json({**(attrs or {}), FORMAT_KEY: 1}),
+                    self.fsync,
+                )
         self.root = zarr.open_group(str(self.path), mode=mode)
         # a root without the format key and without members was killed while being created: empty
         if FORMAT_KEY not in self.root.attrs and any(p.is_dir() for p in self.path.iterdir()):
-            raise EpisodeError(f"{self.path} is not an episode store (no {FORMAT_KEY!r} attr); "
-                               "name an episode store directory (or a new one)")
+            raise EpisodeError(
+                f"{self.path} is not an episode store (no {FORMAT_KEY!r} attr); "
+                "name an episode store directory (or a new one)"
+            )
         if mode == "a":
             if not (self.path / "episodes" / "zarr.json").is_file():
                 (self.path / "episodes").mkdir(exist_ok=True)
@@ -221,8 +249,15 @@ class EpisodeStore:
     def _warn_torn(self, name: str, why: str) -> None:
         if name not in self._warned:  # once per episode, not once per access
             self._warned.add(name)
-            log.warning("episode %s of %s is torn (%s): read as an empty aborted episode%s", name, self.path, why,
-                        "; repairing it" if self.mode == "a" else "; opening the store with mode='a' repairs it")
+            log.warning(
+                "episode %s of %s is torn (%s): read as an empty aborted episode%s",
+                name,
+                self.path,
+                why,
+                "; repairing it"
+                if self.mode == "a"
+                else "; opening the store with mode='a' repairs it",
+            )
 
     def info(self, i: int) -> EpisodeInfo:
         return self._attrs(self._name(i))[0]
@@ -235,11 +270,16 @@ class EpisodeStore:
         name = self._name(i)
         info, n = self._attrs(name)
         g = zarr.open_group(self.root.store, path=f"episodes/{name}", mode="r") if n else None
-        steps = {f: _committed(g, f, n, dtype, shape) for f, (dtype, shape) in info.layout.fields().items()}
+        steps = {
+            f: _committed(g, f, n, dtype, shape)
+            for f, (dtype, shape) in info.layout.fields().items()
+        }
         final = None
         if n and info.status != "open" and (self.path / "episodes" / name / "final").is_dir():
             try:  # a final observation is part of a committed end only when every field is there
-                final = {f: np.asarray(g[f"final/{f}"][0]) for f in info.layout.observation_fields()}
+                final = {
+                    f: np.asarray(g[f"final/{f}"][0]) for f in info.layout.observation_fields()
+                }
             except (KeyError, FileNotFoundError):
                 final = None
         return Episode(info, steps, final)
@@ -260,7 +300,11 @@ class EpisodeStore:
         name = f"{index:06d}"
         stage = self.path / f".staging-{name}"
         shutil.rmtree(stage, ignore_errors=True)
-        g = zarr.open_group(zarr.storage.LocalStore(stage), mode="w", attributes={"info": info.to_dict(), "length": 0})
+        g = zarr.open_group(
+            zarr.storage.LocalStore(stage),
+            mode="w",
+            attributes={"info": info.to_dict(), "length": 0},
+        )
         crash_point("begin.group_staged")
         for f, (dtype, shape) in info.layout.fields().items():
             chunk = (1,) if f.startswith("images/") else (TIME_CHUNK,)
@@ -309,6 +353,8 @@ def _rows_bulk(w: EpisodeWriter, steps: dict[str, np.ndarray]) -> None:
     w.length = n
     w._commit()
     if n:
-        w._last = Step(state=steps["state"][-1], action=steps["action"][-1],
-                       truncated=bool(steps["truncated"][-1]))
-
+        w._last = Step(
+            state=steps["state"][-1],
+            action=steps["action"][-1],
+            truncated=bool(steps["truncated"][-1]),
+        )

@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 import zarr
 
-from rlinf_contracts.episode import EpisodeError, EpisodeInfo, StepLayout
 from rlinf_contracts.commit import TMP_SUFFIX, write_atomic
+from rlinf_contracts.episode import EpisodeError, EpisodeInfo, StepLayout
 
 if TYPE_CHECKING:
     from rlinf_data.store import EpisodeStore
 
 log = logging.getLogger(__name__)
-TORN = "torn"  # key of info.extra on an episode read (or repaired) from a torn group: why it was torn
+TORN = (
+    "torn"  # key of info.extra on an episode read (or repaired) from a torn group: why it was torn
+)
 ZARR_TMP_SUFFIX = ".partial"  # zarr's local store writes <name>.<hex>.partial, then renames it
 
 
@@ -35,8 +37,11 @@ def group_json(attributes: dict[str, Any]) -> bytes:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.group import GroupMetadata
 
-    return GroupMetadata(attributes=attributes).to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
-
+    return (
+        GroupMetadata(attributes=attributes)
+        .to_buffer_dict(default_buffer_prototype())["zarr.json"]
+        .to_bytes()
+    )
 
 
 def read_attrs(episode_dir: Path) -> dict[str, Any] | None:
@@ -106,7 +111,7 @@ def _remove_temps(directory: Path, recursive: bool) -> None:
             p.unlink(missing_ok=True)
 
 
-def repair(store: "EpisodeStore") -> None:
+def repair(store: EpisodeStore) -> None:
     """Make the store clean for writing: drop what a kill left half-made, write a valid
     ``aborted`` info into torn episodes, close interrupted ones as ``aborted`` at their
     committed length."""
@@ -121,11 +126,21 @@ def repair(store: "EpisodeStore") -> None:
         if why is not None:
             store._warn_torn(name, why)
             _remove_temps(d, recursive=True)
-            write_atomic(d / "zarr.json", group_json({"info": info.to_dict(), "length": 0}), store.fsync)
+            write_atomic(
+                d / "zarr.json", group_json({"info": info.to_dict(), "length": 0}), store.fsync
+            )
         elif info.status == "open":
-            log.warning("episode %s in %s was interrupted after %d steps: marked aborted", name, root, n)
+            log.warning(
+                "episode %s in %s was interrupted after %d steps: marked aborted", name, root, n
+            )
             _remove_temps(d, recursive=True)
-            trim(zarr.open_group(store.root.store, path=f"episodes/{name}", mode="r+"), info.layout, n)
+            trim(
+                zarr.open_group(store.root.store, path=f"episodes/{name}", mode="r+"),
+                info.layout,
+                n,
+            )
             shutil.rmtree(d / "final", ignore_errors=True)  # an end that never committed
             info.status = "aborted"
-            write_atomic(d / "zarr.json", group_json({"info": info.to_dict(), "length": n}), store.fsync)
+            write_atomic(
+                d / "zarr.json", group_json({"info": info.to_dict(), "length": n}), store.fsync
+            )

@@ -24,7 +24,13 @@ from trajectory_msgs.msg import JointTrajectory
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from rlinf_ros.config import BridgeConfig
-from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, pose_msg, trajectory_msg
+from rlinf_ros.conversions import (
+    ConversionError,
+    joint_state_to_arrays,
+    pose_from_msg,
+    pose_msg,
+    trajectory_msg,
+)
 from robot_drivers.arm import FrankaArm
 from robot_drivers.bridge_arm import BridgeArmBackend
 from robot_drivers.types import EEPose
@@ -33,7 +39,9 @@ log = logging.getLogger(__name__)
 
 
 def bridged(arms: list[FrankaArm]) -> list[tuple[int, FrankaArm, BridgeArmBackend]]:
-    return [(i, a, a.backend) for i, a in enumerate(arms) if isinstance(a.backend, BridgeArmBackend)]
+    return [
+        (i, a, a.backend) for i, a in enumerate(arms) if isinstance(a.backend, BridgeArmBackend)
+    ]
 
 
 def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_hz: float) -> None:
@@ -43,12 +51,16 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
         return
     cfg.validate()
     if len(found) > 1:
-        raise ConfigError("key 'robot.arms': bridge mode drives one arm per robot node; start one node per arm "
-                          "(namespaces) for two")
+        raise ConfigError(
+            "key 'robot.arms': bridge mode drives one arm per robot node; start one node per arm "
+            "(namespaces) for two"
+        )
     _, arm, backend = found[0]
     if cfg.command == "cartesian_pose" and backend.fk is None:
-        raise ConfigError("key 'robot.bridge.command': cartesian_pose needs kinematics: panda (the safe joint "
-                          "target is turned into a pose by forward kinematics); use joint_trajectory")
+        raise ConfigError(
+            "key 'robot.bridge.command': cartesian_pose needs kinematics: panda (the safe joint "
+            "target is turned into a pose by forward kinematics); use joint_trajectory"
+        )
     from rlinf_ros.nodes.common import reliable_qos, sensor_qos
 
     horizon = cfg.point_time_s or 2.0 / driver_hz
@@ -56,21 +68,26 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
         topic = f"/{cfg.controller.strip('/')}/joint_trajectory"
         pub = node.create_publisher(JointTrajectory, topic, reliable_qos(10))
         backend.send_joints = lambda q: pub.publish(
-            trajectory_msg(backend.joint_names, q[None], np.array([horizon]), stamp=0.0))
+            trajectory_msg(backend.joint_names, q[None], np.array([horizon]), stamp=0.0)
+        )
     else:
         topic = cfg.target_pose
         pub = node.create_publisher(PoseStamped, topic, reliable_qos(10))
 
         def send_pose(q: np.ndarray) -> None:
             T = backend.fk(q)  # type: ignore[misc]
-            pub.publish(pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), frame_id=cfg.frame_id))
+            pub.publish(
+                pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), frame_id=cfg.frame_id)
+            )
 
         backend.send_joints = send_pose
     if cfg.gripper_command:
         gpub = node.create_publisher(JointTrajectory, cfg.gripper_command, reliable_qos(10))
         finger = arm.gripper_joint_names[0]
-        backend.send_gripper = lambda w: gpub.publish(
-            trajectory_msg([finger], np.array([[w / 2]]), np.array([0.5]), stamp=0.0)) or True
+        backend.send_gripper = lambda w: (
+            gpub.publish(trajectory_msg([finger], np.array([[w / 2]]), np.array([0.5]), stamp=0.0))
+            or True
+        )
 
     def on_joints(msg: JointState) -> None:
         try:
@@ -82,14 +99,30 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
 
     node.create_subscription(JointState, cfg.joint_states, on_joints, sensor_qos())
     if cfg.ee_pose:
-        node.create_subscription(PoseStamped, cfg.ee_pose, lambda m: _on_pose(backend, arm, m), sensor_qos())
+        node.create_subscription(
+            PoseStamped, cfg.ee_pose, lambda m: _on_pose(backend, arm, m), sensor_qos()
+        )
     if cfg.gripper_joint_states:
-        node.create_subscription(JointState, cfg.gripper_joint_states,
-                                 lambda m: backend.update_gripper(2.0 * m.position[0]) if len(m.position) else None,
-                                 sensor_qos())
-    pose_note = {"stack": cfg.ee_pose, "fk": "Panda forward kinematics", "none": "NONE (no Cartesian features)"}
-    log.info("bridge: %s joints %s from %s -> %s (%s); EE pose from %s", arm.name, backend.joint_names,
-             cfg.joint_states, topic, cfg.command, cfg.ee_pose or pose_note[backend.ee_pose_source])
+        node.create_subscription(
+            JointState,
+            cfg.gripper_joint_states,
+            lambda m: backend.update_gripper(2.0 * m.position[0]) if len(m.position) else None,
+            sensor_qos(),
+        )
+    pose_note = {
+        "stack": cfg.ee_pose,
+        "fk": "Panda forward kinematics",
+        "none": "NONE (no Cartesian features)",
+    }
+    log.info(
+        "bridge: %s joints %s from %s -> %s (%s); EE pose from %s",
+        arm.name,
+        backend.joint_names,
+        cfg.joint_states,
+        topic,
+        cfg.command,
+        cfg.ee_pose or pose_note[backend.ee_pose_source],
+    )
 
 
 def _on_pose(backend: BridgeArmBackend, arm: FrankaArm, msg: PoseStamped) -> None:

@@ -18,24 +18,41 @@ from typing import Any
 
 from rlinf_contracts.config import ConfigError, from_dict, load_config
 from rlinf_contracts.spec import RobotSpec, SpecError
-from robot_drivers.cameras import CameraConfig
-from rlinf_ros.online_config import RecorderNodeConfig, RewardNodeConfig, StreamerNodeConfig, TeleopNodeConfig
+from rlinf_ros.online_config import (
+    RecorderNodeConfig,
+    RewardNodeConfig,
+    StreamerNodeConfig,
+    TeleopNodeConfig,
+)
 from rlinf_ros.rtc import RtcConfig
 from rlinf_ros.secrets import read_secret, reject_literal, reject_secret_overrides
+from robot_drivers.cameras import CameraConfig
 from robot_drivers.factory import ArmConfig
 
 
 @dataclass
 class RobotTopics:
-    joint_states: str = field(default="joint_states", metadata={"help": "sensor_msgs/JointState out"})
-    gripper_joint_states: str = field(default="franka_gripper/joint_states", metadata={"help": "finger joints out"})
-    ee_pose: str = field(default="franka_robot_state_broadcaster/current_pose", metadata={"help": "PoseStamped out"})
-    robot_state: str = field(default="franka_robot_state_broadcaster/robot_state",
-                             metadata={"help": "std_msgs/String JSON: mode, errors, e-stop, safety counters"})
-    joint_trajectory: str = field(default="joint_trajectory_controller/joint_trajectory",
-                                  metadata={"help": "trajectory_msgs/JointTrajectory in"})
-    target_pose: str = field(default="cartesian_impedance_controller/target_pose",
-                             metadata={"help": "geometry_msgs/PoseStamped target in (IK to joints)"})
+    joint_states: str = field(
+        default="joint_states", metadata={"help": "sensor_msgs/JointState out"}
+    )
+    gripper_joint_states: str = field(
+        default="franka_gripper/joint_states", metadata={"help": "finger joints out"}
+    )
+    ee_pose: str = field(
+        default="franka_robot_state_broadcaster/current_pose", metadata={"help": "PoseStamped out"}
+    )
+    robot_state: str = field(
+        default="franka_robot_state_broadcaster/robot_state",
+        metadata={"help": "std_msgs/String JSON: mode, errors, e-stop, safety counters"},
+    )
+    joint_trajectory: str = field(
+        default="joint_trajectory_controller/joint_trajectory",
+        metadata={"help": "trajectory_msgs/JointTrajectory in"},
+    )
+    target_pose: str = field(
+        default="cartesian_impedance_controller/target_pose",
+        metadata={"help": "geometry_msgs/PoseStamped target in (IK to joints)"},
+    )
 
 
 BRIDGE_COMMANDS = ("joint_trajectory", "cartesian_pose")
@@ -45,83 +62,152 @@ BRIDGE_COMMANDS = ("joint_trajectory", "cartesian_pose")
 class BridgeConfig:
     """Topics of the stack a bridged arm (``robot.arms[0].backend: bridge``) sits on."""
 
-    joint_states: str = field(default="/joint_states", metadata={"help": "the stack's sensor_msgs/JointState"})
-    ee_pose: str = field(default="", metadata={
-        "help": "the stack's EE PoseStamped (franka_ros2: /franka_robot_state_broadcaster/current_pose); "
-                "'' = forward kinematics (Panda / FR3) or none"})
-    gripper_joint_states: str = field(default="", metadata={"help": "finger JointState (width = 2 x finger 1); ''"})
-    command: str = field(default="joint_trajectory", metadata={"help": "joint_trajectory | cartesian_pose"})
-    controller: str = field(default="joint_trajectory_controller", metadata={
-        "help": "ros2_control JointTrajectoryController name: commands go to /<controller>/joint_trajectory"})
-    target_pose: str = field(default="/cartesian_impedance_controller/target_pose", metadata={
-        "help": "cartesian_pose mode: the controller's PoseStamped target topic"})
-    gripper_command: str = field(default="", metadata={
-        "help": "JointTrajectory topic for the finger joint ('' = gripper commands are dropped, with a warning)"})
-    point_time_s: float = field(default=0.0, metadata={"help": "time_from_start of each command; 0 = 2 driver periods"})
+    joint_states: str = field(
+        default="/joint_states", metadata={"help": "the stack's sensor_msgs/JointState"}
+    )
+    ee_pose: str = field(
+        default="",
+        metadata={
+            "help": "the stack's EE PoseStamped (franka_ros2: /franka_robot_state_broadcaster/current_pose); "
+            "'' = forward kinematics (Panda / FR3) or none"
+        },
+    )
+    gripper_joint_states: str = field(
+        default="", metadata={"help": "finger JointState (width = 2 x finger 1); ''"}
+    )
+    command: str = field(
+        default="joint_trajectory", metadata={"help": "joint_trajectory | cartesian_pose"}
+    )
+    controller: str = field(
+        default="joint_trajectory_controller",
+        metadata={
+            "help": "ros2_control JointTrajectoryController name: commands go to /<controller>/joint_trajectory"
+        },
+    )
+    target_pose: str = field(
+        default="/cartesian_impedance_controller/target_pose",
+        metadata={"help": "cartesian_pose mode: the controller's PoseStamped target topic"},
+    )
+    gripper_command: str = field(
+        default="",
+        metadata={
+            "help": "JointTrajectory topic for the finger joint ('' = gripper commands are dropped, with a warning)"
+        },
+    )
+    point_time_s: float = field(
+        default=0.0, metadata={"help": "time_from_start of each command; 0 = 2 driver periods"}
+    )
     frame_id: str = field(default="base", metadata={"help": "frame of the Cartesian target"})
 
     def validate(self) -> None:
         if self.command not in BRIDGE_COMMANDS:
-            raise ConfigError(f"key 'robot.bridge.command' must be one of {BRIDGE_COMMANDS}, got {self.command!r}")
+            raise ConfigError(
+                f"key 'robot.bridge.command' must be one of {BRIDGE_COMMANDS}, got {self.command!r}"
+            )
 
 
 @dataclass
 class SceneTwinConfig:
     """Topics of a twin whose arm runs a simulator scene (``robot.arms[*].scene``; rlinf_ros.nodes.scene_twin)."""
 
-    cameras: dict[str, str] = field(default_factory=dict, metadata={
-        "help": "scene camera -> sensor_msgs/Image topic, rendered as the simulator renders observations"})
+    cameras: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "help": "scene camera -> sensor_msgs/Image topic, rendered as the simulator renders observations"
+        },
+    )
     camera_hz: float = field(default=10.0, metadata={"help": "scene camera frame rate"})
-    objects_topic: str = field(default="sim/objects", metadata={"help": "PoseArray of the object slots (base frame)"})
-    scene_topic: str = field(default="sim/scene", metadata={"help": "JSON {episode, instruction, success, target}"})
-    new_episode_topic: str = field(default="sim/new_episode", metadata={"help": "String: reset the scene's episode"})
-    lockstep: bool = field(default=False, metadata={
-        "help": "validate a checkpoint: each command (stamped with the observation it answers) advances the "
-                "physics exactly one simulator control step, then joints, pose, objects and camera go out under "
-                "one stamp; no wall-clock physics (pair with policy_client.lockstep)"})
+    objects_topic: str = field(
+        default="sim/objects", metadata={"help": "PoseArray of the object slots (base frame)"}
+    )
+    scene_topic: str = field(
+        default="sim/scene", metadata={"help": "JSON {episode, instruction, success, target}"}
+    )
+    new_episode_topic: str = field(
+        default="sim/new_episode", metadata={"help": "String: reset the scene's episode"}
+    )
+    lockstep: bool = field(
+        default=False,
+        metadata={
+            "help": "validate a checkpoint: each command (stamped with the observation it answers) advances the "
+            "physics exactly one simulator control step, then joints, pose, objects and camera go out under "
+            "one stamp; no wall-clock physics (pair with policy_client.lockstep)"
+        },
+    )
 
 
-SIM_BACKENDS = ("sim", "kinematic")  # arms whose physics this process steps: they can own simulated time
+SIM_BACKENDS = (
+    "sim",
+    "kinematic",
+)  # arms whose physics this process steps: they can own simulated time
 
 
 @dataclass
 class RobotNodeConfig:
-    enabled: bool = field(default=True, metadata={"help": "start this node (false: robot driven elsewhere)"})
+    enabled: bool = field(
+        default=True, metadata={"help": "start this node (false: robot driven elsewhere)"}
+    )
     name: str = "robot"
     namespace: str = ""
     arms: list[ArmConfig] = field(default_factory=lambda: [ArmConfig()])
-    driver_hz: float = field(default=100.0, metadata={"help": "driver tick (physics, watchdog, trajectories)"})
-    publish_hz: float = field(default=50.0, metadata={"help": "joint state / pose publication rate"})
+    driver_hz: float = field(
+        default=100.0, metadata={"help": "driver tick (physics, watchdog, trajectories)"}
+    )
+    publish_hz: float = field(
+        default=50.0, metadata={"help": "joint state / pose publication rate"}
+    )
     state_hz: float = field(default=5.0, metadata={"help": "robot_state JSON rate"})
     frame_id: str = "base"
     grasp_width: float = 0.0
     grasp_force: float = 20.0
     topics: RobotTopics = field(default_factory=RobotTopics)
-    bridge: BridgeConfig = field(default_factory=BridgeConfig, metadata={
-        "help": "bridge mode (an arm with backend: bridge): the existing stack's topics"})
-    scene: SceneTwinConfig = field(default_factory=SceneTwinConfig, metadata={
-        "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode topics"})
-    sim_clock: bool = field(default=False, metadata={
-        "help": "simulated arms only: publish /clock (physics steps x timestep, one driver period per tick) "
-                "and run the arms' safety clock on it; pair with use_sim_time: true"})
-    real_time_factor: float = field(default=1.0, metadata={
-        "help": "sim_clock: simulated seconds per wall second the driver aims at (< 1 leaves CPU headroom)"})
+    bridge: BridgeConfig = field(
+        default_factory=BridgeConfig,
+        metadata={"help": "bridge mode (an arm with backend: bridge): the existing stack's topics"},
+    )
+    scene: SceneTwinConfig = field(
+        default_factory=SceneTwinConfig,
+        metadata={
+            "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode topics"
+        },
+    )
+    sim_clock: bool = field(
+        default=False,
+        metadata={
+            "help": "simulated arms only: publish /clock (physics steps x timestep, one driver period per tick) "
+            "and run the arms' safety clock on it; pair with use_sim_time: true"
+        },
+    )
+    real_time_factor: float = field(
+        default=1.0,
+        metadata={
+            "help": "sim_clock: simulated seconds per wall second the driver aims at (< 1 leaves CPU headroom)"
+        },
+    )
 
     def validate(self) -> None:
         self.bridge.validate()
         if self.sim_clock and self.scene.lockstep:
-            raise ConfigError("keys 'robot.sim_clock' and 'robot.scene.lockstep' exclude each other: a lock-step "
-                              "twin's time advances only per applied action; use one or the other")
+            raise ConfigError(
+                "keys 'robot.sim_clock' and 'robot.scene.lockstep' exclude each other: a lock-step "
+                "twin's time advances only per applied action; use one or the other"
+            )
         if self.sim_clock and any(a.backend not in SIM_BACKENDS for a in self.arms):
-            raise ConfigError(f"key 'robot.sim_clock' needs simulated arms (backend in {SIM_BACKENDS}), got "
-                              f"{[a.backend for a in self.arms]}; a real arm runs on wall time")
+            raise ConfigError(
+                f"key 'robot.sim_clock' needs simulated arms (backend in {SIM_BACKENDS}), got "
+                f"{[a.backend for a in self.arms]}; a real arm runs on wall time"
+            )
         if not 0 < self.real_time_factor <= 1.0:
-            raise ConfigError(f"key 'robot.real_time_factor' must be in (0, 1], got {self.real_time_factor}")
+            raise ConfigError(
+                f"key 'robot.real_time_factor' must be in (0, 1], got {self.real_time_factor}"
+            )
         if len(self.arms) not in (1, 2):
             raise ConfigError(f"key 'robot.arms' must list 1 or 2 arms, got {len(self.arms)}")
         prefixes = [a.joint_prefix for a in self.arms]
         if len(set(prefixes)) != len(prefixes):
-            raise ConfigError(f"key 'robot.arms[*].joint_prefix' must differ between arms, got {prefixes}")
+            raise ConfigError(
+                f"key 'robot.arms[*].joint_prefix' must differ between arms, got {prefixes}"
+            )
 
 
 @dataclass
@@ -129,12 +215,17 @@ class CameraNodeConfig:
     name: str = "camera"
     namespace: str = ""
     camera: CameraConfig = field(default_factory=CameraConfig)
-    image_topic: str = field(default="camera/camera/color/image_raw", metadata={"help": "sensor_msgs/Image out"})
-    info_topic: str = field(default="camera/camera/color/camera_info", metadata={"help": "CameraInfo out"})
+    image_topic: str = field(
+        default="camera/camera/color/image_raw", metadata={"help": "sensor_msgs/Image out"}
+    )
+    info_topic: str = field(
+        default="camera/camera/color/camera_info", metadata={"help": "CameraInfo out"}
+    )
     encoding: str = field(default="rgb8", metadata={"help": "rgb8 | bgr8 | mono8 ..."})
     frame_id: str = "camera_color_optical_frame"
-    mirror_joint_states: str = field(default="joint_states",
-                                     metadata={"help": "sim only: joint topic the rendered arm mirrors"})
+    mirror_joint_states: str = field(
+        default="joint_states", metadata={"help": "sim only: joint topic the rendered arm mirrors"}
+    )
     joint_prefix: str = "panda_"
 
 
@@ -143,71 +234,161 @@ API_KEY_ENV = "RLINF_API_KEY"  # what `rlinf serve` reads too
 
 # The joint-delta layout of the wave-1 client, kept as the default so a config without a
 # robot_spec still describes something real: 7 joints + gripper width per arm, 8-D actions.
-JOINT_DELTA_SPEC = {"state": [["joint_pos", 7], ["gripper_width", 1]],
-                    "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05}}
+JOINT_DELTA_SPEC = {
+    "state": [["joint_pos", 7], ["gripper_width", 1]],
+    "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05},
+}
 
 
 @dataclass
 class PolicyClientConfig:
-    enabled: bool = field(default=True, metadata={"help": "start this node (a section that is absent is off)"})
+    enabled: bool = field(
+        default=True, metadata={"help": "start this node (a section that is absent is off)"}
+    )
     name: str = "policy_client"
     namespace: str = ""
-    server_url: str = field(default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"})
-    api_key: str = field(default="", metadata={
-        "help": "refused if set: a literal key would be a ROS parameter; use api_key_file or api_key_env"})
-    api_key_file: str = field(default="", metadata={
-        "help": "file holding the key of a server that requires one (a Docker / k8s secret; read at start)"})
-    api_key_env: str = field(default=API_KEY_ENV, metadata={
-        "help": f"environment variable holding the key, or <it>_FILE naming a file (default {API_KEY_ENV}); "
-                "'' = no key unless api_key_file"})
-    robot_spec: dict[str, Any] = field(default_factory=lambda: dict(JOINT_DELTA_SPEC), metadata={
-        "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
-                "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"})
-    control_hz: float = field(default=0.0, metadata={"help": "control rate; 0 = the robot spec's control_hz"})
-    slop_s: float = field(default=0.05, metadata={"help": "max stamp spread of one synchronised observation"})
-    max_obs_age_s: float = field(default=0.5, metadata={"help": "older observations are not sent; hold"})
-    reuse_observation: bool = field(default=True, metadata={
-        "help": "a tick without a newer synchronised set re-sends the newest one (if younger than max_obs_age_s)"})
-    cameras: dict[str, str] = field(default_factory=lambda: {"camera": "camera/camera/color/image_raw"},
-                                    metadata={"help": "observation image name -> Image topic"})
+    server_url: str = field(
+        default="ws://127.0.0.1:8000", metadata={"help": "policy server (wire)"}
+    )
+    api_key: str = field(
+        default="",
+        metadata={
+            "help": "refused if set: a literal key would be a ROS parameter; use api_key_file or api_key_env"
+        },
+    )
+    api_key_file: str = field(
+        default="",
+        metadata={
+            "help": "file holding the key of a server that requires one (a Docker / k8s secret; read at start)"
+        },
+    )
+    api_key_env: str = field(
+        default=API_KEY_ENV,
+        metadata={
+            "help": f"environment variable holding the key, or <it>_FILE naming a file (default {API_KEY_ENV}); "
+            "'' = no key unless api_key_file"
+        },
+    )
+    robot_spec: dict[str, Any] = field(
+        default_factory=lambda: dict(JOINT_DELTA_SPEC),
+        metadata={
+            "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
+            "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"
+        },
+    )
+    control_hz: float = field(
+        default=0.0, metadata={"help": "control rate; 0 = the robot spec's control_hz"}
+    )
+    slop_s: float = field(
+        default=0.05, metadata={"help": "max stamp spread of one synchronised observation"}
+    )
+    max_obs_age_s: float = field(
+        default=0.5, metadata={"help": "older observations are not sent; hold"}
+    )
+    reuse_observation: bool = field(
+        default=True,
+        metadata={
+            "help": "a tick without a newer synchronised set re-sends the newest one (if younger than max_obs_age_s)"
+        },
+    )
+    cameras: dict[str, str] = field(
+        default_factory=lambda: {"camera": "camera/camera/color/image_raw"},
+        metadata={"help": "observation image name -> Image topic"},
+    )
     joint_states_topic: str = "joint_states"
     gripper_joint_states_topic: str = "franka_gripper/joint_states"
-    ee_pose_topics: list[str] = field(default_factory=lambda: ["franka_robot_state_broadcaster/current_pose"],
-                                      metadata={"help": "PoseStamped of each arm's end effector (base frame)"})
-    goal_topic: str = field(default="task/goal", metadata={
-        "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach target"})
-    object_topic: str = field(default="task/object_pose", metadata={"help": "PoseStamped object pose (base frame)"})
-    objects_topic: str = field(default="sim/objects", metadata={
-        "help": "PoseArray of a scene's object slots (base frame), for obj<i>_minus_ee features"})
+    ee_pose_topics: list[str] = field(
+        default_factory=lambda: ["franka_robot_state_broadcaster/current_pose"],
+        metadata={"help": "PoseStamped of each arm's end effector (base frame)"},
+    )
+    goal_topic: str = field(
+        default="task/goal",
+        metadata={
+            "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach target"
+        },
+    )
+    object_topic: str = field(
+        default="task/object_pose", metadata={"help": "PoseStamped object pose (base frame)"}
+    )
+    objects_topic: str = field(
+        default="sim/objects",
+        metadata={
+            "help": "PoseArray of a scene's object slots (base frame), for obj<i>_minus_ee features"
+        },
+    )
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     status_topic: str = "policy_client/status"
-    enable_service: str = field(default="policy_client/enable", metadata={
-        "help": "std_srvs/SetBool: false pauses (no commands), true starts a new episode"})
-    joint_prefixes: list[str] = field(default_factory=lambda: ["panda_"],
-                                      metadata={"help": "one per arm; joints <prefix>joint1..7"})
-    instruction: str = field(default="", metadata={
-        "help": "task instruction sent as 'instruction' in every observation ('' = robot_spec.instruction); "
-                "each String on instruction_topic replaces it"})
-    instruction_topic: str = field(default="task/instruction", metadata={
-        "help": "std_msgs/String: the current task instruction (the twin's task node sets one per episode); '' = none"})
+    enable_service: str = field(
+        default="policy_client/enable",
+        metadata={
+            "help": "std_srvs/SetBool: false pauses (no commands), true starts a new episode"
+        },
+    )
+    joint_prefixes: list[str] = field(
+        default_factory=lambda: ["panda_"],
+        metadata={"help": "one per arm; joints <prefix>joint1..7"},
+    )
+    instruction: str = field(
+        default="",
+        metadata={
+            "help": "task instruction sent as 'instruction' in every observation ('' = robot_spec.instruction); "
+            "each String on instruction_topic replaces it"
+        },
+    )
+    instruction_topic: str = field(
+        default="task/instruction",
+        metadata={
+            "help": "std_msgs/String: the current task instruction (the twin's task node sets one per episode); '' = none"
+        },
+    )
     infer_timeout_s: float = 2.0
-    max_wait_fraction: float = field(default=0.6, metadata={
-        "help": "a tick with nothing to execute waits this fraction of a period for the answer"})
-    reconnect_s: float = field(default=0.5, metadata={"help": "pause between reconnection attempts"})
-    step_topic: str = field(default="policy_client/step", metadata={
-        "help": "StepRecord (wire bytes in std_msgs/UInt8MultiArray) per commanded tick; '' = none"})
-    robot_state_topic: str = field(default="franka_robot_state_broadcaster/robot_state", metadata={
-        "help": "robot_state JSON; while an arm is e-stopped or in error the client commands nothing"})
-    teleop_topic: str = field(default="teleop/command", metadata={
-        "help": "TeleopCommand JSON; while its intervention flag is held the human's action is executed"})
-    event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON; 'begin' starts an episode"})
-    teleop_timeout_s: float = field(default=0.3, metadata={"help": "a teleop command older than this is ignored"})
-    rtc: RtcConfig = field(default_factory=RtcConfig, metadata={
-        "help": "real-time chunking: request early, freeze the executed steps, blend / inpaint the overlap"})
-    lockstep: bool = field(default=False, metadata={
-        "help": "with a lock-step sim twin (robot.scene.lockstep): act once per new observation set (joints, "
-                "gripper, pose, objects, cameras under one stamp), wait for the answer, stamp the command with "
-                "the observation's stamp, never send holds; a real robot runs with false"})
+    max_wait_fraction: float = field(
+        default=0.6,
+        metadata={
+            "help": "a tick with nothing to execute waits this fraction of a period for the answer"
+        },
+    )
+    reconnect_s: float = field(
+        default=0.5, metadata={"help": "pause between reconnection attempts"}
+    )
+    step_topic: str = field(
+        default="policy_client/step",
+        metadata={
+            "help": "StepRecord (wire bytes in std_msgs/UInt8MultiArray) per commanded tick; '' = none"
+        },
+    )
+    robot_state_topic: str = field(
+        default="franka_robot_state_broadcaster/robot_state",
+        metadata={
+            "help": "robot_state JSON; while an arm is e-stopped or in error the client commands nothing"
+        },
+    )
+    teleop_topic: str = field(
+        default="teleop/command",
+        metadata={
+            "help": "TeleopCommand JSON; while its intervention flag is held the human's action is executed"
+        },
+    )
+    event_topic: str = field(
+        default="episode/event", metadata={"help": "EpisodeEvent JSON; 'begin' starts an episode"}
+    )
+    teleop_timeout_s: float = field(
+        default=0.3, metadata={"help": "a teleop command older than this is ignored"}
+    )
+    rtc: RtcConfig = field(
+        default_factory=RtcConfig,
+        metadata={
+            "help": "real-time chunking: request early, freeze the executed steps, blend / inpaint the overlap"
+        },
+    )
+    lockstep: bool = field(
+        default=False,
+        metadata={
+            "help": "with a lock-step sim twin (robot.scene.lockstep): act once per new observation set (joints, "
+            "gripper, pose, objects, cameras under one stamp), wait for the answer, stamp the command with "
+            "the observation's stamp, never send holds; a real robot runs with false"
+        },
+    )
 
     def spec(self) -> RobotSpec:
         """The robot spec, validated; errors name ``policy_client.robot_spec``."""
@@ -216,13 +397,20 @@ class PolicyClientConfig:
         except SpecError as e:
             raise ConfigError(f"key 'policy_client.robot_spec': {e}") from None
         if spec.arms != len(self.joint_prefixes):
-            raise ConfigError(f"key 'policy_client.robot_spec.arms' is {spec.arms} but policy_client.joint_prefixes "
-                              f"lists {len(self.joint_prefixes)} arm(s)")
+            raise ConfigError(
+                f"key 'policy_client.robot_spec.arms' is {spec.arms} but policy_client.joint_prefixes "
+                f"lists {len(self.joint_prefixes)} arm(s)"
+            )
         return spec
 
     def validate(self) -> None:
-        reject_literal("policy_client.api_key", self.api_key, "policy_client.api_key_file",
-                       "policy_client.api_key_env", API_KEY_ENV)
+        reject_literal(
+            "policy_client.api_key",
+            self.api_key,
+            "policy_client.api_key_file",
+            "policy_client.api_key_env",
+            API_KEY_ENV,
+        )
 
     def resolved_api_key(self) -> str | None:
         """The key from ``api_key_file``, else ``$<api_key_env>_FILE``, else ``$<api_key_env>`` (never a
@@ -244,51 +432,106 @@ class TaskNodeConfig:
     """The simulated twin's episode judge (``rlinf_ros.nodes.task``): homes the arm, publishes a
     goal, lets the policy client run, scores success. Defaults are the MuJoCo reach task's."""
 
-    enabled: bool = field(default=False, metadata={"help": "start the task node (sim twin evaluation)"})
+    enabled: bool = field(
+        default=False, metadata={"help": "start the task node (sim twin evaluation)"}
+    )
     name: str = "task"
     namespace: str = ""
-    task: str = field(default="reach", metadata={"help": "registered episode judge (rlinf_ros.episodes.JUDGES)"})
-    episodes: int = field(default=20, metadata={"help": "episodes to run, then idle (`rlinf ros up` stops the graph once task.results_path is written); 0 = run forever"})
-    max_steps: int = field(default=50, metadata={"help": "control steps per episode (the sim task's episode length)"})
-    control_hz: float = field(default=20.0, metadata={"help": "rate the steps are counted at (the spec's control_hz)"})
+    task: str = field(
+        default="reach", metadata={"help": "registered episode judge (rlinf_ros.episodes.JUDGES)"}
+    )
+    episodes: int = field(
+        default=20,
+        metadata={
+            "help": "episodes to run, then idle (`rlinf ros up` stops the graph once task.results_path is written); 0 = run forever"
+        },
+    )
+    max_steps: int = field(
+        default=50, metadata={"help": "control steps per episode (the sim task's episode length)"}
+    )
+    control_hz: float = field(
+        default=20.0, metadata={"help": "rate the steps are counted at (the spec's control_hz)"}
+    )
     success_radius: float = field(default=0.05, metadata={"help": "m, end effector to goal"})
-    goal_center: list[float] = field(default_factory=lambda: [-0.05, 0.0, 0.2],
-                                     metadata={"help": "goal sampling box centre, policy (world) frame"})
-    goal_half: list[float] = field(default_factory=lambda: [0.15, 0.2, 0.12], metadata={"help": "box half sizes"})
-    base_position: list[float] = field(default_factory=lambda: [-0.56, 0.0, 0.0],
-                                       metadata={"help": "robot base in the policy frame (the spec's base_position)"})
-    home: list[float] = field(default_factory=lambda: [0.0, 0.19635, 0.0, -2.61799, 0.0, 2.94159, 0.785398],
-                              metadata={"help": "joint home of each episode (the spec's home)"})
-    home_noise: float = field(default=0.02, metadata={"help": "rad, per joint, like the simulator's reset noise"})
-    warmup_s: float = field(default=3.0, metadata={
-        "help": "s after start before the first episode (DDS discovery of the graph's other nodes)"})
-    reset: str = field(default="teleport", metadata={
-        "help": "teleport (a simulated twin: the robot node puts the arm home, as the simulator resets) | "
-                "trajectory (drive home through the safety layer, for a real arm)"})
-    home_tolerance: float = field(default=0.03, metadata={"help": "rad, max joint error to call the arm homed"})
+    goal_center: list[float] = field(
+        default_factory=lambda: [-0.05, 0.0, 0.2],
+        metadata={"help": "goal sampling box centre, policy (world) frame"},
+    )
+    goal_half: list[float] = field(
+        default_factory=lambda: [0.15, 0.2, 0.12], metadata={"help": "box half sizes"}
+    )
+    base_position: list[float] = field(
+        default_factory=lambda: [-0.56, 0.0, 0.0],
+        metadata={"help": "robot base in the policy frame (the spec's base_position)"},
+    )
+    home: list[float] = field(
+        default_factory=lambda: [0.0, 0.19635, 0.0, -2.61799, 0.0, 2.94159, 0.785398],
+        metadata={"help": "joint home of each episode (the spec's home)"},
+    )
+    home_noise: float = field(
+        default=0.02, metadata={"help": "rad, per joint, like the simulator's reset noise"}
+    )
+    warmup_s: float = field(
+        default=3.0,
+        metadata={
+            "help": "s after start before the first episode (DDS discovery of the graph's other nodes)"
+        },
+    )
+    reset: str = field(
+        default="teleport",
+        metadata={
+            "help": "teleport (a simulated twin: the robot node puts the arm home, as the simulator resets) | "
+            "trajectory (drive home through the safety layer, for a real arm)"
+        },
+    )
+    home_tolerance: float = field(
+        default=0.03, metadata={"help": "rad, max joint error to call the arm homed"}
+    )
     home_timeout_s: float = 10.0
     joint_prefix: str = "panda_"
     seed: int = 0
     joint_states_topic: str = "joint_states"
     ee_pose_topic: str = "franka_robot_state_broadcaster/current_pose"
     goal_topic: str = "task/goal"
-    instructions: list[str] = field(default_factory=list, metadata={
-        "help": "task instructions; one drawn per episode and published on instruction_topic with the goal ([] = none)"})
-    instruction_topic: str = field(default="task/instruction", metadata={
-        "help": "std_msgs/String the policy client sends as the observation's 'instruction'"})
-    scene_topic: str = field(default="sim/scene", metadata={"help": "task: language: the scene twin's report (JSON)"})
-    new_episode_topic: str = field(default="sim/new_episode", metadata={"help": "task: language: reset the scene"})
+    instructions: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "task instructions; one drawn per episode and published on instruction_topic with the goal ([] = none)"
+        },
+    )
+    instruction_topic: str = field(
+        default="task/instruction",
+        metadata={
+            "help": "std_msgs/String the policy client sends as the observation's 'instruction'"
+        },
+    )
+    scene_topic: str = field(
+        default="sim/scene", metadata={"help": "task: language: the scene twin's report (JSON)"}
+    )
+    new_episode_topic: str = field(
+        default="sim/new_episode", metadata={"help": "task: language: reset the scene"}
+    )
     command_topic: str = "joint_trajectory_controller/joint_trajectory"
     enable_service: str = "policy_client/enable"
     status_topic: str = "task/status"
-    event_topic: str = field(default="episode/event", metadata={"help": "EpisodeEvent JSON: each episode's end"})
-    results_path: str = field(default="", metadata={"help": "write the final episode results here (JSON)"})
-    reward_topic: str = field(default="task/reward", metadata={
-        "help": "std_msgs/Float64 per step while running: the twin's success flag as reward (1 at the goal); '' = none"})
+    event_topic: str = field(
+        default="episode/event", metadata={"help": "EpisodeEvent JSON: each episode's end"}
+    )
+    results_path: str = field(
+        default="", metadata={"help": "write the final episode results here (JSON)"}
+    )
+    reward_topic: str = field(
+        default="task/reward",
+        metadata={
+            "help": "std_msgs/Float64 per step while running: the twin's success flag as reward (1 at the goal); '' = none"
+        },
+    )
 
     def validate(self) -> None:
         if self.reset not in ("teleport", "trajectory"):
-            raise ConfigError(f"key 'task.reset' is {self.reset!r}; use teleport (simulated twin) or trajectory")
+            raise ConfigError(
+                f"key 'task.reset' is {self.reset!r}; use teleport (simulated twin) or trajectory"
+            )
 
 
 @dataclass
@@ -314,14 +557,24 @@ class RosGraphConfig:
     domain_id: int | None = field(default=None, metadata={"help": "ROS_DOMAIN_ID (null: inherit)"})
     rmw: str = "rmw_fastrtps_cpp"
     log_level: str = "info"
-    use_sim_time: bool = field(default=False, metadata={
-        "help": "every node runs on /clock (ROS parameter use_sim_time, passed to each node); the simulated "
-                "robot node publishes it with robot.sim_clock: true"})
-    shutdown_grace_s: float = field(default=10.0, metadata={
-        "help": "s a node may take to stop after SIGINT / SIGTERM before it dumps its threads and exits 1"})
+    use_sim_time: bool = field(
+        default=False,
+        metadata={
+            "help": "every node runs on /clock (ROS parameter use_sim_time, passed to each node); the simulated "
+            "robot node publishes it with robot.sim_clock: true"
+        },
+    )
+    shutdown_grace_s: float = field(
+        default=10.0,
+        metadata={
+            "help": "s a node may take to stop after SIGINT / SIGTERM before it dumps its threads and exits 1"
+        },
+    )
     robot: RobotNodeConfig = field(default_factory=RobotNodeConfig)
     cameras: list[CameraNodeConfig] = field(default_factory=list)
-    policy_client: PolicyClientConfig = field(default_factory=lambda: PolicyClientConfig(enabled=False))
+    policy_client: PolicyClientConfig = field(
+        default_factory=lambda: PolicyClientConfig(enabled=False)
+    )
     task: TaskNodeConfig = field(default_factory=TaskNodeConfig)
     env: RosEnvConfig = field(default_factory=RosEnvConfig)
     teleop: TeleopNodeConfig = field(default_factory=TeleopNodeConfig)
@@ -350,19 +603,31 @@ class RosGraphConfig:
         if self.shutdown_grace_s <= 0:
             raise ConfigError(f"key 'shutdown_grace_s' must be > 0, got {self.shutdown_grace_s}")
         if self.use_sim_time and self.robot.enabled and self.robot.scene.lockstep:
-            raise ConfigError("keys 'use_sim_time' and 'robot.scene.lockstep' exclude each other: a lock-step twin "
-                              "publishes no /clock (its time advances per applied action); set use_sim_time: false")
+            raise ConfigError(
+                "keys 'use_sim_time' and 'robot.scene.lockstep' exclude each other: a lock-step twin "
+                "publishes no /clock (its time advances per applied action); set use_sim_time: false"
+            )
         if self.policy_client.enabled:
             self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
-        names = [c.name for c in self.cameras] + ([self.robot.name] if self.robot.enabled else []) + [
-            getattr(self, k).name for k in ("policy_client", "task", "teleop", "recorder", "streamer", "reward")
-            if getattr(self, k).enabled]
+        names = (
+            [c.name for c in self.cameras]
+            + ([self.robot.name] if self.robot.enabled else [])
+            + [
+                getattr(self, k).name
+                for k in ("policy_client", "task", "teleop", "recorder", "streamer", "reward")
+                if getattr(self, k).enabled
+            ]
+        )
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ConfigError(f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name")
+            raise ConfigError(
+                f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name"
+            )
 
 
-def load_graph_config(path: str | Path | None, overrides: list[str] | None = None) -> RosGraphConfig:
+def load_graph_config(
+    path: str | Path | None, overrides: list[str] | None = None
+) -> RosGraphConfig:
     """YAML (+ ``key=value`` overrides) -> :class:`RosGraphConfig`; errors name the key. An
     override may not carry a secret: ``rlinf ros up`` passes overrides to every node's argv."""
     reject_secret_overrides(overrides)

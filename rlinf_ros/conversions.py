@@ -44,9 +44,16 @@ class ConversionError(ValueError):
 
 # encoding -> (numpy dtype, channels); sensor_msgs/image_encodings.hpp names
 ENCODINGS: dict[str, tuple[str, int]] = {
-    "rgb8": ("u1", 3), "bgr8": ("u1", 3), "rgba8": ("u1", 4), "bgra8": ("u1", 4),
-    "mono8": ("u1", 1), "8UC1": ("u1", 1), "8UC3": ("u1", 3),
-    "mono16": ("u2", 1), "16UC1": ("u2", 1), "32FC1": ("f4", 1),
+    "rgb8": ("u1", 3),
+    "bgr8": ("u1", 3),
+    "rgba8": ("u1", 4),
+    "bgra8": ("u1", 4),
+    "mono8": ("u1", 1),
+    "8UC1": ("u1", 1),
+    "8UC3": ("u1", 3),
+    "mono16": ("u2", 1),
+    "16UC1": ("u2", 1),
+    "32FC1": ("f4", 1),
 }
 
 
@@ -75,16 +82,22 @@ def duration_to_sec(d: Duration) -> float:
 
 
 # ---- images ------------------------------------------------------------------------------
-def numpy_to_image(arr: np.ndarray, encoding: str = "rgb8", stamp: float | None = None, frame_id: str = "") -> Image:
+def numpy_to_image(
+    arr: np.ndarray, encoding: str = "rgb8", stamp: float | None = None, frame_id: str = ""
+) -> Image:
     """Array ``[H, W]`` or ``[H, W, C]`` -> Image with ``encoding`` (dtype and channels checked)."""
     if encoding not in ENCODINGS:
-        raise ConversionError(f"unsupported image encoding {encoding!r}; supported: {sorted(ENCODINGS)}")
+        raise ConversionError(
+            f"unsupported image encoding {encoding!r}; supported: {sorted(ENCODINGS)}"
+        )
     dtype, ch = ENCODINGS[encoding]
     arr = np.asarray(arr)
     shape_ok = (arr.ndim == 2 and ch == 1) or (arr.ndim == 3 and arr.shape[2] == ch)
     if not shape_ok or arr.dtype != np.dtype(dtype):
-        raise ConversionError(f"encoding {encoding!r} needs dtype {np.dtype(dtype)} with {ch} channel(s), "
-                              f"got {arr.dtype} {arr.shape}")
+        raise ConversionError(
+            f"encoding {encoding!r} needs dtype {np.dtype(dtype)} with {ch} channel(s), "
+            f"got {arr.dtype} {arr.shape}"
+        )
     msg = Image()
     msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.header.frame_id = frame_id
@@ -103,16 +116,24 @@ def image_to_numpy(msg: Image) -> np.ndarray:
     no copy was needed.
     """
     if msg.encoding not in ENCODINGS:
-        raise ConversionError(f"image encoding {msg.encoding!r} is not supported; supported: {sorted(ENCODINGS)}")
+        raise ConversionError(
+            f"image encoding {msg.encoding!r} is not supported; supported: {sorted(ENCODINGS)}"
+        )
     dtype, ch = ENCODINGS[msg.encoding]
     dt = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
     row = msg.width * ch * dt.itemsize
     if msg.step < row or len(msg.data) < msg.step * msg.height:
-        raise ConversionError(f"image {msg.width}x{msg.height} {msg.encoding}: step={msg.step}, "
-                              f"{len(msg.data)} bytes is too small (need step >= {row})")
-    buf = np.frombuffer(msg.data, dtype=np.uint8, count=msg.step * msg.height).reshape(msg.height, msg.step)
+        raise ConversionError(
+            f"image {msg.width}x{msg.height} {msg.encoding}: step={msg.step}, "
+            f"{len(msg.data)} bytes is too small (need step >= {row})"
+        )
+    buf = np.frombuffer(msg.data, dtype=np.uint8, count=msg.step * msg.height).reshape(
+        msg.height, msg.step
+    )
     arr = buf[:, :row].view(dt).reshape(msg.height, msg.width, ch)
-    if dt.byteorder not in ("=", "|") and dt.byteorder != ("<" if sys.byteorder == "little" else ">"):
+    if dt.byteorder not in ("=", "|") and dt.byteorder != (
+        "<" if sys.byteorder == "little" else ">"
+    ):
         arr = arr.astype(dt.newbyteorder("="))
     return arr[..., 0] if ch == 1 else arr
 
@@ -131,11 +152,15 @@ def image_to_rgb(msg: Image) -> np.ndarray:
         return arr[..., 2::-1]
     if arr.dtype == np.uint8:
         return np.repeat(arr[..., None], 3, axis=2)
-    raise ConversionError(f"image encoding {enc!r} (depth) has no RGB form; subscribe to a color topic")
+    raise ConversionError(
+        f"image encoding {enc!r} (depth) has no RGB form; subscribe to a color topic"
+    )
 
 
 # ---- camera info -------------------------------------------------------------------------
-def camera_info_msg(intr: CameraIntrinsics, stamp: float | None = None, frame_id: str = "") -> CameraInfo:
+def camera_info_msg(
+    intr: CameraIntrinsics, stamp: float | None = None, frame_id: str = ""
+) -> CameraInfo:
     msg = CameraInfo()
     msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.header.frame_id = frame_id
@@ -150,13 +175,25 @@ def camera_info_msg(intr: CameraIntrinsics, stamp: float | None = None, frame_id
 
 def camera_info_to_intrinsics(msg: CameraInfo) -> CameraIntrinsics:
     k = np.asarray(msg.k).reshape(3, 3)
-    return CameraIntrinsics(int(msg.width), int(msg.height), float(k[0, 0]), float(k[1, 1]),
-                            float(k[0, 2]), float(k[1, 2]), tuple(float(x) for x in msg.d))
+    return CameraIntrinsics(
+        int(msg.width),
+        int(msg.height),
+        float(k[0, 0]),
+        float(k[1, 1]),
+        float(k[0, 2]),
+        float(k[1, 2]),
+        tuple(float(x) for x in msg.d),
+    )
 
 
 # ---- joints ------------------------------------------------------------------------------
-def joint_state_msg(names: list[str], position: np.ndarray, velocity: np.ndarray | None = None,
-                    effort: np.ndarray | None = None, stamp: float | None = None) -> JointState:
+def joint_state_msg(
+    names: list[str],
+    position: np.ndarray,
+    velocity: np.ndarray | None = None,
+    effort: np.ndarray | None = None,
+    stamp: float | None = None,
+) -> JointState:
     msg = JointState()
     msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.name = list(names)
@@ -173,17 +210,25 @@ def _reorder(msg_names: list[str], values: object, names: list[str], field: str)
     index = {n: i for i, n in enumerate(msg_names)}
     missing = [n for n in names if n not in index]
     if missing:
-        raise ConversionError(f"JointState lacks joints {missing} (has {list(msg_names)}); "
-                              "check joint_prefix / joint names in the config")
+        raise ConversionError(
+            f"JointState lacks joints {missing} (has {list(msg_names)}); "
+            "check joint_prefix / joint names in the config"
+        )
     if len(vals) != len(msg_names):
-        raise ConversionError(f"JointState.{field} has {len(vals)} values for {len(msg_names)} names")
+        raise ConversionError(
+            f"JointState.{field} has {len(vals)} values for {len(msg_names)} names"
+        )
     return vals[[index[n] for n in names]]
 
 
-def joint_state_to_arrays(msg: JointState, names: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def joint_state_to_arrays(
+    msg: JointState, names: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(position, velocity, effort) in the order of ``names`` (empty fields -> zeros)."""
-    return tuple(_reorder(list(msg.name), getattr(msg, f), names, f)  # type: ignore[return-value]
-                 for f in ("position", "velocity", "effort"))
+    return tuple(
+        _reorder(list(msg.name), getattr(msg, f), names, f)  # type: ignore[return-value]
+        for f in ("position", "velocity", "effort")
+    )
 
 
 def arm_positions(msg: JointState, arms: list[list[str]]) -> np.ndarray | None:
@@ -230,15 +275,21 @@ class Trajectory:
     def sample(self, t: float) -> np.ndarray:
         """Linear interpolation at absolute time ``t`` (held at the ends; from the first point)."""
         rel = t - self.start
-        return np.array([np.interp(rel, self.times, self.positions[:, j]) for j in range(self.positions.shape[1])])
+        return np.array(
+            [
+                np.interp(rel, self.times, self.positions[:, j])
+                for j in range(self.positions.shape[1])
+            ]
+        )
 
     @property
     def end(self) -> float:
         return self.start + float(self.times[-1])
 
 
-def trajectory_msg(names: list[str], positions: np.ndarray, times: np.ndarray,
-                   stamp: float | None = None) -> JointTrajectory:
+def trajectory_msg(
+    names: list[str], positions: np.ndarray, times: np.ndarray, stamp: float | None = None
+) -> JointTrajectory:
     """``positions [N, J]`` at ``times [N]`` (seconds from ``stamp``, default now) -> JointTrajectory.
 
     The stamp is when the motion starts (as for ros2_control's trajectory controller), so a
@@ -247,7 +298,9 @@ def trajectory_msg(names: list[str], positions: np.ndarray, times: np.ndarray,
     positions = np.atleast_2d(np.asarray(positions, dtype=np.float64))
     times = np.atleast_1d(np.asarray(times, dtype=np.float64))
     if positions.shape != (len(times), len(names)):
-        raise ConversionError(f"trajectory positions {positions.shape} != (points {len(times)}, joints {len(names)})")
+        raise ConversionError(
+            f"trajectory positions {positions.shape} != (points {len(times)}, joints {len(names)})"
+        )
     msg = JointTrajectory()
     msg.header.stamp = to_time_msg(stamp_or_now(stamp))
     msg.joint_names = list(names)
@@ -259,8 +312,9 @@ def trajectory_msg(names: list[str], positions: np.ndarray, times: np.ndarray,
     return msg
 
 
-def trajectory_from_msg(msg: JointTrajectory, names: list[str], now: float,
-                        q_now: np.ndarray | None = None) -> Trajectory:
+def trajectory_from_msg(
+    msg: JointTrajectory, names: list[str], now: float, q_now: np.ndarray | None = None
+) -> Trajectory:
     """JointTrajectory -> :class:`Trajectory` in ``names`` order; a zero stamp means "start now".
 
     With ``q_now`` the motion starts from the current joints (a point at time 0 is prepended
@@ -268,17 +322,23 @@ def trajectory_from_msg(msg: JointTrajectory, names: list[str], now: float,
     """
     if not msg.points:
         raise ConversionError("JointTrajectory has no points")
-    cols = _reorder(list(msg.joint_names), np.arange(len(msg.joint_names)), names, "joint_names").astype(int)
+    cols = _reorder(
+        list(msg.joint_names), np.arange(len(msg.joint_names)), names, "joint_names"
+    ).astype(int)
     pos = np.empty((len(msg.points), len(names)))
     times = np.empty(len(msg.points))
     for i, pt in enumerate(msg.points):
         if len(pt.positions) != len(msg.joint_names):
-            raise ConversionError(f"JointTrajectory point {i} has {len(pt.positions)} positions "
-                                  f"for {len(msg.joint_names)} joints")
+            raise ConversionError(
+                f"JointTrajectory point {i} has {len(pt.positions)} positions "
+                f"for {len(msg.joint_names)} joints"
+            )
         pos[i] = np.asarray(pt.positions)[cols]
         times[i] = duration_to_sec(pt.time_from_start)
     if np.any(np.diff(times) < 0):
-        raise ConversionError(f"JointTrajectory time_from_start must not decrease: {times.tolist()}")
+        raise ConversionError(
+            f"JointTrajectory time_from_start must not decrease: {times.tolist()}"
+        )
     if q_now is not None and times[0] > 0:
         times = np.concatenate([[0.0], times])
         pos = np.vstack([np.asarray(q_now, dtype=np.float64)[None], pos])

@@ -54,7 +54,10 @@ class SceneJudge:
 
 JUDGES: Registry[Any] = Registry("episode judge")
 JUDGES.add("language", lambda cfg: SceneJudge())
-JUDGES.add("reach", lambda cfg: ReachJudge(tuple(cfg.goal_center), tuple(cfg.goal_half), cfg.success_radius))
+JUDGES.add(
+    "reach",
+    lambda cfg: ReachJudge(tuple(cfg.goal_center), tuple(cfg.goal_half), cfg.success_radius),
+)
 
 
 @dataclass
@@ -64,12 +67,22 @@ class EpisodeLog:
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, success: bool, steps: int, final_distance: float, goal: np.ndarray) -> None:
-        self.results.append({"episode": len(self.results), "success": bool(success), "steps": int(steps),
-                             "final_distance": round(float(final_distance), 4),
-                             "goal": [round(float(x), 4) for x in goal]})
+        self.results.append(
+            {
+                "episode": len(self.results),
+                "success": bool(success),
+                "steps": int(steps),
+                "final_distance": round(float(final_distance), 4),
+                "goal": [round(float(x), 4) for x in goal],
+            }
+        )
 
     def summary(self) -> dict[str, Any]:
         n = len(self.results)
         wins = sum(r["success"] for r in self.results)
-        return {"episodes": n, "successes": wins, "success_rate": wins / n if n else None,
-                "results": self.results}
+        return {
+            "episodes": n,
+            "successes": wins,
+            "success_rate": wins / n if n else None,
+            "results": self.results,
+        }

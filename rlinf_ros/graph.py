@@ -37,8 +37,12 @@ class NodeProcess:
     proc: subprocess.Popen | None = None
 
 
-def node_commands(cfg: RosGraphConfig, config_path: str | Path, overrides: list[str] | None = None,
-                  only: list[str] | None = None) -> list[NodeProcess]:
+def node_commands(
+    cfg: RosGraphConfig,
+    config_path: str | Path,
+    overrides: list[str] | None = None,
+    only: list[str] | None = None,
+) -> list[NodeProcess]:
     """The command line of every node in the graph (``only``: subset by node name). Secrets never
     travel on it (``ps`` shows argv to every user): nodes read them from the files / environment
     variables the YAML names, and :func:`graph_env` hands the environment down."""
@@ -46,13 +50,23 @@ def node_commands(cfg: RosGraphConfig, config_path: str | Path, overrides: list[
     nodes = cfg.node_names()
     unknown = sorted(set(only or []) - set(nodes))
     if unknown:
-        raise ValueError(f"--only names {unknown} are not nodes of this graph; nodes: {list(nodes)}")
+        raise ValueError(
+            f"--only names {unknown} are not nodes of this graph; nodes: {list(nodes)}"
+        )
     out = []
     for name, kind in nodes.items():
         if only and name not in only:
             continue
-        argv = [sys.executable, "-m", f"rlinf_ros.nodes.{kind}", "--config", str(config_path), "--name", name,
-                *(overrides or [])]
+        argv = [
+            sys.executable,
+            "-m",
+            f"rlinf_ros.nodes.{kind}",
+            "--config",
+            str(config_path),
+            "--name",
+            name,
+            *(overrides or []),
+        ]
         out.append(NodeProcess(name, kind, argv))
     return out
 
@@ -63,10 +77,14 @@ def node_config(cfg: RosGraphConfig, name: str, kind: str) -> Any:
     if kind == "camera":
         found = [c for c in cfg.cameras if c.name == name]
         if not found:
-            raise ValueError(f"no camera named {name!r} in the config; cameras: {[c.name for c in cfg.cameras]}")
+            raise ValueError(
+                f"no camera named {name!r} in the config; cameras: {[c.name for c in cfg.cameras]}"
+            )
         return found[0]
     if not hasattr(cfg, kind):
-        raise ValueError(f"node {name!r}: kind {kind!r} has no config section; sections: {sorted(cfg.node_names())}")
+        raise ValueError(
+            f"node {name!r}: kind {kind!r} has no config section; sections: {sorted(cfg.node_names())}"
+        )
     return getattr(cfg, kind)
 
 
@@ -87,7 +105,7 @@ class Graph:
     nodes: list[NodeProcess]
     stopping: threading.Event = field(default_factory=threading.Event)
 
-    def start(self, env: dict[str, str]) -> "Graph":
+    def start(self, env: dict[str, str]) -> Graph:
         for n in self.nodes:
             log.info("starting %s: %s", n.name, " ".join(n.argv[1:]))
             n.proc = subprocess.Popen(n.argv, env=env)
@@ -95,7 +113,9 @@ class Graph:
 
     def poll(self) -> NodeProcess | None:
         """The first node that has exited, if any."""
-        return next((n for n in self.nodes if n.proc is not None and n.proc.poll() is not None), None)
+        return next(
+            (n for n in self.nodes if n.proc is not None and n.proc.poll() is not None), None
+        )
 
     def stop(self, timeout: float = 10.0) -> dict[str, int | None]:
         """SIGTERM all (reverse start order: policy client first, robot last), then SIGKILL stragglers."""
@@ -127,8 +147,12 @@ def _task_results(cfg: RosGraphConfig, only: list[str] | None) -> Path | None:
     return Path(t.results_path)
 
 
-def up(config_path: str | Path, overrides: list[str] | None = None, only: list[str] | None = None,
-       duration_s: float | None = None) -> int:
+def up(
+    config_path: str | Path,
+    overrides: list[str] | None = None,
+    only: list[str] | None = None,
+    duration_s: float | None = None,
+) -> int:
     """Start the graph and supervise it until SIGINT/SIGTERM, ``duration_s``, a node dies (returns
     1), or a finite task has written its results (returns 0)."""
     cfg = load_graph_config(config_path, overrides)
@@ -147,11 +171,19 @@ def up(config_path: str | Path, overrides: list[str] | None = None, only: list[s
         while not stop.is_set() and (t_end is None or time.monotonic() < t_end):
             dead = graph.poll()
             if dead is not None:
-                log.error("node %s exited with code %s; stopping the graph", dead.name, dead.proc.returncode)
+                log.error(
+                    "node %s exited with code %s; stopping the graph",
+                    dead.name,
+                    dead.proc.returncode,
+                )
                 rc = 1
                 break
             if results is not None and results.is_file() and results.stat().st_mtime >= started:
-                log.info("task done (%d episodes, results in %s); stopping the graph", cfg.task.episodes, results)
+                log.info(
+                    "task done (%d episodes, results in %s); stopping the graph",
+                    cfg.task.episodes,
+                    results,
+                )
                 break
             stop.wait(0.2)
     finally:

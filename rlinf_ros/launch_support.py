@@ -24,17 +24,20 @@ from rlinf_ros.graph import NodeProcess, graph_env, node_commands, node_config
 from rlinf_ros.nodes.common import config_parameters
 
 REPO = Path(__file__).resolve().parents[1]
-NO_LAUNCH = ("ROS 2 launch / launch_ros is not installed here (`{missing}`); start the same graph with "
-             "`rlinf ros up <config>` (reads the same YAML), or source a ROS 2 install (Humble/Jazzy/Kilted)")
+NO_LAUNCH = (
+    "ROS 2 launch / launch_ros is not installed here (`{missing}`); start the same graph with "
+    "`rlinf ros up <config>` (reads the same YAML), or source a ROS 2 install (Humble/Jazzy/Kilted)"
+)
 
 
 def _require_launch() -> Any:
     """``launch`` with ``launch_ros``, or a RuntimeError that says what to use instead."""
     try:
-        import launch
         import launch.actions
         import launch.substitutions
         import launch_ros.actions  # noqa: F401 -- checked here so the error comes before any node
+
+        import launch
     except ImportError as e:
         raise RuntimeError(NO_LAUNCH.format(missing=e.name or e)) from e
     return launch
@@ -52,9 +55,16 @@ def node_action(cfg: RosGraphConfig, node: NodeProcess) -> Any:
     section = node_config(cfg, node.name, node.kind)
     namespace = getattr(section, "namespace", "") or None
     params = {**config_parameters(section), **({"use_sim_time": True} if cfg.use_sim_time else {})}
-    return Node(executable=node.argv[0], arguments=node.argv[1:], name=node.name, namespace=namespace,
-                parameters=[params], output="screen", additional_env=launch_env(cfg),
-                sigterm_timeout=str(int(cfg.shutdown_grace_s) + 2))  # after the node's own watchdog
+    return Node(
+        executable=node.argv[0],
+        arguments=node.argv[1:],
+        name=node.name,
+        namespace=namespace,
+        parameters=[params],
+        output="screen",
+        additional_env=launch_env(cfg),
+        sigterm_timeout=str(int(cfg.shutdown_grace_s) + 2),
+    )  # after the node's own watchdog
 
 
 def graph_launch_description(default_config: str) -> Any:
@@ -70,7 +80,9 @@ def graph_launch_description(default_config: str) -> Any:
         cfg = load_graph_config(path)
         return [node_action(cfg, n) for n in node_commands(cfg, path)]
 
-    return launch.LaunchDescription([
-        DeclareLaunchArgument("config", default_value=default_config, description="graph YAML"),
-        OpaqueFunction(function=make_nodes),
-    ])
+    return launch.LaunchDescription(
+        [
+            DeclareLaunchArgument("config", default_value=default_config, description="graph YAML"),
+            OpaqueFunction(function=make_nodes),
+        ]
+    )

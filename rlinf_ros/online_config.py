@@ -22,11 +22,19 @@ TELEOP_TOPIC = "teleop/command"
 class EpisodeSourceConfig:
     """What the recorder and the streamer both listen to and how they label episodes."""
 
-    step_topic: str = field(default=STEP_TOPIC, metadata={"help": "StepRecord (wire bytes) from the policy client"})
-    event_topic: str = field(default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON (task node, teleop keys)"})
-    task: str = field(default="", metadata={"help": "episode task name; '' = the policy client's robot spec task"})
+    step_topic: str = field(
+        default=STEP_TOPIC, metadata={"help": "StepRecord (wire bytes) from the policy client"}
+    )
+    event_topic: str = field(
+        default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON (task node, teleop keys)"}
+    )
+    task: str = field(
+        default="", metadata={"help": "episode task name; '' = the policy client's robot spec task"}
+    )
     source: str = field(default="online", metadata={"help": "demo | online | intervention | eval"})
-    success_reward: float = field(default=1.0, metadata={"help": "reward of the last step of a success"})
+    success_reward: float = field(
+        default=1.0, metadata={"help": "reward of the last step of a success"}
+    )
 
 
 @dataclass
@@ -36,10 +44,18 @@ class StreamerNodeConfig:
     namespace: str = ""
     episodes: EpisodeSourceConfig = field(default_factory=EpisodeSourceConfig)
     stream: StreamerConfig = field(default_factory=StreamerConfig)
-    status_topic: str = field(default="streamer/status", metadata={"help": "JSON: backlog, acked, connected"})
-    token_file: str = field(default="", metadata={"help": "file holding the ingest token (read at start)"})
-    token_env: str = field(default=TOKEN_ENV, metadata={
-        "help": f"environment variable holding the ingest token, or <it>_FILE naming a file (default {TOKEN_ENV})"})
+    status_topic: str = field(
+        default="streamer/status", metadata={"help": "JSON: backlog, acked, connected"}
+    )
+    token_file: str = field(
+        default="", metadata={"help": "file holding the ingest token (read at start)"}
+    )
+    token_env: str = field(
+        default=TOKEN_ENV,
+        metadata={
+            "help": f"environment variable holding the ingest token, or <it>_FILE naming a file (default {TOKEN_ENV})"
+        },
+    )
 
     def resolved_stream(self) -> StreamerConfig:
         """``stream`` with its token read from ``token_file``, else ``$<token_env>_FILE``, else
@@ -51,8 +67,10 @@ class StreamerNodeConfig:
             return self.stream
         token = read_secret("streamer.token_file", self.token_file, self.token_env)
         if not token:
-            raise ConfigError(f"no ingest token: set 'streamer.token_file', or export {self.token_env} or "
-                              f"{self.token_env}{FILE_SUFFIX} (key 'streamer.token_env' names the variable)")
+            raise ConfigError(
+                f"no ingest token: set 'streamer.token_file', or export {self.token_env} or "
+                f"{self.token_env}{FILE_SUFFIX} (key 'streamer.token_env' names the variable)"
+            )
         return dataclasses.replace(self.stream, token=token)
 
 
@@ -61,11 +79,19 @@ class RecorderNodeConfig:
     enabled: bool = field(default=False, metadata={"help": "start the recorder node"})
     name: str = "recorder"
     namespace: str = ""
-    episodes: EpisodeSourceConfig = field(default_factory=lambda: EpisodeSourceConfig(source="demo"))
+    episodes: EpisodeSourceConfig = field(
+        default_factory=lambda: EpisodeSourceConfig(source="demo")
+    )
     store: str = field(default="runs/demos", metadata={"help": "episode store directory"})
-    keep_aborted: bool = field(default=False, metadata={"help": "keep re-recorded (aborted) episodes"})
-    status_topic: str = field(default="recorder/status", metadata={"help": "JSON: episodes, success rate..."})
-    status_path: str = field(default="", metadata={"help": "also write the status JSON here (rlinf collect reads it)"})
+    keep_aborted: bool = field(
+        default=False, metadata={"help": "keep re-recorded (aborted) episodes"}
+    )
+    status_topic: str = field(
+        default="recorder/status", metadata={"help": "JSON: episodes, success rate..."}
+    )
+    status_path: str = field(
+        default="", metadata={"help": "also write the status JSON here (rlinf collect reads it)"}
+    )
 
 
 @dataclass
@@ -73,18 +99,33 @@ class TeleopNodeConfig:
     enabled: bool = field(default=False, metadata={"help": "start the teleop node"})
     name: str = "teleop"
     namespace: str = ""
-    device: str = field(default="keyboard", metadata={
-        "help": "keyboard | spacemouse | gamepad | leader | scripted (rlinf_ros.teleop.DEVICES)"})
+    device: str = field(
+        default="keyboard",
+        metadata={
+            "help": "keyboard | spacemouse | gamepad | leader | scripted (rlinf_ros.teleop.DEVICES)"
+        },
+    )
     rate_hz: float = field(default=20.0, metadata={"help": "command rate"})
     command_topic: str = field(default=TELEOP_TOPIC, metadata={"help": "TeleopCommand JSON out"})
     event_topic: str = field(default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON out (keys)"})
-    always_intervene: bool = field(default=False, metadata={
-        "help": "teleop-only demos: the human always drives (no policy); else only while the flag is held"})
-    pos_speed: float = field(default=1.0, metadata={"help": "translation input scale (fraction of full action)"})
+    always_intervene: bool = field(
+        default=False,
+        metadata={
+            "help": "teleop-only demos: the human always drives (no policy); else only while the flag is held"
+        },
+    )
+    pos_speed: float = field(
+        default=1.0, metadata={"help": "translation input scale (fraction of full action)"}
+    )
     rot_speed: float = field(default=1.0, metadata={"help": "rotation input scale"})
-    leader_topic: str = field(default="leader/joint_states", metadata={"help": "leader arm JointState (device leader)"})
+    leader_topic: str = field(
+        default="leader/joint_states", metadata={"help": "leader arm JointState (device leader)"}
+    )
     joint_prefix: str = "panda_"
-    script: dict[str, Any] = field(default_factory=dict, metadata={"help": "scripted device settings (see rlinf_ros.teleop.scripted)"})
+    script: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "scripted device settings (see rlinf_ros.teleop.scripted)"},
+    )
 
     def validate(self) -> None:
         # checked by name, not by importing: a device's module imports its hardware library
@@ -92,10 +133,13 @@ class TeleopNodeConfig:
         import difflib
 
         from rlinf_contracts.config import ConfigError
+
         if self.device not in TELEOP_DEVICES:
             near = difflib.get_close_matches(self.device, TELEOP_DEVICES, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ConfigError(f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got {self.device!r}{hint}")
+            raise ConfigError(
+                f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got {self.device!r}{hint}"
+            )
         if self.rate_hz <= 0:
             raise ConfigError(f"key 'teleop.rate_hz' must be > 0, got {self.rate_hz}")
 
@@ -114,28 +158,54 @@ class RewardNodeConfig:
     enabled: bool = field(default=False, metadata={"help": "start the reward node"})
     name: str = "reward"
     namespace: str = ""
-    source: str = field(default="classifier", metadata={
-        "help": "classifier (a served success classifier on the camera) | events (the sim twin's success "
-                "flag or the human's success / failure keys, from episode/event)"})
-    server_url: str = field(default="ws://127.0.0.1:8200", metadata={
-        "help": "classifier: `rlinf serve --checkpoint runs/reward_classifier --port 8200` on the GPU box"})
-    image_topic: str = field(default="camera/camera/color/image_raw", metadata={"help": "classifier: Image in"})
-    camera: str = field(default="", metadata={"help": "classifier: the served camera name ('' = its first)"})
+    source: str = field(
+        default="classifier",
+        metadata={
+            "help": "classifier (a served success classifier on the camera) | events (the sim twin's success "
+            "flag or the human's success / failure keys, from episode/event)"
+        },
+    )
+    server_url: str = field(
+        default="ws://127.0.0.1:8200",
+        metadata={
+            "help": "classifier: `rlinf serve --checkpoint runs/reward_classifier --port 8200` on the GPU box"
+        },
+    )
+    image_topic: str = field(
+        default="camera/camera/color/image_raw", metadata={"help": "classifier: Image in"}
+    )
+    camera: str = field(
+        default="", metadata={"help": "classifier: the served camera name ('' = its first)"}
+    )
     threshold: float = field(default=0.5, metadata={"help": "p_success above this is a success"})
-    consecutive: int = field(default=2, metadata={"help": "successive successful frames before success is reported"})
+    consecutive: int = field(
+        default=2, metadata={"help": "successive successful frames before success is reported"}
+    )
     rate_hz: float = field(default=10.0, metadata={"help": "classifier: frames scored per second"})
     timeout_s: float = field(default=2.0, metadata={"help": "classifier: per-request timeout"})
-    end_episode: bool = field(default=False, metadata={
-        "help": "classifier: publish an EpisodeEvent end (success) on episode/event when success is reported"})
-    reward_topic: str = field(default="reward", metadata={"help": "std_msgs/Float64 reward (RosRobotEnv reads it)"})
+    end_episode: bool = field(
+        default=False,
+        metadata={
+            "help": "classifier: publish an EpisodeEvent end (success) on episode/event when success is reported"
+        },
+    )
+    reward_topic: str = field(
+        default="reward", metadata={"help": "std_msgs/Float64 reward (RosRobotEnv reads it)"}
+    )
     success_topic: str = field(default="reward/success", metadata={"help": "std_msgs/Bool"})
-    probability_topic: str = field(default="reward/p_success", metadata={"help": "classifier: std_msgs/Float64"})
-    event_topic: str = field(default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON in (events) / out (end_episode)"})
+    probability_topic: str = field(
+        default="reward/p_success", metadata={"help": "classifier: std_msgs/Float64"}
+    )
+    event_topic: str = field(
+        default=EVENT_TOPIC, metadata={"help": "EpisodeEvent JSON in (events) / out (end_episode)"}
+    )
 
     def validate(self) -> None:
         from rlinf_contracts.config import ConfigError
 
         if self.source not in REWARD_SOURCES:
-            raise ConfigError(f"key 'reward.source' must be one of {REWARD_SOURCES}, got {self.source!r}")
+            raise ConfigError(
+                f"key 'reward.source' must be one of {REWARD_SOURCES}, got {self.source!r}"
+            )
         if self.consecutive < 1 or self.rate_hz <= 0:
             raise ConfigError("keys 'reward.consecutive' >= 1 and 'reward.rate_hz' > 0")

@@ -43,8 +43,9 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -96,7 +97,9 @@ class InferResult:
     base: list[RobotReading]
     t_obs: float
     latency_s: float
-    t_done: float = 0.0  # when the answer arrived, on the worker's clock (the one t_obs is stamped in)
+    t_done: float = (
+        0.0  # when the answer arrived, on the worker's clock (the one t_obs is stamped in)
+    )
     response: dict[str, Any] = field(default_factory=dict)
     tick: int = 0  # loop tick the request went out at
 
@@ -104,11 +107,18 @@ class InferResult:
 class InferenceWorker:
     """Owns the connection; one request at a time; reconnects forever until :meth:`stop`."""
 
-    def __init__(self, connect: Callable[[], InferClient], reconnect_s: float = 0.5, name: str = "policy",
-                 final_errors: tuple[type[BaseException], ...] = (SpecRefusal,),
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], InferClient],
+        reconnect_s: float = 0.5,
+        name: str = "policy",
+        final_errors: tuple[type[BaseException], ...] = (SpecRefusal,),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._connect = connect
-        self._clock = clock  # stamps t_done in the observations' clock; latency_s and retries stay wall time
+        self._clock = (
+            clock  # stamps t_done in the observations' clock; latency_s and retries stay wall time
+        )
         self.final_errors = final_errors
         self.refused = ""  # set when the server refused us for good; the worker then stops
         self.reconnect_s = reconnect_s
@@ -130,7 +140,9 @@ class InferenceWorker:
     def busy(self) -> bool:
         return self._busy.is_set()
 
-    def submit(self, obs: dict[str, Any], base: list[RobotReading], t_obs: float, tick: int = 0) -> bool:
+    def submit(
+        self, obs: dict[str, Any], base: list[RobotReading], t_obs: float, tick: int = 0
+    ) -> bool:
         """Queue one request; False while one is in flight or the server is down."""
         if self.busy or not self.connected:
             return False
@@ -160,10 +172,13 @@ class InferenceWorker:
             log.error("policy server refused this robot; not retrying: %s", e)
             self._stop.set()
             return False
-        except Exception as e:  # noqa: BLE001 -- any failure means "not reachable yet"
+        except Exception as e:
             if self.connected or self.connects == 0 and not self.last_error:
-                log.warning("policy server unreachable (%s); holding position, retrying every %.1f s",
-                            e, self.reconnect_s)
+                log.warning(
+                    "policy server unreachable (%s); holding position, retrying every %.1f s",
+                    e,
+                    self.reconnect_s,
+                )
             self.connected, self.last_error = False, str(e)
             return False
         self.connects += 1
@@ -184,12 +199,24 @@ class InferenceWorker:
             try:
                 resp = self._client.infer(job.obs)  # type: ignore[union-attr]
                 actions = np.asarray(resp["actions"], dtype=np.float64)
-                self._results.append(InferResult(np.atleast_2d(actions), job.base, job.t_obs,
-                                                 time.monotonic() - t0, self._clock(), resp, job.tick))
-            except Exception as e:  # noqa: BLE001 -- connection lost or server error: drop and retry
+                self._results.append(
+                    InferResult(
+                        np.atleast_2d(actions),
+                        job.base,
+                        job.t_obs,
+                        time.monotonic() - t0,
+                        self._clock(),
+                        resp,
+                        job.tick,
+                    )
+                )
+            except Exception as e:
                 self.failures += 1
                 self.last_error = f"{type(e).__name__}: {e}"
-                log.warning("policy request failed (%s); holding position until the server answers", self.last_error)
+                log.warning(
+                    "policy request failed (%s); holding position until the server answers",
+                    self.last_error,
+                )
                 self._drop()
             finally:
                 self._busy.clear()
@@ -201,7 +228,7 @@ class InferenceWorker:
         if client is not None:
             try:
                 client.close()
-            except Exception:  # noqa: BLE001 -- already broken
+            except Exception:
                 pass
 
     def stop(self) -> None:
@@ -220,24 +247,44 @@ class LoopStats:
     mode: str = "hold"
     reason: str = "starting"
     latencies_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> chunk ready
-    command_ms: deque = field(default_factory=lambda: deque(maxlen=2000))  # obs -> first command out
+    command_ms: deque = field(
+        default_factory=lambda: deque(maxlen=2000)
+    )  # obs -> first command out
     infer_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
-    delay_ticks: deque = field(default_factory=lambda: deque(maxlen=2000))  # request -> chunk loaded, in ticks
+    delay_ticks: deque = field(
+        default_factory=lambda: deque(maxlen=2000)
+    )  # request -> chunk loaded, in ticks
 
     def summary(self) -> dict[str, Any]:
         def pct(d: deque, p: float) -> float | None:
             return float(np.percentile(np.asarray(d), p)) if d else None
 
-        return {"mode": self.mode, "reason": self.reason, "policy_steps": self.policy_steps,
-                "hold_steps": self.hold_steps, "chunks": self.chunks, "bad_chunks": self.bad_chunks,
-                "latency_ms_p50": pct(self.latencies_ms, 50), "latency_ms_p99": pct(self.latencies_ms, 99),
-                "command_ms_p50": pct(self.command_ms, 50), "command_ms_p99": pct(self.command_ms, 99),
-                "infer_ms_p50": pct(self.infer_ms, 50), "delay_ticks_p50": pct(self.delay_ticks, 50)}
+        return {
+            "mode": self.mode,
+            "reason": self.reason,
+            "policy_steps": self.policy_steps,
+            "hold_steps": self.hold_steps,
+            "chunks": self.chunks,
+            "bad_chunks": self.bad_chunks,
+            "latency_ms_p50": pct(self.latencies_ms, 50),
+            "latency_ms_p99": pct(self.latencies_ms, 99),
+            "command_ms_p50": pct(self.command_ms, 50),
+            "command_ms_p99": pct(self.command_ms, 99),
+            "infer_ms_p50": pct(self.infer_ms, 50),
+            "delay_ticks_p50": pct(self.delay_ticks, 50),
+        }
 
 
 class PolicyLoop:
-    def __init__(self, worker: InferenceWorker, io: SpecIO, prefetch: int = 1, clock: Callable[[], float] = time.time,
-                 max_wait_s: float = 0.0, rtc: RtcConfig | None = None) -> None:
+    def __init__(
+        self,
+        worker: InferenceWorker,
+        io: SpecIO,
+        prefetch: int = 1,
+        clock: Callable[[], float] = time.time,
+        max_wait_s: float = 0.0,
+        rtc: RtcConfig | None = None,
+    ) -> None:
         self.worker = worker
         self.io, self.prefetch = io, prefetch
         self._clock = clock
@@ -248,20 +295,29 @@ class PolicyLoop:
         self.stats = LoopStats()
         self._tick = 0  # ticks so far: aligns a chunk's rows with the ticks they were planned for
         self._since_load = 0  # steps of the current chunk executed (RTC: counted from its request)
-        self._delay_est = 1.0  # running estimate of the inference delay in ticks (sent to flow policies)
+        self._delay_est = (
+            1.0  # running estimate of the inference delay in ticks (sent to flow policies)
+        )
         self._warned = False
 
-    def _rtc_rows(self, res: InferResult, measured: list[RobotReading] | None) -> tuple[np.ndarray, list[RobotReading]]:
+    def _rtc_rows(
+        self, res: InferResult, measured: list[RobotReading] | None
+    ) -> tuple[np.ndarray, list[RobotReading]]:
         """RTC: drop the rows already in the past, blend with the old plan, integrate from now."""
         if len(res.actions) <= self.rtc.execute_horizon and not self._warned:  # type: ignore[union-attr]
             self._warned = True
-            log.warning("rtc.execute_horizon %d >= the policy's chunk of %d steps: the next request only goes out "
-                        "when the chunk is used up (lower execute_horizon)", self.rtc.execute_horizon,  # type: ignore[union-attr]
-                        len(res.actions))
+            log.warning(
+                "rtc.execute_horizon %d >= the policy's chunk of %d steps: the next request only goes out "
+                "when the chunk is used up (lower execute_horizon)",
+                self.rtc.execute_horizon,  # type: ignore[union-attr]
+                len(res.actions),
+            )
         delay = max(self._tick - res.tick, 0)
         self.stats.delay_ticks.append(delay)
         self._delay_est = 0.8 * self._delay_est + 0.2 * delay
-        old = np.asarray([c.action for c in self._plan if c.action is not None]).reshape(-1, res.actions.shape[1])
+        old = np.asarray([c.action for c in self._plan if c.action is not None]).reshape(
+            -1, res.actions.shape[1]
+        )
         rows = merge_chunk(np.clip(res.actions, -1.0, 1.0), old, delay, self.rtc.blend)  # type: ignore[union-attr]
         return rows, measured if measured is not None else res.base
 
@@ -274,14 +330,19 @@ class PolicyLoop:
             dropped = len(res.actions) - len(actions)  # rows in the past count as executed
         try:
             steps = self.io.decode(actions, base)
-        except (ValueError, MissingInput) as e:  # MissingInput: no pose yet to integrate ee actions from
+        except (
+            ValueError,
+            MissingInput,
+        ) as e:  # MissingInput: no pose yet to integrate ee actions from
             self.stats.bad_chunks += 1
             log.warning("discarding policy chunk: %s", e)
             return
         version = int(res.response.get("weight_version", 0) or 0)
         rows = np.clip(actions, -1.0, 1.0).astype(np.float32)
-        plan = [Command(s.joints, s.grippers, "policy", t_obs=res.t_obs, action=row, version=version)
-                for s, row in zip(steps, rows)]
+        plan = [
+            Command(s.joints, s.grippers, "policy", t_obs=res.t_obs, action=row, version=version)
+            for s, row in zip(steps, rows)
+        ]
         plan[0].first = True
         self._plan = deque(plan)
         self._since_load = dropped
@@ -291,11 +352,17 @@ class PolicyLoop:
 
     def _hold(self, measured: list[RobotReading] | None, reason: str) -> Command | None:
         if self.last is not None:
-            return Command([j.copy() for j in self.last.joints], list(self.last.grippers), "hold", reason)
+            return Command(
+                [j.copy() for j in self.last.joints], list(self.last.grippers), "hold", reason
+            )
         if measured is None:
             return None
-        return Command([np.asarray(r.q, dtype=np.float64).copy() for r in measured],
-                       [float(r.gripper_width) for r in measured], "hold", reason)
+        return Command(
+            [np.asarray(r.q, dtype=np.float64).copy() for r in measured],
+            [float(r.gripper_width) for r in measured],
+            "hold",
+            reason,
+        )
 
     def _wants_chunk(self) -> bool:
         if self.rtc is None:
@@ -306,8 +373,14 @@ class PolicyLoop:
         """The observation, plus (RTC with ``send_prefix``) the rows committed from this tick on."""
         if self.rtc is None or not self.rtc.send_prefix or not self._plan:
             return obs
-        prefix = np.asarray([c.action for c in self._plan if c.action is not None], dtype=np.float32)
-        return {**obs, "rtc_prefix": prefix, "rtc_inference_delay": int(max(round(self._delay_est), 0))}
+        prefix = np.asarray(
+            [c.action for c in self._plan if c.action is not None], dtype=np.float32
+        )
+        return {
+            **obs,
+            "rtc_prefix": prefix,
+            "rtc_inference_delay": int(max(round(self._delay_est), 0)),
+        }
 
     def interrupt(self, last: Command | None = None) -> None:
         """Someone else commanded the arm (a human took over): drop the plan; hold ``last``."""
@@ -321,13 +394,18 @@ class PolicyLoop:
         self.last = None
         self.io.begin_episode()
 
-    def tick(self, obs: dict[str, Any] | None, measured: list[RobotReading] | None,
-             t_obs: float | None) -> Command | None:
+    def tick(
+        self, obs: dict[str, Any] | None, measured: list[RobotReading] | None, t_obs: float | None
+    ) -> Command | None:
         """One control step. ``measured`` holds one reading per arm of ``obs`` (None: no data yet)."""
         self._load(self.worker.take(), measured)
         if obs is not None and measured is not None and self._wants_chunk():
-            sent = self.worker.submit(self._request(obs), measured,
-                                      t_obs if t_obs is not None else self._clock(), self._tick)
+            sent = self.worker.submit(
+                self._request(obs),
+                measured,
+                t_obs if t_obs is not None else self._clock(),
+                self._tick,
+            )
             if sent and not self._plan and self.max_wait_s > 0:
                 # nothing left to execute: wait (bounded) so this tick acts on this observation
                 self.worker.wait(self.max_wait_s)

@@ -57,17 +57,33 @@ class EpisodeTemplate:
     source: str = "online"
 
     def info(self, extra: dict[str, Any] | None = None) -> EpisodeInfo:
-        return EpisodeInfo(task=self.task, layout=self.layout, robot=self.robot, instruction=self.instruction,
-                           control_hz=self.control_hz, source=self.source, extra=dict(extra or {}))
+        return EpisodeInfo(
+            task=self.task,
+            layout=self.layout,
+            robot=self.robot,
+            instruction=self.instruction,
+            control_hz=self.control_hz,
+            source=self.source,
+            extra=dict(extra or {}),
+        )
 
 
 class EpisodeSink(Protocol):
     def begin(self, episode: int, info: EpisodeInfo) -> None: ...
 
-    def step(self, episode: int, index: int, record: StepRecord, reward: float, terminated: bool,
-             truncated: bool) -> None: ...
+    def step(
+        self,
+        episode: int,
+        index: int,
+        record: StepRecord,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+    ) -> None: ...
 
-    def end(self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None) -> None: ...
+    def end(
+        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
+    ) -> None: ...
 
 
 @dataclass
@@ -80,9 +96,14 @@ class RecordingStats:
 
     def summary(self) -> dict[str, Any]:
         done = self.episodes - self.aborted
-        return {"episodes": self.episodes, "successes": self.successes, "aborted": self.aborted,
-                "success_rate": self.successes / done if done else None, "steps": self.steps,
-                "intervention_ratio": self.interventions / self.steps if self.steps else None}
+        return {
+            "episodes": self.episodes,
+            "successes": self.successes,
+            "aborted": self.aborted,
+            "success_rate": self.successes / done if done else None,
+            "steps": self.steps,
+            "intervention_ratio": self.interventions / self.steps if self.steps else None,
+        }
 
 
 class EpisodeAssembler:
@@ -104,34 +125,52 @@ class EpisodeAssembler:
     holds no transition: it is closed as ``aborted``, the same way by every subscriber.
     """
 
-    def __init__(self, template: EpisodeTemplate, sink: EpisodeSink, success_reward: float = 1.0,
-                 settle_s: float = 1.0, hold: int = 6) -> None:
+    def __init__(
+        self,
+        template: EpisodeTemplate,
+        sink: EpisodeSink,
+        success_reward: float = 1.0,
+        settle_s: float = 1.0,
+        hold: int = 6,
+    ) -> None:
         self.template, self.sink, self.success_reward = template, sink, success_reward
         self.settle_s, self.hold = settle_s, max(2, hold)
         self.current: int | None = None  # robot episode being recorded
-        self.ended: int | None = None  # last episode closed by an event (its late records are ignored)
+        self.ended: int | None = (
+            None  # last episode closed by an event (its late records are ignored)
+        )
         self.index = 0
         # records not yet emitted, oldest first: a step's reward depends on what comes next, the
         # newest may become the final observation, and ``hold`` in all are kept so an end event
         # arriving up to ``hold - 2`` records late still cuts at its stamp
         self._tail: list[StepRecord] = []
-        self._ends: list[EpisodeEvent] = []  # stamped end events waiting for their records, oldest first
+        self._ends: list[
+            EpisodeEvent
+        ] = []  # stamped end events waiting for their records, oldest first
         self._heard = 0.0  # when the last event or record arrived (the clock ``poll`` is given)
         self.stats = RecordingStats()
 
     def on_record(self, rec: StepRecord, now: float | None = None) -> None:
         self._heard = time.monotonic() if now is None else now
         if self._ends and self.current is not None and rec.episode != self.current:
-            self._end_with(self._ends.pop(0))  # the client moved on: everything observed before the end is in
+            self._end_with(
+                self._ends.pop(0)
+            )  # the client moved on: everything observed before the end is in
         if rec.episode == self.ended:
             return  # observed after its episode's verdict
         if rec.episode != self.current:
             if self.current is not None:
-                log.warning("episode %d ended without an end event; recorded as aborted", self.current)
+                log.warning(
+                    "episode %d ended without an end event; recorded as aborted", self.current
+                )
                 self._end("aborted", False)
             while self._ends and rec.timestamp > self._ends[0].stamp:
-                log.warning("dropping an end event stamped %.3f, before episode %d's first record (%.3f)",
-                            self._ends[0].stamp, rec.episode, rec.timestamp)
+                log.warning(
+                    "dropping an end event stamped %.3f, before episode %d's first record (%.3f)",
+                    self._ends[0].stamp,
+                    rec.episode,
+                    rec.timestamp,
+                )
                 self._ends.pop(0)
             self.current, self.index = rec.episode, 0
             self._tail = []
@@ -144,7 +183,9 @@ class EpisodeAssembler:
 
     def on_event(self, ev: EpisodeEvent, now: float | None = None) -> None:
         self._heard = time.monotonic() if now is None else now
-        if ev.kind == "begin":  # the client starts another episode: a waiting end has all its records
+        if (
+            ev.kind == "begin"
+        ):  # the client starts another episode: a waiting end has all its records
             if self._ends and self.current is not None:
                 self._end_with(self._ends.pop(0))
             return
@@ -156,23 +197,35 @@ class EpisodeAssembler:
 
     def poll(self, now: float | None = None) -> None:
         """End a waiting episode once ``settle_s`` has passed with no record or event heard."""
-        if self._ends and self.current is not None and \
-                (time.monotonic() if now is None else now) - self._heard >= self.settle_s:
+        if (
+            self._ends
+            and self.current is not None
+            and (time.monotonic() if now is None else now) - self._heard >= self.settle_s
+        ):
             self._end_with(self._ends.pop(0))
 
     def _cut(self) -> None:
         """End the current episode at the oldest waiting end's stamp once a record observed after it is here."""
-        while self._ends and self.current is not None and any(r.timestamp > self._ends[0].stamp for r in self._tail):
+        while (
+            self._ends
+            and self.current is not None
+            and any(r.timestamp > self._ends[0].stamp for r in self._tail)
+        ):
             ev = self._ends.pop(0)
-            self._tail = [r for r in self._tail if r.timestamp <= ev.stamp]  # the rest: after the verdict
+            self._tail = [
+                r for r in self._tail if r.timestamp <= ev.stamp
+            ]  # the rest: after the verdict
             self._end_with(ev)
 
     def _end_with(self, ev: EpisodeEvent) -> None:
         success = ev.success and ev.status != "aborted"
         status = "aborted" if ev.status == "aborted" else ("complete" if success else "truncated")
         if status != "aborted" and self.index == 0 and len(self._tail) < 2:
-            log.warning("episode %d ended (%s) before a whole step was recorded; recorded as aborted",
-                        self.current, status)
+            log.warning(
+                "episode %d ended (%s) before a whole step was recorded; recorded as aborted",
+                self.current,
+                status,
+            )
             status, success = "aborted", False
         self._end(status, success)
 
@@ -191,8 +244,10 @@ class EpisodeAssembler:
             for rec in steps:
                 self._emit(rec, 0.0, False, False)
             self._emit(last, self.success_reward if success else 0.0, success, not success)
-            final = {"state": np.asarray(newest.state, np.float32),
-                     **{f"images/{k}": np.asarray(v, np.uint8) for k, v in newest.images.items()}}
+            final = {
+                "state": np.asarray(newest.state, np.float32),
+                **{f"images/{k}": np.asarray(v, np.uint8) for k, v in newest.images.items()},
+            }
         elif status != "aborted":
             for rec in self._tail[:-1]:
                 self._emit(rec, 0.0, False, False)
@@ -212,11 +267,20 @@ class ListSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self.calls.append(("begin", episode))
 
-    def step(self, episode: int, index: int, record: StepRecord, reward: float, terminated: bool,
-             truncated: bool) -> None:
+    def step(
+        self,
+        episode: int,
+        index: int,
+        record: StepRecord,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+    ) -> None:
         self.calls.append(("step", float(record.state[0]), reward, terminated, truncated))
 
-    def end(self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None) -> None:
+    def end(
+        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
+    ) -> None:
         self.calls.append(("end", episode, status, success, final))
 
 
@@ -233,11 +297,20 @@ class StoreSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self._writer = self.store.begin(info)
 
-    def step(self, episode: int, index: int, record: StepRecord, reward: float, terminated: bool,
-             truncated: bool) -> None:
+    def step(
+        self,
+        episode: int,
+        index: int,
+        record: StepRecord,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+    ) -> None:
         self._writer.append(record.step(reward, terminated, truncated))
 
-    def end(self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None) -> None:
+    def end(
+        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
+    ) -> None:
         w, self._writer = self._writer, None
         index = w.end(status=status, success=success, final=final if w.length else None)
         if status == "aborted" and self.discard_aborted:  # a re-record: the operator threw it away
@@ -255,13 +328,34 @@ class StreamSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self._info, self._index = info.to_dict(), 0
 
-    def step(self, episode: int, index: int, record: StepRecord, reward: float, terminated: bool,
-             truncated: bool) -> None:
-        self.streamer.put(Transition(seq=0, episode=episode, index=index, step=record, reward=reward,
-                                     terminated=terminated, truncated=truncated,
-                                     info=self._info if index == 0 else None))
+    def step(
+        self,
+        episode: int,
+        index: int,
+        record: StepRecord,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+    ) -> None:
+        self.streamer.put(
+            Transition(
+                seq=0,
+                episode=episode,
+                index=index,
+                step=record,
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                info=self._info if index == 0 else None,
+            )
+        )
         self._index = index + 1
 
-    def end(self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None) -> None:
-        self.streamer.put(Transition(seq=0, episode=episode, index=self._index, end=status, success=success,
-                                     final=final))
+    def end(
+        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
+    ) -> None:
+        self.streamer.put(
+            Transition(
+                seq=0, episode=episode, index=self._index, end=status, success=success, final=final
+            )
+        )

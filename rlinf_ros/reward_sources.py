@@ -63,7 +63,9 @@ class ClassifierReward:
         spec = getattr(client.metadata, "observation_spec", None) or {}
         cams = [k.split("/", 1)[1] for k in spec if k.startswith("images/")]
         if not cams:
-            raise ValueError(f"the server at {client.url} announces no camera: is it a success classifier?")
+            raise ValueError(
+                f"the server at {client.url} announces no camera: is it a success classifier?"
+            )
         self.camera = camera or cams[0]
         if self.camera not in cams:
             raise ValueError(f"reward.camera {self.camera!r} not served (server cameras: {cams})")
@@ -73,7 +75,9 @@ class ClassifierReward:
     def score(self, frame: np.ndarray, state: np.ndarray | None = None) -> tuple[float, bool]:
         """(p_success, p > threshold) of one RGB frame."""
         img = resize_nearest(np.asarray(frame, np.uint8), self.height, self.width)
-        st = np.zeros(self.state_dim, np.float32) if state is None else np.asarray(state, np.float32)
+        st = (
+            np.zeros(self.state_dim, np.float32) if state is None else np.asarray(state, np.float32)
+        )
         out = self.client.infer({"state": st, "images": {self.camera: img}})
         p = float(np.ravel(out["actions"])[0])
         return p, p > self.threshold

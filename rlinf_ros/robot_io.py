@@ -49,14 +49,26 @@ def point_jacobian(q: np.ndarray, point: np.ndarray) -> np.ndarray:
     return jac
 
 
-def reading_from_pose(q: np.ndarray, dq: np.ndarray | None, gripper: float, position: np.ndarray | None,
-                      quat_xyzw: np.ndarray | None, **task: Any) -> RobotReading:
+def reading_from_pose(
+    q: np.ndarray,
+    dq: np.ndarray | None,
+    gripper: float,
+    position: np.ndarray | None,
+    quat_xyzw: np.ndarray | None,
+    **task: Any,
+) -> RobotReading:
     """A :class:`RobotReading` from joint states, a gripper width and an end-effector pose."""
-    rot = None if quat_xyzw is None else quat_xyzw_to_matrix(np.asarray(quat_xyzw, dtype=np.float64))
-    return RobotReading(q=np.asarray(q, dtype=np.float64),
-                        dq=np.zeros(ARM_DOF) if dq is None else np.asarray(dq, dtype=np.float64),
-                        ee_pos=None if position is None else np.asarray(position, dtype=np.float64),
-                        ee_rot=rot, gripper_width=float(gripper), **task)
+    rot = (
+        None if quat_xyzw is None else quat_xyzw_to_matrix(np.asarray(quat_xyzw, dtype=np.float64))
+    )
+    return RobotReading(
+        q=np.asarray(q, dtype=np.float64),
+        dq=np.zeros(ARM_DOF) if dq is None else np.asarray(dq, dtype=np.float64),
+        ee_pos=None if position is None else np.asarray(position, dtype=np.float64),
+        ee_rot=rot,
+        gripper_width=float(gripper),
+        **task,
+    )
 
 
 class SpecIO:
@@ -66,19 +78,25 @@ class SpecIO:
         self.spec = spec
         per_arm = spec.action.dim // spec.arms
         if per_arm != ACTION_DIMS[spec.action.control]:
-            raise ValueError(f"robot spec: {spec.arms} arm(s) with {spec.action.control} need action.dim "
-                             f"{spec.arms * ACTION_DIMS[spec.action.control]}, got {spec.action.dim}")
+            raise ValueError(
+                f"robot spec: {spec.arms} arm(s) with {spec.action.control} need action.dim "
+                f"{spec.arms * ACTION_DIMS[spec.action.control]}, got {spec.action.dim}"
+            )
         arm_space = replace(spec.action, dim=per_arm)
         home = np.asarray(spec.home or PANDA_HOME, dtype=np.float64)
         self.decoders = [ActionDecoder(arm_space, home, spec.control_hz) for _ in range(spec.arms)]
         self.per_arm = per_arm
 
     # ---- observations ----------------------------------------------------------------------
-    def observation(self, readings: list[RobotReading], images: dict[str, np.ndarray],
-                    instruction: str = "") -> dict[str, Any]:
+    def observation(
+        self, readings: list[RobotReading], images: dict[str, np.ndarray], instruction: str = ""
+    ) -> dict[str, Any]:
         """One canonical (unbatched) observation; raises ``MissingInput`` naming a missing topic."""
-        return {"state": build_state(self.spec, readings), "images": images,
-                "instruction": instruction or self.spec.instruction}
+        return {
+            "state": build_state(self.spec, readings),
+            "images": images,
+            "instruction": instruction or self.spec.instruction,
+        }
 
     # ---- actions ---------------------------------------------------------------------------
     def begin_episode(self, readings: list[RobotReading] | None = None) -> None:
@@ -95,21 +113,25 @@ class SpecIO:
         """
         chunk = np.asarray(chunk, dtype=np.float64)
         if chunk.ndim != 2 or chunk.shape[1] != self.spec.action.dim:
-            raise ValueError(f"policy actions must be [chunk, {self.spec.action.dim}] for {self.spec.arms} arm(s) "
-                             f"({self.spec.action.control}), got {list(chunk.shape)}")
+            raise ValueError(
+                f"policy actions must be [chunk, {self.spec.action.dim}] for {self.spec.arms} arm(s) "
+                f"({self.spec.action.control}), got {list(chunk.shape)}"
+            )
         if not np.all(np.isfinite(chunk)):
             raise ValueError("policy actions contain NaN/inf")
         states = [_ArmTrack(r) for r in readings]
         for dec, st in zip(self.decoders, states):
             if dec.needs_jacobian and (st.pos is None or st.rot is None):
                 # a command can arrive (e.g. from teleop) before the robot's first pose report
-                raise MissingInput(f"{self.spec.action.control} actions need the end-effector pose; nothing has "
-                                   "reported it yet (robot current_pose topic)")
+                raise MissingInput(
+                    f"{self.spec.action.control} actions need the end-effector pose; nothing has "
+                    "reported it yet (robot current_pose topic)"
+                )
         out = []
         for row in np.clip(chunk, -1.0, 1.0):
             joints, widths = [], []
             for k, (dec, st) in enumerate(zip(self.decoders, states)):
-                a = row[k * self.per_arm:(k + 1) * self.per_arm]
+                a = row[k * self.per_arm : (k + 1) * self.per_arm]
                 jac = point_jacobian(st.q, st.pos) if dec.needs_jacobian else None
                 target, width = dec.decode(a, st.q, st.rot, jac)
                 st.advance(target)

@@ -27,10 +27,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.env import EnvSpec, Observation
+from rlinf_contracts.env_registry import register_env
+from rlinf_contracts.stepping import RowStep, SteppedVectorEnv
 from rlinf_ros.config import RosGraphConfig, load_graph_config
 from rlinf_ros.conversions import (
     ConversionError,
@@ -42,9 +46,6 @@ from rlinf_ros.conversions import (
 )
 from rlinf_ros.robot_io import ARM_DOF, SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
-from rlinf_contracts.env import EnvSpec, Observation
-from rlinf_contracts.stepping import RowStep, SteppedVectorEnv
-from rlinf_contracts.env_registry import register_env
 
 log = logging.getLogger(__name__)
 
@@ -52,32 +53,41 @@ log = logging.getLogger(__name__)
 RewardFn = Callable[["RosRobotEnv", np.ndarray | None], tuple[float, bool]]
 
 
-def _reward_none(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+def _reward_none(env: RosRobotEnv, ee: np.ndarray | None) -> tuple[float, bool]:
     return 0.0, False
 
 
-def _reward_ee_distance(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+def _reward_ee_distance(env: RosRobotEnv, ee: np.ndarray | None) -> tuple[float, bool]:
     if ee is None:
         return 0.0, False
     d = float(np.linalg.norm(ee - np.asarray(env.cfg.env.goal_position)))
     return -d, d < env.cfg.env.success_radius
 
 
-def _reward_topic(env: "RosRobotEnv", ee: np.ndarray | None) -> tuple[float, bool]:
+def _reward_topic(env: RosRobotEnv, ee: np.ndarray | None) -> tuple[float, bool]:
     r = env._external_reward
     return r, r > 0.0
 
 
-REWARD_SOURCES: dict[str, RewardFn] = {"none": _reward_none, "ee_distance": _reward_ee_distance,
-                                       "topic": _reward_topic}
+REWARD_SOURCES: dict[str, RewardFn] = {
+    "none": _reward_none,
+    "ee_distance": _reward_ee_distance,
+    "topic": _reward_topic,
+}
 
 
 class RosRobotEnv(SteppedVectorEnv):
-    def __init__(self, cfg: RosGraphConfig, cameras: dict[str, tuple[int, int]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cfg: RosGraphConfig,
+        cameras: dict[str, tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
 
         if cfg.env.reward not in REWARD_SOURCES:
-            raise ValueError(f"env.reward {cfg.env.reward!r} unknown; known: {sorted(REWARD_SOURCES)}")
+            raise ValueError(
+                f"env.reward {cfg.env.reward!r} unknown; known: {sorted(REWARD_SOURCES)}"
+            )
         self.cfg = cfg
         self.clock = clock  # deadlines (steady); message stamps are compared with time.time()
         pc = cfg.policy_client
@@ -88,14 +98,26 @@ class RosRobotEnv(SteppedVectorEnv):
             cameras = {name: by_topic[t] for name, t in pc.cameras.items() if t in by_topic}
         robot = pc.spec()
         if robot.camera_sizes() and robot.camera_sizes() != dict(cameras):
-            raise ValueError(f"policy_client.robot_spec cameras {robot.camera_sizes()} differ from the camera "
-                             f"nodes' sizes {dict(cameras)}")
+            raise ValueError(
+                f"policy_client.robot_spec cameras {robot.camera_sizes()} differ from the camera "
+                f"nodes' sizes {dict(cameras)}"
+            )
         self.io = SpecIO(robot)
-        super().__init__(EnvSpec(num_envs=1, state_dim=robot.state_dim, action_dim=robot.action_dim,
-                                 cameras=dict(cameras), max_episode_steps=cfg.env.max_episode_steps,
-                                 control_hz=pc.rate_hz, instruction=pc.instruction or robot.instruction,
-                                 robot=robot))
-        self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in pc.joint_prefixes]
+        super().__init__(
+            EnvSpec(
+                num_envs=1,
+                state_dim=robot.state_dim,
+                action_dim=robot.action_dim,
+                cameras=dict(cameras),
+                max_episode_steps=cfg.env.max_episode_steps,
+                control_hz=pc.rate_hz,
+                instruction=pc.instruction or robot.instruction,
+                robot=robot,
+            )
+        )
+        self.arm_joints = [
+            [f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in pc.joint_prefixes
+        ]
         self.fingers = [f"{p}finger_joint1" for p in pc.joint_prefixes]
         self.home = [np.asarray(a.home, dtype=np.float64) for a in cfg.robot.arms]
         self._grippers = [0.0] * n_arms
@@ -124,15 +146,29 @@ class RosRobotEnv(SteppedVectorEnv):
         self.node = rclpy.create_node("ros_robot_env", context=self._ctx)
         n = self.node
         n.create_subscription(JointState, self.pc.joint_states_topic, self._on_joints, sensor_qos())
-        n.create_subscription(JointState, self.pc.gripper_joint_states_topic, self._on_gripper, sensor_qos())
+        n.create_subscription(
+            JointState, self.pc.gripper_joint_states_topic, self._on_gripper, sensor_qos()
+        )
         for cam in self.spec.cameras:
-            n.create_subscription(Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos())
+            n.create_subscription(
+                Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos()
+            )
         for i, topic in enumerate(self.pc.ee_pose_topics[: len(self._poses)]):
-            n.create_subscription(PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos())
-        n.create_subscription(PoseStamped, self.pc.goal_topic,
-                              lambda m: setattr(self, "_goal", pose_from_msg(m).position), reliable_qos(1))
-        n.create_subscription(Float64, self.cfg.env.reward_topic,
-                              lambda m: setattr(self, "_external_reward", float(m.data)), reliable_qos())
+            n.create_subscription(
+                PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos()
+            )
+        n.create_subscription(
+            PoseStamped,
+            self.pc.goal_topic,
+            lambda m: setattr(self, "_goal", pose_from_msg(m).position),
+            reliable_qos(1),
+        )
+        n.create_subscription(
+            Float64,
+            self.cfg.env.reward_topic,
+            lambda m: setattr(self, "_external_reward", float(m.data)),
+            reliable_qos(),
+        )
         self._pub = n.create_publisher(JointTrajectory, self.pc.command_topic, reliable_qos(10))
         self._executor = SingleThreadedExecutor(context=self._ctx)
         self._executor.add_node(n)
@@ -173,7 +209,9 @@ class RosRobotEnv(SteppedVectorEnv):
             self._ee = self._poses[0].position
 
     # ---- observations -------------------------------------------------------------------
-    def _wait_obs(self, after: float, timeout: float, during: str = "RosRobotEnv") -> tuple[Observation, list[Any]]:
+    def _wait_obs(
+        self, after: float, timeout: float, during: str = "RosRobotEnv"
+    ) -> tuple[Observation, list[Any]]:
         """Next synchronised set whose oldest stamp is later than ``after`` (wall clock), within
         ``timeout`` s of :attr:`clock`; ``during`` starts the error message."""
         deadline = self.clock() + timeout
@@ -187,7 +225,8 @@ class RosRobotEnv(SteppedVectorEnv):
                     f"{during}: no synchronised observation on {self.pc.joint_states_topic} + "
                     f"{list(self.pc.cameras.values()) if self.spec.cameras else '(no cameras)'} within {timeout} s "
                     f"(slop {self.pc.slop_s} s; last stamps {self.sync.latest_stamps()}); are the nodes running "
-                    "on this ROS_DOMAIN_ID?")
+                    "on this ROS_DOMAIN_ID?"
+                )
             with self._new_obs:
                 self._new_obs.wait(min(remaining, 0.05))
 
@@ -195,12 +234,23 @@ class RosRobotEnv(SteppedVectorEnv):
         readings = []
         for i, (q, dq) in enumerate(found["joints"][1]):
             pose = self._poses[i]
-            readings.append(reading_from_pose(q, dq, self._grippers[i], None if pose is None else pose.position,
-                                              None if pose is None else pose.quat_xyzw, goal_pos=self._goal))
+            readings.append(
+                reading_from_pose(
+                    q,
+                    dq,
+                    self._grippers[i],
+                    None if pose is None else pose.position,
+                    None if pose is None else pose.quat_xyzw,
+                    goal_pos=self._goal,
+                )
+            )
         images = {c: image_to_rgb(found[c][1]) for c in self.spec.cameras}
         one = self.io.observation(readings, images, self.spec.instruction)
-        obs = {"state": one["state"][None], "images": {c: v[None].copy() for c, v in images.items()},
-               "instruction": [one["instruction"]]}
+        obs = {
+            "state": one["state"][None],
+            "images": {c: v[None].copy() for c, v in images.items()},
+            "instruction": [one["instruction"]],
+        }
         return obs, readings
 
     def _publish(self, joints: list[np.ndarray], grippers: list[float], duration: float) -> None:
@@ -219,13 +269,18 @@ class RosRobotEnv(SteppedVectorEnv):
         err: float | None = None  # max joint error of the newest observation
         while True:
             try:
-                obs, readings = self._wait_obs(t0, max(deadline - self.clock(), 0.0),
-                                               f"RosRobotEnv.reset (env.home_timeout_s {e.home_timeout_s} s)")
+                obs, readings = self._wait_obs(
+                    t0,
+                    max(deadline - self.clock(), 0.0),
+                    f"RosRobotEnv.reset (env.home_timeout_s {e.home_timeout_s} s)",
+                )
             except TimeoutError:
                 if err is None:  # not a single observation: that error says which topics
                     raise
-                raise TimeoutError(f"RosRobotEnv.reset: arm not home after env.home_timeout_s {e.home_timeout_s} s "
-                                   f"(max joint error {err:.3f} rad); check e-stop / robot_state") from None
+                raise TimeoutError(
+                    f"RosRobotEnv.reset: arm not home after env.home_timeout_s {e.home_timeout_s} s "
+                    f"(max joint error {err:.3f} rad); check e-stop / robot_state"
+                ) from None
             err = max(float(np.abs(r.q - h).max()) for r, h in zip(readings, self.home))
             if err < 0.02:
                 break
@@ -241,8 +296,10 @@ class RosRobotEnv(SteppedVectorEnv):
         deadline = self.clock() + timeout
         while self._pub.get_subscription_count() == 0:
             if self.clock() > deadline:
-                raise TimeoutError(f"{during}: nobody subscribes to {self.pc.command_topic} after {timeout} s; "
-                                   "is the robot node running on this ROS_DOMAIN_ID?")
+                raise TimeoutError(
+                    f"{during}: nobody subscribes to {self.pc.command_topic} after {timeout} s; "
+                    "is the robot node running on this ROS_DOMAIN_ID?"
+                )
             time.sleep(0.02)
 
     def _step_rows(self, rows: Any, actions: np.ndarray) -> RowStep:
@@ -251,8 +308,9 @@ class RosRobotEnv(SteppedVectorEnv):
         cmd = self.io.decode(actions[:1], self._readings)[0]
         t_cmd = time.time()
         self._publish(cmd.joints, cmd.grippers, period)
-        self._obs, self._readings = self._wait_obs(t_cmd + period, self.cfg.env.step_timeout_s + period,
-                                                   "RosRobotEnv.step (robot lost?)")
+        self._obs, self._readings = self._wait_obs(
+            t_cmd + period, self.cfg.env.step_timeout_s + period, "RosRobotEnv.step (robot lost?)"
+        )
         reward, success = self._reward_fn(self, self._ee)
         return RowStep(reward=np.array([reward], np.float32), success=np.array([success]))
 
@@ -269,10 +327,17 @@ class RosRobotEnv(SteppedVectorEnv):
 
 
 @register_env("ros")
-def make_ros_env(task: str = "franka", num_envs: int = 1, config: str = "configs/ros_sim_franka.yaml",
-                 overrides: list[str] | None = None, **_: Any) -> RosRobotEnv:
+def make_ros_env(
+    task: str = "franka",
+    num_envs: int = 1,
+    config: str = "configs/ros_sim_franka.yaml",
+    overrides: list[str] | None = None,
+    **_: Any,
+) -> RosRobotEnv:
     """``env: ros/<task>`` -> RosRobotEnv over the graph YAML ``config`` (one robot = one env)."""
     if num_envs != 1:
-        raise ValueError(f"env ros/{task}: one robot is one env, got num_envs={num_envs}; "
-                         "run one env worker per robot")
+        raise ValueError(
+            f"env ros/{task}: one robot is one env, got num_envs={num_envs}; "
+            "run one env worker per robot"
+        )
     return RosRobotEnv(load_graph_config(config, overrides))

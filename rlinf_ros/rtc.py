@@ -42,19 +42,37 @@ BLENDS = ("exp", "linear", "none")
 class RtcConfig:
     """``policy_client.rtc``: real-time chunking of the policy client (off by default)."""
 
-    enabled: bool = field(default=False, metadata={
-        "help": "request the next chunk while executing the current one and make it agree with the committed actions"})
-    execute_horizon: int = field(default=5, metadata={
-        "help": "steps of a chunk executed before the next request goes out (must leave room for the inference delay)"})
-    blend: str = field(default="linear", metadata={
-        "help": "how the new chunk takes over the old one's overlap: linear (even cross-fade: smallest largest "
-                "step) | exp (RTC's exponentially decaying soft mask: follows the new chunk sooner) | none"})
-    send_prefix: bool = field(default=True, metadata={
-        "help": "send the committed prefix (rtc_prefix, rtc_inference_delay) so a flow policy can inpaint it"})
+    enabled: bool = field(
+        default=False,
+        metadata={
+            "help": "request the next chunk while executing the current one and make it agree with the committed actions"
+        },
+    )
+    execute_horizon: int = field(
+        default=5,
+        metadata={
+            "help": "steps of a chunk executed before the next request goes out (must leave room for the inference delay)"
+        },
+    )
+    blend: str = field(
+        default="linear",
+        metadata={
+            "help": "how the new chunk takes over the old one's overlap: linear (even cross-fade: smallest largest "
+            "step) | exp (RTC's exponentially decaying soft mask: follows the new chunk sooner) | none"
+        },
+    )
+    send_prefix: bool = field(
+        default=True,
+        metadata={
+            "help": "send the committed prefix (rtc_prefix, rtc_inference_delay) so a flow policy can inpaint it"
+        },
+    )
 
     def validate(self) -> None:
         if self.execute_horizon < 1:
-            raise ConfigError(f"key 'rtc.execute_horizon' must be >= 1 control step, got {self.execute_horizon}")
+            raise ConfigError(
+                f"key 'rtc.execute_horizon' must be >= 1 control step, got {self.execute_horizon}"
+            )
         if self.blend not in BLENDS:
             raise ConfigError(f"key 'rtc.blend' must be one of {BLENDS}, got {self.blend!r}")
 
@@ -82,7 +100,7 @@ def merge_chunk(new: np.ndarray, old_rest: np.ndarray, delay: int, blend: str) -
     rows not yet executed (row 0 = this tick). Returns the rows to execute from this tick on.
     """
     new = np.asarray(new, dtype=np.float64)
-    fresh = new[min(max(delay, 0), len(new) - 1):].copy()  # never drop the whole chunk
+    fresh = new[min(max(delay, 0), len(new) - 1) :].copy()  # never drop the whole chunk
     n = min(len(fresh), len(old_rest))
     if n:
         w = blend_weights(n, blend)[:, None]
@@ -133,8 +151,12 @@ class LatencyWorker:
             return False
         self.requests.append(obs)
         actions = np.atleast_2d(np.asarray(self.policy.infer(obs)["actions"], dtype=np.float64))  # type: ignore[attr-defined]
-        self._pending.append((self._now + self.latency_ticks,
-                              InferResult(actions, base, t_obs, 0.0, t_obs, {}, tick)))
+        self._pending.append(
+            (
+                self._now + self.latency_ticks,
+                InferResult(actions, base, t_obs, 0.0, t_obs, {}, tick),
+            )
+        )
         return True
 
     def wait(self, timeout: float) -> bool:

@@ -61,7 +61,8 @@ def reject_literal(key: str, value: str, file_key: str, env_key: str, env_defaul
             f"key '{key}' holds a literal secret; secrets never go into the graph config, ROS parameters or "
             f"the command line (`ros2 param get` and `ps` show them). Put it in a file and set '{file_key}', or "
             f"in an environment variable named by '{env_key}' (default {env_default}, or {env_default}{FILE_SUFFIX} "
-            f"naming a file)")
+            f"naming a file)"
+        )
 
 
 def reject_secret_overrides(overrides: list[str] | None) -> None:
@@ -73,4 +74,5 @@ def reject_secret_overrides(overrides: list[str] | None) -> None:
             raise ConfigError(
                 f"override '{key}=...' puts a secret on the command line, where every user of the machine reads it "
                 "(`ps`); name a file or an environment variable in the YAML instead (policy_client.api_key_file / "
-                "api_key_env, streamer.token_file / token_env) and export that variable")
+                "api_key_env, streamer.token_file / token_env) and export that variable"
+            )

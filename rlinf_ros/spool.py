@@ -32,9 +32,9 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from rlinf_contracts.commit import crash_point, fsync_dir
 
@@ -54,8 +54,13 @@ class Spool:
     """Frames numbered from 0 without gaps; ``append`` refuses (returns None) when full and
     raises ValueError for a frame bigger than ``max_bytes``."""
 
-    def __init__(self, directory: str | Path, max_bytes: int, segment_bytes: int = 4 << 20,
-                 fsync: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        max_bytes: int,
+        segment_bytes: int = 4 << 20,
+        fsync: bool = False,
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         # a segment is deleted only once all its frames are acknowledged: at most a quarter of the
@@ -71,7 +76,9 @@ class Spool:
             self.next_seq = 0
             self._segments.append(self._new_segment(0))
         self._file = open(self._segments[-1].path, "ab")
-        self._cursor: tuple[int, int, int] | None = None  # (segment seq0, byte offset, next seq there)
+        self._cursor: tuple[int, int, int] | None = (
+            None  # (segment seq0, byte offset, next seq there)
+        )
 
     # ---- recovery ------------------------------------------------------------------------------
     def _recover(self, path: Path) -> _Segment:
@@ -81,11 +88,16 @@ class Spool:
         while off + HEADER.size <= len(data):
             seq, n, crc = HEADER.unpack_from(data, off)
             end = off + HEADER.size + n
-            if end > len(data) or zlib.crc32(data[off + HEADER.size:end]) != crc:
+            if end > len(data) or zlib.crc32(data[off + HEADER.size : end]) != crc:
                 break
             seg.last_seq, off = seq, end
         if off != len(data):
-            log.warning("spool %s: cut a torn record at byte %d of %d (killed mid-write)", path, off, len(data))
+            log.warning(
+                "spool %s: cut a torn record at byte %d of %d (killed mid-write)",
+                path,
+                off,
+                len(data),
+            )
             with open(path, "r+b") as f:
                 f.truncate(off)
                 if self.fsync:
@@ -114,8 +126,10 @@ class Spool:
                 payload = payload(self.next_seq)
             record = HEADER.size + len(payload)
             if record > self.max_bytes:
-                raise ValueError(f"spool {self.dir}: a {record}-byte frame can never fit its max_bytes="
-                                 f"{self.max_bytes}; raise the spool bound (streamer.spool_max_mb)")
+                raise ValueError(
+                    f"spool {self.dir}: a {record}-byte frame can never fit its max_bytes="
+                    f"{self.max_bytes}; raise the spool bound (streamer.spool_max_mb)"
+                )
             if self.bytes + record > self.max_bytes:
                 return None  # back-pressure: room comes back as the learner acknowledges frames
             tail = self._segments[-1]
@@ -141,7 +155,11 @@ class Spool:
         with self._lock:
             if self.pending_count() or seq <= self.next_seq:
                 return
-            log.warning("spool %s: the learner already holds seqs below %d; numbering continues there", self.dir, seq)
+            log.warning(
+                "spool %s: the learner already holds seqs below %d; numbering continues there",
+                self.dir,
+                seq,
+            )
             self._file.close()
             new = self._new_segment(seq)  # first: a kill from here on reopens numbering at seq
             for s in self._segments:
@@ -156,7 +174,9 @@ class Spool:
         return sum(s.last_seq - s.seq0 + 1 for s in self._segments if s.last_seq >= 0)
 
     # ---- reading ---------------------------------------------------------------------------------
-    def read(self, after: int, max_items: int, max_bytes: int = 32 << 20) -> list[tuple[int, bytes]]:
+    def read(
+        self, after: int, max_items: int, max_bytes: int = 32 << 20
+    ) -> list[tuple[int, bytes]]:
         """Up to ``max_items`` frames with seq > ``after``, in order (fewer when none are written yet)."""
         out: list[tuple[int, bytes]] = []
         size = 0
@@ -166,7 +186,11 @@ class Spool:
                 if seg.last_seq < want or len(out) >= max_items:
                     continue
                 off = 0
-                if self._cursor is not None and self._cursor[0] == seg.seq0 and self._cursor[2] <= want:
+                if (
+                    self._cursor is not None
+                    and self._cursor[0] == seg.seq0
+                    and self._cursor[2] <= want
+                ):
                     off = self._cursor[1]
                 with open(seg.path, "rb") as f:
                     f.seek(off)
@@ -190,7 +214,11 @@ class Spool:
                 self._file.close()  # a big, fully acknowledged tail: start a new one so it can go
                 self._segments.append(self._new_segment(self.next_seq))
                 self._file = open(self._segments[-1].path, "ab")
-            keep = [s for s in self._segments[:-1] if s.last_seq > seq or s.last_seq < 0 and s.seq0 > seq]
+            keep = [
+                s
+                for s in self._segments[:-1]
+                if s.last_seq > seq or s.last_seq < 0 and s.seq0 > seq
+            ]
             for s in self._segments[:-1]:  # oldest first: a kill leaves a suffix of the frames
                 if s not in keep:
                     s.path.unlink(missing_ok=True)

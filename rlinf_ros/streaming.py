@@ -44,19 +44,33 @@ TOKEN_ENV = "RLINF_INGEST_TOKEN"
 
 @dataclass
 class StreamerConfig:
-    url: str = field(default="ws://127.0.0.1:8100/transitions", metadata={"help": "learner ingest endpoint"})
-    token: str = field(default="", metadata={"help": f"bearer token (env {TOKEN_ENV} / {TOKEN_ENV}_FILE)"})
-    robot_id: str = field(default="robot0", metadata={"help": "names this robot's seqs at the learner"})
-    spool_dir: str = field(default="runs/spool/robot0", metadata={"help": "on-disk outbox (survives restarts)"})
-    spool_max_mb: float = field(default=2048.0, metadata={"help": "spool bound; beyond it episodes are cut"})
+    url: str = field(
+        default="ws://127.0.0.1:8100/transitions", metadata={"help": "learner ingest endpoint"}
+    )
+    token: str = field(
+        default="", metadata={"help": f"bearer token (env {TOKEN_ENV} / {TOKEN_ENV}_FILE)"}
+    )
+    robot_id: str = field(
+        default="robot0", metadata={"help": "names this robot's seqs at the learner"}
+    )
+    spool_dir: str = field(
+        default="runs/spool/robot0", metadata={"help": "on-disk outbox (survives restarts)"}
+    )
+    spool_max_mb: float = field(
+        default=2048.0, metadata={"help": "spool bound; beyond it episodes are cut"}
+    )
     segment_mb: float = field(default=4.0, metadata={"help": "spool segment file size"})
-    fsync: bool = field(default=False, metadata={"help": "fsync each item (power-cut safe, ~ms per item)"})
+    fsync: bool = field(
+        default=False, metadata={"help": "fsync each item (power-cut safe, ~ms per item)"}
+    )
     window: int = field(default=64, metadata={"help": "items in flight without an ack"})
     batch: int = field(default=16, metadata={"help": "items per frame"})
     backoff_s: float = field(default=0.5, metadata={"help": "first reconnect pause"})
     backoff_max_s: float = field(default=10.0, metadata={"help": "longest reconnect pause"})
     ack_timeout_s: float = field(default=15.0, metadata={"help": "no ack for this long: reconnect"})
-    connect_timeout_s: float = field(default=5.0, metadata={"help": "WebSocket open + hello timeout"})
+    connect_timeout_s: float = field(
+        default=5.0, metadata={"help": "WebSocket open + hello timeout"}
+    )
 
     def resolve_token(self) -> str:
         if self.token:
@@ -64,7 +78,9 @@ class StreamerConfig:
         path = os.environ.get(TOKEN_ENV + "_FILE", "")
         token = Path(path).read_text().strip() if path else os.environ.get(TOKEN_ENV, "")
         if not token:
-            raise ValueError(f"key 'streamer.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE")
+            raise ValueError(
+                f"key 'streamer.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE"
+            )
         return token
 
 
@@ -74,15 +90,27 @@ class TransitionStreamer:
     def __init__(self, cfg: StreamerConfig) -> None:
         self.cfg = cfg
         self._token = cfg.resolve_token()
-        self.spool = Spool(cfg.spool_dir, int(cfg.spool_max_mb * 2**20), int(cfg.segment_mb * 2**20), cfg.fsync)
+        self.spool = Spool(
+            cfg.spool_dir, int(cfg.spool_max_mb * 2**20), int(cfg.segment_mb * 2**20), cfg.fsync
+        )
         self._packer = Packer()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._cut: Transition | None = None  # the episode being cut (spool full): its aborted end is owed
+        self._cut: Transition | None = (
+            None  # the episode being cut (spool full): its aborted end is owed
+        )
         self.acked = -1
         self._max_sent = -1
-        self.stats = {"put": 0, "dropped": 0, "sent": 0, "resent": 0, "acked": -1, "connects": 0,
-                      "failures": 0, "duplicates": 0}
+        self.stats = {
+            "put": 0,
+            "dropped": 0,
+            "sent": 0,
+            "resent": 0,
+            "acked": -1,
+            "connects": 0,
+            "failures": 0,
+            "duplicates": 0,
+        }
         self.connected = False
         self.last_error = ""
         self._thread = threading.Thread(target=self._run, name="streamer", daemon=True)
@@ -105,8 +133,12 @@ class TransitionStreamer:
             self.stats["dropped"] += 1
             if not item.end:
                 self._cut = Transition(seq=0, episode=item.episode, index=item.index, end="aborted")
-            log.warning("streamer: spool %s full (%.0f MB); cutting episode %d", self.cfg.spool_dir,
-                        self.cfg.spool_max_mb, item.episode)
+            log.warning(
+                "streamer: spool %s full (%.0f MB); cutting episode %d",
+                self.cfg.spool_dir,
+                self.cfg.spool_max_mb,
+                item.episode,
+            )
             return False
         self.stats["put"] += 1
         self._wake.set()
@@ -125,12 +157,17 @@ class TransitionStreamer:
         return max(0, self.spool.next_seq - 1 - self.acked)
 
     def status(self) -> dict[str, Any]:
-        return {**self.stats, "connected": self.connected, "backlog": self.backlog,
-                "spool_mb": round(self.spool.bytes / 2**20, 3), "next_seq": self.spool.next_seq,
-                "last_error": self.last_error}
+        return {
+            **self.stats,
+            "connected": self.connected,
+            "backlog": self.backlog,
+            "spool_mb": round(self.spool.bytes / 2**20, 3),
+            "next_seq": self.spool.next_seq,
+            "last_error": self.last_error,
+        }
 
     # ---- sender thread ---------------------------------------------------------------------------
-    def start(self) -> "TransitionStreamer":
+    def start(self) -> TransitionStreamer:
         self._thread.start()
         return self
 
@@ -144,8 +181,14 @@ class TransitionStreamer:
         from websockets.sync.client import connect
 
         # __enter__: a long-lived connection this object closes itself (websockets >= 17.1 warns otherwise)
-        ws = connect(self.cfg.url, open_timeout=self.cfg.connect_timeout_s, compression=None, max_size=2**20,
-                     additional_headers={"Authorization": f"Bearer {self._token}"}, close_timeout=2).__enter__()
+        ws = connect(
+            self.cfg.url,
+            open_timeout=self.cfg.connect_timeout_s,
+            compression=None,
+            max_size=2**20,
+            additional_headers={"Authorization": f"Bearer {self._token}"},
+            close_timeout=2,
+        ).__enter__()
         try:
             ws.send(encode(IngestHello(self.cfg.robot_id)))
             welcome = IngestWelcome.from_wire(unpackb(ws.recv(timeout=self.cfg.connect_timeout_s)))
@@ -162,7 +205,7 @@ class TransitionStreamer:
         while not self._stop.is_set():
             try:
                 ws = self._connect()
-            except Exception as e:  # noqa: BLE001 -- unreachable, refused, timed out: all mean retry
+            except Exception as e:
                 self._lost(f"cannot reach {self.cfg.url}: {type(e).__name__}: {clip(str(e), 200)}")
                 self._stop.wait(pause * random.uniform(0.8, 1.2))
                 pause = min(pause * 2, self.cfg.backoff_max_s)
@@ -170,11 +213,15 @@ class TransitionStreamer:
             pause = self.cfg.backoff_s
             self.connected, self.last_error = True, ""
             self.stats["connects"] += 1
-            log.info("streamer: connected to %s (learner holds seqs up to %d)", self.cfg.url, self.acked)
+            log.info(
+                "streamer: connected to %s (learner holds seqs up to %d)", self.cfg.url, self.acked
+            )
             try:
                 self._pump(ws)
-            except Exception as e:  # noqa: BLE001 -- connection lost: reconnect and resend
-                self._lost(f"connection to {self.cfg.url} lost: {type(e).__name__}: {clip(str(e), 200)}")
+            except Exception as e:
+                self._lost(
+                    f"connection to {self.cfg.url} lost: {type(e).__name__}: {clip(str(e), 200)}"
+                )
             finally:
                 ws.close()
 
@@ -208,8 +255,10 @@ class TransitionStreamer:
                 reply = ws.recv(timeout=0.5)
             except TimeoutError:
                 if time.monotonic() - last_ack_t > self.cfg.ack_timeout_s:
-                    raise TimeoutError(f"no ack within {self.cfg.ack_timeout_s} s for seqs "
-                                       f"{self.acked + 1}..{sent}") from None
+                    raise TimeoutError(
+                        f"no ack within {self.cfg.ack_timeout_s} s for seqs "
+                        f"{self.acked + 1}..{sent}"
+                    ) from None
                 continue
             if isinstance(reply, str):
                 raise RuntimeError(f"learner refused a batch: {clip(reply, 300)}")

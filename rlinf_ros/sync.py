@@ -32,7 +32,8 @@ class ApproxTimeSync:
         self.streams = list(streams)
         self.slop = slop
         self._q: dict[str, collections.deque[tuple[float, Any]]] = {
-            s: collections.deque(maxlen=queue_size) for s in streams}
+            s: collections.deque(maxlen=queue_size) for s in streams
+        }
         self._lock = threading.Lock()
         self.last: dict[str, tuple[float, Any]] | None = None  # the newest set handed out
 

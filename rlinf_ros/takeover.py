@@ -52,8 +52,10 @@ class HumanTakeover:
     def on_teleop(self, text: str, now: float) -> None:
         cmd = TeleopCommand.from_json(text)
         if cmd.action.shape != (self.io.spec.action.dim,):
-            raise ValueError(f"teleop action has {cmd.action.shape[0]} values; the robot spec's action.dim is "
-                             f"{self.io.spec.action.dim} ({self.io.spec.action.control})")
+            raise ValueError(
+                f"teleop action has {cmd.action.shape[0]} values; the robot spec's action.dim is "
+                f"{self.io.spec.action.dim} ({self.io.spec.action.control})"
+            )
         self._cmd, self._t = cmd, now
 
     def on_robot_state(self, text: str) -> str:
@@ -73,4 +75,9 @@ class HumanTakeover:
     def command(self, cmd: TeleopCommand, readings: list[RobotReading]) -> Command:
         step = self.io.decode(np.asarray(cmd.action, np.float64)[None], readings)[0]
         self.teleop_steps += 1
-        return Command(step.joints, step.grippers, "teleop", action=np.clip(cmd.action, -1, 1).astype(np.float32))
+        return Command(
+            step.joints,
+            step.grippers,
+            "teleop",
+            action=np.clip(cmd.action, -1, 1).astype(np.float32),
+        )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -59,8 +59,9 @@ class ArmBackend(abc.ABC):
     def gripper_move(self, width: float, speed: float) -> bool: ...
 
     @abc.abstractmethod
-    def gripper_grasp(self, width: float, speed: float, force: float,
-                      epsilon_inner: float, epsilon_outer: float) -> bool: ...
+    def gripper_grasp(
+        self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
+    ) -> bool: ...
 
     @abc.abstractmethod
     def gripper_homing(self) -> bool: ...
@@ -89,16 +90,24 @@ class FrankaArm:
     True
     """
 
-    def __init__(self, backend: ArmBackend, safety: SafetyConfig | None = None, name: str = "arm",
-                 joint_prefix: str = "panda_", clock: Callable[[], float] = time.monotonic,
-                 command_period_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        backend: ArmBackend,
+        safety: SafetyConfig | None = None,
+        name: str = "arm",
+        joint_prefix: str = "panda_",
+        clock: Callable[[], float] = time.monotonic,
+        command_period_s: float = 0.1,
+    ) -> None:
         self.backend = backend
         self.name = name
         self.joint_prefix = joint_prefix
         self._clock = clock
         # a backend may declare its own kinematics (a bridged UR has none of the Panda's): its
         # ``fk`` (None: no workspace box) replaces the Panda forward kinematics of the safety layer
-        self.safety = SafetyLayer(safety, name=name, clock=clock, fk=getattr(backend, "fk", forward_kinematics))
+        self.safety = SafetyLayer(
+            safety, name=name, clock=clock, fk=getattr(backend, "fk", forward_kinematics)
+        )
         self.command_period_s = command_period_s
         self._holding = False
         self.last_refusal = ""  # why the last refused command (motion or gripper) was refused
@@ -120,7 +129,7 @@ class FrankaArm:
     def disconnect(self) -> None:
         self.backend.disconnect()
 
-    def __enter__(self) -> "FrankaArm":
+    def __enter__(self) -> FrankaArm:
         self.connect()
         return self
 
@@ -172,7 +181,9 @@ class FrankaArm:
         if st.has_error:
             why = f"refused: robot in {st.mode.name} with errors {list(st.errors)}; call error_recovery first"
             self.safety.record("error_refused", why)
-            return CommandOutcome(target=st.q.copy(), events=("error_refused",), refused=True, reason=why)
+            return CommandOutcome(
+                target=st.q.copy(), events=("error_refused",), refused=True, reason=why
+            )
         return None
 
     def _done(self, out: CommandOutcome) -> CommandOutcome:
@@ -236,12 +247,19 @@ class FrankaArm:
             return False
         return self.backend.gripper_move(self.safety.filter_gripper_width(width), speed)
 
-    def gripper_grasp(self, width: float = 0.0, speed: float = 0.1, force: float = 20.0,
-                      epsilon_inner: float = 0.005, epsilon_outer: float = 0.005) -> bool:
+    def gripper_grasp(
+        self,
+        width: float = 0.0,
+        speed: float = 0.1,
+        force: float = 20.0,
+        epsilon_inner: float = 0.005,
+        epsilon_outer: float = 0.005,
+    ) -> bool:
         if self._gripper_refused("grasp", width, speed, force, epsilon_inner, epsilon_outer):
             return False
-        return self.backend.gripper_grasp(self.safety.filter_gripper_width(width), speed, force,
-                                          epsilon_inner, epsilon_outer)
+        return self.backend.gripper_grasp(
+            self.safety.filter_gripper_width(width), speed, force, epsilon_inner, epsilon_outer
+        )
 
     def gripper_homing(self) -> bool:
         if self._gripper_refused("homing"):
@@ -279,8 +297,11 @@ class FrankaArm:
         self._check_limits(self.state())
         if not self._holding and self.safety.is_stale(now):
             age = (now - (self.safety.last_issued_time or now)) * 1000
-            self.safety.record("stale_hold", f"no command for {age:.0f} ms "
-                               f"> {self.safety.cfg.watchdog_ms:.0f} ms; holding position")
+            self.safety.record(
+                "stale_hold",
+                f"no command for {age:.0f} ms "
+                f"> {self.safety.cfg.watchdog_ms:.0f} ms; holding position",
+            )
             self.backend.hold()
             self.safety.forget_target()
             self._holding = True

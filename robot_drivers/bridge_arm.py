@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,25 +43,38 @@ from robot_drivers.types import PANDA_GRIPPER_MAX_WIDTH, ArmState, EEPose, Gripp
 
 log = logging.getLogger(__name__)
 
-KINEMATICS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {"panda": forward_kinematics, "none": None}
+KINEMATICS: dict[str, Callable[[np.ndarray], np.ndarray] | None] = {
+    "panda": forward_kinematics,
+    "none": None,
+}
 JointSink = Callable[[np.ndarray], None]
 
 
 class BridgeArmBackend(ArmBackend):
     """Readings pushed in by a ROS node, safe commands pushed out through ``send_joints``."""
 
-    def __init__(self, joint_names: list[str], send_joints: JointSink | None = None,
-                 send_gripper: Callable[[float], bool] | None = None, kinematics: str = "panda",
-                 state_timeout_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        joint_names: list[str],
+        send_joints: JointSink | None = None,
+        send_gripper: Callable[[float], bool] | None = None,
+        kinematics: str = "panda",
+        state_timeout_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if kinematics not in KINEMATICS:
-            raise ValueError(f"bridge kinematics {kinematics!r} unknown; known: {sorted(KINEMATICS)}")
+            raise ValueError(
+                f"bridge kinematics {kinematics!r} unknown; known: {sorted(KINEMATICS)}"
+            )
         self.joint_names = list(joint_names)
         self.dof = len(self.joint_names)
         self.send_joints = send_joints
         self.send_gripper = send_gripper
         self.fk = KINEMATICS[kinematics]
         if self.fk is not None and self.dof != 7:
-            raise ValueError(f"bridge kinematics 'panda' needs 7 joints, got {self.dof}; use kinematics: none")
+            raise ValueError(
+                f"bridge kinematics 'panda' needs 7 joints, got {self.dof}; use kinematics: none"
+            )
         self.state_timeout_s = state_timeout_s
         self._clock = clock
         self._q: np.ndarray | None = None
@@ -73,9 +86,13 @@ class BridgeArmBackend(ArmBackend):
         self.sent = 0
 
     # ---- readings in --------------------------------------------------------------------
-    def update_joints(self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray, stamp: float | None = None) -> None:
+    def update_joints(
+        self, q: np.ndarray, dq: np.ndarray, tau: np.ndarray, stamp: float | None = None
+    ) -> None:
         """A reading of the stack's joint states (in ``joint_names`` order)."""
-        self._q, self._dq, self._tau = (np.asarray(v, dtype=np.float64).copy() for v in (q, dq, tau))
+        self._q, self._dq, self._tau = (
+            np.asarray(v, dtype=np.float64).copy() for v in (q, dq, tau)
+        )
         self._stamp = self._clock() if stamp is None else stamp
 
     def update_pose(self, pose: EEPose, stamp: float | None = None) -> None:
@@ -115,9 +132,16 @@ class BridgeArmBackend(ArmBackend):
     def read_state(self) -> ArmState:
         q = self._q if self._q is not None else np.zeros(self.dof)
         errors = self._errors()
-        return ArmState(q=q.copy(), dq=self._dq.copy(), tau_j=self._tau.copy(), ee_pose=self._ee_pose(q),
-                        gripper=GripperState(width=self.width), mode=RobotMode.OTHER if errors else RobotMode.MOVE,
-                        errors=errors, stamp=self._stamp)
+        return ArmState(
+            q=q.copy(),
+            dq=self._dq.copy(),
+            tau_j=self._tau.copy(),
+            ee_pose=self._ee_pose(q),
+            gripper=GripperState(width=self.width),
+            mode=RobotMode.OTHER if errors else RobotMode.MOVE,
+            errors=errors,
+            stamp=self._stamp,
+        )
 
     # ---- commands out -------------------------------------------------------------------
     def command_joint_positions(self, q: np.ndarray) -> None:
@@ -137,12 +161,15 @@ class BridgeArmBackend(ArmBackend):
 
     def gripper_move(self, width: float, speed: float) -> bool:
         if self.send_gripper is None:
-            log.warning("bridge: no gripper command topic configured; gripper move to %.3f m dropped", width)
+            log.warning(
+                "bridge: no gripper command topic configured; gripper move to %.3f m dropped", width
+            )
             return False
         return self.send_gripper(width)
 
-    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
-                      epsilon_outer: float) -> bool:
+    def gripper_grasp(
+        self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
+    ) -> bool:
         return self.gripper_move(width, speed)
 
     def gripper_homing(self) -> bool:

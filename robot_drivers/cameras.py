@@ -15,8 +15,9 @@ import importlib
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class CameraIntrinsics:
     distortion: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0)
 
     @staticmethod
-    def from_fovy(width: int, height: int, fovy_deg: float) -> "CameraIntrinsics":
+    def from_fovy(width: int, height: int, fovy_deg: float) -> CameraIntrinsics:
         f = 0.5 * height / math.tan(math.radians(fovy_deg) / 2)
         return CameraIntrinsics(width, height, f, f, (width - 1) / 2, (height - 1) / 2)
 
@@ -59,16 +60,24 @@ class CameraFrame:
 class CameraConfig:
     """One camera, real or simulated."""
 
-    name: str = field(default="camera", metadata={"help": "camera name (key in observation images)"})
+    name: str = field(
+        default="camera", metadata={"help": "camera name (key in observation images)"}
+    )
     backend: str = field(default="sim", metadata={"help": "sim | realsense | zed | recorded"})
     width: int = 224
     height: int = 224
     fps: float = 30.0
-    serial: str = field(default="", metadata={"help": "device serial (real cameras); empty = first found"})
+    serial: str = field(
+        default="", metadata={"help": "device serial (real cameras); empty = first found"}
+    )
     sim_camera: str = field(default="third", metadata={"help": "MuJoCo camera of the sim scene"})
     depth: bool = False
-    recording: str = field(default="", metadata={
-        "help": "recorded: frames to replay in a loop (.npy [N,H,W,3], .npz, or an episode store directory)"})
+    recording: str = field(
+        default="",
+        metadata={
+            "help": "recorded: frames to replay in a loop (.npy [N,H,W,3], .npz, or an episode store directory)"
+        },
+    )
 
 
 class Camera(abc.ABC):
@@ -91,8 +100,10 @@ def _require(module: str, backend: str, hint: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise CameraError(f"camera backend {backend!r} needs `{module}` ({hint}); "
-                          "use backend 'sim' on a machine without the camera") from e
+        raise CameraError(
+            f"camera backend {backend!r} needs `{module}` ({hint}); "
+            "use backend 'sim' on a machine without the camera"
+        ) from e
 
 
 class RealSenseCamera(Camera):
@@ -104,9 +115,13 @@ class RealSenseCamera(Camera):
         conf = rs.config()
         if self.cfg.serial:
             conf.enable_device(self.cfg.serial)
-        conf.enable_stream(rs.stream.color, self.cfg.width, self.cfg.height, rs.format.rgb8, int(self.cfg.fps))
+        conf.enable_stream(
+            rs.stream.color, self.cfg.width, self.cfg.height, rs.format.rgb8, int(self.cfg.fps)
+        )
         if self.cfg.depth:
-            conf.enable_stream(rs.stream.depth, self.cfg.width, self.cfg.height, rs.format.z16, int(self.cfg.fps))
+            conf.enable_stream(
+                rs.stream.depth, self.cfg.width, self.cfg.height, rs.format.z16, int(self.cfg.fps)
+            )
             self._align = rs.align(rs.stream.color)
         profile = self.pipeline.start(conf)
         i = profile.get_stream(rs.stream.color).as_video_stream_profile().get_intrinsics()
@@ -117,7 +132,9 @@ class RealSenseCamera(Camera):
         if self.cfg.depth:
             frames = self._align.process(frames)
         color = np.asanyarray(frames.get_color_frame().get_data()).copy()
-        depth = np.asanyarray(frames.get_depth_frame().get_data()).copy() if self.cfg.depth else None
+        depth = (
+            np.asanyarray(frames.get_depth_frame().get_data()).copy() if self.cfg.depth else None
+        )
         return CameraFrame(color=color, depth=depth, stamp=time.time())
 
     @property
@@ -146,8 +163,15 @@ class ZedCamera(Camera):
         self._mat, self._dmat = sl.Mat(), sl.Mat()
         c = self.zed.get_camera_information().camera_configuration.calibration_parameters.left_cam
         self._scale = (self.cfg.width / c.image_size.width, self.cfg.height / c.image_size.height)
-        self._intr = CameraIntrinsics(self.cfg.width, self.cfg.height, c.fx * self._scale[0], c.fy * self._scale[1],
-                                      c.cx * self._scale[0], c.cy * self._scale[1], tuple(c.disto[:5]))
+        self._intr = CameraIntrinsics(
+            self.cfg.width,
+            self.cfg.height,
+            c.fx * self._scale[0],
+            c.fy * self._scale[1],
+            c.cx * self._scale[0],
+            c.cy * self._scale[1],
+            tuple(c.disto[:5]),
+        )
 
     def read(self) -> CameraFrame:
         sl = self._sl
@@ -160,7 +184,9 @@ class ZedCamera(Camera):
         if self.cfg.depth:
             self.zed.retrieve_measure(self._dmat, sl.MEASURE.DEPTH, sl.MEM.CPU, size)
             depth = np.nan_to_num(self._dmat.get_data()).clip(0, 65535).astype(np.uint16)
-        return CameraFrame(color=np.ascontiguousarray(bgra[..., 2::-1]), depth=depth, stamp=time.time())
+        return CameraFrame(
+            color=np.ascontiguousarray(bgra[..., 2::-1]), depth=depth, stamp=time.time()
+        )
 
     @property
     def intrinsics(self) -> CameraIntrinsics:
@@ -173,8 +199,12 @@ class ZedCamera(Camera):
 class SimCamera(Camera):
     """Renders a camera of the MuJoCo Panda scene; ``pose_source`` supplies the arm pose to mirror."""
 
-    def __init__(self, cfg: CameraConfig, scene: Any = None,
-                 pose_source: Callable[[], tuple[np.ndarray, float | None] | None] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: CameraConfig,
+        scene: Any = None,
+        pose_source: Callable[[], tuple[np.ndarray, float | None] | None] | None = None,
+    ) -> None:
         super().__init__(cfg)
         self.scene = scene
         self.pose_source = pose_source
@@ -189,8 +219,10 @@ class SimCamera(Camera):
             self.scene.connect()
         cam = self.scene.fm.camera_ids.get(self.cfg.sim_camera, -1)
         if cam < 0:
-            raise CameraError(f"sim camera {self.cfg.name!r}: scene has no camera {self.cfg.sim_camera!r}; "
-                              f"known: {sorted(self.scene.fm.camera_ids)}")
+            raise CameraError(
+                f"sim camera {self.cfg.name!r}: scene has no camera {self.cfg.sim_camera!r}; "
+                f"known: {sorted(self.scene.fm.camera_ids)}"
+            )
         fovy = float(self.scene.fm.model.cam_fovy[cam])
         self._intr = CameraIntrinsics.from_fovy(self.cfg.width, self.cfg.height, fovy)
 
@@ -247,8 +279,10 @@ class RecordedCamera(Camera):
 def load_frames(path: str, name: str) -> np.ndarray:
     """Frames of camera ``name`` from a ``.npy`` / ``.npz`` file (see :class:`RecordedCamera`)."""
     if not path:
-        raise CameraError(f"camera {name!r}: backend 'recorded' needs camera.recording (a .npy / .npz of frames "
-                          "or an episode store)")
+        raise CameraError(
+            f"camera {name!r}: backend 'recorded' needs camera.recording (a .npy / .npz of frames "
+            "or an episode store)"
+        )
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -262,23 +296,33 @@ def load_frames(path: str, name: str) -> np.ndarray:
                 return data[key]
         if len(keys) == 1:
             return data[keys[0]]
-    raise CameraError(f"camera {name!r}: recording {path!r} has arrays {keys}; name one 'frames' or 'images/{name}'")
+    raise CameraError(
+        f"camera {name!r}: recording {path!r} has arrays {keys}; name one 'frames' or 'images/{name}'"
+    )
 
 
 def check_frames(frames: np.ndarray, cfg: CameraConfig) -> np.ndarray:
     """``frames`` as contiguous uint8 ``[N, height, width, 3]``, or an error naming what differs."""
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or len(frames) == 0 or frames.dtype != np.uint8:
-        raise CameraError(f"camera {cfg.name!r}: recorded frames must be uint8 [N>0, H, W, 3], got "
-                          f"{frames.dtype} {list(frames.shape)}")
+        raise CameraError(
+            f"camera {cfg.name!r}: recorded frames must be uint8 [N>0, H, W, 3], got "
+            f"{frames.dtype} {list(frames.shape)}"
+        )
     if frames.shape[1:3] != (cfg.height, cfg.width):
-        raise CameraError(f"camera {cfg.name!r}: recorded frames are {frames.shape[1]}x{frames.shape[2]} (HxW), the "
-                          f"config says camera.height={cfg.height} camera.width={cfg.width}")
+        raise CameraError(
+            f"camera {cfg.name!r}: recorded frames are {frames.shape[1]}x{frames.shape[2]} (HxW), the "
+            f"config says camera.height={cfg.height} camera.width={cfg.width}"
+        )
     return np.ascontiguousarray(frames)
 
 
-CAMERA_BACKENDS: dict[str, type[Camera]] = {"sim": SimCamera, "realsense": RealSenseCamera, "zed": ZedCamera,
-                                            "recorded": RecordedCamera}
+CAMERA_BACKENDS: dict[str, type[Camera]] = {
+    "sim": SimCamera,
+    "realsense": RealSenseCamera,
+    "zed": ZedCamera,
+    "recorded": RecordedCamera,
+}
 
 
 def make_camera(cfg: CameraConfig, **kwargs: Any) -> Camera:
@@ -286,6 +330,8 @@ def make_camera(cfg: CameraConfig, **kwargs: Any) -> Camera:
     try:
         cls = CAMERA_BACKENDS[cfg.backend]
     except KeyError:
-        raise CameraError(f"camera {cfg.name!r}: unknown backend {cfg.backend!r}; "
-                          f"known: {sorted(CAMERA_BACKENDS)}") from None
+        raise CameraError(
+            f"camera {cfg.name!r}: unknown backend {cfg.backend!r}; "
+            f"known: {sorted(CAMERA_BACKENDS)}"
+        ) from None
     return cls(cfg, **kwargs)

@@ -24,8 +24,10 @@ class DualArm:
 
     def __init__(self, left: FrankaArm, right: FrankaArm) -> None:
         if left.joint_prefix == right.joint_prefix:
-            raise ValueError(f"both arms use joint_prefix {left.joint_prefix!r}; use e.g. 'left_panda_' / "
-                             "'right_panda_' so joint names stay unique")
+            raise ValueError(
+                f"both arms use joint_prefix {left.joint_prefix!r}; use e.g. 'left_panda_' / "
+                "'right_panda_' so joint names stay unique"
+            )
         self.arms = {"left": left, "right": right}
 
     @property
@@ -60,11 +62,13 @@ class DualArm:
         """Flat vector -> {side: (joints, gripper)}; a wrong length names the expected layout."""
         vec = np.asarray(vec, dtype=np.float64)
         if vec.shape != (self.dof,):
-            raise ValueError(f"dual-arm vector must have {self.dof} entries {self.names}, got shape {vec.shape}")
+            raise ValueError(
+                f"dual-arm vector must have {self.dof} entries {self.names}, got shape {vec.shape}"
+            )
         out, i = {}, 0
         for side, arm in self.arms.items():
             n = arm.backend.dof
-            out[side] = (vec[i:i + n], float(vec[i + n]))
+            out[side] = (vec[i : i + n], float(vec[i + n]))
             i += n + 1
         return out
 

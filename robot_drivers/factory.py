@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from robot_drivers.arm import ArmBackend, DriverError, FrankaArm
 from robot_drivers.safety import SafetyConfig
@@ -17,52 +17,84 @@ class ArmConfig:
     name: str = field(default="arm", metadata={"help": "arm name (logs, dual-arm side)"})
     backend: str = field(default="sim", metadata={"help": "sim | kinematic | libfranka | bridge"})
     ip: str = field(default="", metadata={"help": "robot IP (libfranka)"})
-    joint_prefix: str = field(default="panda_", metadata={"help": "joint names are <prefix>joint1..7"})
-    home: tuple[float, ...] = field(default=PANDA_HOME, metadata={"help": "home joint positions (rad)"})
+    joint_prefix: str = field(
+        default="panda_", metadata={"help": "joint names are <prefix>joint1..7"}
+    )
+    home: tuple[float, ...] = field(
+        default=PANDA_HOME, metadata={"help": "home joint positions (rad)"}
+    )
     safety: SafetyConfig = field(default_factory=SafetyConfig)
-    command_period_s: float = field(default=0.1, metadata={"help": "expected time between commands"})
-    joints: list[str] = field(default_factory=list, metadata={
-        "help": "bridge: the stack's joint names in order (empty: <prefix>joint1..7); ours stay <prefix>jointN"})
-    kinematics: str = field(default="panda", metadata={
-        "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"})
-    state_timeout_s: float = field(default=0.5, metadata={"help": "bridge: older joint states count as an error"})
-    scene: str = field(default="", metadata={
-        "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, franka_language/<mix>[:<split>] = that "
-                "env's scene (objects, colours, instruction per episode; sim_bridges.mujoco_franka.twin), "
-                "mujoco_franka/<task> = that task env (push: puck + goal; sim_bridges.mujoco_franka.task_twin)"})
-    scene_seed: int = field(default=0, metadata={
-        "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 (eval.seed_offset "
-                "replays rlinf eval's episodes)"})
+    command_period_s: float = field(
+        default=0.1, metadata={"help": "expected time between commands"}
+    )
+    joints: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "bridge: the stack's joint names in order (empty: <prefix>joint1..7); ours stay <prefix>jointN"
+        },
+    )
+    kinematics: str = field(
+        default="panda",
+        metadata={
+            "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"
+        },
+    )
+    state_timeout_s: float = field(
+        default=0.5, metadata={"help": "bridge: older joint states count as an error"}
+    )
+    scene: str = field(
+        default="",
+        metadata={
+            "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, franka_language/<mix>[:<split>] = that "
+            "env's scene (objects, colours, instruction per episode; sim_bridges.mujoco_franka.twin), "
+            "mujoco_franka/<task> = that task env (push: puck + goal; sim_bridges.mujoco_franka.task_twin)"
+        },
+    )
+    scene_seed: int = field(
+        default=0,
+        metadata={
+            "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 (eval.seed_offset "
+            "replays rlinf eval's episodes)"
+        },
+    )
 
 
 def _language_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
     mix, _, split = rest.partition(":")
     if not mix:
-        raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no mix); use franka_language/<mix>[:<split>]")
+        raise DriverError(
+            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no mix); use franka_language/<mix>[:<split>]"
+        )
 
     def scene() -> object:  # built on connect, in the process that steps it
         from sim_bridges.mujoco_franka.twin import LanguageSceneTwin
 
         return LanguageSceneTwin(mix, split or "id", seed=cfg.scene_seed)
+
     return scene
 
 
 def _task_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
     task = rest.strip()
     if not task:
-        raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no task); use mujoco_franka/<task> (e.g. push)")
+        raise DriverError(
+            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no task); use mujoco_franka/<task> (e.g. push)"
+        )
 
     def scene() -> object:
         from sim_bridges.mujoco_franka.task_twin import TaskSceneTwin
 
         return TaskSceneTwin(task, seed=cfg.scene_seed)
+
     return scene
 
 
 # scene family (the part before '/') -> (arm config, the rest) -> a builder of the twin's world.
 # The builder runs on connect, in the process that steps the physics (MuJoCo state is not shared).
 SCENES: dict[str, Callable[[ArmConfig, str], Callable[[], object]]] = {
-    "franka_language": _language_scene, "mujoco_franka": _task_scene}
+    "franka_language": _language_scene,
+    "mujoco_franka": _task_scene,
+}
 
 
 def _sim(cfg: ArmConfig) -> ArmBackend:
@@ -72,8 +104,10 @@ def _sim(cfg: ArmConfig) -> ArmBackend:
     if cfg.scene:
         family, _, rest = cfg.scene.partition("/")
         if family not in SCENES:
-            raise DriverError(f"arm {cfg.name!r}: scene {cfg.scene!r} unknown; use '' or one of "
-                              f"{', '.join(f'{k}/...' for k in sorted(SCENES))}")
+            raise DriverError(
+                f"arm {cfg.name!r}: scene {cfg.scene!r} unknown; use '' or one of "
+                f"{', '.join(f'{k}/...' for k in sorted(SCENES))}"
+            )
         scene = SCENES[family](cfg, rest)
     return MujocoArmBackend(home=cfg.home, scene=scene)
 
@@ -98,7 +132,11 @@ def _bridge(cfg: ArmConfig) -> ArmBackend:
 
 
 ARM_BACKENDS: dict[str, Callable[[ArmConfig], ArmBackend]] = {
-    "sim": _sim, "kinematic": _kinematic, "libfranka": _libfranka, "bridge": _bridge}
+    "sim": _sim,
+    "kinematic": _kinematic,
+    "libfranka": _libfranka,
+    "bridge": _bridge,
+}
 
 
 def make_arm(cfg: ArmConfig) -> FrankaArm:
@@ -106,6 +144,13 @@ def make_arm(cfg: ArmConfig) -> FrankaArm:
     try:
         factory = ARM_BACKENDS[cfg.backend]
     except KeyError:
-        raise DriverError(f"arm {cfg.name!r}: unknown backend {cfg.backend!r}; known: {sorted(ARM_BACKENDS)}") from None
-    return FrankaArm(factory(cfg), cfg.safety, name=cfg.name, joint_prefix=cfg.joint_prefix,
-                     command_period_s=cfg.command_period_s)
+        raise DriverError(
+            f"arm {cfg.name!r}: unknown backend {cfg.backend!r}; known: {sorted(ARM_BACKENDS)}"
+        ) from None
+    return FrankaArm(
+        factory(cfg),
+        cfg.safety,
+        name=cfg.name,
+        joint_prefix=cfg.joint_prefix,
+        command_period_s=cfg.command_period_s,
+    )

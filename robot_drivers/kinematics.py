@@ -17,21 +17,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
 # re-exported for rlinf_ros.nodes.robot until it imports it from rlinf_contracts.rotations itself
-from rlinf_contracts.rotations import quat_xyzw_to_matrix  # noqa: F401
+from rlinf_contracts.rotations import (
+    orientation_error,
+    quat_xyzw_to_matrix,  # noqa: F401
+    rotvec_to_matrix,
+)
 from robot_drivers.types import PANDA_HOME  # noqa: F401  (doctest uses it)
 
 # (a, d, alpha) per joint, modified DH; then the flange and the Franka Hand TCP offsets.
-_DH = np.array([
-    [0.0, 0.333, 0.0],
-    [0.0, 0.0, -np.pi / 2],
-    [0.0, 0.316, np.pi / 2],
-    [0.0825, 0.0, np.pi / 2],
-    [-0.0825, 0.384, -np.pi / 2],
-    [0.0, 0.0, np.pi / 2],
-    [0.088, 0.0, np.pi / 2],
-])
+_DH = np.array(
+    [
+        [0.0, 0.333, 0.0],
+        [0.0, 0.0, -np.pi / 2],
+        [0.0, 0.316, np.pi / 2],
+        [0.0825, 0.0, np.pi / 2],
+        [-0.0825, 0.384, -np.pi / 2],
+        [0.0, 0.0, np.pi / 2],
+        [0.088, 0.0, np.pi / 2],
+    ]
+)
 _FLANGE_D = 0.107
 _HAND_TCP_D = 0.1034
 _HAND_YAW = -np.pi / 4
@@ -39,12 +44,14 @@ _HAND_YAW = -np.pi / 4
 
 def _mdh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
     ca, sa, ct, st = np.cos(alpha), np.sin(alpha), np.cos(theta), np.sin(theta)
-    return np.array([
-        [ct, -st, 0.0, a],
-        [st * ca, ct * ca, -sa, -d * sa],
-        [st * sa, ct * sa, ca, d * ca],
-        [0.0, 0.0, 0.0, 1.0],
-    ])
+    return np.array(
+        [
+            [ct, -st, 0.0, a],
+            [st * ca, ct * ca, -sa, -d * sa],
+            [st * sa, ct * sa, ca, d * ca],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )
 
 
 def _tcp_offset(tcp_d: float) -> np.ndarray:
@@ -89,8 +96,14 @@ def pose_error(T_now: np.ndarray, T_goal: np.ndarray) -> np.ndarray:
     return np.concatenate([dp, drot])
 
 
-def solve_ik(q0: np.ndarray, T_goal: np.ndarray, iters: int = 20, damping: float = 1e-2,
-             tol: float = 1e-5, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
+def solve_ik(
+    q0: np.ndarray,
+    T_goal: np.ndarray,
+    iters: int = 20,
+    damping: float = 1e-2,
+    tol: float = 1e-5,
+    tcp_d: float = _HAND_TCP_D,
+) -> np.ndarray:
     """Damped least-squares IK from ``q0`` towards ``T_goal``; returns the best joints found.
 
     Small moves (end-effector delta commands of a few cm) converge in 2-4 iterations; the

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend, DriverError
 from robot_drivers.motion import ReferenceShaper
-from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
 
 log = logging.getLogger(__name__)
@@ -49,16 +49,22 @@ def error_names(errors: Any) -> tuple[str, ...]:
         return ()
     if isinstance(errors, (list, tuple)):
         return tuple(str(e) for e in errors)
-    return tuple(sorted(n for n in dir(errors) if not n.startswith("_") and getattr(errors, n) is True))
+    return tuple(
+        sorted(n for n in dir(errors) if not n.startswith("_") and getattr(errors, n) is True)
+    )
 
 
 class LibfrankaArmBackend(ArmBackend):
     """A Franka (FR3 / Panda) over pylibfranka with an in-thread 1 kHz joint position loop."""
 
-    def __init__(self, ip: str, max_speed_fraction: float = 0.5,
-                 collision_torque: tuple[float, float] = (20.0, 40.0),
-                 collision_force: tuple[float, float] = (10.0, 20.0),
-                 joint_impedance: tuple[float, ...] = (3000, 3000, 3000, 2500, 2500, 2000, 2000)) -> None:
+    def __init__(
+        self,
+        ip: str,
+        max_speed_fraction: float = 0.5,
+        collision_torque: tuple[float, float] = (20.0, 40.0),
+        collision_force: tuple[float, float] = (10.0, 20.0),
+        joint_impedance: tuple[float, ...] = (3000, 3000, 3000, 2500, 2500, 2000, 2000),
+    ) -> None:
         if not ip:
             raise DriverError("backend 'libfranka' needs the robot's IP (arm.ip in the config)")
         self.ip = ip
@@ -114,8 +120,9 @@ class LibfrankaArmBackend(ArmBackend):
                 ctrl.writeOnce(fr.JointPositions(cmd.tolist()))
         except Exception as e:  # ControlException / NetworkException: the robot stopped itself
             with self._lock:
-                self._errors = error_names(getattr(self.robot.read_once(), "current_errors", None)) or (
-                    f"{type(e).__name__}: {e}",)
+                self._errors = error_names(
+                    getattr(self.robot.read_once(), "current_errors", None)
+                ) or (f"{type(e).__name__}: {e}",)
             log.error("libfranka control loop stopped: %s", e)
         finally:
             self._running = False
@@ -126,7 +133,7 @@ class LibfrankaArmBackend(ArmBackend):
             self._thread.join(timeout=1.0)
         try:
             self.robot.stop()
-        except Exception as e:  # noqa: BLE001 -- best effort on shutdown
+        except Exception as e:
             log.warning("robot.stop() failed on disconnect: %s", e)
 
     def read_state(self) -> ArmState:
@@ -136,10 +143,16 @@ class LibfrankaArmBackend(ArmBackend):
         if errors and mode != RobotMode.USER_STOPPED:
             mode = RobotMode.REFLEX
         g = self.gripper.read_once()
-        return ArmState(q=np.asarray(s.q, dtype=np.float64), dq=np.asarray(s.dq, dtype=np.float64),
-                        tau_j=np.asarray(s.tau_J, dtype=np.float64), ee_pose=o_t_ee_to_pose(s.O_T_EE),
-                        gripper=GripperState(float(g.width), float(g.max_width), bool(g.is_grasped)),
-                        mode=mode, errors=errors, stamp=time.monotonic())
+        return ArmState(
+            q=np.asarray(s.q, dtype=np.float64),
+            dq=np.asarray(s.dq, dtype=np.float64),
+            tau_j=np.asarray(s.tau_J, dtype=np.float64),
+            ee_pose=o_t_ee_to_pose(s.O_T_EE),
+            gripper=GripperState(float(g.width), float(g.max_width), bool(g.is_grasped)),
+            mode=mode,
+            errors=errors,
+            stamp=time.monotonic(),
+        )
 
     def command_joint_positions(self, q: np.ndarray) -> None:
         with self._lock:
@@ -157,8 +170,9 @@ class LibfrankaArmBackend(ArmBackend):
     def gripper_move(self, width: float, speed: float) -> bool:
         return bool(self.gripper.move(width, speed))
 
-    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
-                      epsilon_outer: float) -> bool:
+    def gripper_grasp(
+        self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
+    ) -> bool:
         return bool(self.gripper.grasp(width, speed, force, epsilon_inner, epsilon_outer))
 
     def gripper_homing(self) -> bool:
@@ -173,7 +187,7 @@ class LibfrankaArmBackend(ArmBackend):
             self._thread.join(timeout=1.0)
         try:
             self.robot.automatic_error_recovery()
-        except Exception as e:  # noqa: BLE001 -- reported to the caller as False
+        except Exception as e:
             log.error("automatic_error_recovery failed: %s", e)
             return False
         with self._lock:

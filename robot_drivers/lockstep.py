@@ -38,14 +38,18 @@ class LockstepStepper:
         self.arm, self.backend = arm, arm.backend
         scene = self.backend.scene
         if scene is None or not hasattr(scene, "substeps"):
-            raise ValueError("lock-step needs a simulated arm running a simulator scene (arms[*].scene)")
+            raise ValueError(
+                "lock-step needs a simulated arm running a simulator scene (arms[*].scene)"
+            )
         self.period, self.substeps = float(scene.control_period_s), int(scene.substeps)
         self.clock = 0.0  # control periods stepped: the arm's and its safety layer's clock
         self.backend.lockstep = True
         arm._clock = arm.safety._clock = lambda: self.clock
         arm.command_period_s = self.period
         cfg = arm.safety.cfg
-        self.control_step = LimitedControlStep(self.backend, JointLimits(cfg.q_min, cfg.q_max, cfg.dq_max))
+        self.control_step = LimitedControlStep(
+            self.backend, JointLimits(cfg.q_min, cfg.q_max, cfg.dq_max)
+        )
         self.steps = 0  # control steps of this episode
         self.success_step: int | None = None  # the first step the scene's success test held
 
@@ -66,9 +70,14 @@ class LockstepStepper:
         self.clock += self.period
         run = self.control_step.run(self.substeps)
         if run.fraction < 1.0:
-            self.arm.safety.record("substep_limit", "the simulator's step would take a joint past its datasheet "
-                                   f"limits between two control steps; move shortened to {run.fraction:.3f}")
-            out = dataclasses.replace(out, target=run.target, events=out.events + ("substep_limit",))
+            self.arm.safety.record(
+                "substep_limit",
+                "the simulator's step would take a joint past its datasheet "
+                f"limits between two control steps; move shortened to {run.fraction:.3f}",
+            )
+            out = dataclasses.replace(
+                out, target=run.target, events=out.events + ("substep_limit",)
+            )
         self._check_substeps(run.q, run.dq)
         self.steps += 1
         if self.success_step is None and self.backend.scene.success():

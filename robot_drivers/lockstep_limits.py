@@ -67,8 +67,11 @@ def within_limits(q: np.ndarray, dq: np.ndarray, limits: JointLimits) -> bool:
     >>> within_limits(q, dq, lim)
     False
     """
-    return bool(np.all(np.abs(dq) <= np.asarray(limits.dq_max))
-                and np.all(q >= np.asarray(limits.q_min)) and np.all(q <= np.asarray(limits.q_max)))
+    return bool(
+        np.all(np.abs(dq) <= np.asarray(limits.dq_max))
+        and np.all(q >= np.asarray(limits.q_min))
+        and np.all(q <= np.asarray(limits.q_max))
+    )
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,10 @@ class LimitedControlStep:
             q, dq = b.step_control(n)
             if within_limits(q, dq, self.limits):
                 return ControlStepRun(1.0, target, q, dq)
-            lo, hi = 0.0, 1.0  # fraction hi leaves the limits; lo is the largest found inside (0: untried)
+            lo, hi = (
+                0.0,
+                1.0,
+            )  # fraction hi leaves the limits; lo is the largest found inside (0: untried)
             best: tuple[np.ndarray, np.ndarray] | None = None
             last_kept = False  # whether the physics now holds the run of fraction lo
             for _ in range(self.iterations):

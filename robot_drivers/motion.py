@@ -48,10 +48,16 @@ class ReferenceShaper:
     episode reset).
     """
 
-    def __init__(self, q: np.ndarray, q_min: tuple[float, ...] = PANDA_Q_MIN,
-                 q_max: tuple[float, ...] = PANDA_Q_MAX, dq_max: tuple[float, ...] = PANDA_DQ_MAX,
-                 ddq_max: tuple[float, ...] = PANDA_DDQ_MAX, speed_fraction: float = 0.9,
-                 margin: float = 0.01) -> None:
+    def __init__(
+        self,
+        q: np.ndarray,
+        q_min: tuple[float, ...] = PANDA_Q_MIN,
+        q_max: tuple[float, ...] = PANDA_Q_MAX,
+        dq_max: tuple[float, ...] = PANDA_DQ_MAX,
+        ddq_max: tuple[float, ...] = PANDA_DDQ_MAX,
+        speed_fraction: float = 0.9,
+        margin: float = 0.01,
+    ) -> None:
         if not 0.0 < speed_fraction <= 1.0:
             raise ValueError(f"speed_fraction must be in (0, 1], got {speed_fraction}")
         self.lo = np.asarray(q_min, dtype=np.float64) + margin
@@ -73,8 +79,13 @@ class ReferenceShaper:
         self.position = np.clip(np.asarray(q, dtype=np.float64), self.lo, self.hi)
         self.velocity = np.clip(np.asarray(dq, dtype=np.float64), -self.v_max, self.v_max)
 
-    def step(self, dt: float, goal: np.ndarray | None = None, velocity: np.ndarray | None = None,
-             ddq_max: np.ndarray | None = None) -> np.ndarray:
+    def step(
+        self,
+        dt: float,
+        goal: np.ndarray | None = None,
+        velocity: np.ndarray | None = None,
+        ddq_max: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Advance ``dt`` seconds towards ``goal`` (or at ``velocity``); returns the new reference.
         ``ddq_max``: a lower acceleration limit for this step (what the servo's torque allows in
         the present pose), never above the shaper's own."""
@@ -95,6 +106,8 @@ class ReferenceShaper:
             x_new = np.where(crossed, x + d, x_new)
             v_new = np.where(crossed, 0.0, v_new)
         x_new = np.clip(x_new, self.lo, self.hi)
-        v_new = np.where((x_new == self.lo) & (v_new < 0) | (x_new == self.hi) & (v_new > 0), 0.0, v_new)
+        v_new = np.where(
+            (x_new == self.lo) & (v_new < 0) | (x_new == self.hi) & (v_new > 0), 0.0, v_new
+        )
         self.position, self.velocity = x_new, v_new
         return x_new.copy()

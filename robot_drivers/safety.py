@@ -28,8 +28,8 @@ from __future__ import annotations
 import collections
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -55,37 +55,71 @@ class SafetyConfigError(ValueError):
 class SafetyConfig:
     """Limits of one arm. Tuples (not arrays) so YAML configs map onto them one to one."""
 
-    q_min: tuple[float, ...] = field(default=PANDA_Q_MIN, metadata={"help": "joint lower limits (rad)"})
-    q_max: tuple[float, ...] = field(default=PANDA_Q_MAX, metadata={"help": "joint upper limits (rad)"})
-    q_margin: float = field(default=0.05, metadata={"help": "stay this far (rad) inside the limits"})
-    dq_max: tuple[float, ...] = field(default=PANDA_DQ_MAX, metadata={"help": "joint speed limits (rad/s)"})
-    ddq_max: tuple[float, ...] = field(default=PANDA_DDQ_MAX, metadata={
-        "help": "joint accelerations (rad/s^2) for braking before the position limits"})
-    velocity_scale: float = field(default=0.5, metadata={"help": "fraction of dq_max commands may use"})
-    max_joint_step: float = field(default=0.15, metadata={"help": "max joint change per command (rad)"})
+    q_min: tuple[float, ...] = field(
+        default=PANDA_Q_MIN, metadata={"help": "joint lower limits (rad)"}
+    )
+    q_max: tuple[float, ...] = field(
+        default=PANDA_Q_MAX, metadata={"help": "joint upper limits (rad)"}
+    )
+    q_margin: float = field(
+        default=0.05, metadata={"help": "stay this far (rad) inside the limits"}
+    )
+    dq_max: tuple[float, ...] = field(
+        default=PANDA_DQ_MAX, metadata={"help": "joint speed limits (rad/s)"}
+    )
+    ddq_max: tuple[float, ...] = field(
+        default=PANDA_DDQ_MAX,
+        metadata={"help": "joint accelerations (rad/s^2) for braking before the position limits"},
+    )
+    velocity_scale: float = field(
+        default=0.5, metadata={"help": "fraction of dq_max commands may use"}
+    )
+    max_joint_step: float = field(
+        default=0.15, metadata={"help": "max joint change per command (rad)"}
+    )
     workspace_min: tuple[float, float, float] = field(
-        default=(0.15, -0.6, 0.02), metadata={"help": "end-effector box lower corner, base frame (m)"})
+        default=(0.15, -0.6, 0.02),
+        metadata={"help": "end-effector box lower corner, base frame (m)"},
+    )
     workspace_max: tuple[float, float, float] = field(
-        default=(0.85, 0.6, 1.0), metadata={"help": "end-effector box upper corner, base frame (m)"})
-    watchdog_ms: float = field(default=300.0, metadata={"help": "hold position after this long without a command"})
-    gripper_max_width: float = field(default=PANDA_GRIPPER_MAX_WIDTH, metadata={"help": "gripper opening limit (m)"})
-    log_interval_s: float = field(default=1.0, metadata={"help": "min seconds between two logs of one event kind"})
+        default=(0.85, 0.6, 1.0), metadata={"help": "end-effector box upper corner, base frame (m)"}
+    )
+    watchdog_ms: float = field(
+        default=300.0, metadata={"help": "hold position after this long without a command"}
+    )
+    gripper_max_width: float = field(
+        default=PANDA_GRIPPER_MAX_WIDTH, metadata={"help": "gripper opening limit (m)"}
+    )
+    log_interval_s: float = field(
+        default=1.0, metadata={"help": "min seconds between two logs of one event kind"}
+    )
 
     def validate(self) -> None:
         n = len(self.q_min)
         for name in ("q_max", "dq_max", "ddq_max"):
             if len(getattr(self, name)) != n:
-                raise SafetyConfigError(f"safety.{name} has {len(getattr(self, name))} entries, q_min has {n}")
-        bad = [i for i in range(n) if self.q_min[i] + self.q_margin >= self.q_max[i] - self.q_margin]
+                raise SafetyConfigError(
+                    f"safety.{name} has {len(getattr(self, name))} entries, q_min has {n}"
+                )
+        bad = [
+            i for i in range(n) if self.q_min[i] + self.q_margin >= self.q_max[i] - self.q_margin
+        ]
         if bad:
-            raise SafetyConfigError(f"safety.q_min/q_max leave no room at joints {bad} with q_margin={self.q_margin}")
+            raise SafetyConfigError(
+                f"safety.q_min/q_max leave no room at joints {bad} with q_margin={self.q_margin}"
+            )
         if any(a >= b for a, b in zip(self.workspace_min, self.workspace_max)):
             raise SafetyConfigError(
-                f"safety.workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}")
+                f"safety.workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}"
+            )
         if min(self.dq_max) <= 0 or min(self.ddq_max) <= 0:
-            raise SafetyConfigError(f"safety.dq_max {self.dq_max} and ddq_max {self.ddq_max} must be > 0")
+            raise SafetyConfigError(
+                f"safety.dq_max {self.dq_max} and ddq_max {self.ddq_max} must be > 0"
+            )
         if self.max_joint_step <= 0 or self.watchdog_ms <= 0 or not 0 < self.velocity_scale <= 1:
-            raise SafetyConfigError("safety.max_joint_step and watchdog_ms must be > 0, velocity_scale in (0, 1]")
+            raise SafetyConfigError(
+                "safety.max_joint_step and watchdog_ms must be > 0, velocity_scale in (0, 1]"
+            )
 
     @property
     def dof(self) -> int:
@@ -95,9 +129,13 @@ class SafetyConfig:
 class SafetyLayer:
     """Stateful filter between callers and a backend (one per arm)."""
 
-    def __init__(self, cfg: SafetyConfig | None = None, name: str = "arm",
-                 fk: Callable[[np.ndarray], np.ndarray] | None = forward_kinematics,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cfg: SafetyConfig | None = None,
+        name: str = "arm",
+        fk: Callable[[np.ndarray], np.ndarray] | None = forward_kinematics,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.cfg = cfg or SafetyConfig()
         self.cfg.validate()
         self.name = name
@@ -107,8 +145,13 @@ class SafetyLayer:
         self._hi = np.asarray(self.cfg.q_max) - self.cfg.q_margin
         self._dq_max = np.asarray(self.cfg.dq_max) * self.cfg.velocity_scale
         self._ddq_max = np.asarray(self.cfg.ddq_max, dtype=np.float64)
-        self._past_limit = np.zeros(self.cfg.dof, dtype=bool)  # joints found past a limit at the last check
-        self._ws_lo, self._ws_hi = np.asarray(self.cfg.workspace_min), np.asarray(self.cfg.workspace_max)
+        self._past_limit = np.zeros(
+            self.cfg.dof, dtype=bool
+        )  # joints found past a limit at the last check
+        self._ws_lo, self._ws_hi = (
+            np.asarray(self.cfg.workspace_min),
+            np.asarray(self.cfg.workspace_max),
+        )
         self.counters: collections.Counter[str] = collections.Counter()
         self._last_log: dict[str, float] = {}
         self._suppressed: collections.Counter[str] = collections.Counter()
@@ -123,7 +166,9 @@ class SafetyLayer:
         self.counters[kind] += 1
         now = self._clock()
         if now - self._last_log.get(kind, -np.inf) >= self.cfg.log_interval_s:
-            extra = f" ({self._suppressed[kind]} more since last log)" if self._suppressed[kind] else ""
+            extra = (
+                f" ({self._suppressed[kind]} more since last log)" if self._suppressed[kind] else ""
+            )
             log.warning("[%s] safety %s: %s%s", self.name, kind, detail, extra)
             self._last_log[kind] = now
             self._suppressed[kind] = 0
@@ -170,15 +215,21 @@ class SafetyLayer:
     # ---- filters ------------------------------------------------------------------------
     def _refuse(self, q_now: np.ndarray, kind: str, detail: str) -> CommandOutcome:
         self.record(kind, detail)
-        return CommandOutcome(target=np.asarray(q_now, dtype=np.float64).copy(), events=(kind,), refused=True,
-                              reason=detail)
+        return CommandOutcome(
+            target=np.asarray(q_now, dtype=np.float64).copy(),
+            events=(kind,),
+            refused=True,
+            reason=detail,
+        )
 
     def _outside(self, q: np.ndarray) -> float:
         """Distance (m) of the end effector at joints ``q`` outside the workspace box (0 inside)."""
         if self._fk is None:
             return 0.0
         p = self._fk(q)[:3, 3]
-        return float(np.linalg.norm(np.maximum(self._ws_lo - p, 0) + np.maximum(p - self._ws_hi, 0)))
+        return float(
+            np.linalg.norm(np.maximum(self._ws_lo - p, 0) + np.maximum(p - self._ws_hi, 0))
+        )
 
     def _workspace(self, q_now: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, bool]:
         """Shrink the move towards ``q_now`` until the target EE is inside the box (bisection)."""
@@ -196,8 +247,9 @@ class SafetyLayer:
                 hi = mid
         return q_now + lo * (target - q_now), True
 
-    def filter_joint_positions(self, target: np.ndarray, q_now: np.ndarray, dt: float,
-                               issued_at: float | None = None) -> CommandOutcome:
+    def filter_joint_positions(
+        self, target: np.ndarray, q_now: np.ndarray, dt: float, issued_at: float | None = None
+    ) -> CommandOutcome:
         """Safe version of a joint position ``target`` given the measured ``q_now``.
 
         ``dt`` is the time the move may take (the time since the previous command). Per joint,
@@ -211,8 +263,12 @@ class SafetyLayer:
         if self.estopped:
             return self._refuse(q_now, "estop_refused", self.estop_refusal())
         if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
-            return self._refuse(q_now, "stale_refused", f"command issued {(self._clock() - issued_at) * 1000:.0f} ms "
-                                f"ago > watchdog {self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding")
+            return self._refuse(
+                q_now,
+                "stale_refused",
+                f"command issued {(self._clock() - issued_at) * 1000:.0f} ms "
+                f"ago > watchdog {self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding",
+            )
         if target.shape != q_now.shape:
             return self._refuse(q_now, "bad_shape", f"target shape {target.shape} != {q_now.shape}")
         if not np.all(np.isfinite(target)):
@@ -221,12 +277,17 @@ class SafetyLayer:
         clamped = np.clip(target, self._lo, self._hi)
         if not np.array_equal(clamped, target):
             events.append("position_limit")
-            self.record("position_limit", f"joints {np.flatnonzero(clamped != target).tolist()} "
-                        f"clamped {np.round(target, 4).tolist()} -> {np.round(clamped, 4).tolist()}")
+            self.record(
+                "position_limit",
+                f"joints {np.flatnonzero(clamped != target).tolist()} "
+                f"clamped {np.round(target, 4).tolist()} -> {np.round(clamped, 4).tolist()}",
+            )
         # speed: relative to the previous target while the arm tracks it (a servo lags its
         # target by a steady error that must not count as speed), else to the measured joints
         ref = q_now
-        if self._last_target is not None and np.all(np.abs(self._last_target - q_now) <= self.cfg.max_joint_step):
+        if self._last_target is not None and np.all(
+            np.abs(self._last_target - q_now) <= self.cfg.max_joint_step
+        ):
             ref = self._last_target
         # scale the whole move, not each joint: clipping joints one by one would bend the path
         # (an end-effector straight line becomes a curve the policy never saw)
@@ -234,24 +295,36 @@ class SafetyLayer:
         limited = _limit_move(ref, clamped, v_step)
         if not np.array_equal(limited, clamped):
             events.append("velocity_limit")
-            self.record("velocity_limit", f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
-                        f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down")
+            self.record(
+                "velocity_limit",
+                f"move of {np.round(np.abs(clamped - ref).max(), 4)} rad in {dt:.3f} s "
+                f"exceeds {self.cfg.velocity_scale} x dq_max; scaled down",
+            )
         braked = _limit_move(ref, limited, self._braking_step(ref, limited - ref, dt))
         if not np.array_equal(braked, limited):
             events.append("braking")
-            self.record("braking", f"joints {np.flatnonzero(braked != limited).tolist()} slowed to stop before "
-                        "their position limits")
+            self.record(
+                "braking",
+                f"joints {np.flatnonzero(braked != limited).tolist()} slowed to stop before "
+                "their position limits",
+            )
         limited = braked
         stepped = _limit_move(q_now, limited, self.cfg.max_joint_step)
         if not np.array_equal(stepped, limited):
             events.append("max_step")
-            self.record("max_step", f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
-                        f"joints > max_joint_step {self.cfg.max_joint_step}; shortened")
+            self.record(
+                "max_step",
+                f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
+                f"joints > max_joint_step {self.cfg.max_joint_step}; shortened",
+            )
         safe, ws = self._workspace(q_now, stepped)
         if ws:
             events.append("workspace")
-            self.record("workspace", f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
-                        "move shortened")
+            self.record(
+                "workspace",
+                f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
+                "move shortened",
+            )
         self.note_command(issued_at=issued_at)
         self._last_target = safe.copy()
         return CommandOutcome(target=safe, events=tuple(events))
@@ -271,14 +344,22 @@ class SafetyLayer:
         (an arm stopped past a limit may be reset and moved back in without a new alarm)."""
         q, dq = np.asarray(q, dtype=np.float64), np.asarray(dq, dtype=np.float64)
         if q.shape != (self.cfg.dof,) or dq.shape != (self.cfg.dof,):
-            return f"measured joint state has shape {q.shape} / {dq.shape}, expected ({self.cfg.dof},)"
+            return (
+                f"measured joint state has shape {q.shape} / {dq.shape}, expected ({self.cfg.dof},)"
+            )
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(dq))):
             return f"measured joint state is not finite: q {q.tolist()}, dq {dq.tolist()}"
-        lo, hi, v_lim = np.asarray(self.cfg.q_min), np.asarray(self.cfg.q_max), np.asarray(self.cfg.dq_max)
+        lo, hi, v_lim = (
+            np.asarray(self.cfg.q_min),
+            np.asarray(self.cfg.q_max),
+            np.asarray(self.cfg.dq_max),
+        )
         fast = np.abs(dq) > v_lim
         if fast.any():
             i = int(np.argmax(np.abs(dq) / v_lim))
-            return f"joint {i + 1} moves at {abs(dq[i]):.3f} rad/s, above its limit {v_lim[i]} rad/s"
+            return (
+                f"joint {i + 1} moves at {abs(dq[i]):.3f} rad/s, above its limit {v_lim[i]} rad/s"
+            )
         outside = (q < lo) | (q > hi)
         outwards = ((q < lo) & (dq < -1e-3)) | ((q > hi) & (dq > 1e-3))
         bad = outside & (~self._past_limit | outwards)
@@ -292,7 +373,9 @@ class SafetyLayer:
         """After a hold / e-stop / recovery the next move is measured from the real joints."""
         self._last_target = None
 
-    def filter_joint_velocities(self, dq: np.ndarray, q_now: np.ndarray, dt: float) -> CommandOutcome:
+    def filter_joint_velocities(
+        self, dq: np.ndarray, q_now: np.ndarray, dt: float
+    ) -> CommandOutcome:
         """Safe joint velocity: speed limits, no motion past a joint limit or out of the box in ``dt``."""
         q_now = np.asarray(q_now, dtype=np.float64)
         dq = np.asarray(dq, dtype=np.float64)
@@ -307,15 +390,21 @@ class SafetyLayer:
         v = np.clip(dq, -self._dq_max, self._dq_max)
         if not np.array_equal(v, dq):
             events.append("velocity_limit")
-            self.record("velocity_limit",
-                        f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}")
+            self.record(
+                "velocity_limit",
+                f"{np.round(dq, 3).tolist()} clamped to +-{np.round(self._dq_max, 3).tolist()}",
+            )
         # no faster towards a limit than the joint can still stop before it (0 at the limit)
         room = self._braking_step(q_now, v, dt) / max(dt, 1e-3)
-        braked = np.where((v != 0) & (np.abs(v) > room), np.sign(v) * np.where(room > 1e-9, room, 0.0), v)
+        braked = np.where(
+            (v != 0) & (np.abs(v) > room), np.sign(v) * np.where(room > 1e-9, room, 0.0), v
+        )
         if not np.array_equal(braked, v):
             events.append("position_limit")
-            self.record("position_limit", f"joints {np.flatnonzero(braked != v).tolist()} slowed or stopped "
-                        "at their limit")
+            self.record(
+                "position_limit",
+                f"joints {np.flatnonzero(braked != v).tolist()} slowed or stopped at their limit",
+            )
             v = braked
         if self._outside(q_now + v * max(dt, 1e-3)) > self._outside(q_now):
             v = zero

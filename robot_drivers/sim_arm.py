@@ -43,8 +43,12 @@ log = logging.getLogger(__name__)
 class KinematicArmBackend(ArmBackend):
     """Joints move straight to their target at up to ``dq_max``; gripper at ``gripper_speed``."""
 
-    def __init__(self, home: tuple[float, ...] = PANDA_HOME, dq_max: tuple[float, ...] = PANDA_DQ_MAX,
-                 gripper_speed: float = 0.1) -> None:
+    def __init__(
+        self,
+        home: tuple[float, ...] = PANDA_HOME,
+        dq_max: tuple[float, ...] = PANDA_DQ_MAX,
+        gripper_speed: float = 0.1,
+    ) -> None:
         self.q = np.asarray(home, dtype=np.float64).copy()
         self.dq = np.zeros(7)
         self.target = self.q.copy()
@@ -59,10 +63,16 @@ class KinematicArmBackend(ArmBackend):
 
     def read_state(self) -> ArmState:
         T = forward_kinematics(self.q)
-        return ArmState(q=self.q.copy(), dq=self.dq.copy(), tau_j=np.zeros(7),
-                        ee_pose=EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3])),
-                        gripper=GripperState(width=self.width), mode=self.mode, errors=self.errors,
-                        stamp=time.monotonic())
+        return ArmState(
+            q=self.q.copy(),
+            dq=self.dq.copy(),
+            tau_j=np.zeros(7),
+            ee_pose=EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3])),
+            gripper=GripperState(width=self.width),
+            mode=self.mode,
+            errors=self.errors,
+            stamp=time.monotonic(),
+        )
 
     def command_joint_positions(self, q: np.ndarray) -> None:
         self.target, self.velocity = np.asarray(q, dtype=np.float64).copy(), None
@@ -85,8 +95,9 @@ class KinematicArmBackend(ArmBackend):
         self.width_target = width
         return True
 
-    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
-                      epsilon_outer: float) -> bool:
+    def gripper_grasp(
+        self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
+    ) -> bool:
         self.width_target = width
         return True
 
@@ -113,16 +124,24 @@ class KinematicArmBackend(ArmBackend):
         step = np.clip(self.target - self.q, -self.dq_max * dt, self.dq_max * dt)
         self.q = self.q + step
         self.dq = step / dt
-        dw = np.clip(self.width_target - self.width, -self.gripper_speed * dt, self.gripper_speed * dt)
+        dw = np.clip(
+            self.width_target - self.width, -self.gripper_speed * dt, self.gripper_speed * dt
+        )
         self.width += dw
 
 
 class MujocoArmBackend(ArmBackend):
     """The sim_bridges MuJoCo Panda advancing in real time; can also render its cameras."""
 
-    def __init__(self, home: tuple[float, ...] | None = None, max_substeps: int = 100,
-                 realtime: bool = True, scene: Any = None, speed_fraction: float = 0.9,
-                 torque_fraction: float = 0.5) -> None:
+    def __init__(
+        self,
+        home: tuple[float, ...] | None = None,
+        max_substeps: int = 100,
+        realtime: bool = True,
+        scene: Any = None,
+        speed_fraction: float = 0.9,
+        torque_fraction: float = 0.5,
+    ) -> None:
         self.home = home
         # the servo reference's speed limit as a fraction of dq_max: the headroom the tracking
         # servo needs to stay under the datasheet limit (measured peak: see the safety tests)
@@ -174,7 +193,10 @@ class MujocoArmBackend(ArmBackend):
         self.limited_steps = 0  # physics steps the shaped reference ran instead of the goal
         self._goal = q0.copy()
         self._set_gripper_ctrl(PANDA_GRIPPER_MAX_WIDTH)
-        self.data.qpos[self.fm.grip_qpos] = [PANDA_GRIPPER_MAX_WIDTH / 2, -PANDA_GRIPPER_MAX_WIDTH / 2]
+        self.data.qpos[self.fm.grip_qpos] = [
+            PANDA_GRIPPER_MAX_WIDTH / 2,
+            -PANDA_GRIPPER_MAX_WIDTH / 2,
+        ]
         mujoco.mj_forward(self.fm.model, self.data)
         self._base = mujoco.mj_name2id(self.fm.model, mujoco.mjtObj.mjOBJ_BODY, "base")
         log.info("MuJoCo Panda ready (timestep %.3f s)", self.fm.model.opt.timestep)
@@ -196,11 +218,16 @@ class MujocoArmBackend(ArmBackend):
             p = R_base.T @ (d.site_xpos[fm.ee_site] - d.xpos[self._base])
             R = R_base.T @ d.site_xmat[fm.ee_site].reshape(3, 3)
             g = d.qpos[fm.grip_qpos]
-            return ArmState(q=d.qpos[fm.arm_qpos].copy(), dq=d.qvel[fm.arm_dof].copy(),
-                            tau_j=d.actuator_force[fm.arm_act].copy(),
-                            ee_pose=EEPose(p, matrix_to_quat_xyzw(R)),
-                            gripper=GripperState(width=float(g[0] - g[1])), mode=self.mode,
-                            errors=self.errors, stamp=time.monotonic())
+            return ArmState(
+                q=d.qpos[fm.arm_qpos].copy(),
+                dq=d.qvel[fm.arm_dof].copy(),
+                tau_j=d.actuator_force[fm.arm_act].copy(),
+                ee_pose=EEPose(p, matrix_to_quat_xyzw(R)),
+                gripper=GripperState(width=float(g[0] - g[1])),
+                mode=self.mode,
+                errors=self.errors,
+                stamp=time.monotonic(),
+            )
 
     def command_joint_positions(self, q: np.ndarray) -> None:
         with self._lock:
@@ -224,8 +251,9 @@ class MujocoArmBackend(ArmBackend):
             self._set_gripper_ctrl(width)
         return True
 
-    def gripper_grasp(self, width: float, speed: float, force: float, epsilon_inner: float,
-                      epsilon_outer: float) -> bool:
+    def gripper_grasp(
+        self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
+    ) -> bool:
         return self.gripper_move(width, speed)
 
     def gripper_homing(self) -> bool:
@@ -254,7 +282,9 @@ class MujocoArmBackend(ArmBackend):
         self._mj.mj_fullM(m, self._M, d.qM)
         M = np.abs(self._M[np.ix_(self.fm.arm_dof, self.fm.arm_dof)])
         need = M @ self._shaper.a_max
-        return self._shaper.a_max * min(1.0, float(np.min(self.torque_fraction * self._tau_max / need)))
+        return self._shaper.a_max * min(
+            1.0, float(np.min(self.torque_fraction * self._tau_max / need))
+        )
 
     def _can_still_stop(self, q: np.ndarray, dq: np.ndarray, dt: float) -> bool:
         """Whether the joints ``q`` at speeds ``dq`` are under ``speed_fraction`` of their speed
@@ -264,7 +294,10 @@ class MujocoArmBackend(ArmBackend):
         if np.any(np.abs(dq) > self._dq_guard) or np.any(q < lo) or np.any(q > hi):
             return False
         a = self._feasible_acceleration()
-        return bool(np.all(dq <= stopping_speed(hi - q, a, dt)) and np.all(-dq <= stopping_speed(q - lo, a, dt)))
+        return bool(
+            np.all(dq <= stopping_speed(hi - q, a, dt))
+            and np.all(-dq <= stopping_speed(q - lo, a, dt))
+        )
 
     def step(self, n: int) -> None:
         """Advance exactly ``n`` physics steps.
@@ -383,12 +416,18 @@ class MujocoArmBackend(ArmBackend):
         """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""
         with self._lock:
             if self.scene is not None and hasattr(self.scene, "render"):
-                return self.scene.render(camera)  # the env's own renderer: episode colours, its size
+                return self.scene.render(
+                    camera
+                )  # the env's own renderer: episode colours, its size
             cam = self.fm.camera_ids.get(camera)
             if cam is None or cam < 0:
-                raise ValueError(f"unknown sim camera {camera!r}; known: {sorted(self.fm.camera_ids)}")
+                raise ValueError(
+                    f"unknown sim camera {camera!r}; known: {sorted(self.fm.camera_ids)}"
+                )
             r = self._renderers.get((height, width))
             if r is None:
-                r = self._renderers[(height, width)] = self._mj.Renderer(self.fm.model, height, width)
+                r = self._renderers[(height, width)] = self._mj.Renderer(
+                    self.fm.model, height, width
+                )
             r.update_scene(self.data, camera=cam)
             return r.render().copy()

@@ -16,8 +16,9 @@ Needs Isaac Sim + IsaacLab on an RTX GPU; the pure mapping below is unit-tested 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,9 @@ def policy_state(obs: Any) -> np.ndarray:
     """IsaacLab observation (dict with a ``policy`` group, or a tensor) -> float32 [N, D]."""
     x = obs["policy"] if isinstance(obs, Mapping) else obs
     if isinstance(x, Mapping):
-        raise TypeError("IsaacLab 'policy' group is a dict; set concatenate_terms=True in the task's ObsCfg")
+        raise TypeError(
+            "IsaacLab 'policy' group is a dict; set concatenate_terms=True in the task's ObsCfg"
+        )
     if hasattr(x, "detach"):
         x = x.detach().cpu().numpy()
     arr = np.asarray(x, dtype=np.float32)
@@ -56,10 +59,14 @@ def scale_actions(actions: np.ndarray, scale: float) -> np.ndarray:
 
 def _bools(x: Any, n: int) -> np.ndarray:
     """A torch tensor (any device) or array of flags -> bool [n]."""
-    return np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=bool).reshape(n)
+    return np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x, dtype=bool).reshape(
+        n
+    )
 
 
-def success_from_terms(term_values: Mapping[str, Any], names: tuple[str, ...], n: int) -> np.ndarray:
+def success_from_terms(
+    term_values: Mapping[str, Any], names: tuple[str, ...], n: int
+) -> np.ndarray:
     """OR of the named termination terms that exist (bool [N]); all False when none exist."""
     out = np.zeros(n, dtype=bool)
     for name in names:
@@ -86,18 +93,29 @@ class IsaacLabEnv(SteppedVectorEnv):
         self._obs_raw, _ = env.reset()
         n = policy_state(self._obs_raw).shape[0]
         adim = int(np.prod(env.unwrapped.single_action_space.shape))
-        spec = EnvSpec(num_envs=n, state_dim=policy_state(self._obs_raw).shape[1], action_dim=adim,
-                       max_episode_steps=cfg.max_episode_steps, instruction=cfg.task,
-                       control_hz=1.0 / env.unwrapped.step_dt)
+        spec = EnvSpec(
+            num_envs=n,
+            state_dim=policy_state(self._obs_raw).shape[1],
+            action_dim=adim,
+            max_episode_steps=cfg.max_episode_steps,
+            instruction=cfg.task,
+            control_hz=1.0 / env.unwrapped.step_dt,
+        )
         super().__init__(spec, terminate_on_success=False)  # IsaacLab's own terms terminate
 
     def _observe(self) -> Observation:
-        return {"state": policy_state(self._obs_raw), "images": {}, "instruction": [self.cfg.task] * self.num_envs}
+        return {
+            "state": policy_state(self._obs_raw),
+            "images": {},
+            "instruction": [self.cfg.task] * self.num_envs,
+        }
 
     def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         if seed is not None and not isinstance(seed, int):
-            raise TypeError("IsaacLab seeds the whole batch from one int; per-row seeds (a learner's "
-                            "algorithm.revisit_share) are not supported on this family")
+            raise TypeError(
+                "IsaacLab seeds the whole batch from one int; per-row seeds (a learner's "
+                "algorithm.revisit_share) are not supported on this family"
+            )
         if seed is not None:
             self.env.unwrapped.seed(seed)
         self._obs_raw, _ = self.env.reset()
@@ -120,9 +138,13 @@ class IsaacLabEnv(SteppedVectorEnv):
         raw = np.zeros((b, self.spec.action_dim), np.float32)
         raw[rows] = scale_actions(actions, self.cfg.action_scale)
         self._obs_raw, rew, te, to, _ = self.env.step(torch.as_tensor(raw, device=self.cfg.device))
-        reward = np.asarray(rew.detach().cpu().numpy() if hasattr(rew, "detach") else rew, np.float32).reshape(b)
+        reward = np.asarray(
+            rew.detach().cpu().numpy() if hasattr(rew, "detach") else rew, np.float32
+        ).reshape(b)
         ok = success_from_terms(self._terms(), self.cfg.success_terms, b)
-        return RowStep(reward[rows], ok[rows], terminated=_bools(te, b)[rows], truncated=_bools(to, b)[rows])
+        return RowStep(
+            reward[rows], ok[rows], terminated=_bools(te, b)[rows], truncated=_bools(to, b)[rows]
+        )
 
     def step(self, actions: np.ndarray) -> StepResult:
         obs, reward, term, trunc, info = super().step(actions)
@@ -136,7 +158,9 @@ class IsaacLabEnv(SteppedVectorEnv):
             self._app.close()
 
 
-def launch(cfg: IsaacLabConfig, num_envs: int) -> IsaacLabEnv:  # pragma: no cover - needs Isaac Sim on a GPU
+def launch(
+    cfg: IsaacLabConfig, num_envs: int
+) -> IsaacLabEnv:  # pragma: no cover - needs Isaac Sim on a GPU
     """Start Isaac Sim (it must run before IsaacLab's modules import) and build the task."""
     from isaaclab.app import AppLauncher
 
@@ -150,10 +174,14 @@ def launch(cfg: IsaacLabConfig, num_envs: int) -> IsaacLabEnv:  # pragma: no cov
 
 
 @register_env("isaaclab")
-def make_isaaclab_env(task: str = "Isaac-Lift-Cube-Franka-v0", num_envs: int = 1, **kwargs: Any) -> VectorEnv:
+def make_isaaclab_env(
+    task: str = "Isaac-Lift-Cube-Franka-v0", num_envs: int = 1, **kwargs: Any
+) -> VectorEnv:
     if importlib.util.find_spec("isaaclab") is None:
         raise ImportError(
             "the isaaclab bridge needs Isaac Sim and IsaacLab on an NVIDIA RTX GPU "
             "(see isaac-sim.github.io/IsaacLab installation); they are not installed here"
         )
-    return launch(IsaacLabConfig(task=task or "Isaac-Lift-Cube-Franka-v0", **kwargs), num_envs)  # pragma: no cover
+    return launch(
+        IsaacLabConfig(task=task or "Isaac-Lift-Cube-Franka-v0", **kwargs), num_envs
+    )  # pragma: no cover

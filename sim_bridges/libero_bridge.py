@@ -24,12 +24,18 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.env import EnvSpec
+from rlinf_contracts.env_registry import register_env
 from rlinf_contracts.rotations import quat_xyzw_to_rotvec
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
-from rlinf_contracts.env_registry import register_env
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
-MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
+MAX_STEPS = {
+    "libero_spatial": 220,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_10": 520,
+    "libero_90": 400,
+}
 NOOP_ACTION = np.array([0, 0, 0, 0, 0, 0, -1.0])
 CAMERAS = {"third": "agentview_image", "wrist": "robot0_eye_in_hand_image"}
 
@@ -46,8 +52,13 @@ class LiberoConfig:
 
 def libero_state(obs: dict[str, np.ndarray]) -> np.ndarray:
     """openpi's 8-D LIBERO state: eef pos, eef axis-angle, gripper finger positions."""
-    return np.concatenate([obs["robot0_eef_pos"], quat_xyzw_to_rotvec(obs["robot0_eef_quat"]),
-                           obs["robot0_gripper_qpos"]]).astype(np.float32)
+    return np.concatenate(
+        [
+            obs["robot0_eef_pos"],
+            quat_xyzw_to_rotvec(obs["robot0_eef_quat"]),
+            obs["robot0_gripper_qpos"],
+        ]
+    ).astype(np.float32)
 
 
 def libero_images(obs: dict[str, np.ndarray], cameras: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -68,8 +79,9 @@ class LiberoSingle(SingleEnv):  # pragma: no cover - needs LIBERO
         task = suite.get_task(cfg.task_id)
         self.init_states = suite.get_task_init_states(cfg.task_id)
         bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
-        self.env = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=cfg.image_size,
-                                      camera_widths=cfg.image_size)
+        self.env = OffScreenRenderEnv(
+            bddl_file_name=bddl, camera_heights=cfg.image_size, camera_widths=cfg.image_size
+        )
         self.cfg, self.instruction, self._k = cfg, task.language, 0
 
     def _obs(self, raw: dict) -> SingleObs:
@@ -78,7 +90,9 @@ class LiberoSingle(SingleEnv):  # pragma: no cover - needs LIBERO
     def reset(self, seed: int) -> SingleObs:
         self.env.seed(seed)
         self.env.reset()
-        raw = self.env.set_init_state(self.init_states[init_state_index(seed, len(self.init_states))])
+        raw = self.env.set_init_state(
+            self.init_states[init_state_index(seed, len(self.init_states))]
+        )
         for _ in range(self.cfg.settle_steps):
             raw, *_ = self.env.step(NOOP_ACTION)
         return self._obs(raw)
@@ -92,7 +106,9 @@ class LiberoSingle(SingleEnv):  # pragma: no cover - needs LIBERO
 
 
 @register_env("libero")
-def make_libero_env(task: str = "libero_spatial", num_envs: int = 1, **kwargs: Any) -> LoopVectorEnv:
+def make_libero_env(
+    task: str = "libero_spatial", num_envs: int = 1, **kwargs: Any
+) -> LoopVectorEnv:
     suite = task or "libero_spatial"
     if suite not in SUITES:
         raise ValueError(f"unknown LIBERO suite {suite!r}; use one of {SUITES}")
@@ -103,8 +119,13 @@ def make_libero_env(task: str = "libero_spatial", num_envs: int = 1, **kwargs: A
         )
     cfg = LiberoConfig(suite=suite, **kwargs)  # pragma: no cover - below needs LIBERO
     adapters = [LiberoSingle(cfg) for _ in range(num_envs)]
-    spec = EnvSpec(num_envs=num_envs, state_dim=8, action_dim=7,
-                   cameras={c: (cfg.image_size, cfg.image_size) for c in cfg.cameras},
-                   max_episode_steps=cfg.max_episode_steps or MAX_STEPS[suite], control_hz=20.0,
-                   instruction=adapters[0].instruction)
+    spec = EnvSpec(
+        num_envs=num_envs,
+        state_dim=8,
+        action_dim=7,
+        cameras={c: (cfg.image_size, cfg.image_size) for c in cfg.cameras},
+        max_episode_steps=cfg.max_episode_steps or MAX_STEPS[suite],
+        control_hz=20.0,
+        instruction=adapters[0].instruction,
+    )
     return LoopVectorEnv(adapters, spec, terminate_on_success=True)

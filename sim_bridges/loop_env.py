@@ -10,8 +10,8 @@ statistics, truncation and action checking from
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -54,8 +54,13 @@ class LoopVectorEnv(SteppedVectorEnv):
     """B :class:`SingleEnv` adapters behind the batched contract (the hooks of
     :class:`~rlinf_contracts.stepping.SteppedVectorEnv`, one adapter call per row)."""
 
-    def __init__(self, adapters: list[SingleEnv], spec: EnvSpec, terminate_on_success: bool = True,
-                 reward_fn: Callable[[float, bool], float] | None = None) -> None:
+    def __init__(
+        self,
+        adapters: list[SingleEnv],
+        spec: EnvSpec,
+        terminate_on_success: bool = True,
+        reward_fn: Callable[[float, bool], float] | None = None,
+    ) -> None:
         if len(adapters) != spec.num_envs:
             raise ValueError(f"got {len(adapters)} adapters for spec.num_envs={spec.num_envs}")
         super().__init__(spec, terminate_on_success)

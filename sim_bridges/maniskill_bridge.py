@@ -22,8 +22,9 @@ import dataclasses
 import difflib
 import importlib.util
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,8 +34,11 @@ from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, row_seeds
 from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 
 log = logging.getLogger(__name__)
-CONTROL_MODES = {"ee_delta": "pd_ee_delta_pose", "ee_delta_pos": "pd_ee_delta_pos",
-                 "joint_delta": "pd_joint_delta_pos"}
+CONTROL_MODES = {
+    "ee_delta": "pd_ee_delta_pose",
+    "ee_delta_pos": "pd_ee_delta_pos",
+    "joint_delta": "pd_joint_delta_pos",
+}
 CAMERA_ALIASES = {"third": "base_camera", "wrist": "hand_camera"}
 OBS_MODES = {"state": "state", "rgb": "rgb", "state+rgb": "rgb"}
 SIM_BACKENDS = ("auto", "physx_cpu", "physx_cuda", "cpu", "gpu")
@@ -54,9 +58,11 @@ TASK_INSTRUCTIONS = {
     "RollBall-v1": "roll the ball to the goal region at the other end of the table",
     "PushT-v1": "push the T-shaped block onto the T-shaped target",
 }
-VULKAN_HINT = ("SAPIEN found no Vulkan device; on a CPU ManiSkill needs Mesa >= 24.3 lavapipe even "
-               "for state observations. Run scripts/install_maniskill.sh (Debian 12: "
-               "`apt-get install mesa-vulkan-drivers/bookworm-backports`)")
+VULKAN_HINT = (
+    "SAPIEN found no Vulkan device; on a CPU ManiSkill needs Mesa >= 24.3 lavapipe even "
+    "for state observations. Run scripts/install_maniskill.sh (Debian 12: "
+    "`apt-get install mesa-vulkan-drivers/bookworm-backports`)"
+)
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,18 @@ class ManiSkillConfig:
     instruction: str | None = None  # None: TASK_INSTRUCTIONS, else the task id
 
     def __post_init__(self) -> None:
-        for key, value, allowed in (("obs_mode", self.obs_mode, OBS_MODES), ("reward", self.reward, REWARDS),
-                                    ("sim_backend", self.sim_backend, SIM_BACKENDS)):
+        for key, value, allowed in (
+            ("obs_mode", self.obs_mode, OBS_MODES),
+            ("reward", self.reward, REWARDS),
+            ("sim_backend", self.sim_backend, SIM_BACKENDS),
+        ):
             if value not in allowed:
                 raise ValueError(f"maniskill: {key}={value!r}; use one of {', '.join(allowed)}")
         if self.max_episode_steps < 1 or self.image_size < 1:
-            raise ValueError(f"maniskill: max_episode_steps={self.max_episode_steps} and "
-                             f"image_size={self.image_size} must be >= 1")
+            raise ValueError(
+                f"maniskill: max_episode_steps={self.max_episode_steps} and "
+                f"image_size={self.image_size} must be >= 1"
+            )
         object.__setattr__(self, "cameras", tuple(self.cameras))
 
     @property
@@ -93,7 +104,9 @@ def config_from_kwargs(task: str, kwargs: Mapping[str, Any]) -> ManiSkillConfig:
     known = {f.name for f in dataclasses.fields(ManiSkillConfig)}
     unknown = sorted(set(kwargs) - known)
     if unknown:
-        raise TypeError(f"maniskill: unknown option(s) {unknown}; known: {sorted(known - {'task'})}")
+        raise TypeError(
+            f"maniskill: unknown option(s) {unknown}; known: {sorted(known - {'task'})}"
+        )
     return ManiSkillConfig(task=task or "PickCube-v1", **kwargs)
 
 
@@ -111,7 +124,11 @@ def native_control_mode(control: str) -> str:
 
 
 def task_instruction(cfg: ManiSkillConfig) -> str:
-    return cfg.instruction if cfg.instruction is not None else TASK_INSTRUCTIONS.get(cfg.task, cfg.task)
+    return (
+        cfg.instruction
+        if cfg.instruction is not None
+        else TASK_INSTRUCTIONS.get(cfg.task, cfg.task)
+    )
 
 
 def choose_backend(requested: str, cuda_available: bool) -> str:
@@ -125,7 +142,9 @@ def choose_backend(requested: str, cuda_available: bool) -> str:
     return {"cpu": "physx_cpu", "gpu": "physx_cuda"}.get(requested, requested)
 
 
-def choose_render_backend(requested: str | None, uses_cameras: bool, sim_backend: str) -> str | None:
+def choose_render_backend(
+    requested: str | None, uses_cameras: bool, sim_backend: str
+) -> str | None:
     """An explicit choice wins. On ``physx_cpu``: ``none`` without cameras (SAPIEN still needs a
     Vulkan device, but renders nothing per step), ``cpu`` (lavapipe) with them — instead of
     ManiSkill's default, which asks for ``sapien_cuda`` and falls back with a warning. On the GPU
@@ -172,7 +191,9 @@ def extract_images(obs: Mapping[str, Any], cameras: tuple[str, ...]) -> dict[str
     for cam in cameras:
         native = CAMERA_ALIASES.get(cam, cam)
         if native not in sensors:
-            raise KeyError(f"camera {cam!r} (ManiSkill {native!r}) not in sensor data; have {sorted(sensors)}")
+            raise KeyError(
+                f"camera {cam!r} (ManiSkill {native!r}) not in sensor data; have {sorted(sensors)}"
+            )
         out[cam] = to_numpy(sensors[native]["rgb"])[..., :3].astype(np.uint8)
     return out
 
@@ -183,16 +204,24 @@ def scale_actions(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.
     return (low + (actions + 1.0) * 0.5 * (high - low)).astype(np.float32)
 
 
-def make_spec(cfg: ManiSkillConfig, num_envs: int, state_dim: int, action_dim: int,
-              control_hz: float) -> EnvSpec:
+def make_spec(
+    cfg: ManiSkillConfig, num_envs: int, state_dim: int, action_dim: int, control_hz: float
+) -> EnvSpec:
     s = cfg.image_size
-    return EnvSpec(num_envs=num_envs, state_dim=state_dim, action_dim=action_dim,
-                   cameras={c: (s, s) for c in cfg.cameras} if cfg.uses_cameras else {},
-                   max_episode_steps=cfg.max_episode_steps, control_hz=control_hz,
-                   instruction=task_instruction(cfg))
+    return EnvSpec(
+        num_envs=num_envs,
+        state_dim=state_dim,
+        action_dim=action_dim,
+        cameras={c: (s, s) for c in cfg.cameras} if cfg.uses_cameras else {},
+        max_episode_steps=cfg.max_episode_steps,
+        control_hz=control_hz,
+        instruction=task_instruction(cfg),
+    )
 
 
-def _make_native(cfg: ManiSkillConfig, num_envs: int, backend: str):  # pragma: no cover - needs mani_skill
+def _make_native(
+    cfg: ManiSkillConfig, num_envs: int, backend: str
+):  # pragma: no cover - needs mani_skill
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401  (registers the tasks)
     from mani_skill.utils.registration import REGISTERED_ENVS
@@ -201,8 +230,11 @@ def _make_native(cfg: ManiSkillConfig, num_envs: int, backend: str):  # pragma: 
     render = choose_render_backend(cfg.render_backend, cfg.uses_cameras, backend)
     try:
         return gym.make(
-            cfg.task, num_envs=num_envs, obs_mode=OBS_MODES[cfg.obs_mode],
-            control_mode=native_control_mode(cfg.control), sim_backend=backend,
+            cfg.task,
+            num_envs=num_envs,
+            obs_mode=OBS_MODES[cfg.obs_mode],
+            control_mode=native_control_mode(cfg.control),
+            sim_backend=backend,
             reward_mode=REWARDS[cfg.reward],
             sensor_configs={"width": cfg.image_size, "height": cfg.image_size},
             max_episode_steps=10**9,  # episodes are cut by the bridge (cfg.max_episode_steps)
@@ -260,13 +292,24 @@ class ManiSkillBatched(SteppedVectorEnv):
         self._raw, _ = env.reset(seed=0)
         space = env.action_space
         self.low, self.high = np.asarray(space.low)[0], np.asarray(space.high)[0]
-        super().__init__(make_spec(cfg, num_envs, flatten_state(self._raw).shape[1], int(self.low.shape[0]),
-                                   float(env.unwrapped.control_freq)), cfg.terminate_on_success)
+        super().__init__(
+            make_spec(
+                cfg,
+                num_envs,
+                flatten_state(self._raw).shape[1],
+                int(self.low.shape[0]),
+                float(env.unwrapped.control_freq),
+            ),
+            cfg.terminate_on_success,
+        )
 
     def _observe(self) -> Observation:
         images = extract_images(self._raw, self.cfg.cameras) if self.spec.cameras else {}
-        return {"state": flatten_state(self._raw), "images": images,
-                "instruction": [self.spec.instruction] * self.num_envs}
+        return {
+            "state": flatten_state(self._raw),
+            "images": images,
+            "instruction": [self.spec.instruction] * self.num_envs,
+        }
 
     def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         """ManiSkill seeds its envs itself: one call with a seed per env."""
@@ -286,14 +329,18 @@ class ManiSkillBatched(SteppedVectorEnv):
         b = self.num_envs
         scaled = np.zeros((b, self.spec.action_dim), np.float32)  # idle rows: zero, results ignored
         scaled[rows] = scale_actions(actions, self.low, self.high)
-        self._raw, rew, _, _, info = self.env.step(torch.as_tensor(scaled, device=self.env.unwrapped.device))
+        self._raw, rew, _, _, info = self.env.step(
+            torch.as_tensor(scaled, device=self.env.unwrapped.device)
+        )
         reward = to_numpy(rew).astype(np.float32).reshape(b)
         ok = to_numpy(info["success"]).astype(bool).reshape(b)
         fail = to_numpy(info.get("fail", np.zeros(b, bool))).astype(bool).reshape(b)
         return RowStep(reward[rows], ok[rows], terminated=fail[rows])
 
 
-def _make_cpu_env(cfg: ManiSkillConfig, num_envs: int) -> VectorEnv:  # pragma: no cover - needs mani_skill
+def _make_cpu_env(
+    cfg: ManiSkillConfig, num_envs: int
+) -> VectorEnv:  # pragma: no cover - needs mani_skill
     adapters: list[ManiSkillSingle] = []
     try:
         for _ in range(num_envs):
@@ -303,8 +350,13 @@ def _make_cpu_env(cfg: ManiSkillConfig, num_envs: int) -> VectorEnv:  # pragma: 
             a.close()
         raise
     probe = adapters[0].reset(0)
-    spec = make_spec(cfg, num_envs, int(probe.state.shape[0]), int(adapters[0].low.shape[0]),
-                     adapters[0].control_hz)
+    spec = make_spec(
+        cfg,
+        num_envs,
+        int(probe.state.shape[0]),
+        int(adapters[0].low.shape[0]),
+        adapters[0].control_hz,
+    )
     return LoopVectorEnv(adapters, spec, terminate_on_success=cfg.terminate_on_success)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.env import EnvSpec
-from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 from rlinf_contracts.env_registry import register_env
+from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 
 log = logging.getLogger(__name__)
 CAMERA_ALIASES = {"third": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -60,17 +60,31 @@ class RobosuiteSingle(SingleEnv):
         if cfg.controller is not None:
             from robosuite.controllers import load_composite_controller_config
 
-            kwargs["controller_configs"] = load_composite_controller_config(controller=cfg.controller)
+            kwargs["controller_configs"] = load_composite_controller_config(
+                controller=cfg.controller
+            )
         if cfg.task not in robosuite.ALL_ENVIRONMENTS:
-            raise ValueError(f"unknown robosuite task {cfg.task!r}; known: {sorted(robosuite.ALL_ENVIRONMENTS)}")
+            raise ValueError(
+                f"unknown robosuite task {cfg.task!r}; known: {sorted(robosuite.ALL_ENVIRONMENTS)}"
+            )
         images = "rgb" in cfg.obs_mode
         self.cfg = cfg
         self.env = robosuite.make(
-            cfg.task, robots=cfg.robots, has_renderer=False, has_offscreen_renderer=images,
-            use_camera_obs=images, camera_names=[CAMERA_ALIASES.get(c, c) for c in cfg.cameras],
-            camera_heights=cfg.image_size, camera_widths=cfg.image_size,
-            control_freq=int(cfg.control_hz), horizon=10**9, ignore_done=True, hard_reset=False,
-            reward_shaping=cfg.reward == "dense", seed=0, **kwargs,
+            cfg.task,
+            robots=cfg.robots,
+            has_renderer=False,
+            has_offscreen_renderer=images,
+            use_camera_obs=images,
+            camera_names=[CAMERA_ALIASES.get(c, c) for c in cfg.cameras],
+            camera_heights=cfg.image_size,
+            camera_widths=cfg.image_size,
+            control_freq=int(cfg.control_hz),
+            horizon=10**9,
+            ignore_done=True,
+            hard_reset=False,
+            reward_shaping=cfg.reward == "dense",
+            seed=0,
+            **kwargs,
         )
         low, high = self.env.action_spec
         self.low, self.high = np.asarray(low), np.asarray(high)
@@ -81,7 +95,11 @@ class RobosuiteSingle(SingleEnv):
         return int(self.low.shape[0])
 
     def _obs(self, raw: dict[str, np.ndarray]) -> SingleObs:
-        images = {c: camera_image(raw, c) for c in self.cfg.cameras} if "rgb" in self.cfg.obs_mode else {}
+        images = (
+            {c: camera_image(raw, c) for c in self.cfg.cameras}
+            if "rgb" in self.cfg.obs_mode
+            else {}
+        )
         return SingleObs(state_vector(raw), images, self.instruction)
 
     def reset(self, seed: int) -> SingleObs:
@@ -107,9 +125,14 @@ def make_robosuite_env(task: str = "Lift", num_envs: int = 1, **kwargs: Any) -> 
     adapters = [RobosuiteSingle(cfg) for _ in range(num_envs)]
     probe = adapters[0].reset(0)
     spec = EnvSpec(
-        num_envs=num_envs, state_dim=int(probe.state.shape[0]), action_dim=adapters[0].action_dim,
-        cameras={c: (cfg.image_size, cfg.image_size) for c in cfg.cameras} if "rgb" in cfg.obs_mode else {},
-        max_episode_steps=cfg.max_episode_steps, control_hz=cfg.control_hz,
+        num_envs=num_envs,
+        state_dim=int(probe.state.shape[0]),
+        action_dim=adapters[0].action_dim,
+        cameras={c: (cfg.image_size, cfg.image_size) for c in cfg.cameras}
+        if "rgb" in cfg.obs_mode
+        else {},
+        max_episode_steps=cfg.max_episode_steps,
+        control_hz=cfg.control_hz,
         instruction=adapters[0].instruction,
     )
     return LoopVectorEnv(adapters, spec, terminate_on_success=cfg.terminate_on_success)

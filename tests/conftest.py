@@ -14,7 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _uses_session_ray(item: pytest.Item) -> bool:
-    return "ray_cluster" in getattr(item, "fixturenames", ()) or item.get_closest_marker("ray") is not None
+    return (
+        "ray_cluster" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("ray") is not None
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -25,9 +28,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     2-core machine should not share the cores with it. Whole modules move, so module-scoped
     fixtures are still built once.
     """
-    ray_modules = {item.module.__name__ for item in items  # type: ignore[attr-defined]
-                   if getattr(item, "module", None) is not None and _uses_session_ray(item)}
-    items.sort(key=lambda item: getattr(getattr(item, "module", None), "__name__", "") in ray_modules)
+    ray_modules = {
+        item.module.__name__
+        for item in items  # type: ignore[attr-defined]
+        if getattr(item, "module", None) is not None and _uses_session_ray(item)
+    }
+    items.sort(
+        key=lambda item: getattr(getattr(item, "module", None), "__name__", "") in ray_modules
+    )
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,9 @@ load from a safetensors file with the checkpoint's names, act, log-prob, one tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,8 +25,10 @@ from learner.models.adapters.pi0 import Pi0Config  # noqa: E402
 from policy_server.policy import check_policy  # noqa: E402
 
 ACT = {"q01": [-0.05] * 6 + [0.0], "q99": [0.05] * 6 + [1.0], "mask": [True] * 6 + [False]}
-PI_STATS = {"state": {"mean": [0.1] * 8, "std": [0.5] * 8, "q01": [-1.0] * 8, "q99": [1.0] * 8},
-            "actions": {"mean": [0.0] * 7, "std": [0.2] * 7, "q01": [-0.5] * 7, "q99": [0.5] * 7}}
+PI_STATS = {
+    "state": {"mean": [0.1] * 8, "std": [0.5] * 8, "q01": [-1.0] * 8, "q99": [1.0] * 8},
+    "actions": {"mean": [0.0] * 7, "std": [0.2] * 7, "q01": [-0.5] * 7, "q99": [0.5] * 7},
+}
 
 
 def openvla_cfg(rank: int, ckpt: str = "") -> OpenVlaConfig:
@@ -39,36 +42,74 @@ def oft_cfg(rank: int, ckpt: str = "") -> OftConfig:
 
 
 def pi_cfg(pi05: bool) -> Callable[[int, str], Pi0Config]:
-    return lambda rank, ckpt="": Pi0Config.tiny(pi05=pi05, norm_stats=PI_STATS, checkpoint=ckpt,
-                                                lora=LoraSpec(rank=rank, alpha=8))
+    return lambda rank, ckpt="": Pi0Config.tiny(
+        pi05=pi05, norm_stats=PI_STATS, checkpoint=ckpt, lora=LoraSpec(rank=rank, alpha=8)
+    )
 
 
 # adapter name, config builder, camera, real key names that must be in the saved file
 CASES: dict[str, tuple[str, Callable[..., Any], str, list[str]]] = {
-    "openvla": ("openvla", openvla_cfg, "primary", [
-        "vision_backbone.featurizer.blocks.0.attn.qkv.weight", "vision_backbone.featurizer.reg_token",
-        "vision_backbone.featurizer.blocks.0.ls1.scale_factor", "vision_backbone.fused_featurizer.patch_embed.proj.weight",
-        "projector.fc3.weight", "language_model.model.layers.0.self_attn.q_proj.weight", "language_model.lm_head.weight"]),
-    "openvla_oft": ("openvla_oft", oft_cfg, "primary", [
-        "language_model.model.layers.1.mlp.down_proj.weight", "action_head.model.fc1.weight",
-        "action_head.model.mlp_resnet_blocks.1.ffn.1.weight", "proprio_projector.fc2.weight"]),
-    "pi0": ("pi0", pi_cfg(False), "base_0_rgb", [
-        "paligemma_with_expert.paligemma.model.vision_tower.encoder.layers.0.self_attn.q_proj.weight",
-        "paligemma_with_expert.paligemma.model.multi_modal_projector.linear.weight",
-        "paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight",
-        "paligemma_with_expert.gemma_expert.model.layers.1.mlp.gate_proj.weight",
-        "state_proj.weight", "action_in_proj.weight", "action_out_proj.bias", "action_time_mlp_in.weight"]),
-    "pi05": ("pi05", pi_cfg(True), "base_0_rgb", [
-        "paligemma_with_expert.gemma_expert.model.layers.0.input_layernorm.dense.weight",
-        "paligemma_with_expert.gemma_expert.model.norm.dense.bias", "time_mlp_in.weight", "time_mlp_out.weight"]),
+    "openvla": (
+        "openvla",
+        openvla_cfg,
+        "primary",
+        [
+            "vision_backbone.featurizer.blocks.0.attn.qkv.weight",
+            "vision_backbone.featurizer.reg_token",
+            "vision_backbone.featurizer.blocks.0.ls1.scale_factor",
+            "vision_backbone.fused_featurizer.patch_embed.proj.weight",
+            "projector.fc3.weight",
+            "language_model.model.layers.0.self_attn.q_proj.weight",
+            "language_model.lm_head.weight",
+        ],
+    ),
+    "openvla_oft": (
+        "openvla_oft",
+        oft_cfg,
+        "primary",
+        [
+            "language_model.model.layers.1.mlp.down_proj.weight",
+            "action_head.model.fc1.weight",
+            "action_head.model.mlp_resnet_blocks.1.ffn.1.weight",
+            "proprio_projector.fc2.weight",
+        ],
+    ),
+    "pi0": (
+        "pi0",
+        pi_cfg(False),
+        "base_0_rgb",
+        [
+            "paligemma_with_expert.paligemma.model.vision_tower.encoder.layers.0.self_attn.q_proj.weight",
+            "paligemma_with_expert.paligemma.model.multi_modal_projector.linear.weight",
+            "paligemma_with_expert.paligemma.model.language_model.layers.0.self_attn.q_proj.weight",
+            "paligemma_with_expert.gemma_expert.model.layers.1.mlp.gate_proj.weight",
+            "state_proj.weight",
+            "action_in_proj.weight",
+            "action_out_proj.bias",
+            "action_time_mlp_in.weight",
+        ],
+    ),
+    "pi05": (
+        "pi05",
+        pi_cfg(True),
+        "base_0_rgb",
+        [
+            "paligemma_with_expert.gemma_expert.model.layers.0.input_layernorm.dense.weight",
+            "paligemma_with_expert.gemma_expert.model.norm.dense.bias",
+            "time_mlp_in.weight",
+            "time_mlp_out.weight",
+        ],
+    ),
 }
 
 
 def observation(cam: str, b: int = 2) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    return {"state": rng.normal(0, 0.3, (b, 8)).astype(np.float32),
-            "images": {cam: rng.integers(0, 255, (b, 40, 40, 3), dtype=np.uint8)},
-            "instruction": ["pick up the red cube", "push the blue ball"][:b]}
+    return {
+        "state": rng.normal(0, 0.3, (b, 8)).astype(np.float32),
+        "images": {cam: rng.integers(0, 255, (b, 40, 40, 3), dtype=np.uint8)},
+        "instruction": ["pick up the red cube", "push the blue ball"][:b],
+    }
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -77,15 +118,20 @@ def test_tiny_model_loads_acts_scores_trains_and_serves(case: str, tmp_path: Pat
     torch.manual_seed(0)
     # 1. a "checkpoint": the network without LoRA, saved under the real key names
     source = build_adapter(name, cfg=make_cfg(0))
-    state = {k: v.contiguous().clone() for k, v in source.state_dict().items()}  # tied embeddings: own copies
+    state = {
+        k: v.contiguous().clone() for k, v in source.state_dict().items()
+    }  # tied embeddings: own copies
     missing = [k for k in keys if k not in state]
     assert not missing, f"not the real key layout: {missing}"
     path = tmp_path / "model.safetensors"
     save_file(state, str(path))
     torch.manual_seed(1)  # different random init: only loading can make the weights equal
     adapter = build_adapter(name, cfg=make_cfg(4, str(path)))
-    loaded = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
-              for k, v in adapter.state_dict().items() if "lora_" not in k}
+    loaded = {
+        k.replace("base_model.model.", "").replace(".base_layer", ""): v
+        for k, v in adapter.state_dict().items()
+        if "lora_" not in k
+    }
     assert set(loaded) == set(state)
     assert all(torch.equal(loaded[k], state[k]) for k in state)
 
@@ -102,11 +148,15 @@ def test_tiny_model_loads_acts_scores_trains_and_serves(case: str, tmp_path: Pat
     params = dict(adapter.named_parameters())
     trainable = {k for k, p in params.items() if p.requires_grad}
     assert any("lora_B" in k for k in trainable)
-    assert not any("lora_" not in k and ("language_model" in k or "gemma_expert" in k or "vision" in k)
-                   for k in trainable), "backbone weights must be frozen (LoRA trains them)"
+    assert not any(
+        "lora_" not in k and ("language_model" in k or "gemma_expert" in k or "vision" in k)
+        for k in trainable
+    ), "backbone weights must be frozen (LoRA trains them)"
     before = {k: p.detach().clone() for k, p in params.items()}
     (-logp.mean()).backward()
-    g2 = sum(float(p.grad.pow(2).sum()) for p in adapter.trainable_parameters() if p.grad is not None)
+    g2 = sum(
+        float(p.grad.pow(2).sum()) for p in adapter.trainable_parameters() if p.grad is not None
+    )
     # plain gradient step sized to raise the mean log-prob by ~1e-3 to first order
     torch.optim.SGD(adapter.trainable_parameters(), lr=1e-3 / g2).step()
     changed = {k for k, p in params.items() if not torch.equal(p.detach(), before[k])}
@@ -135,7 +185,9 @@ def test_openvla_deterministic_actions_are_bin_centres_within_the_dataset_bounds
     torch.manual_seed(0)
     adapter = build_adapter("openvla", cfg=openvla_cfg(0))
     out = adapter.act(observation("primary"))
-    assert np.all(out.actions[..., :6] >= -0.05 - 1e-6) and np.all(out.actions[..., :6] <= 0.05 + 1e-6)
+    assert np.all(out.actions[..., :6] >= -0.05 - 1e-6) and np.all(
+        out.actions[..., :6] <= 0.05 + 1e-6
+    )
     nearest = np.abs(out.model_actions[..., None] - adapter.tokens.centres).min(-1)
     assert nearest.max() < 1e-6  # every model action is a bin centre
     # SFT targets: robot-unit actions -> the tokens that decode back to (nearly) them
@@ -150,12 +202,15 @@ def test_pi0_follows_the_committed_prefix_when_rtc_guides() -> None:
     prefix = np.full((4, 7), 0.3)
     gen = lambda: torch.Generator().manual_seed(5)  # noqa: E731  (the same noise for both)
     free = adapter.act(obs, generator=gen()).actions[0]
-    guided = adapter.act(obs, rtc_prefix=prefix, rtc_inference_delay=3, rtc_execute_horizon=2,
-                         generator=gen()).actions[0]
+    guided = adapter.act(
+        obs, rtc_prefix=prefix, rtc_inference_delay=3, rtc_execute_horizon=2, generator=gen()
+    ).actions[0]
     err_free, err_guided = np.abs(free[:3] - 0.3).mean(), np.abs(guided[:3] - 0.3).mean()
     assert err_guided < 0.5 * err_free, (err_free, err_guided)
     served = serve(adapter)  # the policy client's request keys reach the sampler
-    assert served.infer({**obs, "rtc_prefix": prefix, "rtc_inference_delay": 3})["actions"].shape == (1, 10, 7)
+    assert served.infer({**obs, "rtc_prefix": prefix, "rtc_inference_delay": 3})[
+        "actions"
+    ].shape == (1, 10, 7)
 
 
 @pytest.mark.parametrize("case", ["openvla_oft", "pi05"])

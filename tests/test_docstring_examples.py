@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # module -> (fixture its examples need, the marker that says so): the channel examples talk to
 # the test run's Ray instance
-NEEDS: dict[str, tuple[str, pytest.MarkDecorator]] = {"learner.channel.channel": ("ray_cluster", pytest.mark.ray)}
+NEEDS: dict[str, tuple[str, pytest.MarkDecorator]] = {
+    "learner.channel.channel": ("ray_cluster", pytest.mark.ray)
+}
 
 
 def product_packages() -> list[str]:
@@ -96,11 +98,15 @@ def problems(module, path: Path) -> list[str]:
     if runner.failures:
         out.append(f"{runner.failures} of {runner.tries} examples failed:\n{report.getvalue()}")
     if not runner.tries:
-        out.append(f"{module.__name__}: no example ran (all skipped?); make at least one of them run")
+        out.append(
+            f"{module.__name__}: no example ran (all skipped?); make at least one of them run"
+        )
     return out
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[NEEDS[n][1]] if n in NEEDS else []) for n in MODULES])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[NEEDS[n][1]] if n in NEEDS else []) for n in MODULES]
+)
 def test_docstring_examples_run(name: str, request: pytest.FixtureRequest) -> None:
     if name in NEEDS:
         request.getfixturevalue(NEEDS[name][0])

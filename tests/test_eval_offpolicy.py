@@ -17,7 +17,12 @@ import pytest
 from rlinf_cli.main import main
 
 pytestmark = pytest.mark.sim
-TINY = ["model.hidden=[32,32]", "train.progress=false", "train.tensorboard=false", "train.final_eval=false"]
+TINY = [
+    "model.hidden=[32,32]",
+    "train.progress=false",
+    "train.tensorboard=false",
+    "train.final_eval=false",
+]
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -31,25 +36,80 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """A tiny SAC run and a tiny BC run on 3 collected push demos, both trained with ``rlinf``."""
     root = tmp_path_factory.mktemp("eval_offpolicy")
     demos = root / "demos"
-    assert main(["collect", "mujoco_franka/push", "--episodes", "3", "--out", str(demos), "--noise", "0.1",
-                 "control=ee_delta_pos"]) == 0
+    assert (
+        main(
+            [
+                "collect",
+                "mujoco_franka/push",
+                "--episodes",
+                "3",
+                "--out",
+                str(demos),
+                "--noise",
+                "0.1",
+                "control=ee_delta_pos",
+            ]
+        )
+        == 0
+    )
     sac, bc = root / "sac", root / "bc"
-    assert main(["train", "configs/sim_franka_push_sac.yaml", *TINY, "model.critic_hidden=[32,32]",
-                 "env.num_envs=4", "train.env_steps=400", "train.warmup_steps=200", "train.learning_starts=100",
-                 "train.log_every=200", f"train.out_dir={sac}"]) == 0
-    assert main(["train", "configs/sim_franka_push_bc.yaml", *TINY, f"data.demos={demos}", "train.updates=100",
-                 "train.log_every=50", f"train.out_dir={bc}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "configs/sim_franka_push_sac.yaml",
+                *TINY,
+                "model.critic_hidden=[32,32]",
+                "env.num_envs=4",
+                "train.env_steps=400",
+                "train.warmup_steps=200",
+                "train.learning_starts=100",
+                "train.log_every=200",
+                f"train.out_dir={sac}",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                "configs/sim_franka_push_bc.yaml",
+                *TINY,
+                f"data.demos={demos}",
+                "train.updates=100",
+                "train.log_every=50",
+                f"train.out_dir={bc}",
+            ]
+        )
+        == 0
+    )
     return {"offpolicy": sac, "offline": bc}
 
 
 @pytest.mark.parametrize("runner", ["offpolicy", "offline"])
-def test_rlinf_eval_reports_per_split_success_of_an_offpolicy_or_offline_checkpoint(capsys, tmp_path, runs, runner):
+def test_rlinf_eval_reports_per_split_success_of_an_offpolicy_or_offline_checkpoint(
+    capsys, tmp_path, runs, runner
+):
     out = tmp_path / "ev"
     # both spellings: the positional run dir, and --checkpoint (then the first key=value must stay an override)
     target = ["--checkpoint", str(runs[runner])] if runner == "offpolicy" else [str(runs[runner])]
-    splits = {"offpolicy": "id,position", "offline": "id"}[runner]  # one split is enough for the second runner
-    rc, stdout, _ = _cli(capsys, "eval", *target, "eval.num_envs=3", "--episodes", "5", "--ood", splits,
-                         "--no-video", "--out", str(out))
+    splits = {"offpolicy": "id,position", "offline": "id"}[
+        runner
+    ]  # one split is enough for the second runner
+    rc, stdout, _ = _cli(
+        capsys,
+        "eval",
+        *target,
+        "eval.num_envs=3",
+        "--episodes",
+        "5",
+        "--ood",
+        splits,
+        "--no-video",
+        "--out",
+        str(out),
+    )
     assert rc == 0
     result = json.loads(stdout)
     assert result["runner"] == runner
@@ -81,9 +141,13 @@ def test_rlinf_eval_names_a_bad_checkpoint_instead_of_a_traceback(capsys, tmp_pa
     rc, _, err = _cli(capsys, "eval", str(broken), "--no-video", "--out", str(tmp_path / "o1"))
     assert rc == 2 and "unknown runner 'offpolicyy'" in err and "did you mean 'offpolicy'" in err
 
-    (broken / "meta.json").write_text(json.dumps({**meta, "config": {**meta["config"], "replay": {"capacity": 1}}}))
+    (broken / "meta.json").write_text(
+        json.dumps({**meta, "config": {**meta["config"], "replay": {"capacity": 1}}})
+    )
     rc, _, err = _cli(capsys, "eval", str(broken), "--no-video", "--out", str(tmp_path / "o2"))
-    assert rc == 2 and "replay.capacity" in err  # the runner's own config validation, naming the key
+    assert (
+        rc == 2 and "replay.capacity" in err
+    )  # the runner's own config validation, naming the key
 
     (broken / "meta.json").write_text("{truncated")
     rc, _, err = _cli(capsys, "eval", str(broken), "--no-video", "--out", str(tmp_path / "o3"))

@@ -21,12 +21,22 @@ ALLOWED: dict[str, set[str]] = {
     "rlinf_contracts": set(),
     "rlinf_data": {"rlinf_contracts"},
     "sim_bridges": {"rlinf_contracts"},
-    "robot_drivers": {"rlinf_contracts", "sim_bridges"},  # the simulated arm reuses the MuJoCo scene
+    "robot_drivers": {
+        "rlinf_contracts",
+        "sim_bridges",
+    },  # the simulated arm reuses the MuJoCo scene
     "policy_server": {"rlinf_contracts"},
     "rlinf_ros": {"rlinf_contracts", "rlinf_data", "robot_drivers", "sim_bridges", "policy_server"},
     "learner": {"rlinf_contracts", "rlinf_data", "sim_bridges"},
-    "rlinf_cli": {"rlinf_contracts", "rlinf_data", "sim_bridges", "robot_drivers", "policy_server", "rlinf_ros",
-                  "learner"},
+    "rlinf_cli": {
+        "rlinf_contracts",
+        "rlinf_data",
+        "sim_bridges",
+        "robot_drivers",
+        "policy_server",
+        "rlinf_ros",
+        "learner",
+    },
 }
 # third-party packages a room must never import: the robot PC installs no torch and no Ray, and
 # the contracts stay numpy + msgpack + YAML
@@ -59,9 +69,13 @@ def violations(root: Path) -> list[str]:
                 top = module.split(".")[0]
                 where = f"{path.relative_to(root)}:{line}"
                 if top in ALLOWED and top != room and top not in allowed:
-                    found.append(f"{where}: {room} imports {module} (may import: {sorted(allowed) or 'nothing'})")
+                    found.append(
+                        f"{where}: {room} imports {module} (may import: {sorted(allowed) or 'nothing'})"
+                    )
                 if top in FORBIDDEN_THIRD_PARTY.get(room, ()):
-                    found.append(f"{where}: {room} imports {module}, which a robot-PC install does not have")
+                    found.append(
+                        f"{where}: {room} imports {module}, which a robot-PC install does not have"
+                    )
     return found
 
 
@@ -73,7 +87,9 @@ def test_an_upward_import_is_caught(tmp_path: Path) -> None:
     """The check itself can fail: a planted upward import (even inside a function) is reported."""
     for room in ALLOWED:
         (tmp_path / room).mkdir()
-    (tmp_path / "policy_server" / "server.py").write_text("def f():\n    from learner.models import Policy\n")
+    (tmp_path / "policy_server" / "server.py").write_text(
+        "def f():\n    from learner.models import Policy\n"
+    )
     (tmp_path / "rlinf_contracts" / "spec.py").write_text("import torch\n")
     (tmp_path / "learner" / "ok.py").write_text("from rlinf_contracts.spec import RobotSpec\n")
     found = sorted(violations(tmp_path))
@@ -88,7 +104,9 @@ def test_architecture_doc_states_the_same_rules() -> None:
         row = re.search(rf"^\| `{room}/?` \|[^|]*\|([^|]*)\|", doc, re.M)
         assert row is not None, f"docs/architecture.md has no row for room {room}"
         named = set(re.findall(r"`(\w+)`", row.group(1)))
-        assert named == allowed, f"docs/architecture.md says {room} may import {sorted(named)}; the rule is {sorted(allowed)}"
+        assert named == allowed, (
+            f"docs/architecture.md says {room} may import {sorted(named)}; the rule is {sorted(allowed)}"
+        )
 
 
 @pytest.mark.parametrize("room", sorted(ALLOWED))

@@ -24,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DEMO = "configs/sim_franka_reach_ppo.yaml"
 RUN = "runs/sim_franka_reach_ppo"
-TINY = ["train.iterations=2", "eval.episodes=2", "eval.num_envs=2", "eval.video=false", "train.progress=false",
-        "train.tensorboard=false"]
+TINY = [
+    "train.iterations=2",
+    "eval.episodes=2",
+    "eval.num_envs=2",
+    "eval.video=false",
+    "train.progress=false",
+    "train.tensorboard=false",
+]
 # command as written -> what the test runs instead (None: not run here, with the reason)
 MAPPED: dict[str, str | None] = {
     "make demo": f"rlinf train {DEMO} --dry-run",  # the same command `make demo` runs, checked
@@ -43,8 +49,8 @@ def readme_commands() -> list[str]:
             line = line.split("  #")[0].strip()
             if line and not line.startswith("#"):
                 cmds.append(line)
-    table = text[text.index("## Everyday use"):]
-    table = table[:table.index("\n\n", table.index("|---"))]
+    table = text[text.index("## Everyday use") :]
+    table = table[: table.index("\n\n", table.index("|---"))]
     for row in table.splitlines()[3:]:
         cells = [c.strip() for c in row.strip("|").split("|")]
         cmds += re.findall(r"`([^`]+)`", cells[1])
@@ -91,20 +97,36 @@ class Runner:
     def train(self, argv: list[str]) -> None:
         resume = any(a.startswith("train.resume") for a in argv)
         real = "actor.lr=3e-4" in argv or resume
-        if "--ray-address" in argv:  # no cluster here (RAY_ADDRESS and Ray's address file hidden): exit 2
+        if (
+            "--ray-address" in argv
+        ):  # no cluster here (RAY_ADDRESS and Ray's address file hidden): exit 2
             text = self.rlinf([*argv, "--dry-run"], code=2)
-            assert "Traceback" not in text and "--ray-address" in text and "ray start --head" in text, text
+            assert (
+                "Traceback" not in text and "--ray-address" in text and "ray start --head" in text
+            ), text
             return
         if not real:
             self.rlinf([*argv, "--dry-run"] if "--dry-run" not in argv else argv)
             return
-        self.rlinf([*argv, *TINY, f"train.out_dir={self.run_dir}", *(["train.iterations=3"] if resume else [])])
+        self.rlinf(
+            [
+                *argv,
+                *TINY,
+                f"train.out_dir={self.run_dir}",
+                *(["train.iterations=3"] if resume else []),
+            ]
+        )
 
     def serve(self, argv: list[str]) -> None:
         self.port = _free_port()
         argv = [a for a in argv if a not in ("--port", "8000")] + ["--port", str(self.port)]
-        self.server = subprocess.Popen([sys.executable, "-m", "rlinf_cli.main", *argv], cwd=ROOT,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "rlinf_cli.main", *argv],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_port(self.port, self.server)
 
     def stop(self) -> None:
@@ -113,12 +135,19 @@ class Runner:
             server, self.server = self.server, None
             server.terminate()
             err = server.communicate(timeout=30)[1]
-            assert server.returncode == 0, f"`rlinf serve` exited {server.returncode} on SIGTERM:\n{err[-2000:]}"
+            assert server.returncode == 0, (
+                f"`rlinf serve` exited {server.returncode} on SIGTERM:\n{err[-2000:]}"
+            )
 
     def node(self, cmd: str) -> None:
         pytest.importorskip("rclpy")
-        proc = subprocess.Popen([sys.executable, *shlex.split(cmd)[1:]], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, *shlex.split(cmd)[1:]],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         seen, deadline = [], time.time() + 60
         try:
             assert proc.stderr is not None
@@ -130,7 +159,9 @@ class Runner:
             proc.terminate()
             rest = proc.communicate(timeout=30)[1]
         assert any("node up" in line for line in seen), "".join(seen)[-2000:]
-        assert proc.returncode == 0, f"the node exited {proc.returncode} on SIGTERM:\n{rest[-2000:]}"
+        assert proc.returncode == 0, (
+            f"the node exited {proc.returncode} on SIGTERM:\n{rest[-2000:]}"
+        )
 
     def run(self, cmd: str) -> None:
         t0 = time.perf_counter()
@@ -150,7 +181,9 @@ class Runner:
             return self.serve(argv)
         if argv[0] == "eval":
             argv = [a.replace("ws://127.0.0.1:8000", f"ws://127.0.0.1:{self.port}") for a in argv]
-            argv = [("2" if a == "50" else a) for a in argv] + (["--episodes", "1"] if "--episodes" not in argv else [])
+            argv = [("2" if a == "50" else a) for a in argv] + (
+                ["--episodes", "1"] if "--episodes" not in argv else []
+            )
             argv += ["eval.num_envs=1", "env.num_envs=1"] if "--policy-server" not in argv else []
         self.rlinf(argv)
 
@@ -176,4 +209,8 @@ def test_every_readme_command_runs(tmp_path, capsys, monkeypatch):
     import json
 
     history = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]
-    assert [r["iteration"] for r in history] == [0.0, 1.0, 2.0]  # the resume row appended iteration 2
+    assert [r["iteration"] for r in history] == [
+        0.0,
+        1.0,
+        2.0,
+    ]  # the resume row appended iteration 2

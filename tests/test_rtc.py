@@ -21,8 +21,12 @@ H = 10  # chunk length
 
 
 def io() -> SpecIO:
-    return SpecIO(RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                            action=ActionSpace("joint_delta", 8, joint_scale=0.05)))
+    return SpecIO(
+        RobotSpec(
+            state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+            action=ActionSpace("joint_delta", 8, joint_scale=0.05),
+        )
+    )
 
 
 class IndexPolicy:
@@ -49,7 +53,9 @@ def drive(loop: PolicyLoop, worker: LatencyWorker, ticks: int) -> list:
     cmds = []
     for k in range(ticks):
         worker.advance()
-        cmd = loop.tick({"state": q, "tick": k}, [RobotReading(q=q.copy(), gripper_width=0.04)], float(k))
+        cmd = loop.tick(
+            {"state": q, "tick": k}, [RobotReading(q=q.copy(), gripper_width=0.04)], float(k)
+        )
         cmds.append(cmd)
         if cmd is not None:
             q = cmd.joints[0].copy()  # a perfect tracker: the arm is where it was commanded
@@ -64,7 +70,9 @@ def stalls(cmds: list) -> int:
 def test_blend_weights_decay_and_exact_values() -> None:
     assert blend_weights(3, "linear").tolist() == pytest.approx([0.75, 0.5, 0.25])
     c = np.array([0.75, 0.5, 0.25])
-    assert blend_weights(3, "exp").tolist() == pytest.approx((c * (np.exp(c) - 1) / (np.e - 1)).tolist())
+    assert blend_weights(3, "exp").tolist() == pytest.approx(
+        (c * (np.exp(c) - 1) / (np.e - 1)).tolist()
+    )
     assert blend_weights(4, "none").tolist() == [0.0] * 4 and blend_weights(0, "exp").shape == (0,)
     with pytest.raises(ValueError, match="blend must be one of"):
         blend_weights(2, "cubic")
@@ -75,12 +83,16 @@ def test_merge_drops_the_rows_in_the_past_and_blends_the_overlap() -> None:
     old = np.full((2, 1), 10.0)
     out = merge_chunk(new, old, delay=3, blend="linear")
     # rows 3, 4, 5 remain; the first two are blended with the old rows (weights 2/3, 1/3)
-    assert out[:, 0].tolist() == pytest.approx([2 / 3 * 10 + 1 / 3 * 3, 1 / 3 * 10 + 2 / 3 * 4, 5.0])
+    assert out[:, 0].tolist() == pytest.approx(
+        [2 / 3 * 10 + 1 / 3 * 3, 1 / 3 * 10 + 2 / 3 * 4, 5.0]
+    )
     assert merge_chunk(new, old, delay=99, blend="none").shape == (1, 1)  # never empty
 
 
 def test_rtc_config_is_validated_with_the_key_named() -> None:
-    cfg = from_dict(RosGraphConfig, {"policy_client": {"rtc": {"enabled": True, "execute_horizon": 4}}})
+    cfg = from_dict(
+        RosGraphConfig, {"policy_client": {"rtc": {"enabled": True, "execute_horizon": 4}}}
+    )
     assert cfg.policy_client.rtc == RtcConfig(enabled=True, execute_horizon=4)
     with pytest.raises(ConfigError, match="rtc.execute_horizon"):
         from_dict(PolicyClientConfig, {"rtc": {"execute_horizon": 0}})
@@ -121,18 +133,28 @@ def test_request_carries_the_committed_prefix_and_the_expected_delay() -> None:
     # the prefix is what is still planned: its rows continue each other smoothly, no reset to row 0
     assert np.all(np.diff(last["rtc_prefix"][:, 0]) > -1e-6)
     off = LatencyWorker(IndexPolicy(), 2)
-    drive(PolicyLoop(off, io(), rtc=RtcConfig(enabled=True, execute_horizon=4, send_prefix=False)), off, 20)
+    drive(
+        PolicyLoop(off, io(), rtc=RtcConfig(enabled=True, execute_horizon=4, send_prefix=False)),
+        off,
+        20,
+    )
     assert not any("rtc_prefix" in r for r in off.requests)
 
 
 def test_blending_shrinks_boundary_jumps_of_a_noisy_chunked_policy() -> None:
     jumps = {}
-    for name, rtc in [("naive", None), ("none", RtcConfig(True, 3, "none")), ("exp", RtcConfig(True, 3, "exp")),
-                      ("linear", RtcConfig(True, 3, "linear"))]:
+    for name, rtc in [
+        ("naive", None),
+        ("none", RtcConfig(True, 3, "none")),
+        ("exp", RtcConfig(True, 3, "exp")),
+        ("linear", RtcConfig(True, 3, "linear")),
+    ]:
         worker = LatencyWorker(NoisyRamp(seed=1), 3)
         cmds = drive(PolicyLoop(worker, io(), prefetch=0, rtc=rtc), worker, 300)
         rows = [c.action if c.kind == "policy" else np.zeros(8) for c in cmds]
-        jumps[name] = max_jump(rows[20:])  # every tick after start-up: a blend must not just move the jump
+        jumps[name] = max_jump(
+            rows[20:]
+        )  # every tick after start-up: a blend must not just move the jump
     assert jumps["linear"] < 0.5 * jumps["none"], jumps
     assert jumps["exp"] < 0.8 * jumps["none"], jumps
     assert jumps["linear"] < 0.5 * jumps["naive"], jumps
@@ -155,7 +177,7 @@ class _GatedConn:
         pass
 
 
-def _poll(cond, what: str, timeout: float = 60.0) -> None:  # noqa: ANN001
+def _poll(cond, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
@@ -171,17 +193,31 @@ def test_rtc_with_the_real_inference_thread_keeps_rows_aligned_with_ticks() -> N
     conn = _GatedConn()
     worker = InferenceWorker(lambda: conn, reconnect_s=0.05)
     loop = PolicyLoop(worker, io(), rtc=RtcConfig(enabled=True, execute_horizon=5, blend="none"))
-    latencies = [2, 3, 1, 2, 3, 3, 1, 2]  # ticks from a request to its answer, one per request in turn
+    latencies = [
+        2,
+        3,
+        1,
+        2,
+        3,
+        3,
+        1,
+        2,
+    ]  # ticks from a request to its answer, one per request in turn
     answered: list[int] = []
     try:
         _poll(lambda: worker.connected, "the inference thread to connect")
         q = np.asarray(PANDA_HOME, dtype=np.float64)
         cmds, asked_at = [], None
         for k in range(80):
-            cmds.append(loop.tick({"state": q}, [RobotReading(q=q.copy(), gripper_width=0.04)], float(k)))
+            cmds.append(
+                loop.tick({"state": q}, [RobotReading(q=q.copy(), gripper_width=0.04)], float(k))
+            )
             if asked_at is None and worker.busy:
                 asked_at = k  # a request went out in this tick
-            if asked_at is not None and k + 1 - asked_at >= latencies[len(answered) % len(latencies)]:
+            if (
+                asked_at is not None
+                and k + 1 - asked_at >= latencies[len(answered) % len(latencies)]
+            ):
                 answered.append(k + 1 - asked_at)
                 conn.gate.release()  # the answer is in before the next tick
                 _poll(lambda: not worker.busy, "the inference thread to deliver the answer")
@@ -192,14 +228,24 @@ def test_rtc_with_the_real_inference_thread_keeps_rows_aligned_with_ticks() -> N
     firsts = [c for c in cmds if c is not None and c.first]
     delays = list(loop.stats.delay_ticks)
     assert len(firsts) >= 5 and len(delays) == len(firsts)
-    assert delays == answered[:len(delays)]  # each chunk loaded in the tick after its answer
-    assert all(c.action[0] == pytest.approx(d / 100.0) for c, d in zip(firsts, delays))  # row d at tick d
+    assert delays == answered[: len(delays)]  # each chunk loaded in the tick after its answer
+    assert all(
+        c.action[0] == pytest.approx(d / 100.0) for c, d in zip(firsts, delays)
+    )  # row d at tick d
     start = next(i for i, c in enumerate(cmds) if c is not None and c.kind == "policy")
-    assert all(c.kind == "policy" for c in cmds[start:]), "the arm waited although the chunk had steps left"
+    assert all(c.kind == "policy" for c in cmds[start:]), (
+        "the arm waited although the chunk had steps left"
+    )
 
 
 def test_an_execute_horizon_beyond_the_chunk_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     worker = LatencyWorker(IndexPolicy(), 1)
     with caplog.at_level("WARNING", logger="rlinf_ros.policy_loop"):
         drive(PolicyLoop(worker, io(), rtc=RtcConfig(enabled=True, execute_horizon=H)), worker, 30)
-    assert sum("rtc.execute_horizon 10 >= the policy's chunk of 10" in r.message for r in caplog.records) == 1
+    assert (
+        sum(
+            "rtc.execute_horizon 10 >= the policy's chunk of 10" in r.message
+            for r in caplog.records
+        )
+        == 1
+    )

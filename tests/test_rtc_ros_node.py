@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the robot extra (ros-kilted-* wheels)")
 
-from rlinf_contracts.config import ConfigError  # noqa: E402
-from rlinf_ros.config import PolicyClientConfig  # noqa: E402
-from rlinf_ros.rtc import RtcConfig  # noqa: E402
+from rlinf_contracts.config import ConfigError
+from rlinf_ros.config import PolicyClientConfig
+from rlinf_ros.rtc import RtcConfig
 
 
 class _ZeroPolicy:
@@ -27,7 +27,9 @@ def _node(args: list[str]):  # type: ignore[no-untyped-def]
     from rlinf_ros.nodes.policy_client import PolicyClientNode
 
     rclpy.init(args=["--ros-args", *args])
-    cfg = PolicyClientConfig(cameras={}, control_hz=10.0, rtc=RtcConfig(enabled=True, execute_horizon=6, blend="exp"))
+    cfg = PolicyClientConfig(
+        cameras={}, control_hz=10.0, rtc=RtcConfig(enabled=True, execute_horizon=6, blend="exp")
+    )
     return PolicyClientNode(cfg, connect=_ZeroPolicy)
 
 

@@ -12,23 +12,40 @@ from learner.actor.ppo import PPOLearner
 from learner.models import PolicySpec, build_policy, obs_to_tensors
 from learner.models.policy import executable
 from learner.models.vla_text import get_text_encoder
-from learner.rollout.trajectory import TrajectoryBuilder, StepOutcome
+from learner.rollout.trajectory import StepOutcome, TrajectoryBuilder
 from learner.runners.config import ActorConfig, AlgorithmConfig
 
-SPEC = PolicySpec(state_dim=5, action_dim=3, chunk=2, cameras={"front": (32, 32)}, uses_instruction=True)
-TEXTS = ["reach the red cube", "lift the blue cylinder", "push the green cube left", "reach the red cube"]
+SPEC = PolicySpec(
+    state_dim=5, action_dim=3, chunk=2, cameras={"front": (32, 32)}, uses_instruction=True
+)
+TEXTS = [
+    "reach the red cube",
+    "lift the blue cylinder",
+    "push the green cube left",
+    "reach the red cube",
+]
 
 
 def _obs(b: int = 4, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    return {"state": rng.normal(size=(b, 5)).astype(np.float32),
-            "images": {"front": rng.integers(0, 255, size=(b, 32, 32, 3), dtype=np.uint8)},
-            "instruction": [TEXTS[i % len(TEXTS)] for i in range(b)]}
+    return {
+        "state": rng.normal(size=(b, 5)).astype(np.float32),
+        "images": {"front": rng.integers(0, 255, size=(b, 32, 32, 3), dtype=np.uint8)},
+        "instruction": [TEXTS[i % len(TEXTS)] for i in range(b)],
+    }
 
 
 def _policy(name: str, **kw) -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_policy(name, SPEC, hidden=[64], text_encoder="hash", image_feat_dim=32, cnn_channels=[8, 8, 8], **kw)
+    return build_policy(
+        name,
+        SPEC,
+        hidden=[64],
+        text_encoder="hash",
+        image_feat_dim=32,
+        cnn_channels=[8, 8, 8],
+        **kw,
+    )
 
 
 def test_token_head_shapes_and_log_prob_is_the_sum_of_token_log_probs():
@@ -121,9 +138,13 @@ def test_flow_x0_zero_explores_around_the_deterministic_chain():
 def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(name):
     policy = _policy(name)
     obs = _obs(8)
-    target = torch.as_tensor(np.random.default_rng(1).uniform(-0.8, 0.8, (8, 2, 3)).astype(np.float32))
+    target = torch.as_tensor(
+        np.random.default_rng(1).uniform(-0.8, 0.8, (8, 2, 3)).astype(np.float32)
+    )
     opt = torch.optim.Adam(policy.parameters(), lr=5e-3)
-    policy.update_normalizer(torch.as_tensor(obs["state"]), obs["instruction"])  # as the SFT stage does
+    policy.update_normalizer(
+        torch.as_tensor(obs["state"]), obs["instruction"]
+    )  # as the SFT stage does
     assert float(policy.text_norm.count) > 1.0
     t_obs = obs_to_tensors(obs)
     first = float(policy.sft_loss(t_obs, target).detach())
@@ -143,23 +164,36 @@ def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(n
         reward = np.where(np.arange(8) % 2 == 0, 1.0, -1.0)
         builder.add_outcome(StepOutcome.from_step(reward, np.zeros(8, bool), np.zeros(8, bool), {}))
     traj = builder.finish(np.zeros(8))
-    assert traj.obs["instruction"].shape == (8, 2) and traj.obs["instruction"][1, 0] == obs["instruction"][1]
+    assert (
+        traj.obs["instruction"].shape == (8, 2)
+        and traj.obs["instruction"][1, 0] == obs["instruction"][1]
+    )
     before = torch.cat([p.detach().flatten() for p in policy.parameters()]).clone()
     t = torch.as_tensor(traj.actions.reshape(16, *traj.actions.shape[2:]))
     instr = traj.obs["instruction"].reshape(-1).tolist()
-    flat_obs = {"state": torch.as_tensor(traj.obs["state"].reshape(16, -1)),
-                "images": {"front": torch.as_tensor(traj.obs["images"]["front"].reshape(16, 32, 32, 3))},
-                "instruction": instr}
+    flat_obs = {
+        "state": torch.as_tensor(traj.obs["state"].reshape(16, -1)),
+        "images": {"front": torch.as_tensor(traj.obs["images"]["front"].reshape(16, 32, 32, 3))},
+        "instruction": instr,
+    }
     with torch.no_grad():
         old = policy(flat_obs).dist.log_prob(t)
     torch.testing.assert_close(old, torch.as_tensor(traj.logp.reshape(-1)), rtol=1e-4, atol=1e-3)
-    adv_sign = torch.as_tensor(np.tile(np.where(np.arange(8) % 2 == 0, 1.0, -1.0)[:, None], (1, 2)).reshape(-1))
-    learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99), ActorConfig(lr=1e-3, epochs=1, minibatches=1))
+    adv_sign = torch.as_tensor(
+        np.tile(np.where(np.arange(8) % 2 == 0, 1.0, -1.0)[:, None], (1, 2)).reshape(-1)
+    )
+    learner = PPOLearner(
+        policy,
+        AlgorithmConfig(adv="gae", gamma=0.99),
+        ActorConfig(lr=1e-3, epochs=1, minibatches=1),
+    )
     norm_before = policy.state_norm.mean.clone()
     text_before = policy.text_norm.mean.clone()
     metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
     # the SFT state statistics stay fixed through RL (a drifting normaliser moves the inputs)
-    assert torch.equal(policy.state_norm.mean, norm_before) and torch.equal(policy.text_norm.mean, text_before)
+    assert torch.equal(policy.state_norm.mean, norm_before) and torch.equal(
+        policy.text_norm.mean, text_before
+    )
     after = torch.cat([p.detach().flatten() for p in policy.parameters()])
     assert not torch.equal(before, after) and np.isfinite(metrics["policy_loss"])
     with torch.no_grad():
@@ -183,7 +217,9 @@ def test_minilm_embedding_of_a_string_does_not_depend_on_its_batch():
 
     enc = TEXT_ENCODERS.get("minilm")()  # a fresh instance: nothing cached
     alone = enc._embed_many(["lift the red cube"])[0]
-    batched = enc._embed_many(["slide the navy can backward along the table", "lift the red cube"])[1]
+    batched = enc._embed_many(["slide the navy can backward along the table", "lift the red cube"])[
+        1
+    ]
     assert np.array_equal(alone, batched)
     assert abs(float(np.linalg.norm(alone)) - 1.0) < 1e-5
 
@@ -207,11 +243,15 @@ def test_lr_scale_gives_named_parts_their_own_learning_rate():
     lr = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
     assert {lr[id(p)] for p in policy.critic.parameters()} == {1e-2}
     assert {lr[id(p)] for p in policy.head.net.parameters()} == {2e-3}
-    assert lr[id(policy.head.log_sigma)] == 1e-3 and {lr[id(p)] for p in policy.fusion.parameters()} == {1e-3}
+    assert lr[id(policy.head.log_sigma)] == 1e-3 and {
+        lr[id(p)] for p in policy.fusion.parameters()
+    } == {1e-3}
     learner._set_lr(2)  # annealing keeps the ratios
     lr = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
     assert lr[id(next(policy.critic.parameters()))] == pytest.approx(5e-3)
-    with pytest.raises(ConfigError, match=r"actor.lr_scale.*'critc'.*top-level parts are \[.*'critic'"):
+    with pytest.raises(
+        ConfigError, match=r"actor.lr_scale.*'critc'.*top-level parts are \[.*'critic'"
+    ):
         PPOLearner(policy, AlgorithmConfig(adv="gae"), ActorConfig(lr_scale={"critc": 10.0}))
     with pytest.raises(ConfigError, match="actor.lr_scale"):
         ActorConfig(lr_scale={"critic": 0.0}).validate()
@@ -226,16 +266,25 @@ def test_critic_warmup_moves_only_the_value_head_then_the_policy():
     for _ in range(2):
         actions, logp, value = policy.act(obs, deterministic=False)
         builder.add_step(obs, actions, logp, value)
-        builder.add_outcome(StepOutcome.from_step(np.where(np.arange(8) % 2 == 0, 1.0, 0.0), np.zeros(8, bool),
-                                                  np.zeros(8, bool), {}))
+        builder.add_outcome(
+            StepOutcome.from_step(
+                np.where(np.arange(8) % 2 == 0, 1.0, 0.0), np.zeros(8, bool), np.zeros(8, bool), {}
+            )
+        )
     traj = builder.finish(np.zeros(8))
-    learner = PPOLearner(policy, AlgorithmConfig(adv="gae", gamma=0.99),
-                         ActorConfig(lr=1e-3, epochs=1, minibatches=1, critic_warmup_iters=1), total_iterations=3)
+    learner = PPOLearner(
+        policy,
+        AlgorithmConfig(adv="gae", gamma=0.99),
+        ActorConfig(lr=1e-3, epochs=1, minibatches=1, critic_warmup_iters=1),
+        total_iterations=3,
+    )
     snap = lambda mod: torch.cat([p.detach().flatten() for p in mod.parameters()]).clone()  # noqa: E731
     actor_before, critic_before = snap(policy.head), snap(policy.critic)
     metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
     assert metrics["critic_warmup"] == 1.0
-    assert torch.equal(snap(policy.head), actor_before) and not torch.equal(snap(policy.critic), critic_before)
+    assert torch.equal(snap(policy.head), actor_before) and not torch.equal(
+        snap(policy.critic), critic_before
+    )
     metrics = learner.update(traj, 1, torch.Generator().manual_seed(0))
     assert "critic_warmup" not in metrics and not torch.equal(snap(policy.head), actor_before)
 
@@ -244,10 +293,19 @@ def test_critic_warmup_config_errors_name_the_key(tmp_path):
     from learner.runners.config import EmbodiedConfig
     from rlinf_contracts.config import ConfigError, from_dict
 
-    base = {"env": {"name": "toy/point_reach"}, "train": {"iterations": 5, "out_dir": str(tmp_path)}}
+    base = {
+        "env": {"name": "toy/point_reach"},
+        "train": {"iterations": 5, "out_dir": str(tmp_path)},
+    }
     with pytest.raises(ConfigError, match="actor.critic_warmup_iters.*needs a critic"):
-        from_dict(EmbodiedConfig, {**base, "algorithm": {"adv": "grpo", "group_size": 2},
-                                   "actor": {"critic_warmup_iters": 2}})
+        from_dict(
+            EmbodiedConfig,
+            {
+                **base,
+                "algorithm": {"adv": "grpo", "group_size": 2},
+                "actor": {"critic_warmup_iters": 2},
+            },
+        )
     with pytest.raises(ConfigError, match="actor.critic_warmup_iters.*leaves no policy update"):
         from_dict(EmbodiedConfig, {**base, "actor": {"critic_warmup_iters": 5}})
     with pytest.raises(ConfigError, match="actor.critic_warmup_iters"):

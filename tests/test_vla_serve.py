@@ -51,9 +51,13 @@ def _server(policy: Any, **cfg: Any) -> ServerThread:
 
 def test_the_prefix_and_delay_reach_a_policy_that_accepts_them():
     policy = EchoPrefixPolicy()
-    prefix = np.arange(6, dtype=np.float64).reshape(2, A) / 10  # float64 on the wire: cast to float32
+    prefix = (
+        np.arange(6, dtype=np.float64).reshape(2, A) / 10
+    )  # float64 on the wire: cast to float32
     with _server(policy) as srv, PolicyClient(srv.url) as client:
-        out = client.infer({"state": STATE, "rtc_prefix": prefix, "rtc_inference_delay": np.int64(2)})
+        out = client.infer(
+            {"state": STATE, "rtc_prefix": prefix, "rtc_inference_delay": np.int64(2)}
+        )
         plain = client.infer({"state": STATE})
     got = policy.batches[0]
     assert got["rtc_prefix"].shape == (1, 2, A) and got["rtc_prefix"].dtype == np.float32
@@ -67,26 +71,40 @@ def test_a_policy_that_does_not_declare_them_never_sees_them():
     policy = EchoPrefixPolicy(accepts=False)
     with _server(policy) as srv, PolicyClient(srv.url) as client:
         # not even validated: an RTC client works against any server
-        out = client.infer({"state": STATE, "rtc_prefix": np.ones((9, 7)), "rtc_inference_delay": -3})
+        out = client.infer(
+            {"state": STATE, "rtc_prefix": np.ones((9, 7)), "rtc_inference_delay": -3}
+        )
     assert set(policy.batches[0]) == {"state", "images", "instruction"}
     assert np.all(out["actions"] == 0)
 
 
-@pytest.mark.parametrize("extra, match", [
-    ({"rtc_prefix": np.ones((2, A + 1))}, r"'rtc_prefix' has shape \(2, 4\), expected \[P, 3\]"),
-    ({"rtc_prefix": np.ones(A)}, r"'rtc_prefix' has shape \(3,\), expected \[P, 3\]"),
-    ({"rtc_prefix": "0.1,0.2"}, r"'rtc_prefix' must be a float array \[P, 3\]"),
-    ({"rtc_prefix": np.full((1, A), np.nan)}, r"'rtc_prefix' contains NaN or inf"),
-    ({"rtc_inference_delay": -1}, r"'rtc_inference_delay' must be an integer >= 0 .*got -1"),
-    ({"rtc_inference_delay": 1.5}, r"'rtc_inference_delay' must be an integer >= 0 .*got 1.5"),
-    ({"rtc_inference_delay": True}, r"'rtc_inference_delay' must be an integer >= 0 .*got True"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (
+            {"rtc_prefix": np.ones((2, A + 1))},
+            r"'rtc_prefix' has shape \(2, 4\), expected \[P, 3\]",
+        ),
+        ({"rtc_prefix": np.ones(A)}, r"'rtc_prefix' has shape \(3,\), expected \[P, 3\]"),
+        ({"rtc_prefix": "0.1,0.2"}, r"'rtc_prefix' must be a float array \[P, 3\]"),
+        ({"rtc_prefix": np.full((1, A), np.nan)}, r"'rtc_prefix' contains NaN or inf"),
+        ({"rtc_inference_delay": -1}, r"'rtc_inference_delay' must be an integer >= 0 .*got -1"),
+        ({"rtc_inference_delay": 1.5}, r"'rtc_inference_delay' must be an integer >= 0 .*got 1.5"),
+        (
+            {"rtc_inference_delay": True},
+            r"'rtc_inference_delay' must be an integer >= 0 .*got True",
+        ),
+    ],
+)
 def test_bad_extras_are_refused_naming_the_key(extra: dict[str, Any], match: str):
     policy = EchoPrefixPolicy()
     with _server(policy) as srv, PolicyClient(srv.url) as client:
         with pytest.raises(PolicyRequestError, match=match):
             client.infer({"state": STATE, **extra})
-        assert client.infer({"state": STATE})["actions"].shape == (CHUNK, A)  # the connection still serves
+        assert client.infer({"state": STATE})["actions"].shape == (
+            CHUNK,
+            A,
+        )  # the connection still serves
     assert len(policy.batches) == 1  # the bad request never reached the policy
 
 
@@ -98,7 +116,11 @@ def test_concurrent_clients_with_different_prefixes_each_get_their_own():
 
     def run(i: int, url: str) -> None:
         with PolicyClient(url) as client:
-            extra = {} if i == 0 else {"rtc_prefix": np.full((i, A), float(i)), "rtc_inference_delay": i % 2}
+            extra = (
+                {}
+                if i == 0
+                else {"rtc_prefix": np.full((i, A), float(i)), "rtc_inference_delay": i % 2}
+            )
             barrier.wait()
             for _ in range(5):
                 results[i] = client.infer({"state": STATE, **extra})["actions"]
@@ -122,21 +144,28 @@ def test_a_flow_vla_inpaints_the_prefix_sent_over_the_wire():
     """The tiny π0 adapter (real architecture, random weights) served: a prefix sent by a client
     pulls the chunk's first rows onto it, as the adapter's local RTC test shows in-process."""
     pytest.importorskip("transformers")
+    from test_adapter_tiny_models import pi_cfg  # the tiny π0 config of the adapter tests
+
     from learner.models.adapters import build_adapter
     from learner.models.adapters.common import serve
-    from test_adapter_tiny_models import pi_cfg  # the tiny π0 config of the adapter tests
 
     torch.manual_seed(0)
     served = serve(build_adapter("pi0", cfg=pi_cfg(False)(0)))
     assert served.infer_extras == ("rtc_prefix", "rtc_inference_delay")
     rng = np.random.default_rng(0)
     cams = {c.name: (c.height, c.width) for c in served.robot_spec.cameras}
-    obs = {"state": rng.normal(0, 0.3, served.robot_spec.state_dim).astype(np.float32),
-           "images": {c: rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for c, (h, w) in cams.items()},
-           "instruction": "pick up the red cube"}
+    obs = {
+        "state": rng.normal(0, 0.3, served.robot_spec.state_dim).astype(np.float32),
+        "images": {
+            c: rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for c, (h, w) in cams.items()
+        },
+        "instruction": "pick up the red cube",
+    }
     prefix = np.full((4, 7), 0.3, np.float32)
     with _server(served) as srv, PolicyClient(srv.url) as client:
-        torch.manual_seed(5)  # the same initial noise for both (the forward thread shares the generator)
+        torch.manual_seed(
+            5
+        )  # the same initial noise for both (the forward thread shares the generator)
         free = client.infer(obs)["actions"]
         torch.manual_seed(5)
         guided = client.infer({**obs, "rtc_prefix": prefix, "rtc_inference_delay": 3})["actions"]

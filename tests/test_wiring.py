@@ -32,5 +32,7 @@ def test_plug_in_registers_the_policy_server_client_once(monkeypatch) -> None:
     wiring.plug_in()  # idempotent: `rlinf train` may be called twice in one process (tests)
     assert remote.PUSH_CLIENTS.get("websocket") is wiring.websocket_pusher
     made = []
-    monkeypatch.setattr(remote.PUSH_CLIENTS, "get", lambda name: lambda *a: made.append(a) or "pusher")
+    monkeypatch.setattr(
+        remote.PUSH_CLIENTS, "get", lambda name: lambda *a: made.append(a) or "pusher"
+    )
     assert remote._pusher(_cfg("ws://h:8000")) == "pusher" and made == [("ws://h:8000", "", 1.0)]

@@ -37,15 +37,28 @@ class GradSync:
             self.ready = True
             return
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://{address}", rank=self.rank,
-                                world_size=self.world_size, timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{address}",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
         self.ready = True
-        log.info("actor rank %d/%d joined %s process group at %s", self.rank, self.world_size, backend, address)
+        log.info(
+            "actor rank %d/%d joined %s process group at %s",
+            self.rank,
+            self.world_size,
+            backend,
+            address,
+        )
 
     def _check(self) -> None:
         if not self.ready:
-            raise RuntimeError(f"actor rank {self.rank}: GradSync.init(address) was not called "
-                               f"before training with {self.world_size} ranks")
+            raise RuntimeError(
+                f"actor rank {self.rank}: GradSync.init(address) was not called "
+                f"before training with {self.world_size} ranks"
+            )
 
     def average_grads(self, params: list[torch.nn.Parameter]) -> None:
         if self.world_size == 1:
@@ -58,7 +71,7 @@ class GradSync:
         offset = 0
         for p, g in zip(params, grads):
             n = g.numel()
-            p.grad = flat[offset:offset + n].view_as(p).clone()
+            p.grad = flat[offset : offset + n].view_as(p).clone()
             offset += n
 
     def sum(self, t: torch.Tensor) -> torch.Tensor:

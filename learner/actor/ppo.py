@@ -41,13 +41,21 @@ class TensorBatch:
     instructions: np.ndarray | None = None  # [B, T] strings (language-conditioned envs)
 
     @classmethod
-    def from_trajectory(cls, t: Trajectory) -> "TensorBatch":
+    def from_trajectory(cls, t: Trajectory) -> TensorBatch:
         f = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32))  # noqa: E731
-        return cls(state=f(t.obs["state"]),
-                   images={k: torch.as_tensor(v) for k, v in t.obs.get("images", {}).items()},
-                   actions=f(t.actions), logp=f(t.logp), values=f(t.values), rewards=f(t.rewards),
-                   dones=f(t.dones), mask=f(t.mask), bootstrap=f(t.bootstrap_value), scores=f(t.scores),
-                   instructions=t.obs.get("instruction"))
+        return cls(
+            state=f(t.obs["state"]),
+            images={k: torch.as_tensor(v) for k, v in t.obs.get("images", {}).items()},
+            actions=f(t.actions),
+            logp=f(t.logp),
+            values=f(t.values),
+            rewards=f(t.rewards),
+            dones=f(t.dones),
+            mask=f(t.mask),
+            bootstrap=f(t.bootstrap_value),
+            scores=f(t.scores),
+            instructions=t.obs.get("instruction"),
+        )
 
 
 def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
@@ -63,13 +71,23 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
     """
     est = algo.estimator
     if est.needs_critic:
-        adv, ret = est(b.rewards, b.values, b.mask, algo.gamma, algo.lam, bootstrap_value=b.bootstrap, dones=b.dones)
+        adv, ret = est(
+            b.rewards,
+            b.values,
+            b.mask,
+            algo.gamma,
+            algo.lam,
+            bootstrap_value=b.bootstrap,
+            dones=b.dones,
+        )
         adv = whiten(adv, b.mask) if algo.whiten_adv and b.mask.sum() > 1 else adv
     else:
         # Not whitened: the group already normalises, and a step-weighted batch mean would shift every
         # advantage by the success/failure length gap (failures run longer), so an all-fail group --
         # no signal -- would be reinforced.
-        adv = broadcast_to_tokens(compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask)
+        adv = broadcast_to_tokens(
+            compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask
+        )
         ret = torch.zeros_like(adv)
     # ``algorithm.agg_mode`` as per-step weights on the advantage: the clipped loss is positively
     # homogeneous in A, so w * L(A) == L(w * A), and the minibatches' step-mean then estimates the
@@ -89,19 +107,25 @@ def names_under(names: list[str], prefixes: list[str], key: str, what: str) -> l
     unused = [k for k in prefixes if not any(under(n, k) for n in names)]
     if unused:
         tops = sorted({n.split(".")[0] for n in names})
-        raise ConfigError(f"key '{key}' names {unused}, which match no {what} of the model; "
-                          f"its top-level parts are {tops}")
+        raise ConfigError(
+            f"key '{key}' names {unused}, which match no {what} of the model; "
+            f"its top-level parts are {tops}"
+        )
     return [n for n in names if any(under(n, k) for k in prefixes)]
 
 
-def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, list[torch.nn.Parameter]]:
+def lr_groups(
+    policy: torch.nn.Module, scales: dict[str, float]
+) -> dict[float, list[torch.nn.Parameter]]:
     """Trainable parameters grouped by ``actor.lr_scale`` multiplier (longest matching name prefix).
 
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
     >>> {k: len(v) for k, v in lr_groups(net, {"1": 10.0}).items()}
     {1.0: 2, 10.0: 2}
     """
-    names_under([n for n, _ in policy.named_parameters()], list(scales), "actor.lr_scale", "parameter")
+    names_under(
+        [n for n, _ in policy.named_parameters()], list(scales), "actor.lr_scale", "parameter"
+    )
     groups: dict[float, list[torch.nn.Parameter]] = {}
     for name, p in policy.named_parameters():
         if not p.requires_grad:
@@ -115,15 +139,22 @@ def lr_groups(policy: torch.nn.Module, scales: dict[str, float]) -> dict[float, 
 class PPOLearner:
     """Owns the policy's optimiser; one :meth:`update` per iteration."""
 
-    def __init__(self, policy: Policy, algo: AlgorithmConfig, actor: ActorConfig,
-                 total_iterations: int = 1, sync: GradSync | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        algo: AlgorithmConfig,
+        actor: ActorConfig,
+        total_iterations: int = 1,
+        sync: GradSync | None = None,
+    ) -> None:
         self.policy, self.algo, self.cfg = policy, algo, actor
         self.total_iterations = max(1, total_iterations)
         self.sync = sync or GradSync(0, 1)
         self.params = [p for p in policy.parameters() if p.requires_grad]
         groups = lr_groups(policy, dict(getattr(actor, "lr_scale", {}) or {}))
-        self.optimizer = torch.optim.Adam([{"params": ps, "scale": sc} for sc, ps in groups.items()],
-                                          lr=actor.lr, eps=1e-5)
+        self.optimizer = torch.optim.Adam(
+            [{"params": ps, "scale": sc} for sc, ps in groups.items()], lr=actor.lr, eps=1e-5
+        )
         self._set_lr(0)
 
     def _set_lr(self, iteration: int) -> None:
@@ -131,13 +162,20 @@ class PPOLearner:
         for g in self.optimizer.param_groups:
             g["lr"] = self.cfg.lr * g["scale"] * max(frac, 0.0)
 
-    def update(self, traj: Trajectory, iteration: int, generator: torch.Generator) -> dict[str, float]:
+    def update(
+        self, traj: Trajectory, iteration: int, generator: torch.Generator
+    ) -> dict[str, float]:
         """Advantages, then ``epochs x minibatches`` PPO steps, then the state normaliser."""
         b = TensorBatch.from_trajectory(traj)
         adv, ret = advantages(b, self.algo)
         valid = b.mask.reshape(-1) > 0
         flat = lambda x: x.reshape(-1, *x.shape[2:])[valid]  # noqa: E731  [B, T, ...] -> [N, ...]
-        state, actions, old_logp, old_v = flat(b.state), flat(b.actions), flat(b.logp), flat(b.values)
+        state, actions, old_logp, old_v = (
+            flat(b.state),
+            flat(b.actions),
+            flat(b.logp),
+            flat(b.values),
+        )
         images = {k: flat(v) for k, v in b.images.items()}
         instr = None if b.instructions is None else b.instructions.reshape(-1)[valid.numpy()]
         adv, ret = flat(adv), flat(ret)
@@ -150,13 +188,28 @@ class PPOLearner:
         for _ in range(self.cfg.epochs):
             perm = torch.randperm(state.shape[0], generator=generator)
             for idx in torch.tensor_split(perm, self.cfg.minibatches):
-                obs = {"state": state[idx], "images": {k: v[idx] for k, v in images.items()},
-                       "instruction": [] if instr is None else instr[idx.numpy()].tolist()}
-                m = self._step(obs, actions[idx], old_logp[idx], old_v[idx], adv[idx], ret[idx], use_critic,
-                               policy_weight)
+                obs = {
+                    "state": state[idx],
+                    "images": {k: v[idx] for k, v in images.items()},
+                    "instruction": [] if instr is None else instr[idx.numpy()].tolist(),
+                }
+                m = self._step(
+                    obs,
+                    actions[idx],
+                    old_logp[idx],
+                    old_v[idx],
+                    adv[idx],
+                    ret[idx],
+                    use_critic,
+                    policy_weight,
+                )
                 for k, v in m.items():
                     stats.setdefault(k, []).append(v)
-            if self.cfg.target_kl is not None and self._global_mean(stats["approx_kl"][-self.cfg.minibatches:]) > self.cfg.target_kl:
+            if (
+                self.cfg.target_kl is not None
+                and self._global_mean(stats["approx_kl"][-self.cfg.minibatches :])
+                > self.cfg.target_kl
+            ):
                 break
         self.policy.eval()
         self._update_normalizer(state)
@@ -166,17 +219,32 @@ class PPOLearner:
             out["critic_warmup"] = 1.0
         return out
 
-    def _step(self, obs: dict[str, Any], actions: Tensor, old_logp: Tensor, old_v: Tensor, adv: Tensor,
-              ret: Tensor, use_critic: bool, policy_weight: float = 1.0) -> dict[str, float]:
+    def _step(
+        self,
+        obs: dict[str, Any],
+        actions: Tensor,
+        old_logp: Tensor,
+        old_v: Tensor,
+        adv: Tensor,
+        ret: Tensor,
+        use_critic: bool,
+        policy_weight: float = 1.0,
+    ) -> dict[str, float]:
         n = actions.shape[0]
         self.optimizer.zero_grad(set_to_none=False)
         metrics: dict[str, float] = {}
         if n > 0:
             out = self.policy(obs)
             ones = torch.ones(n)
-            pl, metrics = ppo_policy_loss(out.dist.log_prob(actions), old_logp, adv, ones,
-                                          clip_low=self.algo.clip_low, clip_high=self.algo.clip_high,
-                                          dual_clip=self.algo.dual_clip)
+            pl, metrics = ppo_policy_loss(
+                out.dist.log_prob(actions),
+                old_logp,
+                adv,
+                ones,
+                clip_low=self.algo.clip_low,
+                clip_high=self.algo.clip_high,
+                dual_clip=self.algo.dual_clip,
+            )
             entropy = out.dist.entropy().mean()
             loss = policy_weight * (pl - self.algo.entropy_coef * entropy)
             if use_critic and out.value is not None:
@@ -184,14 +252,20 @@ class PPOLearner:
                 loss = loss + self.algo.vf_coef * vl
                 metrics = {**metrics, "value_loss": float(vl.detach()), **vm}
             loss.backward()
-            metrics = {**metrics, "policy_loss": float(pl.detach()), "entropy": float(entropy.detach())}
+            metrics = {
+                **metrics,
+                "policy_loss": float(pl.detach()),
+                "entropy": float(entropy.detach()),
+            }
         self.sync.average_grads(self.params)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.algo.max_grad_norm)
         self.optimizer.step()
         return {**metrics, "grad_norm": float(grad_norm)}
 
     def _global_mean(self, values: list[float]) -> float:
-        t = self.sync.sum(torch.tensor([float(np.sum(values)), float(len(values))], dtype=torch.float64))
+        t = self.sync.sum(
+            torch.tensor([float(np.sum(values)), float(len(values))], dtype=torch.float64)
+        )
         return float(t[0] / t[1].clamp_min(1.0))
 
     def _update_normalizer(self, state: Tensor) -> None:
@@ -200,11 +274,18 @@ class PPOLearner:
         if norm is None or state.numel() == 0 and self.sync.world_size == 1:
             return
         x = state.double().reshape(-1, norm.mean.shape[0])
-        moments = self.sync.sum(torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64),
-                                           x.sum(0), x.square().sum(0)]))
+        moments = self.sync.sum(
+            torch.cat(
+                [
+                    torch.tensor([float(x.shape[0])], dtype=torch.float64),
+                    x.sum(0),
+                    x.square().sum(0),
+                ]
+            )
+        )
         n = moments[0]
         if n < 1:
             return
-        mean = moments[1:1 + x.shape[1]] / n
-        var = (moments[1 + x.shape[1]:] / n - mean.square()).clamp_min(0.0)
+        mean = moments[1 : 1 + x.shape[1]] / n
+        var = (moments[1 + x.shape[1] :] / n - mean.square()).clamp_min(0.0)
         norm.update_from_moments(mean.float(), var.float(), float(n))

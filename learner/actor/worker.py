@@ -14,7 +14,9 @@ from learner.worker import Worker
 
 
 class ActorWorker(TrainerHost, Worker):
-    def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str) -> None:
+    def __init__(
+        self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str
+    ) -> None:
         from learner.weights import WeightStore
 
         self.cfg, self.layout = cfg, layout
@@ -24,7 +26,9 @@ class ActorWorker(TrainerHost, Worker):
     def run_iteration(self, iteration: int) -> dict[str, Any]:
         """Train on this rank's shard of every stream (rows split by the rollout workers)."""
         lay = self.layout
-        items = lay.trajectories.get_batch(lay.n_streams, key=lay.actor_key(self.rank), timeout=lay.timeout)
+        items = lay.trajectories.get_batch(
+            lay.n_streams, key=lay.actor_key(self.rank), timeout=lay.timeout
+        )
         t0 = time.perf_counter()
         traj = collate([t for _, t in sorted(items, key=lambda item: item[0])])
         metrics = self.trainer.train(traj, iteration)

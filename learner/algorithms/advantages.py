@@ -68,7 +68,9 @@ class AdvantageEstimator:
 ADVANTAGES: Registry[AdvantageEstimator] = Registry("advantage estimator")
 
 
-def estimator(name: str, signal: Signal, grouped: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def estimator(
+    name: str, signal: Signal, grouped: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` in :data:`ADVANTAGES` under ``name``; returns ``fn`` unchanged."""
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -106,7 +108,7 @@ def check_groups(group_ids: Sequence[int], group_size: int) -> None:
         raise ValueError(f"{len(ids)} samples do not split into groups of {group_size}")
     seen: dict[int, int] = {}
     for start in range(0, len(ids), group_size):
-        block = ids[start:start + group_size]
+        block = ids[start : start + group_size]
         if any(i != block[0] for i in block):
             raise ValueError(
                 f"samples {start}..{start + group_size - 1} should all answer one prompt "
@@ -269,9 +271,7 @@ def reinforce_pp_returns(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0
 
 
 @estimator("reinforce_pp", "token")
-def reinforce_pp_advantages(
-    token_rewards: Tensor, mask: Tensor, gamma: float = 1.0
-) -> Tensor:
+def reinforce_pp_advantages(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
     """REINFORCE++: ``A = whiten(G)`` with ``G`` the discounted token return-to-go.
 
     Global batch whitening replaces a critic: it centres and scales the returns across

@@ -116,5 +116,9 @@ def step_weights(mask: Tensor, mode: str, norm_constant: float | None = None) ->
     if mode == "token-mean":
         return m.clone()
     norm = global_normalizer(mask, mode, norm_constant)
-    per_row = 1.0 / m.sum(dim=-1, keepdim=True).clamp_min(1.0) if mode == "seq-mean-token-mean" else torch.ones_like(m[..., :1])
+    per_row = (
+        1.0 / m.sum(dim=-1, keepdim=True).clamp_min(1.0)
+        if mode == "seq-mean-token-mean"
+        else torch.ones_like(m[..., :1])
+    )
     return m * per_row * n / norm

@@ -43,7 +43,9 @@ class EnsembleLayerNorm(nn.LayerNorm):
         self.bias = nn.Parameter(torch.zeros(n_members, 1, width))
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, None, None, self.eps) * self.weight + self.bias
+        return (
+            F.layer_norm(x, self.normalized_shape, None, None, self.eps) * self.weight + self.bias
+        )
 
 
 class CriticEnsemble(nn.Module):

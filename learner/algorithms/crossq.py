@@ -107,7 +107,11 @@ def make_crossq_learner(
     """
     cfg = cfg if cfg is not None else CrossQConfig()
     critic = CriticEnsemble(
-        obs_dim, action_dim, n_critics, hidden, batch_norm=True,
+        obs_dim,
+        action_dim,
+        n_critics,
+        hidden,
+        batch_norm=True,
         renorm_warmup_steps=getattr(cfg, "renorm_warmup_steps", CrossQConfig.renorm_warmup_steps),
         bn_momentum=getattr(cfg, "bn_momentum", CrossQConfig.bn_momentum),
     )

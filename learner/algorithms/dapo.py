@@ -10,9 +10,7 @@ import torch
 from torch import Tensor
 
 
-def dynamic_sampling_mask(
-    scores: Tensor, group_size: int, per_sample: bool = True
-) -> Tensor:
+def dynamic_sampling_mask(scores: Tensor, group_size: int, per_sample: bool = True) -> Tensor:
     """Keep-mask of groups whose scores are *not* all equal.
 
     A group where every sample got the same reward (all correct, all wrong) has zero
@@ -34,9 +32,7 @@ def dynamic_sampling_mask(
     return keep.repeat_interleave(group_size) if per_sample else keep
 
 
-def overlong_penalty(
-    lengths: Tensor, max_len: int, buffer: int, factor: float = 1.0
-) -> Tensor:
+def overlong_penalty(lengths: Tensor, max_len: int, buffer: int, factor: float = 1.0) -> Tensor:
     """Soft overlong punishment added to the reward of each response.
 
     ``expected = max_len - buffer``; ``penalty = min(-(len - expected) / buffer * factor, 0)``:

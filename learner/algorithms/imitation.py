@@ -67,7 +67,9 @@ def dagger_mix(
 
 
 def intervention_weights(
-    intervened: Tensor, intervention_weight: float = 1.0, onset_weight: float | None = None,
+    intervened: Tensor,
+    intervention_weight: float = 1.0,
+    onset_weight: float | None = None,
     onset_steps: int = 0,
 ) -> Tensor:
     """HG-DAgger sample weights along one trajectory ``intervened [T]`` (bool).
@@ -126,8 +128,13 @@ class DaggerBuffer:
         self._append(visited_obs, expert_actions, torch.ones(visited_obs.shape[0]), self.RELABEL)
 
     def add_interventions(
-        self, obs: Tensor, human_actions: Tensor, intervened: Tensor, weight: float = 1.0,
-        onset_weight: float | None = None, onset_steps: int = 0,
+        self,
+        obs: Tensor,
+        human_actions: Tensor,
+        intervened: Tensor,
+        weight: float = 1.0,
+        onset_weight: float | None = None,
+        onset_steps: int = 0,
     ) -> None:
         """HG-DAgger: keep only the steps of ``obs [T, D]`` under human control, weighted."""
         w = intervention_weights(intervened, weight, onset_weight, onset_steps)
@@ -142,8 +149,10 @@ class DaggerBuffer:
         if not self.obs:
             raise ValueError("DaggerBuffer is empty; add demos, relabelled states or interventions")
         return {
-            "obs": torch.cat(self.obs), "action": torch.cat(self.action),
-            "weight": torch.cat(self.weight), "source": torch.cat(self.source),
+            "obs": torch.cat(self.obs),
+            "action": torch.cat(self.action),
+            "weight": torch.cat(self.weight),
+            "source": torch.cat(self.source),
         }
 
     def sample(
@@ -162,6 +171,5 @@ def aggregate_dagger(
     n = visited_obs.shape[0]
     new = {"obs": visited_obs, "action": expert_actions, "weight": torch.ones(n)}
     return {
-        k: torch.cat([dataset[k], new[k].to(dataset[k].dtype)])
-        for k in ("obs", "action", "weight")
+        k: torch.cat([dataset[k], new[k].to(dataset[k].dtype)]) for k in ("obs", "action", "weight")
     }

@@ -68,7 +68,11 @@ def kl_loss(
 
 
 def kl_penalized_rewards(
-    token_rewards: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float,
+    token_rewards: Tensor,
+    logp: Tensor,
+    ref_logp: Tensor,
+    mask: Tensor,
+    beta: float,
     kind: str = "k1",
 ) -> Tensor:
     """KL as a reward penalty: ``r'_t = r_t - beta * k(logp_t, ref_t)`` at valid tokens.

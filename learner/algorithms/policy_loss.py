@@ -18,9 +18,7 @@ from torch import Tensor
 from learner.algorithms.aggregation import aggregate, masked_mean
 from rlinf_contracts.registry import Registry
 
-POLICY_LOSSES: Registry[Callable[..., tuple[Tensor, dict[str, float]]]] = Registry(
-    "policy loss"
-)
+POLICY_LOSSES: Registry[Callable[..., tuple[Tensor, dict[str, float]]]] = Registry("policy loss")
 
 LOG_RATIO_CLAMP = 20.0
 

@@ -24,7 +24,7 @@ Batch = dict[str, Tensor]
 
 #: Off-policy learner factories ``(actor, obs_dim, action_dim, cfg) -> SACLearner``,
 #: selected by ``algorithm.name: sac | rlpd | crossq``.
-OFF_POLICY_LEARNERS: Registry[Callable[..., "SACLearner"]] = Registry("off-policy learner")
+OFF_POLICY_LEARNERS: Registry[Callable[..., SACLearner]] = Registry("off-policy learner")
 
 
 def sac_critic_target(
@@ -162,13 +162,17 @@ class SACLearner:
         (random-subset minimum when ``cfg.critic_subset`` is set)."""
         cfg = self.cfg
         if self.target_critic is None:
-            raise RuntimeError(f"{type(self).__name__} has no target critic: override bellman_target")
+            raise RuntimeError(
+                f"{type(self).__name__} has no target critic: override bellman_target"
+            )
         next_action, next_logp = self.actor(batch["next_obs"]).sample()
         next_q = random_subset_min(
             self.target_critic(batch["next_obs"], next_action), cfg.critic_subset
         )
         alpha = self.temperature.alpha if cfg.backup_entropy else 0.0
-        return sac_critic_target(batch["reward"], batch["done"], next_q, next_logp, alpha, cfg.gamma)
+        return sac_critic_target(
+            batch["reward"], batch["done"], next_q, next_logp, alpha, cfg.gamma
+        )
 
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One gradient step on the soft Bellman error, then a Polyak target update."""
@@ -221,8 +225,12 @@ class SACLearner:
 
     def _parts(self) -> dict[str, nn.Module | torch.optim.Optimizer]:
         parts: dict[str, nn.Module | torch.optim.Optimizer] = {
-            "actor": self.actor, "critic": self.critic, "temperature": self.temperature,
-            "actor_opt": self.actor_opt, "critic_opt": self.critic_opt, "alpha_opt": self.alpha_opt,
+            "actor": self.actor,
+            "critic": self.critic,
+            "temperature": self.temperature,
+            "actor_opt": self.actor_opt,
+            "critic_opt": self.critic_opt,
+            "alpha_opt": self.alpha_opt,
         }
         if self.target_critic is not None:
             parts["target_critic"] = self.target_critic

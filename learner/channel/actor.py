@@ -54,7 +54,7 @@ async def _wait(cond: asyncio.Condition, predicate: Any, timeout: float | None) 
         return False
     try:
         await asyncio.wait_for(cond.wait_for(predicate), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     return True
 
@@ -87,7 +87,11 @@ class ChannelActor:
             if not await _wait(self._order, ready, ORDER_WAIT_S):
                 logger.warning(
                     "channel %r: put %d of producer %s arrived but its predecessor did not "
-                    "within %.0f s; going ahead", self._name, seq, producer, ORDER_WAIT_S,
+                    "within %.0f s; going ahead",
+                    self._name,
+                    seq,
+                    producer,
+                    ORDER_WAIT_S,
                 )
 
     async def _applied_turn(self, ticket: Ticket | None) -> None:

@@ -54,7 +54,11 @@ class PendingPuts:
         self.items += len(envelopes)
         self.nbytes += sum(envelope_bytes(e) for e in envelopes)
         self.staged += sum(staged_bytes(e) for e in envelopes)
-        return self.items >= COALESCE_ITEMS or self.nbytes >= COALESCE_BYTES or self.staged >= BUNDLE_BYTES
+        return (
+            self.items >= COALESCE_ITEMS
+            or self.nbytes >= COALESCE_BYTES
+            or self.staged >= BUNDLE_BYTES
+        )
 
     def drain(self) -> Batches:
         """Everything queued, oldest first; the buffer is left empty."""

@@ -62,11 +62,16 @@ from typing import Any
 import ray
 
 from learner.channel.actor import OK, ChannelActor, Ticket
-from learner.channel.buffers import DEFAULT_PREFETCH  # noqa: F401 - re-exported
-from learner.channel.buffers import Batches, PendingPuts, ReadBuffer, resolve_prefetch
+from learner.channel.buffers import (
+    DEFAULT_PREFETCH,  # noqa: F401 - re-exported
+    Batches,
+    PendingPuts,
+    ReadBuffer,
+    resolve_prefetch,
+)
+from learner.channel.bundle import BundleCache
 from learner.channel.errors import ChannelError, ChannelTimeout
 from learner.channel.flusher import FLUSHER
-from learner.channel.bundle import BundleCache
 from learner.channel.payload import Envelope, aopen_all, bundle_batches, open_all, seal
 from learner.channel.waiting import await_answer, raise_status, wait
 
@@ -86,7 +91,11 @@ class Channel:
     """Handle to a named channel; cheap to pickle and pass to workers (see module doc)."""
 
     def __init__(
-        self, name: str, actor: Any, maxsize: int, namespace: str | None,
+        self,
+        name: str,
+        actor: Any,
+        maxsize: int,
+        namespace: str | None,
         prefetch: int | None = None,
     ) -> None:
         self.name = name
@@ -106,7 +115,10 @@ class Channel:
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
     def create(
-        cls, name: str, maxsize: int = 0, namespace: str | None = None,
+        cls,
+        name: str,
+        maxsize: int = 0,
+        namespace: str | None = None,
         prefetch: int | None = None,
     ) -> Channel:
         """Start the channel actor ``name`` (0 CPUs, so it takes no slot); the name must be new.
@@ -141,7 +153,10 @@ class Channel:
 
     @classmethod
     def connect(
-        cls, name: str, namespace: str | None = None, timeout: float = 30.0,
+        cls,
+        name: str,
+        namespace: str | None = None,
+        timeout: float = 30.0,
         prefetch: int | None = None,
     ) -> Channel:
         """Join an existing channel by name, waiting up to ``timeout`` s for it to be created.
@@ -194,7 +209,7 @@ class Channel:
             for key in self._ready.keys():
                 items = self._ready.pop_upto(key, self._ready.count(key))
                 self._actor.requeue.remote(items, key)
-        except Exception:  # noqa: BLE001, S110 - interpreter or Ray shutting down: nothing to do
+        except Exception:
             pass
 
     def __reduce__(self) -> tuple:

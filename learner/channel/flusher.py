@@ -47,8 +47,9 @@ class Flusher:
             deadline = time.monotonic() + LINGER_S
             self._due[id(handle)] = (deadline, handle)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="channel-flusher",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="channel-flusher", daemon=True
+                )
                 self._thread.start()
             if deadline < self._wake_at:  # waking a thread costs the GIL: only when needed
                 self._cond.notify()
@@ -87,7 +88,7 @@ class Flusher:
             for handle in handles:
                 try:
                     handle.send_pending()
-                except Exception:  # noqa: BLE001 - the thread must survive a dead channel
+                except Exception:
                     logger.exception("channel flusher: sending pending puts failed")
 
     def flush_at_exit(self) -> None:
@@ -98,7 +99,7 @@ class Flusher:
         for handle in handles:
             try:
                 handle.flush()
-            except Exception as err:  # noqa: BLE001 - Ray may already be shutting down
+            except Exception as err:
                 logger.warning("channel: pending puts lost at exit: %s", err)
 
 

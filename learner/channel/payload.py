@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 import ray
 
-from learner.channel.bundle import BUNDLE_ITEM_LIMIT, BundleCache, Staged, put_bundle, stage, unbundle
+from learner.channel.bundle import (
+    BUNDLE_ITEM_LIMIT,
+    BundleCache,
+    Staged,
+    put_bundle,
+    stage,
+    unbundle,
+)
 from learner.channel.errors import ChannelError
 
 Envelope = tuple[Any, float]
@@ -220,7 +227,9 @@ def refs_of(envelopes: list[Envelope], cache: BundleCache | None = None) -> list
     return list(seen)
 
 
-def open_envelopes(envelopes: list[Envelope], fetched: dict, cache: BundleCache | None = None) -> list[Any]:
+def open_envelopes(
+    envelopes: list[Envelope], fetched: dict, cache: BundleCache | None = None
+) -> list[Any]:
     """Items of ``envelopes``; ``fetched`` maps the references of :func:`refs_of` to values."""
     out = []
     for payload, _ in envelopes:
@@ -256,7 +265,9 @@ def open_all(name: str, envelopes: list[Envelope], cache: BundleCache | None = N
         raise _lost(name, err) from err
 
 
-async def aopen_all(name: str, envelopes: list[Envelope], cache: BundleCache | None = None) -> list[Any]:
+async def aopen_all(
+    name: str, envelopes: list[Envelope], cache: BundleCache | None = None
+) -> list[Any]:
     import asyncio
 
     refs = refs_of(envelopes, cache)

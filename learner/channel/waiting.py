@@ -67,7 +67,7 @@ async def await_answer(name: str, ref: Any, what: str, timeout: float | None) ->
         step = WARN_EVERY_S if budget is None else max(min(WARN_EVERY_S, budget - waited), 0.0)
         try:
             return await asyncio.wait_for(asyncio.shield(future), step)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             waited += step
             if budget is not None and waited >= budget:
                 ray.cancel(ref)

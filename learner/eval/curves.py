@@ -14,8 +14,12 @@ ROWS = (("success_rate", "success rate (last 100 episodes)"), ("episode_return",
 COLUMNS = (("env_steps", "env steps"), ("time/wall_s", "wall-clock s"))
 
 
-def write_curves(history: list[dict[str, float]], path: str | Path, title: str = "",
-                 eval_success: float | None = None) -> Path | None:
+def write_curves(
+    history: list[dict[str, float]],
+    path: str | Path,
+    title: str = "",
+    eval_success: float | None = None,
+) -> Path | None:
     """PNG of the curves; None when the history has no point to draw."""
     if not any(k in row for row in history for k, _ in ROWS):
         return None
@@ -32,7 +36,13 @@ def write_curves(history: list[dict[str, float]], path: str | Path, title: str =
             if pts:
                 ax.plot(*zip(*pts), lw=1.5)
             if key == "success_rate" and eval_success is not None and pts:
-                ax.axhline(eval_success, color="tab:green", ls="--", lw=1, label=f"held-out eval {eval_success:.2f}")
+                ax.axhline(
+                    eval_success,
+                    color="tab:green",
+                    ls="--",
+                    lw=1,
+                    label=f"held-out eval {eval_success:.2f}",
+                )
                 ax.legend(loc="lower right", fontsize=8)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
@@ -57,4 +67,8 @@ def prior_history(metrics_json: str | Path, before_iteration: int) -> list[dict[
         rows = json.loads(p.read_text()).get("history", [])
     except (ValueError, AttributeError):
         return []
-    return [r for r in rows if isinstance(r, dict) and r.get("iteration", before_iteration) < before_iteration]
+    return [
+        r
+        for r in rows
+        if isinstance(r, dict) and r.get("iteration", before_iteration) < before_iteration
+    ]

@@ -37,7 +37,9 @@ IN_DISTRIBUTION = ("id", "train")
 VIDEO_ROUNDS = 3  # the video shows the first rounds, ``eval.video_episodes`` envs side by side
 
 
-def _run_round(policy: Policy, env: Any, seed: int, recorder: "_Recorder | None") -> dict[str, np.ndarray]:
+def _run_round(
+    policy: Policy, env: Any, seed: int, recorder: _Recorder | None
+) -> dict[str, np.ndarray]:
     n = env.num_envs
     obs = env.reset(seed)
     alive = np.ones(n, bool)
@@ -56,8 +58,10 @@ def _run_round(policy: Policy, env: Any, seed: int, recorder: "_Recorder | None"
             recorder.add(env, alive)
         if not alive.any():
             return out
-    raise RuntimeError(f"eval: {int(alive.sum())} episode(s) did not end within "
-                       f"{4 * env.spec.max_episode_steps + 10} steps; does the env truncate?")
+    raise RuntimeError(
+        f"eval: {int(alive.sum())} episode(s) did not end within "
+        f"{4 * env.spec.max_episode_steps + 10} steps; does the env truncate?"
+    )
 
 
 class _Recorder:
@@ -73,8 +77,11 @@ class _Recorder:
         try:
             frames = env.render_frames()
         except Exception as e:  # no GL context etc.: keep the evaluation, drop the video
-            log.warning("eval: rendering failed (%s: %s); set MUJOCO_GL=osmesa or egl for videos",
-                        type(e).__name__, e)
+            log.warning(
+                "eval: rendering failed (%s: %s); set MUJOCO_GL=osmesa or egl for videos",
+                type(e).__name__,
+                e,
+            )
             frames = None
         if frames is None:
             self.ok = False
@@ -110,9 +117,19 @@ def _bar(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="ep", dynamic_ncols=True, leave=False)
 
 
-def evaluate_policy(policy: Policy, env_name: str, env_kwargs: dict[str, Any], episodes: int, seed: int,
-                    num_envs: int = 25, video_path: str | None = None, video_episodes: int = 2,
-                    deadline: float | None = None, progress: bool = False, desc: str = "eval") -> dict[str, Any]:
+def evaluate_policy(
+    policy: Policy,
+    env_name: str,
+    env_kwargs: dict[str, Any],
+    episodes: int,
+    seed: int,
+    num_envs: int = 25,
+    video_path: str | None = None,
+    video_episodes: int = 2,
+    deadline: float | None = None,
+    progress: bool = False,
+    desc: str = "eval",
+) -> dict[str, Any]:
     """Deterministic episodes on held-out seeds ``seed + ...``; see the module docstring."""
     n = max(1, min(num_envs, episodes))
     env = build_env(env_name, n, **env_kwargs)
@@ -137,9 +154,12 @@ def evaluate_policy(policy: Policy, env_name: str, env_kwargs: dict[str, Any], e
             bar.close()
     done = min(episodes, len(results) * n)
     take = lambda key: np.concatenate([r[key] for r in results])[:done]  # noqa: E731
-    out: dict[str, Any] = {"success_rate": float(take("success").mean()), "episodes": done,
-                           "episode_return": float(take("return").mean()),
-                           "episode_length": float(take("length").mean())}
+    out: dict[str, Any] = {
+        "success_rate": float(take("success").mean()),
+        "episodes": done,
+        "episode_return": float(take("return").mean()),
+        "episode_length": float(take("length").mean()),
+    }
     if recorder is not None:
         out["video"] = recorder.write(video_path, env.spec.control_hz)
     return out
@@ -186,39 +206,79 @@ def checkpoint_config(meta: dict[str, Any], overrides: dict[str, Any] | None = N
     name = meta.get("runner") or config.get("runner") or "embodied"
     spec = get_runner(name)  # an unknown name raises UnknownNameError listing the runners
     merged = _apply_overrides(config, overrides)
-    if _names(overrides, "env", "name") and not _names(overrides, "eval", "env") and (merged.get("eval") or {}).get("env"):
+    if (
+        _names(overrides, "env", "name")
+        and not _names(overrides, "eval", "env")
+        and (merged.get("eval") or {}).get("env")
+    ):
         # the run trained on one env and evaluated on another (``eval.env``); a user who now says
         # ``env.name=...`` means the env to evaluate in, not the stored eval env
-        log.info("eval: env.name=%s given, so the run's eval.env=%s is not used", merged["env"]["name"],
-                 merged["eval"]["env"])
+        log.info(
+            "eval: env.name=%s given, so the run's eval.env=%s is not used",
+            merged["env"]["name"],
+            merged["eval"]["env"],
+        )
         merged["eval"]["env"] = ""
     cfg = from_dict(spec.config_cls, merged)
     if not hasattr(cfg, "env") or not hasattr(cfg, "eval"):
-        raise ConfigError(f"checkpoint {meta.get('path', '?')}: runner {name!r} has no simulated env to evaluate "
-                          "in (its config has no 'env' / 'eval' sections)")
+        raise ConfigError(
+            f"checkpoint {meta.get('path', '?')}: runner {name!r} has no simulated env to evaluate "
+            "in (its config has no 'env' / 'eval' sections)"
+        )
     return cfg
 
 
-def evaluate_config(policy: Policy, cfg: Any, episodes: int, seed: int,
-                    ood_splits: list[str] | None = None, video_path: str | None = None,
-                    deadline: float | None = None, progress: bool = False) -> dict[str, Any]:
+def evaluate_config(
+    policy: Policy,
+    cfg: Any,
+    episodes: int,
+    seed: int,
+    ood_splits: list[str] | None = None,
+    video_path: str | None = None,
+    deadline: float | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and config."""
     results: dict[str, Any] = {}
     for i, split in enumerate(ood_splits or cfg.eval.ood_splits):
         video = None
         if video_path:
-            video = video_path if i == 0 else str(Path(video_path).with_name(f"{Path(video_path).stem}_{split}.mp4"))
-        results[split] = evaluate_policy(policy, cfg.eval.env or cfg.env.name, split_kwargs(cfg, split), episodes,
-                                         cfg.eval.seed_offset + seed * 100_000, cfg.eval.num_envs,
-                                         video, cfg.eval.video_episodes, deadline, progress, f"eval {split}")
-        log.info("eval split %-10s success %.3f over %d episodes", split, results[split]["success_rate"],
-                 results[split]["episodes"])
+            video = (
+                video_path
+                if i == 0
+                else str(Path(video_path).with_name(f"{Path(video_path).stem}_{split}.mp4"))
+            )
+        results[split] = evaluate_policy(
+            policy,
+            cfg.eval.env or cfg.env.name,
+            split_kwargs(cfg, split),
+            episodes,
+            cfg.eval.seed_offset + seed * 100_000,
+            cfg.eval.num_envs,
+            video,
+            cfg.eval.video_episodes,
+            deadline,
+            progress,
+            f"eval {split}",
+        )
+        log.info(
+            "eval split %-10s success %.3f over %d episodes",
+            split,
+            results[split]["success_rate"],
+            results[split]["episodes"],
+        )
     return results
 
 
-def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None = None,
-                        ood_splits: list[str] | None = None, video_path: str | None = None,
-                        overrides: dict | None = None, progress: bool = False) -> dict[str, Any]:
+def evaluate_checkpoint(
+    path: str,
+    episodes: int | None = None,
+    seed: int | None = None,
+    ood_splits: list[str] | None = None,
+    video_path: str | None = None,
+    overrides: dict | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Load a checkpoint and evaluate it on held-out seeds, per OOD split.
 
     ``episodes`` / ``ood_splits`` default to the checkpoint config's ``eval`` section, ``seed`` to
@@ -236,6 +296,15 @@ def evaluate_checkpoint(path: str, episodes: int | None = None, seed: int | None
     seed = seed if seed is not None else 0
     if video_path is None:
         video_path = str(Path(meta["path"]) / "eval.mp4")
-    splits = evaluate_config(policy, cfg, episodes, seed, ood_splits, video_path or None, progress=progress)
-    return {"checkpoint": meta["path"], "runner": cfg.runner, "iteration": meta["iteration"], "seed": seed, "episodes": episodes,
-            "splits": splits, "success_rate": {k: v["success_rate"] for k, v in splits.items()}}
+    splits = evaluate_config(
+        policy, cfg, episodes, seed, ood_splits, video_path or None, progress=progress
+    )
+    return {
+        "checkpoint": meta["path"],
+        "runner": cfg.runner,
+        "iteration": meta["iteration"],
+        "seed": seed,
+        "episodes": episodes,
+        "splits": splits,
+        "success_rate": {k: v["success_rate"] for k, v in splits.items()},
+    }

@@ -51,27 +51,43 @@ def evaluate_llm_checkpoint(
     data_cfg, roll_cfg = cfg.get("data", {}), cfg.get("rollout", {})
     dataset = dataset or meta.get("eval_path") or data_cfg.get("eval_path")
     if not dataset:
-        raise ValueError(f"{ckpt}: no dataset given and meta.json names none; pass --dataset FILE.jsonl")
+        raise ValueError(
+            f"{ckpt}: no dataset given and meta.json names none; pass --dataset FILE.jsonl"
+        )
     reward = reward or next(iter(cfg.get("reward", {}).get("weights", {"exact_match": 1.0})))
     fmt = prompt_format or data_cfg.get("prompt_format", "raw")
     max_new = max_new_tokens or roll_cfg.get("max_new_tokens", 256)
-    examples = load_prompts(dataset, data_cfg.get("prompt_key", "prompt"), data_cfg.get("answer_key", "answer"),
-                            limit=episodes)
+    examples = load_prompts(
+        dataset,
+        data_cfg.get("prompt_key", "prompt"),
+        data_cfg.get("answer_key", "answer"),
+        limit=episodes,
+    )
     model, tok = load_model(ckpt, cfg.get("model", {}).get("dtype", "float32"))
-    backend = ROLLOUT_BACKENDS.get("hf")(model, tok, device="cuda" if torch.cuda.is_available() else "cpu")
+    backend = ROLLOUT_BACKENDS.get("hf")(
+        model, tok, device="cuda" if torch.cuda.is_available() else "cpu"
+    )
     greedy = SamplingParams(temperature=0.0, max_new_tokens=max_new)
     t0 = time.perf_counter()
     texts: list[str] = []
     for s in range(0, len(examples), batch_size):
-        chunk = examples[s:s + batch_size]
+        chunk = examples[s : s + batch_size]
         prompts = [apply_template(tok, e.prompt, fmt, data_cfg.get("system_prompt")) for e in chunk]
         texts += backend.generate(prompts, greedy).texts
     scores = score_batch(reward, texts, [e.answer for e in examples])
     correct = sum(x > 0.5 for x in scores)
-    result: dict[str, Any] = {"accuracy": correct / len(examples), "correct": correct, "n": len(examples),
-                              "dataset": str(dataset), "reward": reward, "checkpoint": str(ckpt),
-                              "seconds": round(time.perf_counter() - t0, 2)}
+    result: dict[str, Any] = {
+        "accuracy": correct / len(examples),
+        "correct": correct,
+        "n": len(examples),
+        "dataset": str(dataset),
+        "reward": reward,
+        "checkpoint": str(ckpt),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
     if return_samples:
-        result["samples"] = [{"prompt": e.prompt, "response": t, "answer": e.answer, "score": sc}
-                             for e, t, sc in zip(examples, texts, scores)]
+        result["samples"] = [
+            {"prompt": e.prompt, "response": t, "answer": e.answer, "score": sc}
+            for e, t, sc in zip(examples, texts, scores)
+        ]
     return result

@@ -36,14 +36,18 @@ class ActorConfig(OptimConfig):
     minibatches: int = field(default=1, metadata=h("optimizer steps per epoch (batch split)"))
     weight_decay: float = field(default=0.0, metadata=h("AdamW weight decay"))
     grad_clip: float = field(default=1.0, metadata=h("global grad-norm clip (0 = off)"))
-    micro_batch: int = field(default=0, metadata=h("rows per forward/backward (0 = whole mini-batch)"))
+    micro_batch: int = field(
+        default=0, metadata=h("rows per forward/backward (0 = whole mini-batch)")
+    )
     ppo_epochs: int | None = field(default=None, metadata=h("alias of actor.epochs"))
     mini_batches: int | None = field(default=None, metadata=h("alias of actor.minibatches"))
 
     def validate(self) -> None:
         super().validate()
         if self.micro_batch < 0:
-            raise ConfigError(f"actor.micro_batch must be >= 0 (0 = whole mini-batch), got {self.micro_batch}")
+            raise ConfigError(
+                f"actor.micro_batch must be >= 0 (0 = whole mini-batch), got {self.micro_batch}"
+            )
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -54,8 +58,15 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
 class ActorTrainer:
     """Owns the trainable model and its optimizer."""
 
-    def __init__(self, model: nn.Module, cfg: ActorConfig, algo: AlgorithmConfig, temperature: float = 1.0,
-                 max_new_tokens: int = 16, critic: CriticTrainer | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: ActorConfig,
+        algo: AlgorithmConfig,
+        temperature: float = 1.0,
+        max_new_tokens: int = 16,
+        critic: CriticTrainer | None = None,
+    ) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.max_new_tokens = max_new_tokens  # default constant of seq-mean-token-sum-norm
@@ -73,8 +84,12 @@ class ActorTrainer:
         was = self.model.training
         self.model.eval()
         batch = batch.to(self.device)
-        out = torch.cat([response_logprobs(self.model, batch.slice(s, e), self.temperature)
-                         for s, e in _chunks(len(batch), self.cfg.micro_batch)])
+        out = torch.cat(
+            [
+                response_logprobs(self.model, batch.slice(s, e), self.temperature)
+                for s, e in _chunks(len(batch), self.cfg.micro_batch)
+            ]
+        )
         self.model.train(was)
         return out.cpu()
 
@@ -86,8 +101,14 @@ class ActorTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         return gn
 
-    def accumulate(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
-                   ref_logp: torch.Tensor | None = None, backward: bool = True) -> tuple[float, dict[str, float]]:
+    def accumulate(
+        self,
+        batch: TrainBatch,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        ref_logp: torch.Tensor | None = None,
+        backward: bool = True,
+    ) -> tuple[float, dict[str, float]]:
         """Loss of ``batch`` as one optimizer step, micro-batched; gradients accumulate if ``backward``.
 
         Returns the summed loss (equal to the shared library's loss on the whole batch, since
@@ -104,8 +125,9 @@ class ActorTrainer:
             mb = batch.slice(s, e)
             logp = response_logprobs(self.model, mb, self.temperature)
             ref = ref_logp[s:e] if ref_logp is not None else None
-            loss, m = policy_objective(self.algo, logp, old_logp[s:e], advantages[s:e],
-                                       mb.response_mask, normalizer, ref)
+            loss, m = policy_objective(
+                self.algo, logp, old_logp[s:e], advantages[s:e], mb.response_mask, normalizer, ref
+            )
             if backward:
                 loss.backward()
             total += float(loss.detach())
@@ -114,9 +136,15 @@ class ActorTrainer:
         sums["actor/loss"] = total
         return total, sums
 
-    def update(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
-               ref_logp: torch.Tensor | None = None, old_values: torch.Tensor | None = None,
-               returns: torch.Tensor | None = None) -> dict[str, float]:
+    def update(
+        self,
+        batch: TrainBatch,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        ref_logp: torch.Tensor | None = None,
+        old_values: torch.Tensor | None = None,
+        returns: torch.Tensor | None = None,
+    ) -> dict[str, float]:
         """``epochs`` x ``minibatches`` optimizer steps on one rollout batch; mean metrics.
 
         With ``returns`` (GAE targets) the critic is then regressed onto them on the same batch,
@@ -125,13 +153,22 @@ class ActorTrainer:
         metrics = self._update_actor(batch, old_logp, advantages, ref_logp)
         if returns is not None:
             if self.critic is None or old_values is None:
-                raise ValueError("update(returns=...) needs a critic (ActorTrainer(critic=...)) and old_values")
+                raise ValueError(
+                    "update(returns=...) needs a critic (ActorTrainer(critic=...)) and old_values"
+                )
             epochs = self.critic.cfg.epochs or self.cfg.epochs
-            metrics.update(self.critic.update(batch, old_values, returns, epochs, self.cfg.minibatches))
+            metrics.update(
+                self.critic.update(batch, old_values, returns, epochs, self.cfg.minibatches)
+            )
         return metrics
 
-    def _update_actor(self, batch: TrainBatch, old_logp: torch.Tensor, advantages: torch.Tensor,
-                      ref_logp: torch.Tensor | None) -> dict[str, float]:
+    def _update_actor(
+        self,
+        batch: TrainBatch,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        ref_logp: torch.Tensor | None,
+    ) -> dict[str, float]:
         self.model.train()
         n = len(batch)
         sums: dict[str, float] = {}
@@ -152,10 +189,14 @@ class ActorTrainer:
         """One supervised step: token cross-entropy of the responses given the prompts."""
         self.model.train()
         batch = batch.to(self.device)
-        out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                         position_ids=batch.position_ids, use_cache=False)
+        out = self.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+        )
         p = batch.prompt_len
-        loss = sft_loss(out.logits[:, p - 1:-1], batch.responses, batch.response_mask)
+        loss = sft_loss(out.logits[:, p - 1 : -1], batch.responses, batch.response_mask)
         loss.backward()
         self._clip_and_step()
         return float(loss.detach())

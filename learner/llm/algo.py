@@ -39,25 +39,53 @@ from learner.llm.critic import CriticConfig
 from learner.sections import PolicyAlgorithmConfig, h
 from rlinf_contracts.config import ConfigError
 
-__all__ = ["AlgorithmConfig", "shape_scores", "keep_mask", "token_rewards", "token_advantages",
-           "gae_advantages", "policy_objective", "step_normalizer"]
+__all__ = [
+    "AlgorithmConfig",
+    "shape_scores",
+    "keep_mask",
+    "token_rewards",
+    "token_advantages",
+    "gae_advantages",
+    "policy_objective",
+    "step_normalizer",
+]
 
 
 @dataclass
 class AlgorithmConfig(PolicyAlgorithmConfig):
     """The shared policy-gradient section plus the LLM knobs: loss choice, aggregation, KL, DAPO."""
 
-    adv: str = field(default="grpo", metadata=h("advantage estimator (learner.algorithms.ADVANTAGES); gae needs algorithm.critic"))
+    adv: str = field(
+        default="grpo",
+        metadata=h(
+            "advantage estimator (learner.algorithms.ADVANTAGES); gae needs algorithm.critic"
+        ),
+    )
     gamma: float = field(default=1.0, metadata=h("discount for token-level returns"))
-    whiten_adv: bool = field(default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only)"))
+    whiten_adv: bool = field(
+        default=True, metadata=h("whiten GAE advantages over the batch (adv: gae only)")
+    )
     loss: str = field(default="ppo", metadata=h("policy loss (learner.algorithms.POLICY_LOSSES)"))
-    norm_constant: float | None = field(default=None, metadata=h("constant for seq-mean-token-sum-norm (default max_new_tokens)"))
+    norm_constant: float | None = field(
+        default=None, metadata=h("constant for seq-mean-token-sum-norm (default max_new_tokens)")
+    )
     kl_coef: float = field(default=0.0, metadata=h("KL-to-reference weight; > 0 needs a ref model"))
     kl_kind: str = field(default="k3", metadata=h("KL estimator k1 | k2 | k3"))
-    kl_in_reward: bool = field(default=False, metadata=h("fold KL into token rewards (REINFORCE++) instead of the loss"))
-    critic: CriticConfig | None = field(default=None, metadata=h("value model + optimizer; required by (and only used with) an estimator that needs a critic (gae)"))
-    dynamic_sampling: bool = field(default=False, metadata=h("DAPO: drop groups whose rewards are all equal"))
-    overlong_buffer: int = field(default=0, metadata=h("DAPO overlong shaping buffer in tokens (0 = off)"))
+    kl_in_reward: bool = field(
+        default=False, metadata=h("fold KL into token rewards (REINFORCE++) instead of the loss")
+    )
+    critic: CriticConfig | None = field(
+        default=None,
+        metadata=h(
+            "value model + optimizer; required by (and only used with) an estimator that needs a critic (gae)"
+        ),
+    )
+    dynamic_sampling: bool = field(
+        default=False, metadata=h("DAPO: drop groups whose rewards are all equal")
+    )
+    overlong_buffer: int = field(
+        default=0, metadata=h("DAPO overlong shaping buffer in tokens (0 = off)")
+    )
     overlong_factor: float = field(default=1.0, metadata=h("DAPO overlong penalty at max length"))
 
     def validate(self) -> None:
@@ -65,23 +93,33 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
         for key, reg in (("loss", POLICY_LOSSES), ("kl_kind", KL_ESTIMATORS)):
             name = getattr(self, key)
             if name not in reg:
-                raise ConfigError(f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}")
+                raise ConfigError(
+                    f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}"
+                )
         if self.estimator.needs_critic and self.critic is None:
-            raise ConfigError(f"algorithm.adv={self.adv} needs a critic: add an algorithm.critic section "
-                              "(e.g. algorithm.critic: {lr: 1.0e-3}), or use a critic-free adv "
-                              "(grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline)")
+            raise ConfigError(
+                f"algorithm.adv={self.adv} needs a critic: add an algorithm.critic section "
+                "(e.g. algorithm.critic: {lr: 1.0e-3}), or use a critic-free adv "
+                "(grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline)"
+            )
         if not self.estimator.needs_critic and self.critic is not None:
-            raise ConfigError(f"algorithm.critic is set but algorithm.adv={self.adv!r} does not use a critic; "
-                              "set algorithm.adv=gae or remove algorithm.critic")
+            raise ConfigError(
+                f"algorithm.critic is set but algorithm.adv={self.adv!r} does not use a critic; "
+                "set algorithm.adv=gae or remove algorithm.critic"
+            )
         if self.kl_coef < 0:
             raise ConfigError(f"algorithm.kl_coef must be >= 0, got {self.kl_coef}")
 
 
-def shape_scores(algo: AlgorithmConfig, scores: Tensor, lengths: Tensor, max_new_tokens: int) -> Tensor:
+def shape_scores(
+    algo: AlgorithmConfig, scores: Tensor, lengths: Tensor, max_new_tokens: int
+) -> Tensor:
     """Outcome scores after DAPO overlong shaping (identity when ``overlong_buffer`` is 0)."""
     if algo.overlong_buffer <= 0:
         return scores
-    return scores + overlong_penalty(lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_factor)
+    return scores + overlong_penalty(
+        lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_factor
+    )
 
 
 def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
@@ -92,8 +130,13 @@ def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
 
 
 def token_advantages(
-    algo: AlgorithmConfig, scores: Tensor, mask: Tensor, group_size: int,
-    logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None,
+    algo: AlgorithmConfig,
+    scores: Tensor,
+    mask: Tensor,
+    group_size: int,
+    logp: Tensor | None = None,
+    ref_logp: Tensor | None = None,
+    dense: Tensor | None = None,
 ) -> Tensor:
     """Per-token advantages ``[N, R]`` from outcome ``scores [N]`` with the configured estimator.
 
@@ -104,18 +147,34 @@ def token_advantages(
     """
     est = algo.estimator
     if est.needs_critic:
-        raise ValueError(f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, scores, mask, values)")
+        raise ValueError(
+            f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, scores, mask, values)"
+        )
     if est.signal == "outcome":
-        return broadcast_to_tokens(compute_advantages(est, scores=scores, group_size=group_size), mask)
+        return broadcast_to_tokens(
+            compute_advantages(est, scores=scores, group_size=group_size), mask
+        )
     rewards = token_rewards(algo, scores, mask, logp, ref_logp, dense)
     if est.grouped:
         rewards = rewards - token_rewards(algo, scores, mask)
-    return compute_advantages(est, scores=scores, mask=mask, group_size=group_size,
-                              token_rewards=rewards, gamma=algo.gamma)
+    return compute_advantages(
+        est,
+        scores=scores,
+        mask=mask,
+        group_size=group_size,
+        token_rewards=rewards,
+        gamma=algo.gamma,
+    )
 
 
-def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,
-                  logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None) -> Tensor:
+def token_rewards(
+    algo: AlgorithmConfig,
+    scores: Tensor,
+    mask: Tensor,
+    logp: Tensor | None = None,
+    ref_logp: Tensor | None = None,
+    dense: Tensor | None = None,
+) -> Tensor:
     """``[N, R]`` rewards: each score on its last response token, plus ``dense`` per-token rewards
     (per-turn rewards of agentic episodes), minus ``kl_coef * KL`` per token when ``kl_in_reward``
     (and both log-probs are given); 0 at padding and at masked (tool) tokens."""
@@ -129,8 +188,13 @@ def token_rewards(algo: AlgorithmConfig, scores: Tensor, mask: Tensor,
 
 
 def gae_advantages(
-    algo: AlgorithmConfig, scores: Tensor, mask: Tensor, values: Tensor,
-    logp: Tensor | None = None, ref_logp: Tensor | None = None, dense: Tensor | None = None,
+    algo: AlgorithmConfig,
+    scores: Tensor,
+    mask: Tensor,
+    values: Tensor,
+    logp: Tensor | None = None,
+    ref_logp: Tensor | None = None,
+    dense: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """PPO-with-a-critic: ``(advantages, returns)``, both ``[N, R]``.
 
@@ -147,8 +211,14 @@ def gae_advantages(
 
 
 def policy_objective(
-    algo: AlgorithmConfig, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor,
-    normalizer: float, ref_logp: Tensor | None = None, entropy: Tensor | None = None,
+    algo: AlgorithmConfig,
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    normalizer: float,
+    ref_logp: Tensor | None = None,
+    entropy: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Total loss of one micro-batch: shared-library policy loss (+ KL loss, + entropy bonus).
 
@@ -156,8 +226,17 @@ def policy_objective(
     so summing micro-batch losses reproduces the full-batch loss exactly.
     """
     fn = POLICY_LOSSES.get(algo.loss)
-    loss, metrics = fn(logp, old_logp, advantages, mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
-                       dual_clip=algo.dual_clip, agg_mode=algo.agg_mode, normalizer=normalizer)
+    loss, metrics = fn(
+        logp,
+        old_logp,
+        advantages,
+        mask,
+        clip_low=algo.clip_low,
+        clip_high=algo.clip_high,
+        dual_clip=algo.dual_clip,
+        agg_mode=algo.agg_mode,
+        normalizer=normalizer,
+    )
     metrics = {f"actor/{k}": v for k, v in metrics.items()}
     if algo.kl_coef > 0 and not algo.kl_in_reward and ref_logp is not None:
         kl = kl_loss(logp, ref_logp, mask, algo.kl_kind, algo.agg_mode, normalizer)

@@ -17,27 +17,54 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlinf_contracts.config import ConfigError
 from learner.llm.datasets import PromptExample, write_jsonl
+from rlinf_contracts.config import ConfigError
 
-__all__ = ["ArithmeticConfig", "arithmetic_split", "noisy_demonstrations", "format_answer", "write_arithmetic_data", "tokenizer_corpus"]
+__all__ = [
+    "ArithmeticConfig",
+    "arithmetic_split",
+    "noisy_demonstrations",
+    "format_answer",
+    "write_arithmetic_data",
+    "tokenizer_corpus",
+]
 
 
 @dataclass
 class ArithmeticConfig:
-    max_operand: int = field(default=99, metadata={"help": "operands are 0..max_operand (99: 1-2 digits)"})
-    heldout_frac: float = field(default=0.2, metadata={"help": "fraction of (a, b) pairs held out for eval"})
-    correct_frac: float = field(default=0.3, metadata={"help": "share of demonstrations with the right answer"})
-    random_frac: float = field(default=0.1, metadata={"help": "share with a random wrong answer; the rest are off by one"})
+    max_operand: int = field(
+        default=99, metadata={"help": "operands are 0..max_operand (99: 1-2 digits)"}
+    )
+    heldout_frac: float = field(
+        default=0.2, metadata={"help": "fraction of (a, b) pairs held out for eval"}
+    )
+    correct_frac: float = field(
+        default=0.3, metadata={"help": "share of demonstrations with the right answer"}
+    )
+    random_frac: float = field(
+        default=0.1, metadata={"help": "share with a random wrong answer; the rest are off by one"}
+    )
     seed: int = field(default=0, metadata={"help": "split / noise seed"})
-    zero_pad: bool = field(default=True, metadata={"help": "write operands as 2 digits and answers as 3 (07+45=052): fixed digit positions make addition learnable in minutes on a CPU"})
+    zero_pad: bool = field(
+        default=True,
+        metadata={
+            "help": "write operands as 2 digits and answers as 3 (07+45=052): fixed digit positions make addition learnable in minutes on a CPU"
+        },
+    )
 
     def validate(self) -> None:
         if not 0.0 < self.heldout_frac < 1.0:
-            raise ConfigError(f"data.arithmetic.heldout_frac must be in (0, 1), got {self.heldout_frac}")
-        if self.correct_frac + self.random_frac > 1.0 or min(self.correct_frac, self.random_frac) < 0:
-            raise ConfigError("data.arithmetic.correct_frac + random_frac must be within [0, 1], got "
-                              f"{self.correct_frac} + {self.random_frac}")
+            raise ConfigError(
+                f"data.arithmetic.heldout_frac must be in (0, 1), got {self.heldout_frac}"
+            )
+        if (
+            self.correct_frac + self.random_frac > 1.0
+            or min(self.correct_frac, self.random_frac) < 0
+        ):
+            raise ConfigError(
+                "data.arithmetic.correct_frac + random_frac must be within [0, 1], got "
+                f"{self.correct_frac} + {self.random_frac}"
+            )
 
 
 def _prompt(a: int, b: int, zero_pad: bool) -> str:
@@ -58,7 +85,9 @@ def arithmetic_split(cfg: ArithmeticConfig) -> tuple[list[PromptExample], list[P
     return ex[n_held:], ex[:n_held]
 
 
-def noisy_demonstrations(examples: list[PromptExample], cfg: ArithmeticConfig) -> list[dict[str, str]]:
+def noisy_demonstrations(
+    examples: list[PromptExample], cfg: ArithmeticConfig
+) -> list[dict[str, str]]:
     """One demonstration per example: right with ``correct_frac``, random-wrong with
     ``random_frac``, otherwise off by one (``answer + 1``)."""
     rng = random.Random(cfg.seed + 1)
@@ -82,14 +111,22 @@ def write_arithmetic_data(out_dir: str | Path, cfg: ArithmeticConfig) -> dict[st
     d = Path(out_dir)
     train, held = arithmetic_split(cfg)
     return {
-        "train": write_jsonl(d / "train.jsonl", [{"prompt": e.prompt, "answer": e.answer} for e in train]),
-        "heldout": write_jsonl(d / "heldout.jsonl", [{"prompt": e.prompt, "answer": e.answer} for e in held]),
+        "train": write_jsonl(
+            d / "train.jsonl", [{"prompt": e.prompt, "answer": e.answer} for e in train]
+        ),
+        "heldout": write_jsonl(
+            d / "heldout.jsonl", [{"prompt": e.prompt, "answer": e.answer} for e in held]
+        ),
         "demos": write_jsonl(d / "demos.jsonl", noisy_demonstrations(train, cfg)),
     }
 
 
 def tokenizer_corpus(cfg: ArithmeticConfig) -> list[str]:
     """Text the demo tokenizer is trained on: every equation plus a little prose for merges."""
-    eqs = [_prompt(a, b, cfg.zero_pad) + format_answer(a + b, cfg) for a in range(cfg.max_operand + 1) for b in range(cfg.max_operand + 1)]
+    eqs = [
+        _prompt(a, b, cfg.zero_pad) + format_answer(a + b, cfg)
+        for a in range(cfg.max_operand + 1)
+        for b in range(cfg.max_operand + 1)
+    ]
     prose = ["What is the answer? Put the final answer in \\boxed{}.", "The answer is"] * 50
     return eqs + prose

@@ -29,19 +29,32 @@ class TrainBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def slice(self, start: int, stop: int) -> "TrainBatch":
+    def slice(self, start: int, stop: int) -> TrainBatch:
         s = slice(start, stop)
-        return TrainBatch(self.input_ids[s], self.attention_mask[s], self.position_ids[s],
-                          self.responses[s], self.response_mask[s], self.prompt_len)
+        return TrainBatch(
+            self.input_ids[s],
+            self.attention_mask[s],
+            self.position_ids[s],
+            self.responses[s],
+            self.response_mask[s],
+            self.prompt_len,
+        )
 
-    def to(self, device: str | torch.device) -> "TrainBatch":
-        return TrainBatch(self.input_ids.to(device), self.attention_mask.to(device),
-                          self.position_ids.to(device), self.responses.to(device),
-                          self.response_mask.to(device), self.prompt_len)
+    def to(self, device: str | torch.device) -> TrainBatch:
+        return TrainBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.position_ids.to(device),
+            self.responses.to(device),
+            self.response_mask.to(device),
+            self.prompt_len,
+        )
 
 
 def make_train_batch(
-    prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    pad_id: int,
     loss_masks: Sequence[Sequence[int]] | None = None,
 ) -> TrainBatch:
     """Pad prompts (left) and responses (right) into one :class:`TrainBatch`.
@@ -58,32 +71,40 @@ def make_train_batch(
     ids = torch.full((n, p_len + r_len), pad_id, dtype=torch.long)
     attn = torch.zeros((n, p_len + r_len), dtype=torch.long)
     for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        ids[i, p_len - len(p):p_len] = torch.tensor(list(p), dtype=torch.long)
-        attn[i, p_len - len(p):p_len] = 1
+        ids[i, p_len - len(p) : p_len] = torch.tensor(list(p), dtype=torch.long)
+        attn[i, p_len - len(p) : p_len] = 1
         if len(r):
-            ids[i, p_len:p_len + len(r)] = torch.tensor(list(r), dtype=torch.long)
-            attn[i, p_len:p_len + len(r)] = 1
+            ids[i, p_len : p_len + len(r)] = torch.tensor(list(r), dtype=torch.long)
+            attn[i, p_len : p_len + len(r)] = 1
     pos = (attn.cumsum(-1) - 1).clamp_min(0)
     resp_mask = attn[:, p_len:].float()
     if loss_masks is not None:
         for i, (r, m) in enumerate(zip(response_ids, loss_masks)):
             if len(m) != len(r):
-                raise ValueError(f"sample {i}: loss mask of {len(m)} tokens for a response of {len(r)}")
+                raise ValueError(
+                    f"sample {i}: loss mask of {len(m)} tokens for a response of {len(r)}"
+                )
             if len(m):
-                resp_mask[i, :len(m)] *= torch.tensor(list(m), dtype=torch.float32)
+                resp_mask[i, : len(m)] *= torch.tensor(list(m), dtype=torch.float32)
     return TrainBatch(ids, attn, pos, ids[:, p_len:].clone(), resp_mask, p_len)
 
 
-def response_logprobs(model: nn.Module, batch: TrainBatch, temperature: float = 1.0) -> torch.Tensor:
+def response_logprobs(
+    model: nn.Module, batch: TrainBatch, temperature: float = 1.0
+) -> torch.Tensor:
     """Log-probs ``[N, R]`` of the response tokens under ``model`` (gradient flows if enabled).
 
     ``temperature`` must match the sampling temperature for the ratio to the rollout's
     log-probs to be an importance ratio of the same distribution.
     """
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                position_ids=batch.position_ids, use_cache=False)
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    )
     p = batch.prompt_len
-    logits = out.logits[:, p - 1:-1].float()
+    logits = out.logits[:, p - 1 : -1].float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)

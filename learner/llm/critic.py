@@ -27,9 +27,9 @@ import torch
 from torch import nn
 
 from learner.algorithms import AGG_MODES, global_normalizer, value_loss
-from rlinf_contracts.config import ConfigError
 from learner.llm.batch import TrainBatch
 from learner.llm.model import ModelConfig, build_model, count_parameters
+from rlinf_contracts.config import ConfigError
 
 __all__ = ["CriticConfig", "ValueModel", "CriticTrainer", "build_critic"]
 
@@ -43,21 +43,42 @@ class CriticConfig:
     lr: float = field(default=1e-3, metadata={"help": "critic AdamW learning rate"})
     weight_decay: float = field(default=0.0, metadata={"help": "critic AdamW weight decay"})
     grad_clip: float = field(default=1.0, metadata={"help": "critic grad-norm clip (0 = off)"})
-    value_clip: float | None = field(default=0.2, metadata={"help": "PPO value clipping around the rollout-time values (null = off)"})
-    agg_mode: str = field(default="token-mean", metadata={"help": "value-loss aggregation (learner.algorithms.AGG_MODES)"})
-    epochs: int = field(default=0, metadata={"help": "critic passes over each rollout batch (0 = actor.epochs)"})
-    init_from_actor: bool = field(default=True, metadata={"help": "start from the (SFT'd) actor's backbone; false = fresh init / model.path"})
-    seed: int = field(default=1, metadata={"help": "init seed of the value head (and of a fresh backbone)"})
+    value_clip: float | None = field(
+        default=0.2,
+        metadata={"help": "PPO value clipping around the rollout-time values (null = off)"},
+    )
+    agg_mode: str = field(
+        default="token-mean",
+        metadata={"help": "value-loss aggregation (learner.algorithms.AGG_MODES)"},
+    )
+    epochs: int = field(
+        default=0, metadata={"help": "critic passes over each rollout batch (0 = actor.epochs)"}
+    )
+    init_from_actor: bool = field(
+        default=True,
+        metadata={
+            "help": "start from the (SFT'd) actor's backbone; false = fresh init / model.path"
+        },
+    )
+    seed: int = field(
+        default=1, metadata={"help": "init seed of the value head (and of a fresh backbone)"}
+    )
 
     def validate(self) -> None:
         if self.lr <= 0:
             raise ConfigError(f"algorithm.critic.lr must be > 0, got {self.lr}")
         if self.value_clip is not None and self.value_clip <= 0:
-            raise ConfigError(f"algorithm.critic.value_clip must be > 0 or null (off), got {self.value_clip}")
+            raise ConfigError(
+                f"algorithm.critic.value_clip must be > 0 or null (off), got {self.value_clip}"
+            )
         if self.agg_mode not in AGG_MODES:
-            raise ConfigError(f"algorithm.critic.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}")
+            raise ConfigError(
+                f"algorithm.critic.agg_mode={self.agg_mode!r}; choose one of {list(AGG_MODES)}"
+            )
         if self.epochs < 0:
-            raise ConfigError(f"algorithm.critic.epochs must be >= 0 (0 = actor.epochs), got {self.epochs}")
+            raise ConfigError(
+                f"algorithm.critic.epochs must be >= 0 (0 = actor.epochs), got {self.epochs}"
+            )
 
 
 class ValueModel(nn.Module):
@@ -73,10 +94,14 @@ class ValueModel(nn.Module):
 
     def forward(self, batch: TrainBatch) -> torch.Tensor:
         """Values ``[N, R]`` of the states before each response token, 0 at padding."""
-        out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                            position_ids=batch.position_ids, use_cache=False)
+        out = self.backbone(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+        )
         p = batch.prompt_len
-        hidden = out.last_hidden_state[:, p - 1:-1].float()
+        hidden = out.last_hidden_state[:, p - 1 : -1].float()
         return self.value_head(hidden).squeeze(-1) * batch.response_mask
 
 
@@ -86,12 +111,15 @@ def _backbone_of(lm: nn.Module) -> nn.Module:
         lm = lm.merge_and_unload()
     base = getattr(lm, "base_model", lm)
     if base is lm or not hasattr(base, "forward"):
-        raise TypeError(f"{type(lm).__name__} has no separate backbone (base_model); cannot build a critic from it")
+        raise TypeError(
+            f"{type(lm).__name__} has no separate backbone (base_model); cannot build a critic from it"
+        )
     return base
 
 
-def build_critic(model_cfg: ModelConfig, cfg: CriticConfig, tokenizer: Any = None,
-                 actor: nn.Module | None = None) -> ValueModel:
+def build_critic(
+    model_cfg: ModelConfig, cfg: CriticConfig, tokenizer: Any = None, actor: nn.Module | None = None
+) -> ValueModel:
     """A :class:`ValueModel` on the actor's architecture.
 
     With ``cfg.init_from_actor`` and an ``actor``, the backbone is a deep copy of the actor's
@@ -108,8 +136,11 @@ def build_critic(model_cfg: ModelConfig, cfg: CriticConfig, tokenizer: Any = Non
     hidden = backbone.config.hidden_size
     model = ValueModel(backbone, hidden)
     device = next(backbone.parameters()).device
-    log.info("critic: %.2fM parameters (init_from_actor=%s)", count_parameters(model) / 1e6,
-             cfg.init_from_actor and actor is not None)
+    log.info(
+        "critic: %.2fM parameters (init_from_actor=%s)",
+        count_parameters(model) / 1e6,
+        cfg.init_from_actor and actor is not None,
+    )
     return model.to(device)
 
 
@@ -126,7 +157,9 @@ class CriticTrainer:
         self.cfg = cfg
         self.micro_batch = micro_batch
         self.device = next(model.parameters()).device
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
         self.steps = 0
 
     @torch.no_grad()
@@ -135,12 +168,19 @@ class CriticTrainer:
         was = self.model.training
         self.model.eval()
         batch = batch.to(self.device)
-        out = torch.cat([self.model(batch.slice(s, e)) for s, e in _chunks(len(batch), self.micro_batch)])
+        out = torch.cat(
+            [self.model(batch.slice(s, e)) for s, e in _chunks(len(batch), self.micro_batch)]
+        )
         self.model.train(was)
         return out.cpu()
 
-    def accumulate(self, batch: TrainBatch, old_values: torch.Tensor, returns: torch.Tensor,
-                   backward: bool = True) -> tuple[float, dict[str, float]]:
+    def accumulate(
+        self,
+        batch: TrainBatch,
+        old_values: torch.Tensor,
+        returns: torch.Tensor,
+        backward: bool = True,
+    ) -> tuple[float, dict[str, float]]:
         """Value loss of ``batch`` as one optimizer step, micro-batched with the batch's global
         normaliser (so the sum equals ``value_loss`` on the whole batch); grads accumulate."""
         normalizer = global_normalizer(batch.response_mask, self.cfg.agg_mode)
@@ -150,8 +190,15 @@ class CriticTrainer:
         chunks = _chunks(len(batch), self.micro_batch)
         for s, e in chunks:
             mb = batch.slice(s, e)
-            loss, m = value_loss(self.model(mb), old_values[s:e], returns[s:e], mb.response_mask,
-                                 clip=self.cfg.value_clip, agg_mode=self.cfg.agg_mode, normalizer=normalizer)
+            loss, m = value_loss(
+                self.model(mb),
+                old_values[s:e],
+                returns[s:e],
+                mb.response_mask,
+                clip=self.cfg.value_clip,
+                agg_mode=self.cfg.agg_mode,
+                normalizer=normalizer,
+            )
             if backward:
                 loss.backward()
             total += float(loss.detach())
@@ -160,8 +207,14 @@ class CriticTrainer:
         sums["critic/loss"] = total
         return total, sums
 
-    def update(self, batch: TrainBatch, old_values: torch.Tensor, returns: torch.Tensor,
-               epochs: int = 1, mini_batches: int = 1) -> dict[str, float]:
+    def update(
+        self,
+        batch: TrainBatch,
+        old_values: torch.Tensor,
+        returns: torch.Tensor,
+        epochs: int = 1,
+        mini_batches: int = 1,
+    ) -> dict[str, float]:
         """``epochs`` x ``mini_batches`` optimizer steps regressing values onto ``returns``; mean metrics."""
         self.model.train()
         n = len(batch)
@@ -173,7 +226,9 @@ class CriticTrainer:
                 _, m = self.accumulate(batch.slice(s, e), old_values[s:e], returns[s:e])
                 gn = 0.0
                 if self.cfg.grad_clip > 0:
-                    gn = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+                    gn = float(
+                        nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+                    )
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 m["critic/grad_norm"] = gn
@@ -189,5 +244,7 @@ class CriticTrainer:
 
         out = Path(path) / "critic.safetensors"
         out.parent.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}, str(out))
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}, str(out)
+        )
         return out

@@ -40,8 +40,12 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     raise ValueError(f"dataset {path} must end in .jsonl or .parquet")
 
 
-def load_prompts(path: str | Path, prompt_key: str = "prompt", answer_key: str = "answer",
-                 limit: int | None = None) -> list[PromptExample]:
+def load_prompts(
+    path: str | Path,
+    prompt_key: str = "prompt",
+    answer_key: str = "answer",
+    limit: int | None = None,
+) -> list[PromptExample]:
     """Read ``path`` (jsonl / parquet) into examples; a missing key names the row and the keys seen."""
     p = Path(path)
     if not p.is_file():
@@ -49,8 +53,10 @@ def load_prompts(path: str | Path, prompt_key: str = "prompt", answer_key: str =
     out = []
     for i, row in enumerate(_rows(p)):
         if prompt_key not in row or answer_key not in row:
-            raise KeyError(f"{p} row {i} lacks '{prompt_key}' or '{answer_key}' (has {sorted(row)}); "
-                           "set data.prompt_key / data.answer_key")
+            raise KeyError(
+                f"{p} row {i} lacks '{prompt_key}' or '{answer_key}' (has {sorted(row)}); "
+                "set data.prompt_key / data.answer_key"
+            )
         out.append(PromptExample(str(row[prompt_key]), str(row[answer_key])))
         if limit is not None and len(out) >= limit:
             break
@@ -66,12 +72,15 @@ def write_jsonl(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
     return p
 
 
-def apply_template(tokenizer: Any, prompt: str, fmt: Literal["raw", "chat"] = "raw",
-                   system: str | None = None) -> str:
+def apply_template(
+    tokenizer: Any, prompt: str, fmt: Literal["raw", "chat"] = "raw", system: str | None = None
+) -> str:
     """The text the model sees: ``prompt`` as is, or wrapped by the tokenizer's chat template."""
     if fmt == "raw":
         return prompt
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": prompt}
+    ]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 

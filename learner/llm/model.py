@@ -18,7 +18,14 @@ from torch import nn
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.registry import Registry
 
-__all__ = ["ModelConfig", "ARCHITECTURES", "build_model", "count_parameters", "save_model", "load_model"]
+__all__ = [
+    "ModelConfig",
+    "ARCHITECTURES",
+    "build_model",
+    "count_parameters",
+    "save_model",
+    "load_model",
+]
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +34,23 @@ log = logging.getLogger(__name__)
 class ModelConfig:
     """Which causal LM to train: ``path`` (pretrained / checkpoint) or a tiny one from ``arch``."""
 
-    path: str | None = field(default=None, metadata={"help": "HF model dir or hub id; null builds a tiny model from arch/hidden/..."})
-    arch: Literal["llama", "qwen2"] = field(default="llama", metadata={"help": "architecture of the tiny model"})
+    path: str | None = field(
+        default=None,
+        metadata={"help": "HF model dir or hub id; null builds a tiny model from arch/hidden/..."},
+    )
+    arch: Literal["llama", "qwen2"] = field(
+        default="llama", metadata={"help": "architecture of the tiny model"}
+    )
     hidden_size: int = field(default=128, metadata={"help": "tiny model width"})
     num_layers: int = field(default=4, metadata={"help": "tiny model depth"})
     num_heads: int = field(default=4, metadata={"help": "attention heads (kv heads equal)"})
     intermediate_size: int = field(default=384, metadata={"help": "MLP width"})
-    max_position: int = field(default=128, metadata={"help": "max sequence length (prompt + response)"})
-    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata={"help": "parameter dtype"})
+    max_position: int = field(
+        default=128, metadata={"help": "max sequence length (prompt + response)"}
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = field(
+        default="float32", metadata={"help": "parameter dtype"}
+    )
     seed: int = field(default=0, metadata={"help": "init seed of the tiny model"})
     lora_rank: int = field(default=0, metadata={"help": "LoRA rank (peft); 0 trains all weights"})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha"})
@@ -57,10 +73,15 @@ def _llama_config(cfg: ModelConfig, vocab_size: int, special: dict[str, int]) ->
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-        intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position,
-        tie_word_embeddings=True, **special,
+        vocab_size=vocab_size,
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads,
+        intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_position,
+        tie_word_embeddings=True,
+        **special,
     )
 
 
@@ -69,10 +90,15 @@ def _qwen2_config(cfg: ModelConfig, vocab_size: int, special: dict[str, int]) ->
     from transformers import Qwen2Config
 
     return Qwen2Config(
-        vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
-        intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position,
-        tie_word_embeddings=True, **special,
+        vocab_size=vocab_size,
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads,
+        intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_position,
+        tie_word_embeddings=True,
+        **special,
     )
 
 
@@ -92,7 +118,9 @@ def build_model(cfg: ModelConfig, tokenizer: Any | None = None) -> nn.Module:
         model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=_dtype(cfg.dtype))
     else:
         if tokenizer is None:
-            raise ConfigError("model.path is null, so a tokenizer is needed to size the tiny model's vocab")
+            raise ConfigError(
+                "model.path is null, so a tokenizer is needed to size the tiny model's vocab"
+            )
         special = {
             "pad_token_id": tokenizer.pad_token_id,
             "bos_token_id": tokenizer.bos_token_id,
@@ -115,7 +143,9 @@ def _wrap_lora(model: nn.Module, cfg: ModelConfig) -> nn.Module:
     except ImportError as e:  # pragma: no cover - peft is in the llm extra
         raise ImportError("model.lora_rank > 0 needs peft: pip install peft") from e
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=targets, task_type="CAUSAL_LM")
+    lcfg = LoraConfig(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=targets, task_type="CAUSAL_LM"
+    )
     return get_peft_model(model, lcfg)
 
 
@@ -123,9 +153,17 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def save_model(model: nn.Module, tokenizer: Any, path: str | Path, *, iteration: int = 0,
-               weight_version: int = 0, config: dict[str, Any] | None = None,
-               metrics: dict[str, float] | None = None, extra: dict[str, Any] | None = None) -> Path:
+def save_model(
+    model: nn.Module,
+    tokenizer: Any,
+    path: str | Path,
+    *,
+    iteration: int = 0,
+    weight_version: int = 0,
+    config: dict[str, Any] | None = None,
+    metrics: dict[str, float] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """The shared checkpoint format (:func:`learner.checkpoint.write_checkpoint`) for a causal LM.
 
     ``model.safetensors`` + ``meta.json`` like every runner's checkpoint, with the HF
@@ -143,9 +181,17 @@ def save_model(model: nn.Module, tokenizer: Any, path: str | Path, *, iteration:
         tokenizer.save_pretrained(str(tmp))
 
     model_meta = {"name": "causal_lm", "kwargs": {"model_type": merged.config.model_type}}
-    return write_checkpoint(path, merged.state_dict(), model_meta, iteration=iteration,
-                            weight_version=weight_version, config=config, metrics=metrics, extra=extra,
-                            beside=beside)
+    return write_checkpoint(
+        path,
+        merged.state_dict(),
+        model_meta,
+        iteration=iteration,
+        weight_version=weight_version,
+        config=config,
+        metrics=metrics,
+        extra=extra,
+        beside=beside,
+    )
 
 
 def load_model(path: str | Path, dtype: str = "float32") -> tuple[nn.Module, Any]:
@@ -160,5 +206,7 @@ def load_model(path: str | Path, dtype: str = "float32") -> tuple[nn.Module, Any
 
     p = Path(path)
     if not (p / "config.json").is_file():
-        raise FileNotFoundError(f"{p} has no config.json; pass a directory written by save_model / save_pretrained")
+        raise FileNotFoundError(
+            f"{p} has no config.json; pass a directory written by save_model / save_pretrained"
+        )
     return AutoModelForCausalLM.from_pretrained(str(p), dtype=_dtype(dtype)), load_tokenizer(p)

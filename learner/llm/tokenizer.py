@@ -17,7 +17,12 @@ from transformers import PreTrainedTokenizerFast
 
 __all__ = ["SPECIAL_TOKENS", "train_tokenizer", "load_tokenizer"]
 
-SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+SPECIAL_TOKENS = {
+    "pad_token": "<pad>",
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "unk_token": "<unk>",
+}
 
 # A minimal chat template so ``prompt_format: chat`` works with the tiny tokenizer too.
 CHAT_TEMPLATE = (
@@ -26,8 +31,12 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(corpus: Iterable[str], vocab_size: int = 96, min_frequency: int = 2,
-                    extra_tokens: Iterable[str] = ()) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    corpus: Iterable[str],
+    vocab_size: int = 96,
+    min_frequency: int = 2,
+    extra_tokens: Iterable[str] = (),
+) -> PreTrainedTokenizerFast:
     """Train a byte-level-free BPE on ``corpus`` (strings); digits are never merged.
 
     ``vocab_size`` counts special tokens and the initial alphabet; the trainer stops early
@@ -66,7 +75,9 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
 
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"tokenizer directory {p} does not exist; train one or set model.path")
+        raise FileNotFoundError(
+            f"tokenizer directory {p} does not exist; train one or set model.path"
+        )
     tok = AutoTokenizer.from_pretrained(str(p))
     tok.padding_side = "left"
     if tok.pad_token is None:

@@ -28,33 +28,54 @@ from pathlib import Path
 from learner.llm.datasets import PromptExample, write_jsonl
 from rlinf_contracts.config import ConfigError
 
-__all__ = ["ToolMathConfig", "toolmath_split", "tool_demonstrations", "write_toolmath_data", "toolmath_corpus"]
+__all__ = [
+    "ToolMathConfig",
+    "toolmath_split",
+    "tool_demonstrations",
+    "write_toolmath_data",
+    "toolmath_corpus",
+]
 
 
 @dataclass
 class ToolMathConfig:
-    easy_additions: int = field(default=3000, metadata={"help": "how many of the 10,000 2-digit additions are demonstrated"})
-    width: int = field(default=4, metadata={"help": "answer digits (zero-padded); match agent.tool_options.calc.width"})
-    tool_frac: float = field(default=0.3, metadata={"help": "share of (easy) demonstrations that call the calculator"})
-    heldout_frac: float = field(default=0.2, metadata={"help": "fraction of hard pairs held out for eval"})
+    easy_additions: int = field(
+        default=3000, metadata={"help": "how many of the 10,000 2-digit additions are demonstrated"}
+    )
+    width: int = field(
+        default=4,
+        metadata={"help": "answer digits (zero-padded); match agent.tool_options.calc.width"},
+    )
+    tool_frac: float = field(
+        default=0.3, metadata={"help": "share of (easy) demonstrations that call the calculator"}
+    )
+    heldout_frac: float = field(
+        default=0.2, metadata={"help": "fraction of hard pairs held out for eval"}
+    )
     seed: int = field(default=0, metadata={"help": "split / demonstration seed"})
 
     def validate(self) -> None:
         if not 0.0 <= self.tool_frac <= 1.0 or not 0.0 < self.heldout_frac < 1.0:
-            raise ConfigError(f"data.toolmath: tool_frac in [0, 1] and heldout_frac in (0, 1), got "
-                              f"{self.tool_frac}, {self.heldout_frac}")
+            raise ConfigError(
+                f"data.toolmath: tool_frac in [0, 1] and heldout_frac in (0, 1), got "
+                f"{self.tool_frac}, {self.heldout_frac}"
+            )
 
 
 def _ex(a: int, op: str, b: int) -> PromptExample:
     return PromptExample(f"{a:02d}{op}{b:02d}=", str(a + b if op == "+" else a * b))
 
 
-def toolmath_split(cfg: ToolMathConfig) -> tuple[list[PromptExample], list[PromptExample], list[PromptExample]]:
+def toolmath_split(
+    cfg: ToolMathConfig,
+) -> tuple[list[PromptExample], list[PromptExample], list[PromptExample]]:
     """(easy, hard train, hard held-out)."""
     rng = random.Random(cfg.seed)
     adds = [_ex(a, "+", b) for a in range(100) for b in range(100)]
     rng.shuffle(adds)
-    easy = adds[: cfg.easy_additions] + [_ex(a, "*", b) for a in range(100) for b in range(100) if min(a, b) < 10]
+    easy = adds[: cfg.easy_additions] + [
+        _ex(a, "*", b) for a in range(100) for b in range(100) if min(a, b) < 10
+    ]
     hard = [_ex(a, "*", b) for a in range(10, 100) for b in range(10, 100)]
     rng.shuffle(hard)
     n_held = int(len(hard) * cfg.heldout_frac)
@@ -80,8 +101,11 @@ def write_toolmath_data(out_dir: str | Path, cfg: ToolMathConfig) -> dict[str, P
     d = Path(out_dir)
     easy, train, held = toolmath_split(cfg)
     rows = lambda xs: [{"prompt": e.prompt, "answer": e.answer} for e in xs]  # noqa: E731
-    return {"train": write_jsonl(d / "train.jsonl", rows(train)), "heldout": write_jsonl(d / "heldout.jsonl", rows(held)),
-            "demos": write_jsonl(d / "demos.jsonl", tool_demonstrations(easy, cfg))}
+    return {
+        "train": write_jsonl(d / "train.jsonl", rows(train)),
+        "heldout": write_jsonl(d / "heldout.jsonl", rows(held)),
+        "demos": write_jsonl(d / "demos.jsonl", tool_demonstrations(easy, cfg)),
+    }
 
 
 def toolmath_corpus(cfg: ToolMathConfig) -> list[str]:

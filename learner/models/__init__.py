@@ -7,7 +7,8 @@ Every model records the name and kwargs it was built with (``policy.model_name``
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from learner.models.actor_critic import ActorCriticPolicy
 from learner.models.heads import HEADS
@@ -81,5 +82,16 @@ def build_policy(name: str, spec: PolicySpec, **kwargs: Any) -> Policy:
     return policy
 
 
-__all__ = ["MODELS", "HEADS", "IMAGE_MODELS", "INSTRUCTION_MODELS", "ActorCriticPolicy", "SquashedGaussianPolicy", "Policy", "PolicyOutput", "PolicySpec",
-           "build_policy", "obs_to_tensors"]
+__all__ = [
+    "MODELS",
+    "HEADS",
+    "IMAGE_MODELS",
+    "INSTRUCTION_MODELS",
+    "ActorCriticPolicy",
+    "SquashedGaussianPolicy",
+    "Policy",
+    "PolicyOutput",
+    "PolicySpec",
+    "build_policy",
+    "obs_to_tensors",
+]

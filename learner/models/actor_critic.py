@@ -36,8 +36,10 @@ class ActorCriticPolicy(Policy):
         self.spec = spec
         self.use_images = bool(use_images and spec.cameras)
         if use_images and not spec.cameras:
-            raise ValueError("model wants images (use_images=True) but the env spec has no cameras; "
-                             "set env.obs_mode to an image mode or use model.name=mlp")
+            raise ValueError(
+                "model wants images (use_images=True) but the env spec has no cameras; "
+                "set env.obs_mode to an image mode or use model.name=mlp"
+            )
         self.cameras = sorted(spec.cameras)
         self.norm = RunningNorm(spec.state_dim) if normalize_state else None
         in_dim = spec.state_dim
@@ -51,8 +53,9 @@ class ActorCriticPolicy(Policy):
         self.value_head = nn.Linear(hidden[-1] if hidden else in_dim, 1)
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)
-        self.head = HEADS.get(head)(hidden[-1] if hidden else in_dim, spec.action_dim, spec.chunk,
-                                    **(head_kwargs or {}))
+        self.head = HEADS.get(head)(
+            hidden[-1] if hidden else in_dim, spec.action_dim, spec.chunk, **(head_kwargs or {})
+        )
 
     def features(self, obs: dict[str, Any]) -> Tensor:
         state = obs["state"].float()
@@ -62,8 +65,9 @@ class ActorCriticPolicy(Policy):
             return state
         missing = [c for c in self.cameras if c not in obs.get("images", {})]
         if missing:
-            raise KeyError(f"observation lacks camera(s) {missing}; the policy was built for "
-                           f"{self.cameras}")
+            raise KeyError(
+                f"observation lacks camera(s) {missing}; the policy was built for {self.cameras}"
+            )
         img_feat = self.cnn([obs["images"][c] for c in self.cameras])
         return torch.cat([state, img_feat], dim=-1)
 

@@ -35,7 +35,9 @@ class RunningNorm(nn.Module):
         total = self.count + n
         delta = b_mean - self.mean
         self.mean += delta * n / total
-        self.var.copy_((self.var * self.count + b_var * n + delta.square() * self.count * n / total) / total)
+        self.var.copy_(
+            (self.var * self.count + b_var * n + delta.square() * self.count * n / total) / total
+        )
         self.count.copy_(total)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -47,7 +49,7 @@ def mlp(in_dim: int, hidden: list[int], activation: type[nn.Module] = nn.Tanh) -
     layers: list[nn.Module] = []
     for h in hidden:
         lin = nn.Linear(in_dim, h)
-        nn.init.orthogonal_(lin.weight, gain=2 ** 0.5)
+        nn.init.orthogonal_(lin.weight, gain=2**0.5)
         nn.init.zeros_(lin.bias)
         layers += [lin, activation()]
         in_dim = h
@@ -61,7 +63,9 @@ class ConvEncoder(nn.Module):
     and independent of the image size, so one checkpoint serves any resolution.
     """
 
-    def __init__(self, num_cameras: int, channels: tuple[int, ...] = (16, 32, 32), out_dim: int = 64) -> None:
+    def __init__(
+        self, num_cameras: int, channels: tuple[int, ...] = (16, 32, 32), out_dim: int = 64
+    ) -> None:
         super().__init__()
         convs: list[nn.Module] = []
         c_in = 3

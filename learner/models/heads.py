@@ -27,8 +27,14 @@ def _small_init(layer: nn.Linear, gain: float = 0.01) -> nn.Linear:
 class GaussianHead(nn.Module):
     """Mean from a linear layer, state-independent learned log-std (the PPO default)."""
 
-    def __init__(self, feat_dim: int, action_dim: int, chunk: int = 1, init_log_std: float = -0.5,
-                 **_: object) -> None:
+    def __init__(
+        self,
+        feat_dim: int,
+        action_dim: int,
+        chunk: int = 1,
+        init_log_std: float = -0.5,
+        **_: object,
+    ) -> None:
         super().__init__()
         self.chunk, self.action_dim = chunk, action_dim
         self.mean = _small_init(nn.Linear(feat_dim, chunk * action_dim))
@@ -52,8 +58,9 @@ class TanhGaussianHead(GaussianHead):
 class BinnedHead(nn.Module):
     """Per-dimension categorical over ``n_bins`` uniform bins of [-1, 1] (RT/OpenVLA-style)."""
 
-    def __init__(self, feat_dim: int, action_dim: int, chunk: int = 1, n_bins: int = 21,
-                 **_: object) -> None:
+    def __init__(
+        self, feat_dim: int, action_dim: int, chunk: int = 1, n_bins: int = 21, **_: object
+    ) -> None:
         super().__init__()
         self.chunk, self.action_dim, self.n_bins = chunk, action_dim, n_bins
         self.bins = ActionBins(n_bins)

@@ -31,8 +31,13 @@ class PixelEncoder(nn.Module):
     LayerNorm, tanh (the DrQ / SAC-AE head). Flattening keeps *where* things are in the image,
     which a global pool would throw away (reach from pixels must locate the target)."""
 
-    def __init__(self, num_cameras: int, hw: tuple[int, int], channels: tuple[int, ...] = (16, 32, 32),
-                 out_dim: int = 50) -> None:
+    def __init__(
+        self,
+        num_cameras: int,
+        hw: tuple[int, int],
+        channels: tuple[int, ...] = (16, 32, 32),
+        out_dim: int = 50,
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in = 3 * num_cameras
@@ -54,20 +59,31 @@ class ObsEncoder(nn.Module):
     """Observation -> features: ``state`` (a tensor or ``{"state", "images"}``), concatenated with
     pixel features when the policy reads cameras. Without cameras it has no parameters."""
 
-    def __init__(self, spec: PolicySpec, use_images: bool = False, cnn_channels: tuple[int, ...] = (16, 32, 32),
-                 image_feat_dim: int = 50) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        use_images: bool = False,
+        cnn_channels: tuple[int, ...] = (16, 32, 32),
+        image_feat_dim: int = 50,
+    ) -> None:
         super().__init__()
         if use_images and not spec.cameras:
-            raise ValueError("model wants images (use_images=True) but the env spec has no cameras; "
-                             "set env.obs_mode to an image mode (rgb, state+rgb)")
+            raise ValueError(
+                "model wants images (use_images=True) but the env spec has no cameras; "
+                "set env.obs_mode to an image mode (rgb, state+rgb)"
+            )
         self.cameras = sorted(spec.cameras) if use_images else []
         self.pixels: PixelEncoder | None = None
         self.out_dim = spec.state_dim
         if self.cameras:
             sizes = {tuple(spec.cameras[c]) for c in self.cameras}
             if len(sizes) != 1:
-                raise ValueError(f"cameras {self.cameras} differ in size {sorted(sizes)}; use one image size")
-            self.pixels = PixelEncoder(len(self.cameras), sizes.pop(), tuple(cnn_channels), image_feat_dim)
+                raise ValueError(
+                    f"cameras {self.cameras} differ in size {sorted(sizes)}; use one image size"
+                )
+            self.pixels = PixelEncoder(
+                len(self.cameras), sizes.pop(), tuple(cnn_channels), image_feat_dim
+            )
             self.out_dim += image_feat_dim
 
     def forward(self, obs: Tensor | dict[str, Any]) -> Tensor:
@@ -91,11 +107,19 @@ def relu_mlp(in_dim: int, hidden: list[int] | tuple[int, ...], out_dim: int) -> 
 class SquashedGaussianPolicy(Policy):
     """SAC's actor as a :class:`~learner.models.policy.Policy` (chunk 1, no value head)."""
 
-    def __init__(self, spec: PolicySpec, hidden: list[int] | tuple[int, ...] = (256, 256), use_images: bool = False,
-                 cnn_channels: tuple[int, ...] = (16, 32, 32), image_feat_dim: int = 50) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        hidden: list[int] | tuple[int, ...] = (256, 256),
+        use_images: bool = False,
+        cnn_channels: tuple[int, ...] = (16, 32, 32),
+        image_feat_dim: int = 50,
+    ) -> None:
         super().__init__()
         if spec.chunk != 1:
-            raise ValueError(f"the off-policy actor acts one step at a time; spec.chunk={spec.chunk}")
+            raise ValueError(
+                f"the off-policy actor acts one step at a time; spec.chunk={spec.chunk}"
+            )
         self.spec = spec
         self.encoder = ObsEncoder(spec, use_images, tuple(cnn_channels), image_feat_dim)
         self.net = relu_mlp(self.encoder.out_dim, list(hidden), 2 * spec.action_dim)
@@ -108,4 +132,6 @@ class SquashedGaussianPolicy(Policy):
 
     def forward(self, obs: dict[str, Any]) -> PolicyOutput:
         d = self.distribution(self.encoder(obs))
-        return PolicyOutput(dist=ChunkTanhGaussian(d.mean.unsqueeze(1), d.log_std.unsqueeze(1)), value=None)
+        return PolicyOutput(
+            dist=ChunkTanhGaussian(d.mean.unsqueeze(1), d.log_std.unsqueeze(1)), value=None
+        )

@@ -40,7 +40,9 @@ class PolicySpec:
         """The robot spec to announce when serving: ``robot``, or a size-only ``raw`` spec."""
         if self.robot is not None:
             return self.robot
-        return RobotSpec.raw(self.state_dim, self.action_dim, self.chunk, self.cameras, self.uses_instruction)
+        return RobotSpec.raw(
+            self.state_dim, self.action_dim, self.chunk, self.cameras, self.uses_instruction
+        )
 
     def observation_spec(self) -> dict[str, tuple[str, tuple[int, ...]]]:
         """Per-sample dtype and shape of every array key (``images/<cam>`` for cameras)."""
@@ -56,7 +58,7 @@ class PolicySpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PolicySpec":
+    def from_dict(cls, d: dict[str, Any]) -> PolicySpec:
         d = dict(d)
         d["cameras"] = {k: tuple(v) for k, v in d.get("cameras", {}).items()}
         if d.get("robot") is not None:

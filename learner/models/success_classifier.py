@@ -39,11 +39,20 @@ class PointMass:
 class SuccessClassifier(Policy):
     """Small CNN on one camera (+ optional state): stride-2 convs, average pool to ``pool`` x ``pool`` (where things are matters), MLP."""
 
-    def __init__(self, spec: PolicySpec, camera: str = "", channels: tuple[int, ...] = (16, 32, 32),
-                 hidden: int = 64, use_state: bool = False, pool: int = 8) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        camera: str = "",
+        channels: tuple[int, ...] = (16, 32, 32),
+        hidden: int = 64,
+        use_state: bool = False,
+        pool: int = 8,
+    ) -> None:
         super().__init__()
         if not spec.cameras:
-            raise ValueError("success classifier needs a camera in its spec (spec.cameras is empty)")
+            raise ValueError(
+                "success classifier needs a camera in its spec (spec.cameras is empty)"
+            )
         self.spec = spec
         self.camera = camera or next(iter(spec.cameras))
         if self.camera not in spec.cameras:

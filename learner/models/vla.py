@@ -37,11 +37,18 @@ HEAD_KINDS = ("tokens", "flow")
 class FiLMConvEncoder(nn.Module):
     """uint8 ``[B, H, W, 3]`` -> ``[B, out_dim]``; the middle conv is FiLM-modulated by ``cond``."""
 
-    def __init__(self, cond_dim: int, channels: tuple[int, ...] = (16, 32, 32), out_dim: int = 128,
-                 image_hw: tuple[int, int] = (64, 64)) -> None:
+    def __init__(
+        self,
+        cond_dim: int,
+        channels: tuple[int, ...] = (16, 32, 32),
+        out_dim: int = 128,
+        image_hw: tuple[int, int] = (64, 64),
+    ) -> None:
         super().__init__()
         if len(channels) != 3:
-            raise ValueError(f"model.cnn_channels must list 3 conv widths for the VLA encoder, got {channels}")
+            raise ValueError(
+                f"model.cnn_channels must list 3 conv widths for the VLA encoder, got {channels}"
+            )
         c1, c2, c3 = channels
         self.conv1 = nn.Conv2d(3, c1, 3, stride=2, padding=1)
         self.conv2 = nn.Conv2d(c1, c2, 3, stride=2, padding=1)
@@ -68,18 +75,34 @@ class FiLMConvEncoder(nn.Module):
 class VLAPolicy(Policy):
     """See the module docstring; ``head`` is ``tokens`` or ``flow``."""
 
-    def __init__(self, spec: PolicySpec, head: str = "tokens", hidden: list[int] | tuple[int, ...] = (256, 256),
-                 text_encoder: str = "minilm", text_dim: int = 64, cnn_channels: tuple[int, ...] = (16, 32, 32),
-                 image_feat_dim: int = 128, normalize_state: bool = True, n_bins: int = 256,
-                 flow_steps: int = 4, flow_hidden: int = 256, init_log_sigma: float = math.log(0.3),
-                 slot_pointer: bool = False, slot_camera: dict[str, Any] | None = None,
-                 token_temperature: float = 1.0, flow_x0: str = "gaussian", **_: Any) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        head: str = "tokens",
+        hidden: list[int] | tuple[int, ...] = (256, 256),
+        text_encoder: str = "minilm",
+        text_dim: int = 64,
+        cnn_channels: tuple[int, ...] = (16, 32, 32),
+        image_feat_dim: int = 128,
+        normalize_state: bool = True,
+        n_bins: int = 256,
+        flow_steps: int = 4,
+        flow_hidden: int = 256,
+        init_log_sigma: float = math.log(0.3),
+        slot_pointer: bool = False,
+        slot_camera: dict[str, Any] | None = None,
+        token_temperature: float = 1.0,
+        flow_x0: str = "gaussian",
+        **_: Any,
+    ) -> None:
         super().__init__()
         if head not in HEAD_KINDS:
             raise ValueError(f"VLA head {head!r}; use one of {HEAD_KINDS}")
         if len(spec.cameras) != 1:
-            raise ValueError(f"the small VLA reads exactly one camera, the env spec has {sorted(spec.cameras)}; "
-                             "set env.kwargs.cameras to one camera and env.obs_mode to state+rgb")
+            raise ValueError(
+                f"the small VLA reads exactly one camera, the env spec has {sorted(spec.cameras)}; "
+                "set env.kwargs.cameras to one camera and env.obs_mode to state+rgb"
+            )
         self.spec, self.head_kind, self.text_encoder_name = spec, head, text_encoder
         self.camera = next(iter(spec.cameras))
         # not ``self.norm``: the RL actor folds rollout states into a policy's ``norm`` every
@@ -90,42 +113,67 @@ class VLAPolicy(Policy):
         # "blue" moves a 384-d unit vector a little): standardising each dimension over the SFT
         # instructions turns those differences into unit-scale inputs (fixed after SFT, like state_norm)
         self.text_norm = RunningNorm(get_text_encoder(text_encoder).dim, clip=5.0)
-        self.text_proj = nn.Sequential(nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh())
-        self.cnn = FiLMConvEncoder(text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera]))
+        self.text_proj = nn.Sequential(
+            nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh()
+        )
+        self.cnn = FiLMConvEncoder(
+            text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera])
+        )
         # off by default so checkpoints saved before it load unchanged; the language configs turn it on
         self.pointer: SlotPointer | None = None
         if slot_pointer:
             slices = slot_slices(spec.robot)
             if len(slices) < 2:
-                raise ValueError("model.kwargs.slot_pointer=true needs an env whose state has >= 2 obj*_minus_ee "
-                                 f"fields (franka_language); this spec has {len(slices)}")
+                raise ValueError(
+                    "model.kwargs.slot_pointer=true needs an env whose state has >= 2 obj*_minus_ee "
+                    f"fields (franka_language); this spec has {len(slices)}"
+                )
             glimpse, ee = None, None
             if slot_camera is not None:
-                ee_field = spec.robot.state_slices().get("ee_pos")  # a robot: slot_slices found slots
+                ee_field = spec.robot.state_slices().get(
+                    "ee_pos"
+                )  # a robot: slot_slices found slots
                 if ee_field is None:
-                    raise ValueError("model.kwargs.slot_camera needs an env whose state has an ee_pos field")
-                glimpse = SlotGlimpse(SlotCamera.from_config(dict(slot_camera)), tuple(spec.cameras[self.camera]),
-                                      int(cnn_channels[0]))
+                    raise ValueError(
+                        "model.kwargs.slot_camera needs an env whose state has an ee_pos field"
+                    )
+                glimpse = SlotGlimpse(
+                    SlotCamera.from_config(dict(slot_camera)),
+                    tuple(spec.cameras[self.camera]),
+                    int(cnn_channels[0]),
+                )
                 ee = (ee_field.start, ee_field.stop)
-            self.pointer = SlotPointer(slices, text_dim + image_feat_dim, glimpse=glimpse, text_dim=text_dim,
-                                       ee_slice=ee)
+            self.pointer = SlotPointer(
+                slices, text_dim + image_feat_dim, glimpse=glimpse, text_dim=text_dim, ee_slice=ee
+            )
         elif slot_camera is not None:
-            raise ValueError("model.kwargs.slot_camera is the slot pointer's camera: set slot_pointer=true too")
+            raise ValueError(
+                "model.kwargs.slot_camera is the slot pointer's camera: set slot_pointer=true too"
+            )
         hidden = list(hidden)
-        self.fusion = mlp(spec.state_dim + text_dim + image_feat_dim + (3 if slot_pointer else 0), hidden,
-                          activation=nn.ReLU)
+        self.fusion = mlp(
+            spec.state_dim + text_dim + image_feat_dim + (3 if slot_pointer else 0),
+            hidden,
+            activation=nn.ReLU,
+        )
         feat = hidden[-1]
         self.critic = nn.Sequential(nn.Linear(feat, 128), nn.Tanh(), nn.Linear(128, 1))
         if head == "tokens":
-            self.head: nn.Module = TokenHead(feat, spec.action_dim, spec.chunk, n_bins, token_temperature)
+            self.head: nn.Module = TokenHead(
+                feat, spec.action_dim, spec.chunk, n_bins, token_temperature
+            )
         else:
-            self.head = FlowExpert(feat, spec.action_dim, spec.chunk, flow_hidden, flow_steps, init_log_sigma, flow_x0)
+            self.head = FlowExpert(
+                feat, spec.action_dim, spec.chunk, flow_hidden, flow_steps, init_log_sigma, flow_x0
+            )
 
     def _text(self, obs: dict[str, Any], batch: int) -> Tensor:
         texts = list(obs.get("instruction") or [])
         if len(texts) != batch:
-            raise ValueError(f"the VLA needs one instruction per sample in obs['instruction']: got {len(texts)} "
-                             f"for a batch of {batch}")
+            raise ValueError(
+                f"the VLA needs one instruction per sample in obs['instruction']: got {len(texts)} "
+                f"for a batch of {batch}"
+            )
         return get_text_encoder(self.text_encoder_name).encode(texts).to(obs["state"].device)
 
     def features(self, obs: dict[str, Any]) -> Tensor:

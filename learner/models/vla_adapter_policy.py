@@ -22,28 +22,42 @@ value head). What trains is what the adapter leaves trainable (LoRA, new heads),
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from learner.models.adapters.gpu_config import AdapterSection, check_checkpoint, real_model_config, tiny_plan
+from learner.models.adapters.gpu_config import (
+    AdapterSection,
+    check_checkpoint,
+    real_model_config,
+    tiny_plan,
+)
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
 from rlinf_contracts.config import ConfigError, from_dict
 
-FIXED_NOISE_SEED = 0  # deterministic flow actions start from the same noise (reproducible eval / serve)
+FIXED_NOISE_SEED = (
+    0  # deterministic flow actions start from the same noise (reproducible eval / serve)
+)
 
 
 @dataclass(frozen=True)
 class Family:
     """What differs per adapter: its core (sizes, cameras, stats) config and the sample layout."""
 
-    core: Callable[[Any], Any]  # model config -> the object holding action_dim / state_dim / cameras
-    extras: Callable[[Any], dict[str, tuple[tuple[int, ...], torch.dtype]]]  # adapter -> latent layout
+    core: Callable[
+        [Any], Any
+    ]  # model config -> the object holding action_dim / state_dim / cameras
+    extras: Callable[
+        [Any], dict[str, tuple[tuple[int, ...], torch.dtype]]
+    ]  # adapter -> latent layout
     tiny_stats: Callable[[Any, int, int], None]  # identity statistics for a random-weight model
-    sft_loss: Callable[[Any, dict[str, Any], np.ndarray], Tensor]  # adapter, obs, robot chunks [B, H, A]
+    sft_loss: Callable[
+        [Any, dict[str, Any], np.ndarray], Tensor
+    ]  # adapter, obs, robot chunks [B, H, A]
 
 
 def _q99_identity(core: Any, a: int, s: int) -> None:
@@ -53,9 +67,13 @@ def _q99_identity(core: Any, a: int, s: int) -> None:
 
 def _pi0_identity(core: Any, a: int, s: int) -> None:
     if not core.norm_stats:
-        core.norm_stats = {"state": {"mean": [0.0] * s, "std": [1.0] * s, "q01": [-1.0] * s, "q99": [1.0] * s},
-                           "actions": {"mean": [0.0] * a, "std": [1.0] * a, "q01": [-1.0] * a, "q99": [1.0] * a}}
-    core.model_action_dim = max(core.model_action_dim, a, s)  # the model pads state and actions to this width
+        core.norm_stats = {
+            "state": {"mean": [0.0] * s, "std": [1.0] * s, "q01": [-1.0] * s, "q99": [1.0] * s},
+            "actions": {"mean": [0.0] * a, "std": [1.0] * a, "q01": [-1.0] * a, "q99": [1.0] * a},
+        }
+    core.model_action_dim = max(
+        core.model_action_dim, a, s
+    )  # the model pads state and actions to this width
 
 
 def _openvla_sft(ad: Any, obs: dict[str, Any], actions: np.ndarray) -> Tensor:
@@ -63,13 +81,26 @@ def _openvla_sft(ad: Any, obs: dict[str, Any], actions: np.ndarray) -> Tensor:
 
 
 FAMILIES: dict[str, Family] = {
-    "openvla": Family(lambda c: c, lambda ad: {"tokens": ((ad.action_dim,), torch.long)}, _q99_identity,
-                      _openvla_sft),
-    "openvla_oft": Family(lambda c: c.vla, lambda ad: {"actions": ((ad.chunk, ad.action_dim), torch.float32)},
-                          _q99_identity, lambda ad, o, a: ad.l1_loss(o, a)),
-    "pi0": Family(lambda c: c, lambda ad: {"chain": ((ad.cfg.num_steps + 1, ad.chunk, ad.cfg.model_action_dim),
-                                                    torch.float32)},
-                  _pi0_identity, lambda ad, o, a: ad.flow_loss(o, a)),
+    "openvla": Family(
+        lambda c: c,
+        lambda ad: {"tokens": ((ad.action_dim,), torch.long)},
+        _q99_identity,
+        _openvla_sft,
+    ),
+    "openvla_oft": Family(
+        lambda c: c.vla,
+        lambda ad: {"actions": ((ad.chunk, ad.action_dim), torch.float32)},
+        _q99_identity,
+        lambda ad, o, a: ad.l1_loss(o, a),
+    ),
+    "pi0": Family(
+        lambda c: c,
+        lambda ad: {
+            "chain": ((ad.cfg.num_steps + 1, ad.chunk, ad.cfg.model_action_dim), torch.float32)
+        },
+        _pi0_identity,
+        lambda ad, o, a: ad.flow_loss(o, a),
+    ),
 }
 FAMILIES["pi05"] = FAMILIES["pi0"]
 
@@ -83,10 +114,14 @@ def fold_adapter_section(raw: dict[str, Any]) -> dict[str, Any]:
     model = dict(out.get("model") or {})
     name = model.setdefault("name", "vla_adapter")
     if name != "vla_adapter":
-        raise ConfigError(f"key 'adapter' is read by model.name=vla_adapter, not model.name={name!r}")
+        raise ConfigError(
+            f"key 'adapter' is read by model.name=vla_adapter, not model.name={name!r}"
+        )
     kwargs = dict(model.get("kwargs") or {})
     if "adapter" in kwargs:
-        raise ConfigError("key 'adapter' is given twice (top level and model.kwargs.adapter); keep one")
+        raise ConfigError(
+            "key 'adapter' is given twice (top level and model.kwargs.adapter); keep one"
+        )
     sec = from_dict(AdapterSection, raw["adapter"], path="adapter")
     check_checkpoint(sec)
     if not sec.tiny:  # what the full-size config fixes, checked before anything loads
@@ -95,12 +130,16 @@ def fold_adapter_section(raw: dict[str, Any]) -> dict[str, Any]:
         plan = load_plan(VlaGpuConfig(adapter=sec))["config"]
         chunk, dims = getattr(plan, "chunk", 1), FAMILIES[sec.name].core(plan).action_dim
         if int(model.get("chunk", 1)) != chunk:
-            raise ConfigError(f"key 'model.chunk' ({model.get('chunk', 1)}) must equal the {sec.name} "
-                              f"checkpoint's chunk ({chunk}, adapter.model.chunk)")
+            raise ConfigError(
+                f"key 'model.chunk' ({model.get('chunk', 1)}) must equal the {sec.name} "
+                f"checkpoint's chunk ({chunk}, adapter.model.chunk)"
+            )
         index = (model.get("kwargs") or {}).get("action_index") or []
         if any(not 0 <= int(i) < dims for i in index):
-            raise ConfigError(f"key 'model.kwargs.action_index' {index} must pick among the checkpoint's {dims} "
-                              "action dimensions")
+            raise ConfigError(
+                f"key 'model.kwargs.action_index' {index} must pick among the checkpoint's {dims} "
+                "action dimensions"
+            )
     kwargs["adapter"] = raw["adapter"]
     model["kwargs"] = kwargs
     out["model"] = model
@@ -138,27 +177,49 @@ def _given(model: dict[str, Any], name: str) -> dict[str, Any]:
 class VlaAdapterPolicy(Policy):
     """See the module docstring."""
 
-    def __init__(self, spec: PolicySpec, adapter: dict[str, Any] | None = None, action_index: list[int] | None = None,
-                 state_index: list[int] | None = None, critic_hidden: list[int] | tuple[int, ...] | None = (64, 64),
-                 **_: Any) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        adapter: dict[str, Any] | None = None,
+        action_index: list[int] | None = None,
+        state_index: list[int] | None = None,
+        critic_hidden: list[int] | tuple[int, ...] | None = (64, 64),
+        **_: Any,
+    ) -> None:
         super().__init__()
         if not adapter:
-            raise ConfigError("model vla_adapter needs key 'adapter' (top level, or model.kwargs.adapter): "
-                              "name and checkpoint, or tiny: true")
+            raise ConfigError(
+                "model vla_adapter needs key 'adapter' (top level, or model.kwargs.adapter): "
+                "name and checkpoint, or tiny: true"
+            )
         self.spec = spec
         self.adapter, sec = build_adapter_for(spec, adapter)
         self.family = FAMILIES[sec.name]
         ad = self.adapter
         if ad.chunk != spec.chunk:
-            raise ConfigError(f"key 'model.chunk' ({spec.chunk}) must equal the {sec.name} adapter's chunk ({ad.chunk})")
-        self.action_index = list(range(spec.action_dim)) if action_index is None else list(action_index)
+            raise ConfigError(
+                f"key 'model.chunk' ({spec.chunk}) must equal the {sec.name} adapter's chunk ({ad.chunk})"
+            )
+        self.action_index = (
+            list(range(spec.action_dim)) if action_index is None else list(action_index)
+        )
         if len(self.action_index) != spec.action_dim or max(self.action_index) >= ad.action_dim:
-            raise ConfigError(f"key 'model.kwargs.action_index' must pick {spec.action_dim} of the adapter's "
-                              f"{ad.action_dim} action dimensions, got {self.action_index}")
-        self.state_index = list(range(min(spec.state_dim, ad.state_dim))) if state_index is None else list(state_index)
-        if len(self.state_index) > ad.state_dim or (self.state_index and max(self.state_index) >= spec.state_dim):
-            raise ConfigError(f"key 'model.kwargs.state_index' picks at most {ad.state_dim} of the env's "
-                              f"{spec.state_dim} state entries, got {self.state_index}")
+            raise ConfigError(
+                f"key 'model.kwargs.action_index' must pick {spec.action_dim} of the adapter's "
+                f"{ad.action_dim} action dimensions, got {self.action_index}"
+            )
+        self.state_index = (
+            list(range(min(spec.state_dim, ad.state_dim)))
+            if state_index is None
+            else list(state_index)
+        )
+        if len(self.state_index) > ad.state_dim or (
+            self.state_index and max(self.state_index) >= spec.state_dim
+        ):
+            raise ConfigError(
+                f"key 'model.kwargs.state_index' picks at most {ad.state_dim} of the env's "
+                f"{spec.state_dim} state entries, got {self.state_index}"
+            )
         self.env_cameras = list(spec.cameras)
         self.layout = self.family.extras(ad)
         self.latent_size = sum(math.prod(shape) for shape, _ in self.layout.values())
@@ -168,19 +229,27 @@ class VlaAdapterPolicy(Policy):
         for h in critic_hidden or ():
             layers += [nn.Linear(width, h), nn.Tanh()]
             width = h
-        self.critic = nn.Sequential(*layers, nn.Linear(width, 1)).to(ad.device) if critic_hidden is not None else None
+        self.critic = (
+            nn.Sequential(*layers, nn.Linear(width, 1)).to(ad.device)
+            if critic_hidden is not None
+            else None
+        )
 
     # ---- observations and samples ------------------------------------------------------------
     def adapter_obs(self, obs: dict[str, Any]) -> dict[str, Any]:
         """Tensors as the runners hold them -> the adapter's numpy observation (its cameras, its state)."""
-        state = np.asarray(torch.as_tensor(obs["state"]).detach().float().cpu().numpy(), dtype=np.float64)
+        state = np.asarray(
+            torch.as_tensor(obs["state"]).detach().float().cpu().numpy(), dtype=np.float64
+        )
         b = state.shape[0]
         sel = np.zeros((b, self.adapter.state_dim))
         sel[:, : len(self.state_index)] = state[:, self.state_index]
         imgs = {k: torch.as_tensor(v).cpu().numpy() for k, v in (obs.get("images") or {}).items()}
         size = next(iter(imgs.values())).shape[1:3] if imgs else (self.adapter.image_size,) * 2
         cams: dict[str, np.ndarray] = {}
-        for i, cam in enumerate(self.adapter.cameras):  # env cameras in order; views the env lacks are black
+        for i, cam in enumerate(
+            self.adapter.cameras
+        ):  # env cameras in order; views the env lacks are black
             src = self.env_cameras[i] if i < len(self.env_cameras) else None
             cams[cam] = imgs[src] if src in imgs else np.zeros((b, *size, 3), np.uint8)
         instr = list(obs.get("instruction") or [])
@@ -192,16 +261,18 @@ class VlaAdapterPolicy(Policy):
         act = torch.as_tensor(robot[..., self.action_index], dtype=torch.float32)
         flat = torch.cat([extras[k].reshape(b, -1).float().cpu() for k in self.layout], 1)
         pad = self.latent_cols * self.spec.chunk - flat.shape[1]
-        lat = torch.cat([flat, flat.new_zeros(b, pad)], 1).reshape(b, self.spec.chunk, self.latent_cols)
+        lat = torch.cat([flat, flat.new_zeros(b, pad)], 1).reshape(
+            b, self.spec.chunk, self.latent_cols
+        )
         return torch.cat([act, lat], -1)
 
     def unpack(self, actions: Tensor) -> dict[str, Tensor]:
         b = actions.shape[0]
-        flat = actions[..., self.spec.action_dim:].reshape(b, -1)
+        flat = actions[..., self.spec.action_dim :].reshape(b, -1)
         out, i = {}, 0
         for k, (shape, dtype) in self.layout.items():
             n = math.prod(shape)
-            part = flat[:, i:i + n].reshape(b, *shape)
+            part = flat[:, i : i + n].reshape(b, *shape)
             out[k] = part.round().to(dtype) if dtype == torch.long else part.to(dtype)
             i += n
         return out
@@ -210,7 +281,9 @@ class VlaAdapterPolicy(Policy):
         if self.critic is None:
             return None
         state = torch.as_tensor(obs["state"])
-        return self.critic(state.float().to(self.adapter.device)).squeeze(-1).float().to(state.device)
+        return (
+            self.critic(state.float().to(self.adapter.device)).squeeze(-1).float().to(state.device)
+        )
 
     # ---- policy protocol ---------------------------------------------------------------------
     def forward(self, obs: dict[str, Any]) -> PolicyOutput:
@@ -262,10 +335,14 @@ class AdapterDistribution:
 
     def log_prob(self, actions: Tensor) -> Tensor:
         if self._scored is not None and actions is self._scored[0]:
-            return self._scored[1]  # the act call's own log-prob (a deterministic flow chain has none to recompute)
+            return self._scored[
+                1
+            ]  # the act call's own log-prob (a deterministic flow chain has none to recompute)
         extras = self.policy.unpack(actions)
         dev = self.policy.adapter.device
-        logp = self.policy.adapter.log_prob(self._obs(), {k: v.to(dev) for k, v in extras.items()}).float()
+        logp = self.policy.adapter.log_prob(
+            self._obs(), {k: v.to(dev) for k, v in extras.items()}
+        ).float()
         # on the batch's device (the runners' update is on the CPU; the gradient flows back to the adapter's)
         logp = logp.to(torch.as_tensor(self.obs["state"]).device)
         self._last_logp = logp
@@ -277,4 +354,3 @@ class AdapterDistribution:
             return -self._last_logp.detach()
         n = len(np.asarray(torch.as_tensor(self.obs["state"]).cpu()))
         return torch.zeros(n)
-

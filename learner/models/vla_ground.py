@@ -58,19 +58,25 @@ class SlotCamera:
     fovy_deg: float = 45.0
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "SlotCamera":
+    def from_config(cls, cfg: dict[str, Any]) -> SlotCamera:
         unknown = sorted(set(cfg) - {"pos", "look_at", "fovy_deg"})
         if unknown or "pos" not in cfg or "look_at" not in cfg:
-            raise ValueError(f"model.kwargs.slot_camera needs pos: [x, y, z] and look_at: [x, y, z] (and optional "
-                             f"fovy_deg); got keys {sorted(cfg)}")
+            raise ValueError(
+                f"model.kwargs.slot_camera needs pos: [x, y, z] and look_at: [x, y, z] (and optional "
+                f"fovy_deg); got keys {sorted(cfg)}"
+            )
         pos, look = tuple(float(x) for x in cfg["pos"]), tuple(float(x) for x in cfg["look_at"])
         if len(pos) != 3 or len(look) != 3 or pos == look:
-            raise ValueError(f"model.kwargs.slot_camera: pos {pos} and look_at {look} must be two different 3-vectors")
+            raise ValueError(
+                f"model.kwargs.slot_camera: pos {pos} and look_at {look} must be two different 3-vectors"
+            )
         return cls(pos, look, float(cfg.get("fovy_deg", 45.0)))  # type: ignore[arg-type]
 
     def world_to_camera(self) -> Tensor:
         """``[3, 3]`` rows: camera right, up, backward (the camera looks along -z, as MuJoCo's)."""
-        fwd = torch.tensor(self.look_at, dtype=torch.float64) - torch.tensor(self.pos, dtype=torch.float64)
+        fwd = torch.tensor(self.look_at, dtype=torch.float64) - torch.tensor(
+            self.pos, dtype=torch.float64
+        )
         fwd = fwd / fwd.norm()
         right = torch.linalg.cross(fwd, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
         if right.norm() < 1e-6:  # looking straight down (or up): image "up" is +x
@@ -92,7 +98,9 @@ class SlotGlimpse(nn.Module):
         super().__init__()
         self.camera = camera
         self.register_buffer("rot", camera.world_to_camera(), persistent=False)
-        self.register_buffer("origin", torch.tensor(camera.pos, dtype=torch.float32), persistent=False)
+        self.register_buffer(
+            "origin", torch.tensor(camera.pos, dtype=torch.float32), persistent=False
+        )
         h, w = image_hw
         self.hw = (int(h), int(w))
         self.focal = (h / 2.0) / math.tan(math.radians(camera.fovy_deg) / 2.0)  # pixels
@@ -111,13 +119,20 @@ class SlotGlimpse(nn.Module):
         b, n, _ = points.shape
         h, w = self.hw
         grid = self.project(points)  # [B, n, 2]
-        offsets = torch.tensor([[dx * 2.0 / w, dy * 2.0 / h] for dx in (-1, 0, 1) for dy in (-1, 0, 1)],
-                               dtype=grid.dtype, device=grid.device)
+        offsets = torch.tensor(
+            [[dx * 2.0 / w, dy * 2.0 / h] for dx in (-1, 0, 1) for dy in (-1, 0, 1)],
+            dtype=grid.dtype,
+            device=grid.device,
+        )
         patch = grid[:, :, None, :] + offsets  # [B, n, 9, 2]
         rgb = image.permute(0, 3, 1, 2).float() / 255.0
-        colour = F.grid_sample(rgb, patch, align_corners=False).mean(-1).transpose(1, 2)  # [B, n, 3]
+        colour = (
+            F.grid_sample(rgb, patch, align_corners=False).mean(-1).transpose(1, 2)
+        )  # [B, n, 3]
         chroma = colour / (colour.sum(-1, keepdim=True) + 0.05)
-        feats = F.grid_sample(fmap, grid[:, :, None, :], align_corners=False)[..., 0].transpose(1, 2)
+        feats = F.grid_sample(fmap, grid[:, :, None, :], align_corners=False)[..., 0].transpose(
+            1, 2
+        )
         return torch.cat([colour, chroma, feats], dim=-1).reshape(b, n, self.dim)
 
 
@@ -129,35 +144,61 @@ class SlotPointer(nn.Module):
     (the mean slot), so an untrained pointer changes nothing abrupt.
     """
 
-    def __init__(self, slices: list[tuple[int, int]], cond_dim: int, hidden: int = 128,
-                 glimpse: SlotGlimpse | None = None, text_dim: int = 0, ee_slice: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        slices: list[tuple[int, int]],
+        cond_dim: int,
+        hidden: int = 128,
+        glimpse: SlotGlimpse | None = None,
+        text_dim: int = 0,
+        ee_slice: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__()
         if len(slices) < 2:
-            raise ValueError(f"a slot pointer needs >= 2 object slots in the state, got {len(slices)}")
+            raise ValueError(
+                f"a slot pointer needs >= 2 object slots in the state, got {len(slices)}"
+            )
         self.slices = [tuple(s) for s in slices]
         n = len(self.slices)
-        self.net = nn.Sequential(nn.Linear(cond_dim + 3 * n, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                 nn.ReLU(), nn.Linear(hidden, n))
+        self.net = nn.Sequential(
+            nn.Linear(cond_dim + 3 * n, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, n),
+        )
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
         self.glimpse, self.ee_slice = glimpse, ee_slice
         if glimpse is not None:
             if ee_slice is None:
-                raise ValueError("a slot glimpse needs the state's ee_pos field (slot positions are relative to it)")
-            self.match = nn.Sequential(nn.Linear(text_dim + glimpse.dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+                raise ValueError(
+                    "a slot glimpse needs the state's ee_pos field (slot positions are relative to it)"
+                )
+            self.match = nn.Sequential(
+                nn.Linear(text_dim + glimpse.dim, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            )
             nn.init.zeros_(self.match[-1].weight)
             nn.init.zeros_(self.match[-1].bias)
 
     def slots(self, state: Tensor) -> Tensor:
         return torch.stack([state[:, a:b] for a, b in self.slices], dim=1) * SLOT_SCALE  # [B, n, 3]
 
-    def forward(self, state: Tensor, cond: Tensor, text: Tensor | None = None, image: Tensor | None = None,
-                fmap: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        state: Tensor,
+        cond: Tensor,
+        text: Tensor | None = None,
+        image: Tensor | None = None,
+        fmap: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         slots = self.slots(state)
         logits = self.net(torch.cat([cond, slots.flatten(1)], dim=-1))
         if self.glimpse is not None:
             if text is None or image is None or fmap is None:
-                raise ValueError("this slot pointer glimpses the image: pass text, image and the feature map")
+                raise ValueError(
+                    "this slot pointer glimpses the image: pass text, image and the feature map"
+                )
             a, b = self.ee_slice  # type: ignore[misc]
             world = slots / SLOT_SCALE + state[:, None, a:b]
             look = self.glimpse(world, image, fmap)  # [B, n, dim]

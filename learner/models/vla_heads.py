@@ -53,8 +53,14 @@ class TokenDistribution(ChunkBinned):
 class TokenHead(nn.Module):
     """Features ``[B, F]`` -> token logits ``[B, chunk, A, n_bins]``."""
 
-    def __init__(self, feat_dim: int, action_dim: int, chunk: int, n_bins: int = 256,
-                 temperature: float = 1.0) -> None:
+    def __init__(
+        self,
+        feat_dim: int,
+        action_dim: int,
+        chunk: int,
+        n_bins: int = 256,
+        temperature: float = 1.0,
+    ) -> None:
         super().__init__()
         if temperature <= 0:
             raise ValueError(f"model.kwargs.token_temperature must be > 0, got {temperature}")
@@ -75,8 +81,16 @@ class TokenHead(nn.Module):
 class FlowExpert(nn.Module):
     """Velocity field ``v(x_t, t | feat)`` over a flattened chunk ``[B, chunk * A]``."""
 
-    def __init__(self, feat_dim: int, action_dim: int, chunk: int, hidden: int = 256, steps: int = 4,
-                 init_log_sigma: float = math.log(0.3), x0: str = "gaussian") -> None:
+    def __init__(
+        self,
+        feat_dim: int,
+        action_dim: int,
+        chunk: int,
+        hidden: int = 256,
+        steps: int = 4,
+        init_log_sigma: float = math.log(0.3),
+        x0: str = "gaussian",
+    ) -> None:
         super().__init__()
         if steps < 1:
             raise ValueError(f"flow_steps must be >= 1, got {steps}")
@@ -84,8 +98,13 @@ class FlowExpert(nn.Module):
             raise ValueError(f"model.kwargs.flow_x0={x0!r}: use one of {FLOW_X0}")
         self.chunk, self.action_dim, self.steps, self.x0 = chunk, action_dim, steps, x0
         n = chunk * action_dim
-        self.net = nn.Sequential(nn.Linear(feat_dim + n + 16, hidden), nn.SiLU(),
-                                 nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, n))
+        self.net = nn.Sequential(
+            nn.Linear(feat_dim + n + 16, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, hidden),
+            nn.SiLU(),
+            nn.Linear(hidden, n),
+        )
         self.log_sigma = nn.Parameter(torch.full((n,), float(init_log_sigma)))
         self.register_buffer("freqs", torch.exp(torch.linspace(0.0, math.log(100.0), 8)))
 
@@ -101,7 +120,7 @@ class FlowExpert(nn.Module):
         xt = (1.0 - t[:, None]) * x0 + t[:, None] * a
         return (self.velocity(xt, t, feat) - (a - x0)).square().mean()
 
-    def forward(self, feat: Tensor) -> "FlowDistribution":
+    def forward(self, feat: Tensor) -> FlowDistribution:
         return FlowDistribution(self, feat)
 
 
@@ -124,22 +143,33 @@ class FlowDistribution:
 
     def _pack(self, final: Tensor, chain: Tensor) -> Tensor:
         b, c, a = self.shape
-        return torch.cat([final.view(b, c, a), chain.view(b, self.k, c, a).permute(0, 2, 1, 3).reshape(b, c, self.k * a)],
-                         dim=-1)
+        return torch.cat(
+            [
+                final.view(b, c, a),
+                chain.view(b, self.k, c, a).permute(0, 2, 1, 3).reshape(b, c, self.k * a),
+            ],
+            dim=-1,
+        )
 
     def _unpack(self, actions: Tensor) -> tuple[Tensor, Tensor]:
         b, c, a = self.shape
         if actions.shape[-1] != a * (self.k + 1):
-            raise ValueError(f"flow log_prob needs sampled actions with their denoising chain "
-                             f"[B, {c}, {a * (self.k + 1)}] (from sample()), got {tuple(actions.shape)}")
+            raise ValueError(
+                f"flow log_prob needs sampled actions with their denoising chain "
+                f"[B, {c}, {a * (self.k + 1)}] (from sample()), got {tuple(actions.shape)}"
+            )
         final = actions[..., :a].reshape(b, c * a)
-        chain = actions[..., a:].reshape(b, c, self.k, a).permute(0, 2, 1, 3).reshape(b, self.k, c * a)
+        chain = (
+            actions[..., a:].reshape(b, c, self.k, a).permute(0, 2, 1, 3).reshape(b, self.k, c * a)
+        )
         return final, chain
 
     def sample(self) -> tuple[Tensor, Tensor]:
         with torch.no_grad():
             b, c, a = self.shape
-            x = (torch.zeros if self.expert.x0 == "zero" else torch.randn)(b, c * a, device=self.feat.device)
+            x = (torch.zeros if self.expert.x0 == "zero" else torch.randn)(
+                b, c * a, device=self.feat.device
+            )
             states, std = [], self.sigma * math.sqrt(self.dt)
             for k in range(self.k):
                 states.append(x)

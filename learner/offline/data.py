@@ -26,7 +26,9 @@ def read_episodes(path: str) -> list[Episode]:
     try:
         episodes = [ep for ep in EpisodeStore(path, "r") if len(ep)]
     except FileNotFoundError as e:
-        raise ConfigError(f"key 'data.demos': {e}; record demos with 'rlinf collect ENV --out {path}'") from None
+        raise ConfigError(
+            f"key 'data.demos': {e}; record demos with 'rlinf collect ENV --out {path}'"
+        ) from None
     if not episodes:
         raise ConfigError(f"key 'data.demos': the episode store {path} holds no non-empty episode")
     return episodes
@@ -35,16 +37,20 @@ def read_episodes(path: str) -> list[Episode]:
 def check_layout(episodes: list[Episode], env_spec: Any, path: str) -> None:
     ep = episodes[0].info.layout
     if (ep.state_dim, ep.action_dim) != (env_spec.state_dim, env_spec.action_dim):
-        raise ConfigError(f"key 'data.demos': episodes in {path} have state {ep.state_dim} / action {ep.action_dim}, "
-                          f"the env has {env_spec.state_dim} / {env_spec.action_dim}; record them with the same "
-                          "env.obs_mode and env.control")
+        raise ConfigError(
+            f"key 'data.demos': episodes in {path} have state {ep.state_dim} / action {ep.action_dim}, "
+            f"the env has {env_spec.state_dim} / {env_spec.action_dim}; record them with the same "
+            "env.obs_mode and env.control"
+        )
 
 
 def replay_of(episodes: list[Episode], gamma: float) -> ReplayBuffer:
     """Every episode in a one-step replay (the IQL dataset)."""
     rows = sum(len(ep) + 1 for ep in episodes)
-    replay = ReplayBuffer(episodes[0].info.layout, ReplayConfig(capacity=max(2, rows), mix={"demo": 1.0},
-                                                                 n_step=1, gamma=gamma))
+    replay = ReplayBuffer(
+        episodes[0].info.layout,
+        ReplayConfig(capacity=max(2, rows), mix={"demo": 1.0}, n_step=1, gamma=gamma),
+    )
     for ep in episodes:
         replay.add_episode(ep, "demo")
     return replay
@@ -52,19 +58,22 @@ def replay_of(episodes: list[Episode], gamma: float) -> ReplayBuffer:
 
 def bc_buffer(episodes: list[Episode]) -> DaggerBuffer:
     buf = DaggerBuffer()
-    buf.add_demos(torch.as_tensor(np.concatenate([ep.steps["state"] for ep in episodes])),
-                  torch.as_tensor(np.concatenate([ep.steps["action"] for ep in episodes])))
+    buf.add_demos(
+        torch.as_tensor(np.concatenate([ep.steps["state"] for ep in episodes])),
+        torch.as_tensor(np.concatenate([ep.steps["action"] for ep in episodes])),
+    )
     return buf
 
 
 @torch.no_grad()
-def oracle_round(env: Any, policy: Any, buf: DaggerBuffer, steps: int, beta: float,
-                 generator: torch.Generator) -> dict[str, float]:
+def oracle_round(
+    env: Any, policy: Any, buf: DaggerBuffer, steps: int, beta: float, generator: torch.Generator
+) -> dict[str, float]:
     """Roll out the learner (the expert's action with probability ``beta`` per row), label every
     visited state with the oracle's action, aggregate; returns the round's episode success rate."""
     from sim_bridges.mujoco_franka import oracle_action
 
-    obs, visited, labels, successes = env.reset(int(generator.initial_seed()) % (2 ** 31)), [], [], []
+    obs, visited, labels, successes = env.reset(int(generator.initial_seed()) % (2**31)), [], [], []
     for _ in range(max(1, steps // env.num_envs)):
         expert = torch.as_tensor(oracle_action(env))
         mine = policy.distribution(policy.encoder(torch.as_tensor(obs["state"]))).mode()
@@ -75,5 +84,7 @@ def oracle_round(env: Any, policy: Any, buf: DaggerBuffer, steps: int, beta: flo
         done = np.asarray(term) | np.asarray(trunc)
         successes += list(np.asarray(info["success"])[done])
     buf.add_relabelled(torch.cat(visited), torch.cat(labels))
-    return {"dagger/round_success": float(np.mean(successes)) if successes else 0.0,
-            "dagger/dataset": float(len(buf))}
+    return {
+        "dagger/round_success": float(np.mean(successes)) if successes else 0.0,
+        "dagger/dataset": float(len(buf)),
+    }

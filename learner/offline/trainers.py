@@ -19,7 +19,13 @@ from torch import Tensor
 
 from learner.algorithms.critics import CriticEnsemble, soft_update
 from learner.algorithms.imitation import bc_loss
-from learner.algorithms.iql import awr_actor_loss, awr_weights, iql_q_loss, iql_q_target, iql_value_loss
+from learner.algorithms.iql import (
+    awr_actor_loss,
+    awr_weights,
+    iql_q_loss,
+    iql_q_target,
+    iql_value_loss,
+)
 from learner.models import build_policy
 from learner.models.offpolicy import SquashedGaussianPolicy
 from learner.models.policy import PolicySpec
@@ -79,8 +85,12 @@ class IQLTrainer:
         dist = self.policy.distribution(self.policy.encoder(obs))
         pi_loss = awr_actor_loss(dist.log_prob(act.clamp(-1 + ACTION_EPS, 1 - ACTION_EPS)), weights)
         self._step(self.actor_opt, pi_loss)
-        return {"value_loss": float(v_loss.detach()), "q_loss": float(q_loss.detach()),
-                "actor_loss": float(pi_loss.detach()), "v_mean": float(v.detach().mean())}
+        return {
+            "value_loss": float(v_loss.detach()),
+            "q_loss": float(q_loss.detach()),
+            "actor_loss": float(pi_loss.detach()),
+            "v_mean": float(v.detach().mean()),
+        }
 
     @staticmethod
     def _step(opt: torch.optim.Optimizer, loss: Tensor) -> None:

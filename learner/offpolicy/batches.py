@@ -35,24 +35,28 @@ def random_shift(images: np.ndarray, pad: int, rng: np.random.Generator) -> np.n
     dx = rng.integers(0, 2 * pad + 1, size=b)
     out = np.empty_like(images)
     for i in range(b):  # one slice copy per sample: ~50x faster than a 3-array fancy-index gather
-        out[i] = padded[i, dy[i]:dy[i] + h, dx[i]:dx[i] + w]
+        out[i] = padded[i, dy[i] : dy[i] + h, dx[i] : dx[i] + w]
     return out
 
 
-def obs_tensors(obs: dict[str, Any], cameras: list[str], pad: int = 0,
-                rng: np.random.Generator | None = None) -> Tensor | dict[str, Any]:
+def obs_tensors(
+    obs: dict[str, Any], cameras: list[str], pad: int = 0, rng: np.random.Generator | None = None
+) -> Tensor | dict[str, Any]:
     """The learner's view of a numpy observation batch: the state tensor when no camera is read,
     else ``{"state", "images": {cam}}`` (images shifted when ``pad > 0``)."""
     state = torch.as_tensor(np.asarray(obs["state"], np.float32))
     if not cameras:
         return state
     rng = rng or np.random.default_rng()
-    images = {c: torch.as_tensor(random_shift(np.asarray(obs["images"][c]), pad, rng)) for c in cameras}
+    images = {
+        c: torch.as_tensor(random_shift(np.asarray(obs["images"][c]), pad, rng)) for c in cameras
+    }
     return {"state": state, "images": images}
 
 
-def to_batch(sample: dict[str, Any], cameras: list[str], pad: int = 0,
-             rng: np.random.Generator | None = None) -> dict[str, Any]:
+def to_batch(
+    sample: dict[str, Any], cameras: list[str], pad: int = 0, rng: np.random.Generator | None = None
+) -> dict[str, Any]:
     """A learner batch (``obs``, ``next_obs``, ``action``, ``reward``, ``done``) from a replay sample."""
     return {
         "obs": obs_tensors(sample["obs"], cameras, pad, rng),
@@ -63,7 +67,9 @@ def to_batch(sample: dict[str, Any], cameras: list[str], pad: int = 0,
     }
 
 
-def split_sample(sample: dict[str, Any], parts: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+def split_sample(
+    sample: dict[str, Any], parts: int, rng: np.random.Generator
+) -> list[dict[str, Any]]:
     """One big replay sample as ``parts`` equal batches (one sampling call for several updates).
     Rows are shuffled first: the replay groups them by source, and every batch must mix them."""
     perm = rng.permutation(len(sample["action"]))
@@ -72,6 +78,6 @@ def split_sample(sample: dict[str, Any], parts: int, rng: np.random.Generator) -
         if isinstance(x, dict):
             return {k: cut(v, i) for k, v in x.items()}
         n = len(x) // parts
-        return x[perm[i * n:(i + 1) * n]]
+        return x[perm[i * n : (i + 1) * n]]
 
     return [cut(sample, i) for i in range(parts)]

@@ -36,16 +36,24 @@ class StepBatch:
 
 
 def layout_of(spec: Any) -> StepLayout:
-    return StepLayout(spec.state_dim, spec.action_dim, {k: tuple(v) for k, v in spec.cameras.items()})
+    return StepLayout(
+        spec.state_dim, spec.action_dim, {k: tuple(v) for k, v in spec.cameras.items()}
+    )
 
 
-def merge_final(next_obs: dict[str, Any], final: dict[str, Any] | None, done: np.ndarray) -> dict[str, Any]:
+def merge_final(
+    next_obs: dict[str, Any], final: dict[str, Any] | None, done: np.ndarray
+) -> dict[str, Any]:
     """``next_obs`` with the rows of ended episodes replaced by ``info["final_observation"]``."""
     if final is None or not done.any():
         return {"state": next_obs["state"], "images": dict(next_obs.get("images") or {})}
     pick = lambda new, fin: np.where(done.reshape((-1,) + (1,) * (new.ndim - 1)), fin, new)  # noqa: E731
-    return {"state": pick(next_obs["state"], final["state"]),
-            "images": {c: pick(v, final["images"][c]) for c, v in (next_obs.get("images") or {}).items()}}
+    return {
+        "state": pick(next_obs["state"], final["state"]),
+        "images": {
+            c: pick(v, final["images"][c]) for c, v in (next_obs.get("images") or {}).items()
+        },
+    }
 
 
 class EpisodeRecorder:
@@ -61,10 +69,19 @@ class EpisodeRecorder:
         done = b.terminated | b.truncated
         out = []
         for i in range(len(b.action)):
-            step = {"state": np.array(b.obs["state"][i]), "action": b.action[i], "reward": np.float32(b.reward[i]),
-                    "terminated": bool(b.terminated[i]), "truncated": bool(b.truncated[i]), "intervention": False,
-                    "policy_version": np.int64(version), "timestamp": np.float64(time.time())}
-            step.update({f"images/{c}": np.array(b.obs["images"][c][i]) for c in self.layout.cameras})
+            step = {
+                "state": np.array(b.obs["state"][i]),
+                "action": b.action[i],
+                "reward": np.float32(b.reward[i]),
+                "terminated": bool(b.terminated[i]),
+                "truncated": bool(b.truncated[i]),
+                "intervention": False,
+                "policy_version": np.int64(version),
+                "timestamp": np.float64(time.time()),
+            }
+            step.update(
+                {f"images/{c}": np.array(b.obs["images"][c][i]) for c in self.layout.cameras}
+            )
             self.rows[i].append(step)
             if done[i]:
                 out.append(self._episode(i, b.next_obs, bool(success[i])))
@@ -76,17 +93,30 @@ class EpisodeRecorder:
         fields = self.layout.fields()
         arrays = {k: np.stack([s[k] for s in steps]).astype(fields[k][0]) for k in fields}
         final = {"state": np.asarray(next_obs["state"][i], np.float32)}
-        final.update({f"images/{c}": np.array(next_obs["images"][c][i]) for c in self.layout.cameras})
-        status = "truncated" if arrays["truncated"][-1] and not arrays["terminated"][-1] else "complete"
-        info = EpisodeInfo(task=self.task, layout=self.layout, robot=self.robot, control_hz=self.control_hz,
-                           source=self.source, success=success, status=status)
+        final.update(
+            {f"images/{c}": np.array(next_obs["images"][c][i]) for c in self.layout.cameras}
+        )
+        status = (
+            "truncated" if arrays["truncated"][-1] and not arrays["terminated"][-1] else "complete"
+        )
+        info = EpisodeInfo(
+            task=self.task,
+            layout=self.layout,
+            robot=self.robot,
+            control_hz=self.control_hz,
+            source=self.source,
+            success=success,
+            status=status,
+        )
         return Episode(info, arrays, final)
 
 
 class Collector:
     """Steps ``env`` with ``policy`` (or uniform random actions during warm-up)."""
 
-    def __init__(self, env: VectorEnv, policy: SquashedGaussianPolicy, task: str, seed: int) -> None:
+    def __init__(
+        self, env: VectorEnv, policy: SquashedGaussianPolicy, task: str, seed: int
+    ) -> None:
         self.env, self.policy = env, policy
         self.recorder = EpisodeRecorder(env.spec, task)
         self.rng = np.random.default_rng(seed)
@@ -109,9 +139,17 @@ class Collector:
         nxt, reward, term, trunc, info = self.env.step(action)
         term, trunc = np.asarray(term, bool), np.asarray(trunc, bool)
         done = term | trunc
-        b = StepBatch(self.obs, action, np.asarray(reward, np.float32), term, trunc,
-                      merge_final(nxt, info.get("final_observation"), done))
-        b.finished = self.recorder.add(b, np.asarray(info.get("success", np.zeros(len(done))), bool), self.version)
+        b = StepBatch(
+            self.obs,
+            action,
+            np.asarray(reward, np.float32),
+            term,
+            trunc,
+            merge_final(nxt, info.get("final_observation"), done),
+        )
+        b.finished = self.recorder.add(
+            b, np.asarray(info.get("success", np.zeros(len(done))), bool), self.version
+        )
         self.obs = nxt
         dt = time.perf_counter() - t0
         self.step_s = dt if self.step_s == 0.0 else 0.99 * self.step_s + 0.01 * dt

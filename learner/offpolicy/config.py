@@ -35,16 +35,38 @@ ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble siz
 
 @dataclass
 class OffPolicyModelConfig:
-    hidden: list[int] = field(default_factory=lambda: [256, 256], metadata=_h("hidden sizes of the actor MLP"))
-    critic_hidden: list[int] = field(default_factory=lambda: [256, 256], metadata=_h("hidden sizes of each critic MLP (CrossQ paper: [2048, 2048])"))
-    use_images: bool = field(default=False, metadata=_h("encode the env's cameras with a CNN shared by actor and critic (DrQ); needs an image obs_mode"))
-    cnn_channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("channels of the stride-2 convs of the pixel encoder"))
-    image_feat_dim: int = field(default=50, metadata=_h("pixel feature size (after LayerNorm + tanh)"))
-    augment_pad: int = field(default=4, metadata=_h("DrQ random shift: pad by this many pixels and crop back at a random offset (0 = off)"))
+    hidden: list[int] = field(
+        default_factory=lambda: [256, 256], metadata=_h("hidden sizes of the actor MLP")
+    )
+    critic_hidden: list[int] = field(
+        default_factory=lambda: [256, 256],
+        metadata=_h("hidden sizes of each critic MLP (CrossQ paper: [2048, 2048])"),
+    )
+    use_images: bool = field(
+        default=False,
+        metadata=_h(
+            "encode the env's cameras with a CNN shared by actor and critic (DrQ); needs an image obs_mode"
+        ),
+    )
+    cnn_channels: list[int] = field(
+        default_factory=lambda: [16, 32, 32],
+        metadata=_h("channels of the stride-2 convs of the pixel encoder"),
+    )
+    image_feat_dim: int = field(
+        default=50, metadata=_h("pixel feature size (after LayerNorm + tanh)")
+    )
+    augment_pad: int = field(
+        default=4,
+        metadata=_h(
+            "DrQ random shift: pad by this many pixels and crop back at a random offset (0 = off)"
+        ),
+    )
 
     def validate(self) -> None:
         if not self.hidden or not self.critic_hidden:
-            raise ConfigError("keys 'model.hidden' and 'model.critic_hidden' need at least one layer size")
+            raise ConfigError(
+                "keys 'model.hidden' and 'model.critic_hidden' need at least one layer size"
+            )
         if self.augment_pad < 0:
             raise ConfigError(f"key 'model.augment_pad' must be >= 0, got {self.augment_pad}")
 
@@ -58,31 +80,62 @@ class OffPolicyModelConfig:
 
 @dataclass
 class OffPolicyAlgorithmConfig:
-    name: str = field(default="sac", metadata=_h("sac | rlpd (LayerNorm ensemble, random-2 min, symmetric demo sampling) | crossq (batch renorm, no target)"))
+    name: str = field(
+        default="sac",
+        metadata=_h(
+            "sac | rlpd (LayerNorm ensemble, random-2 min, symmetric demo sampling) | crossq (batch renorm, no target)"
+        ),
+    )
     gamma: float = field(default=0.99, metadata=_h("discount per env step (HIL-SERL: 0.97)"))
     n_step: int = field(default=1, metadata=_h("n-step returns from the replay"))
-    tau: float = field(default=0.005, metadata=_h("Polyak rate of the target critics (not used by crossq)"))
+    tau: float = field(
+        default=0.005, metadata=_h("Polyak rate of the target critics (not used by crossq)")
+    )
     actor_lr: float = field(default=3e-4, metadata=_h("actor Adam learning rate"))
-    critic_lr: float = field(default=3e-4, metadata=_h("critic (and pixel encoder) Adam learning rate"))
+    critic_lr: float = field(
+        default=3e-4, metadata=_h("critic (and pixel encoder) Adam learning rate")
+    )
     alpha_lr: float = field(default=3e-4, metadata=_h("temperature Adam learning rate"))
     init_alpha: float = field(default=1.0, metadata=_h("initial entropy temperature"))
-    target_entropy: float | None = field(default=None, metadata=_h("entropy target; null = -|A| (sac, crossq) or -|A|/2 (rlpd)"))
-    n_critics: int | None = field(default=None, metadata=_h("critic ensemble size; null = 2 (sac, crossq) or 10 (rlpd)"))
-    critic_subset: int | None = field(default=None, metadata=_h("rlpd: target min over a random subset of this size (null = 2)"))
-    utd_ratio: float = field(default=1.0, metadata=_h("critic updates per env transition (RLPD paper: 20; fractions allowed)"))
-    policy_delay: int | None = field(default=None, metadata=_h("critic:actor update ratio (SERL 4:1); null = 1 (sac, rlpd) or 3 (crossq)"))
+    target_entropy: float | None = field(
+        default=None, metadata=_h("entropy target; null = -|A| (sac, crossq) or -|A|/2 (rlpd)")
+    )
+    n_critics: int | None = field(
+        default=None, metadata=_h("critic ensemble size; null = 2 (sac, crossq) or 10 (rlpd)")
+    )
+    critic_subset: int | None = field(
+        default=None, metadata=_h("rlpd: target min over a random subset of this size (null = 2)")
+    )
+    utd_ratio: float = field(
+        default=1.0,
+        metadata=_h("critic updates per env transition (RLPD paper: 20; fractions allowed)"),
+    )
+    policy_delay: int | None = field(
+        default=None,
+        metadata=_h("critic:actor update ratio (SERL 4:1); null = 1 (sac, rlpd) or 3 (crossq)"),
+    )
     batch_size: int = field(default=256, metadata=_h("transitions per update"))
-    adam_beta1: float | None = field(default=None, metadata=_h("Adam beta1; null = 0.9 (sac, rlpd) or 0.5 (crossq)"))
+    adam_beta1: float | None = field(
+        default=None, metadata=_h("Adam beta1; null = 0.9 (sac, rlpd) or 0.5 (crossq)")
+    )
 
     def validate(self) -> None:
         if self.name not in ALGORITHMS:
-            raise ConfigError(f"key 'algorithm.name'={self.name!r} is unknown; choose one of {sorted(ALGORITHMS)}")
+            raise ConfigError(
+                f"key 'algorithm.name'={self.name!r} is unknown; choose one of {sorted(ALGORITHMS)}"
+            )
         if not 0.0 < self.gamma <= 1.0 or not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"keys 'algorithm.gamma' / 'algorithm.tau' must be in (0, 1], got {self.gamma}, {self.tau}")
+            raise ConfigError(
+                f"keys 'algorithm.gamma' / 'algorithm.tau' must be in (0, 1], got {self.gamma}, {self.tau}"
+            )
         if self.n_step < 1 or self.batch_size < 1 or self.utd_ratio <= 0:
-            raise ConfigError("keys 'algorithm.n_step', 'algorithm.batch_size' must be >= 1 and 'algorithm.utd_ratio' > 0")
+            raise ConfigError(
+                "keys 'algorithm.n_step', 'algorithm.batch_size' must be >= 1 and 'algorithm.utd_ratio' > 0"
+            )
         if self.critic_subset is not None and not 1 <= self.critic_subset <= self.critics():
-            raise ConfigError(f"key 'algorithm.critic_subset'={self.critic_subset} must be in [1, n_critics={self.critics()}]")
+            raise ConfigError(
+                f"key 'algorithm.critic_subset'={self.critic_subset} must be in [1, n_critics={self.critics()}]"
+            )
         if self.policy_delay is not None and self.policy_delay < 1:
             raise ConfigError(f"key 'algorithm.policy_delay' must be >= 1, got {self.policy_delay}")
         if self.name == "rlpd" and self.critic_subset is None:
@@ -94,34 +147,89 @@ class OffPolicyAlgorithmConfig:
 
 @dataclass
 class ReplaySection:
-    capacity: int = field(default=1_000_000, metadata=_h("transitions kept per source (demo / online)"))
-    demo_ratio: float = field(default=0.5, metadata=_h("share of each batch drawn from the demos when there are demos (RLPD: 0.5)"))
+    capacity: int = field(
+        default=1_000_000, metadata=_h("transitions kept per source (demo / online)")
+    )
+    demo_ratio: float = field(
+        default=0.5,
+        metadata=_h("share of each batch drawn from the demos when there are demos (RLPD: 0.5)"),
+    )
 
     def validate(self) -> None:
         if self.capacity < 2 or not 0.0 <= self.demo_ratio < 1.0:
-            raise ConfigError(f"keys 'replay.capacity' (>= 2) / 'replay.demo_ratio' ([0, 1)) out of range: "
-                              f"{self.capacity}, {self.demo_ratio}")
+            raise ConfigError(
+                f"keys 'replay.capacity' (>= 2) / 'replay.demo_ratio' ([0, 1)) out of range: "
+                f"{self.capacity}, {self.demo_ratio}"
+            )
 
 
 @dataclass
 class OffPolicyTrainConfig(TrainLoopConfig):
-    env_steps: int = field(default=100_000, metadata=_h("env transitions to collect in total (all envs)"))
-    warmup_steps: int = field(default=5_000, metadata=_h("transitions of uniform random actions before the policy acts and updates start"))
-    learning_starts: int = field(default=1_000, metadata=_h("no update before the replay holds this many online transitions (demos count too)"))
-    demos: str | None = field(default=None, metadata=_h("episode store of demonstrations (rlinf collect) for the replay's demo source"))
-    store_online: bool = field(default=True, metadata=_h("write every finished online episode to <out_dir>/episodes (needed to resume with its replay)"))
-    episode_store: str | None = field(default=None, metadata=_h("episode store of online transitions; null = <out_dir>/episodes"))
-    steps_per_round: int = field(default=1, metadata=_h("vector-env steps between two bursts of updates (fused loop)"))
-    publish_every: int = field(default=50, metadata=_h("updates between two weight publications to env workers"))
+    env_steps: int = field(
+        default=100_000, metadata=_h("env transitions to collect in total (all envs)")
+    )
+    warmup_steps: int = field(
+        default=5_000,
+        metadata=_h(
+            "transitions of uniform random actions before the policy acts and updates start"
+        ),
+    )
+    learning_starts: int = field(
+        default=1_000,
+        metadata=_h(
+            "no update before the replay holds this many online transitions (demos count too)"
+        ),
+    )
+    demos: str | None = field(
+        default=None,
+        metadata=_h("episode store of demonstrations (rlinf collect) for the replay's demo source"),
+    )
+    store_online: bool = field(
+        default=True,
+        metadata=_h(
+            "write every finished online episode to <out_dir>/episodes (needed to resume with its replay)"
+        ),
+    )
+    episode_store: str | None = field(
+        default=None, metadata=_h("episode store of online transitions; null = <out_dir>/episodes")
+    )
+    steps_per_round: int = field(
+        default=1, metadata=_h("vector-env steps between two bursts of updates (fused loop)")
+    )
+    publish_every: int = field(
+        default=50, metadata=_h("updates between two weight publications to env workers")
+    )
     log_every: int = field(default=2_000, metadata=_h("env transitions between two metrics rows"))
-    checkpoint_every: int = field(default=0, metadata=_h("env transitions between checkpoints (0 = only at the end)"))
-    queue_episodes: int = field(default=8, metadata=_h("distributed: episodes an env worker may have in flight before it waits for the learner"))
-    out_dir: str = field(default="runs/offpolicy", metadata=_h("run directory: checkpoints/, episodes/, tb/, metrics.json, curves.png"))
-    resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from; the replay is refilled from the episode store"))
-    tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
+    checkpoint_every: int = field(
+        default=0, metadata=_h("env transitions between checkpoints (0 = only at the end)")
+    )
+    queue_episodes: int = field(
+        default=8,
+        metadata=_h(
+            "distributed: episodes an env worker may have in flight before it waits for the learner"
+        ),
+    )
+    out_dir: str = field(
+        default="runs/offpolicy",
+        metadata=_h("run directory: checkpoints/, episodes/, tb/, metrics.json, curves.png"),
+    )
+    resume: str | None = field(
+        default=None,
+        metadata=_h(
+            "checkpoint (or run dir) to resume from; the replay is refilled from the episode store"
+        ),
+    )
+    tensorboard: bool = field(
+        default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb")
+    )
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
-    time_budget_s: float | None = field(default=None, metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval"))
+    final_eval: bool = field(
+        default=True, metadata=_h("evaluate the final policy on held-out seeds")
+    )
+    time_budget_s: float | None = field(
+        default=None,
+        metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval"),
+    )
 
     def validate(self) -> None:
         for key in ("env_steps", "warmup_steps", "learning_starts", "checkpoint_every"):
@@ -131,7 +239,9 @@ class OffPolicyTrainConfig(TrainLoopConfig):
             if getattr(self, key) < 1:
                 raise ConfigError(f"key 'train.{key}' must be >= 1, got {getattr(self, key)}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
-            raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null), got {self.time_budget_s}")
+            raise ConfigError(
+                f"key 'train.time_budget_s' must be > 0 (or null), got {self.time_budget_s}"
+            )
 
 
 def _env_token(name: str) -> bool:
@@ -147,7 +257,9 @@ def _push_token(token_file: str | None) -> str:
         try:
             return Path(path).read_text().strip()
         except OSError as e:
-            raise ConfigError(f"key 'push.token_file': cannot read {path!r}: {e.strerror}") from None
+            raise ConfigError(
+                f"key 'push.token_file': cannot read {path!r}: {e.strerror}"
+            ) from None
     return os.environ.get("RLINF_WEIGHTS_TOKEN", "").strip()
 
 
@@ -155,76 +267,160 @@ def _push_token(token_file: str | None) -> str:
 class IngestSection:
     """Robots as the env (``learner.offpolicy.remote``): transitions arrive on the learner's ingest."""
 
-    enabled: bool = field(default=False, metadata=_h("learn from robots streaming to ws://host:port/transitions instead of stepping env (the 'remote' topology); env then only gives the spec and the final eval"))
-    host: str = field(default="127.0.0.1", metadata=_h("bind address of the ingest (0.0.0.0 to accept robots on the network)"))
-    port: int = field(default=8100, metadata=_h("ingest TCP port (0 picks a free one; the chosen URL is logged and written to <out_dir>/ingest.json)"))
-    store: str | None = field(default=None, metadata=_h("episode store the ingest writes before acking; null = train.episode_store or <out_dir>/episodes (keep it for train.resume)"))
-    token_file: str | None = field(default=None, metadata=_h("file holding the robots' bearer token; null = RLINF_INGEST_TOKEN(_FILE)"))
-    wait_s: float = field(default=0.5, metadata=_h("how long the learner waits for transitions when it owes no update"))
-    pretrain_updates: int = field(default=0, metadata=_h("updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"))
-    reward: str = field(default="stream", metadata=_h("stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field) | push_distance (the simulator's push reward from object_minus_ee / goal_minus_object)"))
-    relabel_demos: bool = field(default=False, metadata=_h("give train.demos the ingest.reward too (demos recorded on the robot carry its streamed reward; the online data gets ingest.reward)"))
+    enabled: bool = field(
+        default=False,
+        metadata=_h(
+            "learn from robots streaming to ws://host:port/transitions instead of stepping env (the 'remote' topology); env then only gives the spec and the final eval"
+        ),
+    )
+    host: str = field(
+        default="127.0.0.1",
+        metadata=_h("bind address of the ingest (0.0.0.0 to accept robots on the network)"),
+    )
+    port: int = field(
+        default=8100,
+        metadata=_h(
+            "ingest TCP port (0 picks a free one; the chosen URL is logged and written to <out_dir>/ingest.json)"
+        ),
+    )
+    store: str | None = field(
+        default=None,
+        metadata=_h(
+            "episode store the ingest writes before acking; null = train.episode_store or <out_dir>/episodes (keep it for train.resume)"
+        ),
+    )
+    token_file: str | None = field(
+        default=None,
+        metadata=_h("file holding the robots' bearer token; null = RLINF_INGEST_TOKEN(_FILE)"),
+    )
+    wait_s: float = field(
+        default=0.5,
+        metadata=_h("how long the learner waits for transitions when it owes no update"),
+    )
+    pretrain_updates: int = field(
+        default=0,
+        metadata=_h(
+            "updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"
+        ),
+    )
+    reward: str = field(
+        default="stream",
+        metadata=_h(
+            "stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field) | push_distance (the simulator's push reward from object_minus_ee / goal_minus_object)"
+        ),
+    )
+    relabel_demos: bool = field(
+        default=False,
+        metadata=_h(
+            "give train.demos the ingest.reward too (demos recorded on the robot carry its streamed reward; the online data gets ingest.reward)"
+        ),
+    )
 
     def validate(self) -> None:
         from learner.offpolicy.remote import REWARDS
 
         if self.reward not in REWARDS.names():
-            raise ConfigError(f"key 'ingest.reward'={self.reward!r} is unknown; choose one of {sorted(REWARDS.names())}")
+            raise ConfigError(
+                f"key 'ingest.reward'={self.reward!r} is unknown; choose one of {sorted(REWARDS.names())}"
+            )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"key 'ingest.port' must be in [0, 65535], got {self.port}")
         if self.wait_s <= 0 or self.pretrain_updates < 0:
-            raise ConfigError(f"keys 'ingest.wait_s' (> 0) / 'ingest.pretrain_updates' (>= 0) out of range: "
-                              f"{self.wait_s}, {self.pretrain_updates}")
+            raise ConfigError(
+                f"keys 'ingest.wait_s' (> 0) / 'ingest.pretrain_updates' (>= 0) out of range: "
+                f"{self.wait_s}, {self.pretrain_updates}"
+            )
         if self.token_file is not None and not Path(self.token_file).is_file():
             raise ConfigError(f"key 'ingest.token_file': no such file {self.token_file!r}")
         if self.enabled and self.token_file is None and not _env_token("RLINF_INGEST_TOKEN"):
-            raise ConfigError("key 'ingest.token_file' is null and RLINF_INGEST_TOKEN(_FILE) is unset: robots "
-                              "authenticate with a bearer token")
+            raise ConfigError(
+                "key 'ingest.token_file' is null and RLINF_INGEST_TOKEN(_FILE) is unset: robots "
+                "authenticate with a bearer token"
+            )
 
 
 @dataclass
 class PushSection:
     """Weights to a running policy server (``rlinf serve``) while the learner trains."""
 
-    url: str = field(default="", metadata=_h("policy server, e.g. ws://127.0.0.1:8000 ('' = no push); its /weights path needs the weights token"))
-    every_updates: int = field(default=50, metadata=_h("updates between two pushes (the newest weights win; the learner never waits for the server)"))
-    token_file: str | None = field(default=None, metadata=_h("file holding the weights token; null = RLINF_WEIGHTS_TOKEN(_FILE)"))
+    url: str = field(
+        default="",
+        metadata=_h(
+            "policy server, e.g. ws://127.0.0.1:8000 ('' = no push); its /weights path needs the weights token"
+        ),
+    )
+    every_updates: int = field(
+        default=50,
+        metadata=_h(
+            "updates between two pushes (the newest weights win; the learner never waits for the server)"
+        ),
+    )
+    token_file: str | None = field(
+        default=None,
+        metadata=_h("file holding the weights token; null = RLINF_WEIGHTS_TOKEN(_FILE)"),
+    )
     timeout_s: float = field(default=30.0, metadata=_h("connect / ack timeout of one push"))
 
     def validate(self) -> None:
         if self.url and not self.url.startswith(("ws://", "wss://")):
             raise ConfigError(f"key 'push.url' must be a ws:// or wss:// URL, got {self.url!r}")
         if self.every_updates < 1 or self.timeout_s <= 0:
-            raise ConfigError(f"keys 'push.every_updates' (>= 1) / 'push.timeout_s' (> 0) out of range: "
-                              f"{self.every_updates}, {self.timeout_s}")
+            raise ConfigError(
+                f"keys 'push.every_updates' (>= 1) / 'push.timeout_s' (> 0) out of range: "
+                f"{self.every_updates}, {self.timeout_s}"
+            )
         if self.token_file is not None and not Path(self.token_file).is_file():
             raise ConfigError(f"key 'push.token_file': no such file {self.token_file!r}")
         token = _push_token(self.token_file) if self.url else None
         if token == "" and self.token_file is None:
-            raise ConfigError("key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
-                              "server refuses pushes without its weights token")
+            raise ConfigError(
+                "key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
+                "server refuses pushes without its weights token"
+            )
         if token is not None and len(token) < MIN_SECRET_CHARS:
-            raise ConfigError(f"key 'push.token_file': the weights token ({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) "
-                              f"is shorter than {MIN_SECRET_CHARS} characters; the policy server refuses such a token, "
-                              "so no push would land")
+            raise ConfigError(
+                f"key 'push.token_file': the weights token ({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) "
+                f"is shorter than {MIN_SECRET_CHARS} characters; the policy server refuses such a token, "
+                "so no push would land"
+            )
 
 
 @dataclass
 class OffPolicyConfig:
     runner: str = field(default="offpolicy", metadata=_h("runner registry name"))
     name: str = field(default="offpolicy", metadata=_h("run name (logs)"))
-    seed: int = field(default=0, metadata=_h("global seed: network init, env seeds, replay sampling"))
+    seed: int = field(
+        default=0, metadata=_h("global seed: network init, env seeds, replay sampling")
+    )
     cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
-    placement: dict[str, str | int] | str = field(default_factory=lambda: {"env,learner,replay": "0"},
-                                                  metadata=_h("env, learner, replay -> slots; all on the same one process = the fused loop; or 'auto': the placement the cost model predicts fastest (learner.scheduling)"))
-    env: EnvConfig = field(default_factory=lambda: EnvConfig(num_envs=8), metadata=_h("environment (as the embodied runner's)"))
-    model: OffPolicyModelConfig = field(default_factory=OffPolicyModelConfig, metadata=_h("actor, critics, pixel encoder"))
-    algorithm: OffPolicyAlgorithmConfig = field(default_factory=OffPolicyAlgorithmConfig, metadata=_h("SAC / RLPD / CrossQ"))
+    placement: dict[str, str | int] | str = field(
+        default_factory=lambda: {"env,learner,replay": "0"},
+        metadata=_h(
+            "env, learner, replay -> slots; all on the same one process = the fused loop; or 'auto': the placement the cost model predicts fastest (learner.scheduling)"
+        ),
+    )
+    env: EnvConfig = field(
+        default_factory=lambda: EnvConfig(num_envs=8),
+        metadata=_h("environment (as the embodied runner's)"),
+    )
+    model: OffPolicyModelConfig = field(
+        default_factory=OffPolicyModelConfig, metadata=_h("actor, critics, pixel encoder")
+    )
+    algorithm: OffPolicyAlgorithmConfig = field(
+        default_factory=OffPolicyAlgorithmConfig, metadata=_h("SAC / RLPD / CrossQ")
+    )
     replay: ReplaySection = field(default_factory=ReplaySection, metadata=_h("replay buffer"))
-    train: OffPolicyTrainConfig = field(default_factory=OffPolicyTrainConfig, metadata=_h("loop, data, checkpoints, logging"))
+    train: OffPolicyTrainConfig = field(
+        default_factory=OffPolicyTrainConfig, metadata=_h("loop, data, checkpoints, logging")
+    )
     eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
-    ingest: IngestSection = field(default_factory=IngestSection, metadata=_h("robots stream transitions to the learner (remote topology)"))
-    push: PushSection = field(default_factory=PushSection, metadata=_h("push weights to a policy server every N updates"))
+    ingest: IngestSection = field(
+        default_factory=IngestSection,
+        metadata=_h("robots stream transitions to the learner (remote topology)"),
+    )
+    push: PushSection = field(
+        default_factory=PushSection, metadata=_h("push weights to a policy server every N updates")
+    )
 
     def validate(self) -> None:
         from learner.scheduling.auto import check_value, is_auto, resolve
@@ -234,18 +430,34 @@ class OffPolicyConfig:
             resolve(self)
         names = [n.strip() for key in self.placement for n in str(key).split(",")]
         if sorted(names) != sorted(COMPONENTS):
-            raise ConfigError(f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}")
-        if self.model.use_images and "rgb" not in self.env.obs_mode and "image" not in self.env.obs_mode:
-            raise ConfigError(f"key 'model.use_images' needs an image env.obs_mode (rgb, state+rgb), got {self.env.obs_mode!r}")
+            raise ConfigError(
+                f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}"
+            )
+        if (
+            self.model.use_images
+            and "rgb" not in self.env.obs_mode
+            and "image" not in self.env.obs_mode
+        ):
+            raise ConfigError(
+                f"key 'model.use_images' needs an image env.obs_mode (rgb, state+rgb), got {self.env.obs_mode!r}"
+            )
         if self.algorithm.name == "crossq" and self.model.use_images:
-            raise ConfigError("key 'algorithm.name'=crossq runs on state observations only (its joint batch-norm "
-                              "pass concatenates state tensors); use sac or rlpd with model.use_images")
+            raise ConfigError(
+                "key 'algorithm.name'=crossq runs on state observations only (its joint batch-norm "
+                "pass concatenates state tensors); use sac or rlpd with model.use_images"
+            )
         if self.algorithm.name == "rlpd" and not self.train.demos:
-            raise ConfigError("key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
-                              "batch from prior data); record some with 'rlinf collect ENV --out DIR'")
+            raise ConfigError(
+                "key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
+                "batch from prior data); record some with 'rlinf collect ENV --out DIR'"
+            )
         if self.ingest.enabled and self.cluster.address:
-            raise ConfigError("key 'ingest.enabled': the ingesting learner runs in the calling process (robots "
-                              "connect to it); drop cluster.address / --ray-address")
+            raise ConfigError(
+                "key 'ingest.enabled': the ingesting learner runs in the calling process (robots "
+                "connect to it); drop cluster.address / --ray-address"
+            )
         if self.push.url and not self.ingest.enabled:
-            raise ConfigError("key 'push.url' is for robots learning online (ingest.enabled: true); simulated "
-                              "runs publish weights to their env workers")
+            raise ConfigError(
+                "key 'push.url' is for robots learning online (ingest.enabled: true); simulated "
+                "runs publish weights to their env workers"
+            )

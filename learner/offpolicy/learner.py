@@ -33,7 +33,9 @@ SAMPLE_GROUP = 8  # updates drawn from one replay sampling call
 
 def replay_config(cfg: OffPolicyConfig) -> ReplayConfig:
     r, a = cfg.replay, cfg.algorithm
-    mix = {"demo": r.demo_ratio, "online": 1.0 - r.demo_ratio} if cfg.train.demos else {"online": 1.0}
+    mix = (
+        {"demo": r.demo_ratio, "online": 1.0 - r.demo_ratio} if cfg.train.demos else {"online": 1.0}
+    )
     return ReplayConfig(capacity=r.capacity, mix=mix, n_step=a.n_step, gamma=a.gamma)
 
 
@@ -45,14 +47,18 @@ def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any 
     try:
         store = EpisodeStore(path, "r")
     except FileNotFoundError as e:
-        raise ConfigError(f"key 'train.demos': {e}; record demos with 'rlinf collect ENV --out {path}'") from None
+        raise ConfigError(
+            f"key 'train.demos': {e}; record demos with 'rlinf collect ENV --out {path}'"
+        ) from None
     n = 0
     for ep in store:
         if not len(ep) and ep.info.status == "aborted":
             continue  # empty (e.g. torn by a kill while it was created): no transition, any layout
         if ep.info.layout != layout:
-            raise ConfigError(f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
-                              f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras")
+            raise ConfigError(
+                f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
+                f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras"
+            )
         if reward is not None:
             ep.steps["reward"] = np.asarray(reward(ep), np.float32)
         replay.add_episode(ep, "demo")
@@ -98,8 +104,11 @@ class OffPolicyLearner:
         self.rng = np.random.default_rng(cfg.seed + 7)
         self.cameras = self.policy.encoder.cameras
         self.pad = cfg.model.augment_pad if self.cameras else 0
-        self.demo_steps = load_demos(self.replay, cfg.train.demos, self.layout, demo_reward) \
-            if cfg.train.demos else 0
+        self.demo_steps = (
+            load_demos(self.replay, cfg.train.demos, self.layout, demo_reward)
+            if cfg.train.demos
+            else 0
+        )
         self.env_steps = self.updates = self.episodes = 0
         self.owed = 0.0
         # episode -> rewards applied to stored episodes on a restart's refill (remote: ingest.reward)
@@ -148,17 +157,28 @@ class OffPolicyLearner:
 
     def metrics(self) -> dict[str, float]:
         m = {f"train/{k}": float(v) for k, v in self.last.items()}
-        m.update({"updates": float(self.updates), "replay/online": float(self.replay.size("online"))})
+        m.update(
+            {"updates": float(self.updates), "replay/online": float(self.replay.size("online"))}
+        )
         if "demo" in self.replay.rings:
             m["replay/demo"] = float(self.replay.size("demo"))
         return m
 
     def counters(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
-                "owed": self.owed, "learner_updates": self.learner.updates}
+        return {
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "episodes": self.episodes,
+            "owed": self.owed,
+            "learner_updates": self.learner.updates,
+        }
 
     def set_counters(self, c: dict[str, Any]) -> None:
-        self.env_steps, self.updates, self.episodes = int(c["env_steps"]), int(c["updates"]), int(c["episodes"])
+        self.env_steps, self.updates, self.episodes = (
+            int(c["env_steps"]),
+            int(c["updates"]),
+            int(c["episodes"]),
+        )
         self.owed, self.learner.updates = float(c["owed"]), int(c["learner_updates"])
 
     def refill(self, store_path: str | Path) -> int:
@@ -177,5 +197,10 @@ class OffPolicyLearner:
                 self.ingest_episode(ep, count=False)
                 self.add_interventions(ep)
                 n += 1
-        log.info("replay: %d robot episodes (%d rows) restored from %s", n, self.replay.size("online"), store_path)
+        log.info(
+            "replay: %d robot episodes (%d rows) restored from %s",
+            n,
+            self.replay.size("online"),
+            store_path,
+        )
         return n

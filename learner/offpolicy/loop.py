@@ -28,7 +28,9 @@ from learner.runners.budget import Budget
 from rlinf_contracts.config import to_dict
 
 log = logging.getLogger(__name__)
-EVAL_SETUP_S = 15.0  # kept on top of the eval estimate: final checkpoint, eval envs, loading the actor
+EVAL_SETUP_S = (
+    15.0  # kept on top of the eval estimate: final checkpoint, eval envs, loading the actor
+)
 
 
 def store_path(cfg: OffPolicyConfig) -> str:
@@ -39,8 +41,13 @@ class TrainLoop:
     """``write_episodes=False`` when the source stores episodes itself (the robots' ingest writes
     ``episode_store`` before acknowledging); checkpoints still name that store for a restart."""
 
-    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner, write_episodes: bool = True,
-                 episode_store: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: OffPolicyConfig,
+        core: OffPolicyLearner,
+        write_episodes: bool = True,
+        episode_store: str | None = None,
+    ) -> None:
         from learner.eval.curves import prior_history
 
         self.cfg, self.core = cfg, core
@@ -66,8 +73,13 @@ class TrainLoop:
         source = meta.get("episode_store")
         if source:
             self.core.refill(source)
-        log.info("resumed from %s: %d env steps, %d updates, replay %d online rows", meta["path"],
-                 self.core.env_steps, self.core.updates, self.core.replay.size("online"))
+        log.info(
+            "resumed from %s: %d env steps, %d updates, replay %d online rows",
+            meta["path"],
+            self.core.env_steps,
+            self.core.updates,
+            self.core.replay.size("online"),
+        )
 
     def run(self, source: Any, seconds_left: float | None) -> dict[str, Any]:
         """Train until ``train.env_steps`` or the budget; returns the final checkpoint and history."""
@@ -89,8 +101,13 @@ class TrainLoop:
             self._log(logger, budget, wall0, source.step_s())
         path = self.save()
         logger.close()
-        return {"checkpoint": str(path), "history": self.history, "last": dict(logger.last),
-                "counters": core.counters(), "weight_version": self.version}
+        return {
+            "checkpoint": str(path),
+            "history": self.history,
+            "last": dict(logger.last),
+            "counters": core.counters(),
+            "weight_version": self.version,
+        }
 
     def _next(self, every: int) -> int:
         return 0 if not every else (self.core.env_steps // every + 1) * every
@@ -106,14 +123,27 @@ class TrainLoop:
 
         c = self.cfg.train
         total = math.ceil(c.env_steps / c.log_every)
-        return MetricsLogger(c.out_dir, total, min(self.iteration, total), c.tensorboard, c.progress, desc=self.cfg.name,
-                             time_budget_s=c.time_budget_s)
+        return MetricsLogger(
+            c.out_dir,
+            total,
+            min(self.iteration, total),
+            c.tensorboard,
+            c.progress,
+            desc=self.cfg.name,
+            time_budget_s=c.time_budget_s,
+        )
 
     def _log(self, logger: Any, budget: Budget, wall0: float, step_s: float) -> None:
         core = self.core
         m = core.metrics()
-        m.update({"env_steps": float(core.env_steps), "episodes": float(core.episodes),
-                  "weight_version": float(self.version), "time/wall_s": wall0 + budget.elapsed()})
+        m.update(
+            {
+                "env_steps": float(core.env_steps),
+                "episodes": float(core.episodes),
+                "weight_version": float(self.version),
+                "time/wall_s": wall0 + budget.elapsed(),
+            }
+        )
         if self.extra_metrics is not None:
             m.update(self.extra_metrics())
         if self.recent:
@@ -121,7 +151,9 @@ class TrainLoop:
             m["episode_return"] = sum(r for _, r in self.recent) / len(self.recent)
         prev = self.history[-1] if self.history else None
         if prev is not None and m["time/wall_s"] > prev["time/wall_s"]:
-            m["env_steps_per_s"] = (m["env_steps"] - prev["env_steps"]) / (m["time/wall_s"] - prev["time/wall_s"])
+            m["env_steps_per_s"] = (m["env_steps"] - prev["env_steps"]) / (
+                m["time/wall_s"] - prev["time/wall_s"]
+            )
         if self.iteration == 0 or not budget.eval_reserve_s:
             self._reserve_eval(budget, step_s)
         logger.log(self.iteration, m)
@@ -132,8 +164,14 @@ class TrainLoop:
         c = self.cfg
         if budget.seconds is None or not c.train.final_eval or step_s <= 0:
             return
-        budget.reserve_eval(step_s, c.env.num_envs, c.eval.num_envs, c.eval.episodes, len(c.eval.ood_splits),
-                            self.core.episode_steps)
+        budget.reserve_eval(
+            step_s,
+            c.env.num_envs,
+            c.eval.num_envs,
+            c.eval.episodes,
+            len(c.eval.ood_splits),
+            self.core.episode_steps,
+        )
         budget.eval_reserve_s += EVAL_SETUP_S
 
     def save(self) -> Path:
@@ -141,7 +179,9 @@ class TrainLoop:
 
         path = checkpoint_dir(self.cfg.train.out_dir, self.iteration)
         last = self.history[-1] if self.history else {}
-        return save(self.core, path, self.iteration, self.version, to_dict(self.cfg), last, self.store_name)
+        return save(
+            self.core, path, self.iteration, self.version, to_dict(self.cfg), last, self.store_name
+        )
 
     def close(self) -> None:
         pass

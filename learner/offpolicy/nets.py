@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from learner.algorithms import crossq as _crossq  # noqa: F401 -- registers 'crossq'
+from learner.algorithms import crossq as _crossq
 from learner.algorithms.critics import CriticEnsemble
 from learner.algorithms.rlpd import RLPDConfig
 from learner.algorithms.sac import OFF_POLICY_LEARNERS, SACConfig, SACLearner
@@ -66,8 +66,15 @@ class EncodedCritic(nn.Module):
 
 def sac_config(cfg: OffPolicyConfig) -> SACConfig:
     a = cfg.algorithm
-    kw: dict[str, Any] = dict(gamma=1.0, tau=a.tau, actor_lr=a.actor_lr, critic_lr=a.critic_lr, alpha_lr=a.alpha_lr,
-                              init_alpha=a.init_alpha, target_entropy=a.target_entropy)
+    kw: dict[str, Any] = dict(
+        gamma=1.0,
+        tau=a.tau,
+        actor_lr=a.actor_lr,
+        critic_lr=a.critic_lr,
+        alpha_lr=a.alpha_lr,
+        init_alpha=a.init_alpha,
+        target_entropy=a.target_entropy,
+    )
     if a.policy_delay is not None:
         kw["policy_delay"] = a.policy_delay
     if a.adam_beta1 is not None:
@@ -77,16 +84,24 @@ def sac_config(cfg: OffPolicyConfig) -> SACConfig:
     return SACConfig(**kw)
 
 
-def _make_learner(cfg: OffPolicyConfig, actor: nn.Module, feat_dim: int, action_dim: int) -> SACLearner:
+def _make_learner(
+    cfg: OffPolicyConfig, actor: nn.Module, feat_dim: int, action_dim: int
+) -> SACLearner:
     """The registered factory of ``algorithm.name`` with this config's sizes."""
     a, m = cfg.algorithm, cfg.model
     sac = sac_config(cfg)
     factory = OFF_POLICY_LEARNERS.get(a.name)
     if a.name == "rlpd":
-        rlpd = RLPDConfig(n_critics=a.critics(), critic_subset=a.critic_subset or 2, hidden=tuple(m.critic_hidden),
-                          sac=sac)
+        rlpd = RLPDConfig(
+            n_critics=a.critics(),
+            critic_subset=a.critic_subset or 2,
+            hidden=tuple(m.critic_hidden),
+            sac=sac,
+        )
         return factory(actor, feat_dim, action_dim, rlpd)
-    return factory(actor, feat_dim, action_dim, sac, n_critics=a.critics(), hidden=tuple(m.critic_hidden))
+    return factory(
+        actor, feat_dim, action_dim, sac, n_critics=a.critics(), hidden=tuple(m.critic_hidden)
+    )
 
 
 def attach_encoder(learner: SACLearner, encoder: nn.Module) -> None:
@@ -95,7 +110,9 @@ def attach_encoder(learner: SACLearner, encoder: nn.Module) -> None:
     if learner.target_critic is not None:
         learner.target_critic = copy.deepcopy(learner.critic).requires_grad_(False)
     c = learner.cfg
-    learner.critic_opt = torch.optim.Adam(learner.critic.parameters(), lr=c.critic_lr, betas=(c.adam_beta1, 0.999))
+    learner.critic_opt = torch.optim.Adam(
+        learner.critic.parameters(), lr=c.critic_lr, betas=(c.adam_beta1, 0.999)
+    )
 
 
 def build(cfg: OffPolicyConfig, spec: PolicySpec) -> tuple[SquashedGaussianPolicy, SACLearner]:
@@ -112,8 +129,13 @@ def policy_spec(env_spec: Any, use_images: bool) -> PolicySpec:
     """The actor's layout: cameras only when it reads images; the env's robot spec rides along."""
     cams = dict(env_spec.cameras) if use_images else {}
     robot = None if env_spec.robot is None else env_spec.robot.with_policy(1, tuple(cams))
-    return PolicySpec(state_dim=env_spec.state_dim, action_dim=env_spec.action_dim, chunk=1, cameras=cams,
-                      robot=robot)
+    return PolicySpec(
+        state_dim=env_spec.state_dim,
+        action_dim=env_spec.action_dim,
+        chunk=1,
+        cameras=cams,
+        robot=robot,
+    )
 
 
 def critic_parts(learner: SACLearner) -> dict[str, nn.Module]:
@@ -124,4 +146,12 @@ def critic_parts(learner: SACLearner) -> dict[str, nn.Module]:
     return parts
 
 
-__all__ = ["ActorView", "EncodedCritic", "CriticEnsemble", "build", "policy_spec", "sac_config", "critic_parts"]
+__all__ = [
+    "ActorView",
+    "EncodedCritic",
+    "CriticEnsemble",
+    "build",
+    "policy_spec",
+    "sac_config",
+    "critic_parts",
+]

@@ -32,13 +32,14 @@ import json
 import logging
 import queue
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from learner.offpolicy.config import OffPolicyConfig
-from learner.offpolicy.learner import OffPolicyLearner, intervention_parts
+from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.loop import TrainLoop, store_path
 from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
@@ -62,7 +63,9 @@ def ingest_store(cfg: OffPolicyConfig) -> str:
 class Segments:
     """Per robot, the consecutive transitions of its running episode; finished ones as episodes."""
 
-    def __init__(self, layout: Any, task: str, robot: dict[str, Any] | None, control_hz: float) -> None:
+    def __init__(
+        self, layout: Any, task: str, robot: dict[str, Any] | None, control_hz: float
+    ) -> None:
         self.layout, self.task, self.robot, self.control_hz = layout, task, robot, control_hz
         self.open: dict[str, list[Any]] = {}
         self.rejected = 0
@@ -83,15 +86,26 @@ class Segments:
 
     def _fits(self, t: Any) -> bool:
         want = self.layout.fields()
-        ok = (np.shape(t.obs["state"]) == want["state"][1] and np.shape(t.action) == want["action"][1]
-              and all(np.shape(t.obs["images"].get(c)) == want[f"images/{c}"][1] for c in self.layout.cameras))
+        ok = (
+            np.shape(t.obs["state"]) == want["state"][1]
+            and np.shape(t.action) == want["action"][1]
+            and all(
+                np.shape(t.obs["images"].get(c)) == want[f"images/{c}"][1]
+                for c in self.layout.cameras
+            )
+        )
         if not ok:
             self.rejected += 1
             if self.rejected == 1 or self.rejected % 1000 == 0:
-                log.error("ingest: robot %s streams state %s / action %s, the learner's layout is %s "
-                          "(%d transitions refused); robot_spec and env must describe the same robot",
-                          t.robot_id, np.shape(t.obs["state"]), np.shape(t.action), self.layout.to_dict(),
-                          self.rejected)
+                log.error(
+                    "ingest: robot %s streams state %s / action %s, the learner's layout is %s "
+                    "(%d transitions refused); robot_spec and env must describe the same robot",
+                    t.robot_id,
+                    np.shape(t.obs["state"]),
+                    np.shape(t.action),
+                    self.layout.to_dict(),
+                    self.rejected,
+                )
         return ok
 
     def _close(self, robot_id: str) -> Episode:
@@ -110,14 +124,27 @@ class Segments:
             steps[f"images/{cam}"] = np.stack([t.obs["images"][cam] for t in run]).astype(np.uint8)
         last = run[-1]
         final = {"state": np.asarray(last.next_obs["state"], np.float32)}
-        final.update({f"images/{c}": np.asarray(last.next_obs["images"][c], np.uint8) for c in self.layout.cameras})
-        success = last.success if last.success is not None else bool(last.terminated and last.reward > 0)
+        final.update(
+            {
+                f"images/{c}": np.asarray(last.next_obs["images"][c], np.uint8)
+                for c in self.layout.cameras
+            }
+        )
+        success = (
+            last.success if last.success is not None else bool(last.terminated and last.reward > 0)
+        )
         ended = last.last or last.terminated
         status = "complete" if ended and not last.truncated else "truncated" if ended else "aborted"
-        info = EpisodeInfo(task=self.task, layout=self.layout, robot=self.robot, control_hz=self.control_hz,
-                           source=run[0].source if run[0].source in ("online", "intervention") else "online",
-                           success=bool(success and ended), status=status,
-                           extra={"robot_id": robot_id, "robot_episode": last.episode, "seq0": run[0].seq})
+        info = EpisodeInfo(
+            task=self.task,
+            layout=self.layout,
+            robot=self.robot,
+            control_hz=self.control_hz,
+            source=run[0].source if run[0].source in ("online", "intervention") else "online",
+            success=bool(success and ended),
+            status=status,
+            extra={"robot_id": robot_id, "robot_episode": last.episode, "seq0": run[0].seq},
+        )
         return Episode(info, steps, final)
 
 
@@ -137,14 +164,19 @@ def _state_slice(spec: Any, name: str, key: str) -> slice:
         if f.name == name:
             return slice(offset, offset + f.size)
         offset += f.size
-    raise ConfigError(f"key 'ingest.reward'={key} needs a {name!r} field in the robot spec's state; use 'stream' "
-                      "for this robot")
+    raise ConfigError(
+        f"key 'ingest.reward'={key} needs a {name!r} field in the robot spec's state; use 'stream' "
+        "for this robot"
+    )
 
 
 def _next_states(ep: Episode) -> np.ndarray:
     """The state after each step (the episode's final observation after the last one)."""
-    return np.concatenate([ep.steps["state"][1:], ep.final["state"][None]]) if ep.final is not None \
+    return (
+        np.concatenate([ep.steps["state"][1:], ep.final["state"][None]])
+        if ep.final is not None
         else ep.steps["state"]
+    )
 
 
 @REWARDS.register("goal_distance")
@@ -155,7 +187,9 @@ def _goal_distance_reward(spec: Any) -> Any:
     sl = _state_slice(spec, "goal_minus_ee", "goal_distance")
 
     def reward(ep: Episode) -> np.ndarray:
-        return (ep.steps["reward"] - np.linalg.norm(_next_states(ep)[:, sl], axis=1)).astype(np.float32)
+        return (ep.steps["reward"] - np.linalg.norm(_next_states(ep)[:, sl], axis=1)).astype(
+            np.float32
+        )
 
     return reward
 
@@ -170,7 +204,9 @@ def _push_distance_reward(spec: Any) -> Any:
 
     def reward(ep: Episode) -> np.ndarray:
         nxt = _next_states(ep)
-        dense = np.linalg.norm(nxt[:, reach], axis=1) + 2.0 * np.linalg.norm(nxt[:, goal][:, :2], axis=1)
+        dense = np.linalg.norm(nxt[:, reach], axis=1) + 2.0 * np.linalg.norm(
+            nxt[:, goal][:, :2], axis=1
+        )
         return (ep.steps["reward"] - dense).astype(np.float32)
 
     return reward
@@ -179,31 +215,49 @@ def _push_distance_reward(spec: Any) -> Any:
 class RobotFeed:
     """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest + pusher."""
 
-    def __init__(self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float) -> None:
+    def __init__(
+        self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float
+    ) -> None:
         from rlinf_data.ingest import IngestConfig, IngestServer
 
         self.cfg, self._step_s = cfg, step_s
-        self.reward = REWARDS.get(cfg.ingest.reward)(getattr(env_spec, "robot", None))  # raises before any I/O
+        self.reward = REWARDS.get(cfg.ingest.reward)(
+            getattr(env_spec, "robot", None)
+        )  # raises before any I/O
         robot = env_spec.robot.to_dict() if getattr(env_spec, "robot", None) is not None else None
-        self.segments = Segments(core.layout, cfg.env.name, robot, float(getattr(env_spec, "control_hz", 10.0)))
+        self.segments = Segments(
+            core.layout, cfg.env.name, robot, float(getattr(env_spec, "control_hz", 10.0))
+        )
         token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
         try:
-            self.ingest = IngestServer(IngestConfig(store=ingest_store(cfg), host=cfg.ingest.host,
-                                                    port=cfg.ingest.port, token=token)).start()
+            self.ingest = IngestServer(
+                IngestConfig(
+                    store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port, token=token
+                )
+            ).start()
         except OSError as e:  # port taken, address not on this machine
-            raise ConfigError(f"keys 'ingest.host' / 'ingest.port': cannot listen on {cfg.ingest.host}:"
-                              f"{cfg.ingest.port}: {e}") from None
+            raise ConfigError(
+                f"keys 'ingest.host' / 'ingest.port': cannot listen on {cfg.ingest.host}:"
+                f"{cfg.ingest.port}: {e}"
+            ) from None
         self.pusher = _pusher(cfg)
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
         info = {"ingest_url": self.ingest.url, "store": ingest_store(cfg), "push_url": cfg.push.url}
         Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
-        log.info("learner ingest on %s (store %s); pushing to %s every %d updates", self.ingest.url,
-                 ingest_store(cfg), cfg.push.url or "nowhere", cfg.push.every_updates)
+        log.info(
+            "learner ingest on %s (store %s); pushing to %s every %d updates",
+            self.ingest.url,
+            ingest_store(cfg),
+            cfg.push.url or "nowhere",
+            cfg.push.every_updates,
+        )
 
     def pull(self, core: OffPolicyLearner) -> list[Episode]:
         items = []
-        if core.owed < 1:  # nothing to pay: wait a little for data (never for ever: the budget is checked)
+        if (
+            core.owed < 1
+        ):  # nothing to pay: wait a little for data (never for ever: the budget is checked)
             try:
                 items.append(self.ingest.feed.get(timeout=self.cfg.ingest.wait_s))
             except queue.Empty:
@@ -246,17 +300,31 @@ class RobotFeed:
         return self._step_s
 
     def publish(self, core: OffPolicyLearner) -> int:
-        if self.pusher is not None and core.updates - self.published_at >= self.cfg.push.every_updates:
-            self.pusher.offer({k: v.detach().cpu().clone() for k, v in core.policy.state_dict().items()})
+        if (
+            self.pusher is not None
+            and core.updates - self.published_at >= self.cfg.push.every_updates
+        ):
+            self.pusher.offer(
+                {k: v.detach().cpu().clone() for k, v in core.policy.state_dict().items()}
+            )
             self.published_at = core.updates
         return self.pusher.version if self.pusher is not None else core.updates
 
     def metrics(self) -> dict[str, float]:
-        m = {"ingest/transitions": float(self.stats["transitions"]), "ingest/dropped_feed": float(self.ingest.dropped_feed),
-             "ingest/intervention_ratio": self.stats["interventions"] / max(1, self.stats["transitions"])}
+        m = {
+            "ingest/transitions": float(self.stats["transitions"]),
+            "ingest/dropped_feed": float(self.ingest.dropped_feed),
+            "ingest/intervention_ratio": self.stats["interventions"]
+            / max(1, self.stats["transitions"]),
+        }
         m.update({f"ingest/{k}": float(v) for k, v in self.ingest.ledger.stats.items()})
         if self.pusher is not None:
-            m.update({f"push/{k}": float(self.pusher.stats[k]) for k in ("pushes", "failures", "version")})
+            m.update(
+                {
+                    f"push/{k}": float(self.pusher.stats[k])
+                    for k in ("pushes", "failures", "version")
+                }
+            )
         return m
 
     def close(self) -> None:
@@ -271,8 +339,10 @@ def _pusher(cfg: OffPolicyConfig) -> Any:
     if not cfg.push.url:
         return None
     if "websocket" not in PUSH_CLIENTS.names():
-        raise ConfigError("key 'push.url': no weight-push client is plugged into this process; start the "
-                          "learner with `rlinf train` (rlinf_cli.wiring plugs in policy_server.push)")
+        raise ConfigError(
+            "key 'push.url': no weight-push client is plugged into this process; start the "
+            "learner with `rlinf train` (rlinf_cli.wiring plugs in policy_server.push)"
+        )
     return PUSH_CLIENTS.get("websocket")(cfg.push.url, cfg.push.token_file, cfg.push.timeout_s)
 
 
@@ -298,7 +368,11 @@ class RemoteLearnerWorker(Worker):
     def __init__(self, cfg: OffPolicyConfig) -> None:
         spec, step_s = twin_spec(cfg)
         # demos recorded on the robot carry its streamed reward: relabel them as the online data is
-        relabel = REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None)) if cfg.ingest.relabel_demos else None
+        relabel = (
+            REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None))
+            if cfg.ingest.relabel_demos
+            else None
+        )
         self.core = OffPolicyLearner(cfg, spec, demo_reward=relabel)
         # a restart's refill relabels the stored (streamed) rewards as the live ingest does
         self.core.online_reward = REWARDS.get(cfg.ingest.reward)(getattr(spec, "robot", None))
@@ -317,7 +391,11 @@ class RemoteLearnerWorker(Worker):
             t0 = time.perf_counter()
             core.owed += cfg.ingest.pretrain_updates
             core.train_owed()
-            log.info("pretrained on the demos: %d updates in %.1f s", core.updates, time.perf_counter() - t0)
+            log.info(
+                "pretrained on the demos: %d updates in %.1f s",
+                core.updates,
+                time.perf_counter() - t0,
+            )
         path = Path(cfg.train.out_dir) / INITIAL
         if not path.exists():
             save(core, path, 0, 0, to_dict(cfg), {}, None)

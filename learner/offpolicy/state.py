@@ -27,7 +27,11 @@ from learner.checkpoint import (
 from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.nets import critic_parts
 
-PARTS_FILE, OPTIM_FILE, STATE_FILE = "learner.safetensors", "learner_optim.safetensors", "learner.json"
+PARTS_FILE, OPTIM_FILE, STATE_FILE = (
+    "learner.safetensors",
+    "learner_optim.safetensors",
+    "learner.json",
+)
 
 
 def _optimizers(core: OffPolicyLearner) -> dict[str, torch.optim.Optimizer]:
@@ -36,8 +40,11 @@ def _optimizers(core: OffPolicyLearner) -> dict[str, torch.optim.Optimizer]:
 
 
 def _write_learner(core: OffPolicyLearner, d: Path) -> None:
-    parts = {f"{name}.{k}": v.detach().cpu().clone().contiguous()
-             for name, mod in critic_parts(core.learner).items() for k, v in mod.state_dict().items()}
+    parts = {
+        f"{name}.{k}": v.detach().cpu().clone().contiguous()
+        for name, mod in critic_parts(core.learner).items()
+        for k, v in mod.state_dict().items()
+    }
     save_file(parts, str(d / PARTS_FILE))
     tensors: dict[str, torch.Tensor] = {}
     optim_json: dict[str, Any] = {}
@@ -46,22 +53,40 @@ def _write_learner(core: OffPolicyLearner, d: Path) -> None:
         tensors.update({f"{name}.{k}": v for k, v in t.items()})
         optim_json[name] = js
     save_file(tensors, str(d / OPTIM_FILE))
-    state = {"optimizers": optim_json, "counters": core.counters(), "replay_rng": core.rng.bit_generator.state}
+    state = {
+        "optimizers": optim_json,
+        "counters": core.counters(),
+        "replay_rng": core.rng.bit_generator.state,
+    }
     (d / STATE_FILE).write_text(json.dumps(state))
 
 
-def save(core: OffPolicyLearner, path: Path, iteration: int, version: int, config: dict[str, Any],
-         metrics: dict[str, float], episode_store: str | None) -> Path:
+def save(
+    core: OffPolicyLearner,
+    path: Path,
+    iteration: int,
+    version: int,
+    config: dict[str, Any],
+    metrics: dict[str, float],
+    episode_store: str | None,
+) -> Path:
     policy = core.policy
-    return write_checkpoint(path, policy.state_dict(), {"name": "sac", "kwargs": policy.model_kwargs},
-                            iteration=iteration, weight_version=version, spec=policy.spec.to_dict(),
-                            config=config, metrics=metrics,
-                            extra={"counters": core.counters(), "episode_store": episode_store},
-                            beside=lambda d: _write_learner(core, d))
+    return write_checkpoint(
+        path,
+        policy.state_dict(),
+        {"name": "sac", "kwargs": policy.model_kwargs},
+        iteration=iteration,
+        weight_version=version,
+        spec=policy.spec.to_dict(),
+        config=config,
+        metrics=metrics,
+        extra={"counters": core.counters(), "episode_store": episode_store},
+        beside=lambda d: _write_learner(core, d),
+    )
 
 
 def _prefixed(tensors: dict[str, torch.Tensor], name: str) -> dict[str, torch.Tensor]:
-    return {k[len(name) + 1:]: v for k, v in tensors.items() if k.startswith(name + ".")}
+    return {k[len(name) + 1 :]: v for k, v in tensors.items() if k.startswith(name + ".")}
 
 
 def load(core: OffPolicyLearner, path: str | Path) -> dict[str, Any]:
@@ -74,7 +99,9 @@ def load(core: OffPolicyLearner, path: str | Path) -> dict[str, Any]:
     state = json.loads((ckpt.path / STATE_FILE).read_text())
     optim = load_file(str(ckpt.path / OPTIM_FILE))
     for name, opt in _optimizers(core).items():
-        opt.load_state_dict(_join_optimizer_state(_prefixed(optim, name), state["optimizers"][name]))
+        opt.load_state_dict(
+            _join_optimizer_state(_prefixed(optim, name), state["optimizers"][name])
+        )
     core.set_counters(state["counters"])
     core.rng.bit_generator.state = state["replay_rng"]
     set_rng_state(ckpt.meta["rng"])

@@ -32,11 +32,15 @@ def topology_name(placement: Placement) -> str:
     """``fused`` when env and learner have identical processes, else ``async``; checks the rules."""
     env, learner, replay = (placement[c] for c in COMPONENTS)
     if replay.process_slots != learner.process_slots:
-        raise ConfigError(f"key 'placement': replay {replay.process_slots} must be placed with the learner "
-                          f"{learner.process_slots} (the learner samples it every update)")
+        raise ConfigError(
+            f"key 'placement': replay {replay.process_slots} must be placed with the learner "
+            f"{learner.process_slots} (the learner samples it every update)"
+        )
     if learner.num_processes != 1:
-        raise ConfigError(f"key 'placement': the off-policy learner is one process, got {learner.num_processes} "
-                          f"({learner.process_slots}); e.g. learner,replay: 0")
+        raise ConfigError(
+            f"key 'placement': the off-policy learner is one process, got {learner.num_processes} "
+            f"({learner.process_slots}); e.g. learner,replay: 0"
+        )
     return "fused" if env.process_slots == learner.process_slots else "async"
 
 
@@ -68,9 +72,13 @@ class Fused:
 
         name = f"{cfg.name}-learner"
         if getattr(cluster, "in_process", False):
-            self.learner: Any = InProcessGroup(LearnerWorker, name, placement["learner"], cluster.slot_kind, cfg)
+            self.learner: Any = InProcessGroup(
+                LearnerWorker, name, placement["learner"], cluster.slot_kind, cfg
+            )
         else:
-            self.learner = WorkerGroup.launch(LearnerWorker, name, cluster, placement["learner"], cfg)
+            self.learner = WorkerGroup.launch(
+                LearnerWorker, name, cluster, placement["learner"], cfg
+            )
 
     def train(self, seconds_left: float | None) -> dict[str, Any]:
         return self.learner.call("train", seconds_left).wait()[0]
@@ -90,9 +98,13 @@ class Remote(Fused):
 
         name = f"{cfg.name}-learner"
         if getattr(cluster, "in_process", False):
-            self.learner = InProcessGroup(RemoteLearnerWorker, name, placement["learner"], cluster.slot_kind, cfg)
+            self.learner = InProcessGroup(
+                RemoteLearnerWorker, name, placement["learner"], cluster.slot_kind, cfg
+            )
         else:
-            self.learner = WorkerGroup.launch(RemoteLearnerWorker, name, cluster, placement["learner"], cfg)
+            self.learner = WorkerGroup.launch(
+                RemoteLearnerWorker, name, cluster, placement["learner"], cfg
+            )
 
 
 @TOPOLOGIES.register("async")
@@ -110,11 +122,21 @@ class Async:
         self.store_name = f"{tag}-weights"
         self.store = WeightStore.create(self.store_name)
         try:
-            self.envs = WorkerGroup.launch(EnvWorker, f"{cfg.name}-env", cluster, placement["env"], cfg)
+            self.envs = WorkerGroup.launch(
+                EnvWorker, f"{cfg.name}-env", cluster, placement["env"], cfg
+            )
             self.groups.append(self.envs)
             spec = self.envs.execute_on([0], "env_spec").wait()[0]
-            self.learner = WorkerGroup.launch(LearnerWorker, f"{cfg.name}-learner", cluster, placement["learner"],
-                                              cfg, spec, self.channel, self.store_name)
+            self.learner = WorkerGroup.launch(
+                LearnerWorker,
+                f"{cfg.name}-learner",
+                cluster,
+                placement["learner"],
+                cfg,
+                spec,
+                self.channel,
+                self.store_name,
+            )
             self.groups.append(self.learner)
         except BaseException:
             self.shutdown()
@@ -124,7 +146,9 @@ class Async:
         import ray
 
         learn = self.learner.call("train", seconds_left)
-        collect = self.envs.call("collect", self.channel, self.store_name, self.cfg.train.warmup_steps)
+        collect = self.envs.call(
+            "collect", self.channel, self.store_name, self.cfg.train.warmup_steps
+        )
         from learner.worker import WorkerError, _remote_traceback
 
         ready, _ = ray.wait(list(learn.refs) + list(collect.refs), num_returns=1)
@@ -133,7 +157,7 @@ class Async:
         rank = collect.refs.index(ready[0])  # an env worker never returns: this one failed
         try:
             ray.get(ready[0])
-        except Exception as e:  # noqa: BLE001 -- re-raised with group and rank
+        except Exception as e:
             raise WorkerError(self.envs.name, rank, "collect", _remote_traceback(e)) from None
         raise WorkerError(self.envs.name, rank, "collect", "returned before the learner finished")
 

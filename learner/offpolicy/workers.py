@@ -38,7 +38,9 @@ class InlineEnvs:
 
     def __init__(self, cfg: OffPolicyConfig, env: Any, core: OffPolicyLearner) -> None:
         self.cfg, self.env = cfg, env
-        self.collector = Collector(env, core.policy, cfg.env.name, seed=cfg.seed * 100_003 + core.env_steps)
+        self.collector = Collector(
+            env, core.policy, cfg.env.name, seed=cfg.seed * 100_003 + core.env_steps
+        )
 
     def pull(self, core: OffPolicyLearner) -> list[Any]:
         finished = []
@@ -90,7 +92,10 @@ class EpisodeFeed:
         return self._step_s
 
     def publish(self, core: OffPolicyLearner) -> int:
-        if self.published_at < 0 or core.updates - self.published_at >= self.cfg.train.publish_every:
+        if (
+            self.published_at < 0
+            or core.updates - self.published_at >= self.cfg.train.publish_every
+        ):
             state = {k: v.detach().cpu().clone() for k, v in core.policy.state_dict().items()}
             self.version = int(self.store.publish(state))
             self.published_at = core.updates
@@ -103,15 +108,24 @@ class EpisodeFeed:
 class LearnerWorker(Worker):
     """Replay + updates + outputs; fused when built without a channel (it then owns the env)."""
 
-    def __init__(self, cfg: OffPolicyConfig, env_spec: Any = None, channel: Any = None,
-                 store_name: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: OffPolicyConfig,
+        env_spec: Any = None,
+        channel: Any = None,
+        store_name: str | None = None,
+    ) -> None:
         env = None
         if channel is None:
             env = _env(cfg, cfg.env.num_envs)
             env_spec = env.spec
         self.core = OffPolicyLearner(cfg, env_spec)
         self.loop = TrainLoop(cfg, self.core)  # resumes (checkpoint + replay refill) if asked
-        self.source = InlineEnvs(cfg, env, self.core) if channel is None else EpisodeFeed(cfg, channel, store_name)
+        self.source = (
+            InlineEnvs(cfg, env, self.core)
+            if channel is None
+            else EpisodeFeed(cfg, channel, store_name)
+        )
 
     def train(self, seconds_left: float | None) -> dict[str, Any]:
         return self.loop.run(self.source, seconds_left)
@@ -131,8 +145,12 @@ class EnvWorker(Worker):
         self.cfg = cfg
         n = cfg.env.num_envs // self.world_size + (self.rank < cfg.env.num_envs % self.world_size)
         self.env = _env(cfg, max(1, n))
-        self.policy = build_policy("sac", policy_spec(self.env.spec, cfg.model.use_images), **cfg.model.build_kwargs())
-        self.collector = Collector(self.env, self.policy, cfg.env.name, seed=cfg.seed * 100_003 + 7919 * (self.rank + 1))
+        self.policy = build_policy(
+            "sac", policy_spec(self.env.spec, cfg.model.use_images), **cfg.model.build_kwargs()
+        )
+        self.collector = Collector(
+            self.env, self.policy, cfg.env.name, seed=cfg.seed * 100_003 + 7919 * (self.rank + 1)
+        )
 
     def env_spec(self) -> Any:
         return self.env.spec
@@ -144,7 +162,10 @@ class EnvWorker(Worker):
         random_steps = math.ceil(warmup / self.world_size)
         steps = 0
         while True:
-            if steps // self.env.num_envs % SYNC_EVERY == 0 and store.version() > self.collector.version:
+            if (
+                steps // self.env.num_envs % SYNC_EVERY == 0
+                and store.version() > self.collector.version
+            ):
                 version, state = store.latest()
                 self.policy.load_state_dict(state)
                 self.collector.version = version

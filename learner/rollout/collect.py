@@ -60,15 +60,27 @@ def sampling_seed(seed: int, stream: int, iteration: int, step: int) -> int:
     return derive_seed(seed, "rollout", stream, iteration, step)
 
 
-def draw_prefix(num_envs: int, group_size: int, max_steps: int, *, seed: int, stream: int,
-                iteration: int) -> SharedPrefix | None:
+def draw_prefix(
+    num_envs: int, group_size: int, max_steps: int, *, seed: int, stream: int, iteration: int
+) -> SharedPrefix | None:
     """A stream's shared-prefix lengths for one iteration (same in fused and channel modes)."""
-    return SharedPrefix.draw(num_envs, group_size, max_steps, derive_seed(seed, "prefix", stream, iteration))
+    return SharedPrefix.draw(
+        num_envs, group_size, max_steps, derive_seed(seed, "prefix", stream, iteration)
+    )
 
 
-def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, *, seed: int,
-                   iteration: int, first_stream: int, single_episode: bool = False,
-                   shared_prefix: int = 0) -> Trajectory:
+def collect_inline(
+    policy: Policy,
+    stages: StageEnvs,
+    steps: int,
+    gamma: float,
+    *,
+    seed: int,
+    iteration: int,
+    first_stream: int,
+    single_episode: bool = False,
+    shared_prefix: int = 0,
+) -> Trajectory:
     """Run ``steps`` policy steps on every stage env; stage order is the batch order.
 
     ``shared_prefix`` > 0: each group's members replay their leader's first 0..shared_prefix
@@ -76,8 +88,17 @@ def collect_inline(policy: Policy, stages: StageEnvs, steps: int, gamma: float, 
     n = stages.spec.num_envs
     keep = policy.spec.uses_instruction
     builders = [TrajectoryBuilder(n, gamma, single_episode, keep) for _ in stages.envs]
-    prefixes = [draw_prefix(n, stages.group_size, shared_prefix, seed=seed, stream=first_stream + k,
-                            iteration=iteration) for k in range(len(stages.envs))]
+    prefixes = [
+        draw_prefix(
+            n,
+            stages.group_size,
+            shared_prefix,
+            seed=seed,
+            stream=first_stream + k,
+            iteration=iteration,
+        )
+        for k in range(len(stages.envs))
+    ]
     for t in range(steps):
         for k in range(len(stages.envs)):
             obs = stages.obs[k]

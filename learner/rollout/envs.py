@@ -11,14 +11,15 @@ decides it.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
-from rlinf_contracts.env_registry import make_env
 from learner.rollout.revisit import FailedStates
 from learner.rollout.trajectory import StepOutcome
+from rlinf_contracts.env import EnvSpec, Observation, VectorEnv
+from rlinf_contracts.env_registry import make_env
 
 # env families the learner itself provides (registered on import)
 _LEARNER_ENV_MODULES = {"toy": "learner.rollout.toy_env"}
@@ -39,11 +40,18 @@ def _interleave(parts: list[np.ndarray]) -> np.ndarray:
 
 def _interleave_obs(parts: list[Observation]) -> Observation:
     g = len(parts)
-    instr = [parts[k]["instruction"][j] for j in range(len(parts[0]["instruction"])) for k in range(g)] \
-        if parts[0].get("instruction") else []
-    return {"state": _interleave([p["state"] for p in parts]),
-            "images": {c: _interleave([p["images"][c] for p in parts]) for c in parts[0].get("images", {})},
-            "instruction": instr}
+    instr = (
+        [parts[k]["instruction"][j] for j in range(len(parts[0]["instruction"])) for k in range(g)]
+        if parts[0].get("instruction")
+        else []
+    )
+    return {
+        "state": _interleave([p["state"] for p in parts]),
+        "images": {
+            c: _interleave([p["images"][c] for p in parts]) for c in parts[0].get("images", {})
+        },
+        "instruction": instr,
+    }
 
 
 class GroupedVectorEnv(VectorEnv):
@@ -52,9 +60,16 @@ class GroupedVectorEnv(VectorEnv):
     def __init__(self, members: list[VectorEnv]) -> None:
         self.members = members
         s = members[0].spec
-        self.spec = EnvSpec(num_envs=s.num_envs * len(members), state_dim=s.state_dim,
-                            action_dim=s.action_dim, cameras=s.cameras, max_episode_steps=s.max_episode_steps,
-                            control_hz=s.control_hz, instruction=s.instruction, robot=s.robot)
+        self.spec = EnvSpec(
+            num_envs=s.num_envs * len(members),
+            state_dim=s.state_dim,
+            action_dim=s.action_dim,
+            cameras=s.cameras,
+            max_episode_steps=s.max_episode_steps,
+            control_hz=s.control_hz,
+            instruction=s.instruction,
+            robot=s.robot,
+        )
 
     def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
         """Every member resets from the same seed(s): row ``j`` of each member is group ``j``."""
@@ -72,7 +87,8 @@ class GroupedVectorEnv(VectorEnv):
                 info[key] = _interleave([r[4][key] for r in results])
         if any("final_observation" in r[4] for r in results):
             info["final_observation"] = _interleave_obs(
-                [r[4].get("final_observation", r[0]) for r in results])
+                [r[4].get("final_observation", r[0]) for r in results]
+            )
         return obs, reward, term, trunc, info
 
     def close(self) -> None:
@@ -100,15 +116,27 @@ def stage_seed(seed: int, iteration: int, stream: int, stream_envs: int) -> int:
 class StageEnvs:
     """The ``stages`` vector envs of one env worker, with their current observations."""
 
-    def __init__(self, name: str, envs_per_stage: int, stages: int, group_size: int = 1,
-                 revisit: FailedStates | None = None, **env_kwargs: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        envs_per_stage: int,
+        stages: int,
+        group_size: int = 1,
+        revisit: FailedStates | None = None,
+        **env_kwargs: Any,
+    ) -> None:
         if envs_per_stage % group_size:
-            raise ValueError(f"{envs_per_stage} envs per pipeline stage is not a multiple of "
-                             f"algorithm.group_size={group_size}; adjust env.num_envs")
+            raise ValueError(
+                f"{envs_per_stage} envs per pipeline stage is not a multiple of "
+                f"algorithm.group_size={group_size}; adjust env.num_envs"
+            )
         self.envs: list[VectorEnv] = []
         for _ in range(stages):
             if group_size > 1:
-                members = [build_env(name, envs_per_stage // group_size, **env_kwargs) for _ in range(group_size)]
+                members = [
+                    build_env(name, envs_per_stage // group_size, **env_kwargs)
+                    for _ in range(group_size)
+                ]
                 self.envs.append(GroupedVectorEnv(members))
             else:
                 self.envs.append(build_env(name, envs_per_stage, **env_kwargs))
@@ -136,7 +164,9 @@ class StageEnvs:
             return
         for k in range(len(self.envs)):  # last iteration's all-fail groups join the queue first
             if self._seeds[k]:
-                self.revisit.record(self._seeds[k], self._runs[k], self._won[k].reshape(n, -1).any(axis=1))
+                self.revisit.record(
+                    self._seeds[k], self._runs[k], self._won[k].reshape(n, -1).any(axis=1)
+                )
         self.revisited = 0
         for k, env in enumerate(self.envs):
             base = stage_seed(seed, iteration, first_stream + k, n)

@@ -58,4 +58,5 @@ class StreamLayout:
             raise ValueError(
                 f"{self.n_rollout} rollout processes but only {self.n_streams} env streams "
                 f"({self.n_env} env processes x rollout.pipeline_stages={self.stages}); "
-                "give 'rollout' fewer slots in 'placement' or raise rollout.pipeline_stages")
+                "give 'rollout' fewer slots in 'placement' or raise rollout.pipeline_stages"
+            )

@@ -26,17 +26,37 @@ class PointReachEnv(SteppedVectorEnv):
     """Vectorised point-mass reach; see the module docstring. The contract's bookkeeping comes
     from :class:`SteppedVectorEnv`; the hooks below are the whole simulator."""
 
-    def __init__(self, num_envs: int = 8, obs_mode: str = "state", max_episode_steps: int = 30,
-                 ood: str = "id", image_size: int = 32, success_radius: float = 0.1,
-                 step_cost_us: float = 0.0, **_: object) -> None:
+    def __init__(
+        self,
+        num_envs: int = 8,
+        obs_mode: str = "state",
+        max_episode_steps: int = 30,
+        ood: str = "id",
+        image_size: int = 32,
+        success_radius: float = 0.1,
+        step_cost_us: float = 0.0,
+        **_: object,
+    ) -> None:
         if ood not in _GOAL_RANGES:
-            raise ValueError(f"toy/point_reach: unknown ood split {ood!r}; known: {sorted(_GOAL_RANGES)}")
+            raise ValueError(
+                f"toy/point_reach: unknown ood split {ood!r}; known: {sorted(_GOAL_RANGES)}"
+            )
         if obs_mode not in ("state", "image"):
-            raise ValueError(f"toy/point_reach: obs_mode must be 'state' or 'image', got {obs_mode!r}")
+            raise ValueError(
+                f"toy/point_reach: obs_mode must be 'state' or 'image', got {obs_mode!r}"
+            )
         cams = {"top": (image_size, image_size)} if obs_mode == "image" else {}
-        super().__init__(EnvSpec(num_envs=num_envs, state_dim=6, action_dim=2, cameras=cams,
-                                 max_episode_steps=max_episode_steps, control_hz=10.0,
-                                 instruction="move the point to the red goal"))
+        super().__init__(
+            EnvSpec(
+                num_envs=num_envs,
+                state_dim=6,
+                action_dim=2,
+                cameras=cams,
+                max_episode_steps=max_episode_steps,
+                control_hz=10.0,
+                instruction="move the point to the red goal",
+            )
+        )
         self.goal_range = _GOAL_RANGES[ood]
         self.radius = success_radius
         self.step_cost_us = step_cost_us  # optional busy-work, to emulate a heavier simulator
@@ -61,7 +81,9 @@ class PointReachEnv(SteppedVectorEnv):
         return RowStep(reward=-dist + reached, success=reached)
 
     def _observe(self) -> Observation:
-        state = np.concatenate([self.pos, self.vel, self.goal - self.pos], axis=1).astype(np.float32)
+        state = np.concatenate([self.pos, self.vel, self.goal - self.pos], axis=1).astype(
+            np.float32
+        )
         obs = {"state": state, "images": {}, "instruction": [self.spec.instruction] * self.num_envs}
         if self.spec.cameras:
             obs["images"] = {"top": self._draw(self.spec.cameras["top"][0])}

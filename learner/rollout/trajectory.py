@@ -38,8 +38,9 @@ class StepOutcome:
     final_obs: Observation | None  # rows of ``truncated`` only (for value bootstrap), else None
 
     @classmethod
-    def from_step(cls, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                  info: dict[str, Any]) -> "StepOutcome":
+    def from_step(
+        cls, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict[str, Any]
+    ) -> StepOutcome:
         reward = np.asarray(reward, dtype=np.float32)
         if reward.ndim == 2:
             reward = reward.sum(axis=1)
@@ -48,16 +49,22 @@ class StepOutcome:
         final = None
         if trunc_only.any() and "final_observation" in info:
             rows, fo = np.flatnonzero(trunc_only), info["final_observation"]
-            final = {"state": fo["state"][rows], "images": {k: v[rows] for k, v in (fo.get("images") or {}).items()}}
+            final = {
+                "state": fo["state"][rows],
+                "images": {k: v[rows] for k, v in (fo.get("images") or {}).items()},
+            }
             if fo.get("instruction"):  # language-conditioned envs: the critic reads it too
                 final["instruction"] = [fo["instruction"][r] for r in rows.tolist()]
         n = reward.shape[0]
         return cls(
-            reward=reward, terminated=terminated, truncated=truncated,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
             success=np.asarray(info.get("success", np.zeros(n, bool)), bool),
             episode_return=np.asarray(info.get("episode_return", np.zeros(n)), np.float32),
             episode_length=np.asarray(info.get("episode_length", np.zeros(n)), np.int64),
-            final_obs=final)
+            final_obs=final,
+        )
 
     @property
     def done(self) -> np.ndarray:
@@ -71,9 +78,11 @@ class EpisodeStats:
     successes: list[bool] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
-    revisited: int = 0  # episodes that re-ran a start state whose group all failed (algorithm.revisit_share)
+    revisited: int = (
+        0  # episodes that re-ran a start state whose group all failed (algorithm.revisit_share)
+    )
 
-    def extend(self, other: "EpisodeStats") -> None:
+    def extend(self, other: EpisodeStats) -> None:
         self.successes += other.successes
         self.returns += other.returns
         self.lengths += other.lengths
@@ -82,10 +91,12 @@ class EpisodeStats:
     def summary(self) -> dict[str, float]:
         if not self.successes:
             return {"episodes": 0.0}
-        out = {"episodes": float(len(self.successes)),
-               "success_rate": float(np.mean(self.successes)),
-               "episode_return": float(np.mean(self.returns)),
-               "episode_length": float(np.mean(self.lengths))}
+        out = {
+            "episodes": float(len(self.successes)),
+            "success_rate": float(np.mean(self.successes)),
+            "episode_return": float(np.mean(self.returns)),
+            "episode_length": float(np.mean(self.lengths)),
+        }
         if self.revisited:
             out["revisited_episodes"] = float(self.revisited)
         return out
@@ -95,7 +106,9 @@ class EpisodeStats:
 class Trajectory:
     """Batch-major rollout data: everything ``[B, T, ...]`` except ``bootstrap_value [B]``."""
 
-    obs: dict[str, Any]  # state [B, T, D], images {cam: [B, T, H, W, 3]}, maybe instruction [B, T] (str objects)
+    obs: dict[
+        str, Any
+    ]  # state [B, T, D], images {cam: [B, T, H, W, 3]}, maybe instruction [B, T] (str objects)
     actions: np.ndarray  # [B, T, chunk, A]
     logp: np.ndarray  # [B, T]
     values: np.ndarray  # [B, T]
@@ -119,20 +132,36 @@ def split_rows(traj: Trajectory, parts: int, group_size: int = 1) -> list[Trajec
     """
     groups = traj.mask.shape[0] // group_size
     if groups < parts:
-        raise ValueError(f"cannot split {groups} group(s) of {group_size} env(s) over {parts} actor processes; "
-                         "raise env.num_envs or give 'actor' fewer processes in 'placement'")
-    bounds = np.cumsum([0] + [len(c) * group_size for c in np.array_split(np.arange(groups), parts)])
+        raise ValueError(
+            f"cannot split {groups} group(s) of {group_size} env(s) over {parts} actor processes; "
+            "raise env.num_envs or give 'actor' fewer processes in 'placement'"
+        )
+    bounds = np.cumsum(
+        [0] + [len(c) * group_size for c in np.array_split(np.arange(groups), parts)]
+    )
     out = []
     for k in range(parts):
         sl = slice(int(bounds[k]), int(bounds[k + 1]))
-        obs = {"state": traj.obs["state"][sl], "images": {c: v[sl] for c, v in traj.obs.get("images", {}).items()}}
+        obs = {
+            "state": traj.obs["state"][sl],
+            "images": {c: v[sl] for c, v in traj.obs.get("images", {}).items()},
+        }
         if traj.obs.get("instruction") is not None:
             obs["instruction"] = traj.obs["instruction"][sl]
-        out.append(Trajectory(
-            obs=obs,
-            actions=traj.actions[sl], logp=traj.logp[sl], values=traj.values[sl], rewards=traj.rewards[sl],
-            dones=traj.dones[sl], mask=traj.mask[sl], bootstrap_value=traj.bootstrap_value[sl],
-            scores=traj.scores[sl], stats=traj.stats if k == 0 else EpisodeStats()))
+        out.append(
+            Trajectory(
+                obs=obs,
+                actions=traj.actions[sl],
+                logp=traj.logp[sl],
+                values=traj.values[sl],
+                rewards=traj.rewards[sl],
+                dones=traj.dones[sl],
+                mask=traj.mask[sl],
+                bootstrap_value=traj.bootstrap_value[sl],
+                scores=traj.scores[sl],
+                stats=traj.stats if k == 0 else EpisodeStats(),
+            )
+        )
     return out
 
 
@@ -143,24 +172,40 @@ def collate(parts: list[Trajectory]) -> Trajectory:
     for p in parts:
         stats.extend(p.stats)
     cams = parts[0].obs.get("images", {}).keys()
-    obs = {"state": cat([p.obs["state"] for p in parts]),
-           "images": {c: cat([p.obs["images"][c] for p in parts]) for c in cams}}
+    obs = {
+        "state": cat([p.obs["state"] for p in parts]),
+        "images": {c: cat([p.obs["images"][c] for p in parts]) for c in cams},
+    }
     if parts[0].obs.get("instruction") is not None:
         obs["instruction"] = cat([p.obs["instruction"] for p in parts])
-    return Trajectory(obs=obs, actions=cat([p.actions for p in parts]), logp=cat([p.logp for p in parts]),
-                      values=cat([p.values for p in parts]), rewards=cat([p.rewards for p in parts]),
-                      dones=cat([p.dones for p in parts]), mask=cat([p.mask for p in parts]),
-                      bootstrap_value=cat([p.bootstrap_value for p in parts]),
-                      scores=cat([p.scores for p in parts]), stats=stats)
+    return Trajectory(
+        obs=obs,
+        actions=cat([p.actions for p in parts]),
+        logp=cat([p.logp for p in parts]),
+        values=cat([p.values for p in parts]),
+        rewards=cat([p.rewards for p in parts]),
+        dones=cat([p.dones for p in parts]),
+        mask=cat([p.mask for p in parts]),
+        bootstrap_value=cat([p.bootstrap_value for p in parts]),
+        scores=cat([p.scores for p in parts]),
+        stats=stats,
+    )
 
 
 class TrajectoryBuilder:
     """Accumulates one stream's steps; see the module docstring for the episode modes."""
 
-    def __init__(self, num_envs: int, gamma: float, single_episode: bool = False,
-                 keep_instruction: bool = False) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        gamma: float,
+        single_episode: bool = False,
+        keep_instruction: bool = False,
+    ) -> None:
         self.n, self.gamma, self.single = num_envs, gamma, single_episode
-        self.keep_instruction = keep_instruction  # language-conditioned policies re-read it in training
+        self.keep_instruction = (
+            keep_instruction  # language-conditioned policies re-read it in training
+        )
         self.obs: list[Observation] = []
         self.actions: list[np.ndarray] = []
         self.logp: list[np.ndarray] = []
@@ -170,19 +215,32 @@ class TrajectoryBuilder:
         self.mask: list[np.ndarray] = []
         self.alive = np.ones(num_envs, bool)  # single mode: row still in its first episode
         self.scores = np.zeros(num_envs, np.float32)
-        self._discount = np.ones(num_envs, np.float32)  # gamma ** (policy steps into the first episode)
+        self._discount = np.ones(
+            num_envs, np.float32
+        )  # gamma ** (policy steps into the first episode)
         self.stats = EpisodeStats()
 
     @property
     def steps(self) -> int:
         return len(self.actions)
 
-    def add_step(self, obs: Observation, actions: np.ndarray, logp: np.ndarray, values: np.ndarray,
-                 credit: np.ndarray | None = None) -> None:
+    def add_step(
+        self,
+        obs: Observation,
+        actions: np.ndarray,
+        logp: np.ndarray,
+        values: np.ndarray,
+        credit: np.ndarray | None = None,
+    ) -> None:
         """``credit`` [B] (0/1) masks steps out of the loss on top of the episode mask
         (a group's shared prefix, :mod:`learner.rollout.branching`)."""
-        self.obs.append({"state": obs["state"], "images": dict(obs.get("images") or {}),
-                         "instruction": list(obs.get("instruction") or []) if self.keep_instruction else []})
+        self.obs.append(
+            {
+                "state": obs["state"],
+                "images": dict(obs.get("images") or {}),
+                "instruction": list(obs.get("instruction") or []) if self.keep_instruction else [],
+            }
+        )
         self.actions.append(np.asarray(actions, np.float32))
         self.logp.append(np.asarray(logp, np.float32))
         self.values.append(np.asarray(values, np.float32))
@@ -209,12 +267,20 @@ class TrajectoryBuilder:
 
     def finish(self, bootstrap_value: np.ndarray) -> Trajectory:
         if len(self.rewards) != len(self.actions):
-            raise RuntimeError(f"trajectory has {len(self.actions)} steps but {len(self.rewards)} outcomes")
+            raise RuntimeError(
+                f"trajectory has {len(self.actions)} steps but {len(self.rewards)} outcomes"
+            )
         stack = lambda xs: np.stack(xs, axis=1)  # noqa: E731  [T][B...] -> [B, T, ...]
         cams = self.obs[0]["images"].keys() if self.obs else []
-        obs = {"state": stack([o["state"] for o in self.obs]),
-               "images": {c: stack([o["images"][c] for o in self.obs]) for c in cams}}
-        if self.keep_instruction and self.obs and all(len(o["instruction"]) == self.n for o in self.obs):
+        obs = {
+            "state": stack([o["state"] for o in self.obs]),
+            "images": {c: stack([o["images"][c] for o in self.obs]) for c in cams},
+        }
+        if (
+            self.keep_instruction
+            and self.obs
+            and all(len(o["instruction"]) == self.n for o in self.obs)
+        ):
             instr = np.empty((self.n, len(self.obs)), dtype=object)  # [B, T] strings
             for t, o in enumerate(self.obs):
                 instr[:, t] = o["instruction"]
@@ -222,7 +288,15 @@ class TrajectoryBuilder:
         boot = np.asarray(bootstrap_value, np.float32)
         if self.single:
             boot = np.where(self.alive, boot, 0.0).astype(np.float32)
-        return Trajectory(obs=obs, actions=stack(self.actions), logp=stack(self.logp),
-                          values=stack(self.values), rewards=stack(self.rewards),
-                          dones=stack(self.dones), mask=stack(self.mask), bootstrap_value=boot,
-                          scores=self.scores.copy(), stats=self.stats)
+        return Trajectory(
+            obs=obs,
+            actions=stack(self.actions),
+            logp=stack(self.logp),
+            values=stack(self.values),
+            rewards=stack(self.rewards),
+            dones=stack(self.dones),
+            mask=stack(self.mask),
+            bootstrap_value=boot,
+            scores=self.scores.copy(),
+            stats=self.stats,
+        )

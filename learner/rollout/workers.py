@@ -29,13 +29,19 @@ def make_stage_envs(cfg: EmbodiedConfig, world_size: int) -> StageEnvs:
     """This rank's share of ``env.num_envs``, split into pipeline stages (and GRPO groups)."""
     stages = cfg.rollout.pipeline_stages
     if cfg.env.num_envs % (world_size * stages):
-        raise ValueError(f"env.num_envs={cfg.env.num_envs} must be divisible by env processes "
-                         f"({world_size}) x rollout.pipeline_stages ({stages})")
+        raise ValueError(
+            f"env.num_envs={cfg.env.num_envs} must be divisible by env processes "
+            f"({world_size}) x rollout.pipeline_stages ({stages})"
+        )
     per_stage, alg = cfg.env.num_envs // (world_size * stages), cfg.algorithm
     revisit = None
     if alg.revisit_share > 0:  # queue bound: one iteration's groups of this worker
-        revisit = FailedStates(alg.revisit_share, alg.revisit_times, stages * per_stage // alg.env_group_size)
-    return StageEnvs(cfg.env.name, per_stage, stages, alg.env_group_size, revisit, **cfg.env.factory_kwargs())
+        revisit = FailedStates(
+            alg.revisit_share, alg.revisit_times, stages * per_stage // alg.env_group_size
+        )
+    return StageEnvs(
+        cfg.env.name, per_stage, stages, alg.env_group_size, revisit, **cfg.env.factory_kwargs()
+    )
 
 
 class EnvWorker(Worker):
@@ -52,7 +58,9 @@ class EnvWorker(Worker):
         if reset:
             self.envs.reset(self.cfg.seed, iteration, self.streams[0])
         for k, s in enumerate(self.streams):
-            lay.obs.put(EnvMessage(s, self.envs.obs[k], None), key=lay.rollout_key(s), timeout=lay.timeout)
+            lay.obs.put(
+                EnvMessage(s, self.envs.obs[k], None), key=lay.rollout_key(s), timeout=lay.timeout
+            )
         busy = 0.0
         for _ in range(steps):
             for k, s in enumerate(self.streams):
@@ -60,7 +68,11 @@ class EnvWorker(Worker):
                 t0 = time.perf_counter()
                 out = self.envs.step(k, actions)
                 busy += time.perf_counter() - t0
-                lay.obs.put(EnvMessage(s, self.envs.obs[k], out), key=lay.rollout_key(s), timeout=lay.timeout)
+                lay.obs.put(
+                    EnvMessage(s, self.envs.obs[k], out),
+                    key=lay.rollout_key(s),
+                    timeout=lay.timeout,
+                )
         revisited = self.envs.revisited * self.envs.group_size if reset else 0
         return {"env_busy_s": busy, "revisited_episodes": revisited}
 
@@ -69,7 +81,9 @@ class EnvWorker(Worker):
 
 
 class RolloutWorker(WeightSubscriber, Worker):
-    def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str) -> None:
+    def __init__(
+        self, cfg: EmbodiedConfig, spec: PolicySpec, layout: StreamLayout, store_name: str
+    ) -> None:
         from learner.actor.trainer import make_policy
         from learner.weights import WeightStore
 
@@ -93,9 +107,21 @@ class RolloutWorker(WeightSubscriber, Worker):
         self.sync_weights()
         single = cfg.algorithm.single_episode
         keep = self.policy.spec.uses_instruction
-        builders = {s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single, keep) for s in self.streams}
-        prefixes = {s: draw_prefix(envs_per_stream, self.group_size, cfg.algorithm.shared_prefix, seed=cfg.seed,
-                                   stream=s, iteration=iteration) for s in self.streams}
+        builders = {
+            s: TrajectoryBuilder(envs_per_stream, cfg.algorithm.gamma, single, keep)
+            for s in self.streams
+        }
+        prefixes = {
+            s: draw_prefix(
+                envs_per_stream,
+                self.group_size,
+                cfg.algorithm.shared_prefix,
+                seed=cfg.seed,
+                stream=s,
+                iteration=iteration,
+            )
+            for s in self.streams
+        }
         busy, stats = 0.0, EpisodeStats()
         for _ in range(len(self.streams) * (steps + 1)):
             msg: EnvMessage = lay.obs.get(key=lay.rollout_key(self.streams[0]), timeout=lay.timeout)
@@ -110,13 +136,18 @@ class RolloutWorker(WeightSubscriber, Worker):
                 credit = None if prefix is None else prefix.apply(b.steps, actions, logp)
                 b.add_step(msg.obs, actions, logp, value, credit)
                 busy += time.perf_counter() - t0
-                lay.actions.put(executable(actions, self.policy.spec.action_dim), key=lay.action_key(msg.stream),
-                                timeout=lay.timeout)
+                lay.actions.put(
+                    executable(actions, self.policy.spec.action_dim),
+                    key=lay.action_key(msg.stream),
+                    timeout=lay.timeout,
+                )
             else:
                 traj = b.finish(value_of(self.policy, msg.obs))
                 stats.extend(traj.stats)
                 shards = split_rows(traj, lay.n_actor, self.group_size)
                 busy += time.perf_counter() - t0
                 for a, shard in enumerate(shards):
-                    lay.trajectories.put((msg.stream, shard), key=lay.actor_key(a), timeout=lay.timeout)
+                    lay.trajectories.put(
+                        (msg.stream, shard), key=lay.actor_key(a), timeout=lay.timeout
+                    )
         return {"stats": stats, "infer_busy_s": busy, "weight_version": self.version}

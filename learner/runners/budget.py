@@ -32,7 +32,7 @@ class Budget:
     eval_reserve_s: float = 0.0
 
     @classmethod
-    def start(cls, seconds: float | None) -> "Budget":
+    def start(cls, seconds: float | None) -> Budget:
         return cls(seconds, time.perf_counter())
 
     def elapsed(self, now: float | None = None) -> float:
@@ -50,8 +50,15 @@ class Budget:
         """``time.perf_counter()`` value at which the whole run should be over."""
         return None if self.seconds is None else self.t0 + self.seconds
 
-    def reserve_eval(self, step_s: float, train_envs: int, eval_envs: int, episodes: int, splits: int,
-                     policy_steps_per_episode: int) -> float:
+    def reserve_eval(
+        self,
+        step_s: float,
+        train_envs: int,
+        eval_envs: int,
+        episodes: int,
+        splits: int,
+        policy_steps_per_episode: int,
+    ) -> float:
         """Estimate the final eval from one measured batched policy step of ``train_envs`` envs."""
         n = max(1, min(eval_envs, episodes))
         rounds = math.ceil(episodes / n) * splits
@@ -59,8 +66,9 @@ class Budget:
         self.eval_reserve_s = SAFETY * rounds * policy_steps_per_episode * per_step
         return self.eval_reserve_s
 
-    def iterations_that_fit(self, done: int, mean_iteration_s: float, now: float | None = None,
-                            planned: int = 0) -> int:
+    def iterations_that_fit(
+        self, done: int, mean_iteration_s: float, now: float | None = None, planned: int = 0
+    ) -> int:
         """Iterations the run will reach (for the progress bar): ``planned`` or fewer."""
         left = self.left(now)
         if left is None or mean_iteration_s <= 0:

@@ -20,11 +20,22 @@ from rlinf_contracts.config import ConfigError
 @dataclass
 class EnvConfig:
     name: str = field(default="toy/point_reach", metadata=_h("env registry name 'family/task'"))
-    num_envs: int = field(default=32, metadata=_h("total sub-envs, split over env ranks x pipeline stages"))
-    obs_mode: str = field(default="state", metadata=_h("observation mode passed to the env ('state', 'image'...)"))
-    control: str | None = field(default=None, metadata=_h("control mode passed to the env (e.g. 'ee_delta'); null = env default"))
-    max_episode_steps: int | None = field(default=None, metadata=_h("episode length; null = env default"))
-    kwargs: dict[str, Any] = field(default_factory=dict, metadata=_h("extra keyword arguments for the env factory"))
+    num_envs: int = field(
+        default=32, metadata=_h("total sub-envs, split over env ranks x pipeline stages")
+    )
+    obs_mode: str = field(
+        default="state", metadata=_h("observation mode passed to the env ('state', 'image'...)")
+    )
+    control: str | None = field(
+        default=None,
+        metadata=_h("control mode passed to the env (e.g. 'ee_delta'); null = env default"),
+    )
+    max_episode_steps: int | None = field(
+        default=None, metadata=_h("episode length; null = env default")
+    )
+    kwargs: dict[str, Any] = field(
+        default_factory=dict, metadata=_h("extra keyword arguments for the env factory")
+    )
 
     def validate(self) -> None:
         if "/" not in self.name:
@@ -45,16 +56,31 @@ class EnvConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = field(default="mlp", metadata=_h("model registry name: mlp (state) | cnn (images + state)"))
-    hidden: list[int] = field(default_factory=lambda: [64, 64], metadata=_h("hidden sizes of actor and critic MLPs"))
-    head: str = field(default="gaussian", metadata=_h("action head: gaussian | tanh_gaussian | binned"))
+    name: str = field(
+        default="mlp", metadata=_h("model registry name: mlp (state) | cnn (images + state)")
+    )
+    hidden: list[int] = field(
+        default_factory=lambda: [64, 64], metadata=_h("hidden sizes of actor and critic MLPs")
+    )
+    head: str = field(
+        default="gaussian", metadata=_h("action head: gaussian | tanh_gaussian | binned")
+    )
     init_log_std: float = field(default=-0.5, metadata=_h("initial log std of Gaussian heads"))
     n_bins: int = field(default=21, metadata=_h("bins per action dim for the binned head"))
     chunk: int = field(default=1, metadata=_h("actions per policy query (action chunk length)"))
-    normalize_state: bool = field(default=True, metadata=_h("running mean/std normalisation of the state"))
-    cnn_channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("conv channels of the image encoder"))
+    normalize_state: bool = field(
+        default=True, metadata=_h("running mean/std normalisation of the state")
+    )
+    cnn_channels: list[int] = field(
+        default_factory=lambda: [16, 32, 32], metadata=_h("conv channels of the image encoder")
+    )
     image_feat_dim: int = field(default=64, metadata=_h("image feature size"))
-    kwargs: dict[str, Any] = field(default_factory=dict, metadata=_h("extra model keyword arguments (vla_*: text_encoder, flow_steps, init_log_sigma, n_bins...)"))
+    kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_h(
+            "extra model keyword arguments (vla_*: text_encoder, flow_steps, init_log_sigma, n_bins...)"
+        ),
+    )
 
     def validate(self) -> None:
         if self.chunk < 1:
@@ -65,11 +91,24 @@ class ModelConfig:
     def build_kwargs(self) -> dict[str, Any]:
         """Kwargs for ``learner.models.build_policy`` (JSON-able: saved in checkpoints)."""
         if self.name.startswith("vla_"):  # learner.models.vla: its own heads, same encoder knobs
-            return {"hidden": list(self.hidden), "normalize_state": self.normalize_state,
-                    "cnn_channels": list(self.cnn_channels), "image_feat_dim": self.image_feat_dim, **self.kwargs}
-        head_kwargs = {"n_bins": self.n_bins} if self.head == "binned" else {"init_log_std": self.init_log_std}
-        kw: dict[str, Any] = {"hidden": list(self.hidden), "head": self.head, "head_kwargs": head_kwargs,
-                              "normalize_state": self.normalize_state}
+            return {
+                "hidden": list(self.hidden),
+                "normalize_state": self.normalize_state,
+                "cnn_channels": list(self.cnn_channels),
+                "image_feat_dim": self.image_feat_dim,
+                **self.kwargs,
+            }
+        head_kwargs = (
+            {"n_bins": self.n_bins}
+            if self.head == "binned"
+            else {"init_log_std": self.init_log_std}
+        )
+        kw: dict[str, Any] = {
+            "hidden": list(self.hidden),
+            "head": self.head,
+            "head_kwargs": head_kwargs,
+            "normalize_state": self.normalize_state,
+        }
         if self.name == "cnn":
             kw.update(cnn_channels=list(self.cnn_channels), image_feat_dim=self.image_feat_dim)
         return kw
@@ -80,24 +119,52 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     """PPO (``adv: gae``, with the policy's value head) or a grouped outcome estimator (``grpo``,
     ``dr_grpo``, ``rloo``: one whole episode per env row, groups reset from the same seed)."""
 
-    ALIASES: ClassVar[dict[str, str]] = {"gae_lambda": "lam", "normalize_advantages": "whiten_adv",
-                                         "ent_coef": "entropy_coef"}
+    ALIASES: ClassVar[dict[str, str]] = {
+        "gae_lambda": "lam",
+        "normalize_advantages": "whiten_adv",
+        "ent_coef": "entropy_coef",
+    }
 
-    gamma: float = field(default=0.99, metadata=_h("discount per policy step (GAE; outcome estimators score episodes by their discounted return)"))
-    group_size: int = field(default=8, metadata=_h("grouped estimators (grpo...): episodes per group, reset from the same seed"))
-    shared_prefix: int = field(default=0, metadata=_h(
-        "grouped estimators: a group's members replay their leader's actions for its first k policy steps, "
-        "k uniform in 0..shared_prefix per group and iteration, then branch; shared steps are masked out of "
-        "the loss, so the group mean scores the branch state (step-level credit without a critic; 0: off)"))
-    revisit_share: float = field(default=0.0, metadata=_h(
-        "outcome estimators: up to this share of each iteration's groups re-run a start state whose whole group "
-        "failed earlier (an all-fail group has no advantage, so that state gets another chance to give one; 0: off)"))
-    revisit_times: int = field(default=2, metadata=_h("algorithm.revisit_share: how often one failed state is re-run at most"))
-    vf_coef: float = field(default=0.5, metadata=_h("value loss weight (estimators with a critic only)"))
-    vf_clip: float | None = field(default=None, metadata=_h("value clipping range; null = unclipped"))
+    gamma: float = field(
+        default=0.99,
+        metadata=_h(
+            "discount per policy step (GAE; outcome estimators score episodes by their discounted return)"
+        ),
+    )
+    group_size: int = field(
+        default=8,
+        metadata=_h("grouped estimators (grpo...): episodes per group, reset from the same seed"),
+    )
+    shared_prefix: int = field(
+        default=0,
+        metadata=_h(
+            "grouped estimators: a group's members replay their leader's actions for its first k policy steps, "
+            "k uniform in 0..shared_prefix per group and iteration, then branch; shared steps are masked out of "
+            "the loss, so the group mean scores the branch state (step-level credit without a critic; 0: off)"
+        ),
+    )
+    revisit_share: float = field(
+        default=0.0,
+        metadata=_h(
+            "outcome estimators: up to this share of each iteration's groups re-run a start state whose whole group "
+            "failed earlier (an all-fail group has no advantage, so that state gets another chance to give one; 0: off)"
+        ),
+    )
+    revisit_times: int = field(
+        default=2,
+        metadata=_h("algorithm.revisit_share: how often one failed state is re-run at most"),
+    )
+    vf_coef: float = field(
+        default=0.5, metadata=_h("value loss weight (estimators with a critic only)")
+    )
+    vf_clip: float | None = field(
+        default=None, metadata=_h("value clipping range; null = unclipped")
+    )
     max_grad_norm: float = field(default=0.5, metadata=_h("gradient norm clip"))
     gae_lambda: float | None = field(default=None, metadata=_h("alias of algorithm.lam"))
-    normalize_advantages: bool | None = field(default=None, metadata=_h("alias of algorithm.whiten_adv"))
+    normalize_advantages: bool | None = field(
+        default=None, metadata=_h("alias of algorithm.whiten_adv")
+    )
     ent_coef: float | None = field(default=None, metadata=_h("alias of algorithm.entropy_coef"))
 
     def validate(self) -> None:
@@ -106,22 +173,36 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
             raise ConfigError(f"key 'algorithm.gamma' must be in (0, 1], got {self.gamma}")
         est = self.estimator
         if not (est.needs_critic or est.signal == "outcome"):
-            raise ConfigError(f"key 'algorithm.adv'={self.adv!r} needs token rewards, which env rollouts do not "
-                              "make; use gae (critic) or an outcome estimator (grpo, dr_grpo, rloo)")
+            raise ConfigError(
+                f"key 'algorithm.adv'={self.adv!r} needs token rewards, which env rollouts do not "
+                "make; use gae (critic) or an outcome estimator (grpo, dr_grpo, rloo)"
+            )
         if est.grouped and self.group_size < 2:
-            raise ConfigError(f"key 'algorithm.group_size' must be >= 2 for {self.adv}, got {self.group_size}")
+            raise ConfigError(
+                f"key 'algorithm.group_size' must be >= 2 for {self.adv}, got {self.group_size}"
+            )
         if self.shared_prefix < 0:
-            raise ConfigError(f"key 'algorithm.shared_prefix' must be >= 0, got {self.shared_prefix}")
+            raise ConfigError(
+                f"key 'algorithm.shared_prefix' must be >= 0, got {self.shared_prefix}"
+            )
         if self.shared_prefix and not est.grouped:
-            raise ConfigError(f"key 'algorithm.shared_prefix' needs a grouped estimator (grpo, dr_grpo, rloo); "
-                              f"algorithm.adv={self.adv!r} has no groups")
+            raise ConfigError(
+                f"key 'algorithm.shared_prefix' needs a grouped estimator (grpo, dr_grpo, rloo); "
+                f"algorithm.adv={self.adv!r} has no groups"
+            )
         if not 0.0 <= self.revisit_share < 1.0:
-            raise ConfigError(f"key 'algorithm.revisit_share' must be in [0, 1), got {self.revisit_share}")
+            raise ConfigError(
+                f"key 'algorithm.revisit_share' must be in [0, 1), got {self.revisit_share}"
+            )
         if self.revisit_share and not self.single_episode:
-            raise ConfigError(f"key 'algorithm.revisit_share' needs an outcome estimator (grpo, dr_grpo, rloo: one "
-                              f"episode per env row and iteration); algorithm.adv={self.adv!r} runs several")
+            raise ConfigError(
+                f"key 'algorithm.revisit_share' needs an outcome estimator (grpo, dr_grpo, rloo: one "
+                f"episode per env row and iteration); algorithm.adv={self.adv!r} runs several"
+            )
         if self.revisit_times < 1:
-            raise ConfigError(f"key 'algorithm.revisit_times' must be >= 1, got {self.revisit_times}")
+            raise ConfigError(
+                f"key 'algorithm.revisit_times' must be >= 1, got {self.revisit_times}"
+            )
 
     @property
     def env_group_size(self) -> int:
@@ -136,80 +217,158 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
 
 @dataclass
 class RolloutConfig:
-    steps_per_iteration: int = field(default=16, metadata=_h("policy steps per env per iteration (gae); grpo runs one full episode"))
-    pipeline_stages: int = field(default=1, metadata=_h("split each env worker's batch into this many micro-batches that overlap env stepping and inference"))
-    fuse_collocated: bool = field(default=True, metadata=_h("collocated placement: run env, rollout and actor of a rank in one process (no channels)"))
-    channel_timeout: float = field(default=300.0, metadata=_h("seconds any channel wait may take before failing"))
-    reallocate: bool = field(default=False, metadata=_h("channel topology: the actor also trains on the env and rollout slots once the iteration's trajectories are in (learner.scheduling.realloc)"))
+    steps_per_iteration: int = field(
+        default=16,
+        metadata=_h("policy steps per env per iteration (gae); grpo runs one full episode"),
+    )
+    pipeline_stages: int = field(
+        default=1,
+        metadata=_h(
+            "split each env worker's batch into this many micro-batches that overlap env stepping and inference"
+        ),
+    )
+    fuse_collocated: bool = field(
+        default=True,
+        metadata=_h(
+            "collocated placement: run env, rollout and actor of a rank in one process (no channels)"
+        ),
+    )
+    channel_timeout: float = field(
+        default=300.0, metadata=_h("seconds any channel wait may take before failing")
+    )
+    reallocate: bool = field(
+        default=False,
+        metadata=_h(
+            "channel topology: the actor also trains on the env and rollout slots once the iteration's trajectories are in (learner.scheduling.realloc)"
+        ),
+    )
 
     def validate(self) -> None:
         if self.steps_per_iteration < 1:
-            raise ConfigError(f"key 'rollout.steps_per_iteration' must be >= 1, got {self.steps_per_iteration}")
+            raise ConfigError(
+                f"key 'rollout.steps_per_iteration' must be >= 1, got {self.steps_per_iteration}"
+            )
         if self.pipeline_stages < 1:
-            raise ConfigError(f"key 'rollout.pipeline_stages' must be >= 1, got {self.pipeline_stages}")
+            raise ConfigError(
+                f"key 'rollout.pipeline_stages' must be >= 1, got {self.pipeline_stages}"
+            )
 
 
 @dataclass
 class ActorConfig(OptimConfig):
     lr: float = field(default=3e-4, metadata=_h("Adam learning rate"))
-    anneal_lr: bool = field(default=False, metadata=_h("linearly decay lr to 0 over train.iterations"))
-    target_kl: float | None = field(default=None, metadata=_h("stop the epochs early when approx KL exceeds this"))
-    lr_scale: dict[str, float] = field(default_factory=dict, metadata=_h(
-        "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: parts a fine-tuned "
-        "model needs to move faster than its action head (a fresh critic, a grounding choice)"))
-    critic_warmup_iters: int = field(default=0, metadata=_h(
-        "first iterations that train only the critic (no policy loss): an RL run from an SFT checkpoint starts "
-        "with an untrained value head, whose advantages would otherwise steer the first policy updates"))
+    anneal_lr: bool = field(
+        default=False, metadata=_h("linearly decay lr to 0 over train.iterations")
+    )
+    target_kl: float | None = field(
+        default=None, metadata=_h("stop the epochs early when approx KL exceeds this")
+    )
+    lr_scale: dict[str, float] = field(
+        default_factory=dict,
+        metadata=_h(
+            "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: parts a fine-tuned "
+            "model needs to move faster than its action head (a fresh critic, a grounding choice)"
+        ),
+    )
+    critic_warmup_iters: int = field(
+        default=0,
+        metadata=_h(
+            "first iterations that train only the critic (no policy loss): an RL run from an SFT checkpoint starts "
+            "with an untrained value head, whose advantages would otherwise steer the first policy updates"
+        ),
+    )
 
     def validate(self) -> None:
         super().validate()
         bad = {k: v for k, v in self.lr_scale.items() if not isinstance(v, (int, float)) or v <= 0}
         if bad:
-            raise ConfigError(f"key 'actor.lr_scale' needs positive numbers per parameter prefix, got {bad}")
+            raise ConfigError(
+                f"key 'actor.lr_scale' needs positive numbers per parameter prefix, got {bad}"
+            )
         if self.critic_warmup_iters < 0:
-            raise ConfigError(f"key 'actor.critic_warmup_iters' must be >= 0, got {self.critic_warmup_iters}")
+            raise ConfigError(
+                f"key 'actor.critic_warmup_iters' must be >= 0, got {self.critic_warmup_iters}"
+            )
 
 
 @dataclass
 class TrainConfig(TrainLoopConfig):
     iterations: int = field(default=50, metadata=_h("training iterations (rollout + update)"))
-    checkpoint_every: int = field(default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)"))
-    out_dir: str = field(default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json"))
+    checkpoint_every: int = field(
+        default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)")
+    )
+    out_dir: str = field(
+        default="runs/embodied", metadata=_h("run directory: checkpoints/, tb/, metrics.json")
+    )
     resume: str | None = field(default=None, metadata=_h("checkpoint (or run dir) to resume from"))
-    init_from: str | None = field(default=None, metadata=_h("checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and iteration start fresh"))
-    init_skip: list[str] = field(default_factory=list, metadata=_h(
-        "tensor-name prefixes train.init_from does not load: they keep this config's initialisation, e.g. "
-        "[head.log_sigma] -- a flow head's exploration noise, which SFT never trains, from model.kwargs.init_log_sigma"))
-    tensorboard: bool = field(default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb"))
+    init_from: str | None = field(
+        default=None,
+        metadata=_h(
+            "checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and iteration start fresh"
+        ),
+    )
+    init_skip: list[str] = field(
+        default_factory=list,
+        metadata=_h(
+            "tensor-name prefixes train.init_from does not load: they keep this config's initialisation, e.g. "
+            "[head.log_sigma] -- a flow head's exploration noise, which SFT never trains, from model.kwargs.init_log_sigma"
+        ),
+    )
+    tensorboard: bool = field(
+        default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb")
+    )
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
-    time_budget_s: float | None = field(default=None, metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval, from the runner's start; training stops early enough for the estimated eval, which stops starting rounds at the deadline"))
+    final_eval: bool = field(
+        default=True, metadata=_h("evaluate the final policy on held-out seeds")
+    )
+    time_budget_s: float | None = field(
+        default=None,
+        metadata=_h(
+            "wall-clock bound (s) on training + final checkpoint + final eval, from the runner's start; training stops early enough for the estimated eval, which stops starting rounds at the deadline"
+        ),
+    )
 
     def validate(self) -> None:
         if self.iterations < 0 or self.checkpoint_every < 0:
             raise ConfigError("keys 'train.iterations' and 'train.checkpoint_every' must be >= 0")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
-            raise ConfigError(f"key 'train.time_budget_s' must be > 0 (or null for no budget), got {self.time_budget_s}")
+            raise ConfigError(
+                f"key 'train.time_budget_s' must be > 0 (or null for no budget), got {self.time_budget_s}"
+            )
         if self.init_skip and not self.init_from:
-            raise ConfigError(f"key 'train.init_skip' ({list(self.init_skip)}) needs train.init_from: "
-                              "without a checkpoint to start from every tensor keeps its initialisation")
+            raise ConfigError(
+                f"key 'train.init_skip' ({list(self.init_skip)}) needs train.init_from: "
+                "without a checkpoint to start from every tensor keeps its initialisation"
+            )
 
 
 @dataclass
 class EvalConfig:
     episodes: int = field(default=50, metadata=_h("episodes per split"))
     num_envs: int = field(default=25, metadata=_h("parallel eval envs"))
-    seed_offset: int = field(default=1_000_000_000, metadata=_h("held-out seeds start here (far from training seeds)"))
-    ood_splits: list[str] = field(default_factory=lambda: ["id"], metadata=_h("splits passed to the env as ood=<split>; 'id' = training distribution"))
+    seed_offset: int = field(
+        default=1_000_000_000, metadata=_h("held-out seeds start here (far from training seeds)")
+    )
+    ood_splits: list[str] = field(
+        default_factory=lambda: ["id"],
+        metadata=_h("splits passed to the env as ood=<split>; 'id' = training distribution"),
+    )
     video: bool = field(default=False, metadata=_h("write <out_dir>/eval.mp4 of a few episodes"))
     video_episodes: int = field(default=2, metadata=_h("episodes in the video"))
-    env: str = field(default="", metadata=_h("env the eval runs on, with env's kwargs (e.g. RL on franka_language/hard, evaluated on franka_language/mix); empty = env.name"))
+    env: str = field(
+        default="",
+        metadata=_h(
+            "env the eval runs on, with env's kwargs (e.g. RL on franka_language/hard, evaluated on franka_language/mix); empty = env.name"
+        ),
+    )
 
     def validate(self) -> None:
         if self.episodes < 1 or self.num_envs < 1:
             raise ConfigError("keys 'eval.episodes' and 'eval.num_envs' must be >= 1")
         if self.env and "/" not in self.env:
-            raise ConfigError(f"key 'eval.env' must look like 'family/task' (or be empty: env.name), got {self.env!r}")
+            raise ConfigError(
+                f"key 'eval.env' must look like 'family/task' (or be empty: env.name), got {self.env!r}"
+            )
 
 
 @dataclass
@@ -218,14 +377,20 @@ class EmbodiedConfig:
     name: str = field(default="embodied", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed: model init, env seeds, sampling"))
     cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
-    placement: dict[str, str | int] | str = field(default_factory=lambda: {"env,rollout,actor": "all"},
-                                      metadata=_h("components -> slots (the mode follows from the sets), or 'auto': the best placement and pipeline depth the cost model predicts (learner.scheduling)"))
+    placement: dict[str, str | int] | str = field(
+        default_factory=lambda: {"env,rollout,actor": "all"},
+        metadata=_h(
+            "components -> slots (the mode follows from the sets), or 'auto': the best placement and pipeline depth the cost model predicts (learner.scheduling)"
+        ),
+    )
     env: EnvConfig = field(default_factory=EnvConfig, metadata=_h("environment"))
     model: ModelConfig = field(default_factory=ModelConfig, metadata=_h("policy model"))
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig, metadata=_h("PPO / GRPO"))
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata=_h("rollout"))
     actor: ActorConfig = field(default_factory=ActorConfig, metadata=_h("training worker"))
-    train: TrainConfig = field(default_factory=TrainConfig, metadata=_h("loop, checkpoints, logging"))
+    train: TrainConfig = field(
+        default_factory=TrainConfig, metadata=_h("loop, checkpoints, logging")
+    )
     eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
 
     def validate(self) -> None:
@@ -235,17 +400,27 @@ class EmbodiedConfig:
         if is_auto(self.placement):
             resolve(self)
         if self.eval.env and self.eval.env.split("/")[0] != self.env.name.split("/")[0]:
-            raise ConfigError(f"key 'eval.env' ({self.eval.env}) must be a task of env.name's family "
-                              f"({self.env.name.split('/')[0]}): the policy reads that family's observations")
+            raise ConfigError(
+                f"key 'eval.env' ({self.eval.env}) must be a task of env.name's family "
+                f"({self.env.name.split('/')[0]}): the policy reads that family's observations"
+            )
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
         if names != {"env", "rollout", "actor"}:
-            raise ConfigError(f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}")
+            raise ConfigError(
+                f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}"
+            )
         if self.actor.critic_warmup_iters and not self.algorithm.estimator.needs_critic:
-            raise ConfigError(f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) needs a critic; "
-                              f"algorithm.adv={self.algorithm.adv!r} has none")
+            raise ConfigError(
+                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) needs a critic; "
+                f"algorithm.adv={self.algorithm.adv!r} has none"
+            )
         if self.actor.critic_warmup_iters >= self.train.iterations:
-            raise ConfigError(f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) leaves no policy "
-                              f"update in train.iterations ({self.train.iterations})")
+            raise ConfigError(
+                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) leaves no policy "
+                f"update in train.iterations ({self.train.iterations})"
+            )
         if self.env.num_envs % self.algorithm.env_group_size:
-            raise ConfigError(f"key 'env.num_envs' ({self.env.num_envs}) must be a multiple of "
-                              f"'algorithm.group_size' ({self.algorithm.group_size}) for {self.algorithm.adv}")
+            raise ConfigError(
+                f"key 'env.num_envs' ({self.env.num_envs}) must be a multiple of "
+                f"'algorithm.group_size' ({self.algorithm.group_size}) for {self.algorithm.adv}"
+            )

@@ -30,14 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from learner.checkpoint import checkpoint_dir, load_policy
+from learner.eval.curves import prior_history, write_curves
+
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
 from learner.eval.embodied import evaluate_config
-from learner.eval.curves import prior_history, write_curves
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
 from learner.runners.config import EmbodiedConfig
 from learner.runners.registry import RUNNERS, RunnerSpec
-from learner.runners.topology import COMPONENTS, TOPOLOGIES, IterationOutput, runs_in_process, topology_name
+from learner.runners.topology import (
+    COMPONENTS,
+    TOPOLOGIES,
+    IterationOutput,
+    runs_in_process,
+    topology_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +59,14 @@ def steps_per_iteration(cfg: EmbodiedConfig, max_episode_steps: int) -> int:
 
 def needs_reset(cfg: EmbodiedConfig, iteration: int, start: int) -> bool:
     every = cfg.train.checkpoint_every
-    return iteration == start or cfg.algorithm.single_episode or (every > 0 and iteration % every == 0)
+    return (
+        iteration == start or cfg.algorithm.single_episode or (every > 0 and iteration % every == 0)
+    )
 
 
-def iteration_metrics(out: IterationOutput, env_steps: int, total_steps: int, seconds: float,
-                      recent: deque[bool]) -> dict[str, float]:
+def iteration_metrics(
+    out: IterationOutput, env_steps: int, total_steps: int, seconds: float, recent: deque[bool]
+) -> dict[str, float]:
     """This iteration's numbers; ``success_rate`` is over the last ``recent.maxlen`` episodes
     (a per-iteration rate jumps around with the few episodes that happen to end in it)."""
     recent.extend(out.stats.successes)
@@ -65,8 +75,14 @@ def iteration_metrics(out: IterationOutput, env_steps: int, total_steps: int, se
         m["success_rate"] = float(sum(recent) / len(recent))
     if out.stats.returns:
         m["episode_return"] = m["iter/episode_return"]
-    m.update({"env_steps": float(total_steps), "env_steps_per_s": env_steps / max(seconds, 1e-9),
-              "iteration_s": seconds, "weight_version": float(out.weight_version)})
+    m.update(
+        {
+            "env_steps": float(total_steps),
+            "env_steps_per_s": env_steps / max(seconds, 1e-9),
+            "iteration_s": seconds,
+            "weight_version": float(out.weight_version),
+        }
+    )
     m.update({f"train/{k}": v for k, v in out.train.items()})
     m.update({f"time/{k}": v for k, v in out.timings.items()})
     return m
@@ -84,9 +100,16 @@ class _Run:
         local = getattr(cluster, "in_process", False)
         self.store = WeightStore.in_process(store_name) if local else WeightStore.create(store_name)
         name = topology_name(cfg, self.placement)
-        log.info("placement %s -> %s topology%s", self.placement.describe(), name, " (in-process)" if local else "")
+        log.info(
+            "placement %s -> %s topology%s",
+            self.placement.describe(),
+            name,
+            " (in-process)" if local else "",
+        )
         try:
-            self.topo = TOPOLOGIES.get(name)(cfg, cluster, self.placement, self.store if local else store_name)
+            self.topo = TOPOLOGIES.get(name)(
+                cfg, cluster, self.placement, self.store if local else store_name
+            )
         except BaseException:
             self.store.close()
             raise
@@ -104,8 +127,12 @@ class _Run:
         if self.cfg.train.resume:
             meta = self.trainers.call("load", self.cfg.train.resume).wait()[0]
             start = int(meta["iteration"])
-            log.info("resumed from %s at iteration %d (weight version %d)",
-                     self.cfg.train.resume, start, meta["weight_version"])
+            log.info(
+                "resumed from %s at iteration %d (weight version %d)",
+                self.cfg.train.resume,
+                start,
+                meta["weight_version"],
+            )
         version = self.trainers.execute_on([0], "publish").wait()[0]
         return start, version
 
@@ -124,15 +151,23 @@ def _open_logger(cfg: EmbodiedConfig, start: int) -> Any:
     """Metrics logger; a resumed run continues the ``metrics.json`` history it resumed from."""
     from learner.metrics import MetricsLogger
 
-    logger = MetricsLogger(cfg.train.out_dir, cfg.train.iterations, start, cfg.train.tensorboard,
-                           cfg.train.progress, desc=cfg.name, time_budget_s=cfg.train.time_budget_s)
+    logger = MetricsLogger(
+        cfg.train.out_dir,
+        cfg.train.iterations,
+        start,
+        cfg.train.tensorboard,
+        cfg.train.progress,
+        desc=cfg.name,
+        time_budget_s=cfg.train.time_budget_s,
+    )
     if cfg.train.resume:
         logger.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", start)
     return logger
 
 
-def _train_loop(cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: Budget,
-                version: int) -> tuple[int, int, dict[str, float]]:
+def _train_loop(
+    cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: Budget, version: int
+) -> tuple[int, int, dict[str, float]]:
     """Iterations until ``train.iterations`` or the budget; returns (last iteration, last saved, metrics)."""
     steps = steps_per_iteration(cfg, r.topo.env_spec.max_episode_steps)
     env_steps = steps * cfg.env.num_envs * cfg.model.chunk
@@ -143,19 +178,26 @@ def _train_loop(cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: B
     last = start
     for it in range(start, cfg.train.iterations):
         if budget.training_over():
-            log.info("train.time_budget_s=%s: stopping after %d iterations (%.0f s left for the final eval)",
-                     cfg.train.time_budget_s, it, budget.left())
+            log.info(
+                "train.time_budget_s=%s: stopping after %d iterations (%.0f s left for the final eval)",
+                cfg.train.time_budget_s,
+                it,
+                budget.left(),
+            )
             break
         t0 = time.perf_counter()
         out = r.topo.iterate(it, needs_reset(cfg, it, start), steps)
-        metrics = iteration_metrics(out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent)
+        metrics = iteration_metrics(
+            out, env_steps, env_steps * (it + 1), time.perf_counter() - t0, recent
+        )
         metrics["time/wall_s"] = wall0 + budget.elapsed()
         if it == start and cfg.train.final_eval:
             _reserve_eval(cfg, budget, out.timings, steps, r)
         logger.log(it, metrics)
         if logger.bar is not None and budget.seconds is not None:
-            logger.bar.total = budget.iterations_that_fit(it + 1, budget.elapsed() / (it + 1 - start),
-                                                          planned=cfg.train.iterations)
+            logger.bar.total = budget.iterations_that_fit(
+                it + 1, budget.elapsed() / (it + 1 - start), planned=cfg.train.iterations
+            )
         if cfg.train.checkpoint_every and (it + 1) % cfg.train.checkpoint_every == 0:
             r.save(it + 1, metrics)
             last_saved = it + 1
@@ -163,16 +205,29 @@ def _train_loop(cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: B
     return last, last_saved, metrics
 
 
-def _reserve_eval(cfg: EmbodiedConfig, budget: Budget, timings: dict[str, float], steps: int, r: _Run) -> None:
+def _reserve_eval(
+    cfg: EmbodiedConfig, budget: Budget, timings: dict[str, float], steps: int, r: _Run
+) -> None:
     """Keep the final eval's estimated time out of the training part of the budget."""
     if budget.seconds is None:
         return
-    rollout_s = timings.get("rollout_s", timings.get("env_busy_s", 0.0) + timings.get("infer_busy_s", 0.0))
+    rollout_s = timings.get(
+        "rollout_s", timings.get("env_busy_s", 0.0) + timings.get("infer_busy_s", 0.0)
+    )
     per_process = cfg.env.num_envs // r.placement["env"].num_processes
-    budget.reserve_eval(rollout_s / steps, per_process, cfg.eval.num_envs, cfg.eval.episodes,
-                        len(cfg.eval.ood_splits), math.ceil(r.topo.env_spec.max_episode_steps / cfg.model.chunk))
-    log.info("train.time_budget_s=%s: %.0f s kept for the final eval (estimated)", budget.seconds,
-             budget.eval_reserve_s)
+    budget.reserve_eval(
+        rollout_s / steps,
+        per_process,
+        cfg.eval.num_envs,
+        cfg.eval.episodes,
+        len(cfg.eval.ood_splits),
+        math.ceil(r.topo.env_spec.max_episode_steps / cfg.model.chunk),
+    )
+    log.info(
+        "train.time_budget_s=%s: %.0f s kept for the final eval (estimated)",
+        budget.seconds,
+        budget.eval_reserve_s,
+    )
 
 
 def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
@@ -187,9 +242,15 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         final_path = checkpoint_dir(cfg.train.out_dir, last)
         if last_saved != last:
             final_path = r.save(last, metrics)
-        final = {**logger.last, "iterations": last, "checkpoint": str(final_path),
-                 "placement_mode": r.placement.mode, "topology": topology_name(cfg, r.placement),
-                 "in_process": bool(getattr(cluster, "in_process", False)), "out_dir": cfg.train.out_dir}
+        final = {
+            **logger.last,
+            "iterations": last,
+            "checkpoint": str(final_path),
+            "placement_mode": r.placement.mode,
+            "topology": topology_name(cfg, r.placement),
+            "in_process": bool(getattr(cluster, "in_process", False)),
+            "out_dir": cfg.train.out_dir,
+        }
         if cfg.train.final_eval:
             final["eval"] = _final_eval(cfg, final_path, budget)
             _log_eval(logger, final["eval"], last)
@@ -207,8 +268,15 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
 def _final_eval(cfg: EmbodiedConfig, path: Path, budget: Budget) -> dict[str, Any]:
     policy, _ = load_policy(path)
     video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
-    return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video, deadline=budget.deadline,
-                           progress=cfg.train.progress)
+    return evaluate_config(
+        policy,
+        cfg,
+        cfg.eval.episodes,
+        seed=0,
+        video_path=video,
+        deadline=budget.deadline,
+        progress=cfg.train.progress,
+    )
 
 
 def _log_eval(logger: Any, results: dict[str, Any], step: int) -> None:
@@ -221,11 +289,15 @@ def _log_eval(logger: Any, results: dict[str, Any], step: int) -> None:
                 logger.writer.add_scalar(f"eval/{split}/{key}", float(res[key]), step)
 
 
-def _curves(cfg: EmbodiedConfig, history: list[dict[str, float]], results: dict[str, Any] | None) -> str | None:
+def _curves(
+    cfg: EmbodiedConfig, history: list[dict[str, float]], results: dict[str, Any] | None
+) -> str | None:
     first = next(iter((results or {}).values()), {})
     try:
-        path = write_curves(history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate"))
-    except Exception as e:  # noqa: BLE001 -- a plotting problem must not lose a finished run
+        path = write_curves(
+            history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate")
+        )
+    except Exception as e:
         log.warning("learning curves not written: %s: %s", type(e).__name__, e)
         return None
     return str(path) if path else None

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from learner.actor.trainer import Trainer, TrainerHost, policy_spec
 from learner.placement import ComponentPlacement
@@ -47,16 +48,28 @@ class FusedWorker(TrainerHost, Worker):
         if reset:
             self.envs.reset(cfg.seed, iteration, self.first_stream)
         t0 = time.perf_counter()
-        traj = collect_inline(self.trainer.policy, self.envs, steps, cfg.algorithm.gamma, seed=cfg.seed,
-                              iteration=iteration, first_stream=self.first_stream,
-                              single_episode=cfg.algorithm.single_episode,
-                              shared_prefix=cfg.algorithm.shared_prefix)
+        traj = collect_inline(
+            self.trainer.policy,
+            self.envs,
+            steps,
+            cfg.algorithm.gamma,
+            seed=cfg.seed,
+            iteration=iteration,
+            first_stream=self.first_stream,
+            single_episode=cfg.algorithm.single_episode,
+            shared_prefix=cfg.algorithm.shared_prefix,
+        )
         traj.stats.revisited = self.envs.revisited * self.envs.group_size if reset else 0
         t1 = time.perf_counter()
         metrics = self.trainer.train(traj, iteration)
         t2 = time.perf_counter()
-        return {"stats": traj.stats, "train": metrics, "rollout_s": t1 - t0, "train_s": t2 - t1,
-                "weight_version": self.publish()}
+        return {
+            "stats": traj.stats,
+            "train": metrics,
+            "rollout_s": t1 - t0,
+            "train_s": t2 - t1,
+            "weight_version": self.publish(),
+        }
 
     def close(self) -> None:
         self.envs.close()
@@ -76,23 +89,41 @@ class InProcessGroup:
     """One :class:`~learner.worker.Worker` hosted in this process, with the ``WorkerGroup`` calls
     the runners use (``call``, ``execute_on``, ``size``, ``shutdown``)."""
 
-    def __init__(self, worker_cls: type[Worker], name: str, placement: ComponentPlacement, slot_kind: str,
-                 *args: Any) -> None:
+    def __init__(
+        self,
+        worker_cls: type[Worker],
+        name: str,
+        placement: ComponentPlacement,
+        slot_kind: str,
+        *args: Any,
+    ) -> None:
         if placement.num_processes != 1:
-            raise ValueError(f"in-process group '{name}' hosts one process, placement has {placement.num_processes}")
+            raise ValueError(
+                f"in-process group '{name}' hosts one process, placement has {placement.num_processes}"
+            )
         import torch
 
         self.name, self.size = name, 1
-        self._saved = (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None,
-                       torch.get_num_threads())
-        if slot_kind == "gpu" and not torch.cuda.is_initialized():  # as WorkerGroup does for a Ray actor
+        self._saved = (
+            os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None,
+            torch.get_num_threads(),
+        )
+        if (
+            slot_kind == "gpu" and not torch.cuda.is_initialized()
+        ):  # as WorkerGroup does for a Ray actor
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, placement.process_slots[0]))
         worker = object.__new__(worker_cls)
         try:
-            _apply_context(worker, WorkerContext(name, 0, 1, tuple(placement.process_slots[0]), slot_kind,
-                                                 os.cpu_count() or 1))
+            _apply_context(
+                worker,
+                WorkerContext(
+                    name, 0, 1, tuple(placement.process_slots[0]), slot_kind, os.cpu_count() or 1
+                ),
+            )
             worker.__init__(*args)  # type: ignore[misc]
-        except BaseException:  # e.g. a config error building the model: the pinned cores go back too
+        except (
+            BaseException
+        ):  # e.g. a config error building the model: the pinned cores go back too
             self._restore()
             raise
         self.worker = worker

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 # imported before any env starts: it picks a headless MuJoCo GL default
-from learner.eval.embodied import evaluate_config
 from learner.offline.config import OfflineConfig
 from learner.offline.data import bc_buffer, check_layout, oracle_round, read_episodes, replay_of
 from learner.offline.trainers import BCTrainer, IQLTrainer, make_policy
@@ -37,15 +36,29 @@ from learner.worker import Worker
 log = logging.getLogger(__name__)
 
 
-def _fit(trainer: Any, sample: Callable[[], dict], updates: int, log_every: int, history: list[dict],
-         extra: dict[str, float], t0: float) -> None:
+def _fit(
+    trainer: Any,
+    sample: Callable[[], dict],
+    updates: int,
+    log_every: int,
+    history: list[dict],
+    extra: dict[str, float],
+    t0: float,
+) -> None:
     """``updates`` gradient steps; a history row every ``log_every`` (``updates`` counts all rounds)."""
     done = history[-1]["updates"] if history else 0.0
     for i in range(1, updates + 1):
         metrics = trainer.update(sample())
         if i % log_every == 0 or i == updates:
-            history.append({"iteration": float(len(history)), "updates": done + i, **extra,
-                            **{f"train/{k}": v for k, v in metrics.items()}, "time/wall_s": time.perf_counter() - t0})
+            history.append(
+                {
+                    "iteration": float(len(history)),
+                    "updates": done + i,
+                    **extra,
+                    **{f"train/{k}": v for k, v in metrics.items()},
+                    "time/wall_s": time.perf_counter() - t0,
+                }
+            )
 
 
 def run(cfg: OfflineConfig, cluster: Any) -> dict[str, Any]:
@@ -55,7 +68,9 @@ def run(cfg: OfflineConfig, cluster: Any) -> dict[str, Any]:
     from learner.runners.fused import InProcessGroup
 
     placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
-    group = InProcessGroup(OfflineWorker, f"{cfg.name}-offline", placement["learner"], cluster.slot_kind, cfg)
+    group = InProcessGroup(
+        OfflineWorker, f"{cfg.name}-offline", placement["learner"], cluster.slot_kind, cfg
+    )
     try:
         return group.call("train").wait()[0]
     finally:
@@ -80,31 +95,67 @@ def _train(cfg: OfflineConfig) -> dict[str, Any]:
     a, c = cfg.algorithm, cfg.train
     if a.name == "iql":
         replay = replay_of(episodes, a.gamma)
-        _fit(IQLTrainer(cfg, policy), lambda: to_batch(replay.sample(a.batch_size, rng), []), c.updates,
-             c.log_every, history, {}, t0)
+        _fit(
+            IQLTrainer(cfg, policy),
+            lambda: to_batch(replay.sample(a.batch_size, rng), []),
+            c.updates,
+            c.log_every,
+            history,
+            {},
+            t0,
+        )
     else:
         buf, trainer = bc_buffer(episodes), BCTrainer(cfg, policy)
         rounds = a.rounds if a.name == "dagger" else 0
         extra: dict[str, float] = {}
         for r in range(rounds + 1):
             if r:
-                extra = oracle_round(env, policy, buf, a.round_env_steps, a.expert_beta * 0.5 ** (r - 1), gen)
-                log.info("dagger round %d: learner success %.2f, dataset %d", r, extra["dagger/round_success"], len(buf))
-            _fit(trainer, lambda: buf.sample(a.batch_size, gen), c.updates, c.log_every, history, extra, t0)
+                extra = oracle_round(
+                    env, policy, buf, a.round_env_steps, a.expert_beta * 0.5 ** (r - 1), gen
+                )
+                log.info(
+                    "dagger round %d: learner success %.2f, dataset %d",
+                    r,
+                    extra["dagger/round_success"],
+                    len(buf),
+                )
+            _fit(
+                trainer,
+                lambda: buf.sample(a.batch_size, gen),
+                c.updates,
+                c.log_every,
+                history,
+                extra,
+                t0,
+            )
     env.close()
     return _finish(cfg, policy, history, budget, len(episodes))
 
 
-def _finish(cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int) -> dict[str, Any]:
+def _finish(
+    cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int
+) -> dict[str, Any]:
     from learner.checkpoint import checkpoint_dir, write_checkpoint
     from learner.runners.offpolicy import final_eval, write_outputs
     from rlinf_contracts.config import to_dict
 
-    path = write_checkpoint(checkpoint_dir(cfg.train.out_dir, len(history)), policy.state_dict(),
-                            {"name": "sac", "kwargs": policy.model_kwargs}, iteration=len(history), weight_version=0,
-                            spec=policy.spec.to_dict(), config=to_dict(cfg), metrics=history[-1] if history else {})
-    final: dict[str, Any] = {**(history[-1] if history else {}), "checkpoint": str(path), "demo_episodes": n_episodes,
-                             "out_dir": cfg.train.out_dir, "in_process": True}
+    path = write_checkpoint(
+        checkpoint_dir(cfg.train.out_dir, len(history)),
+        policy.state_dict(),
+        {"name": "sac", "kwargs": policy.model_kwargs},
+        iteration=len(history),
+        weight_version=0,
+        spec=policy.spec.to_dict(),
+        config=to_dict(cfg),
+        metrics=history[-1] if history else {},
+    )
+    final: dict[str, Any] = {
+        **(history[-1] if history else {}),
+        "checkpoint": str(path),
+        "demo_episodes": n_episodes,
+        "out_dir": cfg.train.out_dir,
+        "in_process": True,
+    }
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, str(path), budget)
     final["elapsed_s"] = budget.elapsed()
@@ -112,5 +163,7 @@ def _finish(cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget
     return final
 
 
-RUNNERS.add("offline", RunnerSpec(config_cls=OfflineConfig, run=run, in_process=lambda cfg, slots: True))
+RUNNERS.add(
+    "offline", RunnerSpec(config_cls=OfflineConfig, run=run, in_process=lambda cfg, slots: True)
+)
 __all__ = ["run", "OfflineConfig"]

@@ -47,10 +47,16 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
         result = topo.train(budget.left())
     finally:
         topo.shutdown()
-    final = {**result["last"], **{k: float(v) for k, v in result["counters"].items()},
-             "checkpoint": result["checkpoint"], "iterations": len(result["history"]), "topology": name,
-             "placement_mode": placement.mode, "in_process": bool(getattr(cluster, "in_process", False)),
-             "out_dir": cfg.train.out_dir}
+    final = {
+        **result["last"],
+        **{k: float(v) for k, v in result["counters"].items()},
+        "checkpoint": result["checkpoint"],
+        "iterations": len(result["history"]),
+        "topology": name,
+        "placement_mode": placement.mode,
+        "in_process": bool(getattr(cluster, "in_process", False)),
+        "out_dir": cfg.train.out_dir,
+    }
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, result["checkpoint"], budget)
     final["elapsed_s"] = budget.elapsed()
@@ -64,8 +70,15 @@ def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
 
     policy, _ = load_policy(checkpoint)
     video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
-    return evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, video_path=video, deadline=budget.deadline,
-                           progress=cfg.train.progress)
+    return evaluate_config(
+        policy,
+        cfg,
+        cfg.eval.episodes,
+        seed=0,
+        video_path=video,
+        deadline=budget.deadline,
+        progress=cfg.train.progress,
+    )
 
 
 def write_outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, Any]) -> str | None:
@@ -77,8 +90,10 @@ def write_outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, An
     first = next(iter(final.get("eval", {}).values()), {})
     path = None
     try:
-        path = write_curves(history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate"))
-    except Exception as e:  # noqa: BLE001 -- a plotting problem must not lose a finished run
+        path = write_curves(
+            history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate")
+        )
+    except Exception as e:
         log.warning("learning curves not written: %s: %s", type(e).__name__, e)
     final["curves"] = str(path) if path else None
     out = Path(cfg.train.out_dir) / "metrics.json"

@@ -19,8 +19,8 @@ import logging
 import random
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,10 +43,23 @@ class _Curve:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, step: int, phase: str, metrics: dict[str, float]) -> dict[str, Any]:
-        row = {"step": step, "phase": phase, "elapsed_s": round(time.perf_counter() - self.t0, 2), **metrics}
+        row = {
+            "step": step,
+            "phase": phase,
+            "elapsed_s": round(time.perf_counter() - self.t0, 2),
+            **metrics,
+        }
         self.rows.append(row)
-        log.info("%s step %d: %s", phase, step, {k: round(v, 4) if isinstance(v, float) else v
-                                                  for k, v in row.items() if k not in ("step", "phase")})
+        log.info(
+            "%s step %d: %s",
+            phase,
+            step,
+            {
+                k: round(v, 4) if isinstance(v, float) else v
+                for k, v in row.items()
+                if k not in ("step", "phase")
+            },
+        )
         return row
 
 
@@ -55,8 +68,12 @@ def _step_prompts(data: RunData, rng: random.Random, n: int) -> tuple[list[str],
     return [e.prompt for e in picks], [e.answer for e in picks]
 
 
-def _sft_phase(cfg: ReasoningConfig, curve: _Curve, sft: Callable[[int, int], dict[str, Any]],
-               evaluate: Callable[[int], dict[str, float]]) -> int:
+def _sft_phase(
+    cfg: ReasoningConfig,
+    curve: _Curve,
+    sft: Callable[[int, int], dict[str, Any]],
+    evaluate: Callable[[int], dict[str, float]],
+) -> int:
     """SFT in chunks of ``sft.eval_every`` steps (one chunk when 0), evaluating after each; returns
     the weight version after SFT. The curve rows of phase ``sft`` are an SFT-only learning curve."""
     total = cfg.sft.steps
@@ -74,21 +91,31 @@ def _should_eval(cfg: ReasoningConfig, step: int) -> bool:
     return step == cfg.train.steps or (every > 0 and step % every == 0)
 
 
-def _finish(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, actor_save: Any, extra: dict[str, Any],
-            eval_path: str | None = None, eval_source: str = "heldout-file") -> dict[str, Any]:
+def _finish(
+    cfg: ReasoningConfig,
+    curve: _Curve,
+    out_dir: Path,
+    actor_save: Any,
+    extra: dict[str, Any],
+    eval_path: str | None = None,
+    eval_source: str = "heldout-file",
+) -> dict[str, Any]:
     files = write_curve(curve.rows, out_dir)
     evals = [r for r in curve.rows if "eval/accuracy" in r and r["phase"] != "init"]
     sft_rows = [r for r in evals if r["phase"] == "sft"]
     after_sft = sft_rows[-1] if sft_rows else (evals[0] if evals else None)
     result = {
         "eval_source": eval_source,  # "heldout-file" or an explicit split-from-train
-        "initial_accuracy": after_sft["eval/accuracy"] if after_sft else None,  # after SFT, before RL
+        "initial_accuracy": after_sft["eval/accuracy"]
+        if after_sft
+        else None,  # after SFT, before RL
         "best_sft_accuracy": max((r["eval/accuracy"] for r in sft_rows), default=None),
         "final_accuracy": evals[-1]["eval/accuracy"] if evals else None,
         "best_accuracy": max((r["eval/accuracy"] for r in evals), default=None),
         "rl_steps": max((r["step"] for r in curve.rows if r["phase"] == "rl"), default=0),
         "elapsed_s": round(time.perf_counter() - curve.t0, 1),
-        **files, **extra,
+        **files,
+        **extra,
     }
     if cfg.train.save_checkpoint:
         result["checkpoint"] = actor_save(str(out_dir / "checkpoint"), {"eval_path": eval_path})
@@ -127,10 +154,23 @@ def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, 
         target = cfg.train.target_accuracy
         if target is not None and row.get("eval/accuracy", -1.0) >= target:
             break
-    return _finish(cfg, curve, out_dir, actor.save, {
-        "driver": "inline", "mode": "inline", "sft_digest": sft_digest, "actor_digest": actor.digest(),
-        "actor_version": actor.version, "rollout_versions": [rollout.weight_version],
-        "rollout_digests": [rollout.digest()]}, data.eval_path, data.eval_source)
+    return _finish(
+        cfg,
+        curve,
+        out_dir,
+        actor.save,
+        {
+            "driver": "inline",
+            "mode": "inline",
+            "sft_digest": sft_digest,
+            "actor_digest": actor.digest(),
+            "actor_version": actor.version,
+            "rollout_versions": [rollout.weight_version],
+            "rollout_digests": [rollout.digest()],
+        },
+        data.eval_path,
+        data.eval_source,
+    )
 
 
 def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path) -> dict[str, Any]:
@@ -142,8 +182,10 @@ def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path
 
     placement = parse_placement(dict(cfg.placement), cluster.num_slots)
     if placement["actor"].num_processes != 1:
-        raise ValueError(f"placement actor: {placement['actor'].num_processes} processes; the reasoning "
-                         "runner trains with one actor process (data-parallel actor not implemented)")
+        raise ValueError(
+            f"placement actor: {placement['actor'].num_processes} processes; the reasoning "
+            "runner trains with one actor process (data-parallel actor not implemented)"
+        )
     disagg = not placement.shares_slots("rollout", "actor")
     run_id = uuid.uuid4().hex[:8]
     store = WeightStore.create(f"reasoning-{run_id}")
@@ -151,9 +193,13 @@ def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path
     scored_ch = Channel.create(f"reasoning-{run_id}-scored")
     groups: list[Any] = []
     try:
-        actor = WorkerGroup.launch(ActorWorker, "actor", cluster, placement["actor"], cfg, data.tokenizer_dir, store)
+        actor = WorkerGroup.launch(
+            ActorWorker, "actor", cluster, placement["actor"], cfg, data.tokenizer_dir, store
+        )
         groups.append(actor)
-        rollout = WorkerGroup.launch(RolloutWorker, "rollout", cluster, placement["rollout"], cfg, data.tokenizer_dir, store)
+        rollout = WorkerGroup.launch(
+            RolloutWorker, "rollout", cluster, placement["rollout"], cfg, data.tokenizer_dir, store
+        )
         groups.append(rollout)
         reward = WorkerGroup.launch(RewardWorker, "reward", cluster, placement["reward"], cfg)
         groups.append(reward)
@@ -170,8 +216,17 @@ def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path
                 log.debug("closing %r: %s", h, e)
 
 
-def _launch_step(cfg: ReasoningConfig, rollout: Any, reward: Any, prompts: list[str], answers: list[str],
-                 min_version: int, gen_ch: Any, scored_ch: Any, step: int) -> tuple[Any, Any, int]:
+def _launch_step(
+    cfg: ReasoningConfig,
+    rollout: Any,
+    reward: Any,
+    prompts: list[str],
+    answers: list[str],
+    min_version: int,
+    gen_ch: Any,
+    scored_ch: Any,
+    step: int,
+) -> tuple[Any, Any, int]:
     """Start a step's generation (prompts sharded over rollout ranks) and its scoring; returns
     (generation futures, scoring futures, micro-batch count).
 
@@ -194,8 +249,17 @@ def _launch_step(cfg: ReasoningConfig, rollout: Any, reward: Any, prompts: list[
     return gen, scoring, count
 
 
-def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any, rollout: Any, reward: Any,
-                 gen_ch: Any, scored_ch: Any, disagg: bool) -> dict[str, Any]:
+def _worker_loop(
+    cfg: ReasoningConfig,
+    data: RunData,
+    out_dir: Path,
+    actor: Any,
+    rollout: Any,
+    reward: Any,
+    gen_ch: Any,
+    scored_ch: Any,
+    disagg: bool,
+) -> dict[str, Any]:
     timeout = cfg.train.timeout_s
     curve = _Curve()
     ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
@@ -203,15 +267,27 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
     evaluate = lambda v: rollout.execute_on([0], "evaluate", ev_p, ev_a, v).wait(timeout)[0]  # noqa: E731
     if data.demos:
         curve.add(-1, "init", evaluate(version))
-        version = _sft_phase(cfg, curve, lambda a, b: actor.execute_on([0], "sft", data.demos, a, b).wait(timeout)[0],
-                             evaluate)
+        version = _sft_phase(
+            cfg,
+            curve,
+            lambda a, b: actor.execute_on([0], "sft", data.demos, a, b).wait(timeout)[0],
+            evaluate,
+        )
     else:
         curve.add(0, "sft", evaluate(version))
     sft_digest = actor.execute_on([0], "digest").wait(timeout)[0]
     rng = random.Random(cfg.train.seed)
     base = version  # weights version that step 1 samples with
-    launch = lambda prompts, version, step: _launch_step(cfg, rollout, reward, *prompts, version,  # noqa: E731
-                                                          gen_ch, scored_ch, step)
+    launch = lambda prompts, version, step: _launch_step(
+        cfg,
+        rollout,
+        reward,
+        *prompts,
+        version,
+        gen_ch,
+        scored_ch,
+        step,
+    )
     pending = launch(_step_prompts(data, rng, cfg.train.prompts_per_step), base, 1)
     for step in range(1, cfg.train.steps + 1):
         gen, scoring, count = pending
@@ -228,24 +304,47 @@ def _worker_loop(cfg: ReasoningConfig, data: RunData, out_dir: Path, actor: Any,
         if step < cfg.train.steps and not disagg:
             pending = launch(nxt, base + step, step + 1)
         if _should_eval(cfg, step):
-            metrics.update(rollout.execute_on([0], "evaluate", ev_p, ev_a, int(metrics["weight_version"]) - (1 if disagg else 0)).wait(timeout)[0])
-        metrics["rollout/weight_version"] = float(rollout.execute_on([0], "weight_version_now").wait(timeout)[0])
+            metrics.update(
+                rollout.execute_on(
+                    [0],
+                    "evaluate",
+                    ev_p,
+                    ev_a,
+                    int(metrics["weight_version"]) - (1 if disagg else 0),
+                ).wait(timeout)[0]
+            )
+        metrics["rollout/weight_version"] = float(
+            rollout.execute_on([0], "weight_version_now").wait(timeout)[0]
+        )
         row = curve.add(step, "rl", metrics)
         target = cfg.train.target_accuracy
         if target is not None and row.get("eval/accuracy", -1.0) >= target:
             break
-    if step < cfg.train.steps:  # early stop: drain the next step's generation and scoring, already running
+    if (
+        step < cfg.train.steps
+    ):  # early stop: drain the next step's generation and scoring, already running
         pending[0].wait(timeout)
         pending[1].wait(timeout)
     final = actor.execute_on([0], "get_version").wait(timeout)[0]
-    rollout.call("sync_weights", final, timeout).wait(timeout)  # every rank ends on the final weights
-    versions = {"actor_version": final,
-                "rollout_versions": rollout.call("weight_version_now").wait(timeout),
-                "actor_digest": actor.execute_on([0], "digest").wait(timeout)[0],
-                "rollout_digests": rollout.call("digest").wait(timeout)}
+    rollout.call("sync_weights", final, timeout).wait(
+        timeout
+    )  # every rank ends on the final weights
+    versions = {
+        "actor_version": final,
+        "rollout_versions": rollout.call("weight_version_now").wait(timeout),
+        "actor_digest": actor.execute_on([0], "digest").wait(timeout)[0],
+        "rollout_digests": rollout.call("digest").wait(timeout),
+    }
     save = lambda path, meta: actor.execute_on([0], "save", path, meta).wait(timeout)[0]  # noqa: E731
-    return _finish(cfg, curve, out_dir, save, {"driver": "workers", "disaggregated": disagg,
-                                                "sft_digest": sft_digest, **versions}, data.eval_path, data.eval_source)
+    return _finish(
+        cfg,
+        curve,
+        out_dir,
+        save,
+        {"driver": "workers", "disaggregated": disagg, "sft_digest": sft_digest, **versions},
+        data.eval_path,
+        data.eval_source,
+    )
 
 
 def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:
@@ -254,12 +353,16 @@ def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.train.seed)
     data = prepare_data(cfg, out_dir)
-    log.info("reasoning: %d train prompts, %d eval prompts, %d demonstrations, driver=%s",
-             len(data.train), len(data.eval), len(data.demos), cfg.train.driver)
+    log.info(
+        "reasoning: %d train prompts, %d eval prompts, %d demonstrations, driver=%s",
+        len(data.train),
+        len(data.eval),
+        len(data.demos),
+        cfg.train.driver,
+    )
     if cfg.train.driver == "inline":
         return run_inline(cfg, data, out_dir)
     return run_workers(cfg, cluster, data, out_dir)
 
 
 RUNNERS.add("reasoning", RunnerSpec(config_cls=ReasoningConfig, run=run))
-

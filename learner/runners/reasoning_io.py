@@ -55,17 +55,25 @@ def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
         n_eval = max(1, int(len(train) * d.eval_split))
         evals, train = train[:n_eval], train[n_eval:]
         source = f"split-from-train ({d.eval_split:.0%}, removed from training)"
-        log.warning("evaluating on %d prompts split off the training file (data.eval_split=%s), not a separate "
-                    "held-out file", n_eval, d.eval_split)
+        log.warning(
+            "evaluating on %d prompts split off the training file (data.eval_split=%s), not a separate "
+            "held-out file",
+            n_eval,
+            d.eval_split,
+        )
     if d.eval_limit:
         evals = evals[: d.eval_limit]
     demos = []
     if sft_path and cfg.sft.steps > 0:
         demos = [json.loads(x) for x in Path(sft_path).read_text().splitlines() if x.strip()]
-    return RunData(tok_dir, train, evals, demos, str(Path(eval_path).resolve()) if eval_path else None, source)
+    return RunData(
+        tok_dir, train, evals, demos, str(Path(eval_path).resolve()) if eval_path else None, source
+    )
 
 
-def _tokenizer(cfg: ReasoningConfig, out_dir: Path, train_path: str | None, sft_path: str | None) -> str:
+def _tokenizer(
+    cfg: ReasoningConfig, out_dir: Path, train_path: str | None, sft_path: str | None
+) -> str:
     """The model's tokenizer dir, or a tiny one trained here (tool tags as single tokens)."""
     d = cfg.data
     if cfg.model.path is not None:
@@ -83,7 +91,11 @@ def _tokenizer(cfg: ReasoningConfig, out_dir: Path, train_path: str | None, sft_
         corpus = toolmath_corpus(d.toolmath)
     for path in (train_path, sft_path):
         if path:
-            corpus += [json.dumps(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+            corpus += [
+                json.dumps(json.loads(line))
+                for line in Path(path).read_text().splitlines()
+                if line.strip()
+            ]
     from learner.llm.agentic.protocol import tag_tokens
 
     tags = tag_tokens(cfg.agent.tools) if cfg.agent.enabled else []
@@ -93,10 +105,14 @@ def _tokenizer(cfg: ReasoningConfig, out_dir: Path, train_path: str | None, sft_
     return tok_dir
 
 
-def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-out greedy accuracy") -> dict[str, str]:
+def write_curve(
+    rows: list[dict[str, Any]], out_dir: Path, title: str = "held-out greedy accuracy"
+) -> dict[str, str]:
     """``curve.csv`` (one row per logged step) and ``curve.png`` (accuracy and reward vs time)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    keys = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("step", "phase", "elapsed_s"), k))
+    keys = sorted(
+        {k for r in rows for k in r}, key=lambda k: (k not in ("step", "phase", "elapsed_s"), k)
+    )
     csv_path = out_dir / "curve.csv"
     with csv_path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
@@ -110,12 +126,25 @@ def write_curve(rows: list[dict[str, Any]], out_dir: Path, title: str = "held-ou
         import matplotlib.pyplot as plt
 
         agentic = any("rollout/tool_rate" in r for r in rows)
-        fig, axes = plt.subplots(1, 2 if agentic else 1, figsize=(12 if agentic else 7, 4), squeeze=False)
+        fig, axes = plt.subplots(
+            1, 2 if agentic else 1, figsize=(12 if agentic else 7, 4), squeeze=False
+        )
         ax = axes[0][0]
         ev = [r for r in rows if "eval/accuracy" in r]
-        ax.plot([r["elapsed_s"] for r in ev], [r["eval/accuracy"] for r in ev], "o-", label="held-out greedy accuracy (first point: before SFT)")
+        ax.plot(
+            [r["elapsed_s"] for r in ev],
+            [r["eval/accuracy"] for r in ev],
+            "o-",
+            label="held-out greedy accuracy (first point: before SFT)",
+        )
         tr = [r for r in rows if "rollout/reward" in r]
-        ax.plot([r["elapsed_s"] for r in tr], [r["rollout/reward"] for r in tr], ".-", alpha=0.6, label="train sample reward")
+        ax.plot(
+            [r["elapsed_s"] for r in tr],
+            [r["rollout/reward"] for r in tr],
+            ".-",
+            alpha=0.6,
+            label="train sample reward",
+        )
         sft_end = [r["elapsed_s"] for r in rows if r.get("phase") == "sft"]
         if sft_end:
             ax.axvline(max(sft_end), color="gray", ls="--", label="SFT warm-up ends, GRPO starts")
@@ -138,10 +167,20 @@ def _tool_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
     """Tool-call rate and turns per episode over training (agentic runs)."""
     tr = [r for r in rows if "rollout/tool_rate" in r]
     steps = [r["step"] for r in tr]
-    ax.plot(steps, [r["rollout/tool_rate"] for r in tr], ".-", label="episodes with a tool call (train samples)")
+    ax.plot(
+        steps,
+        [r["rollout/tool_rate"] for r in tr],
+        ".-",
+        label="episodes with a tool call (train samples)",
+    )
     ax.plot(steps, [r["rollout/turns"] - 1 for r in tr], ".-", label="turns per episode - 1")
     ev = [r for r in rows if "eval/tool_rate" in r and r.get("phase") == "rl"]
-    ax.plot([r["step"] for r in ev], [r["eval/tool_rate"] for r in ev], "o--", label="held-out tool-call rate (greedy)")
+    ax.plot(
+        [r["step"] for r in ev],
+        [r["eval/tool_rate"] for r in ev],
+        "o--",
+        label="held-out tool-call rate (greedy)",
+    )
     ax.set_xlabel("RL step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("tool use over training")

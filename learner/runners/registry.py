@@ -8,8 +8,9 @@ Runner modules register themselves on import (``learner.runners.embodied`` adds
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlinf_contracts.registry import Registry
 

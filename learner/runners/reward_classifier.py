@@ -36,24 +36,41 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ClassifierData:
-    store: str = field(default="", metadata=_h("episode store of labelled episodes (rlinf collect ... --out DIR)"))
-    camera: str = field(default="", metadata=_h("camera to classify ('' = the store's first camera)"))
+    store: str = field(
+        default="", metadata=_h("episode store of labelled episodes (rlinf collect ... --out DIR)")
+    )
+    camera: str = field(
+        default="", metadata=_h("camera to classify ('' = the store's first camera)")
+    )
     use_state: bool = field(default=False, metadata=_h("also feed the state vector to the head"))
-    last_k: int = field(default=1, metadata=_h("positives: the last k observations of a successful episode"))
-    margin: int = field(default=0, metadata=_h("frames of a successful episode just before its positives are "
-                                                 "left out (neither label: the arm is almost there)"))
-    val_fraction: float = field(default=0.2, metadata=_h("share of episodes held out for validation"))
+    last_k: int = field(
+        default=1, metadata=_h("positives: the last k observations of a successful episode")
+    )
+    margin: int = field(
+        default=0,
+        metadata=_h(
+            "frames of a successful episode just before its positives are "
+            "left out (neither label: the arm is almost there)"
+        ),
+    )
+    val_fraction: float = field(
+        default=0.2, metadata=_h("share of episodes held out for validation")
+    )
 
     def validate(self) -> None:
         if not self.store:
             raise ConfigError("key 'data.store' is required: the episode store to learn from")
         if self.last_k < 1 or self.margin < 0 or not 0.0 < self.val_fraction < 1.0:
-            raise ConfigError("keys 'data.last_k' >= 1, 'data.margin' >= 0 and 'data.val_fraction' in (0, 1)")
+            raise ConfigError(
+                "keys 'data.last_k' >= 1, 'data.margin' >= 0 and 'data.val_fraction' in (0, 1)"
+            )
 
 
 @dataclass
 class ClassifierModel:
-    channels: list[int] = field(default_factory=lambda: [16, 32, 32], metadata=_h("conv channels (stride 2 each)"))
+    channels: list[int] = field(
+        default_factory=lambda: [16, 32, 32], metadata=_h("conv channels (stride 2 each)")
+    )
     hidden: int = field(default=64, metadata=_h("MLP head width"))
 
 
@@ -64,7 +81,9 @@ class ClassifierTrain:
     lr: float = field(default=1e-3, metadata=_h("Adam learning rate"))
     threshold: float = field(default=0.5, metadata=_h("p_success above this counts as success"))
     time_budget_s: float = field(default=50.0, metadata=_h("stop training after this many seconds"))
-    out_dir: str = field(default="runs/reward_classifier", metadata=_h("run directory: checkpoints/, metrics.json"))
+    out_dir: str = field(
+        default="runs/reward_classifier", metadata=_h("run directory: checkpoints/, metrics.json")
+    )
 
 
 @dataclass
@@ -72,9 +91,15 @@ class RewardClassifierConfig:
     runner: str = field(default="reward_classifier", metadata=_h("runner registry name"))
     name: str = field(default="reward_classifier", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed"))
-    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("unused: one local process"))
-    placement: dict[str, str | int] = field(default_factory=lambda: {"learner": "0"}, metadata=_h("learner -> slot"))
-    data: ClassifierData = field(default_factory=ClassifierData, metadata=_h("episode store and labels"))
+    cluster: ClusterConfig = field(
+        default_factory=ClusterConfig, metadata=_h("unused: one local process")
+    )
+    placement: dict[str, str | int] = field(
+        default_factory=lambda: {"learner": "0"}, metadata=_h("learner -> slot")
+    )
+    data: ClassifierData = field(
+        default_factory=ClassifierData, metadata=_h("episode store and labels")
+    )
     model: ClassifierModel = field(default_factory=ClassifierModel, metadata=_h("network"))
     train: ClassifierTrain = field(default_factory=ClassifierTrain, metadata=_h("loop, outputs"))
 
@@ -105,14 +130,21 @@ def labelled_frames(store_path: str, camera: str, last_k: int, margin: int = 0) 
         keep = np.ones(len(frames), bool)
         if ep.info.success:
             y[-last_k:] = 1.0
-            keep[max(0, len(frames) - last_k - margin):len(frames) - last_k] = False
+            keep[max(0, len(frames) - last_k - margin) : len(frames) - last_k] = False
         images.append(frames[keep]), states.append(st[keep]), labels.append(y[keep])
         episodes.append(np.full(int(keep.sum()), i))
-    return {"camera": cam, "images": np.concatenate(images), "state": np.concatenate(states).astype(np.float32),
-            "label": np.concatenate(labels), "episode": np.concatenate(episodes)}
+    return {
+        "camera": cam,
+        "images": np.concatenate(images),
+        "state": np.concatenate(states).astype(np.float32),
+        "label": np.concatenate(labels),
+        "episode": np.concatenate(episodes),
+    }
 
 
-def split_by_episode(episode: np.ndarray, val_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def split_by_episode(
+    episode: np.ndarray, val_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """(train rows, val rows): whole episodes on one side.
 
     >>> tr, va = split_by_episode(np.array([0, 0, 1, 1, 2, 3]), 0.25, np.random.default_rng(0))
@@ -120,7 +152,7 @@ def split_by_episode(episode: np.ndarray, val_fraction: float, rng: np.random.Ge
     ([0, 1, 2, 3, 4, 5], 1)
     """
     ids = rng.permutation(np.unique(episode))
-    val_ids = ids[:max(1, int(round(val_fraction * len(ids))))]
+    val_ids = ids[: max(1, int(round(val_fraction * len(ids))))]
     val = np.isin(episode, val_ids)
     return np.flatnonzero(~val), np.flatnonzero(val)
 
@@ -138,13 +170,19 @@ def accuracy(p: np.ndarray, y: np.ndarray, threshold: float = 0.5) -> dict[str, 
 
 
 def _batch(data: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
-    return obs_to_tensors({"state": data["state"][rows], "images": {data["camera"]: data["images"][rows]}})
+    return obs_to_tensors(
+        {"state": data["state"][rows], "images": {data["camera"]: data["images"][rows]}}
+    )
 
 
 def _predict(model: Any, data: dict[str, Any], rows: np.ndarray) -> np.ndarray:
     with torch.no_grad():
-        return np.concatenate([torch.sigmoid(model.logits(_batch(data, rows[i:i + 256]))).numpy()
-                               for i in range(0, len(rows), 256)])
+        return np.concatenate(
+            [
+                torch.sigmoid(model.logits(_batch(data, rows[i : i + 256]))).numpy()
+                for i in range(0, len(rows), 256)
+            ]
+        )
 
 
 def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
@@ -157,9 +195,17 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     data = labelled_frames(cfg.data.store, cfg.data.camera, cfg.data.last_k, cfg.data.margin)
     train, val = split_by_episode(data["episode"], cfg.data.val_fraction, rng)
     h, w = data["images"].shape[1:3]
-    spec = PolicySpec(state_dim=data["state"].shape[1], action_dim=1, chunk=1, cameras={data["camera"]: (h, w)})
-    model = build_policy("success_classifier", spec, camera=data["camera"], channels=list(cfg.model.channels),
-                         hidden=cfg.model.hidden, use_state=cfg.data.use_state)
+    spec = PolicySpec(
+        state_dim=data["state"].shape[1], action_dim=1, chunk=1, cameras={data["camera"]: (h, w)}
+    )
+    model = build_policy(
+        "success_classifier",
+        spec,
+        camera=data["camera"],
+        channels=list(cfg.model.channels),
+        hidden=cfg.model.hidden,
+        use_state=cfg.data.use_state,
+    )
     y = torch.as_tensor(data["label"])
     n_pos = float(data["label"][train].sum())
     pos_weight = torch.tensor((len(train) - n_pos) / max(n_pos, 1.0))  # balance the rare positives
@@ -167,38 +213,70 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     history, epoch, best, best_state = [], 0, -1.0, None
     for epoch in range(1, cfg.train.epochs + 1):
         model.train()
-        for rows in np.array_split(rng.permutation(train), max(1, len(train) // cfg.train.batch_size)):
+        for rows in np.array_split(
+            rng.permutation(train), max(1, len(train) // cfg.train.batch_size)
+        ):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                model.logits(_batch(data, rows)), y[rows], pos_weight=pos_weight)
+                model.logits(_batch(data, rows)), y[rows], pos_weight=pos_weight
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
         model.eval()
-        row = {"epoch": float(epoch), "train/loss": float(loss),
-               **{f"val/{k}": v for k, v in accuracy(_predict(model, data, val), data["label"][val],
-                                                     cfg.train.threshold).items()}}
+        row = {
+            "epoch": float(epoch),
+            "train/loss": float(loss),
+            **{
+                f"val/{k}": v
+                for k, v in accuracy(
+                    _predict(model, data, val), data["label"][val], cfg.train.threshold
+                ).items()
+            },
+        }
         history.append(row)
         if row["val/balanced_accuracy"] > best:  # keep the best epoch on the held-out episodes
-            best, best_state = row["val/balanced_accuracy"], {k: v.clone() for k, v in model.state_dict().items()}
+            best, best_state = (
+                row["val/balanced_accuracy"],
+                {k: v.clone() for k, v in model.state_dict().items()},
+            )
             best_row = row
-        log.info("epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f)", epoch, row["train/loss"],
-                 row["val/accuracy"], row["val/balanced_accuracy"])
+        log.info(
+            "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f)",
+            epoch,
+            row["train/loss"],
+            row["val/accuracy"],
+            row["val/balanced_accuracy"],
+        )
         if time.perf_counter() - t0 > cfg.train.time_budget_s:
             break
     out = Path(cfg.train.out_dir)
     model.load_state_dict(best_state)
     final = best_row
-    metrics = {"val_accuracy": final["val/accuracy"], "val_balanced_accuracy": final["val/balanced_accuracy"],
-               "frames": int(len(data["label"])), "positives": int(data["label"].sum()), "val_frames": int(len(val)),
-               "epochs": epoch, "best_epoch": int(final["epoch"]), "elapsed_s": time.perf_counter() - t0}
-    ckpt = save_checkpoint(out / "checkpoints" / f"epoch_{epoch:04d}", model, iteration=epoch, weight_version=1,
-                           metrics=metrics)
+    metrics = {
+        "val_accuracy": final["val/accuracy"],
+        "val_balanced_accuracy": final["val/balanced_accuracy"],
+        "frames": int(len(data["label"])),
+        "positives": int(data["label"].sum()),
+        "val_frames": int(len(val)),
+        "epochs": epoch,
+        "best_epoch": int(final["epoch"]),
+        "elapsed_s": time.perf_counter() - t0,
+    }
+    ckpt = save_checkpoint(
+        out / "checkpoints" / f"epoch_{epoch:04d}",
+        model,
+        iteration=epoch,
+        weight_version=1,
+        metrics=metrics,
+    )
     metrics["checkpoint"] = str(ckpt)
     (out / "metrics.json").write_text(json.dumps({"final": metrics, "history": history}, indent=1))
     return metrics
 
 
-RUNNERS.add("reward_classifier", RunnerSpec(config_cls=RewardClassifierConfig, run=run,
-                                            in_process=lambda cfg, slots: True))
+RUNNERS.add(
+    "reward_classifier",
+    RunnerSpec(config_cls=RewardClassifierConfig, run=run, in_process=lambda cfg, slots: True),
+)
 
 __all__ = ["RewardClassifierConfig", "accuracy", "labelled_frames", "run", "split_by_episode"]

@@ -18,13 +18,13 @@ import numpy as np
 from learner.actor.trainer import policy_spec
 from learner.actor.worker import ActorWorker
 from learner.placement import Placement, PlacementError, parse_placement
-from rlinf_contracts.registry import Registry
 from learner.rollout.streams import StreamLayout
 from learner.rollout.trajectory import EpisodeStats
 from learner.rollout.workers import EnvWorker, RolloutWorker
 from learner.runners.config import EmbodiedConfig
 from learner.runners.fused import FusedWorker, InProcessGroup
 from learner.worker import GroupResult, WorkerGroup
+from rlinf_contracts.registry import Registry
 
 COMPONENTS = ("env", "rollout", "actor")
 TOPOLOGIES: Registry[type] = Registry("topology")
@@ -72,7 +72,7 @@ def wait_all(calls: list[GroupResult]) -> list[list[Any]]:
         for ref in ready:
             try:
                 ray.get(ref)
-            except Exception:  # noqa: BLE001 -- re-raised below as WorkerError with group and rank
+            except Exception:
                 owner[ref].wait()
     return [call.wait() for call in calls]
 
@@ -89,15 +89,21 @@ class FusedTopology:
     def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store: Any) -> None:
         name = f"{cfg.name}-fused"
         if getattr(cluster, "in_process", False):
-            self.trainers: Any = InProcessGroup(FusedWorker, name, placement["actor"], cluster.slot_kind, cfg, store)
+            self.trainers: Any = InProcessGroup(
+                FusedWorker, name, placement["actor"], cluster.slot_kind, cfg, store
+            )
         else:
-            self.trainers = WorkerGroup.launch(FusedWorker, name, cluster, placement["actor"], cfg, store)
+            self.trainers = WorkerGroup.launch(
+                FusedWorker, name, cluster, placement["actor"], cfg, store
+            )
         self.env_spec = self.trainers.execute_on([0], "env_spec").wait()[0]
 
     def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:
         res = self.trainers.call("run_iteration", iteration, reset, steps).wait()
         timings = {k: float(np.mean([r[k] for r in res])) for k in ("rollout_s", "train_s")}
-        return IterationOutput(_merge_stats(res), res[0]["train"], res[0]["weight_version"], timings)
+        return IterationOutput(
+            _merge_stats(res), res[0]["train"], res[0]["weight_version"], timings
+        )
 
     def shutdown(self) -> None:
         self.trainers.shutdown()
@@ -107,57 +113,96 @@ class FusedTopology:
 class ChannelTopology:
     """Env, rollout and actor groups on their own placements, connected by three channels."""
 
-    def __init__(self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store_name: str) -> None:
+    def __init__(
+        self, cfg: EmbodiedConfig, cluster: Any, placement: Placement, store_name: str
+    ) -> None:
         from learner.channel import Channel
 
         tag = f"{cfg.name}-{uuid.uuid4().hex[:8]}"
         self.channels = [Channel.create(f"{tag}-{n}") for n in ("obs", "actions", "trajectories")]
-        self.layout = StreamLayout(*self.channels, n_env=placement["env"].num_processes,
-                                   n_rollout=placement["rollout"].num_processes,
-                                   n_actor=placement["actor"].num_processes,
-                                   stages=cfg.rollout.pipeline_stages, timeout=cfg.rollout.channel_timeout)
+        self.layout = StreamLayout(
+            *self.channels,
+            n_env=placement["env"].num_processes,
+            n_rollout=placement["rollout"].num_processes,
+            n_actor=placement["actor"].num_processes,
+            stages=cfg.rollout.pipeline_stages,
+            timeout=cfg.rollout.channel_timeout,
+        )
         self.layout.check()
         self.groups: list[WorkerGroup] = []
         try:
             self.envs = self._launch(EnvWorker, "env", cluster, placement, cfg, self.layout)
             self.env_spec = self.envs.execute_on([0], "env_spec").wait()[0]
             spec = policy_spec(cfg, self.env_spec)
-            self.rollouts = self._launch(RolloutWorker, "rollout", cluster, placement, cfg, spec, self.layout,
-                                         store_name)
+            self.rollouts = self._launch(
+                RolloutWorker, "rollout", cluster, placement, cfg, spec, self.layout, store_name
+            )
             self.trainers = self._launch_actor(cluster, placement, cfg, spec, store_name)
         except BaseException:
             self.shutdown()
             raise
 
-    def _launch_actor(self, cluster: Any, placement: Placement, cfg: EmbodiedConfig, spec: Any,
-                      store_name: str) -> WorkerGroup:
+    def _launch_actor(
+        self, cluster: Any, placement: Placement, cfg: EmbodiedConfig, spec: Any, store_name: str
+    ) -> WorkerGroup:
         if not cfg.rollout.reallocate:
-            return self._launch(ActorWorker, "actor", cluster, placement, cfg, spec, self.layout, store_name)
+            return self._launch(
+                ActorWorker, "actor", cluster, placement, cfg, spec, self.layout, store_name
+            )
         from learner.scheduling.realloc import ReallocatingActorWorker, lent_slots
 
         n = placement["actor"].num_processes
-        lend = [{"lend": lent_slots(placement["env"].process_slots, placement["rollout"].process_slots, r, n)}
-                for r in range(n)]
-        group = WorkerGroup.launch(ReallocatingActorWorker, f"{cfg.name}-actor", cluster, placement["actor"], cfg,
-                                   spec, self.layout, store_name, per_rank_kwargs=lend)
+        lend = [
+            {
+                "lend": lent_slots(
+                    placement["env"].process_slots, placement["rollout"].process_slots, r, n
+                )
+            }
+            for r in range(n)
+        ]
+        group = WorkerGroup.launch(
+            ReallocatingActorWorker,
+            f"{cfg.name}-actor",
+            cluster,
+            placement["actor"],
+            cfg,
+            spec,
+            self.layout,
+            store_name,
+            per_rank_kwargs=lend,
+        )
         self.groups.append(group)
         return group
 
-    def _launch(self, cls: type, component: str, cluster: Any, placement: Placement, cfg: EmbodiedConfig,
-                *args: Any) -> WorkerGroup:
-        group = WorkerGroup.launch(cls, f"{cfg.name}-{component}", cluster, placement[component], cfg, *args)
+    def _launch(
+        self,
+        cls: type,
+        component: str,
+        cluster: Any,
+        placement: Placement,
+        cfg: EmbodiedConfig,
+        *args: Any,
+    ) -> WorkerGroup:
+        group = WorkerGroup.launch(
+            cls, f"{cfg.name}-{component}", cluster, placement[component], cfg, *args
+        )
         self.groups.append(group)
         return group
 
     def iterate(self, iteration: int, reset: bool, steps: int) -> IterationOutput:
         n = self.env_spec.num_envs
-        env_res, roll_res, act_res = wait_all([
-            self.envs.call("run_iteration", iteration, reset, steps),
-            self.rollouts.call("run_iteration", iteration, steps, n),
-            self.trainers.call("run_iteration", iteration)])
-        timings = {"env_busy_s": float(np.mean([r["env_busy_s"] for r in env_res])),
-                   "infer_busy_s": float(np.mean([r["infer_busy_s"] for r in roll_res])),
-                   "train_s": float(np.mean([r["train_busy_s"] for r in act_res]))}
+        env_res, roll_res, act_res = wait_all(
+            [
+                self.envs.call("run_iteration", iteration, reset, steps),
+                self.rollouts.call("run_iteration", iteration, steps, n),
+                self.trainers.call("run_iteration", iteration),
+            ]
+        )
+        timings = {
+            "env_busy_s": float(np.mean([r["env_busy_s"] for r in env_res])),
+            "infer_busy_s": float(np.mean([r["infer_busy_s"] for r in roll_res])),
+            "train_s": float(np.mean([r["train_busy_s"] for r in act_res])),
+        }
         stats = _merge_stats(roll_res)
         stats.revisited = sum(r.get("revisited_episodes", 0) for r in env_res)
         return IterationOutput(stats, act_res[0]["train"], act_res[0]["weight_version"], timings)

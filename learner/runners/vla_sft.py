@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from learner.cluster import ClusterConfig
+
 # imported before any env starts: it picks a headless MuJoCo GL default
 from learner.eval.embodied import evaluate_config
-from learner.cluster import ClusterConfig
 from learner.runners.budget import Budget
 from learner.runners.config import EnvConfig, EvalConfig, ModelConfig
 from learner.runners.registry import RUNNERS, RunnerSpec
@@ -36,27 +37,42 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SFTConfig:
-    demos: str = field(default="", metadata=_h("episode store of demonstrations (rlinf collect ... --obs-mode state+rgb --out DIR)"))
+    demos: str = field(
+        default="",
+        metadata=_h(
+            "episode store of demonstrations (rlinf collect ... --obs-mode state+rgb --out DIR)"
+        ),
+    )
     steps: int = field(default=2000, metadata=_h("gradient steps"))
     batch_size: int = field(default=128, metadata=_h("samples per step"))
     lr: float = field(default=1e-3, metadata=_h("Adam learning rate"))
-    max_episodes: int | None = field(default=None, metadata=_h("use only the first N episodes of the store"))
+    max_episodes: int | None = field(
+        default=None, metadata=_h("use only the first N episodes of the store")
+    )
 
     def validate(self) -> None:
         if not self.demos:
-            raise ConfigError("key 'sft.demos' is required: the episode store to learn from "
-                              "(record one with 'rlinf collect franka_language/mix --obs-mode state+rgb --out DIR')")
+            raise ConfigError(
+                "key 'sft.demos' is required: the episode store to learn from "
+                "(record one with 'rlinf collect franka_language/mix --obs-mode state+rgb --out DIR')"
+            )
         if self.steps < 1 or self.batch_size < 1 or self.lr <= 0:
             raise ConfigError("keys 'sft.steps' >= 1, 'sft.batch_size' >= 1 and 'sft.lr' > 0")
 
 
 @dataclass
 class SFTTrainConfig:
-    out_dir: str = field(default="runs/vla_sft", metadata=_h("run directory: checkpoints/, metrics.json, curves.png"))
+    out_dir: str = field(
+        default="runs/vla_sft", metadata=_h("run directory: checkpoints/, metrics.json, curves.png")
+    )
     log_every: int = field(default=100, metadata=_h("steps between two metrics rows"))
-    final_eval: bool = field(default=True, metadata=_h("evaluate the final policy on held-out seeds"))
+    final_eval: bool = field(
+        default=True, metadata=_h("evaluate the final policy on held-out seeds")
+    )
     progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    time_budget_s: float | None = field(default=None, metadata=_h("wall-clock bound (s) on the final eval's deadline"))
+    time_budget_s: float | None = field(
+        default=None, metadata=_h("wall-clock bound (s) on the final eval's deadline")
+    )
 
 
 @dataclass
@@ -64,11 +80,22 @@ class VLASFTConfig:
     runner: str = field(default="vla_sft", metadata=_h("runner registry name"))
     name: str = field(default="vla_sft", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed"))
-    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster (unused: one local process)"))
-    placement: dict[str, str | int] = field(default_factory=lambda: {"learner": "0"}, metadata=_h("learner -> slot (one process)"))
-    env: EnvConfig = field(default_factory=lambda: EnvConfig(name="franka_language/mix", num_envs=8, obs_mode="state+rgb"),
-                           metadata=_h("the env of the demos (held-out eval; its spec builds the model)"))
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(name="vla_tokens", hidden=[256, 256]), metadata=_h("the VLA"))
+    cluster: ClusterConfig = field(
+        default_factory=ClusterConfig, metadata=_h("Ray cluster (unused: one local process)")
+    )
+    placement: dict[str, str | int] = field(
+        default_factory=lambda: {"learner": "0"}, metadata=_h("learner -> slot (one process)")
+    )
+    env: EnvConfig = field(
+        default_factory=lambda: EnvConfig(
+            name="franka_language/mix", num_envs=8, obs_mode="state+rgb"
+        ),
+        metadata=_h("the env of the demos (held-out eval; its spec builds the model)"),
+    )
+    model: ModelConfig = field(
+        default_factory=lambda: ModelConfig(name="vla_tokens", hidden=[256, 256]),
+        metadata=_h("the VLA"),
+    )
     sft: SFTConfig = field(default_factory=SFTConfig, metadata=_h("data and optimisation"))
     train: SFTTrainConfig = field(default_factory=SFTTrainConfig, metadata=_h("outputs"))
     eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
@@ -88,8 +115,11 @@ class DemoSet:
     instructions: np.ndarray
 
     def batch(self, idx: np.ndarray, camera: str) -> tuple[dict[str, Any], torch.Tensor]:
-        obs = {"state": torch.as_tensor(self.states[idx]), "images": {camera: torch.as_tensor(self.images[idx])},
-               "instruction": self.instructions[idx].tolist()}
+        obs = {
+            "state": torch.as_tensor(self.states[idx]),
+            "images": {camera: torch.as_tensor(self.images[idx])},
+            "instruction": self.instructions[idx].tolist(),
+        }
         return obs, torch.as_tensor(self.chunks[idx])
 
 
@@ -100,19 +130,28 @@ def load_demos(path: str, camera: str, chunk: int, max_episodes: int | None = No
     episodes = read_episodes(path)[:max_episodes]
     key = f"images/{camera}"
     if key not in episodes[0].steps:
-        raise ConfigError(f"key 'sft.demos': episodes in {path} have no {key!r} (fields: {sorted(episodes[0].steps)}); "
-                          "record them with --obs-mode state+rgb and the env's camera")
+        raise ConfigError(
+            f"key 'sft.demos': episodes in {path} have no {key!r} (fields: {sorted(episodes[0].steps)}); "
+            "record them with --obs-mode state+rgb and the env's camera"
+        )
     states, images, chunks, texts = [], [], [], []
     for ep in episodes:
         if not ep.info.instruction:
-            raise ConfigError(f"key 'sft.demos': an episode in {path} has no instruction; a VLA needs one per episode")
+            raise ConfigError(
+                f"key 'sft.demos': an episode in {path} has no instruction; a VLA needs one per episode"
+            )
         act = ep.steps["action"].astype(np.float32)
         idx = np.minimum(np.arange(len(act))[:, None] + np.arange(chunk)[None], len(act) - 1)
         states.append(ep.steps["state"].astype(np.float32))
         images.append(ep.steps[key])
         chunks.append(act[idx])
         texts += [ep.info.instruction] * len(act)
-    return DemoSet(np.concatenate(states), np.concatenate(images), np.concatenate(chunks), np.array(texts, dtype=object))
+    return DemoSet(
+        np.concatenate(states),
+        np.concatenate(images),
+        np.concatenate(chunks),
+        np.array(texts, dtype=object),
+    )
 
 
 def _train(cfg: VLASFTConfig) -> dict[str, Any]:
@@ -127,7 +166,9 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
     policy = make_policy(cfg, policy_spec(cfg, env.spec))  # type: ignore[arg-type]  (same model/seed sections)
     env.close()
     if not hasattr(policy, "sft_loss"):
-        raise ConfigError(f"key 'model.name'={cfg.model.name!r} has no sft_loss; use vla_tokens or vla_flow")
+        raise ConfigError(
+            f"key 'model.name'={cfg.model.name!r} has no sft_loss; use vla_tokens or vla_flow"
+        )
     camera = next(iter(policy.spec.cameras))
     data = load_demos(cfg.sft.demos, camera, cfg.model.chunk, cfg.sft.max_episodes)
     policy.update_normalizer(torch.as_tensor(data.states), data.instructions.tolist())
@@ -141,17 +182,41 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
         loss.backward()
         opt.step()
         if step % cfg.train.log_every == 0 or step == cfg.sft.steps:
-            history.append({"iteration": float(len(history)), "updates": float(step), "train/sft_loss": float(loss.detach()),
-                            "time/wall_s": time.perf_counter() - t0})
+            history.append(
+                {
+                    "iteration": float(len(history)),
+                    "updates": float(step),
+                    "train/sft_loss": float(loss.detach()),
+                    "time/wall_s": time.perf_counter() - t0,
+                }
+            )
             log.info("sft step %d loss %.4f", step, float(loss.detach()))
     policy.eval()
-    path = save_checkpoint(checkpoint_dir(cfg.train.out_dir, cfg.sft.steps), policy, iteration=cfg.sft.steps,
-                           weight_version=0, config=to_dict(cfg), metrics=history[-1])
-    final: dict[str, Any] = {**history[-1], "checkpoint": str(path), "demo_steps": len(data.states),
-                             "out_dir": cfg.train.out_dir, "in_process": True, "train_s": time.perf_counter() - t0}
+    path = save_checkpoint(
+        checkpoint_dir(cfg.train.out_dir, cfg.sft.steps),
+        policy,
+        iteration=cfg.sft.steps,
+        weight_version=0,
+        config=to_dict(cfg),
+        metrics=history[-1],
+    )
+    final: dict[str, Any] = {
+        **history[-1],
+        "checkpoint": str(path),
+        "demo_steps": len(data.states),
+        "out_dir": cfg.train.out_dir,
+        "in_process": True,
+        "train_s": time.perf_counter() - t0,
+    }
     if cfg.train.final_eval:
-        final["eval"] = evaluate_config(policy, cfg, cfg.eval.episodes, seed=0, deadline=budget.deadline,
-                                        progress=cfg.train.progress)
+        final["eval"] = evaluate_config(
+            policy,
+            cfg,
+            cfg.eval.episodes,
+            seed=0,
+            deadline=budget.deadline,
+            progress=cfg.train.progress,
+        )
     final["elapsed_s"] = budget.elapsed()
     write_outputs(cfg, history, final)
     return final
@@ -171,12 +236,16 @@ def run(cfg: VLASFTConfig, cluster: Any) -> dict[str, Any]:
     from learner.runners.fused import InProcessGroup
 
     placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
-    group = InProcessGroup(SFTWorker, f"{cfg.name}-sft", placement["learner"], cluster.slot_kind, cfg)
+    group = InProcessGroup(
+        SFTWorker, f"{cfg.name}-sft", placement["learner"], cluster.slot_kind, cfg
+    )
     try:
         return group.call("train").wait()[0]
     finally:
         group.shutdown()
 
 
-RUNNERS.add("vla_sft", RunnerSpec(config_cls=VLASFTConfig, run=run, in_process=lambda cfg, slots: True))
+RUNNERS.add(
+    "vla_sft", RunnerSpec(config_cls=VLASFTConfig, run=run, in_process=lambda cfg, slots: True)
+)
 __all__ = ["run", "VLASFTConfig", "load_demos"]

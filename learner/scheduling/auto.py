@@ -23,13 +23,21 @@ from rlinf_contracts.config.errors import ConfigError
 log = logging.getLogger(__name__)
 
 AUTO = "auto"
-DEFAULT_COMM = {"hop_s": {"same": {"1": 0.002, "1024": 0.0075}, "cross": {"1": 0.0018, "1024": 0.005}},
-                "occupancy_s": {"same": 0.0013, "cross": 0.0025}, "weight_fetch": {"64": 0.0014, "4096": 0.013},
-                "ray_init_s": 5.0, "spawn_s": 8.0, "call_s": 0.004}
+DEFAULT_COMM = {
+    "hop_s": {"same": {"1": 0.002, "1024": 0.0075}, "cross": {"1": 0.0018, "1024": 0.005}},
+    "occupancy_s": {"same": 0.0013, "cross": 0.0025},
+    "weight_fetch": {"64": 0.0014, "4096": 0.013},
+    "ray_init_s": 5.0,
+    "spawn_s": 8.0,
+    "call_s": 0.004,
+}
 
 
-STAND_IN = {"embodied": {"env,rollout,actor": "0"}, "reasoning": {"rollout,reward,actor": "0"},
-            "offpolicy": {"env,learner,replay": "0"}}
+STAND_IN = {
+    "embodied": {"env,rollout,actor": "0"},
+    "reasoning": {"rollout,reward,actor": "0"},
+    "offpolicy": {"env,learner,replay": "0"},
+}
 """Per runner, the one-process placement a config holds while its workload is profiled."""
 
 
@@ -40,7 +48,9 @@ def is_auto(placement: Any) -> bool:
 def check_value(placement: Any) -> None:
     """A placement is a mapping or the word ``auto``."""
     if isinstance(placement, str) and not is_auto(placement):
-        raise ConfigError(f"key 'placement' is a mapping of components to slots or 'auto', got {placement!r}")
+        raise ConfigError(
+            f"key 'placement' is a mapping of components to slots or 'auto', got {placement!r}"
+        )
 
 
 def cached_comm() -> Any:
@@ -49,7 +59,9 @@ def cached_comm() -> Any:
 
     cached = load_cached(workload_key("comm", {"v": COMM_VERSION}))
     if cached is None:
-        log.info("placement: auto uses default comm figures; `rlinf schedule CONFIG` measures this machine's")
+        log.info(
+            "placement: auto uses default comm figures; `rlinf schedule CONFIG` measures this machine's"
+        )
     return CommProfile.from_dict(cached or DEFAULT_COMM)
 
 
@@ -60,17 +72,28 @@ def resolve(cfg: Any) -> None:
 
     slots = expected_slots(cfg.cluster)
     if slots is None:
-        raise ConfigError("key 'placement': auto needs the slot count before Ray starts, and with "
-                          "cluster.address set it is unknown; give the placement explicitly (`rlinf schedule "
-                          "CONFIG` on that cluster ranks the candidates)")
-    cfg.placement = dict(STAND_IN.get(getattr(cfg, "runner", ""), STAND_IN["embodied"]))  # valid while profiling
+        raise ConfigError(
+            "key 'placement': auto needs the slot count before Ray starts, and with "
+            "cluster.address set it is unknown; give the placement explicitly (`rlinf schedule "
+            "CONFIG` on that cluster ranks the candidates)"
+        )
+    cfg.placement = dict(
+        STAND_IN.get(getattr(cfg, "runner", ""), STAND_IN["embodied"])
+    )  # valid while profiling
     from learner.scheduling.calibrate import cached_calibration
 
-    calibration = cached_calibration(cfg, slots[0])  # from `rlinf schedule CONFIG --calibrate`, if run
+    calibration = cached_calibration(
+        cfg, slots[0]
+    )  # from `rlinf schedule CONFIG --calibrate`, if run
     best = rank(cfg, slots[0], comm=cached_comm(), calibration=calibration)[0]
     chosen = with_candidate(cfg, best.candidate)
     for key in best.candidate.overrides():
         section = key.split(".")[0]
         setattr(cfg, section, getattr(chosen, section))
-    log.info("placement: auto -> %s (%s; predicted %.3f s per iteration on %d slots)",
-             best.candidate.placement, best.candidate.label, best.iteration_s, slots[0])
+    log.info(
+        "placement: auto -> %s (%s; predicted %.3f s per iteration on %d slots)",
+        best.candidate.placement,
+        best.candidate.label,
+        best.iteration_s,
+        slots[0],
+    )

@@ -30,10 +30,10 @@ The calibration is cached per workload and slot count; ``placement: auto`` uses 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +54,9 @@ CAL_ITERATIONS = 3  # timed iterations per reference run (after one warm-up)
 def _median_run(run: Any) -> Any:
     """The median (by seconds) of :data:`RUNS` results of ``run()``; results are ``seconds`` or
     ``(seconds, extra)``."""
-    results = sorted((run() for _ in range(RUNS)), key=lambda r: r[0] if isinstance(r, tuple) else r)
+    results = sorted(
+        (run() for _ in range(RUNS)), key=lambda r: r[0] if isinstance(r, tuple) else r
+    )
     return results[len(results) // 2]
 
 
@@ -67,13 +69,17 @@ class Calibration:
     measured_s: float = 0.0
     load: float = 0.0  # 1-min load average while calibrating
     seconds: float = 0.0
-    loop: dict[str, float] = field(default_factory=dict)  # the channel loop's reference run (embodied)
+    loop: dict[str, float] = field(
+        default_factory=dict
+    )  # the channel loop's reference run (embodied)
 
     def apply(self, prof: Any) -> Any:
         """``prof`` with this calibration's compute factor and the channel workers' per-step work."""
         out = prof.scaled(self.factor)
         if self.loop and hasattr(out, "loop_env_x"):
-            out = dataclasses.replace(out, loop_env_x=self.loop["env_x"], loop_infer_x=self.loop["infer_x"])
+            out = dataclasses.replace(
+                out, loop_env_x=self.loop["env_x"], loop_infer_x=self.loop["infer_x"]
+            )
         if self.loop and hasattr(out, "times") and "workers_s" in self.loop:
             out.times["workers"] = self.loop["workers_s"]
         return out
@@ -82,7 +88,7 @@ class Calibration:
         return {**self.__dict__, "comm": self.comm.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, d: dict[str, Any]) -> Calibration:
         return cls(**{**d, "comm": CommProfile.from_dict(d["comm"])})
 
 
@@ -101,7 +107,7 @@ def core_factors(cores: int, rounds: int = 7, repeats: int = 8) -> dict[str, flo
     times: dict[int, list[float]] = {c: [] for c in range(cores)}
     try:
         for r in range(rounds):
-            for c in (range(cores) if r % 2 == 0 else reversed(range(cores))):
+            for c in range(cores) if r % 2 == 0 else reversed(range(cores)):
                 os.sched_setaffinity(0, {c})
                 times[c].append(reference_s(repeats))
     finally:
@@ -124,8 +130,14 @@ def cached_calibration(cfg: Any, num_slots: int) -> Calibration | None:
     return Calibration.from_dict(d) if d else None
 
 
-def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = CAL_ITERATIONS,
-              cores: int | None = None) -> Calibration:
+def calibrate(
+    cfg: Any,
+    num_slots: int,
+    cluster: Any,
+    *,
+    iterations: int = CAL_ITERATIONS,
+    cores: int | None = None,
+) -> Calibration:
     """Measure the comm profile on ``cluster`` and the in-process candidate's speed; cache both."""
     from learner.scheduling.comm import profile_comm
     from learner.scheduling.plan import measure, physical_cores, predict_all, profile_of
@@ -136,22 +148,46 @@ def calibrate(cfg: Any, num_slots: int, cluster: Any, *, iterations: int = CAL_I
     comm.core_factor = core_factors(cores)
     prof = profile_of(cfg)
     ref = predict_all(cfg, prof, comm, num_slots, cores)[0]
-    measured = _median_run(lambda: measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1))
-    cal = Calibration(measured / ref.iteration_s, comm, ref.candidate.label, ref.iteration_s, measured,
-                      os.getloadavg()[0])
+    measured = _median_run(
+        lambda: measure(cfg, ref.candidate, cluster, iterations=iterations, warmup=1)
+    )
+    cal = Calibration(
+        measured / ref.iteration_s,
+        comm,
+        ref.candidate.label,
+        ref.iteration_s,
+        measured,
+        os.getloadavg()[0],
+    )
     if hasattr(prof, "loop_env_x"):  # the embodied runner: its channel loop as well
         cal.loop = calibrate_loop(cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations)
     elif hasattr(prof, "times"):  # GRPO: the worker driver's streaming work
-        cal.loop = calibrate_workers(cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations)
+        cal.loop = calibrate_workers(
+            cfg, cal.apply(prof), comm, num_slots, cores, cluster, iterations
+        )
     cal.seconds = time.perf_counter() - t0
     store_cached(_key(cfg, num_slots), cal.to_dict())
-    log.info("calibration: %s predicted %.3f s, measured %.3f s -> compute x %.2f (load %.1f, %.0f s)",
-             cal.reference, cal.predicted_s, cal.measured_s, cal.factor, cal.load, cal.seconds)
+    log.info(
+        "calibration: %s predicted %.3f s, measured %.3f s -> compute x %.2f (load %.1f, %.0f s)",
+        cal.reference,
+        cal.predicted_s,
+        cal.measured_s,
+        cal.factor,
+        cal.load,
+        cal.seconds,
+    )
     return cal
 
 
-def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
-                   iterations: int = CAL_ITERATIONS) -> dict[str, float]:
+def calibrate_loop(
+    cfg: Any,
+    prof: Any,
+    comm: CommProfile,
+    num_slots: int,
+    cores: int,
+    cluster: Any,
+    iterations: int = CAL_ITERATIONS,
+) -> dict[str, float]:
     """Run the simplest channel candidate (one env and one rollout process, depth 1) and read off
     what the profile cannot see of the runner's env <-> rollout loop; sets ``comm.loop_hop_s``.
 
@@ -170,47 +206,98 @@ def calibrate_loop(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores
     updates = cfg.actor.epochs * cfg.actor.minibatches
     for pred in plan.predict_all(cfg, prof, comm, num_slots, cores):
         pl = parse_placement(pred.candidate.placement, num_slots, list(COMPONENTS))
-        if "step" in pred.breakdown and pred.candidate.stages == 1 and \
-                pl["env"].num_processes == pl["rollout"].num_processes == 1:
+        if (
+            "step" in pred.breakdown
+            and pred.candidate.stages == 1
+            and pl["env"].num_processes == pl["rollout"].num_processes == 1
+        ):
             break
     else:
         return {}
-    measured, phases = _median_run(lambda: (plan.measure(cfg, pred.candidate, cluster, iterations=iterations,
-                                                         warmup=1), dict(plan.LAST_PHASES)))
+    measured, phases = _median_run(
+        lambda: (
+            plan.measure(cfg, pred.candidate, cluster, iterations=iterations, warmup=1),
+            dict(plan.LAST_PHASES),
+        )
+    )
     steps, n = prof.steps, prof.num_envs
     e, i = prof.env_step(n), prof.infer(n)
     env_x = phases.get("time/env_busy_s", steps * e) / (steps * e) if e > 0 else 1.0
     infer_x = phases.get("time/infer_busy_s", (steps + 1) * i) / ((steps + 1) * i) if i > 0 else 1.0
     rest = pred.breakdown["train"] + pred.breakdown["weight_sync"] + pred.breakdown["calls"]
     rest = rest - pred.breakdown["train"] + phases.get("time/train_s", pred.breakdown["train"])
-    tail = pred.breakdown["rollout"] - steps * pred.breakdown["step"] + i * (infer_x - 1)  # last query + trip
+    tail = (
+        pred.breakdown["rollout"] - steps * pred.breakdown["step"] + i * (infer_x - 1)
+    )  # last query + trip
     step = max(measured - rest - tail, 0.0) / steps
     comm.loop_hop_s = max((step - e * env_x - i * infer_x) / 2, comm.hop(True, 0))
     # one stream's step bounds the CPU per message pair too (the ping-pong's occupancy is a
     # difference of two timings and read 17 ms once under load, against a 7 ms runner hop)
     comm.occupancy_s = {k: min(v, comm.loop_hop_s) for k, v in comm.occupancy_s.items()}
-    check = predict_embodied(dataclasses.replace(prof, loop_env_x=env_x, loop_infer_x=infer_x), comm,
-                             pred.candidate, num_slots, cores, updates)
-    log.info("loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, hop %.1f ms",
-             pred.candidate.label, measured, check.iteration_s, env_x, infer_x, comm.loop_hop_s * 1e3)
-    return {"env_x": env_x, "infer_x": infer_x, "hop_s": comm.loop_hop_s, "reference": pred.candidate.label,
-            "measured_s": measured, "predicted_s": check.iteration_s}
+    check = predict_embodied(
+        dataclasses.replace(prof, loop_env_x=env_x, loop_infer_x=infer_x),
+        comm,
+        pred.candidate,
+        num_slots,
+        cores,
+        updates,
+    )
+    log.info(
+        "loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, hop %.1f ms",
+        pred.candidate.label,
+        measured,
+        check.iteration_s,
+        env_x,
+        infer_x,
+        comm.loop_hop_s * 1e3,
+    )
+    return {
+        "env_x": env_x,
+        "infer_x": infer_x,
+        "hop_s": comm.loop_hop_s,
+        "reference": pred.candidate.label,
+        "measured_s": measured,
+        "predicted_s": check.iteration_s,
+    }
 
 
-def calibrate_workers(cfg: Any, prof: Any, comm: CommProfile, num_slots: int, cores: int, cluster: Any,
-                      iterations: int = CAL_ITERATIONS) -> dict[str, float]:
+def calibrate_workers(
+    cfg: Any,
+    prof: Any,
+    comm: CommProfile,
+    num_slots: int,
+    cores: int,
+    cluster: Any,
+    iterations: int = CAL_ITERATIONS,
+) -> dict[str, float]:
     """GRPO: run the ``collocated`` worker candidate (every group on one slot, so its phases are
     serial) and keep ``workers_s`` = measured - predicted: the per-step work of the worker driver
     that the inline profile does not see (:mod:`learner.scheduling.llm`)."""
     from learner.scheduling import plan
 
-    pred = next((p for p in plan.predict_all(cfg, prof, comm, num_slots, cores)
-                 if p.candidate.label == "collocated"), None)
+    pred = next(
+        (
+            p
+            for p in plan.predict_all(cfg, prof, comm, num_slots, cores)
+            if p.candidate.label == "collocated"
+        ),
+        None,
+    )
     if pred is None:
         return {}
-    measured = _median_run(lambda: plan.measure(cfg, pred.candidate, cluster, iterations=max(iterations, 3), warmup=1))
+    measured = _median_run(
+        lambda: plan.measure(cfg, pred.candidate, cluster, iterations=max(iterations, 3), warmup=1)
+    )
     workers = max(measured - pred.iteration_s, 0.0)
-    log.info("worker calibration: collocated measured %.3f s, predicted %.3f s -> %.3f s per step",
-             measured, pred.iteration_s, workers)
-    return {"workers_s": workers, "reference": "collocated", "measured_s": measured,
-            "predicted_s": pred.iteration_s + workers}
+    log.info(
+        "worker calibration: collocated measured %.3f s, predicted %.3f s -> %.3f s per step",
+        measured,
+        pred.iteration_s,
+        workers,
+    )
+    return {
+        "workers_s": workers,
+        "reference": "collocated",
+        "measured_s": measured,
+        "predicted_s": pred.iteration_s + workers,
+    }

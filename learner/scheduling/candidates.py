@@ -34,26 +34,40 @@ def _span(lo: int, hi: int) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def embodied_candidates(num_slots: int, num_envs: int, depths: tuple[int, ...] = (1, 2),
-                        group: int = 1) -> list[Candidate]:
+def embodied_candidates(
+    num_slots: int, num_envs: int, depths: tuple[int, ...] = (1, 2), group: int = 1
+) -> list[Candidate]:
     """Fused (1 and all slots), collocated with channels, split (env+rollout | actor), disaggregated
     (three disjoint sets, from 3 slots) and hybrid (env | rollout, actor over all)."""
     n = num_slots
-    layouts: list[tuple[str, dict[str, str], bool]] = [("fused x1", {"env,rollout,actor": "0"}, True)]
+    layouts: list[tuple[str, dict[str, str], bool]] = [
+        ("fused x1", {"env,rollout,actor": "0"}, True)
+    ]
     if n > 1:
-        layouts += [(f"fused x{n}", {"env,rollout,actor": _span(0, n - 1)}, True),
-                    ("collocated", {"env,rollout,actor": _span(0, n - 1)}, False),
-                    ("split", {"env,rollout": "0", "actor": _span(1, n - 1)}, True),
-                    ("hybrid", {"env": "0", "rollout": "1", "actor": _span(0, n - 1)}, True)]
+        layouts += [
+            (f"fused x{n}", {"env,rollout,actor": _span(0, n - 1)}, True),
+            ("collocated", {"env,rollout,actor": _span(0, n - 1)}, False),
+            ("split", {"env,rollout": "0", "actor": _span(1, n - 1)}, True),
+            ("hybrid", {"env": "0", "rollout": "1", "actor": _span(0, n - 1)}, True),
+        ]
     if n > 2:
-        layouts.insert(4, ("disaggregated", {"env": "0", "rollout": "1", "actor": _span(2, n - 1)}, True))
+        layouts.insert(
+            4, ("disaggregated", {"env": "0", "rollout": "1", "actor": _span(2, n - 1)}, True)
+        )
     out = []
     for label, placement, fuse in layouts:
         procs = _env_procs(placement, n)
         for d in depths:
             if num_envs % (procs * d) == 0 and (num_envs // (procs * d)) % group == 0:
-                out.append(Candidate(f"{label} d{d}", placement, d, fuse,
-                                     {"rollout.pipeline_stages": d, "rollout.fuse_collocated": fuse}))
+                out.append(
+                    Candidate(
+                        f"{label} d{d}",
+                        placement,
+                        d,
+                        fuse,
+                        {"rollout.pipeline_stages": d, "rollout.fuse_collocated": fuse},
+                    )
+                )
     return out
 
 
@@ -65,9 +79,16 @@ def _env_procs(placement: dict[str, str], n: int) -> int:
 
 def reasoning_candidates(num_slots: int) -> list[Candidate]:
     """One process (inline driver), worker groups collocated on slot 0, actor on its own slot."""
-    out = [Candidate("inline", {"rollout,reward,actor": "0"}, extra={"train.driver": "inline"}),
-           Candidate("collocated", {"rollout,reward,actor": "0"}, extra={"train.driver": "workers"})]
+    out = [
+        Candidate("inline", {"rollout,reward,actor": "0"}, extra={"train.driver": "inline"}),
+        Candidate("collocated", {"rollout,reward,actor": "0"}, extra={"train.driver": "workers"}),
+    ]
     if num_slots > 1:
-        out.append(Candidate("disaggregated", {"rollout,reward": "0", "actor": "1"},
-                             extra={"train.driver": "workers"}))
+        out.append(
+            Candidate(
+                "disaggregated",
+                {"rollout,reward": "0", "actor": "1"},
+                extra={"train.driver": "workers"},
+            )
+        )
     return out

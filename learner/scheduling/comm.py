@@ -39,10 +39,14 @@ class CommProfile:
     ray_init_s: float = 0.0
     spawn_s: float = 0.0
     call_s: float = 0.0
-    core_factor: dict[str, float] = field(default_factory=dict)  # core -> slowdown vs core 0 (calibration)
+    core_factor: dict[str, float] = field(
+        default_factory=dict
+    )  # core -> slowdown vs core 0 (calibration)
     allreduce_s: float = 0.0  # one gloo all-reduce of a small tensor, two ranks on different cores
     channel_cpu_s: float = 0.0  # CPU of the channel actors per message pair (a put + get each way)
-    loop_hop_s: float = 0.0  # one hop inside the embodied runner's env <-> rollout loop (calibration; 0: use hop_s)
+    loop_hop_s: float = (
+        0.0  # one hop inside the embodied runner's env <-> rollout loop (calibration; 0: use hop_s)
+    )
 
     def core(self, c: int) -> float:
         """How much slower single-threaded compute runs on core ``c`` than on core 0 now (1.0
@@ -56,18 +60,33 @@ class CommProfile:
         return self.occupancy_s["same" if same_core else "cross"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hop_s": {k: v.to_dict() for k, v in self.hop_s.items()}, "occupancy_s": self.occupancy_s,
-                "weight_fetch": self.weight_fetch.to_dict(), "ray_init_s": self.ray_init_s,
-                "spawn_s": self.spawn_s, "call_s": self.call_s, "core_factor": self.core_factor,
-                "allreduce_s": self.allreduce_s, "loop_hop_s": self.loop_hop_s,
-                "channel_cpu_s": self.channel_cpu_s}
+        return {
+            "hop_s": {k: v.to_dict() for k, v in self.hop_s.items()},
+            "occupancy_s": self.occupancy_s,
+            "weight_fetch": self.weight_fetch.to_dict(),
+            "ray_init_s": self.ray_init_s,
+            "spawn_s": self.spawn_s,
+            "call_s": self.call_s,
+            "core_factor": self.core_factor,
+            "allreduce_s": self.allreduce_s,
+            "loop_hop_s": self.loop_hop_s,
+            "channel_cpu_s": self.channel_cpu_s,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CommProfile":
-        return cls({k: Curve.from_dict(v) for k, v in d["hop_s"].items()}, dict(d["occupancy_s"]),
-                   Curve.from_dict(d["weight_fetch"]), d["ray_init_s"], d["spawn_s"], d["call_s"],
-                   {str(k): float(v) for k, v in d.get("core_factor", {}).items()}, float(d.get("allreduce_s", 0.0)),
-                   float(d.get("channel_cpu_s", 0.0)), float(d.get("loop_hop_s", 0.0)))
+    def from_dict(cls, d: dict[str, Any]) -> CommProfile:
+        return cls(
+            {k: Curve.from_dict(v) for k, v in d["hop_s"].items()},
+            dict(d["occupancy_s"]),
+            Curve.from_dict(d["weight_fetch"]),
+            d["ray_init_s"],
+            d["spawn_s"],
+            d["call_s"],
+            {str(k): float(v) for k, v in d.get("core_factor", {}).items()},
+            float(d.get("allreduce_s", 0.0)),
+            float(d.get("channel_cpu_s", 0.0)),
+            float(d.get("loop_hop_s", 0.0)),
+        )
 
 
 class PingWorker(Worker):
@@ -149,8 +168,14 @@ def channel_actor_cpu_s() -> float:
     return total
 
 
-def _pingpong(group: Any, ranks: tuple[int, int], n: int, streams: int, kib: int,
-              cpu: list[float] | None = None) -> float:
+def _pingpong(
+    group: Any,
+    ranks: tuple[int, int],
+    n: int,
+    streams: int,
+    kib: int,
+    cpu: list[float] | None = None,
+) -> float:
     """Seconds per step of ``streams`` messages between ranks ``ranks`` of ``group``, there on one
     channel and back on another (as observations and actions travel in the runner); with ``cpu``,
     appends the channel actor's CPU seconds per round trip (measured after the actor is up)."""
@@ -210,15 +235,23 @@ def profile_comm(cluster: Any = None, *, refresh: bool = False, n: int = 30) -> 
     if own:
         cluster = Cluster.local()
     # on a given cluster Ray's start is not seen: keep the last measured one (start-up estimates)
-    prof.ray_init_s = time.perf_counter() - t0 if own else float((load_cached(key) or {}).get("ray_init_s", 0.0))
+    prof.ray_init_s = (
+        time.perf_counter() - t0 if own else float((load_cached(key) or {}).get("ray_init_s", 0.0))
+    )
     try:
         from learner.placement import ComponentPlacement
         from learner.worker import WorkerGroup
 
         t1 = time.perf_counter()  # three workers: two share slot 0, one on slot 1
-        group = WorkerGroup.launch(PingWorker, "sched-ping", cluster,
-                                   ComponentPlacement("p", [[0], [0], [1 % cluster.num_slots]]))
-        prof.spawn_s = time.perf_counter() - t1  # processes start in parallel: the launch's wall time
+        group = WorkerGroup.launch(
+            PingWorker,
+            "sched-ping",
+            cluster,
+            ComponentPlacement("p", [[0], [0], [1 % cluster.num_slots]]),
+        )
+        prof.spawn_s = (
+            time.perf_counter() - t1
+        )  # processes start in parallel: the launch's wall time
         try:
             actor_cpu: list[float] = []
             for where, ranks in (("same", (0, 1)), ("cross", (0, 2))):

@@ -76,7 +76,9 @@ GLOO_BYTES_PER_S = 1e9
 """Assumed loopback all-reduce bandwidth (not profiled)."""
 
 
-def _allreduce(prof: EmbodiedProfile, ranks: int, updates: int, comm: CommProfile | None = None) -> float:
+def _allreduce(
+    prof: EmbodiedProfile, ranks: int, updates: int, comm: CommProfile | None = None
+) -> float:
     """Ring all-reduce of the gradients once per update and two of statistics per train call:
     the measured two-rank all-reduce (``comm.allreduce_s``) x log2(k), else 2 log2(k) rounds of
     the assumed latency; + 2 x bytes over the assumed bandwidth."""
@@ -87,8 +89,14 @@ def _allreduce(prof: EmbodiedProfile, ranks: int, updates: int, comm: CommProfil
     return (updates + 2) * latency + updates * 2 * prof.weight_bytes / GLOO_BYTES_PER_S
 
 
-def predict_fused(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, placement: Any, cores: int,
-                  updates: int) -> Prediction:
+def predict_fused(
+    prof: EmbodiedProfile,
+    comm: CommProfile,
+    cand: Candidate,
+    placement: Any,
+    cores: int,
+    updates: int,
+) -> Prediction:
     k, s = placement["actor"].num_processes, cand.stages
     m = prof.num_envs / (k * s)
     share = _share(placement["actor"].process_slots, cores, comm)
@@ -99,13 +107,23 @@ def predict_fused(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, pla
     overhead = 0.0 if local else comm.call_s
     build = sum(prof.build_s.values())
     startup = build if local else comm.ray_init_s + comm.spawn_s + build
-    return Prediction(cand, rollout + train + sync + overhead, startup,
-                      {"rollout": rollout, "train": train, "weight_sync": sync, "calls": overhead},
-                      placement.mode)
+    return Prediction(
+        cand,
+        rollout + train + sync + overhead,
+        startup,
+        {"rollout": rollout, "train": train, "weight_sync": sync, "calls": overhead},
+        placement.mode,
+    )
 
 
-def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, placement: Any, cores: int,
-                     updates: int) -> Prediction:
+def predict_channels(
+    prof: EmbodiedProfile,
+    comm: CommProfile,
+    cand: Candidate,
+    placement: Any,
+    cores: int,
+    updates: int,
+) -> Prediction:
     pe, pr, pa = (placement[c] for c in COMPONENTS)
     e_n, r_n, a_n, s = pe.num_processes, pr.num_processes, pa.num_processes, cand.stages
     m = prof.num_envs / (e_n * s)
@@ -119,24 +137,47 @@ def predict_channels(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, 
     busy = env_busy + roll_busy if same else max(env_busy, roll_busy)
     slow_e = max(comm.core(c) for c in _cores(pe.slots, cores))
     slow_i = max(comm.core(c) for c in _cores(pr.slots, cores))
-    queue = (e_n * s - 1) * max(o, comm.channel_cpu_s / 2)  # the other streams' messages ahead of this one in the channel actors
+    queue = (e_n * s - 1) * max(
+        o, comm.channel_cpu_s / 2
+    )  # the other streams' messages ahead of this one in the channel actors
     # the whole machine: every stream's compute and message CPU, the channel actors' included (they
     # are not pinned and run wherever a core is free: the actor processes idle during the rollout)
     machine = e_n * s * (e + i + 2 * o + comm.channel_cpu_s) / cores
     step = max(busy, machine, e * slow_e + i * slow_i + 2 * h + queue)
     traj = comm.hop(False, prof.row_step_bytes * prof.num_envs * prof.steps / a_n)
     rollout = prof.steps * step + (e_n * s / r_n) * i * slow_i + traj
-    train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(prof, a_n, updates, comm)
+    train = _share(pa.process_slots, cores, comm) * prof.train(prof.num_envs / a_n) + _allreduce(
+        prof, a_n, updates, comm
+    )
     sync = prof.publish_s + comm.weight_fetch(prof.weight_bytes / 1024)
     calls = 3 * comm.call_s
     startup = comm.ray_init_s + comm.spawn_s + sum(prof.build_s.values())
-    return Prediction(cand, rollout + train + sync + calls, startup,
-                      {"rollout": rollout, "step": step, "hop": h, "queue": queue, "machine": machine, "train": train, "weight_sync": sync,
-                       "calls": calls}, placement.mode)
+    return Prediction(
+        cand,
+        rollout + train + sync + calls,
+        startup,
+        {
+            "rollout": rollout,
+            "step": step,
+            "hop": h,
+            "queue": queue,
+            "machine": machine,
+            "train": train,
+            "weight_sync": sync,
+            "calls": calls,
+        },
+        placement.mode,
+    )
 
 
-def predict_embodied(prof: EmbodiedProfile, comm: CommProfile, cand: Candidate, num_slots: int, cores: int,
-                     updates: int) -> Prediction:
+def predict_embodied(
+    prof: EmbodiedProfile,
+    comm: CommProfile,
+    cand: Candidate,
+    num_slots: int,
+    cores: int,
+    updates: int,
+) -> Prediction:
     """Predicted steady-state iteration time (and start-up) of ``cand`` for this workload."""
     from learner.placement import parse_placement
 

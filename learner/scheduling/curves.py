@@ -57,7 +57,7 @@ class Curve:
         fixed, slope = self._fit
         return fixed + slope * float(batch)
 
-    def scaled(self, factor: float) -> "Curve":
+    def scaled(self, factor: float) -> Curve:
         """The same curve with every time multiplied by ``factor`` (a calibration)."""
         return Curve({b: t * factor for b, t in self.points.items()})
 
@@ -65,13 +65,15 @@ class Curve:
         return {str(k): v for k, v in self.points.items()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, float]) -> "Curve":
+    def from_dict(cls, d: dict[str, float]) -> Curve:
         return cls({int(k): float(v) for k, v in d.items()})
 
 
 def cache_dir() -> Path:
     """``$RLINF_PROFILE_DIR`` or ``~/.cache/rlinf-ros/profiles``."""
-    return Path(os.environ.get("RLINF_PROFILE_DIR", Path.home() / ".cache" / "rlinf-ros" / "profiles"))
+    return Path(
+        os.environ.get("RLINF_PROFILE_DIR", Path.home() / ".cache" / "rlinf-ros" / "profiles")
+    )
 
 
 def machine_tag() -> str:
@@ -90,7 +92,9 @@ def workload_key(kind: str, workload: dict[str, Any]) -> str:
     >>> workload_key("embodied", {"a": 1}) == workload_key("embodied", {"a": 1})
     True
     """
-    text = json.dumps({"kind": kind, "machine": machine_tag(), "w": workload}, sort_keys=True, default=str)
+    text = json.dumps(
+        {"kind": kind, "machine": machine_tag(), "w": workload}, sort_keys=True, default=str
+    )
     return f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 

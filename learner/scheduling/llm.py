@@ -56,10 +56,16 @@ class ReasoningProfile:
     seconds: float = 0.0
     ref_s: float = 0.0  # curves.reference_s() while profiling
 
-    def scaled(self, factor: float) -> "ReasoningProfile":
+    def scaled(self, factor: float) -> ReasoningProfile:
         """Compute times x ``factor``: a calibration."""
-        return ReasoningProfile({k: v * factor for k, v in self.times.items()}, self.micro_batches,
-                                self.weight_bytes, self.batch_bytes, self.seconds, self.ref_s)
+        return ReasoningProfile(
+            {k: v * factor for k, v in self.times.items()},
+            self.micro_batches,
+            self.weight_bytes,
+            self.batch_bytes,
+            self.seconds,
+            self.ref_s,
+        )
 
 
 def _workload(cfg: Any) -> dict[str, Any]:
@@ -67,7 +73,10 @@ def _workload(cfg: Any) -> dict[str, Any]:
 
     raw = to_dict(cfg)
     return {k: raw[k] for k in ("model", "rollout", "reward", "algorithm", "actor", "data")} | {
-        "prompts": raw["train"]["prompts_per_step"], "threads": raw["train"]["torch_threads"], "v": 2}
+        "prompts": raw["train"]["prompts_per_step"],
+        "threads": raw["train"]["torch_threads"],
+        "v": 2,
+    }
 
 
 def _short_cfg(cfg: Any, out_dir: str, steps: int) -> Any:
@@ -78,18 +87,26 @@ def _short_cfg(cfg: Any, out_dir: str, steps: int) -> Any:
     return c
 
 
-def _step(rollout: Any, reward: Any, actor: Any, data: Any, rng: random.Random, n: int,
-          version: int) -> tuple[dict[str, float], int]:
+def _step(
+    rollout: Any, reward: Any, actor: Any, data: Any, rng: random.Random, n: int, version: int
+) -> tuple[dict[str, float], int]:
     idx = [rng.randrange(len(data.train)) for _ in range(n)]
     t0 = time.perf_counter()
-    batch = rollout.generate([data.train[i].prompt for i in idx], [data.train[i].answer for i in idx], version)
+    batch = rollout.generate(
+        [data.train[i].prompt for i in idx], [data.train[i].answer for i in idx], version
+    )
     t1 = time.perf_counter()
     batch = reward.score(batch)
     t2 = time.perf_counter()
     m = actor.train([batch])
     t3 = time.perf_counter()
-    return {"generate": t1 - t0, "reward": t2 - t1, "logprob": m["time/logprob"], "train": m["time/train"],
-            "actor_total": t3 - t2}, int(m["weight_version"])
+    return {
+        "generate": t1 - t0,
+        "reward": t2 - t1,
+        "logprob": m["time/logprob"],
+        "train": m["time/train"],
+        "actor_total": t3 - t2,
+    }, int(m["weight_version"])
 
 
 def profile_reasoning(cfg: Any, *, refresh: bool = False) -> ReasoningProfile:
@@ -112,12 +129,17 @@ def profile_reasoning(cfg: Any, *, refresh: bool = False) -> ReasoningProfile:
         try:
             data = prepare_data(c, Path(tmp))
             store = WeightStore.in_process("sched-profile")
-            actor, rollout = ActorWorker(c, data.tokenizer_dir, store), RolloutWorker(c, data.tokenizer_dir, store)
+            actor, rollout = (
+                ActorWorker(c, data.tokenizer_dir, store),
+                RolloutWorker(c, data.tokenizer_dir, store),
+            )
             reward, rng = RewardWorker(c), random.Random(0)
             version, ref0 = actor.publish(), reference_s()
             runs = []
             for _ in range(3):
-                t, version = _step(rollout, reward, actor, data, rng, c.train.prompts_per_step, version)
+                t, version = _step(
+                    rollout, reward, actor, data, rng, c.train.prompts_per_step, version
+                )
                 runs.append(t)
             state = actor.publish_state()
         finally:
@@ -125,16 +147,20 @@ def profile_reasoning(cfg: Any, *, refresh: bool = False) -> ReasoningProfile:
     times = {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]}
     times["publish"] = max(times.pop("actor_total") - times["logprob"] - times["train"], 0.0)
     mb = c.rollout.micro_batch_prompts or c.train.prompts_per_step
-    prof = ReasoningProfile(times, -(-c.train.prompts_per_step // mb),
-                            sum(v.numel() * v.element_size() for v in state.values()),
-                            mb * c.rollout.n * (c.rollout.max_new_tokens + 16) * 8 * 3)
+    prof = ReasoningProfile(
+        times,
+        -(-c.train.prompts_per_step // mb),
+        sum(v.numel() * v.element_size() for v in state.values()),
+        mb * c.rollout.n * (c.rollout.max_new_tokens + 16) * 8 * 3,
+    )
     prof.seconds, prof.ref_s = time.perf_counter() - t_start, (ref0 + reference_s()) / 2
     store_cached(key, prof.__dict__)
     return prof
 
 
-def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate, num_slots: int,
-                      cores: int) -> Prediction:
+def predict_reasoning(
+    prof: ReasoningProfile, comm: CommProfile, cand: Candidate, num_slots: int, cores: int
+) -> Prediction:
     """Predicted step time of ``cand`` (see the module docstring for the formulas)."""
     t = prof.times
     gen, act = t["generate"] + t["reward"], t["logprob"] + t["train"] + t["publish"]
@@ -144,8 +170,13 @@ def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate
     from learner.placement import parse_placement
 
     placement = parse_placement(cand.placement, num_slots)
-    same = bool({s % cores for s in placement["rollout"].slots} & {s % cores for s in placement["actor"].slots})
-    gen *= max(comm.core(s % cores) for s in placement["rollout"].slots)  # calibrated core slowdowns
+    same = bool(
+        {s % cores for s in placement["rollout"].slots}
+        & {s % cores for s in placement["actor"].slots}
+    )
+    gen *= max(
+        comm.core(s % cores) for s in placement["rollout"].slots
+    )  # calibrated core slowdowns
     act *= max(comm.core(s % cores) for s in placement["actor"].slots)
     h = comm.hop(same, prof.batch_bytes)
     f = comm.weight_fetch(prof.weight_bytes / 1024)
@@ -160,7 +191,9 @@ def predict_reasoning(prof: ReasoningProfile, comm: CommProfile, cand: Candidate
     return Prediction(cand, step, comm.ray_init_s + comm.spawn_s, parts, placement.mode)
 
 
-def measure_reasoning(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 1) -> float:
+def measure_reasoning(
+    cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 1
+) -> float:
     """Median seconds per RL step of ``cand`` on the real runner (SFT and eval off)."""
     from learner.runners import get_runner
     from learner.scheduling.plan import with_candidate

@@ -61,13 +61,18 @@ class OffPolicyProfile:
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "step_s": self.step_s.to_dict()}
 
-    def scaled(self, factor: float) -> "OffPolicyProfile":
+    def scaled(self, factor: float) -> OffPolicyProfile:
         """Compute times x ``factor``: a calibration."""
-        return dataclasses.replace(self, step_s=self.step_s.scaled(factor), update_s=self.update_s * factor,
-                                   ingest_s=self.ingest_s * factor, publish_s=self.publish_s * factor)
+        return dataclasses.replace(
+            self,
+            step_s=self.step_s.scaled(factor),
+            update_s=self.update_s * factor,
+            ingest_s=self.ingest_s * factor,
+            publish_s=self.publish_s * factor,
+        )
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "OffPolicyProfile":
+    def from_dict(cls, d: dict[str, Any]) -> OffPolicyProfile:
         return cls(**{**d, "step_s": Curve.from_dict(d["step_s"])})
 
 
@@ -86,7 +91,9 @@ def _workload(cfg: Any) -> dict[str, Any]:
     from rlinf_contracts.config import to_dict
 
     raw = to_dict(cfg)
-    return {k: raw[k] for k in ("env", "model", "algorithm", "replay", "seed")} | {"v": PROFILE_VERSION}
+    return {k: raw[k] for k in ("env", "model", "algorithm", "replay", "seed")} | {
+        "v": PROFILE_VERSION
+    }
 
 
 def _time(fn: Any, n: int) -> float:
@@ -98,7 +105,9 @@ def _time(fn: Any, n: int) -> float:
     return statistics.median(times)
 
 
-def _profile_steps(cfg: Any, prof: OffPolicyProfile, core: Any, policy: Any, b: int, n: int) -> None:
+def _profile_steps(
+    cfg: Any, prof: OffPolicyProfile, core: Any, policy: Any, b: int, n: int
+) -> None:
     from learner.offpolicy.collect import Collector
     from learner.rollout.envs import build_env
 
@@ -115,7 +124,9 @@ def _profile_steps(cfg: Any, prof: OffPolicyProfile, core: Any, policy: Any, b: 
             for s in steps:
                 core.ingest_step(s)
             prof.ingest_s = (time.perf_counter() - t0) / (len(steps) * b)
-            prof.transition_bytes = sum(getattr(v, "nbytes", 0) for v in steps[0].obs.values()) * 2 // b
+            prof.transition_bytes = (
+                sum(getattr(v, "nbytes", 0) for v in steps[0].obs.values()) * 2 // b
+            )
     finally:
         env.close()
 
@@ -166,8 +177,9 @@ def profile_offpolicy(cfg: Any, *, refresh: bool = False, updates: int = 30) -> 
     return prof
 
 
-def predict_offpolicy(prof: OffPolicyProfile, comm: CommProfile, cand: Candidate, num_slots: int, cores: int,
-                      cfg: Any) -> Prediction:
+def predict_offpolicy(
+    prof: OffPolicyProfile, comm: CommProfile, cand: Candidate, num_slots: int, cores: int, cfg: Any
+) -> Prediction:
     """Predicted seconds per metrics row of ``cand`` (see the module docstring)."""
     from learner.placement import parse_placement
 
@@ -178,7 +190,9 @@ def predict_offpolicy(prof: OffPolicyProfile, comm: CommProfile, cand: Candidate
     env_procs, learner = placement["env"].process_slots, placement["learner"].process_slots
     if env_procs == learner:
         env = row / b * prof.step_s(b)
-        return Prediction(cand, env + learn, prof.build_s, {"env": env, "learner": learn}, placement.mode)
+        return Prediction(
+            cand, env + learn, prof.build_s, {"env": env, "learner": learn}, placement.mode
+        )
     e = len(env_procs)
     env_each = row / b * prof.step_s(b / e)
     publishes = updates / max(cfg.train.publish_every, 1)
@@ -192,12 +206,24 @@ def predict_offpolicy(prof: OffPolicyProfile, comm: CommProfile, cand: Candidate
     work = {c: w * comm.core(c) for c, w in work.items()}  # calibrated core slowdowns
     trip = comm.hop(False, prof.transition_bytes * row / max(e, 1))
     t = max(work.values()) + trip + comm.call_s
-    return Prediction(cand, t, comm.ray_init_s + comm.spawn_s + prof.build_s,
-                      {"env_per_worker": env_each, "learner": learn, "weight_sync": sync, "trip": trip,
-                       "busiest_core": max(work.values())}, placement.mode)
+    return Prediction(
+        cand,
+        t,
+        comm.ray_init_s + comm.spawn_s + prof.build_s,
+        {
+            "env_per_worker": env_each,
+            "learner": learn,
+            "weight_sync": sync,
+            "trip": trip,
+            "busiest_core": max(work.values()),
+        },
+        placement.mode,
+    )
 
 
-def measure_offpolicy(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 1) -> float:
+def measure_offpolicy(
+    cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 1
+) -> float:
     """Seconds per ``log_every`` transitions of ``cand`` on the real runner, after warm-up: the slope
     of wall time over env steps across the measured rows (async rows arrive per whole episode)."""
     from learner.cluster import InProcess
@@ -210,13 +236,24 @@ def measure_offpolicy(cfg: Any, cand: Candidate, cluster: Any, *, iterations: in
         t = c.train
         start = max(t.warmup_steps, t.learning_starts)
         t.env_steps = start + (warmup + iterations + 1) * t.log_every
-        t.out_dir, t.final_eval, t.tensorboard, t.progress = str(Path(tmp) / "run"), False, False, False
+        t.out_dir, t.final_eval, t.tensorboard, t.progress = (
+            str(Path(tmp) / "run"),
+            False,
+            False,
+            False,
+        )
         t.checkpoint_every, t.time_budget_s, t.resume, t.store_online = 0, None, None, False
         where = InProcess(cluster.num_slots) if runs_in_process(c, cluster.num_slots) else cluster
         get_runner("offpolicy").run(c, where)
         hist = json.loads((Path(t.out_dir) / "metrics.json").read_text())["history"]
     rows = [h for h in hist if h["env_steps"] > start + t.log_every * warmup]
     if len(rows) < 2:
-        raise RuntimeError(f"off-policy measurement of {cand.label}: {len(rows)} rows after warm-up")
+        raise RuntimeError(
+            f"off-policy measurement of {cand.label}: {len(rows)} rows after warm-up"
+        )
     first, last = rows[0], rows[-1]
-    return (last["time/wall_s"] - first["time/wall_s"]) / (last["env_steps"] - first["env_steps"]) * t.log_every
+    return (
+        (last["time/wall_s"] - first["time/wall_s"])
+        / (last["env_steps"] - first["env_steps"])
+        * t.log_every
+    )

@@ -76,19 +76,35 @@ def predict_all(cfg: Any, prof: Any, comm: Any, num_slots: int, cores: int) -> l
     if kind == "offpolicy":
         from learner.scheduling.offpolicy import candidates, predict_offpolicy
 
-        return [predict_offpolicy(prof, comm, c, num_slots, cores, cfg) for c in candidates(num_slots, cfg.env.num_envs)]
+        return [
+            predict_offpolicy(prof, comm, c, num_slots, cores, cfg)
+            for c in candidates(num_slots, cfg.env.num_envs)
+        ]
     if kind == "reasoning":
         from learner.scheduling.llm import predict_reasoning
 
-        return [predict_reasoning(prof, comm, c, num_slots, cores) for c in reasoning_candidates(num_slots)]
+        return [
+            predict_reasoning(prof, comm, c, num_slots, cores)
+            for c in reasoning_candidates(num_slots)
+        ]
     updates = cfg.actor.epochs * cfg.actor.minibatches
     cands = embodied_candidates(num_slots, cfg.env.num_envs, group=cfg.algorithm.env_group_size)
-    cands = [c for c in cands if c.fuse or not cfg.rollout.fuse_collocated or "collocated" in c.label]
+    cands = [
+        c for c in cands if c.fuse or not cfg.rollout.fuse_collocated or "collocated" in c.label
+    ]
     return [predict_embodied(prof, comm, c, num_slots, cores, updates) for c in cands]
 
 
-def rank(cfg: Any, num_slots: int, *, refresh: bool = False, cores: int | None = None,
-         comm: Any = None, load_factor: bool = True, calibration: Any = None) -> list[Prediction]:
+def rank(
+    cfg: Any,
+    num_slots: int,
+    *,
+    refresh: bool = False,
+    cores: int | None = None,
+    comm: Any = None,
+    load_factor: bool = True,
+    calibration: Any = None,
+) -> list[Prediction]:
     """Every candidate's prediction, best (shortest whole run) first.
 
     With a ``calibration`` (:mod:`learner.scheduling.calibrate`: this workload's speed now and the
@@ -119,10 +135,10 @@ def scale(preds: list[Prediction], factor: float) -> None:
 
 
 def _comm(refresh: bool) -> Any:
+    import ray
+
     from learner.scheduling.comm import CommProfile, profile_comm
     from learner.scheduling.curves import load_cached, workload_key
-
-    import ray
 
     if ray.is_initialized() or refresh:
         return profile_comm(refresh=refresh)
@@ -134,7 +150,9 @@ LAST_PHASES: dict[str, float] = {}
 """Median ``time/*`` phases of the last embodied :func:`measure` (empty for the other runners)."""
 
 
-def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2) -> float:
+def measure(
+    cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2
+) -> float:
     """Median iteration (embodied) / step (reasoning) / metrics-row (off-policy) seconds of ``cand``,
     after ``warmup``."""
     LAST_PHASES.clear()
@@ -152,14 +170,27 @@ def measure(cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, war
 
     run_cfg = with_candidate(cfg, cand)
     with tempfile.TemporaryDirectory() as tmp:
-        run_cfg.train.iterations, run_cfg.train.out_dir = warmup + iterations, str(Path(tmp) / "run")
+        run_cfg.train.iterations, run_cfg.train.out_dir = (
+            warmup + iterations,
+            str(Path(tmp) / "run"),
+        )
         run_cfg.train.final_eval = run_cfg.train.tensorboard = run_cfg.train.progress = False
-        run_cfg.train.checkpoint_every, run_cfg.train.time_budget_s, run_cfg.train.resume = 0, None, None
-        where = InProcess(cluster.num_slots) if runs_in_process(run_cfg, cluster.num_slots) else cluster
+        run_cfg.train.checkpoint_every, run_cfg.train.time_budget_s, run_cfg.train.resume = (
+            0,
+            None,
+            None,
+        )
+        where = (
+            InProcess(cluster.num_slots) if runs_in_process(run_cfg, cluster.num_slots) else cluster
+        )
         get_runner("embodied").run(run_cfg, where)
-        hist = json.loads((Path(run_cfg.train.out_dir) / "metrics.json").read_text())["history"][warmup:]
+        hist = json.loads((Path(run_cfg.train.out_dir) / "metrics.json").read_text())["history"][
+            warmup:
+        ]
     LAST_PHASES.clear()  # what the benchmark reports beside the iteration time
-    LAST_PHASES.update({k: statistics.median(h[k] for h in hist) for k in hist[0] if k.startswith("time/")})
+    LAST_PHASES.update(
+        {k: statistics.median(h[k] for h in hist) for k in hist[0] if k.startswith("time/")}
+    )
     return statistics.median(h["iteration_s"] for h in hist)
 
 

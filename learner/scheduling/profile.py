@@ -57,13 +57,18 @@ class EmbodiedProfile:
             d[k] = getattr(self, k).to_dict()
         return d
 
-    def scaled(self, factor: float) -> "EmbodiedProfile":
+    def scaled(self, factor: float) -> EmbodiedProfile:
         """Compute times x ``factor`` (sizes, memory and start-up unchanged): a calibration."""
-        return dataclasses.replace(self, env_step=self.env_step.scaled(factor), infer=self.infer.scaled(factor),
-                                   train=self.train.scaled(factor), publish_s=self.publish_s * factor)
+        return dataclasses.replace(
+            self,
+            env_step=self.env_step.scaled(factor),
+            infer=self.infer.scaled(factor),
+            train=self.train.scaled(factor),
+            publish_s=self.publish_s * factor,
+        )
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EmbodiedProfile":
+    def from_dict(cls, d: dict[str, Any]) -> EmbodiedProfile:
         d = dict(d)
         for k in ("env_step", "infer", "train"):
             d[k] = Curve.from_dict(d[k])
@@ -76,7 +81,9 @@ def embodied_workload(cfg: Any) -> dict[str, Any]:
 
     raw = to_dict(cfg)
     return {k: raw[k] for k in ("env", "model", "algorithm", "actor", "seed")} | {
-        "steps": raw["rollout"]["steps_per_iteration"], "v": PROFILE_VERSION}
+        "steps": raw["rollout"]["steps_per_iteration"],
+        "v": PROFILE_VERSION,
+    }
 
 
 def batch_sizes(num_envs: int, group: int, max_div: int = 4) -> list[int]:
@@ -142,8 +149,16 @@ def _profile_batch(cfg: Any, b: int, steps: int, prof: EmbodiedProfile, n: int) 
         t2 = time.perf_counter()
         stages.reset(cfg.seed, 0, 0)
         prof.env_step.points[b], prof.infer.points[b] = _time_steps(stages, trainer.policy, n)
-        traj = collect_inline(trainer.policy, stages, steps, cfg.algorithm.gamma, seed=cfg.seed, iteration=0,
-                              first_stream=0, single_episode=cfg.algorithm.single_episode)
+        traj = collect_inline(
+            trainer.policy,
+            stages,
+            steps,
+            cfg.algorithm.gamma,
+            seed=cfg.seed,
+            iteration=0,
+            first_stream=0,
+            single_episode=cfg.algorithm.single_episode,
+        )
         trainer.train(traj, 0)  # warm-up: optimizer state, allocator
         t3 = time.perf_counter()
         trainer.train(traj, 1)
@@ -155,8 +170,11 @@ def _profile_batch(cfg: Any, b: int, steps: int, prof: EmbodiedProfile, n: int) 
             prof.weight_bytes = _nbytes(state)
             prof.obs_bytes_per_env = _nbytes(stages.obs[0]) // b
             prof.row_step_bytes = _nbytes(traj.__dict__) // max(b * steps, 1)
-            prof.memory = {"env_worker": max(rss1 - rss0, 0), "model_optimizer": 4 * prof.weight_bytes,
-                           "trajectory": _nbytes(traj.__dict__)}
+            prof.memory = {
+                "env_worker": max(rss1 - rss0, 0),
+                "model_optimizer": 4 * prof.weight_bytes,
+                "trajectory": _nbytes(traj.__dict__),
+            }
             prof.build_s = {"env": t1 - t0, "model": t2 - t1}
     finally:
         stages.close()

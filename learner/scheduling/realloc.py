@@ -29,7 +29,9 @@ from learner.actor.worker import ActorWorker
 log = logging.getLogger(__name__)
 
 
-def lent_slots(env: list[list[int]], rollout: list[list[int]], rank: int, ranks: int) -> tuple[int, ...]:
+def lent_slots(
+    env: list[list[int]], rollout: list[list[int]], rank: int, ranks: int
+) -> tuple[int, ...]:
     """The env + rollout slots actor rank ``rank`` borrows during its update."""
     pool = sorted({s for procs in (env, rollout) for p in procs for s in p})
     return tuple(pool[rank::ranks])

@@ -50,14 +50,40 @@ class GpuWorkload:
 
 WORKLOADS = [
     # ManiSkill-style GPU sim + a ~1B policy: env and inference comparable, small weights
-    GpuWorkload("embodied PPO, GPU sim + 1B policy", env_s=400.0, infer_s=300.0, train_s=250.0,
-                weight_bytes=2e9, state_bytes=16e9, batch=4096, env_half=512, infer_half=64),
+    GpuWorkload(
+        "embodied PPO, GPU sim + 1B policy",
+        env_s=400.0,
+        infer_s=300.0,
+        train_s=250.0,
+        weight_bytes=2e9,
+        state_bytes=16e9,
+        batch=4096,
+        env_half=512,
+        infer_half=64,
+    ),
     # OpenVLA-OFT 7B on CPU-simulated LIBERO: env-bound rollout, big weights to switch
-    GpuWorkload("VLA GRPO, 7B, CPU sim", env_s=900.0, infer_s=500.0, train_s=600.0,
-                weight_bytes=14e9, state_bytes=112e9, batch=1024, infer_half=32),
+    GpuWorkload(
+        "VLA GRPO, 7B, CPU sim",
+        env_s=900.0,
+        infer_s=500.0,
+        train_s=600.0,
+        weight_bytes=14e9,
+        state_bytes=112e9,
+        batch=1024,
+        infer_half=32,
+    ),
     # Math GRPO with a 7B LLM: generation-bound with a long tail, no env
-    GpuWorkload("LLM GRPO, 7B, long tail", env_s=0.0, infer_s=3000.0, train_s=1200.0,
-                weight_bytes=14e9, state_bytes=112e9, tail_cv=0.35, batch=4096, infer_half=128),
+    GpuWorkload(
+        "LLM GRPO, 7B, long tail",
+        env_s=0.0,
+        infer_s=3000.0,
+        train_s=1200.0,
+        weight_bytes=14e9,
+        state_bytes=112e9,
+        tail_cv=0.35,
+        batch=4096,
+        infer_half=128,
+    ),
 ]
 
 
@@ -98,9 +124,13 @@ def disaggregated(w: GpuWorkload, n: int, realloc: bool = False) -> tuple[float,
         env, infer, train, sync = phases(w, roll, n - roll)
         rollout = env + infer
         if realloc and w.tail_cv > 0:
-            mean = env + infer / tail(roll, w.tail_cv)  # the bulk finishes here; the tail leaves rollout GPUs idle
+            mean = env + infer / tail(
+                roll, w.tail_cv
+            )  # the bulk finishes here; the tail leaves rollout GPUs idle
             idle = rollout - mean
-            done_on_n = min(idle * n / (n - roll), train)  # work the whole cluster finishes during the tail
+            done_on_n = min(
+                idle * n / (n - roll), train
+            )  # work the whole cluster finishes during the tail
             train = train - done_on_n * (n - roll) / n
         t = max(rollout, train) + min(rollout, train) / w.stages + sync
         best = min(best, (t, roll))
@@ -114,12 +144,20 @@ def hybrid(w: GpuWorkload, n: int) -> float:
     for e in range(1, n):
         env, _, _, _ = phases(w, e, n)
         _, infer, train, sync = phases(w, n - e, n)
-        best = min(best, max(env, infer) + min(env, infer) / w.stages + train + sync
-                   + 2 * w.state_bytes / n / PCIE_BPS)
+        best = min(
+            best,
+            max(env, infer)
+            + min(env, infer) / w.stages
+            + train
+            + sync
+            + 2 * w.state_bytes / n / PCIE_BPS,
+        )
     return best
 
 
-def table(sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) -> list[dict[str, float | str]]:
+def table(
+    sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024),
+) -> list[dict[str, float | str]]:
     """One row per (workload, n): each mode's iteration seconds and speed-up over collocated."""
     rows: list[dict[str, float | str]] = []
     for w in WORKLOADS:
@@ -128,7 +166,19 @@ def table(sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)) -> list
             d, roll = disaggregated(w, n)
             r, _ = disaggregated(w, n, realloc=True)
             h = hybrid(w, n)
-            rows.append({"workload": w.name, "gpus": n, "collocated_s": c, "disaggregated_s": d, "rollout_gpus": roll,
-                         "hybrid_s": h, "realloc_s": r, "disagg_x": c / d, "hybrid_x": c / h,
-                         "best_x": c / min(d, h, r), "realloc_gain": d / r})
+            rows.append(
+                {
+                    "workload": w.name,
+                    "gpus": n,
+                    "collocated_s": c,
+                    "disaggregated_s": d,
+                    "rollout_gpus": roll,
+                    "hybrid_s": h,
+                    "realloc_s": r,
+                    "disagg_x": c / d,
+                    "hybrid_x": c / h,
+                    "best_x": c / min(d, h, r),
+                    "realloc_gain": d / r,
+                }
+            )
     return rows

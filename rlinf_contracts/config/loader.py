@@ -61,7 +61,9 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"override '{text}' conflicts with an earlier override of '{part}'")
+                raise ConfigError(
+                    f"override '{text}' conflicts with an earlier override of '{part}'"
+                )
         node[parts[-1]] = value
     return out
 
@@ -77,8 +79,11 @@ def _resplit_shared(parent: Any, leaf: str) -> None:
             continue
         value = parent[key]
         rest = [m for m in members if m not in names]
-        items = [(",".join(rest) if k == key else k, value if k == key else parent[k])
-                 for k in parent.keys() if rest or k != key]
+        items = [
+            (",".join(rest) if k == key else k, value if k == key else parent[k])
+            for k in parent.keys()
+            if rest or k != key
+        ]
         for k in list(parent.keys()):
             del parent[k]
         for k, v in items:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import types
-import typing
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from rlinf_contracts.config.errors import ConfigError
@@ -61,8 +60,10 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if len(non_null) == 1:  # Optional[X]: keep X's own, more precise error
             return _convert(non_null[0], value, path)
         if value is None:
-            raise ConfigError(f"key '{path}' cannot be null: give a {_type_name(tp)} or leave the key out for "
-                              "its default")
+            raise ConfigError(
+                f"key '{path}' cannot be null: give a {_type_name(tp)} or leave the key out for "
+                "its default"
+            )
         errors = []
         for arg in args:
             if arg is type(None):
@@ -71,7 +72,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
                 return _convert(arg, value, path)
             except ConfigError as e:
                 errors.append(e)
-        raise ConfigError(f"key '{path}' expects {_type_name(tp)}, got {type(value).__name__} {value!r}")
+        raise ConfigError(
+            f"key '{path}' expects {_type_name(tp)}, got {type(value).__name__} {value!r}"
+        )
     if origin is Literal:
         if value in get_args(tp):
             return value
@@ -79,11 +82,15 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         hint = f" Did you mean '{near[0]}'?" if near else ""
         raise ConfigError(f"key '{path}' must be one of {_type_name(tp)}, got {value!r}.{hint}")
     if value is None and (dataclasses.is_dataclass(tp) or origin is dict or tp is dict):
-        raise ConfigError(f"key '{path}' cannot be null: give a mapping (e.g. {path}={{...}}) or leave the key "
-                          "out for its default")
+        raise ConfigError(
+            f"key '{path}' cannot be null: give a mapping (e.g. {path}={{...}}) or leave the key "
+            "out for its default"
+        )
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise ConfigError(f"key '{path}' expects a mapping ({tp.__name__}), got {type(value).__name__}")
+            raise ConfigError(
+                f"key '{path}' expects a mapping ({tp.__name__}), got {type(value).__name__}"
+            )
         return from_dict(tp, value, path)
     if origin in (list, tuple) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -94,7 +101,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return tuple(items) if (origin is tuple or tp is tuple) else items
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"key '{path}' expects a mapping, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                f"key '{path}' expects a mapping, got {type(value).__name__} {value!r}"
+            )
         args = get_args(tp)
         val_tp = args[1] if len(args) == 2 else Any
         return {k: _convert(val_tp, v, _join(path, k)) for k, v in value.items()}
@@ -117,7 +126,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             return value
     elif isinstance(tp, type) and isinstance(value, tp):
         return value
-    raise ConfigError(f"key '{path}' expects {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    raise ConfigError(
+        f"key '{path}' expects {_type_name(tp)}, got {type(value).__name__} {value!r}"
+    )
 
 
 def from_dict(cls: type[T], data: dict[str, Any] | None, path: str = "") -> T:
@@ -134,9 +145,16 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, path: str = "") -> T:
     try:
         obj = cls(**kwargs)
     except TypeError as e:  # a required field without a default
-        missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
-        raise ConfigError(f"missing required key(s): {', '.join(_join(path, m) for m in missing)}") from e
+        missing = [
+            n
+            for n, f in fields.items()
+            if n not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        raise ConfigError(
+            f"missing required key(s): {', '.join(_join(path, m) for m in missing)}"
+        ) from e
     validate = getattr(obj, "validate", None)
     if callable(validate):
         try:
@@ -167,7 +185,12 @@ def help_text(cls: type, prefix: str = "") -> list[str]:
         if dataclasses.is_dataclass(tp):
             lines.extend(help_text(tp, key))
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else "required"
+            )
+        )
         lines.append(f"{key} ({_type_name(tp)}, default {default!r}): {f.metadata.get('help', '')}")
     return lines

@@ -35,7 +35,8 @@ import re
 import signal
 import sys
 import threading
-from typing import Any, Callable, NoReturn, TypeVar
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 from rlinf_contracts.config import ConfigError, from_dict, to_dict
 from rlinf_ros.config import RosGraphConfig, load_graph_config
@@ -58,18 +59,25 @@ def sensor_qos():  # type: ignore[no-untyped-def]
     """Best-effort subscriber QoS: matches both reliable and best-effort sensor publishers."""
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-    return QoSProfile(depth=QOS_SENSOR_DEPTH, reliability=ReliabilityPolicy.BEST_EFFORT,
-                      history=HistoryPolicy.KEEP_LAST)
+    return QoSProfile(
+        depth=QOS_SENSOR_DEPTH,
+        reliability=ReliabilityPolicy.BEST_EFFORT,
+        history=HistoryPolicy.KEEP_LAST,
+    )
 
 
 def reliable_qos(depth: int = 5):  # type: ignore[no-untyped-def]
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+    return QoSProfile(
+        depth=depth, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
+    )
 
 
 # ---- ROS parameters from a config dataclass ---------------------------------------------------
-LeafPath = tuple  # of str (field / mapping key) and int (list index): where a leaf sits in to_dict(cfg)
+LeafPath = (
+    tuple  # of str (field / mapping key) and int (list index): where a leaf sits in to_dict(cfg)
+)
 
 
 def _param_value(value: Any) -> Any:
@@ -77,7 +85,11 @@ def _param_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         items = list(value)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
-        return [float(v) for v in items] if numbers and any(isinstance(v, float) for v in items) else items
+        return (
+            [float(v) for v in items]
+            if numbers and any(isinstance(v, float) for v in items)
+            else items
+        )
     return value
 
 
@@ -92,24 +104,38 @@ def _representable(value: Any) -> bool:
     if value is None or isinstance(value, scalar):
         return True
     if isinstance(value, list):
-        return any(all(isinstance(v, t) and (t is bool or not isinstance(v, bool)) for v in value) for t in scalar)
+        return any(
+            all(isinstance(v, t) and (t is bool or not isinstance(v, bool)) for v in value)
+            for t in scalar
+        )
     return False
 
 
-def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
-            out: dict[str, tuple[LeafPath, Any, str]]) -> None:
+def _leaves(
+    value: Any, name: str, path: LeafPath, help_text: str, out: dict[str, tuple[LeafPath, Any, str]]
+) -> None:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            _leaves(getattr(value, f.name), f"{name}.{f.name}" if name else f.name, (*path, f.name),
-                    f.metadata.get("help", ""), out)
+            _leaves(
+                getattr(value, f.name),
+                f"{name}.{f.name}" if name else f.name,
+                (*path, f.name),
+                f.metadata.get("help", ""),
+                out,
+            )
     elif isinstance(value, dict) and value:
         for k, v in value.items():
             _leaves(v, f"{name}.{k}", (*path, k), help_text, out)
-    elif isinstance(value, (list, tuple)) and value and all(
-            isinstance(v, dict) or dataclasses.is_dataclass(v) for v in value):
+    elif (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, dict) or dataclasses.is_dataclass(v) for v in value)
+    ):
         for i, v in enumerate(value):  # `-p` names may not have a part that starts with a digit
             _leaves(v, f"{name}_{i}", (*path, i), help_text, out)
-    elif is_secret(name):  # readable by anyone on the domain as a parameter: read from file / env only
+    elif is_secret(
+        name
+    ):  # readable by anyone on the domain as a parameter: read from file / env only
         log.debug("config field %s is a secret; never a ROS parameter", name)
     elif _representable(_ros_default(_param_value(value))):
         out[name] = (path, _param_value(value), help_text)
@@ -117,7 +143,9 @@ def _leaves(value: Any, name: str, path: LeafPath, help_text: str,
         log.debug("config field %s has no ROS parameter type; not declared", name)
 
 
-def config_leaves(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[str, tuple[LeafPath, Any, str]]:
+def config_leaves(
+    cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS
+) -> dict[str, tuple[LeafPath, Any, str]]:
     """``{parameter name: (path in to_dict(cfg), value, help)}`` for every leaf field of ``cfg``."""
     out: dict[str, tuple[LeafPath, Any, str]] = {}
     for f in dataclasses.fields(cfg):
@@ -139,8 +167,11 @@ def config_parameters(cfg: Any, skip: tuple[str, ...] = NOT_PARAMETERS) -> dict[
     >>> params["camera.fps"], params["encoding"], "name" in params
     (30.0, 'rgb8', False)
     """
-    return {name: value for name, (_, value, _) in config_leaves(cfg, skip).items()
-            if _ros_default(value) is not None}
+    return {
+        name: value
+        for name, (_, value, _) in config_leaves(cfg, skip).items()
+        if _ros_default(value) is not None
+    }
 
 
 def _set_path(data: Any, path: LeafPath, value: Any) -> None:
@@ -180,12 +211,16 @@ def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) ->
         try:
             from_dict(type(cfg), data)
         except ConfigError as e:
-            raise ConfigError(f"ROS parameter '{name}' := {got!r} of node {node.get_name()!r}: {e}") from None
+            raise ConfigError(
+                f"ROS parameter '{name}' := {got!r} of node {node.get_name()!r}: {e}"
+            ) from None
         log.info("%s: parameter %s := %r (YAML: %r)", node.get_name(), name, got, default)
     out = from_dict(type(cfg), data)
     for name, (_, value, help_text) in config_leaves(out, skip).items():
         value = _ros_default(value)
-        desc = ParameterDescriptor(description=help_text, read_only=True, dynamic_typing=value is None)
+        desc = ParameterDescriptor(
+            description=help_text, read_only=True, dynamic_typing=value is None
+        )
         node.declare_parameter(name, value, desc, ignore_override=True)
     _reject_unknown_overrides(node, skip)
     return out
@@ -200,17 +235,24 @@ def _reject_unknown_overrides(node: Any, skip: tuple[str, ...]) -> None:
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps no public accessor
     secret = sorted(n for n in overrides if is_secret(n))
     if secret:
-        raise ConfigError(f"node {node.get_name()!r}: {secret} would be secret ROS parameters, readable by anyone on "
-                          "the domain; name a file or an environment variable in the YAML instead (e.g. "
-                          "api_key_file / api_key_env)")
-    unknown = sorted(n for n in overrides if not node.has_parameter(n)
-                     and re.sub(r"_\d+$", "", n.split(".")[0]) not in skip)  # `arms_0.x` -> field `arms`
+        raise ConfigError(
+            f"node {node.get_name()!r}: {secret} would be secret ROS parameters, readable by anyone on "
+            "the domain; name a file or an environment variable in the YAML instead (e.g. "
+            "api_key_file / api_key_env)"
+        )
+    unknown = sorted(
+        n
+        for n in overrides
+        if not node.has_parameter(n) and re.sub(r"_\d+$", "", n.split(".")[0]) not in skip
+    )  # `arms_0.x` -> field `arms`
     if unknown:
         known = list(node.list_parameters([], 0).names)
         near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.5)
         hint = f" Did you mean '{near[0]}'?" if near else ""
-        raise ConfigError(f"node {node.get_name()!r} has no parameter(s) {unknown}.{hint} "
-                          f"(`ros2 param list` shows them; nested fields are dotted, e.g. 'camera.fps')")
+        raise ConfigError(
+            f"node {node.get_name()!r} has no parameter(s) {unknown}.{hint} "
+            f"(`ros2 param list` shows them; nested fields are dotted, e.g. 'camera.fps')"
+        )
 
 
 def split_ros_args(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -234,8 +276,9 @@ def split_ros_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse_args(kind: str, argv: list[str] | None = None) -> tuple[RosGraphConfig, str | None]:
-    p = argparse.ArgumentParser(prog=f"python -m rlinf_ros.nodes.{kind}",
-                                description=f"rlinf {kind} node (ROS 2)")
+    p = argparse.ArgumentParser(
+        prog=f"python -m rlinf_ros.nodes.{kind}", description=f"rlinf {kind} node (ROS 2)"
+    )
     p.add_argument("--config", required=True, help="graph YAML (configs/ros_*.yaml)")
     p.add_argument("--name", default=None, help="which node of that kind (cameras: by name)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
@@ -286,15 +329,22 @@ def graph_ros_args(cfg: RosGraphConfig) -> list[str]:
     return ["--ros-args", "-p", "use_sim_time:=true", "--"] if cfg.use_sim_time else []
 
 
-def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], argv: list[str] | None = None,
-             shutdown_grace_s: float | None = None) -> int:
+def run_node(
+    kind: str,
+    build: Callable[[RosGraphConfig, str | None], object],
+    argv: list[str] | None = None,
+    shutdown_grace_s: float | None = None,
+) -> int:
     """Parse args, start rclpy (with the ``--ros-args`` part), build the node, spin until
     SIGINT/SIGTERM, then close it (within ``shutdown_grace_s`` of the signal -- default: the
     graph's ``shutdown_grace_s`` -- or exit 1 with a stack dump of every thread)."""
     argv = sys.argv[1:] if argv is None else argv
     cfg, name = parse_args(kind, argv)
     grace = cfg.shutdown_grace_s if shutdown_grace_s is None else shutdown_grace_s
-    logging.basicConfig(level=cfg.log_level.upper(), format=f"%(asctime)s {kind} %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=cfg.log_level.upper(),
+        format=f"%(asctime)s {kind} %(levelname)s %(name)s: %(message)s",
+    )
     apply_ros_env(cfg)
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -305,18 +355,25 @@ def run_node(kind: str, build: Callable[[RosGraphConfig, str | None], object], a
     def on_signal(signum: int, _frame: object) -> None:
         if stop.is_set():
             return
-        log.info("%s: signal %d, shutting down (stack dump and exit 1 if not done in %.0f s)", kind, signum, grace)
+        log.info(
+            "%s: signal %d, shutting down (stack dump and exit 1 if not done in %.0f s)",
+            kind,
+            signum,
+            grace,
+        )
         # a C watchdog thread: it fires even while the interpreter is finalising or the GIL is held
         faulthandler.dump_traceback_later(grace, exit=True, file=sys.stderr)
         stop.set()
 
-    rclpy.init(args=[f"rlinf_ros.nodes.{kind}", *graph_ros_args(cfg), *split_ros_args(argv)[1]],
-               signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(
+        args=[f"rlinf_ros.nodes.{kind}", *graph_ros_args(cfg), *split_ros_args(argv)[1]],
+        signal_handler_options=SignalHandlerOptions.NO,
+    )
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
         node = build(cfg, name)
-    except Exception as e:  # noqa: BLE001 -- a node that cannot start says why, once, and exits 2
+    except Exception as e:
         log.error("%s node failed to start: %s: %s", kind, type(e).__name__, e)
         rclpy.try_shutdown()
         return 2

@@ -22,13 +22,19 @@ log = logging.getLogger(__name__)
 def episode_template(graph: RosGraphConfig, src: EpisodeSourceConfig) -> EpisodeTemplate:
     """Episode attributes from the policy client's robot spec (the layout its steps have)."""
     spec = graph.policy_client.spec()
-    return EpisodeTemplate(task=src.task or spec.task or "robot", layout=StepLayout.from_spec(spec),
-                           robot=spec.to_dict(), instruction=graph.policy_client.instruction or spec.instruction,
-                           control_hz=graph.policy_client.rate_hz, source=src.source)
+    return EpisodeTemplate(
+        task=src.task or spec.task or "robot",
+        layout=StepLayout.from_spec(spec),
+        robot=spec.to_dict(),
+        instruction=graph.policy_client.instruction or spec.instruction,
+        control_hz=graph.policy_client.rate_hz,
+        source=src.source,
+    )
 
 
-def subscribe_episodes(node: Any, src: EpisodeSourceConfig, template: EpisodeTemplate,
-                       sink: EpisodeSink) -> EpisodeAssembler:
+def subscribe_episodes(
+    node: Any, src: EpisodeSourceConfig, template: EpisodeTemplate, sink: EpisodeSink
+) -> EpisodeAssembler:
     asm = EpisodeAssembler(template, sink, src.success_reward)
 
     def on_step(msg: UInt8MultiArray) -> None:

@@ -48,8 +48,14 @@ from rlinf_contracts.features import MissingInput, RobotReading, needs
 from rlinf_contracts.transitions import StepRecord, TransitionError, event_from_json
 from rlinf_contracts.wire import packb
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
-from rlinf_ros.conversions import ConversionError, image_to_rgb, joint_state_to_arrays, pose_from_msg, stamp_to_sec
-from rlinf_ros.conversions import trajectory_msg
+from rlinf_ros.conversions import (
+    ConversionError,
+    image_to_rgb,
+    joint_state_to_arrays,
+    pose_from_msg,
+    stamp_to_sec,
+    trajectory_msg,
+)
 from rlinf_ros.nodes.common import (
     NOT_PARAMETERS,
     declare_config,
@@ -77,15 +83,20 @@ def wire_client_factory(cfg: PolicyClientConfig) -> Any:
     api_key = cfg.resolved_api_key()
 
     def connect() -> InferClient:
-        return PolicyClient(cfg.server_url, api_key=api_key, timeout_s=cfg.infer_timeout_s,
-                            connect_timeout_s=max(cfg.infer_timeout_s, 1.0), retries=0, robot_spec=spec)
+        return PolicyClient(
+            cfg.server_url,
+            api_key=api_key,
+            timeout_s=cfg.infer_timeout_s,
+            connect_timeout_s=max(cfg.infer_timeout_s, 1.0),
+            retries=0,
+            robot_spec=spec,
+        )
 
     return connect
 
 
 def _final_errors() -> tuple[type[BaseException], ...]:
     from policy_server.client import SpecRefused
-
     from rlinf_ros.policy_loop import SpecRefusal
 
     return (SpecRefused, SpecRefusal)
@@ -99,14 +110,22 @@ class PolicyClientNode(Node):
         self.spec = cfg.spec()
         self.io = SpecIO(self.spec)
         self.hz = cfg.rate_hz
-        self.arm_joints = [[f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in cfg.joint_prefixes]
+        self.arm_joints = [
+            [f"{p}joint{i}" for i in range(1, ARM_DOF + 1)] for p in cfg.joint_prefixes
+        ]
         self.fingers = [f"{p}finger_joint1" for p in cfg.joint_prefixes]
         n = len(cfg.joint_prefixes)
         self.lockstep = bool(cfg.lockstep)
         # lock-step: every input of the state comes from the same set (one stamp, nothing newer)
-        extra = [*(f"pose{i}" for i in range(n)), "gripper", *(["objects"] if needs(self.spec, "objects") else [])]
-        self.sync = ApproxTimeSync(["joints", *(extra if self.lockstep else []), *cfg.cameras],
-                                   slop=1e-6 if self.lockstep else cfg.slop_s)
+        extra = [
+            *(f"pose{i}" for i in range(n)),
+            "gripper",
+            *(["objects"] if needs(self.spec, "objects") else []),
+        ]
+        self.sync = ApproxTimeSync(
+            ["joints", *(extra if self.lockstep else []), *cfg.cameras],
+            slop=1e-6 if self.lockstep else cfg.slop_s,
+        )
         self._set: Any = None  # lock-step: the newest set, and the command that answered it
         self._answer: tuple[float, JointTrajectory] | None = None
         # lock-step waits for the twin's next set, which waits on our answer (a computation): wall time
@@ -122,22 +141,45 @@ class PolicyClientNode(Node):
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
-        self.worker = InferenceWorker(connect or wire_client_factory(cfg), cfg.reconnect_s, cfg.name,
-                                      final_errors=_final_errors(), clock=self.now) if not cfg.teleop_only else None
+        self.worker = (
+            InferenceWorker(
+                connect or wire_client_factory(cfg),
+                cfg.reconnect_s,
+                cfg.name,
+                final_errors=_final_errors(),
+                clock=self.now,
+            )
+            if not cfg.teleop_only
+            else None
+        )
         # lock-step: a chunk is executed whole before the next observation is sent (prefetch 0),
         # as the simulator's eval executes it, and each tick waits for its answer
-        self.loop = PolicyLoop(self.worker, self.io, prefetch=0 if self.lockstep else 1,  # type: ignore[arg-type]
-                               max_wait_s=cfg.infer_timeout_s if self.lockstep else cfg.max_wait_fraction / self.hz,
-                               rtc=None if self.lockstep else cfg.rtc, clock=self.now)
+        self.loop = PolicyLoop(
+            self.worker,
+            self.io,
+            prefetch=0 if self.lockstep else 1,  # type: ignore[arg-type]
+            max_wait_s=cfg.infer_timeout_s if self.lockstep else cfg.max_wait_fraction / self.hz,
+            rtc=None if self.lockstep else cfg.rtc,
+            clock=self.now,
+        )
         self.human = HumanTakeover(self.io, cfg.teleop_timeout_s, always=cfg.teleop_only)
         self.episode = 0
-        self.pub_step = self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50)) if cfg.step_topic else None
+        self.pub_step = (
+            self.create_publisher(UInt8MultiArray, cfg.step_topic, reliable_qos(50))
+            if cfg.step_topic
+            else None
+        )
         self.stale_obs = 0
         self.reused_obs = 0
         self.missing = ""
         self.create_timer(1.0 / self.hz, self._tick)
         self.create_timer(0.5, self._publish_status)
-        log.info("policy client @ %.1f Hz, server %s, robot spec: %s", self.hz, cfg.server_url, self.spec.describe())
+        log.info(
+            "policy client @ %.1f Hz, server %s, robot spec: %s",
+            self.hz,
+            cfg.server_url,
+            self.spec.describe(),
+        )
 
     def now(self) -> float:
         """The node clock (s): stamps, observation age, teleop freshness; simulated under use_sim_time."""
@@ -145,9 +187,13 @@ class PolicyClientNode(Node):
 
     def _subscribe(self, cfg: PolicyClientConfig) -> None:
         self.create_subscription(JointState, cfg.joint_states_topic, self._on_joints, sensor_qos())
-        self.create_subscription(JointState, cfg.gripper_joint_states_topic, self._on_gripper, sensor_qos())
+        self.create_subscription(
+            JointState, cfg.gripper_joint_states_topic, self._on_gripper, sensor_qos()
+        )
         for i, topic in enumerate(cfg.ee_pose_topics[: len(self._poses)]):
-            self.create_subscription(PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos())
+            self.create_subscription(
+                PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos()
+            )
         if needs(self.spec, "goal_pos"):
             self.create_subscription(PoseStamped, cfg.goal_topic, self._on_goal, reliable_qos(1))
         if needs(self.spec, "object_pos"):
@@ -155,10 +201,18 @@ class PolicyClientNode(Node):
         if needs(self.spec, "objects"):
             self.create_subscription(PoseArray, cfg.objects_topic, self._on_objects, sensor_qos())
         for cam, topic in cfg.cameras.items():
-            self.create_subscription(Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos())
-        if cfg.instruction_topic:  # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
-            self.create_subscription(String, cfg.instruction_topic, self._on_instruction, reliable_qos(1))
-        self.create_subscription(String, cfg.robot_state_topic, self._on_robot_state, reliable_qos(1))
+            self.create_subscription(
+                Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos()
+            )
+        if (
+            cfg.instruction_topic
+        ):  # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
+            self.create_subscription(
+                String, cfg.instruction_topic, self._on_instruction, reliable_qos(1)
+            )
+        self.create_subscription(
+            String, cfg.robot_state_topic, self._on_robot_state, reliable_qos(1)
+        )
         self.create_subscription(String, cfg.teleop_topic, self._on_teleop, reliable_qos(5))
         self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
 
@@ -198,7 +252,9 @@ class PolicyClientNode(Node):
         self._object = pose_from_msg(msg).position
 
     def _on_objects(self, msg: PoseArray) -> None:
-        self._objects = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64)
+        self._objects = np.array(
+            [[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=np.float64
+        )
         self._add_lockstep("objects", msg, self._objects)
 
     def _on_instruction(self, msg: String) -> None:
@@ -261,12 +317,23 @@ class PolicyClientNode(Node):
         out = []
         for i, (q, dq) in enumerate(per_arm):
             pose = self._poses[i]
-            out.append(reading_from_pose(q, dq, self._grippers[i], None if pose is None else pose.position,
-                                         None if pose is None else pose.quat_xyzw, goal_pos=self._goal,
-                                         object_pos=self._object, objects=self._objects))
+            out.append(
+                reading_from_pose(
+                    q,
+                    dq,
+                    self._grippers[i],
+                    None if pose is None else pose.position,
+                    None if pose is None else pose.quat_xyzw,
+                    goal_pos=self._goal,
+                    object_pos=self._object,
+                    objects=self._objects,
+                )
+            )
         return out
 
-    def _observation(self, found: Any = None) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:
+    def _observation(
+        self, found: Any = None
+    ) -> tuple[dict[str, Any] | None, list[RobotReading] | None, float | None]:
         if found is not None:  # lock-step: every input from this one set
             for i in range(len(self._poses)):
                 self._poses[i] = found[f"pose{i}"][1]
@@ -276,7 +343,9 @@ class PolicyClientNode(Node):
         else:
             found = self.sync.pop_newest()
         if found is None and self.cfg.reuse_observation and self.sync.last is not None:
-            found = self.sync.last  # no newer set yet (camera slower than control): act on the newest
+            found = (
+                self.sync.last
+            )  # no newer set yet (camera slower than control): act on the newest
             self.reused_obs += 1
         if found is None:
             return None, None, None
@@ -301,8 +370,10 @@ class PolicyClientNode(Node):
         now = time.monotonic()
         if found is None and self.episode and now - self._last_set > 10.0 and not self._warned_sets:
             self._warned_sets = True  # e.g. a real-time robot: its topics never share one stamp
-            log.warning("lock-step: no observation set (joints, gripper, pose, objects, cameras under one stamp) "
-                        "for 10 s; the robot node must run lock-step too (robot.scene.lockstep: true)")
+            log.warning(
+                "lock-step: no observation set (joints, gripper, pose, objects, cameras under one stamp) "
+                "for 10 s; the robot node must run lock-step too (robot.scene.lockstep: true)"
+            )
         if found is not None:
             self._last_set = now
             stamp = max(st for st, _ in found.values())
@@ -332,8 +403,15 @@ class PolicyClientNode(Node):
 
     def _publish_step(self, obs: dict[str, Any] | None, cmd: Any, t_obs: float | None) -> None:
         if self.pub_step is not None and obs is not None and cmd.action is not None:
-            rec = StepRecord(episode=self.episode, state=obs["state"], action=cmd.action, images=obs["images"],
-                             intervention=cmd.kind == "teleop", policy_version=cmd.version, timestamp=t_obs or 0.0)
+            rec = StepRecord(
+                episode=self.episode,
+                state=obs["state"],
+                action=cmd.action,
+                images=obs["images"],
+                intervention=cmd.kind == "teleop",
+                policy_version=cmd.version,
+                timestamp=t_obs or 0.0,
+            )
             self.pub_step.publish(UInt8MultiArray(data=packb(rec.to_wire())))
 
     def _tick(self) -> None:
@@ -370,11 +448,21 @@ class PolicyClientNode(Node):
 
     def status(self) -> dict[str, Any]:
         w = self.worker
-        return {**self.loop.stats.summary(), "connected": bool(w and w.connected), "connects": w.connects if w else 0,
-                "failures": w.failures if w else 0, "stale_obs": self.stale_obs, "reused_obs": self.reused_obs,
-                "refused": w.refused if w else "", "enabled": self.enabled, "missing_input": self.missing,
-                "blocked": self.human.blocked, "teleop_steps": self.human.teleop_steps, "episode": self.episode,
-                "instruction": self.instruction}
+        return {
+            **self.loop.stats.summary(),
+            "connected": bool(w and w.connected),
+            "connects": w.connects if w else 0,
+            "failures": w.failures if w else 0,
+            "stale_obs": self.stale_obs,
+            "reused_obs": self.reused_obs,
+            "refused": w.refused if w else "",
+            "enabled": self.enabled,
+            "missing_input": self.missing,
+            "blocked": self.human.blocked,
+            "teleop_steps": self.human.teleop_steps,
+            "episode": self.episode,
+            "instruction": self.instruction,
+        }
 
     def _publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))

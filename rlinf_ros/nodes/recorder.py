@@ -31,14 +31,20 @@ class RecorderNode(Node):
         cfg = declare_config(self, cfg)
         self.cfg = cfg
         self.sink = StoreSink(cfg.store, discard_aborted=not cfg.keep_aborted)
-        self.assembler = subscribe_episodes(self, cfg.episodes, episode_template(graph, cfg.episodes), self.sink)
+        self.assembler = subscribe_episodes(
+            self, cfg.episodes, episode_template(graph, cfg.episodes), self.sink
+        )
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_timer(0.5, self._publish_status)
         log.info("recorder: %s episodes into %s", cfg.episodes.source, cfg.store)
 
     def status(self) -> dict:
-        return {**self.assembler.stats.summary(), "open": self.assembler.current is not None,
-                "store": self.cfg.store, "stored": len(self.sink.store)}
+        return {
+            **self.assembler.stats.summary(),
+            "open": self.assembler.current is not None,
+            "store": self.cfg.store,
+            "stored": len(self.sink.store),
+        }
 
     def _publish_status(self) -> None:
         text = json.dumps(self.status())

@@ -26,10 +26,22 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Float64, String
 
-from rlinf_contracts.transitions import EpisodeEvent, TransitionError, event_from_json, event_to_json
+from rlinf_contracts.transitions import (
+    EpisodeEvent,
+    TransitionError,
+    event_from_json,
+    event_to_json,
+)
 from rlinf_ros.config import RosGraphConfig
 from rlinf_ros.conversions import image_to_rgb
-from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import (
+    declare_config,
+    exit_process,
+    now_s,
+    reliable_qos,
+    run_node,
+    sensor_qos,
+)
 from rlinf_ros.online_config import RewardNodeConfig
 from rlinf_ros.reward_sources import ClassifierReward, SuccessLatch, event_reward
 
@@ -54,7 +66,9 @@ class RewardNode(Node):
         self.scored = 0
         if cfg.source == "classifier":
             self.create_subscription(Image, cfg.image_topic, self._on_image, sensor_qos())
-            self._thread = threading.Thread(target=self._classify_loop, name="reward-classifier", daemon=True)
+            self._thread = threading.Thread(
+                target=self._classify_loop, name="reward-classifier", daemon=True
+            )
             self._thread.start()
         log.info("reward node: source %s -> %s", cfg.source, cfg.reward_topic)
 
@@ -88,8 +102,13 @@ class RewardNode(Node):
             scorer = ClassifierReward(self.client, self.cfg.camera, self.cfg.threshold)
         except ClientStopped:
             return
-        log.info("reward: classifier at %s, camera %s (%dx%d)", self.cfg.server_url, scorer.camera,
-                 scorer.height, scorer.width)
+        log.info(
+            "reward: classifier at %s, camera %s (%dx%d)",
+            self.cfg.server_url,
+            scorer.camera,
+            scorer.height,
+            scorer.width,
+        )
         seen = 0
         while not self._stop.wait(1.0 / self.cfg.rate_hz):
             if self._frame is None or self._frame_id == seen:
@@ -105,8 +124,10 @@ class RewardNode(Node):
             self._publish(1.0 if success else 0.0, success)
             if success and self.cfg.end_episode and self.latch.run == self.cfg.consecutive:
                 now = now_s(self)
-                for ev in (EpisodeEvent("end", success=True, reason="classifier", stamp=now),
-                           EpisodeEvent("begin", stamp=now)):
+                for ev in (
+                    EpisodeEvent("end", success=True, reason="classifier", stamp=now),
+                    EpisodeEvent("begin", stamp=now),
+                ):
                     self.pub_event.publish(String(data=event_to_json(ev)))
 
     def close(self) -> None:

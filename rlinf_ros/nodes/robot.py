@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
@@ -78,28 +79,47 @@ class RobotNode(Node):
         if cfg.sim_clock:
             self._start_sim_clock()
         self.trajectories: list[Trajectory | None] = [None] * len(self.arms)
-        self._issued: list[float | None] = [None] * len(self.arms)  # arm clock: when the trajectory arrived
+        self._issued: list[float | None] = [None] * len(
+            self.arms
+        )  # arm clock: when the trajectory arrived
         self._gripper_cmd: list[float | None] = [None] * len(self.arms)
         t = cfg.topics
         qos = reliable_qos()
         self.pub_js = self.create_publisher(JointState, t.joint_states, qos)
         self.pub_grip = self.create_publisher(JointState, t.gripper_joint_states, qos)
-        self.pub_pose = [self.create_publisher(PoseStamped, self._arm_topic(i, t.ee_pose), qos)
-                         for i in range(len(self.arms))]
+        self.pub_pose = [
+            self.create_publisher(PoseStamped, self._arm_topic(i, t.ee_pose), qos)
+            for i in range(len(self.arms))
+        ]
         self.pub_state = self.create_publisher(String, t.robot_state, reliable_qos(1))
-        self.create_subscription(JointTrajectory, t.joint_trajectory, self._on_trajectory, reliable_qos(10))
+        self.create_subscription(
+            JointTrajectory, t.joint_trajectory, self._on_trajectory, reliable_qos(10)
+        )
         for i in range(len(self.arms)):
-            self.create_subscription(PoseStamped, self._arm_topic(i, t.target_pose),
-                                     lambda m, i=i: self._on_target_pose(i, m), reliable_qos(10))
+            self.create_subscription(
+                PoseStamped,
+                self._arm_topic(i, t.target_pose),
+                lambda m, i=i: self._on_target_pose(i, m),
+                reliable_qos(10),
+            )
         if any(hasattr(a.backend, "reset_pose") for a in self.arms):  # simulated twins only
-            self.create_subscription(JointState, "sim/reset_joints", self._on_reset_joints, reliable_qos(10))
+            self.create_subscription(
+                JointState, "sim/reset_joints", self._on_reset_joints, reliable_qos(10)
+            )
         self._make_services()
-        attach_bridges(self, self.arms, cfg.bridge, cfg.driver_hz)  # bridge mode: an existing stack's topics
+        attach_bridges(
+            self, self.arms, cfg.bridge, cfg.driver_hz
+        )  # bridge mode: an existing stack's topics
         self._bridged = [b for _, _, b in bridged(self.arms)]
-        self.scene = attach_scene(self, self.arms, cfg.scene)  # an arm running a simulator scene (twin)
+        self.scene = attach_scene(
+            self, self.arms, cfg.scene
+        )  # an arm running a simulator scene (twin)
         if cfg.sim_clock:  # paced by the wall: the tick is what advances simulated time
-            self.create_timer(self._steps_per_tick * self.sim_dt / cfg.real_time_factor, self._tick,
-                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.create_timer(
+                self._steps_per_tick * self.sim_dt / cfg.real_time_factor,
+                self._tick,
+                clock=Clock(clock_type=ClockType.STEADY_TIME),
+            )
         else:
             self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
@@ -110,18 +130,28 @@ class RobotNode(Node):
     # ---- time ---------------------------------------------------------------------------
     def _start_sim_clock(self) -> None:
         """Own the simulated time: physics timestep, steps per driver period, arms on this clock."""
-        models = [a.backend.fm.model for a in self.arms if getattr(a.backend, "fm", None) is not None]
+        models = [
+            a.backend.fm.model for a in self.arms if getattr(a.backend, "fm", None) is not None
+        ]
         period = 1.0 / self.cfg.driver_hz
-        self.sim_dt = float(models[0].opt.timestep) if models else period  # kinematic arms: one step a tick
+        self.sim_dt = (
+            float(models[0].opt.timestep) if models else period
+        )  # kinematic arms: one step a tick
         self._steps_per_tick = max(1, round(period / self.sim_dt))
         for arm in self.arms:  # the watchdog and speed limit count simulated time
             arm._clock = arm.safety._clock = self.now
         self.pub_clock = self.create_publisher(ClockMsg, "/clock", reliable_qos(1))
         if not self.get_parameter("use_sim_time").value:
-            log.warning("robot.sim_clock publishes /clock but this node's use_sim_time is false: "
-                        "set use_sim_time: true (graph) so the nodes follow it")
-        log.info("simulated time: /clock advances %d x %.4f s per driver tick, at %.2f x real time",
-                 self._steps_per_tick, self.sim_dt, self.cfg.real_time_factor)
+            log.warning(
+                "robot.sim_clock publishes /clock but this node's use_sim_time is false: "
+                "set use_sim_time: true (graph) so the nodes follow it"
+            )
+        log.info(
+            "simulated time: /clock advances %d x %.4f s per driver tick, at %.2f x real time",
+            self._steps_per_tick,
+            self.sim_dt,
+            self.cfg.real_time_factor,
+        )
 
     def now(self) -> float:
         """Robot time in seconds: the simulated time this node publishes (``sim_clock``), else the
@@ -152,22 +182,43 @@ class RobotNode(Node):
 
             self.create_service(Trigger, name, cb)
 
-        srv("estop", lambda: (self._all(lambda a: a.estop("service call")), "e-stop latched; call reset_estop"))
-        srv("reset_estop", lambda: (self._all(lambda a: a.reset_estop() or True), "e-stop released"))
+        srv(
+            "estop",
+            lambda: (
+                self._all(lambda a: a.estop("service call")),
+                "e-stop latched; call reset_estop",
+            ),
+        )
+        srv(
+            "reset_estop", lambda: (self._all(lambda a: a.reset_estop() or True), "e-stop released")
+        )
         srv("error_recovery", self._recover)
         for i, arm in enumerate(self.arms):
             g = self._arm_topic(i, "franka_gripper")
             srv(f"{g}/homing", lambda a=arm: _answer(a, "homing", a.gripper_homing))
-            srv(f"{g}/open", lambda a=arm: _answer(a, "open", lambda: a.gripper_move(a.safety.cfg.gripper_max_width)))
-            srv(f"{g}/grasp", lambda a=arm: _answer(
-                a, "grasp", lambda: a.gripper_grasp(self.cfg.grasp_width, force=self.cfg.grasp_force)))
+            srv(
+                f"{g}/open",
+                lambda a=arm: _answer(
+                    a, "open", lambda: a.gripper_move(a.safety.cfg.gripper_max_width)
+                ),
+            )
+            srv(
+                f"{g}/grasp",
+                lambda a=arm: _answer(
+                    a,
+                    "grasp",
+                    lambda: a.gripper_grasp(self.cfg.grasp_width, force=self.cfg.grasp_force),
+                ),
+            )
             srv(f"{g}/stop", lambda a=arm: _answer(a, "stop", a.backend.gripper_stop))
 
     def _recover(self) -> tuple[bool, str]:
         ok = self._all(FrankaArm.recover)
         latched = [a.name for a in self.arms if a.safety.estopped]
         msg = "error recovery done" if ok else "error recovery failed: see the robot node's log"
-        return ok, msg + (f"; e-stop still latched on {latched}: call reset_estop" if latched else "")
+        return ok, msg + (
+            f"; e-stop still latched on {latched}: call reset_estop" if latched else ""
+        )
 
     def _all(self, fn: Any) -> bool:
         results = [fn(a) for a in self.arms]
@@ -177,7 +228,9 @@ class RobotNode(Node):
 
     # ---- commands -----------------------------------------------------------------------
     def _on_trajectory(self, msg: JointTrajectory) -> None:
-        if self.scene is not None and self.scene.lockstep:  # a lock-step twin: one control step per action
+        if (
+            self.scene is not None and self.scene.lockstep
+        ):  # a lock-step twin: one control step per action
             self.stats["trajectories" if self.scene.command(msg) else "stale_trajectories"] += 1
             return
         now = self.now()
@@ -186,7 +239,9 @@ class RobotNode(Node):
             finger = arm.gripper_joint_names[0]
             try:
                 if names & set(arm.joint_names):
-                    self.trajectories[i] = trajectory_from_msg(msg, arm.joint_names, now, arm.state().q)
+                    self.trajectories[i] = trajectory_from_msg(
+                        msg, arm.joint_names, now, arm.state().q
+                    )
                     self._issued[i] = arm.now()
                     self.stats["trajectories"] += 1
                 if finger in names:
@@ -204,7 +259,11 @@ class RobotNode(Node):
                 continue
             q = np.array([msg.position[names.index(n)] for n in arm.joint_names])
             finger = arm.gripper_joint_names[0]
-            width = 2.0 * msg.position[names.index(finger)] if finger in names else arm.state().gripper.width
+            width = (
+                2.0 * msg.position[names.index(finger)]
+                if finger in names
+                else arm.state().gripper.width
+            )
             arm.backend.reset_pose(q, width)
             self.trajectories[i] = None
             self._gripper_cmd[i] = None
@@ -232,7 +291,9 @@ class RobotNode(Node):
         q1 = solve_ik(q0, goal, iters=50)
         duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
         now = self.now()
-        self.trajectories[i] = Trajectory(arm.joint_names, np.array([0.0, duration]), np.stack([q0, q1]), now)
+        self.trajectories[i] = Trajectory(
+            arm.joint_names, np.array([0.0, duration]), np.stack([q0, q1]), now
+        )
         self._issued[i] = arm.now()
 
     # ---- timers -------------------------------------------------------------------------
@@ -251,7 +312,9 @@ class RobotNode(Node):
                 if "stale_refused" in out.events:
                     self.trajectories[i] = None
                     self.stats["stale_trajectories"] += 1
-                elif now >= traj.end and "velocity_limit" not in out.events:  # else: still walking there
+                elif (
+                    now >= traj.end and "velocity_limit" not in out.events
+                ):  # else: still walking there
                     self.trajectories[i] = None
                     arm.settle()
             arm.tick()
@@ -265,9 +328,15 @@ class RobotNode(Node):
             return
         stamp = self.now() if stamp is None else stamp
         states = [a.state() for a in self.arms]
-        self.pub_js.publish(joint_state_msg(
-            self.joint_names, np.concatenate([s.q for s in states]), np.concatenate([s.dq for s in states]),
-            np.concatenate([s.tau_j for s in states]), stamp=stamp))
+        self.pub_js.publish(
+            joint_state_msg(
+                self.joint_names,
+                np.concatenate([s.q for s in states]),
+                np.concatenate([s.dq for s in states]),
+                np.concatenate([s.tau_j for s in states]),
+                stamp=stamp,
+            )
+        )
         fingers = [n for a in self.arms for n in a.gripper_joint_names]
         widths = np.repeat([s.gripper.width / 2 for s in states], 2)
         self.pub_grip.publish(joint_state_msg(fingers, widths, stamp=stamp))
@@ -278,10 +347,20 @@ class RobotNode(Node):
         out = {}
         for arm in self.arms:
             s = arm.state()
-            out[arm.name] = {"mode": s.mode.name, "errors": list(s.errors), "estop": arm.safety.estopped,
-                             "holding": arm.holding, "safety": arm.counters}
-            if arm.backend in self._bridged:  # bridge mode: where the EE pose comes from, commands sent
-                out[arm.name]["bridge"] = {"ee_pose_source": arm.backend.ee_pose_source, "sent": arm.backend.sent}
+            out[arm.name] = {
+                "mode": s.mode.name,
+                "errors": list(s.errors),
+                "estop": arm.safety.estopped,
+                "holding": arm.holding,
+                "safety": arm.counters,
+            }
+            if (
+                arm.backend in self._bridged
+            ):  # bridge mode: where the EE pose comes from, commands sent
+                out[arm.name]["bridge"] = {
+                    "ee_pose_source": arm.backend.ee_pose_source,
+                    "sent": arm.backend.sent,
+                }
         return {"arms": out, **self.stats}
 
     def _publish_state(self) -> None:
@@ -298,7 +377,12 @@ def _answer(arm: FrankaArm, action: str, call: Callable[[], bool]) -> tuple[bool
     arm.last_refusal = ""
     if call():
         return True, f"{action} done"
-    return False, f"{action}: {arm.last_refusal}" if arm.last_refusal else f"{action} failed: the gripper reported it"
+    return (
+        False,
+        f"{action}: {arm.last_refusal}"
+        if arm.last_refusal
+        else f"{action} failed: the gripper reported it",
+    )
 
 
 def build(cfg: RosGraphConfig, name: str | None) -> RobotNode:

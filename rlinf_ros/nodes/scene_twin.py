@@ -47,7 +47,13 @@ from geometry_msgs.msg import Pose, PoseArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from rlinf_ros.conversions import ConversionError, numpy_to_image, stamp_to_sec, to_time_msg, trajectory_from_msg
+from rlinf_ros.conversions import (
+    ConversionError,
+    numpy_to_image,
+    stamp_to_sec,
+    to_time_msg,
+    trajectory_from_msg,
+)
 from rlinf_ros.nodes.common import reliable_qos, sensor_qos
 from robot_drivers.lockstep import LockstepStepper
 
@@ -77,8 +83,13 @@ class SceneTopics:
         self.node, self.arm, self.backend, self.cfg = node, arm, arm.backend, cfg
         self.pub_objects = node.create_publisher(PoseArray, cfg.objects_topic, sensor_qos())
         self.pub_scene = node.create_publisher(String, cfg.scene_topic, reliable_qos(1))
-        self.pub_images = {cam: node.create_publisher(Image, topic, reliable_qos(2)) for cam, topic in cfg.cameras.items()}
-        node.create_subscription(String, cfg.new_episode_topic, self._on_new_episode, reliable_qos(10))
+        self.pub_images = {
+            cam: node.create_publisher(Image, topic, reliable_qos(2))
+            for cam, topic in cfg.cameras.items()
+        }
+        node.create_subscription(
+            String, cfg.new_episode_topic, self._on_new_episode, reliable_qos(10)
+        )
         self.lockstep = bool(cfg.lockstep)
         self.stepper = LockstepStepper(arm) if cfg.lockstep else None
         self.stamp: float | None = None  # lock-step: stamp of the newest observation set
@@ -90,8 +101,12 @@ class SceneTopics:
             node.create_timer(1.0 / node.cfg.publish_hz, self._publish)
             if cfg.cameras:
                 node.create_timer(1.0 / cfg.camera_hz, self._render)
-        log.info("scene twin: objects on %s, cameras %s%s", cfg.objects_topic, cfg.cameras,
-                 " (lock-step: one simulator control step per command)" if self.lockstep else "")
+        log.info(
+            "scene twin: objects on %s, cameras %s%s",
+            cfg.objects_topic,
+            cfg.cameras,
+            " (lock-step: one simulator control step per command)" if self.lockstep else "",
+        )
 
     # ---- lock-step ----------------------------------------------------------------------
     def command(self, msg: Any) -> bool:
@@ -101,14 +116,20 @@ class SceneTopics:
         if self.stamp is None or abs(stamp - self.stamp) > 1e-6:
             self.stale_commands += 1
             if self.stale_commands == 50 and self.stepper.steps == 0:  # type: ignore[union-attr]
-                log.warning("lock-step twin: 50 commands, none stamped with an observation set it sent; "
-                            "the sender must run lock-step too (policy_client.lockstep: true)")
+                log.warning(
+                    "lock-step twin: 50 commands, none stamped with an observation set it sent; "
+                    "the sender must run lock-step too (policy_client.lockstep: true)"
+                )
             return False
         arm = self.arm
         try:
             q = trajectory_from_msg(msg, arm.joint_names, 0.0).positions[-1]
             finger = arm.gripper_joint_names[0]
-            width = 2.0 * trajectory_from_msg(msg, [finger], 0.0).positions[-1, 0] if finger in msg.joint_names else None
+            width = (
+                2.0 * trajectory_from_msg(msg, [finger], 0.0).positions[-1, 0]
+                if finger in msg.joint_names
+                else None
+            )
         except ConversionError as e:
             log.warning("lock-step: rejected command: %s", e)
             return False
@@ -122,14 +143,18 @@ class SceneTopics:
     def publish_set(self, stamp: float | None = None) -> None:
         """One observation set under one stamp: scene report, objects, joints / gripper / pose, frames."""
         self.stamp = self.node.now() if stamp is None else stamp
-        self._sent_at = time.monotonic()  # wall: lock-step waits on the policy's computation, not on robot time
+        self._sent_at = (
+            time.monotonic()
+        )  # wall: lock-step waits on the policy's computation, not on robot time
         self._publish(self.stamp)
         self.node._publish(self.stamp)
         self._render(self.stamp)
 
     def _lockstep_timer(self) -> None:
         if self.stamp is not None and time.monotonic() - self._sent_at > _RESEND_S:
-            self.publish_set(self.stamp)  # unanswered (lost, or the client is paused): again, same state
+            self.publish_set(
+                self.stamp
+            )  # unanswered (lost, or the client is paused): again, same state
         else:
             self._publish_report()
 
@@ -156,15 +181,23 @@ class SceneTopics:
             self.publish_set()  # the reset observation: the episode's first action answers it
         else:
             self._publish()
-        log.info("scene episode %d: %r", self.backend.scene.episodes, self.backend.scene.instruction)
+        log.info(
+            "scene episode %d: %r", self.backend.scene.episodes, self.backend.scene.instruction
+        )
 
     def _report(self) -> dict[str, Any]:
         scene = self.backend.scene
-        info = {"episode": scene.episodes, "instruction": scene.instruction, "success": scene.success(),
-                "target": [float(x) for x in scene.target_position()]}
+        info = {
+            "episode": scene.episodes,
+            "instruction": scene.instruction,
+            "success": scene.success(),
+            "target": [float(x) for x in scene.target_position()],
+        }
         if self.lockstep:
             st = self.stepper
-            info.update(success=st.success_step is not None, steps=st.steps, success_step=st.success_step)  # type: ignore[union-attr]
+            info.update(
+                success=st.success_step is not None, steps=st.steps, success_step=st.success_step
+            )  # type: ignore[union-attr]
         return info
 
     def _publish_report(self) -> None:
@@ -191,4 +224,6 @@ class SceneTopics:
     def _render(self, stamp: float | None = None) -> None:
         for cam, pub in self.pub_images.items():
             frame = self.backend.render(cam, 0, 0)
-            pub.publish(numpy_to_image(frame, "rgb8", self.node.now() if stamp is None else stamp, cam))
+            pub.publish(
+                numpy_to_image(frame, "rgb8", self.node.now() if stamp is None else stamp, cam)
+            )

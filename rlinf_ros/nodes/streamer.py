@@ -16,7 +16,13 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from rlinf_ros.config import RosGraphConfig
-from rlinf_ros.nodes.common import NOT_PARAMETERS, declare_config, exit_process, reliable_qos, run_node
+from rlinf_ros.nodes.common import (
+    NOT_PARAMETERS,
+    declare_config,
+    exit_process,
+    reliable_qos,
+    run_node,
+)
 from rlinf_ros.nodes.episode_topics import episode_template, subscribe_episodes
 from rlinf_ros.online_config import StreamerNodeConfig
 from rlinf_ros.recording import StreamSink
@@ -32,11 +38,17 @@ class StreamerNode(Node):
         cfg = declare_config(self, cfg, skip=(*NOT_PARAMETERS, "stream"))
         self.cfg = cfg
         self.streamer = TransitionStreamer(cfg.resolved_stream()).start()
-        self.assembler = subscribe_episodes(self, cfg.episodes, episode_template(graph, cfg.episodes),
-                                            StreamSink(self.streamer))
+        self.assembler = subscribe_episodes(
+            self, cfg.episodes, episode_template(graph, cfg.episodes), StreamSink(self.streamer)
+        )
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_timer(1.0, self._publish_status)
-        log.info("streamer: robot %s -> %s (spool %s)", cfg.stream.robot_id, cfg.stream.url, cfg.stream.spool_dir)
+        log.info(
+            "streamer: robot %s -> %s (spool %s)",
+            cfg.stream.robot_id,
+            cfg.stream.url,
+            cfg.stream.spool_dir,
+        )
 
     def status(self) -> dict:
         return {**self.streamer.status(), **self.assembler.stats.summary()}

@@ -41,9 +41,21 @@ from trajectory_msgs.msg import JointTrajectory
 
 from rlinf_contracts.transitions import EpisodeEvent, event_to_json
 from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
-from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg, trajectory_msg
+from rlinf_ros.conversions import (
+    ConversionError,
+    joint_state_to_arrays,
+    pose_from_msg,
+    trajectory_msg,
+)
 from rlinf_ros.episodes import JUDGES, EpisodeLog, SceneJudge
-from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import (
+    declare_config,
+    exit_process,
+    now_s,
+    reliable_qos,
+    run_node,
+    sensor_qos,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +65,9 @@ for _task in ("push",):
     if _task not in JUDGES:
         JUDGES.add(_task, lambda cfg: SceneJudge())
 OBJECTS_TOPIC = "sim/objects"  # the scene twin's object slots (PoseArray, base frame)
-OBJECT_TOPIC = "task/object_pose"  # the policy client's object pose (policy_client.object_topic default)
+OBJECT_TOPIC = (
+    "task/object_pose"  # the policy client's object pose (policy_client.object_topic default)
+)
 
 
 class TaskNode(Node):
@@ -84,20 +98,31 @@ class TaskNode(Node):
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.pub_reset = self.create_publisher(JointState, "sim/reset_joints", reliable_qos(10))
         self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
-        self.pub_reward = self.create_publisher(Float64, cfg.reward_topic, reliable_qos(10)) if cfg.reward_topic else None
+        self.pub_reward = (
+            self.create_publisher(Float64, cfg.reward_topic, reliable_qos(10))
+            if cfg.reward_topic
+            else None
+        )
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.scene: dict[str, Any] = {}
         self.scene_episode = 0  # the scene episode this task episode waits for / runs
         self._last_scene_req = float("-inf")
         if getattr(self.judge, "uses_scene", False):
             self.create_subscription(String, cfg.scene_topic, self._on_scene, reliable_qos(1))
-            self.pub_new_episode = self.create_publisher(String, cfg.new_episode_topic, reliable_qos(10))
+            self.pub_new_episode = self.create_publisher(
+                String, cfg.new_episode_topic, reliable_qos(10)
+            )
             if cfg.task != "language":  # a task twin's object: relayed for the object_pos features
                 self.pub_object = self.create_publisher(PoseStamped, OBJECT_TOPIC, sensor_qos())
                 self.create_subscription(PoseArray, OBJECTS_TOPIC, self._on_objects, sensor_qos())
         self.create_timer(0.02, self._step)
-        log.info("task node: %s, %s episodes of %d steps @ %.0f Hz", cfg.task, cfg.episodes or "endless",
-                 cfg.max_steps, cfg.control_hz)
+        log.info(
+            "task node: %s, %s episodes of %d steps @ %.0f Hz",
+            cfg.task,
+            cfg.episodes or "endless",
+            cfg.max_steps,
+            cfg.control_hz,
+        )
 
     # ---- inputs ---------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
@@ -126,7 +151,9 @@ class TaskNode(Node):
             return True
         if self.scene.get("episode", -1) < self.scene_episode:
             now = now_s(self)
-            if now - self._last_scene_req >= 0.5:  # re-sent until served (robot node ignores repeats)
+            if (
+                now - self._last_scene_req >= 0.5
+            ):  # re-sent until served (robot node ignores repeats)
                 self._last_scene_req = now
                 self.pub_new_episode.publish(String(data=str(self.scene_episode)))
             return False
@@ -163,15 +190,21 @@ class TaskNode(Node):
         if now_s(self) - self._t_up < self.cfg.warmup_s:
             return  # let the other nodes of the graph discover each other before the first episode
         if self._call_enable(False):
-            if getattr(self.judge, "uses_scene", False):  # the simulator's reset: layout, colours, instruction
+            if getattr(
+                self.judge, "uses_scene", False
+            ):  # the simulator's reset: layout, colours, instruction
                 self.scene_episode = max(self.scene_episode, int(self.scene.get("episode", 0))) + 1
                 self._last_scene_req = float("-inf")  # sent by _scene_ready
-            self.home_target = np.asarray(self.cfg.home) + self.rng.normal(0.0, self.cfg.home_noise, 7)
+            self.home_target = np.asarray(self.cfg.home) + self.rng.normal(
+                0.0, self.cfg.home_noise, 7
+            )
             self._last_home_cmd = float("-inf")
             self._enter("homing")
 
     def _on_homing(self) -> None:
-        if getattr(self.judge, "uses_scene", False):  # the scene's reset put the arm where the simulator does
+        if getattr(
+            self.judge, "uses_scene", False
+        ):  # the scene's reset put the arm where the simulator does
             if self._scene_ready():
                 self._publish_goal()
                 self._enter("start")
@@ -183,12 +216,18 @@ class TaskNode(Node):
         if err < self.cfg.home_tolerance:
             self.goal = self.judge.sample_goal(self.rng)
             if self.cfg.instructions:
-                self.instruction = str(self.cfg.instructions[int(self.rng.integers(len(self.cfg.instructions)))])
+                self.instruction = str(
+                    self.cfg.instructions[int(self.rng.integers(len(self.cfg.instructions)))]
+                )
             self._publish_goal()
             self._enter("start")
             return
         if self._elapsed() > self.cfg.home_timeout_s:
-            log.error("arm not home after %.0f s (max joint error %.3f rad); retrying", self.cfg.home_timeout_s, err)
+            log.error(
+                "arm not home after %.0f s (max joint error %.3f rad); retrying",
+                self.cfg.home_timeout_s,
+                err,
+            )
             self._enter("homing")
         now = now_s(self)
         if now - self._last_home_cmd >= 0.1:  # re-planned from where the arm is; re-sent within the
@@ -196,13 +235,21 @@ class TaskNode(Node):
             self._last_home_cmd = now
             point = np.append(self.home_target, 0.04)
             if self.cfg.reset == "teleport":  # the simulated twin resets like the simulator does
-                msg = JointState(name=[*self.joints, self.finger], position=[float(x) for x in point])
+                msg = JointState(
+                    name=[*self.joints, self.finger], position=[float(x) for x in point]
+                )
                 msg.header.stamp = self.get_clock().now().to_msg()
                 self.pub_reset.publish(msg)
                 return
             duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
-            self.pub_cmd.publish(trajectory_msg([*self.joints, self.finger], point[None], np.array([duration]),
-                                             stamp=now_s(self)))
+            self.pub_cmd.publish(
+                trajectory_msg(
+                    [*self.joints, self.finger],
+                    point[None],
+                    np.array([duration]),
+                    stamp=now_s(self),
+                )
+            )
 
     def _publish_goal(self) -> None:
         msg = PoseStamped()
@@ -212,7 +259,9 @@ class TaskNode(Node):
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
         msg.pose.orientation.w = 1.0
         self.pub_goal.publish(msg)
-        if self.instruction:  # with the goal, before the client is enabled: the episode's first request has it
+        if (
+            self.instruction
+        ):  # with the goal, before the client is enabled: the episode's first request has it
             self.pub_instruction.publish(String(data=self.instruction))
 
     def _on_start(self) -> None:
@@ -237,14 +286,33 @@ class TaskNode(Node):
         if ok or steps >= self.cfg.max_steps:
             self.log.add(ok, steps, dist, self.goal)
             summary = self.log.summary()
-            log.info("episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
-                     summary["episodes"] - 1, "success" if ok else "timeout", steps, dist,
-                     summary["success_rate"], summary["episodes"])
-            self.pub_status.publish(String(data=json.dumps({k: v for k, v in summary.items() if k != "results"})))
-            end = EpisodeEvent("end", status="complete" if ok else "truncated", success=ok,
-                               reason="success" if ok else "timeout", stamp=now_s(self))
-            self.pub_event.publish(String(data=event_to_json(end)))  # the recorder / streamer label it
-            self._enter("done" if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes else "pause")
+            log.info(
+                "episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
+                summary["episodes"] - 1,
+                "success" if ok else "timeout",
+                steps,
+                dist,
+                summary["success_rate"],
+                summary["episodes"],
+            )
+            self.pub_status.publish(
+                String(data=json.dumps({k: v for k, v in summary.items() if k != "results"}))
+            )
+            end = EpisodeEvent(
+                "end",
+                status="complete" if ok else "truncated",
+                success=ok,
+                reason="success" if ok else "timeout",
+                stamp=now_s(self),
+            )
+            self.pub_event.publish(
+                String(data=event_to_json(end))
+            )  # the recorder / streamer label it
+            self._enter(
+                "done"
+                if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes
+                else "pause"
+            )
 
     def _on_done(self) -> None:
         if self._call_enable(False):

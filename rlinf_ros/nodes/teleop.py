@@ -21,12 +21,23 @@ from std_msgs.msg import String
 from rlinf_contracts.transitions import EpisodeEvent, TeleopCommand, event_to_json
 from rlinf_ros.config import RosGraphConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg
-from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node, sensor_qos
+from rlinf_ros.nodes.common import (
+    declare_config,
+    exit_process,
+    now_s,
+    reliable_qos,
+    run_node,
+    sensor_qos,
+)
 from rlinf_ros.online_config import TeleopNodeConfig
 from rlinf_ros.teleop import make_device, to_action
 
 log = logging.getLogger(__name__)
-ENDS = {"success": ("complete", True), "failure": ("truncated", False), "rerecord": ("aborted", False)}
+ENDS = {
+    "success": ("complete", True),
+    "failure": ("truncated", False),
+    "rerecord": ("aborted", False),
+}
 
 
 class TeleopNode(Node):
@@ -51,7 +62,9 @@ class TeleopNode(Node):
         self.pub_event = self.create_publisher(String, cfg.event_topic, reliable_qos(10))
         self.create_timer(1.0 / cfg.rate_hz, self._tick)
         self.events = 0
-        log.info("teleop: %s -> %s (%s actions)", cfg.device, cfg.command_topic, self.spec.action.control)
+        log.info(
+            "teleop: %s -> %s (%s actions)", cfg.device, cfg.command_topic, self.spec.action.control
+        )
 
     def _on_joints(self, msg: JointState) -> None:
         try:
@@ -89,7 +102,9 @@ class TeleopNode(Node):
         self.pub_cmd.publish(String(data=TeleopCommand(action, intervene, now_s(self)).to_json()))
         for name in inp.events:
             status, success = ENDS[name]
-            self.publish_event(EpisodeEvent("end", status=status, success=success, reason=name, stamp=now_s(self)))
+            self.publish_event(
+                EpisodeEvent("end", status=status, success=success, reason=name, stamp=now_s(self))
+            )
             self.publish_event(EpisodeEvent("begin", stamp=now_s(self)))
 
     def publish_event(self, ev: EpisodeEvent) -> None:

@@ -20,7 +20,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlinf_contracts.control import PANDA_Q_MAX, PANDA_Q_MIN  # the range joint_position actions span
+from rlinf_contracts.control import (
+    PANDA_Q_MAX,
+    PANDA_Q_MIN,
+)  # the range joint_position actions span
 from rlinf_contracts.registry import Registry
 from rlinf_contracts.spec import RobotSpec
 
@@ -53,24 +56,35 @@ def make_device(name: str, cfg: Any, **context: Any) -> TeleopDevice:
     return DEVICES.get(name)(cfg, **context)
 
 
-def to_action(inp: TeleopInput, spec: RobotSpec, q_now: np.ndarray | None = None,
-              last_gripper: float = 1.0) -> np.ndarray:
+def to_action(
+    inp: TeleopInput, spec: RobotSpec, q_now: np.ndarray | None = None, last_gripper: float = 1.0
+) -> np.ndarray:
     """One arm's action in ``spec``'s space; ``q_now`` is needed for ``joint_delta`` from joints."""
     control, grip = spec.action.control, last_gripper if inp.gripper is None else float(inp.gripper)
     if control in ("ee_delta", "ee_delta_pos"):
-        twist = np.zeros(6) if inp.twist is None else np.clip(np.asarray(inp.twist, np.float64), -1, 1)
+        twist = (
+            np.zeros(6) if inp.twist is None else np.clip(np.asarray(inp.twist, np.float64), -1, 1)
+        )
         body = twist if control == "ee_delta" else twist[:3]
     elif inp.joints is None:  # a twist device on a joint-space robot: hold still
-        body = np.zeros(7) if control == "joint_delta" else _normalise(q_now if q_now is not None else np.zeros(7))
+        body = (
+            np.zeros(7)
+            if control == "joint_delta"
+            else _normalise(q_now if q_now is not None else np.zeros(7))
+        )
     elif control == "joint_position":
         body = _normalise(inp.joints)
     elif control == "joint_delta":
         if q_now is None:
-            raise ValueError("joint_delta teleop from joint targets needs the follower's joints (q_now)")
+            raise ValueError(
+                "joint_delta teleop from joint targets needs the follower's joints (q_now)"
+            )
         body = np.clip((np.asarray(inp.joints) - q_now) / spec.action.joint_scale, -1, 1)
     else:
-        raise ValueError(f"teleop cannot drive action control {control!r}; use ee_delta, ee_delta_pos, "
-                         "joint_delta or joint_position")
+        raise ValueError(
+            f"teleop cannot drive action control {control!r}; use ee_delta, ee_delta_pos, "
+            "joint_delta or joint_position"
+        )
     return np.append(body, np.clip(grip, -1, 1)).astype(np.float32)
 
 

@@ -31,7 +31,9 @@ class Gamepad:
         pygame.joystick.init()
         if joystick is None:
             if pygame.joystick.get_count() == 0:
-                raise RuntimeError("no gamepad found by SDL (plugged in? permissions on /dev/input/js*?)")
+                raise RuntimeError(
+                    "no gamepad found by SDL (plugged in? permissions on /dev/input/js*?)"
+                )
             joystick = pygame.joystick.Joystick(0)
         self.js, self.speed, self.deadband = joystick, speed, deadband
         self._open, self._prev = 1.0, [False] * 16

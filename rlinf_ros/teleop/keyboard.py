@@ -19,20 +19,38 @@ import os
 import select
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import numpy as np
 
 from rlinf_ros.teleop.base import DEVICES, TeleopInput
 
-MOTION = {"w": (0, 1), "s": (0, -1), "a": (1, 1), "d": (1, -1), "r": (2, 1), "f": (2, -1),
-          "i": (3, 1), "k": (3, -1), "j": (4, 1), "l": (4, -1), "u": (5, 1), "o": (5, -1)}
+MOTION = {
+    "w": (0, 1),
+    "s": (0, -1),
+    "a": (1, 1),
+    "d": (1, -1),
+    "r": (2, 1),
+    "f": (2, -1),
+    "i": (3, 1),
+    "k": (3, -1),
+    "j": (4, 1),
+    "l": (4, -1),
+    "u": (5, 1),
+    "o": (5, -1),
+}
 EVENT_KEYS = {"y": "success", "n": "failure", "x": "rerecord"}
 
 
 class Keyboard:
-    def __init__(self, stream: TextIO | None = None, hold_s: float = 0.15, speed: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        hold_s: float = 0.15,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stdin
         self.hold_s, self.speed, self._clock = hold_s, speed, clock
         self._until = np.full(6, -np.inf)
@@ -44,7 +62,9 @@ class Keyboard:
             import tty
 
             self._saved = termios.tcgetattr(sys.stdin.fileno())
-            tty.setcbreak(sys.stdin.fileno())  # keys arrive one by one, unechoed; Ctrl-C still works
+            tty.setcbreak(
+                sys.stdin.fileno()
+            )  # keys arrive one by one, unechoed; Ctrl-C still works
 
     def _keys(self) -> str:
         if hasattr(self.stream, "fileno"):
@@ -72,7 +92,9 @@ class Keyboard:
         twist = np.where(self._until >= now, self._dir, 0.0) * self.speed
         if twist.any() or gripper is not None:
             self.intervention = True  # moving is taking over
-        return TeleopInput(twist=twist, gripper=gripper, intervention=self.intervention, events=events)
+        return TeleopInput(
+            twist=twist, gripper=gripper, intervention=self.intervention, events=events
+        )
 
     def close(self) -> None:
         if self._saved is not None:

@@ -27,7 +27,10 @@ class LeaderArm:
     def read(self) -> TeleopInput:
         if self.q is None:
             return TeleopInput()
-        moving = self._last is not None and float(np.max(np.abs(self.q - self._last))) > self.move_threshold
+        moving = (
+            self._last is not None
+            and float(np.max(np.abs(self.q - self._last))) > self.move_threshold
+        )
         self._last = self.q.copy()
         grip = None if self.width is None else 2.0 * self.width / self.max_width - 1.0
         return TeleopInput(joints=self.q.copy(), gripper=grip, intervention=moving)

@@ -18,7 +18,8 @@ human).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +27,17 @@ from rlinf_ros.teleop.base import DEVICES, TeleopInput
 
 
 class ScriptedReach:
-    def __init__(self, pos_scale: float = 0.05, always: bool = True, patience_s: float = 1.0,
-                 progress_m: float = 0.02, release_m: float = 0.02, gain: float = 1.0,
-                 regress_m: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pos_scale: float = 0.05,
+        always: bool = True,
+        patience_s: float = 1.0,
+        progress_m: float = 0.02,
+        release_m: float = 0.02,
+        gain: float = 1.0,
+        regress_m: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.pos_scale, self.always, self.gain = pos_scale, always, gain
         self.patience_s, self.progress_m, self.release_m = patience_s, progress_m, release_m
         self.regress_m = regress_m

@@ -14,23 +14,45 @@ from rlinf_ros.teleop.base import DEVICES, TeleopInput
 
 
 class SpaceMouse:
-    def __init__(self, pos_speed: float = 1.0, rot_speed: float = 1.0, deadband: float = 0.05,
-                 backend: Any = None) -> None:
+    def __init__(
+        self,
+        pos_speed: float = 1.0,
+        rot_speed: float = 1.0,
+        deadband: float = 0.05,
+        backend: Any = None,
+    ) -> None:
         if backend is None:
             try:
                 import pyspacemouse
             except ImportError as e:
-                raise RuntimeError("device 'spacemouse' needs pyspacemouse + hidapi: pip install -e .[teleop]") from e
+                raise RuntimeError(
+                    "device 'spacemouse' needs pyspacemouse + hidapi: pip install -e .[teleop]"
+                ) from e
             if not pyspacemouse.open():
-                raise RuntimeError("no SpaceMouse found (plugged in? udev rule giving read access to /dev/hidraw*?)")
+                raise RuntimeError(
+                    "no SpaceMouse found (plugged in? udev rule giving read access to /dev/hidraw*?)"
+                )
             backend = pyspacemouse
-        self.backend, self.pos_speed, self.rot_speed, self.deadband = backend, pos_speed, rot_speed, deadband
+        self.backend, self.pos_speed, self.rot_speed, self.deadband = (
+            backend,
+            pos_speed,
+            rot_speed,
+            deadband,
+        )
         self._open, self._last_right = 1.0, False
 
     def read(self) -> TeleopInput:
         s = self.backend.read()
-        twist = np.array([s.x * self.pos_speed, s.y * self.pos_speed, s.z * self.pos_speed,
-                          s.roll * self.rot_speed, s.pitch * self.rot_speed, -s.yaw * self.rot_speed])
+        twist = np.array(
+            [
+                s.x * self.pos_speed,
+                s.y * self.pos_speed,
+                s.z * self.pos_speed,
+                s.roll * self.rot_speed,
+                s.pitch * self.rot_speed,
+                -s.yaw * self.rot_speed,
+            ]
+        )
         twist = np.where(np.abs(twist) < self.deadband, 0.0, np.clip(twist, -1, 1))
         buttons = list(getattr(s, "buttons", [0, 0])) + [0, 0]
         right = bool(buttons[1])

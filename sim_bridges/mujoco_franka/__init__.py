@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlinf_contracts.env_registry import register_env
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
 from sim_bridges.mujoco_franka.oracle import oracle_action
 from sim_bridges.mujoco_franka.scene import FrankaScene
 from sim_bridges.mujoco_franka.tasks import TASKS, get_task
 from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
-from rlinf_contracts.env_registry import register_env
 
 
 @register_env("mujoco_franka")
@@ -25,4 +25,11 @@ def make_franka_env(task: str = "reach", num_envs: int = 1, **kwargs: Any) -> Fr
     return FrankaVectorEnv(FrankaEnvConfig.from_kwargs(task or "reach", num_envs, **kwargs))
 
 
-__all__ = ["FrankaEnvConfig", "FrankaScene", "FrankaVectorEnv", "TASKS", "make_franka_env", "oracle_action"]
+__all__ = [
+    "FrankaEnvConfig",
+    "FrankaScene",
+    "FrankaVectorEnv",
+    "TASKS",
+    "make_franka_env",
+    "oracle_action",
+]

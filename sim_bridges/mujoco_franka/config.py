@@ -85,7 +85,7 @@ class FrankaEnvConfig:
         return period / n, n
 
     @classmethod
-    def from_kwargs(cls, task: str, num_envs: int, **kwargs: Any) -> "FrankaEnvConfig":
+    def from_kwargs(cls, task: str, num_envs: int, **kwargs: Any) -> FrankaEnvConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(kwargs) - names)
         if unknown:

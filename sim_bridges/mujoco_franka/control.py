@@ -44,7 +44,9 @@ class ControlConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in CONTROL_MODES:
-            raise ValueError(f"control={self.mode!r} is not a control mode; use one of {CONTROL_MODES}")
+            raise ValueError(
+                f"control={self.mode!r} is not a control mode; use one of {CONTROL_MODES}"
+            )
 
     @property
     def action_dim(self) -> int:
@@ -53,9 +55,17 @@ class ControlConfig:
     @functools.cached_property
     def action_space(self) -> ActionSpace:
         """These scales and gains as the robot spec's action space (what a robot must replay)."""
-        return ActionSpace(self.mode, self.action_dim, 1, pos_scale=self.pos_scale, rot_scale=self.rot_scale,
-                           joint_scale=self.joint_scale, ik_damping=self.damping,
-                           nullspace_gain=self.nullspace_gain, max_joint_speed=self.max_joint_speed)
+        return ActionSpace(
+            self.mode,
+            self.action_dim,
+            1,
+            pos_scale=self.pos_scale,
+            rot_scale=self.rot_scale,
+            joint_scale=self.joint_scale,
+            ik_damping=self.damping,
+            nullspace_gain=self.nullspace_gain,
+            max_joint_speed=self.max_joint_speed,
+        )
 
 
 def gripper_ctrl(action: np.ndarray) -> np.ndarray:
@@ -78,15 +88,22 @@ def site_rotations(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
     return np.stack([d.site_xmat[fm.ee_site] for d in datas]).reshape(-1, 3, 3)
 
 
-def dls_step(jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float,
-             nullspace_gain: float) -> np.ndarray:
+def dls_step(
+    jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nullspace_gain: float
+) -> np.ndarray:
     """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to this model's home."""
     return contract_dls_step(jac, err, q, damping, nullspace_gain, HOME_QPOS)
 
 
-def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
-                actions: np.ndarray, target_rot: np.ndarray, q: np.ndarray | None = None,
-                rot: np.ndarray | None = None) -> np.ndarray:
+def arm_targets(
+    cfg: ControlConfig,
+    fm: FrankaModel,
+    datas: list[mujoco.MjData],
+    actions: np.ndarray,
+    target_rot: np.ndarray,
+    q: np.ndarray | None = None,
+    rot: np.ndarray | None = None,
+) -> np.ndarray:
     """Joint targets ``[B, 7]`` for normalised ``actions [B, A]`` (gripper column excluded).
 
     ``target_rot`` [B, 3, 3] is the held EE orientation; ``ee_delta`` rotates it in place.
@@ -96,10 +113,22 @@ def arm_targets(cfg: ControlConfig, fm: FrankaModel, datas: list[mujoco.MjData],
     if q is None:
         q = np.stack([d.qpos[fm.q_slice] for d in datas])
     if cfg.mode == "joint_delta":
-        return joint_joint_targets(cfg.action_space, actions, q, fm.arm_lower, fm.arm_upper, cfg.control_hz)
+        return joint_joint_targets(
+            cfg.action_space, actions, q, fm.arm_lower, fm.arm_upper, cfg.control_hz
+        )
     rot = site_rotations(fm, datas) if rot is None else rot
-    return ee_joint_targets(cfg.action_space, actions, q, rot, site_jacobians(fm, datas), target_rot, HOME_QPOS,
-                            fm.arm_lower, fm.arm_upper, cfg.control_hz)
+    return ee_joint_targets(
+        cfg.action_space,
+        actions,
+        q,
+        rot,
+        site_jacobians(fm, datas),
+        target_rot,
+        HOME_QPOS,
+        fm.arm_lower,
+        fm.arm_upper,
+        cfg.control_hz,
+    )
 
 
 def ee_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:

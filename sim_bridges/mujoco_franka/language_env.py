@@ -56,12 +56,16 @@ LANGUAGE_SPLITS: dict[str, LanguageSplit] = {
     "train": LanguageSplit(OODConfig()),
     "vision": LanguageSplit(OODConfig(split="vision", random_table=True, light_range=(0.4, 1.4))),
     "semantic": LanguageSplit(OODConfig(split="semantic"), vocab="semantic"),
-    "position": LanguageSplit(OODConfig(split="position", pos_scale=1.6, pos_shift=(0.04, 0.0, 0.0))),
+    "position": LanguageSplit(
+        OODConfig(split="position", pos_scale=1.6, pos_shift=(0.04, 0.0, 0.0))
+    ),
 }
 LANGUAGE_SPLITS["id"] = LANGUAGE_SPLITS["train"]
 
 
-def look_at(pos: tuple[float, float, float], target: tuple[float, float, float]) -> tuple[float, ...]:
+def look_at(
+    pos: tuple[float, float, float], target: tuple[float, float, float]
+) -> tuple[float, ...]:
     """Quaternion (w, x, y, z) of a MuJoCo camera at ``pos`` looking at ``target`` (z up)."""
     fwd = np.asarray(target, float) - np.asarray(pos, float)
     fwd /= np.linalg.norm(fwd)
@@ -70,7 +74,14 @@ def look_at(pos: tuple[float, float, float], target: tuple[float, float, float])
     up = np.cross(right, fwd)
     m = np.stack([right, up, -fwd], axis=1)  # camera x, y, z (it looks along -z)
     w = np.sqrt(max(1e-12, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2.0
-    q = np.array([w, (m[2, 1] - m[1, 2]) / (4 * w), (m[0, 2] - m[2, 0]) / (4 * w), (m[1, 0] - m[0, 1]) / (4 * w)])
+    q = np.array(
+        [
+            w,
+            (m[2, 1] - m[1, 2]) / (4 * w),
+            (m[0, 2] - m[2, 0]) / (4 * w),
+            (m[1, 0] - m[0, 1]) / (4 * w),
+        ]
+    )
     return tuple(float(x) for x in q / np.linalg.norm(q))
 
 
@@ -99,12 +110,15 @@ class LanguageRig(CameraRig):
 class LanguageVectorEnv(FrankaVectorEnv):
     """:class:`FrankaVectorEnv` running the language task; see the module docstring."""
 
-    def __init__(self, cfg: FrankaEnvConfig, mix: str = "mix", vocab: str = "train",
-                 colour_only: float = 0.3) -> None:
+    def __init__(
+        self, cfg: FrankaEnvConfig, mix: str = "mix", vocab: str = "train", colour_only: float = 0.3
+    ) -> None:
         super().__init__(cfg)
         self.task: LanguageTask
         self.task.configure(MIXES[mix], vocab, colour_only)
-        self.spec = dataclasses.replace(self.spec, instruction="")  # per env: see obs["instruction"]
+        self.spec = dataclasses.replace(
+            self.spec, instruction=""
+        )  # per env: see obs["instruction"]
         if self._rig is not None:
             self._rig.close()
             self._rig = LanguageRig(*cfg.image_hw, cfg.robot_look)
@@ -114,14 +128,20 @@ class LanguageVectorEnv(FrankaVectorEnv):
         ep = self.task.episode(self.datas[i])
         base = self._visuals[i] or sample_visuals(self.cfg.ood, self._rngs[i])
         colors = np.array([[*COLOURS[c], 1.0] for c in ep.colours])
-        self._visuals[i] = LanguageVisuals(base.object_rgba, base.table_rgba, base.light_scale, colors)
+        self._visuals[i] = LanguageVisuals(
+            base.object_rgba, base.table_rgba, base.light_scale, colors
+        )
 
     def instructions(self) -> list[str]:
         return [self.task.episode(d).instruction for d in self.datas]
 
-    def _observe(self, idx: np.ndarray | None = None, obs: Observation | None = None) -> Observation:
+    def _observe(
+        self, idx: np.ndarray | None = None, obs: Observation | None = None
+    ) -> Observation:
         obs = super()._observe(idx, obs)
-        obs["instruction"] = self.instructions()  # a new list: a final_observation copy keeps its own
+        obs["instruction"] = (
+            self.instructions()
+        )  # a new list: a final_observation copy keeps its own
         return obs
 
     def render_frames(self) -> np.ndarray | None:
@@ -138,7 +158,9 @@ def parse_language_ood(ood: None | str | dict[str, Any]) -> tuple[OODConfig, str
     knobs = {"split": ood} if isinstance(ood, str) else dict(ood)
     name = knobs.pop("split", "train")
     if name not in LANGUAGE_SPLITS:
-        raise ConfigError(f"franka_language ood split {name!r} unknown; use one of {sorted(LANGUAGE_SPLITS)}")
+        raise ConfigError(
+            f"franka_language ood split {name!r} unknown; use one of {sorted(LANGUAGE_SPLITS)}"
+        )
     split = LANGUAGE_SPLITS[name]
     vocab = knobs.pop("vocab", split.vocab)
     names = {f.name for f in dataclasses.fields(OODConfig)}
@@ -152,13 +174,16 @@ def parse_language_ood(ood: None | str | dict[str, Any]) -> tuple[OODConfig, str
 
 
 @register_env("franka_language")
-def make_language_env(task: str = "mix", num_envs: int = 1, ood: Any = None, colour_only: float = 0.3,
-                      **kwargs: Any) -> LanguageVectorEnv:
+def make_language_env(
+    task: str = "mix", num_envs: int = 1, ood: Any = None, colour_only: float = 0.3, **kwargs: Any
+) -> LanguageVectorEnv:
     """Factory behind ``make_env("franka_language/<mix>", ...)``; the other kwargs are
     :class:`FrankaEnvConfig` fields (default ``cameras=("front",)``, ``obs_mode="state+rgb"``)."""
     mix = task or "mix"
     if mix not in MIXES:
-        raise UnknownEnvError(f"unknown franka_language mix '{mix}'. Known mixes: {', '.join(sorted(MIXES))}.")
+        raise UnknownEnvError(
+            f"unknown franka_language mix '{mix}'. Known mixes: {', '.join(sorted(MIXES))}."
+        )
     ood_cfg, vocab = parse_language_ood(ood)
     kwargs.setdefault("cameras", ("front",))
     kwargs.setdefault("obs_mode", "state+rgb")

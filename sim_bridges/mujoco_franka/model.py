@@ -74,7 +74,9 @@ class SceneOptions:
     timestep: float = 0.005
     table_rgba: tuple[float, float, float, float] = (0.55, 0.45, 0.35, 1.0)
     offscreen_size: tuple[int, int] = (240, 320)  # max (H, W) of offscreen renders
-    extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass
@@ -114,7 +116,6 @@ class FrankaModel:
         self.base_visuals = (m.geom_rgba.copy(), m.light_diffuse.copy(), m.light_ambient.copy())
 
 
-
 def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
     """A slice when ``idx`` is a contiguous ascending run (cheaper to index with), else idx."""
     if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
@@ -148,15 +149,39 @@ def _colour_collision_geoms(spec: mujoco.MjSpec) -> None:
 
 def _add_table(spec: mujoco.MjSpec, rgba: tuple[float, ...]) -> None:
     world = spec.worldbody
-    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.1],
-                   pos=[0, 0, TABLE_HEIGHT - 0.8], rgba=[0.3, 0.3, 0.32, 1], group=SCENE_GROUP)
-    world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(TABLE_HALF),
-                   pos=[-0.1, 0.0, TABLE_HEIGHT - TABLE_HALF[2]], rgba=list(rgba),
-                   friction=[1.0, 0.005, 0.0001], group=SCENE_GROUP)
-    world.add_light(name="key", pos=[0.0, -0.3, 1.6], dir=[0.0, 0.2, -1.0],
-                    diffuse=[0.7, 0.7, 0.7], specular=[0.1, 0.1, 0.1], castshadow=False)
-    world.add_light(name="fill", pos=[0.5, 0.6, 1.2], dir=[-0.4, -0.5, -1.0],
-                    diffuse=[0.3, 0.3, 0.3], specular=[0, 0, 0], castshadow=False)
+    world.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[3, 3, 0.1],
+        pos=[0, 0, TABLE_HEIGHT - 0.8],
+        rgba=[0.3, 0.3, 0.32, 1],
+        group=SCENE_GROUP,
+    )
+    world.add_geom(
+        name="table",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=list(TABLE_HALF),
+        pos=[-0.1, 0.0, TABLE_HEIGHT - TABLE_HALF[2]],
+        rgba=list(rgba),
+        friction=[1.0, 0.005, 0.0001],
+        group=SCENE_GROUP,
+    )
+    world.add_light(
+        name="key",
+        pos=[0.0, -0.3, 1.6],
+        dir=[0.0, 0.2, -1.0],
+        diffuse=[0.7, 0.7, 0.7],
+        specular=[0.1, 0.1, 0.1],
+        castshadow=False,
+    )
+    world.add_light(
+        name="fill",
+        pos=[0.5, 0.6, 1.2],
+        dir=[-0.4, -0.5, -1.0],
+        diffuse=[0.3, 0.3, 0.3],
+        specular=[0, 0, 0],
+        castshadow=False,
+    )
 
 
 def _add_object(spec: mujoco.MjSpec, obj: ObjectSpec) -> None:
@@ -164,21 +189,41 @@ def _add_object(spec: mujoco.MjSpec, obj: ObjectSpec) -> None:
     body.add_freejoint(name=f"{obj.name}_joint")
     gtype = getattr(mujoco.mjtGeom, f"mjGEOM_{obj.shape.upper()}")
     size = list(obj.size) + [0.0] * (3 - len(obj.size))
-    body.add_geom(name=f"{obj.name}_geom", type=gtype, size=size, rgba=list(obj.rgba),
-                  mass=obj.mass, friction=[1.0, 0.005, 0.0001], condim=4, group=SCENE_GROUP)
+    body.add_geom(
+        name=f"{obj.name}_geom",
+        type=gtype,
+        size=size,
+        rgba=list(obj.rgba),
+        mass=obj.mass,
+        friction=[1.0, 0.005, 0.0001],
+        condim=4,
+        group=SCENE_GROUP,
+    )
 
 
 def _add_marker(spec: mujoco.MjSpec, name: str) -> None:
     body = spec.worldbody.add_body(name=name, mocap=True, pos=[0.0, 0.0, TABLE_HEIGHT + 0.2])
-    body.add_geom(name=f"{name}_geom", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0],
-                  rgba=[0.1, 0.8, 0.2, 0.6], contype=0, conaffinity=0, group=SCENE_GROUP)
+    body.add_geom(
+        name=f"{name}_geom",
+        type=mujoco.mjtGeom.mjGEOM_SPHERE,
+        size=[0.02, 0, 0],
+        rgba=[0.1, 0.8, 0.2, 0.6],
+        contype=0,
+        conaffinity=0,
+        group=SCENE_GROUP,
+    )
 
 
 def _add_cameras(spec: mujoco.MjSpec, extra: dict) -> None:
     world = spec.worldbody
     # third-person view from the front-right of the table, looking back at the robot
-    world.add_camera(name="third", pos=[0.75, -0.55, 0.55], fovy=50.0,
-                     mode=mujoco.mjtCamLight.mjCAMLIGHT_TARGETBODY, targetbody="table_center")
+    world.add_camera(
+        name="third",
+        pos=[0.75, -0.55, 0.55],
+        fovy=50.0,
+        mode=mujoco.mjtCamLight.mjCAMLIGHT_TARGETBODY,
+        targetbody="table_center",
+    )
     for name, (pos, quat) in extra.items():
         world.add_camera(name=name, pos=list(pos), quat=list(quat))
 
@@ -225,7 +270,9 @@ def compile_scene(options: SceneOptions | None = None) -> FrankaModel:
     arm_j = [jid(n) for n in ARM_JOINTS]
     grip_j = [jid("gripper0_finger_joint1"), jid("gripper0_finger_joint2")]
     act = lambda n: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n)  # noqa: E731
-    bodies = {o.name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, o.name) for o in options.objects}
+    bodies = {
+        o.name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, o.name) for o in options.objects
+    }
     cams = {m.camera(i).name: i for i in range(m.ncam)}
     cams["wrist"] = cams.get("eye_in_hand", -1)
     return FrankaModel(
@@ -234,14 +281,20 @@ def compile_scene(options: SceneOptions | None = None) -> FrankaModel:
         arm_dof=np.array([m.jnt_dofadr[j] for j in arm_j]),
         arm_act=np.array([act(f"pos_{n}") for n in ARM_JOINTS]),
         grip_qpos=np.array([m.jnt_qposadr[j] for j in grip_j]),
-        grip_act=np.array([act("gripper0_gripper_finger_joint1"), act("gripper0_gripper_finger_joint2")]),
+        grip_act=np.array(
+            [act("gripper0_gripper_finger_joint1"), act("gripper0_gripper_finger_joint2")]
+        ),
         ee_site=mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, EE_SITE),
         object_qpos={o.name: int(m.jnt_qposadr[jid(f"{o.name}_joint")]) for o in options.objects},
         object_body=bodies,
-        marker_mocap={n: int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n)])
-                      for n in options.markers},
+        marker_mocap={
+            n: int(m.body_mocapid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n)])
+            for n in options.markers
+        },
         table_geom=mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "table"),
-        object_geoms={o.name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"{o.name}_geom")
-                      for o in options.objects},
+        object_geoms={
+            o.name: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"{o.name}_geom")
+            for o in options.objects
+        },
         camera_ids=cams,
     )

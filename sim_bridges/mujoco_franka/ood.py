@@ -41,14 +41,21 @@ class OODConfig:
     def __post_init__(self) -> None:
         bad = [s for s in self.object_shapes if s not in SHAPES]
         if bad or not self.object_shapes:
-            raise ValueError(f"ood.object_shapes={self.object_shapes!r}: each must be one of {SHAPES}")
+            raise ValueError(
+                f"ood.object_shapes={self.object_shapes!r}: each must be one of {SHAPES}"
+            )
         if self.pos_scale <= 0:
             raise ValueError(f"ood.pos_scale must be > 0, got {self.pos_scale}")
 
     @property
     def varies_vision(self) -> bool:
-        return (self.random_colors or self.random_table or self.object_rgba is not None or self.table_rgba is not None
-                or self.light_range != (1.0, 1.0))
+        return (
+            self.random_colors
+            or self.random_table
+            or self.object_rgba is not None
+            or self.table_rgba is not None
+            or self.light_range != (1.0, 1.0)
+        )
 
 
 OOD_SPLITS: dict[str, OODConfig] = {
@@ -73,7 +80,9 @@ def parse_ood(ood: None | str | dict[str, Any] | OODConfig) -> OODConfig:
     ood = dict(ood)
     split = ood.get("split", "train")
     if split not in OOD_SPLITS:
-        raise ConfigError(f"ood split {split!r} unknown; use one of {sorted(OOD_SPLITS)} or a dict of knobs")
+        raise ConfigError(
+            f"ood split {split!r} unknown; use one of {sorted(OOD_SPLITS)} or a dict of knobs"
+        )
     names = {f.name for f in dataclasses.fields(OODConfig)}
     unknown = sorted(set(ood) - names)
     if unknown:

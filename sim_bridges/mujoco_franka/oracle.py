@@ -14,15 +14,16 @@ from sim_bridges.mujoco_franka.control import dls_step, site_jacobians, site_rot
 from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 
 
-def oracle_action(env: FrankaVectorEnv, noise: float = 0.0,
-                  rng: np.random.Generator | None = None) -> np.ndarray:
+def oracle_action(
+    env: FrankaVectorEnv, noise: float = 0.0, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Expert actions ``[B, A]`` (float32, in [-1, 1]) for the env's current state.
 
     ``noise`` adds Gaussian noise of that std (normalised units) for diverse demonstrations.
     """
-    wants = np.stack([
-        env.task.oracle(fm, d, d.site_xpos[fm.ee_site]) for fm, d in zip(env.fms, env.datas)
-    ])
+    wants = np.stack(
+        [env.task.oracle(fm, d, d.site_xpos[fm.ee_site]) for fm, d in zip(env.fms, env.datas)]
+    )
     delta, grip = wants[:, :3], wants[:, 3]
     ctl = env.control
     if ctl.mode == "joint_delta":

@@ -9,7 +9,7 @@ model just before that env is rendered, so physics is untouched.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 import mujoco
 import numpy as np
@@ -22,8 +22,11 @@ log = logging.getLogger(__name__)
 # "collision": the robot drawn with its coarse collision meshes (~5x fewer triangles than the
 # visual meshes; the fast default for pixel RL on CPUs); "visual": robosuite's detailed meshes
 ROBOT_LOOKS = {"collision": COLLISION_GROUP, "visual": VISUAL_GROUP}
-_OFF_FLAGS = (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION,
-              mujoco.mjtRndFlag.mjRND_SKYBOX)
+_OFF_FLAGS = (
+    mujoco.mjtRndFlag.mjRND_SHADOW,
+    mujoco.mjtRndFlag.mjRND_REFLECTION,
+    mujoco.mjtRndFlag.mjRND_SKYBOX,
+)
 
 
 def camera_id(fm: FrankaModel, name: str) -> int:
@@ -71,9 +74,14 @@ class CameraRig:
         m.light_diffuse[:] = np.clip(diffuse * vis.light_scale, 0.0, 1.0)
         m.light_ambient[:] = np.clip(ambient * vis.light_scale, 0.0, 1.0)
 
-    def render(self, fms: Sequence[FrankaModel], datas: Sequence[mujoco.MjData], camera: str,
-               visuals: Sequence[VisualState | None] | None = None,
-               out: np.ndarray | None = None) -> np.ndarray:
+    def render(
+        self,
+        fms: Sequence[FrankaModel],
+        datas: Sequence[mujoco.MjData],
+        camera: str,
+        visuals: Sequence[VisualState | None] | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Frames ``[B, H, W, 3]`` of ``camera`` for every (model, data) pair."""
         if out is None:
             out = np.empty((len(datas), self.height, self.width, 3), dtype=np.uint8)

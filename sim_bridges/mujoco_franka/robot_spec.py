@@ -20,16 +20,27 @@ if TYPE_CHECKING:
     from sim_bridges.mujoco_franka.config import FrankaEnvConfig
     from sim_bridges.mujoco_franka.tasks import FrankaTask
 
-ROBOT_FIELDS = (StateField("ee_pos", 3), StateField("ee_rot6d", 6), StateField("joint_pos", 7),
-                StateField("joint_vel", 7), StateField("gripper_width", 1))
+ROBOT_FIELDS = (
+    StateField("ee_pos", 3),
+    StateField("ee_rot6d", 6),
+    StateField("joint_pos", 7),
+    StateField("joint_vel", 7),
+    StateField("gripper_width", 1),
+)
 
 
-def franka_robot_spec(cfg: "FrankaEnvConfig", task: "FrankaTask", control: ControlConfig) -> RobotSpec:
+def franka_robot_spec(
+    cfg: FrankaEnvConfig, task: FrankaTask, control: ControlConfig
+) -> RobotSpec:
     """The spec of ``mujoco_franka/<task>`` with these options (image-only envs zero the task part)."""
-    task_fields = tuple(StateField(f.name, f.size, zeroed=not cfg.uses_state) for f in task.state_fields)
+    task_fields = tuple(
+        StateField(f.name, f.size, zeroed=not cfg.uses_state) for f in task.state_fields
+    )
     if sum(f.size for f in task_fields) != task.feature_dim:
-        raise ValueError(f"task '{task.name}' declares state_fields of {sum(f.size for f in task_fields)} floats "
-                         f"but feature_dim={task.feature_dim}")
+        raise ValueError(
+            f"task '{task.name}' declares state_fields of {sum(f.size for f in task_fields)} floats "
+            f"but feature_dim={task.feature_dim}"
+        )
     h, w = cfg.image_hw
     return RobotSpec(
         state=ROBOT_FIELDS + task_fields,

@@ -20,7 +20,12 @@ import mujoco
 import numpy as np
 
 from sim_bridges.mujoco_franka.model import (
-    GRIPPER_MAX_WIDTH, HOME_QPOS, FrankaModel, ObjectSpec, SceneOptions, compile_scene,
+    GRIPPER_MAX_WIDTH,
+    HOME_QPOS,
+    FrankaModel,
+    ObjectSpec,
+    SceneOptions,
+    compile_scene,
 )
 from sim_bridges.mujoco_franka.render import CameraRig, camera_id
 
@@ -32,10 +37,15 @@ class FrankaScene:
     ``mj_step``; a velocity command moves the target by ``dq * dt`` every physics step.
     """
 
-    def __init__(self, objects: tuple[ObjectSpec, ...] = (), timestep: float = 0.005,
-                 markers: tuple[str, ...] = ()) -> None:
-        self.fm: FrankaModel = compile_scene(SceneOptions(objects=objects, markers=markers,
-                                                          timestep=timestep))
+    def __init__(
+        self,
+        objects: tuple[ObjectSpec, ...] = (),
+        timestep: float = 0.005,
+        markers: tuple[str, ...] = (),
+    ) -> None:
+        self.fm: FrankaModel = compile_scene(
+            SceneOptions(objects=objects, markers=markers, timestep=timestep)
+        )
         self.model = self.fm.model
         self.data = mujoco.MjData(self.model)
         self._vel_cmd: np.ndarray | None = None
@@ -131,8 +141,9 @@ class FrankaScene:
         mujoco.mj_kinematics(self.model, self.data)
 
     # ------------------------------------------------------------ camera
-    def render(self, camera: str = "third", height: int = 128, width: int = 128,
-               robot_look: str = "visual") -> np.ndarray:
+    def render(
+        self, camera: str = "third", height: int = 128, width: int = 128, robot_look: str = "visual"
+    ) -> np.ndarray:
         """uint8 ``[H, W, 3]`` image of ``camera`` (``third``, ``wrist`` or ``robotview``)."""
         camera_id(self.fm, camera)
         rig = self._rigs.get((height, width, robot_look))

@@ -31,7 +31,9 @@ class TaskSceneTwin(EnvSceneTwin):
     def __init__(self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos") -> None:
         from rlinf_contracts.env_registry import make_env
 
-        self._adopt(make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control), seed)
+        self._adopt(
+            make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control), seed
+        )
         self.task = self.env.task
 
     @property

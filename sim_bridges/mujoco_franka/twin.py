@@ -48,7 +48,9 @@ class EnvSceneTwin:
 class LanguageSceneTwin(EnvSceneTwin):
     """One ``franka_language/<mix>`` env on split ``split``; ``fm`` / ``data`` are its MuJoCo state."""
 
-    def __init__(self, mix: str = "mix", split: str = "id", image_size: int = 64, seed: int = 0) -> None:
+    def __init__(
+        self, mix: str = "mix", split: str = "id", image_size: int = 64, seed: int = 0
+    ) -> None:
         """``seed``: episode ``k`` (1, 2, ...) is the one ``rlinf eval`` draws for held-out seed
         ``seed + k - 1`` (its env ``i`` of round ``r`` is reset with ``seed + r * n + i``), so a twin
         run with ``seed = eval.seed_offset`` replays the sim eval's episodes: same layouts, colours,
@@ -56,8 +58,17 @@ class LanguageSceneTwin(EnvSceneTwin):
         from rlinf_contracts.env_registry import make_env
 
         ood = {} if split in ("id", "train") else {"ood": split}
-        self._adopt(make_env(f"franka_language/{mix}", num_envs=1, obs_mode="state+rgb", cameras=["front"],
-                             image_size=image_size, **ood), seed)
+        self._adopt(
+            make_env(
+                f"franka_language/{mix}",
+                num_envs=1,
+                obs_mode="state+rgb",
+                cameras=["front"],
+                image_size=image_size,
+                **ood,
+            ),
+            seed,
+        )
         self.image_size = image_size
 
     @property
@@ -66,7 +77,9 @@ class LanguageSceneTwin(EnvSceneTwin):
 
     def object_positions(self) -> np.ndarray:
         """``[3, 3]`` world positions of the slots ``obj0..obj2``."""
-        return np.stack([self.data.qpos[self.fm.object_qpos[n]: self.fm.object_qpos[n] + 3] for n in SLOTS])
+        return np.stack(
+            [self.data.qpos[self.fm.object_qpos[n] : self.fm.object_qpos[n] + 3] for n in SLOTS]
+        )
 
     def target_position(self) -> np.ndarray:
         return self.object_positions()[self.env.task.episode(self.data).target]

@@ -13,7 +13,8 @@ features (reach: ``target(3) target-ee(3)``; push: ``obj, obj-ee, goal, goal-obj
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -23,7 +24,11 @@ from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, copy_obs
 from sim_bridges.mujoco_franka.config import SHAPING_SCALE, FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
 from sim_bridges.mujoco_franka.model import (
-    HOME_QPOS, FrankaModel, SceneOptions, _as_slice, compile_scene,
+    HOME_QPOS,
+    FrankaModel,
+    SceneOptions,
+    _as_slice,
+    compile_scene,
 )
 from sim_bridges.mujoco_franka.ood import VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
@@ -37,16 +42,26 @@ _MODEL_CACHE: dict[tuple, FrankaModel] = {}
 
 def cached_model(options: SceneOptions) -> FrankaModel:
     """Compile each distinct scene once per process (compiling takes ~0.1 s)."""
-    key = (options.objects, options.markers, options.timestep, options.table_rgba,
-           tuple(sorted(options.extra_cameras.items())))
+    key = (
+        options.objects,
+        options.markers,
+        options.timestep,
+        options.table_rgba,
+        tuple(sorted(options.extra_cameras.items())),
+    )
     if key not in _MODEL_CACHE:
         _MODEL_CACHE[key] = compile_scene(options)
     return _MODEL_CACHE[key]
 
 
 # layout of FrankaVectorEnv._raw rows: what _row_sources gathers, then the task's raw_views
-_RAW_EE, _RAW_XMAT, _RAW_Q, _RAW_DQ, _RAW_GRIP = (slice(0, 3), slice(3, 12), slice(12, 19),
-                                                  slice(19, 26), slice(26, 28))
+_RAW_EE, _RAW_XMAT, _RAW_Q, _RAW_DQ, _RAW_GRIP = (
+    slice(0, 3),
+    slice(3, 12),
+    slice(12, 19),
+    slice(19, 26),
+    slice(26, 28),
+)
 _RAW_TASK = 28
 # raw columns of state[:, :23]: ee_pos, first two columns of R (xmat is row-major), q, dq
 _STATE_COLS = np.r_[0:3, 3, 6, 9, 4, 7, 10, 12:26]
@@ -56,8 +71,13 @@ def _row_sources(fm: FrankaModel, d: mujoco.MjData, task: FrankaTask) -> Callabl
     """Callable returning the arrays one raw row is concatenated from. Views into ``d`` are
     made once when every index is basic (the usual case); else they are re-indexed each call."""
     grip = _as_slice(np.asarray(fm.grip_qpos))
-    parts = [(d.site_xpos, fm.ee_site), (d.site_xmat, fm.ee_site), (d.qpos, fm.q_slice),
-             (d.qvel, fm.dof_slice), (d.qpos, grip)]
+    parts = [
+        (d.site_xpos, fm.ee_site),
+        (d.site_xmat, fm.ee_site),
+        (d.qpos, fm.q_slice),
+        (d.qvel, fm.dof_slice),
+        (d.qpos, grip),
+    ]
     if not any(isinstance(ix, np.ndarray) for _, ix in parts):
         views = tuple(a[ix] for a, ix in parts) + tuple(task.raw_views(fm, d))
         return lambda: views
@@ -78,6 +98,7 @@ def _ctrl_target(fm: FrankaModel, d: mujoco.MjData) -> Any:
 
 VIDEO_HW = (240, 320)  # height, width of render_frames() for state-obs envs
 
+
 class FrankaVectorEnv(SteppedVectorEnv):
     """The embedded default simulator: Franka Panda reach / push / lift on a table.
 
@@ -88,13 +109,19 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self.cfg = cfg
         task_cls = get_task(cfg.task)
         self.task: FrankaTask = task_cls(pos_scale=cfg.ood.pos_scale, pos_shift=cfg.ood.pos_shift)
-        self.control = ControlConfig(mode=cfg.control or self.task.default_control, control_hz=cfg.control_hz)
+        self.control = ControlConfig(
+            mode=cfg.control or self.task.default_control, control_hz=cfg.control_hz
+        )
         dt, self.substeps = cfg.timing()
         shapes = cfg.ood.object_shapes if self.task.needs_object else ("box",)
         self.fms: list[FrankaModel] = []
         for i in range(cfg.num_envs):
-            opts = SceneOptions(objects=self.task.objects(shapes[i % len(shapes)]),
-                                markers=self.task.markers, timestep=dt, extra_cameras=dict(self.task.extra_cameras))
+            opts = SceneOptions(
+                objects=self.task.objects(shapes[i % len(shapes)]),
+                markers=self.task.markers,
+                timestep=dt,
+                extra_cameras=dict(self.task.extra_cameras),
+            )
             self.fms.append(cached_model(opts))
         self.datas = [mujoco.MjData(fm.model) for fm in self.fms]
         self.max_steps = cfg.max_episode_steps or self.task.default_max_steps
@@ -114,6 +141,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self._video_rig: CameraRig | None = None
         if self._rig:  # fail now, not on the first step, on a bad camera name
             from sim_bridges.mujoco_franka.render import camera_id
+
             for cam in cfg.cameras:
                 camera_id(self.fms[0], cam)
         b = cfg.num_envs
@@ -178,8 +206,9 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self._potential[rows] = phi
         return reward
 
-    def _apply(self, idx: np.ndarray, sel: np.ndarray | slice,
-               acts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _apply(
+        self, idx: np.ndarray, sel: np.ndarray | slice, acts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One control step of envs ``idx`` (``sel`` indexes the same rows, maybe as a slice):
         controller, physics, then their state rows and scores, batched.
         Returns (success ``[n]``, the task's dense score ``[n]``)."""
@@ -188,8 +217,15 @@ class FrankaVectorEnv(SteppedVectorEnv):
         raw = self._raw[sel]  # kinematics of the previous step1 / reset, still current
         rots = self._target_rot[sel]
         # all envs share kinematics, so any env's FrankaModel indexes them
-        targets = arm_targets(self.control, self.fms[0], datas, acts[:, :-1].astype(np.float64),
-                              rots, q=raw[:, _RAW_Q], rot=raw[:, _RAW_XMAT].reshape(-1, 3, 3))
+        targets = arm_targets(
+            self.control,
+            self.fms[0],
+            datas,
+            acts[:, :-1].astype(np.float64),
+            rots,
+            q=raw[:, _RAW_Q],
+            rot=raw[:, _RAW_XMAT].reshape(-1, 3, 3),
+        )
         self._target_rot[sel] = rots
         ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
         nsub = self.substeps - 1
@@ -206,8 +242,9 @@ class FrankaVectorEnv(SteppedVectorEnv):
             mujoco.mj_step1(model, d)
         return self._refresh(idx, sel)
 
-    def _refresh(self, idx: np.ndarray,
-                 sel: np.ndarray | slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _refresh(
+        self, idx: np.ndarray, sel: np.ndarray | slice | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Gather envs ``idx`` into ``_raw``, rewrite their state rows; (success, dense score)."""
         sel = idx if sel is None else sel
         raw_all = self._raw
@@ -237,13 +274,17 @@ class FrankaVectorEnv(SteppedVectorEnv):
         """Copy ``obs`` and re-render only the reset rows (rendering is the expensive part)."""
         return self._observe(rows, copy_obs(obs))
 
-    def _observe(self, idx: np.ndarray | None = None, obs: Observation | None = None) -> Observation:
+    def _observe(
+        self, idx: np.ndarray | None = None, obs: Observation | None = None
+    ) -> Observation:
         """Batched obs of all envs, or (with ``idx`` and ``obs``) refresh rows ``idx`` of ``obs``."""
         if obs is None or idx is None:
             b, (h, w) = self.num_envs, self.cfg.image_hw
-            obs = {"state": self._state_buf.copy(),
-                   "images": {c: np.empty((b, h, w, 3), np.uint8) for c in self.spec.cameras},
-                   "instruction": [self.spec.instruction] * b}
+            obs = {
+                "state": self._state_buf.copy(),
+                "images": {c: np.empty((b, h, w, 3), np.uint8) for c in self.spec.cameras},
+                "instruction": [self.spec.instruction] * b,
+            }
             idx = np.arange(b)
         else:
             obs["state"][idx] = self._state_buf[idx]
@@ -252,7 +293,9 @@ class FrankaVectorEnv(SteppedVectorEnv):
         if self._rig is not None:
             for cam, img in obs["images"].items():
                 for i in idx.tolist():
-                    self._rig.render([self.fms[i]], [self.datas[i]], cam, [self._visuals[i]], out=img[i : i + 1])
+                    self._rig.render(
+                        [self.fms[i]], [self.datas[i]], cam, [self._visuals[i]], out=img[i : i + 1]
+                    )
         return obs
 
     # ---------------------------------------------------------------- extras

@@ -15,13 +15,14 @@ import ray
 import torch
 
 from learner.channel import (
+    DEFAULT_KEY,
     Channel,
     ChannelClosed,
     ChannelEmpty,
     ChannelFull,
     ChannelTimeout,
+    flusher,
 )
-from learner.channel import DEFAULT_KEY, flusher
 from learner.channel.buffers import COALESCE_ITEMS, PendingPuts, ReadBuffer
 from learner.channel.channel import DEFAULT_PREFETCH, PUT_WINDOW
 from learner.channel.payload import INLINE_LIMIT, pack, unpack
@@ -194,8 +195,11 @@ def test_buffers_merge_runs_and_restore_order():
     assert not pending.add("a", [(b"1", 1.0)]) and not pending.add("a", [(b"2", 1.0)])
     pending.add("b", [(b"3", 1.0)])
     pending.add("a", [(b"4", 1.0)])
-    assert pending.drain() == [("a", [(b"1", 1.0), (b"2", 1.0)]), ("b", [(b"3", 1.0)]),
-                               ("a", [(b"4", 1.0)])]
+    assert pending.drain() == [
+        ("a", [(b"1", 1.0), (b"2", 1.0)]),
+        ("b", [(b"3", 1.0)]),
+        ("a", [(b"4", 1.0)]),
+    ]
     assert len(pending) == 0 and pending.add("k", [(b"x", 1.0)] * COALESCE_ITEMS)
     ready = ReadBuffer()
     ready.push_back("k", [(i, w) for i, w in enumerate([1.0, 2.0, 3.0])])
@@ -295,8 +299,11 @@ def test_large_puts_of_one_send_share_one_object_and_are_snapshots(channel):
     from learner.channel.payload import bundle_batches, seal
 
     x = np.arange(1 << 18, dtype=np.float32)  # 1 MB
-    envelopes = [seal(x, 1.0, bundle=True), seal("small", 1.0, bundle=True),
-                 seal({"t": torch.ones(1 << 16)}, 2.0, bundle=True)]
+    envelopes = [
+        seal(x, 1.0, bundle=True),
+        seal("small", 1.0, bundle=True),
+        seal({"t": torch.ones(1 << 16)}, 2.0, bundle=True),
+    ]
     assert isinstance(envelopes[0][0], Staged) and isinstance(envelopes[1][0], bytes)
     sent = bundle_batches([("a", envelopes[:2]), ("b", envelopes[2:])])
     refs = [p for _, envs in sent for p, _ in envs if isinstance(p, list)]

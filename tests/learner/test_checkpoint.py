@@ -36,12 +36,25 @@ def _trained_policy_and_optimizer() -> tuple[torch.nn.Module, torch.optim.Optimi
 
 def test_round_trip_restores_weights_optimizer_and_meta(tmp_path) -> None:
     policy, opt = _trained_policy_and_optimizer()
-    path = save_checkpoint(checkpoint_dir(tmp_path, 7), policy, iteration=7, weight_version=8, optimizer=opt,
-                           config={"name": "x"}, metrics={"success_rate": 0.5})
-    assert sorted(p.name for p in path.iterdir()) == ["meta.json", "model.safetensors", "optimizer.safetensors"]
+    path = save_checkpoint(
+        checkpoint_dir(tmp_path, 7),
+        policy,
+        iteration=7,
+        weight_version=8,
+        optimizer=opt,
+        config={"name": "x"},
+        metrics={"success_rate": 0.5},
+    )
+    assert sorted(p.name for p in path.iterdir()) == [
+        "meta.json",
+        "model.safetensors",
+        "optimizer.safetensors",
+    ]
     assert not list(tmp_path.rglob("*.tmp"))
     restored, meta = load_policy(path)
-    assert meta["iteration"] == 7 and meta["weight_version"] == 8 and meta["config"] == {"name": "x"}
+    assert (
+        meta["iteration"] == 7 and meta["weight_version"] == 8 and meta["config"] == {"name": "x"}
+    )
     assert meta["model"] == {"name": "mlp", "kwargs": {"hidden": [8, 8], "head": "tanh_gaussian"}}
     for (k, a), (_, b) in zip(policy.state_dict().items(), restored.state_dict().items()):
         assert torch.equal(a, b), k  # includes the normaliser buffers
@@ -50,7 +63,9 @@ def test_round_trip_restores_weights_optimizer_and_meta(tmp_path) -> None:
     st1, st2 = opt.state_dict()["state"], opt2.state_dict()["state"]
     assert sorted(st1) == sorted(st2)
     for s1, s2 in ((st1[k], st2[k]) for k in st1):
-        assert torch.equal(s1["exp_avg"], s2["exp_avg"]) and torch.equal(s1["exp_avg_sq"], s2["exp_avg_sq"])
+        assert torch.equal(s1["exp_avg"], s2["exp_avg"]) and torch.equal(
+            s1["exp_avg_sq"], s2["exp_avg_sq"]
+        )
         assert float(s1["step"]) == float(s2["step"])
     # the restored optimiser takes the same next step as the original
     obs = obs_to_tensors({"state": np.ones((3, 4), np.float32)})

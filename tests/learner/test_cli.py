@@ -19,7 +19,18 @@ def test_help_lists_the_subcommands():
 
 
 def test_dry_run_resolves_config_with_overrides(capsys):
-    assert main(["train", "configs/sim_franka_reach_ppo.yaml", "actor.lr=3e-4", "placement.env,rollout,actor=0", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "configs/sim_franka_reach_ppo.yaml",
+                "actor.lr=3e-4",
+                "placement.env,rollout,actor=0",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["actor"]["lr"] == 3e-4 and cfg["env"]["name"] == "mujoco_franka/reach"
 
@@ -30,9 +41,18 @@ def test_dry_run_resolves_config_with_overrides(capsys):
         (["actor.ephocs=3"], "unknown key 'actor.ephocs'. Did you mean 'actor.epochs'?"),
         (["actor.epochs=many"], "key 'actor.epochs' expects int, got str 'many'"),
         (["runner=embodid"], "key 'runner': unknown runner 'embodid'; did you mean 'embodied'?"),
-        (["eval.env=mujoco_franka/lfit"], "key 'eval.env': unknown mujoco_franka task 'lfit'. Did you mean 'mujoco_franka/lift'?"),
-        (["eval.env=franka_language/mix"], "key 'eval.env' (franka_language/mix) must be a task of env.name's family"),
-        (["train.init_skip=[head.log_sigma]"], "key 'train.init_skip' (['head.log_sigma']) needs train.init_from"),
+        (
+            ["eval.env=mujoco_franka/lfit"],
+            "key 'eval.env': unknown mujoco_franka task 'lfit'. Did you mean 'mujoco_franka/lift'?",
+        ),
+        (
+            ["eval.env=franka_language/mix"],
+            "key 'eval.env' (franka_language/mix) must be a task of env.name's family",
+        ),
+        (
+            ["train.init_skip=[head.log_sigma]"],
+            "key 'train.init_skip' (['head.log_sigma']) needs train.init_from",
+        ),
     ],
 )
 def test_config_errors_name_the_key_and_exit_2(overrides, message, capsys):
@@ -71,14 +91,24 @@ def test_config_subcommand_lists_keys_with_help(capsys):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["env.name=franka_language/hadr", "--dry-run"],
-         "key 'env.name': unknown franka_language task 'hadr'. Did you mean 'franka_language/hard'?"),
-        (["eval.env=franka_language/mixx", "--dry-run"],
-         "key 'eval.env': unknown franka_language task 'mixx'. Did you mean 'franka_language/mix'?"),
+        (
+            ["env.name=franka_language/hadr", "--dry-run"],
+            "key 'env.name': unknown franka_language task 'hadr'. Did you mean 'franka_language/hard'?",
+        ),
+        (
+            ["eval.env=franka_language/mixx", "--dry-run"],
+            "key 'eval.env': unknown franka_language task 'mixx'. Did you mean 'franka_language/mix'?",
+        ),
         # model kwargs are the model's to check: it does so when built, before any rollout
-        (["model.kwargs.slot_camera={pos:[0.3,0,0.5],lookat:[0,0,0]}", "model.kwargs.text_encoder=hash",
-          "train.init_from=null", "env.num_envs=2"],
-         "config error: model 'vla_flow': model.kwargs.slot_camera needs pos: [x, y, z] and look_at"),
+        (
+            [
+                "model.kwargs.slot_camera={pos:[0.3,0,0.5],lookat:[0,0,0]}",
+                "model.kwargs.text_encoder=hash",
+                "train.init_from=null",
+                "env.num_envs=2",
+            ],
+            "config error: model 'vla_flow': model.kwargs.slot_camera needs pos: [x, y, z] and look_at",
+        ),
     ],
 )
 def test_language_vla_config_errors_name_the_key(overrides, message, capsys):

@@ -3,7 +3,14 @@ from typing import Literal
 
 import pytest
 
-from rlinf_contracts.config import ConfigError, from_dict, help_text, load_config, parse_overrides, to_dict
+from rlinf_contracts.config import (
+    ConfigError,
+    from_dict,
+    help_text,
+    load_config,
+    parse_overrides,
+    to_dict,
+)
 
 
 @dataclass
@@ -35,13 +42,17 @@ def test_yaml_plus_overrides(tmp_path):
 
 
 def test_int_is_accepted_for_float_but_not_the_reverse():
-    assert from_dict(Actor, {"lr": 1}).lr == 1.0 and isinstance(from_dict(Actor, {"lr": 1}).lr, float)
+    assert from_dict(Actor, {"lr": 1}).lr == 1.0 and isinstance(
+        from_dict(Actor, {"lr": 1}).lr, float
+    )
     with pytest.raises(ConfigError, match=r"key 'epochs' expects int, got float 2.5"):
         from_dict(Actor, {"epochs": 2.5})
 
 
 def test_unknown_key_suggests_nearest():
-    with pytest.raises(ConfigError, match=r"unknown key 'actor.ephocs'. Did you mean 'actor.epochs'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'actor.ephocs'. Did you mean 'actor.epochs'\?"
+    ):
         from_dict(Top, {"actor": {"ephocs": 3}})
     with pytest.raises(ConfigError, match=r"unknown key 'sed'. Did you mean 'seed'\?"):
         from_dict(Top, load_config(None, ["sed=1"]))
@@ -52,7 +63,10 @@ def test_wrong_types_name_key_and_expected_type():
         from_dict(Top, {"actor": {"hidden": [1, "x"]}})
     with pytest.raises(ConfigError, match=r"key 'actor' expects a mapping"):
         from_dict(Top, {"actor": 3})
-    with pytest.raises(ConfigError, match=r"key 'actor.loss' must be one of 'ppo' \| 'grpo', got 'grpp'. Did you mean 'grpo'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"key 'actor.loss' must be one of 'ppo' \| 'grpo', got 'grpp'. Did you mean 'grpo'\?",
+    ):
         from_dict(Top, {"actor": {"loss": "grpp"}})
     assert from_dict(Top, {"resume": None}).resume is None
     with pytest.raises(ConfigError, match=r"key 'resume' expects str, got int 5"):

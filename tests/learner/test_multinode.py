@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-
-
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {
     "runner": "embodied",
@@ -46,7 +44,9 @@ print(json.dumps([{"cls": a["ActorClassName"], "node": a["Address"]["NodeID"]} f
 def two_nodes():
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
+    )
     robot = cluster.add_node(num_cpus=1, resources={"robot:franka0": 1})
     cluster.wait_for_nodes()
     try:
@@ -62,19 +62,33 @@ def test_env_worker_runs_on_the_robot_node_by_placement_alone(two_nodes, tmp_pat
     path = tmp_path / "multinode.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
-    train = subprocess.run([sys.executable, "-m", "rlinf_cli.main", "train", str(path), "--ray-address", address],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    train = subprocess.run(
+        [sys.executable, "-m", "rlinf_cli.main", "train", str(path), "--ray-address", address],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     assert (tmp_path / "run" / "metrics.json").exists()
-    query = subprocess.run([sys.executable, "-c", QUERY, address], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
+    query = subprocess.run(
+        [sys.executable, "-c", QUERY, address],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert query.returncode == 0, query.stderr[-3000:]
     nodes: dict[str, set[str]] = {}
     for actor in json.loads(query.stdout.strip().splitlines()[-1]):
         nodes.setdefault(actor["cls"], set()).add(actor["node"])
     env_nodes = {n for cls, ns in nodes.items() if "EnvWorker" in cls for n in ns}
     assert env_nodes == {robot_id} and robot_id != head_id, nodes
-    assert any("ActorWorker" in cls for cls in nodes) and any("RolloutWorker" in cls for cls in nodes), nodes
+    assert any("ActorWorker" in cls for cls in nodes) and any(
+        "RolloutWorker" in cls for cls in nodes
+    ), nodes
 
 
 def test_a_pinned_component_needs_its_own_slots():

@@ -51,7 +51,11 @@ def test_mode_classification(spec, mode):
         ({"actor": "two"}, None, "cannot parse 'two'"),
         ({"actor": "0-2:0-3"}, None, "4 slots cannot be split evenly over 3 processes"),
         ({"actor": "1-2:0-3"}, None, "process ranks must be 0..N-1"),
-        ({"actr": "all"}, ["env", "actor"], "unknown component 'actr'; known: env, actor. Did you mean 'actor'?"),
+        (
+            {"actr": "all"},
+            ["env", "actor"],
+            "unknown component 'actr'; known: env, actor. Did you mean 'actor'?",
+        ),
         ({"actor": "all", "actor,env": "0"}, None, "component 'actor' is placed twice"),
         ({"actor": "all"}, ["env", "actor"], "missing component(s): env"),
         ({}, None, "placement is empty"),

@@ -15,8 +15,14 @@ class Echo(Worker):
     def whoami(self):
         import torch
 
-        return {"rank": self.rank, "world": self.world_size, "group": self.group_name,
-                "slots": list(self.slots), "threads": torch.get_num_threads(), "tag": self.tag}
+        return {
+            "rank": self.rank,
+            "world": self.world_size,
+            "group": self.group_name,
+            "slots": list(self.slots),
+            "threads": torch.get_num_threads(),
+            "tag": self.tag,
+        }
 
     def niceness(self) -> int:
         return os.nice(0)
@@ -33,7 +39,9 @@ class Echo(Worker):
 @pytest.fixture(scope="module")
 def group(ray_cluster):
     p = parse_placement({"echo": "0-1:0-3"}, ray_cluster.num_slots)
-    g = WorkerGroup.launch(Echo, "echo", ray_cluster, p["echo"], 10, per_rank_kwargs=[{"tag": "a"}, {"tag": "b"}])
+    g = WorkerGroup.launch(
+        Echo, "echo", ray_cluster, p["echo"], 10, per_rank_kwargs=[{"tag": "a"}, {"tag": "b"}]
+    )
     yield g
     g.shutdown()
 
@@ -81,7 +89,9 @@ def test_constructor_error_is_reported_at_launch(ray_cluster):
 def test_custom_resource_is_placeable(ray_cluster):
     assert ray_cluster.custom_resources.get("robot:franka0") == 1
     p = parse_placement({"robot": "0"}, ray_cluster.num_slots)
-    g = WorkerGroup.launch(Echo, "robot", ray_cluster, p["robot"], 0, resources={"robot:franka0": 1})
+    g = WorkerGroup.launch(
+        Echo, "robot", ray_cluster, p["robot"], 0, resources={"robot:franka0": 1}
+    )
     try:
         assert g.call("add", 1).wait(timeout=60) == [1]
     finally:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -25,8 +26,26 @@ from rlinf_contracts import wire
 
 MAX_REPLY_CHARS = 1024
 STATE_DIM = 4
-DTYPES = ["<f4", "<f8", ">f8", "<f2", "|u1", "<i8", "|b1", "<U3", "|S2", "<M8[s]", "|V4", "|O", "<c8",
-          "f4", "int", "", "x" * 300, "<f4" * 50]
+DTYPES = [
+    "<f4",
+    "<f8",
+    ">f8",
+    "<f2",
+    "|u1",
+    "<i8",
+    "|b1",
+    "<U3",
+    "|S2",
+    "<M8[s]",
+    "|V4",
+    "|O",
+    "<c8",
+    "f4",
+    "int",
+    "",
+    "x" * 300,
+    "<f4" * 50,
+]
 
 
 def _array_map(rng: np.random.Generator) -> dict[bytes, Any]:
@@ -40,8 +59,12 @@ def _array_map(rng: np.random.Generator) -> dict[bytes, Any]:
             nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         except (TypeError, ValueError, SyntaxError):
             pass
-    out: dict[bytes, Any] = {b"__ndarray__": True, b"dtype": dtype, b"shape": shape,
-                             b"data": rng.bytes(max(0, min(nbytes, 4096)))}
+    out: dict[bytes, Any] = {
+        b"__ndarray__": True,
+        b"dtype": dtype,
+        b"shape": shape,
+        b"data": rng.bytes(max(0, min(nbytes, 4096))),
+    }
     for k in list(out):
         if rng.random() < 0.08:
             out[k] = _scalar(rng)  # wrong type for a field
@@ -52,17 +75,36 @@ def _array_map(rng: np.random.Generator) -> dict[bytes, Any]:
 
 def _scalar(rng: np.random.Generator) -> Any:
     choices: list[Callable[[], Any]] = [
-        lambda: int(rng.integers(-2**62, 2**62)), lambda: float(rng.normal() * 10 ** rng.integers(0, 320)),
-        lambda: float("nan"), lambda: float("inf"), lambda: "s" * int(rng.integers(0, 5000)),
-        lambda: rng.bytes(int(rng.integers(0, 300))), lambda: None, lambda: True, lambda: [], lambda: {},
+        lambda: int(rng.integers(-(2**62), 2**62)),
+        lambda: float(rng.normal() * 10 ** rng.integers(0, 320)),
+        lambda: float("nan"),
+        lambda: float("inf"),
+        lambda: "s" * int(rng.integers(0, 5000)),
+        lambda: rng.bytes(int(rng.integers(0, 300))),
+        lambda: None,
+        lambda: True,
+        lambda: [],
+        lambda: {},
     ]
     return choices[rng.integers(len(choices))]()
 
 
 def _key(rng: np.random.Generator) -> Any:
-    keys: list[Any] = ["state", "images", "instruction", "prompt", "observation/state", "observation/image",
-                       "observation/wrist_image", "k" * int(rng.integers(1, 100_000)), b"state", b"\xff\xfe",
-                       "images/front", "__ndarray__", b"__ndarray__"]
+    keys: list[Any] = [
+        "state",
+        "images",
+        "instruction",
+        "prompt",
+        "observation/state",
+        "observation/image",
+        "observation/wrist_image",
+        "k" * int(rng.integers(1, 100_000)),
+        b"state",
+        b"\xff\xfe",
+        "images/front",
+        "__ndarray__",
+        b"__ndarray__",
+    ]
     return keys[rng.integers(len(keys))]
 
 
@@ -112,7 +154,9 @@ def random_frame(rng: np.random.Generator) -> bytes | str:
 class FuzzReport:
     frames: int = 0
     outcomes: Counter = field(default_factory=Counter)  # actions, bad_request, closed_1009
-    failures: list[str] = field(default_factory=list)  # hang / crash / unclear, with the frame index
+    failures: list[str] = field(
+        default_factory=list
+    )  # hang / crash / unclear, with the frame index
     seconds: float = 0.0
 
     @property
@@ -127,14 +171,27 @@ _EMPTY_DETAIL = re.compile(r":\s*(''|\"\")?\s*$")
 def _grade(reply: Any) -> str | None:
     """Outcome name for a good reply, None for an unclear one."""
     if isinstance(reply, str):
-        clear = reply.startswith("bad request: ") and len(reply) <= MAX_REPLY_CHARS and not _EMPTY_DETAIL.search(reply)
+        clear = (
+            reply.startswith("bad request: ")
+            and len(reply) <= MAX_REPLY_CHARS
+            and not _EMPTY_DETAIL.search(reply)
+        )
         return "bad_request" if clear else None
     out = wire.unpackb(reply)
-    return "actions" if isinstance(out, dict) and np.asarray(out.get("actions")).shape == (3, 2) else None
+    return (
+        "actions"
+        if isinstance(out, dict) and np.asarray(out.get("actions")).shape == (3, 2)
+        else None
+    )
 
 
-def fuzz_server(url: str, frames: int, seed: int = 0, timeout_s: float = 10.0,
-                progress: Callable[[int], None] | None = None) -> FuzzReport:
+def fuzz_server(
+    url: str,
+    frames: int,
+    seed: int = 0,
+    timeout_s: float = 10.0,
+    progress: Callable[[int], None] | None = None,
+) -> FuzzReport:
     """Send ``frames`` fuzzed frames over one connection (reconnecting after a 1009 close)."""
     rng, report, t0 = np.random.default_rng(seed), FuzzReport(), time.perf_counter()
     ws = None

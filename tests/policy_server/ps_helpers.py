@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,8 +41,14 @@ class PointDist:
 class LinearPolicy(Policy):
     """actions = W @ state + b as [chunk, A]; state == 999 in its first entry raises (to test errors)."""
 
-    def __init__(self, state_dim: int = 4, action_dim: int = 2, chunk: int = 3,
-                 cameras: dict[str, tuple[int, int]] | None = None, uses_instruction: bool = False) -> None:
+    def __init__(
+        self,
+        state_dim: int = 4,
+        action_dim: int = 2,
+        chunk: int = 3,
+        cameras: dict[str, tuple[int, int]] | None = None,
+        uses_instruction: bool = False,
+    ) -> None:
         super().__init__()
         self.spec = PolicySpec(state_dim, action_dim, chunk, dict(cameras or {}), uses_instruction)
         self.lin = nn.Linear(state_dim, chunk * action_dim)
@@ -62,8 +69,12 @@ def version_weights(policy: LinearPolicy, version: int) -> dict[str, torch.Tenso
     return {"lin.weight": w, "lin.bias": b}
 
 
-def expected_actions(state: np.ndarray, version: int, chunk: int = 3, action_dim: int = 2) -> np.ndarray:
-    value = np.float32((version + 1) / 100.0) * np.float32(state.astype(np.float32).sum()) + np.float32(version)
+def expected_actions(
+    state: np.ndarray, version: int, chunk: int = 3, action_dim: int = 2
+) -> np.ndarray:
+    value = np.float32((version + 1) / 100.0) * np.float32(
+        state.astype(np.float32).sum()
+    ) + np.float32(version)
     return np.full((chunk, action_dim), value, dtype=np.float32)
 
 
@@ -75,6 +86,8 @@ def local_config(**kw: Any) -> ServerConfig:
 
 @contextlib.contextmanager
 def running_server(policy: Policy | None = None, **config: Any) -> Iterator[ServerThread]:
-    server = PolicyServer(TorchPolicy(policy or LinearPolicy()), local_config(**config), policy_name="linear")
+    server = PolicyServer(
+        TorchPolicy(policy or LinearPolicy()), local_config(**config), policy_name="linear"
+    )
     with ServerThread(server) as srv:
         yield srv

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
+from ps_helpers import LinearPolicy, expected_actions, local_config
 
 from learner.serving import TorchPolicy
 from policy_server.background import ServerThread
@@ -18,7 +19,6 @@ from policy_server.client import PolicyClient, open_sync
 from policy_server.hotswap import ModelSlot
 from policy_server.metrics import ServerMetrics
 from policy_server.server import MAX_ERROR_CHARS, PolicyServer
-from ps_helpers import LinearPolicy, expected_actions, local_config
 from rlinf_contracts import wire
 
 GOOD = {"state": np.array([0.1, 0.2, 0.3, 0.4], np.float32)}
@@ -57,14 +57,19 @@ def _raw(url: str):
     return ws
 
 
-@pytest.mark.parametrize("mode, says", [
-    ("wrong_batch", "expected [B=1, chunk, A]"),
-    ("missing_key", "no 'actions'"),
-    ("not_a_map", "returned ndarray"),
-])
+@pytest.mark.parametrize(
+    "mode, says",
+    [
+        ("wrong_batch", "expected [B=1, chunk, A]"),
+        ("missing_key", "no 'actions'"),
+        ("not_a_map", "returned ndarray"),
+    ],
+)
 def test_a_policy_output_of_the_wrong_form_is_a_clear_error_for_every_waiting_client(mode, says):
     policy = Misbehaving()
-    with ServerThread(PolicyServer(policy, local_config(max_wait_ms=200), policy_name="bad")) as srv:
+    with ServerThread(
+        PolicyServer(policy, local_config(max_wait_ms=200), policy_name="bad")
+    ) as srv:
         policy.mode = mode
         clients = [_raw(srv.url) for _ in range(CLIENTS)]
         for ws in clients:  # all waiting at once: they may share one batch
@@ -72,13 +77,17 @@ def test_a_policy_output_of_the_wrong_form_is_a_clear_error_for_every_waiting_cl
         for ws in clients:
             reply = ws.recv(timeout=60)
             assert isinstance(reply, str) and reply.startswith("inference error:"), reply
-            assert says in reply and "Traceback" not in reply and len(reply) <= MAX_ERROR_CHARS, reply
+            assert says in reply and "Traceback" not in reply and len(reply) <= MAX_ERROR_CHARS, (
+                reply
+            )
             with pytest.raises(websockets.ConnectionClosed) as info:
                 ws.recv(timeout=60)
             assert info.value.rcvd is not None and info.value.rcvd.code == 1011
         policy.mode = "ok"
         with PolicyClient(srv.url) as good:  # the server keeps serving
-            np.testing.assert_allclose(good.infer(GOOD)["actions"], expected_actions(GOOD["state"], 0), rtol=1e-6)
+            np.testing.assert_allclose(
+                good.infer(GOOD)["actions"], expected_actions(GOOD["state"], 0), rtol=1e-6
+            )
         assert srv.server.metrics.errors["inference"] == CLIENTS
 
 
@@ -90,7 +99,9 @@ def test_a_long_policy_traceback_is_cut_keeping_the_exception_line():
         ws.send(wire.packb(GOOD))
         reply = ws.recv(timeout=60)
         assert isinstance(reply, str) and len(reply) <= MAX_ERROR_CHARS, len(reply)
-        assert reply.startswith("inference error:") and reply.rstrip().endswith("the end"), reply[-200:]
+        assert reply.startswith("inference error:") and reply.rstrip().endswith("the end"), reply[
+            -200:
+        ]
         ws.close()
 
 
@@ -99,8 +110,9 @@ def test_requests_in_flight_or_queued_when_the_batcher_closes_fail_clearly():
     policy.mode = "block"
 
     async def scenario() -> tuple[list[Any], BaseException | None]:
-        batcher = DynamicBatcher(ModelSlot(policy), ServerMetrics(), max_batch=1, max_wait_ms=0,
-                                 open_clients=lambda: 2)
+        batcher = DynamicBatcher(
+            ModelSlot(policy), ServerMetrics(), max_batch=1, max_wait_ms=0, open_clients=lambda: 2
+        )
         batcher.start()
         sample = {"state": GOOD["state"], "images": {}, "instruction": ""}
         running = asyncio.ensure_future(batcher.submit(sample, 0.0))  # blocks inside the forward
@@ -108,11 +120,13 @@ def test_requests_in_flight_or_queued_when_the_batcher_closes_fail_clearly():
         while not policy.entered.is_set():  # the first request's forward is running
             await asyncio.sleep(0.01)
         await batcher.stop()
-        outcomes = await asyncio.wait_for(asyncio.gather(running, queued, return_exceptions=True), 30)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(running, queued, return_exceptions=True), 30
+        )
         try:
             await asyncio.wait_for(batcher.submit(sample, 0.0), 30)
             after: BaseException | None = None
-        except BaseException as e:  # noqa: BLE001 - the assertion checks what it was
+        except BaseException as e:
             after = e
         return outcomes, after
 

@@ -8,14 +8,14 @@ import time
 
 import numpy as np
 import pytest
+from ps_helpers import LinearPolicy, expected_actions, local_config, running_server
 
+from learner.serving import TorchPolicy
 from policy_server.background import ServerThread
 from policy_server.broker import ActionChunkBroker
 from policy_server.client import AsyncPolicyClient, PolicyClient, PolicyServerUnavailable
 from policy_server.messages import ServerMetadata
 from policy_server.server import PolicyServer
-from learner.serving import TorchPolicy
-from ps_helpers import LinearPolicy, expected_actions, local_config, running_server
 
 STATE = np.array([0.5, -0.5, 0.25, 0.0], np.float32)
 
@@ -54,7 +54,9 @@ def test_async_clients_are_batched_together():
         clients = [await AsyncPolicyClient.connect(url) for _ in range(4)]
         outs = []
         for _ in range(5):
-            outs += await asyncio.gather(*(c.infer({"state": STATE * i}) for i, c in enumerate(clients)))
+            outs += await asyncio.gather(
+                *(c.infer({"state": STATE * i}) for i, c in enumerate(clients))
+            )
         for c in clients:
             await c.close()
         return outs

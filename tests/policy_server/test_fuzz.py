@@ -11,35 +11,71 @@ from __future__ import annotations
 
 import msgpack
 import numpy as np
+from fuzz_frames import fuzz_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fuzz_frames import fuzz_server
-from policy_server.observations import ObservationError, to_canonical, validate_observation
 from ps_helpers import running_server
+
+from policy_server.observations import ObservationError, to_canonical, validate_observation
 from rlinf_contracts.wire import WireError, unpackb
 
 SPEC = {"state": ("float32", (4,)), "images/front": ("uint8", (2, 2, 3))}
 MAX_MESSAGE = 1024
 
-keys = st.one_of(st.sampled_from(["state", "images", "instruction", "prompt", "observation/state",
-                                  "observation/front", "front", "__ndarray__"]),
-                 st.text(max_size=200), st.binary(max_size=20), st.just(b"__ndarray__"))
-dtypes = st.one_of(st.sampled_from(["<f4", "<f8", "|u1", "<i8", "|O", "|V8", "<c8", "<U2", "<M8[s]", "f", ""]),
-                   st.text(max_size=300), st.integers(min_value=-2**63, max_value=2**64 - 1),
-                   st.lists(st.text(max_size=5), max_size=3))
+keys = st.one_of(
+    st.sampled_from(
+        [
+            "state",
+            "images",
+            "instruction",
+            "prompt",
+            "observation/state",
+            "observation/front",
+            "front",
+            "__ndarray__",
+        ]
+    ),
+    st.text(max_size=200),
+    st.binary(max_size=20),
+    st.just(b"__ndarray__"),
+)
+dtypes = st.one_of(
+    st.sampled_from(["<f4", "<f8", "|u1", "<i8", "|O", "|V8", "<c8", "<U2", "<M8[s]", "f", ""]),
+    st.text(max_size=300),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.lists(st.text(max_size=5), max_size=3),
+)
 array_maps = st.fixed_dictionaries(
     {b"__ndarray__": st.just(True)},
-    optional={b"data": st.binary(max_size=64), b"dtype": dtypes,
-              b"shape": st.lists(st.integers(min_value=-2, max_value=2**62), max_size=70)},
+    optional={
+        b"data": st.binary(max_size=64),
+        b"dtype": dtypes,
+        b"shape": st.lists(st.integers(min_value=-2, max_value=2**62), max_size=70),
+    },
 )
-scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**63, max_value=2**64 - 1),
-                    st.floats(), st.text(max_size=50), st.binary(max_size=50))
-floats64 = st.lists(st.floats(), min_size=4, max_size=4).map(  # well-formed float64 state, any range
-    lambda xs: {b"__ndarray__": True, b"data": np.array(xs, np.float64).tobytes(), b"dtype": "<f8", b"shape": [4]})
-values = st.recursive(st.one_of(scalars, array_maps, floats64),
-                      lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
-                      max_leaves=12)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(),
+    st.text(max_size=50),
+    st.binary(max_size=50),
+)
+floats64 = st.lists(
+    st.floats(), min_size=4, max_size=4
+).map(  # well-formed float64 state, any range
+    lambda xs: {
+        b"__ndarray__": True,
+        b"data": np.array(xs, np.float64).tobytes(),
+        b"dtype": "<f8",
+        b"shape": [4],
+    }
+)
+values = st.recursive(
+    st.one_of(scalars, array_maps, floats64),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
+    max_leaves=12,
+)
 requests = st.dictionaries(keys, values, max_size=6)
 
 
@@ -88,8 +124,14 @@ def test_live_server_answers_2000_fuzzed_frames_clearly():
     with running_server() as srv:
         report = fuzz_server(srv.url, frames=2000, seed=15, timeout_s=10)
         assert report.ok, report.failures[:10]
-        assert report.frames == 2000 and report.outcomes["bad_request"] > 1500 and report.outcomes["actions"] > 0
+        assert (
+            report.frames == 2000
+            and report.outcomes["bad_request"] > 1500
+            and report.outcomes["actions"] > 0
+        )
         assert srv.server.metrics.errors["bad_request_unexpected"] == 0
-        with running_server() as other:  # an unrelated server is unaffected, and this one still serves
+        with (
+            running_server() as other
+        ):  # an unrelated server is unaffected, and this one still serves
             assert other.server.metrics.requests == 0
         assert fuzz_server(srv.url, frames=1, seed=3).ok

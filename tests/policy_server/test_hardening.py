@@ -14,15 +14,15 @@ import urllib.request
 import numpy as np
 import pytest
 import websockets
+from ps_helpers import LinearPolicy, expected_actions, local_config, running_server
 
 from learner.serving import TorchPolicy
+from policy_server import server as server_module
 from policy_server.background import ServerThread
 from policy_server.client import ClientStopped, PolicyClient, open_sync
 from policy_server.config import ServerConfig
-from policy_server import server as server_module
 from policy_server.ratelimit import RateLimitedLog
 from policy_server.server import MAX_ERROR_CHARS, PolicyServer
-from ps_helpers import LinearPolicy, expected_actions, local_config, running_server
 from rlinf_contracts import wire
 from rlinf_contracts.config import ConfigError
 
@@ -60,28 +60,46 @@ def test_exposing_without_a_key_warns_and_names_the_wildcard_address(caplog):
         assert client.infer(GOOD)["actions"].shape == (3, 2)
         port = srv.port
     assert f"listening on ws://0.0.0.0:{port}" in caplog.text
-    assert any(r.levelno == logging.WARNING and "no API key" in r.getMessage() for r in caplog.records)
+    assert any(
+        r.levelno == logging.WARNING and "no API key" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_malformed_frames_of_known_kinds_get_bounded_clear_errors(caplog, monkeypatch):
     caplog.set_level(logging.INFO, logger="policy_server.server")
-    monkeypatch.setattr(server_module, "limited", RateLimitedLog(server_module.log))  # a fresh window
+    monkeypatch.setattr(
+        server_module, "limited", RateLimitedLog(server_module.log)
+    )  # a fresh window
     with running_server() as srv:
         ws = _raw(srv.url)
-        openpi_plus_bytes = wire.packb({"observation/state": np.zeros(4, np.float32), b"junk": b"1"})
-        assert "observation keys must be strings; got bytes key b'junk'" in _ask(ws, openpi_plus_bytes)
+        openpi_plus_bytes = wire.packb(
+            {"observation/state": np.zeros(4, np.float32), b"junk": b"1"}
+        )
+        assert "observation keys must be strings; got bytes key b'junk'" in _ask(
+            ws, openpi_plus_bytes
+        )
         beyond_f32 = wire.packb({"state": np.array([1e39, 0, 0, 0], np.float64)})
         assert "'state' contains NaN or inf after conversion to float32" in _ask(ws, beyond_f32)
         huge_key = wire.packb({"k" * 7_500_000: 1})
         reply = _ask(ws, huge_key)
         assert len(reply) <= MAX_ERROR_CHARS and "'state' is missing" in reply and "…" in reply
-        huge_dtype = wire.packb({"state": {b"__ndarray__": True, b"dtype": "x" * 1_000_000, b"shape": [4],
-                                           b"data": b""}})
+        huge_dtype = wire.packb(
+            {
+                "state": {
+                    b"__ndarray__": True,
+                    b"dtype": "x" * 1_000_000,
+                    b"shape": [4],
+                    b"data": b"",
+                }
+            }
+        )
         assert len(_ask(ws, huge_dtype)) <= MAX_ERROR_CHARS
         for _ in range(50):  # a flood: logged at most a burst per window
             _ask(ws, b"\xc1")
         ws.send(wire.packb(GOOD))  # still usable
-        np.testing.assert_allclose(wire.unpackb(ws.recv(timeout=10))["actions"], expected_actions(GOOD["state"], 0))
+        np.testing.assert_allclose(
+            wire.unpackb(ws.recv(timeout=10))["actions"], expected_actions(GOOD["state"], 0)
+        )
         ws.close()
     bad_lines = [r for r in caplog.records if "bad request from" in r.getMessage()]
     assert 1 <= len(bad_lines) <= 10, len(bad_lines)
@@ -98,7 +116,9 @@ def _small_rcvbuf_socket(port: int) -> socket.socket:
 def test_a_client_that_does_not_read_replies_is_dropped_and_others_are_served():
     big = LinearPolicy(action_dim=256, chunk=64)  # 64 KiB replies fill the socket buffers quickly
     with running_server(big, send_timeout_s=1.0, max_queued_frames=1) as srv:
-        ws = open_sync(srv.url, sock=_small_rcvbuf_socket(srv.port), max_size=None, compression=None)
+        ws = open_sync(
+            srv.url, sock=_small_rcvbuf_socket(srv.port), max_size=None, compression=None
+        )
         frame, sent, dropped = wire.packb(GOOD), [0], threading.Event()
 
         def flood() -> None:
@@ -163,7 +183,9 @@ def test_unauthenticated_clients_never_hold_slots_and_metrics_need_the_key():
             urllib.request.urlopen(f"{base}/metrics", timeout=5)
         assert err.value.code == 401
         for scheme in ("Api-Key", "Bearer"):
-            req = urllib.request.Request(f"{base}/metrics", headers={"Authorization": f"{scheme} {key}"})
+            req = urllib.request.Request(
+                f"{base}/metrics", headers={"Authorization": f"{scheme} {key}"}
+            )
             with urllib.request.urlopen(req, timeout=5) as r:
                 assert b'rlinf_policy_errors_total{kind="unauthorized"}' in r.read()
 
@@ -196,9 +218,13 @@ def test_secrets_come_from_files_or_environment_never_argv(tmp_path, monkeypatch
 def test_clients_keep_retrying_through_a_long_outage():
     first = ServerThread(PolicyServer(TorchPolicy(LinearPolicy()), local_config())).start()
     port = first.port
-    client = PolicyClient(first.url, backoff_s=0.05, max_backoff_s=0.2, connect_timeout_s=1)  # retries=None
+    client = PolicyClient(
+        first.url, backoff_s=0.05, max_backoff_s=0.2, connect_timeout_s=1
+    )  # retries=None
     first.stop()
-    second = ServerThread(PolicyServer(TorchPolicy(LinearPolicy()), local_config(port=port), weight_version=3))
+    second = ServerThread(
+        PolicyServer(TorchPolicy(LinearPolicy()), local_config(port=port), weight_version=3)
+    )
     starter = threading.Timer(3.0, second.start)  # 3 s of outage: more than 10 back-off retries
     starter.start()
     try:
@@ -218,7 +244,7 @@ def test_a_retrying_client_stops_when_told():
     def control_loop() -> None:
         try:
             client.infer(GOOD)
-        except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+        except BaseException as e:
             outcome.append(e)
 
     worker = threading.Thread(target=control_loop, daemon=True)

@@ -19,7 +19,9 @@ def test_healthz_polls_log_nothing_at_info(caplog):
         for _ in range(POLLS):
             with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/healthz", timeout=10) as r:
                 assert r.status == 200
-        deadline = time.monotonic() + 30  # the server logs a poll's close after the client has its answer
+        deadline = (
+            time.monotonic() + 30
+        )  # the server logs a poll's close after the client has its answer
         while sum("connection closed" in r.getMessage() for r in caplog.records) < POLLS:
             assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
             time.sleep(0.05)

@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 import torch
-
-from policy_server.client import PolicyClient
-from learner.serving import state_dict_to_bytes
-from policy_server.push import WeightPushError, WeightPusher, push_weights
 from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
+
+from learner.serving import state_dict_to_bytes
+from policy_server.client import PolicyClient
+from policy_server.push import WeightPusher, WeightPushError, push_weights
 
 NUM_CLIENTS, NUM_SWAPS = 8, 20
 
@@ -24,10 +24,17 @@ def _client_loop(url: str, seed: int, stop: threading.Event, log: list, errors: 
             for _ in range(5000):  # bounded; normally ends by `stop`
                 state = rng.uniform(-1, 1, 4).astype(np.float32)
                 out = client.infer({"state": state})
-                log.append((state, out["weight_version"], out["actions"], out["server_timing"]["batch_size"]))
+                log.append(
+                    (
+                        state,
+                        out["weight_version"],
+                        out["actions"],
+                        out["server_timing"]["batch_size"],
+                    )
+                )
                 if stop.is_set():
                     break
-    except Exception as e:  # noqa: BLE001 - reported by the test
+    except Exception as e:
         errors.append(repr(e))
 
 
@@ -37,8 +44,10 @@ def test_concurrent_clients_with_20_swaps_every_response_matches_its_version():
         stop = threading.Event()
         logs: list[list] = [[] for _ in range(NUM_CLIENTS)]
         errors: list[str] = []
-        threads = [threading.Thread(target=_client_loop, args=(srv.url, i, stop, logs[i], errors))
-                   for i in range(NUM_CLIENTS)]
+        threads = [
+            threading.Thread(target=_client_loop, args=(srv.url, i, stop, logs[i], errors))
+            for i in range(NUM_CLIENTS)
+        ]
         for t in threads:
             t.start()
         acks = []
@@ -50,8 +59,11 @@ def test_concurrent_clients_with_20_swaps_every_response_matches_its_version():
         # every client goes on until it has been answered by the last weights (polled: a client
         # thread may get no CPU for a while on a busy machine), then all stop
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not errors and not all(
-                log and log[-1][1] == NUM_SWAPS for log in logs):
+        while (
+            time.monotonic() < deadline
+            and not errors
+            and not all(log and log[-1][1] == NUM_SWAPS for log in logs)
+        ):
             time.sleep(0.02)
         stop.set()
         for t in threads:
@@ -64,7 +76,9 @@ def test_concurrent_clients_with_20_swaps_every_response_matches_its_version():
             assert versions == sorted(versions), "a client saw weights go backwards"
             assert versions[-1] == NUM_SWAPS
             for state, version, actions, _ in log:
-                np.testing.assert_allclose(actions, expected_actions(state, version), rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(
+                    actions, expected_actions(state, version), rtol=1e-5, atol=1e-6
+                )
             seen.update(versions)
         assert len(seen) >= NUM_SWAPS // 2  # swaps really happened while clients were running
         assert max(b for log in logs for *_, b in log) > 1  # and requests really were batched
@@ -101,7 +115,10 @@ def _push_without_header(url: str) -> None:
 
 def test_bad_pushes_are_refused_with_the_reason_and_serving_continues():
     policy = LinearPolicy()
-    with running_server(policy, weights_token=TOKEN) as srv, WeightPusher(srv.url, token=TOKEN) as pusher:
+    with (
+        running_server(policy, weights_token=TOKEN) as srv,
+        WeightPusher(srv.url, token=TOKEN) as pusher,
+    ):
         with pytest.raises(WeightPushError, match="not a valid safetensors"):
             pusher.push(b"garbage bytes", version=1)
         with pytest.raises(WeightPushError, match="lin.bias"):
@@ -122,8 +139,12 @@ def test_bad_pushes_are_refused_with_the_reason_and_serving_continues():
 
 def test_weights_path_has_its_own_frame_limit():
     policy = LinearPolicy(state_dim=4000)  # 96 kB of weights, far above the 4 kB observation limit
-    with running_server(policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=1 << 20) as srv:
+    with running_server(
+        policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=1 << 20
+    ) as srv:
         assert push_weights(srv.url, version_weights(policy, 1), token=TOKEN).version == 1
-    with running_server(policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=8192) as srv:
+    with running_server(
+        policy, weights_token=TOKEN, max_frame_bytes=4096, max_weights_bytes=8192
+    ) as srv:
         with pytest.raises(WeightPushError, match="no ack.*1009|1009.*no ack|exceeds limit"):
             push_weights(srv.url, version_weights(policy, 1), token=TOKEN)

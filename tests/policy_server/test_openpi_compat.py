@@ -9,9 +9,9 @@ import pytest
 from openpi_client import msgpack_numpy
 from openpi_client.action_chunk_broker import ActionChunkBroker
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from ps_helpers import LinearPolicy, expected_actions, running_server
 
 from rlinf_contracts import wire
-from ps_helpers import LinearPolicy, expected_actions, running_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")
 
@@ -25,13 +25,20 @@ def test_openpi_client_round_trip_canonical_and_libero_layouts():
         assert meta["observation_spec"]["images/image"] == {"dtype": "uint8", "shape": [8, 8, 3]}
         state = np.linspace(-1, 1, 8).astype(np.float64)  # robots often send float64: cast
         img = np.zeros((8, 8, 3), np.uint8)
-        libero = {"observation/state": state, "observation/image": img,
-                  "observation/wrist_image": img, "prompt": "pick up the cube"}
+        libero = {
+            "observation/state": state,
+            "observation/image": img,
+            "observation/wrist_image": img,
+            "prompt": "pick up the cube",
+        }
         out = client.infer(libero)
         np.testing.assert_allclose(out["actions"], expected_actions(state, 0, 3, 2), rtol=1e-6)
         assert out["actions"].dtype == np.float32 and out["weight_version"] == 0
         assert {"infer_ms", "queue_ms", "batch_size"} <= set(out["server_timing"])
-        canonical = {"state": state.astype(np.float32), "images": {"image": img, "wrist_image": img}}
+        canonical = {
+            "state": state.astype(np.float32),
+            "images": {"image": img, "wrist_image": img},
+        }
         np.testing.assert_allclose(client.infer(canonical)["actions"], out["actions"], rtol=1e-6)
         broker = ActionChunkBroker(client, action_horizon=3)
         steps = [broker.infer(libero)["actions"] for _ in range(4)]
@@ -58,8 +65,13 @@ def test_healthz_and_metrics_over_plain_http():
 
 
 def test_wire_is_byte_identical_to_openpi_codec():
-    obs = {"a": np.arange(6, dtype=np.int16).reshape(2, 3), "b": np.float32(1.5), "s": "x",
-           "raw": b"\x00\x01", "nested": {"img": np.zeros((2, 2, 3), np.uint8)}}
+    obs = {
+        "a": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "b": np.float32(1.5),
+        "s": "x",
+        "raw": b"\x00\x01",
+        "nested": {"img": np.zeros((2, 2, 3), np.uint8)},
+    }
     assert wire.packb(obs) == msgpack_numpy.packb(obs)
     back = wire.unpackb(msgpack_numpy.packb(obs))
     np.testing.assert_array_equal(back["a"], obs["a"])

@@ -7,14 +7,13 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 
 import policy_server.server as server_module
-
 from learner.serving import state_dict_to_bytes
 from policy_server.client import PolicyClient, open_sync
 from policy_server.messages import WeightAck, WeightPush
 from policy_server.push import weights_url
-from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 from rlinf_contracts.wire import packb, unpackb
 
 
@@ -29,12 +28,22 @@ def test_fragmented_push_is_applied_and_text_push_refused(monkeypatch):
     monkeypatch.setattr(server_module, "decode_push", recording)
     policy = LinearPolicy()
     with running_server(policy, weights_token=TOKEN) as srv:
-        ws = open_sync(weights_url(srv.url), additional_headers={"Authorization": f"Bearer {TOKEN}"}, max_size=None)
+        ws = open_sync(
+            weights_url(srv.url),
+            additional_headers={"Authorization": f"Bearer {TOKEN}"},
+            max_size=None,
+        )
         try:
             ws.recv(timeout=10)  # server metadata
-            frame = packb(WeightPush(data=state_dict_to_bytes(version_weights(policy, 5)), version=5).to_wire())
+            frame = packb(
+                WeightPush(
+                    data=state_dict_to_bytes(version_weights(policy, 5)), version=5
+                ).to_wire()
+            )
             n = max(1, len(frame) // 7)
-            ws.send(bytes(frame[i:i + n]) for i in range(0, len(frame), n))  # one message, >= 7 fragments
+            ws.send(
+                bytes(frame[i : i + n]) for i in range(0, len(frame), n)
+            )  # one message, >= 7 fragments
             ack = WeightAck.from_wire(unpackb(ws.recv(timeout=30)))
             assert ack.version == 5
             ws.send("not msgpack")

@@ -10,14 +10,14 @@ import pytest
 import websockets
 import websockets.sync.client
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from ps_helpers import LinearPolicy, expected_actions, running_server
 
-from rlinf_contracts import wire
+from learner.serving import TorchPolicy
 from policy_server.batching import DynamicBatcher, InferenceError
 from policy_server.client import PolicyClient, PolicyRequestError
 from policy_server.hotswap import ModelSlot
 from policy_server.metrics import ServerMetrics
-from learner.serving import TorchPolicy
-from ps_helpers import LinearPolicy, expected_actions, running_server
+from rlinf_contracts import wire
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used:DeprecationWarning")
 
@@ -31,7 +31,10 @@ def _raw(url: str) -> websockets.sync.client.ClientConnection:
 
 
 BAD_FRAMES = [
-    (b"\xc1\xff\x00", "not valid msgpack: not a msgpack type byte (0xc1 or a reserved code) (FormatError)"),
+    (
+        b"\xc1\xff\x00",
+        "not valid msgpack: not a msgpack type byte (0xc1 or a reserved code) (FormatError)",
+    ),
     (b"\x91" * 5000 + b"\xc0", "not valid msgpack: nesting too deep (StackError)"),
     ("a text frame", "binary msgpack"),
     (msgpack.packb([1, 2, 3]), "must be a msgpack map"),
@@ -40,10 +43,20 @@ BAD_FRAMES = [
     (wire.packb({"state": np.zeros(4, np.int64)}), "'state' has dtype int64, expected float32"),
     (wire.packb({"state": np.zeros(5, np.float32)}), "'state' has shape (5,), expected (4,)"),
     (wire.packb({"state": np.array([0, np.nan, 0, 0], np.float32)}), "'state' contains NaN"),
-    (msgpack.packb({"state": {b"__ndarray__": True, b"data": b"\x00" * 3, b"dtype": "<f4", b"shape": [4]}},
-                   use_bin_type=True), "has 3 bytes but shape [4]"),
-    (msgpack.packb({"state": {b"__ndarray__": True, b"data": b"", b"dtype": "|O", b"shape": [0]}},
-                   use_bin_type=True), "refused dtype"),
+    (
+        msgpack.packb(
+            {"state": {b"__ndarray__": True, b"data": b"\x00" * 3, b"dtype": "<f4", b"shape": [4]}},
+            use_bin_type=True,
+        ),
+        "has 3 bytes but shape [4]",
+    ),
+    (
+        msgpack.packb(
+            {"state": {b"__ndarray__": True, b"data": b"", b"dtype": "|O", b"shape": [0]}},
+            use_bin_type=True,
+        ),
+        "refused dtype",
+    ),
 ]
 
 
@@ -56,10 +69,15 @@ def test_malformed_frames_each_get_a_clear_error_and_others_keep_being_served():
             reply = bad.recv(timeout=10)
             assert isinstance(reply, str) and expected in reply, (expected, reply)
             out = good.infer(GOOD)  # another client, unaffected
-            np.testing.assert_allclose(out["actions"], expected_actions(GOOD["state"], 0), rtol=1e-6)
+            np.testing.assert_allclose(
+                out["actions"], expected_actions(GOOD["state"], 0), rtol=1e-6
+            )
         bad.send(wire.packb(GOOD))  # the offending connection itself is still usable
-        np.testing.assert_allclose(wire.unpackb(bad.recv(timeout=10))["actions"],
-                                   expected_actions(GOOD["state"], 0), rtol=1e-6)
+        np.testing.assert_allclose(
+            wire.unpackb(bad.recv(timeout=10))["actions"],
+            expected_actions(GOOD["state"], 0),
+            rtol=1e-6,
+        )
         with pytest.raises(PolicyRequestError, match="'state' has shape"):
             good.infer({"state": np.zeros(3, np.float32)})
         bad.close()
@@ -95,19 +113,30 @@ def test_inference_error_is_a_text_frame_then_close_1011():
 def test_a_failing_sample_does_not_fail_its_batch_mates():
     async def scenario():
         metrics = ServerMetrics()
-        batcher = DynamicBatcher(ModelSlot(TorchPolicy(LinearPolicy())), metrics, max_batch=8, max_wait_ms=200,
-                                 open_clients=lambda: 3)
+        batcher = DynamicBatcher(
+            ModelSlot(TorchPolicy(LinearPolicy())),
+            metrics,
+            max_batch=8,
+            max_wait_ms=200,
+            open_clients=lambda: 3,
+        )
         batcher.start()
-        samples = [{"state": np.array([v, 0, 0, 0], np.float32), "images": {}, "instruction": ""}
-                   for v in (1.0, 999.0, 2.0)]
-        results = await asyncio.gather(*(batcher.submit(s, 0.0) for s in samples), return_exceptions=True)
+        samples = [
+            {"state": np.array([v, 0, 0, 0], np.float32), "images": {}, "instruction": ""}
+            for v in (1.0, 999.0, 2.0)
+        ]
+        results = await asyncio.gather(
+            *(batcher.submit(s, 0.0) for s in samples), return_exceptions=True
+        )
         await batcher.stop()
         return results, metrics
 
     results, metrics = asyncio.run(scenario())
     assert isinstance(results[1], InferenceError) and "poisoned" in str(results[1])
     for i, v in ((0, 1.0), (2, 2.0)):
-        np.testing.assert_allclose(results[i].actions, expected_actions(np.array([v, 0, 0, 0]), 0), rtol=1e-6)
+        np.testing.assert_allclose(
+            results[i].actions, expected_actions(np.array([v, 0, 0, 0]), 0), rtol=1e-6
+        )
     assert metrics.batches == 2  # the failed batch of 3 was retried one by one; 2 succeeded
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ps_helpers import TOKEN, LinearPolicy, running_server, version_weights
 
 from learner.models import build_policy
 from learner.models.policy import PolicySpec
@@ -11,7 +12,6 @@ from policy_server.push import push_weights
 from policy_server.sim_eval import IncompatibleServerError, run_sim_eval
 from rlinf_contracts.env import EnvSpec, VectorEnv, check_actions
 from rlinf_contracts.env_registry import make_env, register_env
-from ps_helpers import TOKEN, LinearPolicy, running_server, version_weights
 
 
 class ThresholdEnv(VectorEnv):
@@ -36,8 +36,11 @@ class ThresholdEnv(VectorEnv):
         self.t += 1
         done = self.t >= 2
         success = done & (acts[:, -1, 0] > 0.5)
-        info = {"success": success, "episode_return": success.astype(np.float32),
-                "episode_length": self.t.copy()}
+        info = {
+            "success": success,
+            "episode_return": success.astype(np.float32),
+            "episode_length": self.t.copy(),
+        }
         self.t[done] = 0
         reward = np.zeros((self.num_envs, acts.shape[1]), np.float32)
         return self._obs(), reward, done, np.zeros_like(done), info
@@ -51,7 +54,11 @@ def test_sim_eval_executes_server_actions_and_reports_success():
     with running_server(policy, weights_token=TOKEN) as srv:
         # version 0: actions = 0.01 * sum(state) = 0.01 -> fails; version 1: 0.02 + 1 -> succeeds
         before = run_sim_eval(srv.url, "ps_test_threshold/x", {"num_envs": 3}, episodes=6, seed=0)
-        assert before["success_rate"] == 0.0 and before["episodes"] == 6 and before["weight_versions"] == [0]
+        assert (
+            before["success_rate"] == 0.0
+            and before["episodes"] == 6
+            and before["weight_versions"] == [0]
+        )
         push_weights(srv.url, version_weights(policy, 1), version=1, token=TOKEN)
         after = run_sim_eval(srv.url, "ps_test_threshold/x", {"num_envs": 3}, episodes=6, seed=0)
         assert after["success_rate"] == 1.0 and after["weight_versions"] == [1]

@@ -14,9 +14,9 @@ import pytest
 import websockets
 import websockets.sync.client
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
+from ps_helpers import running_server
 
 from policy_server.client import PolicyClient
-from ps_helpers import running_server
 
 GOOD = {"state": np.array([0.1, 0.2, 0.3, 0.4], np.float32)}
 CAP = 64  # ServerConfig's default max_connections
@@ -26,15 +26,21 @@ def _upgrade(port: int) -> socket.socket:
     """A socket that completed the WebSocket handshake and then starts a frame it never finishes."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         chunk = sock.recv(4096)
         assert chunk, "server closed during the handshake"
         head += chunk
     assert head.startswith(b"HTTP/1.1 101"), head[:80]
-    sock.sendall(bytes([0x82, 0x80 | 126]) + (60_000).to_bytes(2, "big") + os.urandom(4))  # masked, 60 kB
+    sock.sendall(
+        bytes([0x82, 0x80 | 126]) + (60_000).to_bytes(2, "big") + os.urandom(4)
+    )  # masked, 60 kB
     return sock
 
 
@@ -83,16 +89,20 @@ def test_stalled_connections_at_the_cap_do_not_lock_out_a_working_client():
         socks += [_upgrade(srv.port) for _ in range(CAP)]
         trickler = Trickler(socks)
         try:
-            _wait_for(lambda: len(srv.server.connections) == CAP, f"{CAP} stalled connections to be open")
+            _wait_for(
+                lambda: len(srv.server.connections) == CAP, f"{CAP} stalled connections to be open"
+            )
             refused, deadline = 0, time.monotonic() + 30
             while True:  # a client that is refused retries; it must be served before the deadline
                 try:
                     with PolicyClient(srv.url, retries=0, connect_timeout_s=30) as client:
                         assert client.infer(GOOD)["actions"].shape == (3, 2)
                     break
-                except Exception:  # noqa: BLE001 - counted; the assertion below says what happened
+                except Exception:
                     refused += 1
-                    assert time.monotonic() < deadline, f"a working client was refused {refused} times"
+                    assert time.monotonic() < deadline, (
+                        f"a working client was refused {refused} times"
+                    )
                     time.sleep(0.2)
             openpi = WebsocketClientPolicy(host="127.0.0.1", port=srv.port)  # openpi's client too
             assert openpi.infer(GOOD)["actions"].shape == (3, 2)

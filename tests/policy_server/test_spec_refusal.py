@@ -7,19 +7,32 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ps_helpers import local_config
 
 from policy_server.background import ServerThread
 from policy_server.client import PolicyClient, SpecRefused
 from policy_server.server import PolicyServer
-from ps_helpers import local_config
 from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, StateField
 
-REACH = RobotSpec(state=(StateField("ee_pos", 3), StateField("ee_rot6d", 6), StateField("joint_pos", 7),
-                         StateField("joint_vel", 7), StateField("gripper_width", 1), StateField("goal_pos", 3),
-                         StateField("goal_minus_ee", 3)),
-                  action=ActionSpace("ee_delta", 7), control_hz=20, base_position=(-0.56, 0.0, 0.0))
-JOINTS = RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                   action=ActionSpace("joint_delta", 8, joint_scale=0.05), cameras=(CameraSpec("camera", 224, 224),))
+REACH = RobotSpec(
+    state=(
+        StateField("ee_pos", 3),
+        StateField("ee_rot6d", 6),
+        StateField("joint_pos", 7),
+        StateField("joint_vel", 7),
+        StateField("gripper_width", 1),
+        StateField("goal_pos", 3),
+        StateField("goal_minus_ee", 3),
+    ),
+    action=ActionSpace("ee_delta", 7),
+    control_hz=20,
+    base_position=(-0.56, 0.0, 0.0),
+)
+JOINTS = RobotSpec(
+    state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+    action=ActionSpace("joint_delta", 8, joint_scale=0.05),
+    cameras=(CameraSpec("camera", 224, 224),),
+)
 
 
 class ZeroPolicy:
@@ -41,9 +54,13 @@ def test_mismatched_client_is_refused_once_naming_both_layouts() -> None:
             PolicyClient(srv.url, robot_spec=JOINTS, retries=5, backoff_s=0.5)
         assert time.monotonic() - t0 < 1.0  # final at once: no back-off retries
         msg = str(err.value)
-        assert "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) " \
-               "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
-        assert "Policy: state[30]" in msg and "Robot: state[8] = joint_pos(7) gripper_width(1)" in msg
+        assert (
+            "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) "
+            "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
+        )
+        assert (
+            "Policy: state[30]" in msg and "Robot: state[8] = joint_pos(7) gripper_width(1)" in msg
+        )
         assert "cameras differ: none vs camera(224x224)" in msg
         assert srv.server.metrics.errors.get("spec_mismatch") == 1
         # the same spec is admitted, its metadata announces the policy's spec, and inference works
@@ -73,7 +90,9 @@ def test_policy_loop_reports_refused_and_does_not_reconnect() -> None:
         q = np.zeros(7)
         try:
             for _ in range(30):  # 1.5 s of ticks: a retry loop would connect ~30 times
-                cmd = loop.tick({"state": np.zeros(8, np.float32)}, [RobotReading(q=q)], time.time())
+                cmd = loop.tick(
+                    {"state": np.zeros(8, np.float32)}, [RobotReading(q=q)], time.time()
+                )
                 time.sleep(0.05)
             assert len(attempts) == 1
             assert cmd.kind == "hold" and cmd.reason == "refused"

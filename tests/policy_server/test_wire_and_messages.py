@@ -8,11 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-from rlinf_contracts.config import ConfigError, from_dict
-from rlinf_contracts import wire
 from policy_server.config import ServerConfig
 from policy_server.messages import MessageError, ServerMetadata, WeightAck, WeightPush
 from policy_server.observations import ObservationError, collate, to_canonical, validate_observation
+from rlinf_contracts import wire
+from rlinf_contracts.config import ConfigError, from_dict
 
 
 @pytest.mark.parametrize("dtype", ["<f4", "<f8", "<f2", "|u1", "<i8", "|b1", "<u2"])
@@ -25,23 +25,31 @@ def test_arrays_round_trip_for_every_supported_dtype(dtype):
 
 
 def test_scalars_tuples_bytes_and_refusals():
-    back = wire.unpackb(wire.packb({"f": np.float32(0.5), "b": np.bool_(True), "t": (1, 2), "raw": b"\x00"}))
+    back = wire.unpackb(
+        wire.packb({"f": np.float32(0.5), "b": np.bool_(True), "t": (1, 2), "raw": b"\x00"})
+    )
     assert back == {"f": np.float32(0.5), "b": np.bool_(True), "t": [1, 2], "raw": b"\x00"}
     assert type(back["f"]) is np.float32
     for bad in (np.zeros(2, dtype=object), np.zeros(2, dtype=[("a", "<f4")]), object()):
         with pytest.raises(wire.WireError, match="cannot encode"):
             wire.packb({"x": bad})
     with pytest.raises(wire.WireError, match="shape"):
-        wire.unpackb(wire.packb({b"__ndarray__": True, b"data": b"", b"dtype": "<f4", b"shape": "3"}))
+        wire.unpackb(
+            wire.packb({b"__ndarray__": True, b"data": b"", b"dtype": "<f4", b"shape": "3"})
+        )
     with pytest.raises(wire.WireError, match="invalid dtype"):
-        wire.unpackb(wire.packb({b"__ndarray__": True, b"data": b"", b"dtype": "nope", b"shape": [0]}))
+        wire.unpackb(
+            wire.packb({b"__ndarray__": True, b"data": b"", b"dtype": "nope", b"shape": [0]})
+        )
     with pytest.raises(wire.WireError, match="binary frame"):
         wire.unpackb("text")
 
 
 def test_codec_imports_only_numpy_and_msgpack():
-    code = ("import sys; import rlinf_contracts.wire, policy_server.messages; "
-            "bad = [m for m in ('torch', 'websockets', 'learner', 'ray') if m in sys.modules]; print(bad)")
+    code = (
+        "import sys; import rlinf_contracts.wire, policy_server.messages; "
+        "bad = [m for m in ('torch', 'websockets', 'learner', 'ray') if m in sys.modules]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -56,30 +64,48 @@ def test_messages_round_trip_and_name_bad_fields():
     with pytest.raises(MessageError, match="'version' must be an int"):
         WeightPush.from_wire({"format": "safetensors", "version": "7", "data": b""})
     with pytest.raises(MessageError, match="'action_dim' has type str"):
-        ServerMetadata.from_wire({"policy_name": "p", "observation_spec": {}, "action_dim": "2",
-                                  "chunk": 1, "weight_version": 0})
+        ServerMetadata.from_wire(
+            {
+                "policy_name": "p",
+                "observation_spec": {},
+                "action_dim": "2",
+                "chunk": 1,
+                "weight_version": 0,
+            }
+        )
 
 
 def test_adapters_map_openpi_and_canonical_layouts_onto_one_map():
     img = np.zeros((3, 6, 8), np.uint8)  # CHW, as openpi ALOHA clients send
-    flat = to_canonical({"observation/state": np.ones(2), "observation/image": img, "prompt": "hi"},
-                        "auto", {"image": "front"})
+    flat = to_canonical(
+        {"observation/state": np.ones(2), "observation/image": img, "prompt": "hi"},
+        "auto",
+        {"image": "front"},
+    )
     assert flat["images"]["front"].shape == (6, 8, 3) and flat["instruction"] == "hi"
-    canon = to_canonical({"state": np.ones(2), "images": {"cam_high": img}, "prompt": "x"}, "auto",
-                         {"cam_high": "front"})
+    canon = to_canonical(
+        {"state": np.ones(2), "images": {"cam_high": img}, "prompt": "x"},
+        "auto",
+        {"cam_high": "front"},
+    )
     assert canon["images"]["front"].shape == (6, 8, 3) and canon["instruction"] == "x"
     spec = {"state": ("float32", (2,)), "images/front": ("uint8", (6, 8, 3))}
     sample = validate_observation(flat, spec, uses_instruction=True)
     batch = collate([sample, validate_observation(canon, spec, True)])
     assert batch["state"].shape == (2, 2) and batch["state"].dtype == np.float32
     assert batch["images"]["front"].shape == (2, 6, 8, 3) and batch["instruction"] == ["hi", "x"]
-    with pytest.raises(ObservationError, match="'images/front' is missing \\(cameras sent: wrist\\)"):
+    with pytest.raises(
+        ObservationError, match="'images/front' is missing \\(cameras sent: wrist\\)"
+    ):
         validate_observation({"state": np.ones(2), "images": {"wrist": img}}, spec, False)
     with pytest.raises(ObservationError, match="'instruction' .* must be a string"):
-        validate_observation({"state": np.ones(2), "images": {"front": flat["images"]["front"]}}, spec, True)
+        validate_observation(
+            {"state": np.ones(2), "images": {"front": flat["images"]["front"]}}, spec, True
+        )
     with pytest.raises(ObservationError, match="'images/front' has dtype float32, expected uint8"):
-        validate_observation({"state": np.ones(2), "images": {"front": np.zeros((6, 8, 3), np.float32)}},
-                             spec, False)
+        validate_observation(
+            {"state": np.ones(2), "images": {"front": np.zeros((6, 8, 3), np.float32)}}, spec, False
+        )
 
 
 def test_server_config_validation_names_the_key(monkeypatch):
@@ -93,8 +119,13 @@ def test_server_config_validation_names_the_key(monkeypatch):
         from_dict(ServerConfig, {"max_bach": 4}, path="server")
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "from-the-env-123")
     assert ServerConfig().with_env_secrets().weights_token == "from-the-env-123"
-    monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "wtok456")  # the error says where the short secret came from
-    with pytest.raises(ConfigError, match=r"server.weights_token': the secret from \$RLINF_WEIGHTS_TOKEN is shorter"):
+    monkeypatch.setenv(
+        "RLINF_WEIGHTS_TOKEN", "wtok456"
+    )  # the error says where the short secret came from
+    with pytest.raises(
+        ConfigError,
+        match=r"server.weights_token': the secret from \$RLINF_WEIGHTS_TOKEN is shorter",
+    ):
         ServerConfig().with_env_secrets()
 
 

@@ -18,7 +18,9 @@ import pytest
 from rlinf_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-REPORT = re.compile(r"collect: (\d+) episodes kept in \S+ \((\d+) successful\); discarded (\d+) failed")
+REPORT = re.compile(
+    r"collect: (\d+) episodes kept in \S+ \((\d+) successful\); discarded (\d+) failed"
+)
 ROS_REPORT = re.compile(REPORT.pattern + r", (\d+) interrupted")
 
 
@@ -36,12 +38,28 @@ def _episodes(path: Path) -> list:
 
 @pytest.mark.sim
 def test_sim_collect_only_success_keeps_only_successes_and_reports_the_discarded(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO)
     out = tmp_path / "demos"
     # noise 2 (the maximum) with seed 0: the oracle fails some reaches, deterministically
-    rc = main(["collect", "mujoco_franka/reach", "--episodes", "2", "--noise", "2.0", "--only-success",
-               "--max-attempts", "10", "--seed", "0", "--out", str(out)])
+    rc = main(
+        [
+            "collect",
+            "mujoco_franka/reach",
+            "--episodes",
+            "2",
+            "--noise",
+            "2.0",
+            "--only-success",
+            "--max-attempts",
+            "10",
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     kept, successes, discarded = _report(caplog)
     episodes = _episodes(out)
@@ -54,13 +72,21 @@ def test_sim_collect_only_success_keeps_only_successes_and_reports_the_discarded
 
 def _ros_args(out: Path, *extra: str) -> list[str]:
     # a kinematic arm (no physics) and the scripted human that drives to each goal
-    return ["collect", str(ROOT / "configs/ros_collect_teleop.yaml"), "--out", str(out), *extra,
-            "robot.arms.0.backend=kinematic", "teleop.device=scripted"]
+    return [
+        "collect",
+        str(ROOT / "configs/ros_collect_teleop.yaml"),
+        "--out",
+        str(out),
+        *extra,
+        "robot.arms.0.backend=kinematic",
+        "teleop.device=scripted",
+    ]
 
 
 @pytest.mark.ros
-def test_ros_collect_stores_the_episodes_it_reports(tmp_path: Path, ros_domain_id: int,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_ros_collect_stores_the_episodes_it_reports(
+    tmp_path: Path, ros_domain_id: int, caplog: pytest.LogCaptureFixture
+) -> None:
     pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
     caplog.set_level(logging.INFO)
     out = tmp_path / "demos"
@@ -75,22 +101,45 @@ def test_ros_collect_stores_the_episodes_it_reports(tmp_path: Path, ros_domain_i
 
 
 @pytest.mark.ros
-def test_ros_collect_only_success_discards_this_runs_failures_only(tmp_path: Path, ros_domain_id: int,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_ros_collect_only_success_discards_this_runs_failures_only(
+    tmp_path: Path, ros_domain_id: int, caplog: pytest.LogCaptureFixture
+) -> None:
     pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
     from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
     from rlinf_data.store import EpisodeStore
 
     caplog.set_level(logging.INFO)
     out = tmp_path / "demos"
-    with EpisodeStore(out).begin(EpisodeInfo(task="earlier", layout=StepLayout(2, 1, {}), source="demo")) as w:
-        w.append(Step(state=np.zeros(2, np.float32), action=np.zeros(1, np.float32), reward=0.0, terminated=False,
-                      truncated=True))
+    with EpisodeStore(out).begin(
+        EpisodeInfo(task="earlier", layout=StepLayout(2, 1, {}), source="demo")
+    ) as w:
+        w.append(
+            Step(
+                state=np.zeros(2, np.float32),
+                action=np.zeros(1, np.float32),
+                reward=0.0,
+                terminated=False,
+                truncated=True,
+            )
+        )
         w.end(success=False)  # an earlier failure: not this collection's to discard
     # two control steps to within 1 mm of the goal: no reach succeeds, every episode of this run fails
-    rc = main(_ros_args(out, "--episodes", "1", "--only-success", "--max-attempts", "2", "task.max_steps=2",
-                        "task.success_radius=0.001"))
+    rc = main(
+        _ros_args(
+            out,
+            "--episodes",
+            "1",
+            "--only-success",
+            "--max-attempts",
+            "2",
+            "task.max_steps=2",
+            "task.success_radius=0.001",
+        )
+    )
     assert rc == 1  # not enough successes within the attempts
     kept, successes, failed, interrupted = _report(caplog, ROS_REPORT)
-    assert (kept, successes) == (0, 0) and failed >= 2  # every finished attempt failed and was discarded
+    assert (kept, successes) == (
+        0,
+        0,
+    ) and failed >= 2  # every finished attempt failed and was discarded
     assert [ep.info.task for ep in _episodes(out)] == ["earlier"]

@@ -13,10 +13,22 @@ C = "configs/sim_franka_reach_ppo.yaml"
 SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 CASES = [
-    (["train", C, "placement.env,rollout,actor=0-999", "--dry-run"], "key 'placement'", f"slot {SLOTS} out of range"),
-    (["train", C, "placement.env,rollout,actor=a:b:c", "--dry-run"], "key 'placement'", "cannot parse 'a'"),
+    (
+        ["train", C, "placement.env,rollout,actor=0-999", "--dry-run"],
+        "key 'placement'",
+        f"slot {SLOTS} out of range",
+    ),
+    (
+        ["train", C, "placement.env,rollout,actor=a:b:c", "--dry-run"],
+        "key 'placement'",
+        "cannot parse 'a'",
+    ),
     (["train", C, "placement.env,rollout,actor=0-999"], "key 'placement'", "this machine has"),
-    (["train", C, "env.name=mujoco_franka/pushh", "--dry-run"], "key 'env.name'", "Did you mean 'mujoco_franka/push'"),
+    (
+        ["train", C, "env.name=mujoco_franka/pushh", "--dry-run"],
+        "key 'env.name'",
+        "Did you mean 'mujoco_franka/push'",
+    ),
     (["train", C, "env.name=mujoco_frank/reach"], "key 'env.name'", "Did you mean 'mujoco_franka'"),
     (["train", C, "model.name=transformer", "--dry-run"], "key 'model.name'", "Known: cnn, mlp"),
     (["train", C, "train.resume=/nonexistent/run"], "key 'train.resume'", "no checkpoint at"),
@@ -26,11 +38,18 @@ CASES = [
     (["train", C, "--dry-run", "placement.evn=0"], "key 'placement'", "'evn'"),
     (["train", C, "train.time_budget_s=0", "--dry-run"], "key 'train.time_budget_s'", "> 0"),
     (["train", C, "--ray-address", "auto"], "--ray-address auto", "ray start --head"),
-    (["train", C, "--ray-address", "127.0.0.1:9"], "--ray-address 127.0.0.1:9", "nothing is listening"),
+    (
+        ["train", C, "--ray-address", "127.0.0.1:9"],
+        "--ray-address 127.0.0.1:9",
+        "nothing is listening",
+    ),
     (["eval", "--policy-server", "ws://127.0.0.1:9", C], "--policy-server", "nothing is listening"),
     (["eval", "--policy-server", "http://", C], "--policy-server", "expected ws://HOST:PORT"),
-    (["ros", "up", "configs/ros_sim_franka.yaml", "policy_client.server_url=http://x"], "policy_client.server_url",
-     "expected ws://"),
+    (
+        ["ros", "up", "configs/ros_sim_franka.yaml", "policy_client.server_url=http://x"],
+        "policy_client.server_url",
+        "expected ws://",
+    ),
     (["config", "foo"], "key 'runner'", "Known: embodied, offline, offpolicy, reasoning"),
     (["eval", "/nonexistent/run"], "no checkpoint at", "checkpoints/"),
 ]
@@ -60,12 +79,15 @@ def cluster_starts(monkeypatch) -> list[str]:
         def start(*args, **kwargs):
             started.append(what)
             raise ClusterStarted(what)
+
         return start
 
     monkeypatch.setattr(Cluster, "local", classmethod(refuse("Cluster.local")))
     monkeypatch.setattr(Cluster, "connect", classmethod(refuse("Cluster.connect")))
     monkeypatch.setattr(ray, "init", refuse("ray.init"))
-    monkeypatch.setattr("rlinf_cli.train.open_cluster", refuse("open_cluster"))  # the in-process run too
+    monkeypatch.setattr(
+        "rlinf_cli.train.open_cluster", refuse("open_cluster")
+    )  # the in-process run too
     return started
 
 
@@ -105,9 +127,14 @@ def test_unknown_flags_are_still_errors(capsys):
     assert "unrecognized arguments: --dry-runn" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, hint", [(["evl", "runs/x"], "did you mean 'eval'?"),
-                                         (["-v", "trian", C], "did you mean 'train'?"),
-                                         (["zzz"], "unknown command 'zzz' (commands: train, eval,")])
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["evl", "runs/x"], "did you mean 'eval'?"),
+        (["-v", "trian", C], "did you mean 'train'?"),
+        (["zzz"], "unknown command 'zzz' (commands: train, eval,"),
+    ],
+)
 def test_a_mistyped_command_gets_a_guess(argv, hint, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

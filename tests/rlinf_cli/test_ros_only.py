@@ -31,11 +31,26 @@ def test_an_unknown_only_name_is_one_line_and_exit_2(started, capsys):
     assert started == []
 
 
-@pytest.mark.parametrize("argv, only, overrides", [
-    (["--only", "robot", "policy_client.control_hz=5"], ["robot"], ["policy_client.control_hz=5"]),
-    (["--only", "robot", "policy_client.control_hz=5", "task"], ["robot", "task"], ["policy_client.control_hz=5"]),
-    (["policy_client.control_hz=5", "--only", "task"], ["task"], ["policy_client.control_hz=5"]),
-])
+@pytest.mark.parametrize(
+    "argv, only, overrides",
+    [
+        (
+            ["--only", "robot", "policy_client.control_hz=5"],
+            ["robot"],
+            ["policy_client.control_hz=5"],
+        ),
+        (
+            ["--only", "robot", "policy_client.control_hz=5", "task"],
+            ["robot", "task"],
+            ["policy_client.control_hz=5"],
+        ),
+        (
+            ["policy_client.control_hz=5", "--only", "task"],
+            ["task"],
+            ["policy_client.control_hz=5"],
+        ),
+    ],
+)
 def test_overrides_after_only_are_applied(started, argv, only, overrides):
     assert main(["ros", "up", CFG, *argv]) == 0
     assert started == [{"config": CFG, "overrides": overrides, "only": only}]

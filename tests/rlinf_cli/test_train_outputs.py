@@ -20,7 +20,11 @@ def test_outputs_of_a_tiny_run_and_its_eval(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", C, "train.iterations=2", f"train.out_dir={run}", *QUIET]) == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]
-    assert summary.startswith("sim_franka_reach_ppo: 2 iterations") and "eval id" in summary and "metrics" in summary
+    assert (
+        summary.startswith("sim_franka_reach_ppo: 2 iterations")
+        and "eval id" in summary
+        and "metrics" in summary
+    )
     assert (run / "curves.png").stat().st_size > 1000
     events = b"".join(p.read_bytes() for p in (run / "tb").rglob("events.*"))
     assert b"eval/id/success_rate" in events
@@ -37,8 +41,22 @@ def test_outputs_of_a_tiny_run_and_its_eval(tmp_path, capsys):
 def test_time_budget_bounds_training_and_the_final_eval(tmp_path, capsys):
     run = tmp_path / "run"
     budget = 12.0
-    assert main(["train", C, "train.iterations=100000", f"train.time_budget_s={budget}", f"train.out_dir={run}",
-                 "train.progress=false", "eval.video=false", "eval.episodes=500", "eval.num_envs=25"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                C,
+                "train.iterations=100000",
+                f"train.time_budget_s={budget}",
+                f"train.out_dir={run}",
+                "train.progress=false",
+                "eval.video=false",
+                "eval.episodes=500",
+                "eval.num_envs=25",
+            ]
+        )
+        == 0
+    )
     final = json.loads((run / "metrics.json").read_text())["final"]
     # one eval round may start just before the deadline; nothing else runs past it
     assert final["elapsed_s"] <= budget + 6.0, final["elapsed_s"]
@@ -48,10 +66,26 @@ def test_time_budget_bounds_training_and_the_final_eval(tmp_path, capsys):
 
 @pytest.mark.ray
 def test_in_process_run_equals_the_ray_run(tmp_path, capsys):
-    common = ["train.iterations=3", "train.final_eval=false", "train.progress=false", "train.tensorboard=false"]
+    common = [
+        "train.iterations=3",
+        "train.final_eval=false",
+        "train.progress=false",
+        "train.tensorboard=false",
+    ]
     assert main(["train", C, *common, f"train.out_dir={tmp_path / 'local'}"]) == 0
     # a custom resource needs a Ray cluster: the same fused worker, spawned as a Ray actor
-    assert main(["train", C, *common, f"train.out_dir={tmp_path / 'ray'}", "cluster.resources={probe: 1}"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                C,
+                *common,
+                f"train.out_dir={tmp_path / 'ray'}",
+                "cluster.resources={probe: 1}",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     local, ray_run = _history(tmp_path / "local"), _history(tmp_path / "ray")
     keys = ("train/value_loss", "train/policy_loss", "train/approx_kl", "iter/episodes")

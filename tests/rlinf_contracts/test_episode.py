@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -20,8 +19,14 @@ def test_layout_from_spec_and_fields() -> None:
 
 
 def test_step_arrays_use_schema_dtypes() -> None:
-    a = Step(state=np.zeros(2, np.float32), action=np.zeros(1, np.float32), reward=1, terminated=1).arrays()
-    assert a["reward"].dtype == np.float32 and a["terminated"].dtype == bool and a["policy_version"].dtype == np.int64
+    a = Step(
+        state=np.zeros(2, np.float32), action=np.zeros(1, np.float32), reward=1, terminated=1
+    ).arrays()
+    assert (
+        a["reward"].dtype == np.float32
+        and a["terminated"].dtype == bool
+        and a["policy_version"].dtype == np.int64
+    )
 
 
 def test_errors_name_the_field() -> None:
@@ -29,16 +34,26 @@ def test_errors_name_the_field() -> None:
     with pytest.raises(EpisodeError, match="'action'"):
         layout.check({**Step(np.zeros(2, np.float32), np.zeros(1, np.float64)).arrays()})
     with pytest.raises(EpisodeError, match="missing \\['state'\\]"):
-        layout.check({k: v for k, v in Step(np.zeros(2, np.float32), np.zeros(1, np.float32)).arrays().items()
-                      if k != "state"})
+        layout.check(
+            {
+                k: v
+                for k, v in Step(np.zeros(2, np.float32), np.zeros(1, np.float32)).arrays().items()
+                if k != "state"
+            }
+        )
     with pytest.raises(EpisodeError, match="status"):
         EpisodeInfo(task="t", layout=layout, status="done")
     with pytest.raises(EpisodeError, match="task"):
         EpisodeInfo(task="", layout=layout)
     with pytest.raises(SpecError, match="unknown robot spec field"):
         EpisodeInfo(task="t", layout=layout, robot={"statez": []})
-    ep = Episode(EpisodeInfo(task="t", layout=layout), {k: v[None] for k, v in Step(
-        np.zeros(2, np.float32), np.zeros(1, np.float32)).arrays().items()})
+    ep = Episode(
+        EpisodeInfo(task="t", layout=layout),
+        {
+            k: v[None]
+            for k, v in Step(np.zeros(2, np.float32), np.zeros(1, np.float32)).arrays().items()
+        },
+    )
     ep.validate()
     ep.steps["reward"] = np.zeros(2, np.float32)
     with pytest.raises(EpisodeError, match="episode field 'reward'"):
@@ -47,7 +62,16 @@ def test_errors_name_the_field() -> None:
 
 def test_info_round_trip_with_robot_spec() -> None:
     spec = RobotSpec.raw(3, 2)
-    info = EpisodeInfo(task="lift", layout=StepLayout.from_spec(spec), robot=spec.to_dict(), instruction="lift it",
-                       control_hz=20.0, source="intervention", success=True, status="complete", extra={"seed": 3})
+    info = EpisodeInfo(
+        task="lift",
+        layout=StepLayout.from_spec(spec),
+        robot=spec.to_dict(),
+        instruction="lift it",
+        control_hz=20.0,
+        source="intervention",
+        success=True,
+        status="complete",
+        extra={"seed": 3},
+    )
     back = EpisodeInfo.from_dict(info.to_dict())
     assert back == info and back.robot_spec() == spec

@@ -4,7 +4,6 @@ disagree."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -17,14 +16,17 @@ from hypothesis import strategies as st  # noqa: E402
 S = np.sqrt(0.5)
 
 
-@pytest.mark.parametrize("rotvec, matrix, quat", [
-    ([0, 0, 0], np.eye(3), [0, 0, 0, 1]),
-    ([0, 0, np.pi / 2], [[0, -1, 0], [1, 0, 0], [0, 0, 1]], [0, 0, S, S]),
-    ([np.pi / 2, 0, 0], [[1, 0, 0], [0, 0, -1], [0, 1, 0]], [S, 0, 0, S]),
-    ([0, np.pi, 0], [[-1, 0, 0], [0, 1, 0], [0, 0, -1]], [0, 1, 0, 0]),
-    ([np.pi * S, np.pi * S, 0], [[0, 1, 0], [1, 0, 0], [0, 0, -1]], [S, S, 0, 0]),
-    ([np.pi * S, -np.pi * S, 0], [[0, -1, 0], [-1, 0, 0], [0, 0, -1]], [S, -S, 0, 0]),
-])
+@pytest.mark.parametrize(
+    "rotvec, matrix, quat",
+    [
+        ([0, 0, 0], np.eye(3), [0, 0, 0, 1]),
+        ([0, 0, np.pi / 2], [[0, -1, 0], [1, 0, 0], [0, 0, 1]], [0, 0, S, S]),
+        ([np.pi / 2, 0, 0], [[1, 0, 0], [0, 0, -1], [0, 1, 0]], [S, 0, 0, S]),
+        ([0, np.pi, 0], [[-1, 0, 0], [0, 1, 0], [0, 0, -1]], [0, 1, 0, 0]),
+        ([np.pi * S, np.pi * S, 0], [[0, 1, 0], [1, 0, 0], [0, 0, -1]], [S, S, 0, 0]),
+        ([np.pi * S, -np.pi * S, 0], [[0, -1, 0], [-1, 0, 0], [0, 0, -1]], [S, -S, 0, 0]),
+    ],
+)
 def test_exact_values(rotvec, matrix, quat) -> None:
     rotvec, matrix, quat = (np.asarray(x, dtype=float) for x in (rotvec, matrix, quat))
     np.testing.assert_allclose(rot.rotvec_to_matrix(rotvec), matrix, atol=1e-15)
@@ -48,7 +50,10 @@ def test_quaternion_orders_and_rot6d_layout() -> None:
     np.testing.assert_array_equal(rot.matrix_to_rot6d(m), [0, 3, 6, 1, 4, 7])
     # the MuJoCo Franka state takes the same entries from the row-major site_xmat
     from sim_bridges.mujoco_franka.vector_env import _STATE_COLS
-    np.testing.assert_array_equal(np.r_[np.zeros(3), m.ravel()][_STATE_COLS[3:9]], [0, 3, 6, 1, 4, 7])
+
+    np.testing.assert_array_equal(
+        np.r_[np.zeros(3), m.ravel()][_STATE_COLS[3:9]], [0, 3, 6, 1, 4, 7]
+    )
 
 
 def test_matches_mujoco_conversions() -> None:
@@ -61,7 +66,9 @@ def test_matches_mujoco_conversions() -> None:
         mujoco.mju_axisAngle2Quat(q_wxyz, v / np.linalg.norm(v), np.linalg.norm(v))
         mujoco.mju_quat2Mat(mat, q_wxyz)
         np.testing.assert_allclose(rot.rotvec_to_matrix(v), mat.reshape(3, 3), atol=1e-12)
-        np.testing.assert_allclose(rot.rotvec_to_quat_xyzw(v), rot.quat_wxyz_to_xyzw(q_wxyz), atol=1e-12)
+        np.testing.assert_allclose(
+            rot.rotvec_to_quat_xyzw(v), rot.quat_wxyz_to_xyzw(q_wxyz), atol=1e-12
+        )
 
 
 def test_batched_shapes_and_errors() -> None:
@@ -79,12 +86,18 @@ def test_batched_shapes_and_errors() -> None:
 def test_orientation_error_is_the_world_frame_delta() -> None:
     cur = rot.rotvec_to_matrix(np.array([0.3, -0.2, 0.5]))
     delta = np.array([0.0, 0.0, 0.4])
-    np.testing.assert_allclose(rot.orientation_error(rot.rotvec_to_matrix(delta) @ cur, cur), delta, atol=1e-12)
+    np.testing.assert_allclose(
+        rot.orientation_error(rot.rotvec_to_matrix(delta) @ cur, cur), delta, atol=1e-12
+    )
 
 
 # ---------------------------------------------------------------- properties
-unit = st.tuples(*[st.floats(-1, 1, allow_nan=False)] * 3).map(np.array).filter(
-    lambda v: np.linalg.norm(v) > 1e-3).map(lambda v: v / np.linalg.norm(v))
+unit = (
+    st.tuples(*[st.floats(-1, 1, allow_nan=False)] * 3)
+    .map(np.array)
+    .filter(lambda v: np.linalg.norm(v) > 1e-3)
+    .map(lambda v: v / np.linalg.norm(v))
+)
 angle = st.one_of(
     st.floats(0.0, np.pi - 1e-6),
     st.floats(np.pi - 1e-6, np.pi - 1e-12),  # within 1e-6 of pi

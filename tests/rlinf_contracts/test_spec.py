@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from rlinf_contracts.features import MissingInput, RobotReading, build_state
-from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, SpecError, StateField, check_compatible
+from rlinf_contracts.spec import (
+    ActionSpace,
+    CameraSpec,
+    RobotSpec,
+    SpecError,
+    StateField,
+    check_compatible,
+)
 
 mujoco = pytest.importorskip("mujoco", reason="needs the sim extra")
 
@@ -26,11 +33,16 @@ def _reading(env, i: int) -> RobotReading:
         task["goal_pos"] = d.mocap_pos[fm.marker_mocap["goal"]] - base
     if "object" in fm.object_qpos:
         adr = fm.object_qpos["object"]
-        task["object_pos"] = d.qpos[adr:adr + 3] - base
+        task["object_pos"] = d.qpos[adr : adr + 3] - base
         task["object_height"] = float(d.qpos[adr + 2] - env._raw_const[i])
-    return RobotReading(q=d.qpos[fm.arm_qpos].copy(), dq=d.qvel[fm.arm_dof].copy(),
-                        ee_pos=d.site_xpos[fm.ee_site] - base, ee_rot=d.site_xmat[fm.ee_site].reshape(3, 3).copy(),
-                        gripper_width=float(d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]), **task)
+    return RobotReading(
+        q=d.qpos[fm.arm_qpos].copy(),
+        dq=d.qvel[fm.arm_dof].copy(),
+        ee_pos=d.site_xpos[fm.ee_site] - base,
+        ee_rot=d.site_xmat[fm.ee_site].reshape(3, 3).copy(),
+        gripper_width=float(d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]),
+        **task,
+    )
 
 
 @pytest.mark.parametrize("task", ["reach", "push", "lift"])
@@ -40,7 +52,9 @@ def test_robot_side_state_equals_the_simulators(task: str) -> None:
     rng = np.random.default_rng(0)
     for _ in range(6):
         for i in range(env.num_envs):
-            np.testing.assert_allclose(build_state(env.spec.robot, _reading(env, i)), obs["state"][i], atol=2e-5)
+            np.testing.assert_allclose(
+                build_state(env.spec.robot, _reading(env, i)), obs["state"][i], atol=2e-5
+            )
         obs, *_ = env.step(rng.uniform(-1, 1, (3, env.spec.action_dim)).astype(np.float32))
     env.close()
 
@@ -63,7 +77,9 @@ def test_robot_side_decoder_matches_the_simulators_control_law() -> None:
         io.begin_episode([reading])
         ros = io.decode(a[None], [reading])[0].joints[0]
         target_rot = env._target_rot[:1].copy()
-        target_rot[:] = reading.ee_rot  # the ROS side holds the orientation measured at episode start
+        target_rot[:] = (
+            reading.ee_rot
+        )  # the ROS side holds the orientation measured at episode start
         sim = arm_targets(env.control, fm, [d], a[None, :-1], target_rot)[0]
         worst = max(worst, float(np.abs(ros - sim).max()))
         env.step(a[None].astype(np.float32))
@@ -72,16 +88,23 @@ def test_robot_side_decoder_matches_the_simulators_control_law() -> None:
 
 def test_mismatch_names_both_layouts() -> None:
     reach = make_env("mujoco_franka/reach", 1).spec.robot
-    joints = RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                       action=ActionSpace("joint_delta", 8), cameras=(CameraSpec("camera", 224, 224),))
+    joints = RobotSpec(
+        state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+        action=ActionSpace("joint_delta", 8),
+        cameras=(CameraSpec("camera", 224, 224),),
+    )
     with pytest.raises(SpecError) as err:
         check_compatible(reach, joints)
     msg = str(err.value)
-    assert "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) " \
-           "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
+    assert (
+        "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) "
+        "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
+    )
     assert "action differs: ee_delta[7]" in msg and "vs joint_delta[8]" in msg
     assert "cameras differ: none vs camera(224x224)" in msg
-    check_compatible(reach, RobotSpec.from_dict(reach.to_dict()))  # a spec fits itself after a round trip
+    check_compatible(
+        reach, RobotSpec.from_dict(reach.to_dict())
+    )  # a spec fits itself after a round trip
 
 
 def test_spec_errors_name_the_field() -> None:
@@ -90,8 +113,10 @@ def test_spec_errors_name_the_field() -> None:
     with pytest.raises(SpecError, match=r"unknown robot spec field\(s\) \['stat'\]"):
         RobotSpec.from_dict({"stat": []})
     with pytest.raises(MissingInput, match="goal position"):
-        build_state(make_env("mujoco_franka/reach", 1).spec.robot, RobotReading(q=np.zeros(7), ee_pos=np.zeros(3),
-                                                                                ee_rot=np.eye(3)))
+        build_state(
+            make_env("mujoco_franka/reach", 1).spec.robot,
+            RobotReading(q=np.zeros(7), ee_pos=np.zeros(3), ee_rot=np.eye(3)),
+        )
 
 
 def test_the_shipped_ros_twin_config_declares_the_simulators_reach_spec() -> None:

@@ -12,12 +12,14 @@ import numpy as np
 # file into its own process, where LeRobot and torchvision must not be loaded
 
 
-def load_lerobot():  # noqa: ANN201 -- the lerobot.datasets.lerobot_dataset module
+def load_lerobot():
     import torch
 
     try:
         import torchvision  # noqa: F401
-    except RuntimeError:  # a CUDA torchvision next to a CPU torch: declare the ops its meta code needs
+    except (
+        RuntimeError
+    ):  # a CUDA torchvision next to a CPU torch: declare the ops its meta code needs
         lib = torch.library.Library("torchvision", "DEF")
         lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
         lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
@@ -30,13 +32,15 @@ def load_lerobot():  # noqa: ANN201 -- the lerobot.datasets.lerobot_dataset modu
 _keep: list = []
 
 
-def pyav_decode(video_path, timestamps, tolerance_s, backend=None):  # noqa: ANN001, ANN201
+def pyav_decode(video_path, timestamps, tolerance_s, backend=None):
     """LeRobot's ``decode_video_frames`` contract: float32 [N, C, H, W] in [0, 1] at ``timestamps``."""
     import av
     import torch
 
     with av.open(str(video_path)) as f:
-        frames = {float(fr.pts * fr.time_base): fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)}
+        frames = {
+            float(fr.pts * fr.time_base): fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)
+        }
     out = []
     for ts in timestamps:
         near = min(frames, key=lambda t: abs(t - ts))
@@ -45,9 +49,10 @@ def pyav_decode(video_path, timestamps, tolerance_s, backend=None):  # noqa: ANN
     return torch.stack(out)
 
 
-def backend(lerobot_dataset) -> str:  # noqa: ANN001
+def backend(lerobot_dataset) -> str:
     try:
         from torchcodec.decoders import VideoDecoder  # noqa: F401
+
         return "torchcodec"
     except (ImportError, RuntimeError, OSError):
         lerobot_dataset.decode_video_frames = pyav_decode
@@ -65,7 +70,9 @@ def main(root: str, store_path: str) -> None:
     assert ds.fps == int(originals[0].info.control_hz)
     cams = list(originals[0].info.layout.cameras)
     assert sorted(ds.meta.video_keys) == sorted(f"observation.images.{c}" for c in cams)
-    assert list(ds.meta.tasks.index) == list(dict.fromkeys(e.info.instruction or e.info.task for e in originals))
+    assert list(ds.meta.tasks.index) == list(
+        dict.fromkeys(e.info.instruction or e.info.task for e in originals)
+    )
     i = 0
     for e, ep in enumerate(originals):
         s = ep.steps
@@ -83,11 +90,16 @@ def main(root: str, store_path: str) -> None:
             assert item["task"] == (ep.info.instruction or ep.info.task)
             for cam in cams:
                 frame = (item[f"observation.images.{cam}"].permute(1, 2, 0).numpy() * 255.0).round()
-                assert np.array_equal(frame.astype(np.uint8), s[f"images/{cam}"][t]), (e, t, cam)  # lossless
+                assert np.array_equal(frame.astype(np.uint8), s[f"images/{cam}"][t]), (
+                    e,
+                    t,
+                    cam,
+                )  # lossless
             i += 1
     state = np.concatenate([e.steps["state"] for e in originals])
     assert np.allclose(ds.meta.stats["observation.state"]["mean"], state.mean(0))
     import lerobot
+
     print(f"lerobot {lerobot.__version__} ({video} decoder): {i} frames match")
 
 

@@ -25,12 +25,30 @@ def item(seq: int) -> Transition:
     ep, idx = divmod(seq, EPISODE)
     if idx == EPISODE - 1:
         final = {"state": np.full(4, seq, np.float32)}
-        return Transition(seq=seq, episode=ep, index=idx, end="complete", success=ep % 2 == 0, final=final)
-    info = EpisodeInfo(task="test/stream", layout=StepLayout(4, 2), source="online").to_dict() if idx == 0 else None
-    step = StepRecord(episode=ep, state=np.full(4, seq, np.float32), action=np.zeros(2, np.float32),
-                      policy_version=ep, timestamp=time.time())
-    return Transition(seq=seq, episode=ep, index=idx, step=step, reward=float(idx == 9), info=info,
-                      truncated=idx == 9)
+        return Transition(
+            seq=seq, episode=ep, index=idx, end="complete", success=ep % 2 == 0, final=final
+        )
+    info = (
+        EpisodeInfo(task="test/stream", layout=StepLayout(4, 2), source="online").to_dict()
+        if idx == 0
+        else None
+    )
+    step = StepRecord(
+        episode=ep,
+        state=np.full(4, seq, np.float32),
+        action=np.zeros(2, np.float32),
+        policy_version=ep,
+        timestamp=time.time(),
+    )
+    return Transition(
+        seq=seq,
+        episode=ep,
+        index=idx,
+        step=step,
+        reward=float(idx == 9),
+        info=info,
+        truncated=idx == 9,
+    )
 
 
 def main() -> int:
@@ -39,16 +57,35 @@ def main() -> int:
     p.add_argument("--spool", required=True)
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--hz", type=float, default=200.0)
-    p.add_argument("--ahead", type=int, default=0, help="most items produced past the learner's ack (0: no limit)")
+    p.add_argument(
+        "--ahead",
+        type=int,
+        default=0,
+        help="most items produced past the learner's ack (0: no limit)",
+    )
     a = p.parse_args()
-    logging.basicConfig(level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s")
-    s = TransitionStreamer(StreamerConfig(url=a.url, spool_dir=a.spool, robot_id="arm0", window=32, batch=8,
-                                          backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
+    logging.basicConfig(
+        level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s"
+    )
+    s = TransitionStreamer(
+        StreamerConfig(
+            url=a.url,
+            spool_dir=a.spool,
+            robot_id="arm0",
+            window=32,
+            batch=8,
+            backoff_s=0.2,
+            backoff_max_s=1.0,
+            ack_timeout_s=5.0,
+        )
+    ).start()
     start = s.spool.next_seq
     print(f"resuming at seq {start}", flush=True)
     marks = [m for m in (start, start + 40) if m < a.total]  # progress the SIGKILL test waits for
     while s.spool.next_seq < a.total:
-        if a.ahead and s.spool.next_seq - s.acked > a.ahead:  # the run stays in its middle until acked
+        if (
+            a.ahead and s.spool.next_seq - s.acked > a.ahead
+        ):  # the run stays in its middle until acked
             time.sleep(0.01)
         else:
             assert s.put(item(s.spool.next_seq))

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stream_driver import EPISODE, item  # noqa: E402
+from stream_driver import EPISODE, item
 
-from rlinf_data.ingest import IngestConfig, IngestServer, Ledger  # noqa: E402
-from rlinf_data.store import EpisodeStore  # noqa: E402
+from rlinf_data.ingest import IngestConfig, IngestServer, Ledger
+from rlinf_data.store import EpisodeStore
 
 TOKEN = "t0k3n"
 
@@ -71,7 +71,10 @@ def test_auth_and_paths(tmp_path: Path) -> None:
                 connect(srv.url, additional_headers=headers, open_timeout=5)
             assert e.value.response.status_code == status
         with pytest.raises(websockets.InvalidStatus) as e:
-            connect(srv.url.replace("/transitions", "/x"), additional_headers={"Authorization": f"Bearer {TOKEN}"})
+            connect(
+                srv.url.replace("/transitions", "/x"),
+                additional_headers={"Authorization": f"Bearer {TOKEN}"},
+            )
         assert e.value.response.status_code == 404
     with pytest.raises(ValueError, match="ingest.token"):
         IngestConfig(store=str(tmp_path / "s")).resolve()
@@ -84,8 +87,16 @@ def test_streamer_survives_a_learner_restart(tmp_path: Path, monkeypatch) -> Non
     total = 6 * EPISODE
     srv = IngestServer(IngestConfig(store=str(tmp_path / "s"), port=0)).start()
     port = srv.port
-    s = TransitionStreamer(StreamerConfig(url=srv.url, spool_dir=str(tmp_path / "spool"), window=8, batch=4,
-                                          backoff_s=0.1, backoff_max_s=0.3)).start()
+    s = TransitionStreamer(
+        StreamerConfig(
+            url=srv.url,
+            spool_dir=str(tmp_path / "spool"),
+            window=8,
+            batch=4,
+            backoff_s=0.1,
+            backoff_max_s=0.3,
+        )
+    ).start()
     for seq in range(total // 2):
         assert s.put(item(seq))
     _wait(lambda: s.acked == total // 2 - 1, "first half acked", s)
@@ -116,7 +127,13 @@ def _wait(cond, what: str, s, timeout: float = 30.0) -> None:  # type: ignore[no
 def test_bad_frames_are_answered_not_fatal(tmp_path: Path) -> None:
     from websockets.sync.client import connect
 
-    from rlinf_contracts.transitions import IngestHello, IngestWelcome, TransitionAck, batch_frame, encode
+    from rlinf_contracts.transitions import (
+        IngestHello,
+        IngestWelcome,
+        TransitionAck,
+        batch_frame,
+        encode,
+    )
     from rlinf_contracts.wire import packb, unpackb
 
     with IngestServer(IngestConfig(store=str(tmp_path / "s"), port=0, token=TOKEN)) as srv:

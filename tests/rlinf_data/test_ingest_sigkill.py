@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stream_driver import EPISODE  # noqa: E402
+from stream_driver import EPISODE
 
-from rlinf_data.store import EpisodeStore  # noqa: E402
+from rlinf_data.store import EpisodeStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,8 +28,9 @@ def _free_port() -> int:
 
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RLINF_INGEST_TOKEN": "secret-token"}
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=open(log, "ab"),
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT
+    )
 
 
 def _kill(p: subprocess.Popen) -> None:
@@ -56,8 +57,19 @@ def test_sigkill_streamer_and_ingest_lose_and_duplicate_nothing(tmp_path: Path) 
     total = 40 * EPISODE  # 440 items; production stays at most 100 items past the learner's ack
     port, store = _free_port(), tmp_path / "store"
     ingest_args = ["-m", "rlinf_data.ingest", "--store", str(store), "--port", str(port)]
-    driver_args = [str(ROOT / "tests/rlinf_data/stream_driver.py"), "--url", f"ws://127.0.0.1:{port}/transitions",
-                   "--spool", str(tmp_path / "spool"), "--total", str(total), "--hz", "150", "--ahead", "100"]
+    driver_args = [
+        str(ROOT / "tests/rlinf_data/stream_driver.py"),
+        "--url",
+        f"ws://127.0.0.1:{port}/transitions",
+        "--spool",
+        str(tmp_path / "spool"),
+        "--total",
+        str(total),
+        "--hz",
+        "150",
+        "--ahead",
+        "100",
+    ]
     ingest = _start(ingest_args, tmp_path / "ingest.log")
     driver = _start(driver_args, tmp_path / "driver.log")
     procs = [ingest, driver]
@@ -66,12 +78,18 @@ def test_sigkill_streamer_and_ingest_lose_and_duplicate_nothing(tmp_path: Path) 
         _kill(driver)  # streamer killed mid-run (items in its spool, some unacknowledged)
         driver = _start(driver_args, tmp_path / "driver.log")
         procs.append(driver)
-        _wait(lambda: _driver_log(tmp_path).count("learner acked up to seq") >= 3,
-              "the learner to ack the restarted streamer's items", tmp_path)
+        _wait(
+            lambda: _driver_log(tmp_path).count("learner acked up to seq") >= 3,
+            "the learner to ack the restarted streamer's items",
+            tmp_path,
+        )
         lost = _driver_log(tmp_path).count("spooling (backlog")
         _kill(ingest)  # learner killed mid-run (a batch possibly half-written, unacknowledged)
-        _wait(lambda: _driver_log(tmp_path).count("spooling (backlog") > lost,
-              "the streamer to notice the learner is away", tmp_path)
+        _wait(
+            lambda: _driver_log(tmp_path).count("spooling (backlog") > lost,
+            "the streamer to notice the learner is away",
+            tmp_path,
+        )
         ingest = _start(ingest_args, tmp_path / "ingest.log")
         procs.append(ingest)
         assert driver.wait(timeout=240) == 0, _logs(tmp_path)
@@ -86,13 +104,22 @@ def test_sigkill_streamer_and_ingest_lose_and_duplicate_nothing(tmp_path: Path) 
     assert 0 < resumed < total, logs  # the kill really hit the middle of the run
     ids = [int(v) for ep in EpisodeStore(store, mode="r") for v in ep.steps["state"][:, 0]]
     expected = [s for s in range(total) if s % EPISODE != EPISODE - 1]
-    assert len(ids) == len(set(ids)), f"duplicated seqs: {sorted({i for i in ids if ids.count(i) > 1})}"
+    assert len(ids) == len(set(ids)), (
+        f"duplicated seqs: {sorted({i for i in ids if ids.count(i) > 1})}"
+    )
     assert sorted(ids) == expected, f"missing seqs: {sorted(set(expected) - set(ids))[:20]}"
-    infos = [EpisodeStore(store, mode="r").info(i) for i in range(len(EpisodeStore(store, mode="r")))]
+    infos = [
+        EpisodeStore(store, mode="r").info(i) for i in range(len(EpisodeStore(store, mode="r")))
+    ]
     ended = sorted(i.extra["robot_episode"] for i in infos if i.status == "complete")
     assert ended[-1] == total // EPISODE - 1
-    print(logs.split("done: ")[-1].splitlines()[0])  # the final streamer status: resent / duplicates
+    print(
+        logs.split("done: ")[-1].splitlines()[0]
+    )  # the final streamer status: resent / duplicates
 
 
 def _logs(tmp_path: Path) -> str:
-    return "\n".join(f"==== {f.name}\n{f.read_text(errors='replace')[-4000:]}" for f in sorted(tmp_path.glob("*.log")))
+    return "\n".join(
+        f"==== {f.name}\n{f.read_text(errors='replace')[-4000:]}"
+        for f in sorted(tmp_path.glob("*.log"))
+    )

@@ -37,35 +37,65 @@ LAYOUT = StepLayout(state_dim=3, action_dim=2, cameras={"third": (24, 32), "wris
 
 def make_episode(n: int, seed: int, terminated: bool, instruction: str) -> Episode:
     rng = np.random.default_rng(seed)
-    steps = {"state": rng.normal(size=(n, 3)).astype(np.float32), "action": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
-             "reward": rng.normal(size=n).astype(np.float32), "terminated": np.zeros(n, bool),
-             "truncated": np.zeros(n, bool), "intervention": rng.random(n) < 0.3,
-             "policy_version": np.arange(n, dtype=np.int64) + seed, "timestamp": np.cumsum(rng.random(n))}
+    steps = {
+        "state": rng.normal(size=(n, 3)).astype(np.float32),
+        "action": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        "reward": rng.normal(size=n).astype(np.float32),
+        "terminated": np.zeros(n, bool),
+        "truncated": np.zeros(n, bool),
+        "intervention": rng.random(n) < 0.3,
+        "policy_version": np.arange(n, dtype=np.int64) + seed,
+        "timestamp": np.cumsum(rng.random(n)),
+    }
     steps["terminated" if terminated else "truncated"][-1] = True
     final = {"state": rng.normal(size=3).astype(np.float32)}
     for cam, (h, w) in LAYOUT.cameras.items():
         steps[f"images/{cam}"] = rng.integers(0, 256, (n, h, w, 3), dtype=np.uint8)
         final[f"images/{cam}"] = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    info = EpisodeInfo(task="push", layout=LAYOUT, robot=RobotSpec.raw(3, 2).to_dict(), instruction=instruction,
-                       control_hz=10.0, source="demo", success=terminated,
-                       status="complete" if terminated else "truncated")
+    info = EpisodeInfo(
+        task="push",
+        layout=LAYOUT,
+        robot=RobotSpec.raw(3, 2).to_dict(),
+        instruction=instruction,
+        control_hz=10.0,
+        source="demo",
+        success=terminated,
+        status="complete" if terminated else "truncated",
+    )
     return Episode(info, steps, final)
 
 
-def test_export_is_read_by_lerobot_and_imports_back_identically(tmp_path: Path, monkeypatch) -> None:
+def test_export_is_read_by_lerobot_and_imports_back_identically(
+    tmp_path: Path, monkeypatch
+) -> None:
     store = EpisodeStore(tmp_path / "store")
-    originals = [make_episode(7, 1, True, "push the cube"), make_episode(5, 2, False, "push the cube"),
-                 make_episode(6, 3, True, "push it left")]
+    originals = [
+        make_episode(7, 1, True, "push the cube"),
+        make_episode(5, 2, False, "push the cube"),
+        make_episode(6, 3, True, "push it left"),
+    ]
     for ep in originals:
         store.write(ep)
     root = export_lerobot(EpisodeStore(tmp_path / "store", mode="r"), tmp_path / "lerobot")
     assert json.loads((root / "meta/info.json").read_text())["codebase_version"] == "v3.0"
 
     if not READER.is_dir():
-        pytest.skip(f"LeRobot's reader is not installed in {READER} (scripts/bootstrap.sh, dev extras)")
+        pytest.skip(
+            f"LeRobot's reader is not installed in {READER} (scripts/bootstrap.sh, dev extras)"
+        )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(READER), str(ROOT)])}
-    run = subprocess.run([sys.executable, str(Path(__file__).with_name("lerobot_reader_check.py")), str(root),
-                          str(tmp_path / "store")], env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("lerobot_reader_check.py")),
+            str(root),
+            str(tmp_path / "store"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "frames match" in run.stdout
 
@@ -75,6 +105,8 @@ def test_export_is_read_by_lerobot_and_imports_back_identically(tmp_path: Path, 
         assert b.info.to_dict() == {**a.info.to_dict(), "status": a.info.status}
         assert a.steps.keys() == b.steps.keys() and a.final.keys() == b.final.keys()
         for k in a.steps:
-            assert np.array_equal(a.steps[k], b.steps[k]) and a.steps[k].dtype == b.steps[k].dtype, k
+            assert (
+                np.array_equal(a.steps[k], b.steps[k]) and a.steps[k].dtype == b.steps[k].dtype
+            ), k
         for k in a.final:
             assert np.array_equal(a.final[k], b.final[k]), k

@@ -21,8 +21,15 @@ LAYOUT = StepLayout(state_dim=4, action_dim=2, cameras={"wrist": (8, 6)})
 
 
 def step(i: int, **kw) -> Step:
-    return Step(state=np.full(4, i, np.float32), action=np.full(2, -i, np.float32), reward=0.5 * i,
-                policy_version=i, timestamp=0.1 * i, images={"wrist": np.full((8, 6, 3), i % 256, np.uint8)}, **kw)
+    return Step(
+        state=np.full(4, i, np.float32),
+        action=np.full(2, -i, np.float32),
+        reward=0.5 * i,
+        policy_version=i,
+        timestamp=0.1 * i,
+        images={"wrist": np.full((8, 6, 3), i % 256, np.uint8)},
+        **kw,
+    )
 
 
 def test_round_trip_and_plain_zarr(tmp_path: Path) -> None:
@@ -30,9 +37,17 @@ def test_round_trip_and_plain_zarr(tmp_path: Path) -> None:
     with store.begin(EpisodeInfo(task="push", layout=LAYOUT, source="online")) as w:
         for i in range(300):  # crosses a chunk boundary
             w.append(step(i, truncated=i == 299))
-        w.end(success=True, final={"state": np.ones(4, np.float32), "images/wrist": np.zeros((8, 6, 3), np.uint8)})
+        w.end(
+            success=True,
+            final={"state": np.ones(4, np.float32), "images/wrist": np.zeros((8, 6, 3), np.uint8)},
+        )
     ep = EpisodeStore(tmp_path / "s", mode="r").read(0)
-    assert (len(ep), ep.info.status, ep.info.success, ep.info.source) == (300, "truncated", True, "online")
+    assert (len(ep), ep.info.status, ep.info.success, ep.info.source) == (
+        300,
+        "truncated",
+        True,
+        "online",
+    )
     assert np.array_equal(ep.steps["state"][:, 0], np.arange(300, dtype=np.float32))
     assert np.array_equal(ep.steps["policy_version"], np.arange(300))
     assert ep.steps["truncated"].sum() == 1 and ep.final["state"].tolist() == [1, 1, 1, 1]
@@ -62,23 +77,34 @@ def test_exception_in_block_aborts_and_open_episode_is_aborted_on_reopen(tmp_pat
     w.append(step(1))  # never ended: the process "died"
     again = EpisodeStore(tmp_path / "s")
     assert [again.info(i).status for i in range(2)] == ["aborted", "aborted"]
-    assert len(again.read(1)) == 2 and zarr.open_group(str(tmp_path / "s"))["episodes/000001/state"].shape == (2, 4)
+    assert len(again.read(1)) == 2 and zarr.open_group(str(tmp_path / "s"))[
+        "episodes/000001/state"
+    ].shape == (2, 4)
 
 
-def test_a_kill_between_creating_an_episode_and_its_arrays_leaves_the_store_readable(tmp_path: Path) -> None:
+def test_a_kill_between_creating_an_episode_and_its_arrays_leaves_the_store_readable(
+    tmp_path: Path,
+) -> None:
     """The SIGKILL window before any step: the episode's group exists, some arrays do not."""
     store = EpisodeStore(tmp_path / "s")
     with store.begin(EpisodeInfo(task="push", layout=LAYOUT)) as w:
         w.append(step(0))
     info = EpisodeInfo(task="push", layout=LAYOUT)
     info.status = "open"
-    group = store.root["episodes"].create_group("000001")  # what begin() does before the writer's arrays
+    group = store.root["episodes"].create_group(
+        "000001"
+    )  # what begin() does before the writer's arrays
     group.attrs.update({"info": info.to_dict(), "length": 0})
     group.create_array("state", shape=(0, 4), chunks=(256, 4), dtype="float32", fill_value=0)
     again = EpisodeStore(tmp_path / "s")
     eps = list(again)
     assert [len(e) for e in eps] == [1, 0] and again.info(1).status == "aborted"
-    assert eps[1].steps["reward"].shape == (0,) and eps[1].steps["images/wrist"].shape == (0, 8, 6, 3)
+    assert eps[1].steps["reward"].shape == (0,) and eps[1].steps["images/wrist"].shape == (
+        0,
+        8,
+        6,
+        3,
+    )
 
 
 def test_append_cost_is_small(tmp_path: Path) -> None:
@@ -113,7 +139,9 @@ RECORDER = textwrap.dedent("""
 
 
 def test_sigkill_mid_episode_loses_at_most_the_step_in_flight(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", RECORDER, str(tmp_path / "s")], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RECORDER, str(tmp_path / "s")], stdout=subprocess.PIPE, text=True
+    )
     committed = -1
     try:
         while committed < 40:
@@ -129,7 +157,12 @@ def test_sigkill_mid_episode_loses_at_most_the_step_in_flight(tmp_path: Path) ->
     ep = store.read(0)
     n = len(ep)
     assert store.info(0).status == "aborted"
-    assert committed + 1 <= n <= committed + 2, (committed, n)  # at most the step in flight is extra/lost
+    assert committed + 1 <= n <= committed + 2, (
+        committed,
+        n,
+    )  # at most the step in flight is extra/lost
     assert np.array_equal(ep.steps["state"][:, 0], np.arange(n, dtype=np.float32))
-    assert np.array_equal(ep.steps["images/wrist"][:, 0, 0, 0], (np.arange(n) % 256).astype(np.uint8))
+    assert np.array_equal(
+        ep.steps["images/wrist"][:, 0, 0, 0], (np.arange(n) % 256).astype(np.uint8)
+    )
     assert zarr.open_group(str(tmp_path / "s"), mode="r")["episodes/000000/state"].shape == (n, 4)

@@ -17,23 +17,32 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stream_driver import EPISODE, item  # noqa: E402
+from stream_driver import EPISODE, item
 
-from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout  # noqa: E402
-from rlinf_contracts import commit  # noqa: E402
-from rlinf_data.store import EpisodeStore  # noqa: E402
-from rlinf_ros.spool import HEADER, Spool  # noqa: E402
+from rlinf_contracts import commit
+from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
+from rlinf_data.store import EpisodeStore
+from rlinf_ros.spool import HEADER, Spool
 
 LAYOUT = StepLayout(state_dim=3, action_dim=2, cameras={"cam": (4, 4)})
-STORE_POINTS = ["begin.group_staged", "begin.array_staged", "begin.renamed", "append.grown", "append.rows_written",
-                "commit.tmp_written", "end.final_array", "end.trimmed", "discard.moved"]
+STORE_POINTS = [
+    "begin.group_staged",
+    "begin.array_staged",
+    "begin.renamed",
+    "append.grown",
+    "append.rows_written",
+    "commit.tmp_written",
+    "end.final_array",
+    "end.trimmed",
+    "discard.moved",
+]
 SPOOL_POINTS = ["spool.segment_created", "spool.record_written", "spool.old_segment_removed"]
 
 
@@ -63,7 +72,7 @@ def _round(child: Callable[[Callable[[str], None]], None], timer_s: float) -> li
         os.close(r)
         try:
             child(lambda line: os.write(w, (line + "\n").encode()))
-        except BaseException:  # noqa: BLE001 -- report it to the parent
+        except BaseException:
             os.write(w, ("X " + traceback.format_exc().replace("\n", " | ") + "\n").encode())
             os._exit(1)
         os._exit(0)
@@ -100,13 +109,21 @@ def _store_writer(path: Path, seed: int, point: str | None, occurrence: int) -> 
             commit.TEST_CRASH_HOOK = _suicide_at(point, occurrence)
         rng = random.Random(seed)
         store = EpisodeStore(path)
-        long_first = point in (None, "append.grown") and occurrence > 1  # grows past a chunk (256 rows)
+        long_first = (
+            point in (None, "append.grown") and occurrence > 1
+        )  # grows past a chunk (256 rows)
         while True:
             w = store.begin(EpisodeInfo(task="kill", layout=LAYOUT, source="online"))
             report(f"B {w.index}")
             for i in range(260 if long_first else rng.choice([0, 1, 2, 3, 5, 12])):
-                w.append(Step(state=_state(w.index, i), action=np.full(2, i, np.float32), reward=float(i),
-                              images={"cam": np.full((4, 4, 3), i % 251, np.uint8)}))
+                w.append(
+                    Step(
+                        state=_state(w.index, i),
+                        action=np.full(2, i, np.float32),
+                        reward=float(i),
+                        images={"cam": np.full((4, 4, 3), i % 251, np.uint8)},
+                    )
+                )
                 report(f"S {w.index} {i}")
             fate = rng.random()
             if fate < 0.25:
@@ -115,8 +132,11 @@ def _store_writer(path: Path, seed: int, point: str | None, occurrence: int) -> 
                 report(f"D {w.index}")
             else:
                 status = "complete" if fate < 0.7 else "aborted"
-                final = {"state": _state(w.index, -1), "images/cam": np.zeros((4, 4, 3), np.uint8)} \
-                    if fate < 0.5 else None
+                final = (
+                    {"state": _state(w.index, -1), "images/cam": np.zeros((4, 4, 3), np.uint8)}
+                    if fate < 0.5
+                    else None
+                )
                 report(f"e {w.index}")
                 w.end(status=status, final=final)
                 report(f"E {w.index} {status} {int(final is not None)}")
@@ -134,24 +154,39 @@ def _check_store(path: Path, expected: dict[int, dict], only: set[int] | None = 
             if only is not None and ep not in only:
                 continue
             if want["discarded"]:  # gone, unless a begin that reuses its index was in flight
-                assert ep not in pos or (len(store.read(pos[ep])) == 0 and store.info(pos[ep]).status in
-                                         ("open", "aborted")), f"episode {ep} was discarded but reads back"
+                assert ep not in pos or (
+                    len(store.read(pos[ep])) == 0
+                    and store.info(pos[ep]).status in ("open", "aborted")
+                ), f"episode {ep} was discarded but reads back"
                 continue
-            if want["flight"] == "d" and (ep not in pos or len(store.read(pos[ep])) == 0 < want["steps"]):
+            if want["flight"] == "d" and (
+                ep not in pos or len(store.read(pos[ep])) == 0 < want["steps"]
+            ):
                 continue  # its discard committed before the kill (and a begin in flight may reuse its index)
             assert ep in pos, f"episode {ep} was begun (reported) but is missing ({mode}): {names}"
             got = store.read(pos[ep])
             n = want["steps"]
             assert n <= len(got) <= n + 1, f"episode {ep}: {len(got)} rows, {n} reported ({mode})"
-            assert np.array_equal(got.steps["state"], np.stack([_state(ep, i) for i in range(len(got))])
-                                  if len(got) else np.zeros((0, 3), np.float32)), ep
-            assert np.array_equal(got.steps["images/cam"][:, 0, 0, 0], np.arange(len(got)) % 251), ep
+            assert np.array_equal(
+                got.steps["state"],
+                np.stack([_state(ep, i) for i in range(len(got))])
+                if len(got)
+                else np.zeros((0, 3), np.float32),
+            ), ep
+            assert np.array_equal(got.steps["images/cam"][:, 0, 0, 0], np.arange(len(got)) % 251), (
+                ep
+            )
             if want["end"] is not None:
                 status, has_final = want["end"]
-                assert (got.info.status, got.final is not None) == (status, bool(has_final and len(got))), ep
+                assert (got.info.status, got.final is not None) == (
+                    status,
+                    bool(has_final and len(got)),
+                ), ep
                 assert len(got) == n, ep
             elif want["flight"] == "e" and got.info.status != "open":
-                assert len(got) == n, ep  # its end committed (any status) or was aborted on reopening
+                assert len(got) == n, (
+                    ep
+                )  # its end committed (any status) or was aborted on reopening
             elif mode == "a" or (mode == "r" and want.get("reopened")):
                 assert got.info.status == "aborted", (ep, got.info.status, mode)
         if mode == "a":
@@ -170,10 +205,15 @@ def _store_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
             path, expected = tmp_path / f"store{k}", {}
         point = rng.choice(STORE_POINTS) if rng.random() < 0.75 else None
         # the per-step points land anywhere in an episode; the rarer ones at their first or second hit
-        occurrence = rng.randint(1, 20) if point in ("append.rows_written", "commit.tmp_written") else \
-            rng.choice([1, 1, 1, 2])
-        lines = _round(_store_writer(path, rng.randrange(1 << 30), point, occurrence),
-                       timer_s=rng.uniform(0.03, 0.2) if point is None else 1.5)
+        occurrence = (
+            rng.randint(1, 20)
+            if point in ("append.rows_written", "commit.tmp_written")
+            else rng.choice([1, 1, 1, 2])
+        )
+        lines = _round(
+            _store_writer(path, rng.randrange(1 << 30), point, occurrence),
+            timer_s=rng.uniform(0.03, 0.2) if point is None else 1.5,
+        )
         touched = set()
         for ln in lines:
             kind, ep, *rest = ln.split()
@@ -202,8 +242,10 @@ def test_store_survives_sigkill_at_any_point(tmp_path: Path) -> None:
     """The default tier: every crash point several times (a round costs ~0.3 s of CPU)."""
     t, cpu = time.perf_counter(), _cpu()
     hits = _store_loop(tmp_path, rounds=60, seed=1)
-    print(f"store kill loop: 60 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-          f"kills by point {hits}")
+    print(
+        f"store kill loop: 60 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
+        f"kills by point {hits}"
+    )
     assert sum(hits.values()) == 60 and len(hits) == len(STORE_POINTS) + 1
 
 
@@ -211,8 +253,10 @@ def test_store_survives_sigkill_at_any_point(tmp_path: Path) -> None:
 def test_store_survives_sigkill_200_rounds(tmp_path: Path) -> None:
     t, cpu = time.perf_counter(), _cpu()
     hits = _store_loop(tmp_path, rounds=200, seed=2)
-    print(f"store kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-          f"kills by point {hits}")
+    print(
+        f"store kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
+        f"kills by point {hits}"
+    )
     assert sum(hits.values()) == 200 and len(hits) == len(STORE_POINTS) + 1
 
 
@@ -259,12 +303,18 @@ def _spool_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
     last, acked, floor, live = -1, -1, 0, set()  # live: reported and not acknowledged
     for _ in range(rounds):
         point = rng.choice(SPOOL_POINTS) if rng.random() < 0.7 else None
-        lines = _round(_spool_writer(path, rng.randrange(1 << 30), point, rng.choice([1, 2, 5])),
-                       timer_s=rng.uniform(0.02, 0.2) if point is None else 3.0)
+        lines = _round(
+            _spool_writer(path, rng.randrange(1 << 30), point, rng.choice([1, 2, 5])),
+            timer_s=rng.uniform(0.02, 0.2) if point is None else 3.0,
+        )
         for ln in lines:
             kind, v = ln.split()
             if kind == "S":
-                assert int(v) >= max(last + 1, floor), (ln, last, floor)  # numbering never goes back
+                assert int(v) >= max(last + 1, floor), (
+                    ln,
+                    last,
+                    floor,
+                )  # numbering never goes back
                 last = int(v)
                 live.add(last)
             elif kind == "A":
@@ -291,8 +341,10 @@ def _spool_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
 def test_spool_survives_sigkill_at_any_point(tmp_path: Path) -> None:
     t, cpu = time.perf_counter(), _cpu()
     hits = _spool_loop(tmp_path, rounds=200, seed=3)
-    print(f"spool kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-          f"kills by point {hits}")
+    print(
+        f"spool kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
+        f"kills by point {hits}"
+    )
     assert sum(hits.values()) == 200 and len(hits) == len(SPOOL_POINTS) + 1
 
 
@@ -314,8 +366,12 @@ def _ingest_writer(spool_dir: Path, store: Path, seed: int, point: str | None) -
             for _ in range(rng.randint(1, 6)):  # the robot produces
                 seq = s.append(lambda q: packer.pack(item(q).to_wire()))
                 report(f"S {seq}")
-            frames = s.read(acked, rng.randint(1, 8))  # the streamer sends, the ingest stores and acks
-            items = TransitionBatch.from_wire(unpackb(batch_frame("arm0", [f for _, f in frames]))).items
+            frames = s.read(
+                acked, rng.randint(1, 8)
+            )  # the streamer sends, the ingest stores and acks
+            items = TransitionBatch.from_wire(
+                unpackb(batch_frame("arm0", [f for _, f in frames]))
+            ).items
             ack = ledger.apply("arm0", items)
             report(f"A {ack.acked}")
             s.ack(ack.acked)
@@ -331,8 +387,10 @@ def _spool_ingest_loop(tmp_path: Path, rounds: int, seed: int) -> None:
     t, cpu = time.perf_counter(), _cpu()
     for _ in range(rounds):
         point = rng.choice(STORE_POINTS[:-1] + SPOOL_POINTS) if rng.random() < 0.7 else None
-        lines = _round(_ingest_writer(spool_dir, store, rng.randrange(1 << 30), point),
-                       timer_s=rng.uniform(0.1, 0.6) if point is None else 4.0)
+        lines = _round(
+            _ingest_writer(spool_dir, store, rng.randrange(1 << 30), point),
+            timer_s=rng.uniform(0.1, 0.6) if point is None else 4.0,
+        )
         for ln in lines:
             kind, v = ln.split()
             if kind == "S":
@@ -340,7 +398,9 @@ def _spool_ingest_loop(tmp_path: Path, rounds: int, seed: int) -> None:
             else:
                 acked = max(acked, int(v))
         ids = [int(v) for ep in EpisodeStore(store, mode="r") for v in ep.steps["state"][:, 0]]
-        assert len(ids) == len(set(ids)), f"stored twice: {sorted({i for i in ids if ids.count(i) > 1})[:10]}"
+        assert len(ids) == len(set(ids)), (
+            f"stored twice: {sorted({i for i in ids if ids.count(i) > 1})[:10]}"
+        )
         want = {q for q in range(acked + 1) if q % EPISODE != EPISODE - 1}
         assert want <= set(ids), f"acknowledged but not stored: {sorted(want - set(ids))[:10]}"
         assert set(ids) <= set(range(produced + 2)), "stored a transition nobody produced"
@@ -353,13 +413,18 @@ def _spool_ingest_loop(tmp_path: Path, rounds: int, seed: int) -> None:
     ledger = Ledger(EpisodeStore(store))
     frames = s.read(ledger.last_seq("arm0"), 10**6)
     if frames:
-        ledger.apply("arm0", TransitionBatch.from_wire(unpackb(batch_frame("arm0", [f for _, f in frames]))).items)
+        ledger.apply(
+            "arm0",
+            TransitionBatch.from_wire(unpackb(batch_frame("arm0", [f for _, f in frames]))).items,
+        )
     total = s.next_seq
     s.close()
     ids = [int(v) for ep in EpisodeStore(store, mode="r") for v in ep.steps["state"][:, 0]]
     assert sorted(ids) == [q for q in range(total) if q % EPISODE != EPISODE - 1]
-    print(f"spool + ingest kill loop: {rounds} rounds in {time.perf_counter() - t:.1f} s "
-          f"({_cpu() - cpu:.1f} s CPU), {total} items")
+    print(
+        f"spool + ingest kill loop: {rounds} rounds in {time.perf_counter() - t:.1f} s "
+        f"({_cpu() - cpu:.1f} s CPU), {total} items"
+    )
 
 
 def test_spool_and_ingest_survive_sigkill_exactly_once(tmp_path: Path) -> None:

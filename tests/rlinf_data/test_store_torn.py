@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import zarr
 
-from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
 from rlinf_contracts import commit
+from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
 from rlinf_data.store import EpisodeStore
 
 LAYOUT = StepLayout(state_dim=3, action_dim=2)
@@ -65,7 +65,12 @@ def test_torn_groups_read_as_empty_aborted_in_every_reader(tmp_path: Path, caplo
     store = EpisodeStore(path, mode="r")
     assert len(store) == 4
     for _ in range(3):  # repeated access: still one warning per torn group
-        assert [store.info(i).status for i in range(4)] == ["complete", "aborted", "aborted", "complete"]
+        assert [store.info(i).status for i in range(4)] == [
+            "complete",
+            "aborted",
+            "aborted",
+            "complete",
+        ]
         assert [store.length(i) for i in range(4)] == [2, 0, 0, 3]
         assert [len(ep) for ep in store] == [2, 0, 0, 3]
     assert store.info(1).layout == StepLayout(0, 0) and "no 'info'" in store.info(1).extra["torn"]
@@ -79,7 +84,12 @@ def test_torn_groups_read_as_empty_aborted_in_every_reader(tmp_path: Path, caplo
     assert OffPolicyLearner.refill(stub, path) == 2 and stub.added == [2, 3]  # type: ignore[arg-type]
     from rlinf_data.replay import ReplayBuffer, ReplayConfig
 
-    assert load_demos(ReplayBuffer(LAYOUT, ReplayConfig(capacity=100, mix={"demo": 1.0})), str(path), LAYOUT) == 5
+    assert (
+        load_demos(
+            ReplayBuffer(LAYOUT, ReplayConfig(capacity=100, mix={"demo": 1.0})), str(path), LAYOUT
+        )
+        == 5
+    )
 
     from rlinf_data.lerobot import export_lerobot, import_lerobot
 
@@ -96,12 +106,19 @@ def test_append_mode_repairs_torn_groups_once(tmp_path: Path, caplog) -> None:
     store = EpisodeStore(path)  # repairs
     assert not list((path / "episodes/000002").glob("*.partial"))
     for name in ("000001", "000002"):
-        info = json.loads((path / "episodes" / name / "zarr.json").read_text())["attributes"]["info"]
+        info = json.loads((path / "episodes" / name / "zarr.json").read_text())["attributes"][
+            "info"
+        ]
         assert info["status"] == "aborted" and info["extra"]["torn"]
     caplog.set_level(logging.WARNING)
     caplog.clear()
     again = EpisodeStore(path, mode="r")
-    assert [again.info(i).status for i in range(4)] == ["complete", "aborted", "aborted", "complete"]
+    assert [again.info(i).status for i in range(4)] == [
+        "complete",
+        "aborted",
+        "aborted",
+        "complete",
+    ]
     assert [len(e) for e in again] == [2, 0, 0, 3]
     assert not [r for r in caplog.records if "torn" in r.getMessage()]  # a clean store now
     assert _good(store, 1) == 4
@@ -139,7 +156,9 @@ def test_a_kill_inside_begin_leaves_no_episode(tmp_path: Path, crash, point: str
     crash(point, 2 if point == "begin.array_staged" else 1)
     with pytest.raises(_Killed):
         store.begin(EpisodeInfo(task="push", layout=LAYOUT))
-    assert len(EpisodeStore(tmp_path / "s", mode="r")) == 1  # staged, never renamed in: not an episode
+    assert (
+        len(EpisodeStore(tmp_path / "s", mode="r")) == 1
+    )  # staged, never renamed in: not an episode
     crash("none")
     again = EpisodeStore(tmp_path / "s")
     assert not list((tmp_path / "s").glob(".staging-*")) and _good(again, 1) == 1

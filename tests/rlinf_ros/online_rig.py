@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-
 from ros_procs import ROOT, Procs
 
 RLINF = str(Path(sys.executable).parent / "rlinf")
@@ -40,18 +39,40 @@ def synthetic_demos(path: Path, episodes: int = 3, steps: int = 20) -> Path:
     layout = StepLayout(30, ACTION_DIM)
     store = EpisodeStore(path)
     for _ in range(episodes):
-        steps_d = {"state": rng.normal(size=(steps, 30)).astype(np.float32),
-                   "action": rng.uniform(-1, 1, (steps, ACTION_DIM)).astype(np.float32),
-                   "reward": np.eye(steps, dtype=np.float32)[-1], "terminated": np.eye(steps, dtype=bool)[-1],
-                   "truncated": np.zeros(steps, bool), "intervention": np.ones(steps, bool),
-                   "policy_version": np.zeros(steps, np.int64), "timestamp": np.zeros(steps, np.float64)}
-        store.write(Episode(EpisodeInfo(task="mujoco_franka/reach", layout=layout, source="demo", success=True,
-                                        status="complete"), steps_d, {"state": np.zeros(30, np.float32)}))
+        steps_d = {
+            "state": rng.normal(size=(steps, 30)).astype(np.float32),
+            "action": rng.uniform(-1, 1, (steps, ACTION_DIM)).astype(np.float32),
+            "reward": np.eye(steps, dtype=np.float32)[-1],
+            "terminated": np.eye(steps, dtype=bool)[-1],
+            "truncated": np.zeros(steps, bool),
+            "intervention": np.ones(steps, bool),
+            "policy_version": np.zeros(steps, np.int64),
+            "timestamp": np.zeros(steps, np.float64),
+        }
+        store.write(
+            Episode(
+                EpisodeInfo(
+                    task="mujoco_franka/reach",
+                    layout=layout,
+                    source="demo",
+                    success=True,
+                    status="complete",
+                ),
+                steps_d,
+                {"state": np.zeros(30, np.float32)},
+            )
+        )
     return path
 
 
-def twin_graph(tmp_path: Path, server_port: int, ingest_port: int, robot_id: str = "twin0",
-               backend: str = "sim", sim_time: bool = False) -> Path:
+def twin_graph(
+    tmp_path: Path,
+    server_port: int,
+    ingest_port: int,
+    robot_id: str = "twin0",
+    backend: str = "sim",
+    sim_time: bool = False,
+) -> Path:
     """The twin graph streaming to the learner; ``sim_time``: on the robot node's simulated clock at
     half real time (a loaded machine slows the twin's world, not one node against another)."""
     cfg = twin_base()
@@ -63,19 +84,37 @@ def twin_graph(tmp_path: Path, server_port: int, ingest_port: int, robot_id: str
     cfg["policy_client"]["server_url"] = f"ws://127.0.0.1:{server_port}"
     cfg["policy_client"]["reconnect_s"] = 0.3
     cfg["task"].update(episodes=0, results_path=str(tmp_path / "episodes.json"))
-    cfg["streamer"] = {"enabled": True, "stream": {"url": f"ws://127.0.0.1:{ingest_port}/transitions",
-                                                   "robot_id": robot_id, "spool_dir": str(tmp_path / "spool"),
-                                                   "backoff_s": 0.2, "backoff_max_s": 1.0},
-                       "episodes": {"source": "online"}}
+    cfg["streamer"] = {
+        "enabled": True,
+        "stream": {
+            "url": f"ws://127.0.0.1:{ingest_port}/transitions",
+            "robot_id": robot_id,
+            "spool_dir": str(tmp_path / "spool"),
+            "backoff_s": 0.2,
+            "backoff_max_s": 1.0,
+        },
+        "episodes": {"source": "online"},
+    }
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
-def learner_args(out: Path, demos: Path, ingest_port: int, server_port: int, *overrides: str) -> list[str]:
-    return [RLINF, "train", str(ROOT / "configs/ros_online_rlpd.yaml"), f"train.out_dir={out}",
-            f"train.demos={demos}", f"ingest.port={ingest_port}", f"push.url=ws://127.0.0.1:{server_port}",
-            "train.progress=false", "train.tensorboard=false", *overrides]
+def learner_args(
+    out: Path, demos: Path, ingest_port: int, server_port: int, *overrides: str
+) -> list[str]:
+    return [
+        RLINF,
+        "train",
+        str(ROOT / "configs/ros_online_rlpd.yaml"),
+        f"train.out_dir={out}",
+        f"train.demos={demos}",
+        f"ingest.port={ingest_port}",
+        f"push.url=ws://127.0.0.1:{server_port}",
+        "train.progress=false",
+        "train.tensorboard=false",
+        *overrides,
+    ]
 
 
 def wait_for(cond: Any, timeout: float, what: str, procs: Procs) -> None:
@@ -88,11 +127,30 @@ def wait_for(cond: Any, timeout: float, what: str, procs: Procs) -> None:
 
 
 def start_server(procs: Procs, out: Path, port: int, name: str = "server") -> None:
-    wait_for(lambda: (out / "initial" / "model.safetensors").is_file() and (out / "initial" / "meta.json").is_file(),
-             120, "the learner's initial actor", procs)
+    wait_for(
+        lambda: (
+            (out / "initial" / "model.safetensors").is_file()
+            and (out / "initial" / "meta.json").is_file()
+        ),
+        120,
+        "the learner's initial actor",
+        procs,
+    )
     # sampled actions: the online policy explores (SERL's actor samples too)
-    procs.start(name, [RLINF, "serve", "--checkpoint", str(out / "initial"), "--port", str(port),
-                       "--torch-threads", "1", "server.deterministic=false"])
+    procs.start(
+        name,
+        [
+            RLINF,
+            "serve",
+            "--checkpoint",
+            str(out / "initial"),
+            "--port",
+            str(port),
+            "--torch-threads",
+            "1",
+            "server.deterministic=false",
+        ],
+    )
 
 
 def server_version(port: int) -> int:

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,16 +32,30 @@ class Procs:
     def start(self, name: str, args: list[str]) -> subprocess.Popen:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         log = open(self.log_dir / f"{name}.log", "ab")
-        p = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs[name] = p
         return p
 
     def start_node(self, kind: str, config: Path, *overrides: str) -> subprocess.Popen:
-        return self.start(kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides])
+        return self.start(
+            kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides]
+        )
 
-    def start_server(self, port: int, camera: str = "camera:224x224", name: str = "server") -> subprocess.Popen:
-        return self.start(name, [str(ROOT / "tests/rlinf_ros/scripted_policy_server.py"), "--port", str(port),
-                                 "--camera", camera])
+    def start_server(
+        self, port: int, camera: str = "camera:224x224", name: str = "server"
+    ) -> subprocess.Popen:
+        return self.start(
+            name,
+            [
+                str(ROOT / "tests/rlinf_ros/scripted_policy_server.py"),
+                "--port",
+                str(port),
+                "--camera",
+                camera,
+            ],
+        )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         p = self.procs.pop(name)
@@ -96,7 +111,9 @@ class Probe:
         while not self._stop.is_set():
             self.executor.spin_once(timeout_sec=0.05)
 
-    def record(self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10) -> list:
+    def record(
+        self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10
+    ) -> list:
         """Subscribe; returns the list that collects ``(receive_time, convert(msg))``."""
         out: list = []
 
@@ -107,7 +124,9 @@ class Probe:
         self.node.create_subscription(msg_type, topic, cb, qos)
         return out
 
-    def record_stamped(self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10) -> list:
+    def record_stamped(
+        self, msg_type: Any, topic: str, convert: Callable[[Any], Any], qos: Any = 10
+    ) -> list:
         """Subscribe; returns the list that collects ``(header stamp in s, convert(msg))``: the
         sender's clock (simulated time in a graph with ``use_sim_time``), not our receive time."""
         out: list = []
@@ -125,9 +144,13 @@ class Probe:
 
         return self.record(Clock, "/clock", lambda m: m.clock.sec + m.clock.nanosec * 1e-9)
 
-    def wait_for_clock(self, clock: list, t: float, timeout: float, procs: Procs | None = None) -> None:
+    def wait_for_clock(
+        self, clock: list, t: float, timeout: float, procs: Procs | None = None
+    ) -> None:
         """Until the graph's simulated time (``record_clock``'s list) reaches ``t``."""
-        self.wait_for(lambda: bool(clock) and clock[-1][1] >= t, timeout, f"/clock to reach {t:.2f} s", procs)
+        self.wait_for(
+            lambda: bool(clock) and clock[-1][1] >= t, timeout, f"/clock to reach {t:.2f} s", procs
+        )
 
     def call_trigger(self, name: str, timeout: float = 30.0) -> tuple[bool, str]:
         """Call a ``std_srvs/Trigger`` service: ``(success, message)``; fails if it does not answer."""
@@ -142,14 +165,18 @@ class Probe:
         assert fut.done(), f"service {name} did not answer within {timeout} s"
         return fut.result().success, fut.result().message
 
-    def wait_for(self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None) -> None:
+    def wait_for(
+        self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None
+    ) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:
             with self.lock:
                 if cond():
                     return
             time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}\n" + (procs.logs() if procs else ""))
+        raise AssertionError(
+            f"timed out after {timeout} s waiting for {what}\n" + (procs.logs() if procs else "")
+        )
 
     def close(self) -> None:
         import rclpy

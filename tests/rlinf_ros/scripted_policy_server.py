@@ -23,16 +23,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from policy_server.config import ServerConfig  # noqa: E402
-from policy_server.server import PolicyServer  # noqa: E402
-from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, StateField  # noqa: E402
+from policy_server.config import ServerConfig
+from policy_server.server import PolicyServer
+from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, StateField
 
 
-def joint_delta_spec(cameras: dict[str, tuple[int, int]], chunk: int = 1, scale: float = 0.05) -> RobotSpec:
+def joint_delta_spec(
+    cameras: dict[str, tuple[int, int]], chunk: int = 1, scale: float = 0.05
+) -> RobotSpec:
     """The layout of a joint-delta ROS policy client: 7 joints + gripper width, 8-D actions."""
-    return RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                     action=ActionSpace("joint_delta", 8, chunk, joint_scale=scale),
-                     cameras=tuple(CameraSpec(n, h, w) for n, (h, w) in cameras.items()))
+    return RobotSpec(
+        state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+        action=ActionSpace("joint_delta", 8, chunk, joint_scale=scale),
+        cameras=tuple(CameraSpec(n, h, w) for n, (h, w) in cameras.items()),
+    )
 
 
 class SineJointPolicy:

@@ -19,16 +19,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import rclpy  # noqa: E402
-from geometry_msgs.msg import PoseStamped  # noqa: E402
-from rclpy.node import Node  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
 
-from rlinf_contracts.rotations import matrix_to_quat_xyzw  # noqa: E402
-from rlinf_ros.conversions import joint_state_msg, pose_from_msg, pose_msg, trajectory_from_msg  # noqa: E402
-from robot_drivers.kinematics import forward_kinematics, quat_xyzw_to_matrix, solve_ik  # noqa: E402
-from robot_drivers.types import PANDA_HOME, EEPose  # noqa: E402
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
+from rlinf_ros.conversions import joint_state_msg, pose_from_msg, pose_msg, trajectory_from_msg
+from robot_drivers.kinematics import forward_kinematics, quat_xyzw_to_matrix, solve_ik
+from robot_drivers.types import PANDA_HOME, EEPose
 
 
 class StandInStack(Node):
@@ -38,21 +38,30 @@ class StandInStack(Node):
         self.q = np.asarray(PANDA_HOME, dtype=np.float64)
         self.traj = None
         self.pub_js = self.create_publisher(JointState, "/joint_states", 10)
-        self.pub_pose = self.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", 10) \
-            if args.pose else None
-        self.create_subscription(JointTrajectory, f"/{args.controller}/joint_trajectory", self._on_traj, 10)
+        self.pub_pose = (
+            self.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", 10)
+            if args.pose
+            else None
+        )
+        self.create_subscription(
+            JointTrajectory, f"/{args.controller}/joint_trajectory", self._on_traj, 10
+        )
         self.create_subscription(PoseStamped, args.target_pose, self._on_pose_target, 10)
         self.create_timer(0.01, self._tick)
 
     def _on_traj(self, msg: JointTrajectory) -> None:
-        self.traj = trajectory_from_msg(msg, self.names, time.time(), self.q)  # replaces, as the JTC does
+        self.traj = trajectory_from_msg(
+            msg, self.names, time.time(), self.q
+        )  # replaces, as the JTC does
 
     def _on_pose_target(self, msg: PoseStamped) -> None:
         pose = pose_from_msg(msg)
         goal = np.eye(4)
         goal[:3, :3], goal[:3, 3] = quat_xyzw_to_matrix(pose.quat_xyzw), pose.position
         q1 = solve_ik(self.q, goal, iters=50)
-        self.traj = trajectory_from_msg(_one_point(self.names, q1, 0.05), self.names, time.time(), self.q)
+        self.traj = trajectory_from_msg(
+            _one_point(self.names, q1, 0.05), self.names, time.time(), self.q
+        )
 
     def _tick(self) -> None:
         now = time.time()
@@ -60,10 +69,14 @@ class StandInStack(Node):
             self.q = self.traj.sample(now)
             if now >= self.traj.end:
                 self.traj = None
-        self.pub_js.publish(joint_state_msg(self.names, self.q, np.zeros(7), np.zeros(7), stamp=now))
+        self.pub_js.publish(
+            joint_state_msg(self.names, self.q, np.zeros(7), np.zeros(7), stamp=now)
+        )
         if self.pub_pose is not None:
             T = forward_kinematics(self.q)
-            self.pub_pose.publish(pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), stamp=now))
+            self.pub_pose.publish(
+                pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), stamp=now)
+            )
 
 
 def _one_point(names: list[str], q: np.ndarray, t: float) -> JointTrajectory:
@@ -77,7 +90,9 @@ def main() -> None:
     ap.add_argument("--prefix", default="fr3_")
     ap.add_argument("--controller", default="fr3_arm_controller")
     ap.add_argument("--target-pose", default="/cartesian_impedance_controller/target_pose")
-    ap.add_argument("--pose", action="store_true", help="publish current_pose like franka_ros2's broadcaster")
+    ap.add_argument(
+        "--pose", action="store_true", help="publish current_pose like franka_ros2's broadcaster"
+    )
     args = ap.parse_args()
     rclpy.init()
     node = StandInStack(args)

@@ -13,8 +13,12 @@ from rlinf_ros.recording import EpisodeAssembler, EpisodeTemplate, ListSink
 
 
 def _rec(i: float, episode: int = 1) -> StepRecord:
-    return StepRecord(episode=episode, state=np.full(1, i, np.float32), action=np.zeros(1, np.float32),
-                      timestamp=100.0 + i)
+    return StepRecord(
+        episode=episode,
+        state=np.full(1, i, np.float32),
+        action=np.zeros(1, np.float32),
+        timestamp=100.0 + i,
+    )
 
 
 def _asm() -> tuple[EpisodeAssembler, ListSink]:
@@ -39,7 +43,7 @@ def test_the_cut_follows_the_stamp_whatever_the_arrival_order(arrival):
     asm, sink = _asm()
     records = [_rec(i) for i in range(8)]
     ev = EpisodeEvent("end", success=True, stamp=105.5)
-    order: list = records[:4 + arrival] + [ev] + records[4 + arrival:]
+    order: list = records[: 4 + arrival] + [ev] + records[4 + arrival :]
     for item in order:
         if isinstance(item, EpisodeEvent):
             asm.on_event(item, now=0.0)
@@ -58,7 +62,9 @@ def test_a_waiting_end_settles_when_no_later_record_comes():
         asm.on_record(_rec(i), now=0.0)
     asm.on_event(EpisodeEvent("end", success=False, stamp=110.0), now=10.0)
     asm.poll(now=10.5)
-    assert not [c for c in sink.calls if c[0] == "end"]  # still waiting for records observed before 110
+    assert not [
+        c for c in sink.calls if c[0] == "end"
+    ]  # still waiting for records observed before 110
     asm.poll(now=11.0)
     end = _end(sink)
     assert end[2:4] == ("truncated", False) and end[4]["state"][0] == 2.0
@@ -79,7 +85,9 @@ def test_a_new_episode_or_event_closes_the_waiting_one_first():
 def test_unstamped_records_end_on_arrival_as_before():
     asm, sink = _asm()
     for i in range(4):
-        asm.on_record(StepRecord(episode=0, state=np.full(1, i, np.float32), action=np.zeros(1, np.float32)))
+        asm.on_record(
+            StepRecord(episode=0, state=np.full(1, i, np.float32), action=np.zeros(1, np.float32))
+        )
     asm.on_event(EpisodeEvent("end", success=True, stamp=50.0))
     assert [s[1] for s in _steps(sink)] == [0.0, 1.0, 2.0] and _end(sink)[4]["state"][0] == 3.0
 
@@ -114,8 +122,11 @@ def test_an_end_heard_before_the_episodes_first_record_still_ends_it():
     end2 = EpisodeEvent("end", success=True, stamp=112.5)
     results = set()
     # the events as early as possible (both before episode 2's records), and in their natural place
-    orders = (ep1[:2] + [end1, end2] + ep1[2:] + ep2, [end1] + ep1 + [end2] + ep2,
-              ep1 + [end1] + ep2[:3] + [end2] + ep2[3:])
+    orders = (
+        ep1[:2] + [end1, end2] + ep1[2:] + ep2,
+        [end1] + ep1 + [end2] + ep2,
+        ep1 + [end1] + ep2[:3] + [end2] + ep2[3:],
+    )
     for order in orders:
         asm, sink = _asm()
         _feed(asm, order)
@@ -124,13 +135,19 @@ def test_an_end_heard_before_the_episodes_first_record_still_ends_it():
         results.add(tuple(c[1:3] for c in sink.calls if c[0] in ("step", "end")))
     assert len(results) == 1, results
     steps = [s[1] for s in _steps(sink)]
-    assert steps == [0.0, 10.0, 11.0]  # episode 1: step 0, final 1; episode 2: steps 10, 11, final 12
+    assert steps == [
+        0.0,
+        10.0,
+        11.0,
+    ]  # episode 1: step 0, final 1; episode 2: steps 10, 11, final 12
 
 
 def test_an_end_stamped_before_an_episodes_first_record_is_not_its_verdict():
     asm, sink = _asm()
     _feed(asm, [EpisodeEvent("end", success=True, stamp=99.0)] + [_rec(i) for i in range(3)])
-    assert not [c for c in sink.calls if c[0] == "end"]  # episode 1 goes on: that verdict was about none of it
+    assert not [
+        c for c in sink.calls if c[0] == "end"
+    ]  # episode 1 goes on: that verdict was about none of it
     asm.on_event(EpisodeEvent("end", success=False, stamp=101.5), now=0.0)
     asm.poll(now=5.0)
     assert _end(sink)[1:4] == (1, "truncated", False)
@@ -139,8 +156,10 @@ def test_an_end_stamped_before_an_episodes_first_record_is_not_its_verdict():
 def test_an_episode_judged_before_a_whole_step_is_aborted_on_every_subscriber():
     """One record before the verdict is a final observation with no step: nothing to learn from,
     closed as aborted (the recorder discards it, the streamer tells the learner so)."""
-    for order in ([_rec(0), EpisodeEvent("end", success=True, stamp=100.5), _rec(1)],
-                  [EpisodeEvent("end", success=True, stamp=100.5), _rec(0), _rec(1)]):
+    for order in (
+        [_rec(0), EpisodeEvent("end", success=True, stamp=100.5), _rec(1)],
+        [EpisodeEvent("end", success=True, stamp=100.5), _rec(0), _rec(1)],
+    ):
         asm, sink = _asm()
         _feed(asm, order)
         assert not _steps(sink) and _end(sink)[1:4] == (1, "aborted", False)

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import ROOT  # noqa: E402
+from ros_procs import ROOT
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(90)]
 
@@ -44,12 +44,20 @@ NODE = textwrap.dedent("""
 
 
 def _start_and_term(mode: str) -> tuple[int, float, str]:
-    p = subprocess.Popen([sys.executable, "-c", NODE, mode], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    p = subprocess.Popen(
+        [sys.executable, "-c", NODE, mode],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert p.stdout is not None
         line = p.stdout.readline()
-        assert "UP" in line, line + p.stdout.read()  # built: run_node's signal handlers are installed
+        assert "UP" in line, (
+            line + p.stdout.read()
+        )  # built: run_node's signal handlers are installed
         t0 = time.monotonic()
         p.send_signal(signal.SIGTERM)
         code = p.wait(timeout=60)

@@ -24,7 +24,9 @@ def test_recorded_camera_replays_npz_and_npy_in_a_loop(tmp_path: Path) -> None:
     np.savez(tmp_path / "rec.npz", **{"images/wrist": frames, "other": np.zeros(3)})
     np.save(tmp_path / "rec.npy", frames)
     for path in (tmp_path / "rec.npz", tmp_path / "rec.npy"):
-        cam = make_camera(CameraConfig(name="wrist", backend="recorded", width=6, height=8, recording=str(path)))
+        cam = make_camera(
+            CameraConfig(name="wrist", backend="recorded", width=6, height=8, recording=str(path))
+        )
         cam.connect()
         seen = [int(cam.read().color[0, 0, 0]) for _ in range(7)]
         assert seen == [10, 20, 30, 10, 20, 30, 10]
@@ -39,10 +41,14 @@ def test_recorded_camera_errors_name_the_problem(tmp_path: Path) -> None:
         make_camera(CameraConfig(backend="recorded")).connect()
     np.savez(tmp_path / "two.npz", a=_frames(), b=_frames())
     with pytest.raises(CameraError, match=r"arrays \['a', 'b'\]"):
-        make_camera(CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "two.npz"))).connect()
+        make_camera(
+            CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "two.npz"))
+        ).connect()
     np.save(tmp_path / "float.npy", _frames().astype(np.float32))
     with pytest.raises(CameraError, match="uint8"):
-        cfg = CameraConfig(backend="recorded", width=6, height=8, recording=str(tmp_path / "float.npy"))
+        cfg = CameraConfig(
+            backend="recorded", width=6, height=8, recording=str(tmp_path / "float.npy")
+        )
         make_camera(cfg).connect()
 
 
@@ -52,11 +58,20 @@ def _store_with_frames(path: Path, frames: np.ndarray) -> None:
 
     n, h, w, _ = frames.shape
     layout = StepLayout(state_dim=2, action_dim=1, cameras={"camera": (h, w)})
-    steps = {"state": np.zeros((n, 2), np.float32), "action": np.zeros((n, 1), np.float32),
-             "images/camera": frames, "reward": np.zeros(n, np.float32), "terminated": np.zeros(n, bool),
-             "truncated": np.zeros(n, bool), "intervention": np.zeros(n, bool),
-             "policy_version": np.zeros(n, np.int64), "timestamp": np.zeros(n, np.float64)}
-    EpisodeStore(path).write(Episode(EpisodeInfo(task="test", layout=layout, status="complete"), steps))
+    steps = {
+        "state": np.zeros((n, 2), np.float32),
+        "action": np.zeros((n, 1), np.float32),
+        "images/camera": frames,
+        "reward": np.zeros(n, np.float32),
+        "terminated": np.zeros(n, bool),
+        "truncated": np.zeros(n, bool),
+        "intervention": np.zeros(n, bool),
+        "policy_version": np.zeros(n, np.int64),
+        "timestamp": np.zeros(n, np.float64),
+    }
+    EpisodeStore(path).write(
+        Episode(EpisodeInfo(task="test", layout=layout, status="complete"), steps)
+    )
 
 
 @pytest.mark.ros
@@ -73,15 +88,26 @@ def test_camera_node_publishes_recorded_episode_frames(tmp_path: Path, ros_domai
 
     frames = _frames(4, 24, 32)
     _store_with_frames(tmp_path / "store", frames)
-    cfg = CameraNodeConfig(name="camera", camera=CameraConfig(name="camera", backend="recorded", width=32, height=24,
-                                                              fps=50.0, recording=str(tmp_path / "store")),
-                           image_topic="rec_cam/image")
+    cfg = CameraNodeConfig(
+        name="camera",
+        camera=CameraConfig(
+            name="camera",
+            backend="recorded",
+            width=32,
+            height=24,
+            fps=50.0,
+            recording=str(tmp_path / "store"),
+        ),
+        image_topic="rec_cam/image",
+    )
     got: list[np.ndarray] = []
     rclpy.init()
     try:
         cam = CameraNode(cfg)
         sub = rclpy.create_node("rec_cam_sub")
-        sub.create_subscription(Image, "rec_cam/image", lambda m: got.append(image_to_rgb(m)), reliable_qos(50))
+        sub.create_subscription(
+            Image, "rec_cam/image", lambda m: got.append(image_to_rgb(m)), reliable_qos(50)
+        )
         ex = SingleThreadedExecutor()
         ex.add_node(cam)
         ex.add_node(sub)
@@ -97,5 +123,7 @@ def test_camera_node_publishes_recorded_episode_frames(tmp_path: Path, ros_domai
     assert len(got) >= 10, f"only {len(got)} frames in 60 s"
     assert all(f.shape == (24, 32, 3) for f in got)
     k0 = int(got[0][0, 0, 0]) // 10 - 1  # discovery may swallow the first frames
-    for i, f in enumerate(got):  # consecutive frames in episode order, wrapping around, pixels intact
+    for i, f in enumerate(
+        got
+    ):  # consecutive frames in episode order, wrapping around, pixels intact
         assert np.array_equal(f, frames[(k0 + i) % 4]), [int(g[0, 0, 0]) for g in got]

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from sensor_msgs.msg import Image  # noqa: E402
+from sensor_msgs.msg import Image
 
-from rlinf_ros.conversions import (  # noqa: E402
+from rlinf_ros.conversions import (
     ConversionError,
     camera_info_msg,
     camera_info_to_intrinsics,
@@ -25,17 +25,24 @@ from rlinf_ros.conversions import (  # noqa: E402
     trajectory_from_msg,
     trajectory_msg,
 )
-from rlinf_ros.sync import ApproxTimeSync  # noqa: E402
-from robot_drivers.cameras import CameraIntrinsics  # noqa: E402
-from robot_drivers.types import EEPose  # noqa: E402
+from rlinf_ros.sync import ApproxTimeSync
+from robot_drivers.cameras import CameraIntrinsics
+from robot_drivers.types import EEPose
 
 RNG = np.random.default_rng(0)
 
 
-@pytest.mark.parametrize("encoding,dtype,shape", [
-    ("rgb8", np.uint8, (4, 5, 3)), ("bgr8", np.uint8, (4, 5, 3)), ("rgba8", np.uint8, (4, 5, 4)),
-    ("mono8", np.uint8, (4, 5)), ("16UC1", np.uint16, (4, 5)), ("32FC1", np.float32, (4, 5)),
-])
+@pytest.mark.parametrize(
+    "encoding,dtype,shape",
+    [
+        ("rgb8", np.uint8, (4, 5, 3)),
+        ("bgr8", np.uint8, (4, 5, 3)),
+        ("rgba8", np.uint8, (4, 5, 4)),
+        ("mono8", np.uint8, (4, 5)),
+        ("16UC1", np.uint16, (4, 5)),
+        ("32FC1", np.float32, (4, 5)),
+    ],
+)
 def test_image_round_trip_per_encoding(encoding: str, dtype, shape) -> None:
     arr = (RNG.uniform(0, 200, size=shape)).astype(dtype)
     msg = numpy_to_image(arr, encoding, stamp=12.5, frame_id="cam")
@@ -49,7 +56,9 @@ def test_image_round_trip_per_encoding(encoding: str, dtype, shape) -> None:
 def test_rgb_view_of_each_color_encoding() -> None:
     rgb = RNG.integers(0, 255, size=(3, 4, 3), dtype=np.uint8)
     assert np.array_equal(image_to_rgb(numpy_to_image(rgb, "rgb8")), rgb)
-    assert np.array_equal(image_to_rgb(numpy_to_image(np.ascontiguousarray(rgb[..., ::-1]), "bgr8")), rgb)
+    assert np.array_equal(
+        image_to_rgb(numpy_to_image(np.ascontiguousarray(rgb[..., ::-1]), "bgr8")), rgb
+    )
     bgra = np.concatenate([rgb[..., ::-1], np.full((3, 4, 1), 255, np.uint8)], axis=2)
     assert np.array_equal(image_to_rgb(numpy_to_image(bgra, "bgra8")), rgb)
     mono = rgb[..., 0].copy()
@@ -106,8 +115,12 @@ def test_pose_round_trip_normalises_quaternion() -> None:
 
 def test_trajectory_round_trip_and_sampling() -> None:
     names = ["a", "b"]
-    msg = trajectory_msg(names[::-1], np.array([[1.0, 0.0], [3.0, 2.0]]), np.array([0.5, 1.0]), stamp=0.0)
-    traj = trajectory_from_msg(msg, names, now=100.0, q_now=np.array([0.0, 0.0]))  # zero stamp: start on receipt
+    msg = trajectory_msg(
+        names[::-1], np.array([[1.0, 0.0], [3.0, 2.0]]), np.array([0.5, 1.0]), stamp=0.0
+    )
+    traj = trajectory_from_msg(
+        msg, names, now=100.0, q_now=np.array([0.0, 0.0])
+    )  # zero stamp: start on receipt
     assert traj.start == 100.0 and traj.end == pytest.approx(101.0)
     assert np.allclose(traj.sample(100.0), [0.0, 0.0])
     assert np.allclose(traj.sample(100.25), [0.0, 0.5])  # halfway to the first waypoint (b=1, a=0)

@@ -19,7 +19,7 @@ import yaml
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from ros_procs import ROOT, Probe, Procs, free_port  # noqa: E402
+from ros_procs import ROOT, Probe, Procs, free_port
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(420)]
 
@@ -56,7 +56,9 @@ def _tracking_error(commands: list, joints: list, lag: float = 0.25) -> float:
     return float(np.median(errs))
 
 
-def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(tmp_path, ros_domain_id) -> None:
+def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(
+    tmp_path, ros_domain_id
+) -> None:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
@@ -73,12 +75,19 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(tmp_path, r
         clock = probe.record_clock()
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
         # (stamp on /clock, value): the robot's joints and the client's commands, both in simulated time
-        joints = probe.record_stamped(JointState, "joint_states", lambda m: np.array(m.position[:7]))
-        commands = probe.record_stamped(JointTrajectory, "joint_trajectory_controller/joint_trajectory",
-                                        lambda m: np.array(m.points[-1].positions[:7]))
+        joints = probe.record_stamped(
+            JointState, "joint_states", lambda m: np.array(m.position[:7])
+        )
+        commands = probe.record_stamped(
+            JointTrajectory,
+            "joint_trajectory_controller/joint_trajectory",
+            lambda m: np.array(m.points[-1].positions[:7]),
+        )
 
         # 1. the closed loop runs >= 100 policy steps, one command per control period (0.1 s of /clock)
-        probe.wait_for(lambda: status and status[-1][1]["policy_steps"] >= 110, 180, "110 policy steps", procs)
+        probe.wait_for(
+            lambda: status and status[-1][1]["policy_steps"] >= 110, 180, "110 policy steps", procs
+        )
         s = status[-1][1]
         assert s["connected"] and s["failures"] == 0
         with probe.lock:
@@ -88,30 +97,47 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(tmp_path, r
         assert np.all(np.diff(stamps) > 0), "command stamps must increase (one clock, one sender)"
         # at most one command per period (the client's timer on /clock); at least 0.8 per period:
         # /clock is no barrier (the client may miss a tick while the robot node runs), see the docs
-        assert 0.8 * 80 <= len(run_cmds) <= 80 + 1, f"{len(run_cmds)} commands in 8 s of simulated time, expected 80"
+        assert 0.8 * 80 <= len(run_cmds) <= 80 + 1, (
+            f"{len(run_cmds)} commands in 8 s of simulated time, expected 80"
+        )
         moved = _joint_range(joints, t_run - 8.0, t_run)
         err = _tracking_error(run_cmds, joints)
         assert moved > 0.05, f"arm barely moved ({moved:.3f} rad) under a moving policy"
-        assert err < 0.35 * moved and err < 0.03, f"arm does not follow the commands: median error {err:.3f} rad"
+        assert err < 0.35 * moved and err < 0.03, (
+            f"arm does not follow the commands: median error {err:.3f} rad"
+        )
 
         # 2. kill the server: the client holds (and keeps running), the arm stays put
         procs.kill("server")
         n_status = len(status)
-        probe.wait_for(lambda: any(st["reason"] == "server_lost" for _, st in status[n_status:]), 60,
-                       "hold after server loss", procs)
+        probe.wait_for(
+            lambda: any(st["reason"] == "server_lost" for _, st in status[n_status:]),
+            60,
+            "hold after server loss",
+            procs,
+        )
         t_hold = clock[-1][1] + 1.0  # the last target settles within 1 s of simulated time
         probe.wait_for_clock(clock, t_hold + 2.5, 60, procs)
         held = _joint_range(joints, t_hold, t_hold + 2.5)
         assert held < 0.005, f"arm moved {held:.4f} rad while the server was down"
         assert procs.alive("policy_client") and procs.alive("robot") and procs.alive("camera")
         hold_cmds = [c for t, c in commands if t_hold < t <= t_hold + 2.5]
-        assert len(hold_cmds) >= 15 and all(np.allclose(c, hold_cmds[0]) for c in hold_cmds)  # keeps commanding
+        assert len(hold_cmds) >= 15 and all(
+            np.allclose(c, hold_cmds[0]) for c in hold_cmds
+        )  # keeps commanding
 
         # 3. restart the server: the loop resumes and the arm moves again
         steps_before = status[-1][1]["policy_steps"]
         procs.start_server(port)
-        probe.wait_for(lambda: status[-1][1]["policy_steps"] >= steps_before + 20
-                       and status[-1][1]["mode"] == "policy", 90, "resume after server restart", procs)
+        probe.wait_for(
+            lambda: (
+                status[-1][1]["policy_steps"] >= steps_before + 20
+                and status[-1][1]["mode"] == "policy"
+            ),
+            90,
+            "resume after server restart",
+            procs,
+        )
         t_resume = clock[-1][1]
         assert status[-1][1]["connects"] >= 2
         probe.wait_for_clock(clock, t_resume + 1.0, 60, procs)

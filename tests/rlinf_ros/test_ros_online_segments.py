@@ -12,12 +12,34 @@ from rlinf_contracts.episode import StepLayout
 from rlinf_data.ingest import IngestedTransition
 
 
-def _t(seq: int, episode: int, robot: str = "r0", last: bool = False, terminated: bool = False,
-       intervention: bool = False, success: bool | None = None, dim: int = 3) -> IngestedTransition:
+def _t(
+    seq: int,
+    episode: int,
+    robot: str = "r0",
+    last: bool = False,
+    terminated: bool = False,
+    intervention: bool = False,
+    success: bool | None = None,
+    dim: int = 3,
+) -> IngestedTransition:
     obs = {"state": np.full(dim, seq, np.float32), "images": {}}
     nxt = {"state": np.full(dim, seq + 1, np.float32), "images": {}}
-    return IngestedTransition(robot, seq, "online", obs, np.zeros(2, np.float32), float(terminated), terminated,
-                              False, intervention, 0, nxt, episode, last or terminated, success)
+    return IngestedTransition(
+        robot,
+        seq,
+        "online",
+        obs,
+        np.zeros(2, np.float32),
+        float(terminated),
+        terminated,
+        False,
+        intervention,
+        0,
+        nxt,
+        episode,
+        last or terminated,
+        success,
+    )
 
 
 def _segments() -> Segments:
@@ -27,15 +49,29 @@ def _segments() -> Segments:
 def test_segments_close_on_end_on_a_hole_and_per_robot() -> None:
     seg = _segments()
     out = []
-    for t in (_t(0, 0), _t(1, 0, robot="r1"), _t(1, 0), _t(2, 0, robot="r1"), _t(2, 0, terminated=True)):
+    for t in (
+        _t(0, 0),
+        _t(1, 0, robot="r1"),
+        _t(1, 0),
+        _t(2, 0, robot="r1"),
+        _t(2, 0, terminated=True),
+    ):
         out += seg.add(t)
     assert len(out) == 1 and out[0].info.extra["robot_id"] == "r0"  # r1's episode is still running
     ep = out[0]
-    assert ep.steps["state"][:, 0].tolist() == [0, 1, 2] and ep.info.success and ep.info.status == "complete"
+    assert (
+        ep.steps["state"][:, 0].tolist() == [0, 1, 2]
+        and ep.info.success
+        and ep.info.status == "complete"
+    )
     assert ep.final["state"][0] == 3  # the next observation of the last step
     # a hole in r1's seqs (feed items dropped) cuts its segment: the part before bootstraps from its final obs
     cut = seg.add(_t(5, 0, robot="r1"))
-    assert len(cut) == 1 and cut[0].steps["state"][:, 0].tolist() == [1, 2] and cut[0].info.status == "aborted"
+    assert (
+        len(cut) == 1
+        and cut[0].steps["state"][:, 0].tolist() == [1, 2]
+        and cut[0].info.status == "aborted"
+    )
     # a new episode of the same robot closes the old one; an end with a success flag is a success
     assert [len(e) for e in seg.add(_t(7, 1, robot="r1"))] == [1]
     done = seg.add(_t(8, 1, robot="r1", last=True, success=True))
@@ -67,7 +103,12 @@ def _cfg(**sections: dict):
 
 
 def test_config_errors_name_the_key(monkeypatch, tmp_path) -> None:
-    for k in ("RLINF_INGEST_TOKEN", "RLINF_INGEST_TOKEN_FILE", "RLINF_WEIGHTS_TOKEN", "RLINF_WEIGHTS_TOKEN_FILE"):
+    for k in (
+        "RLINF_INGEST_TOKEN",
+        "RLINF_INGEST_TOKEN_FILE",
+        "RLINF_WEIGHTS_TOKEN",
+        "RLINF_WEIGHTS_TOKEN_FILE",
+    ):
         monkeypatch.delenv(k, raising=False)
     with pytest.raises(ConfigError, match="ingest.token_file"):
         _cfg(ingest={"enabled": True})
@@ -75,11 +116,18 @@ def test_config_errors_name_the_key(monkeypatch, tmp_path) -> None:
     with pytest.raises(ConfigError, match="push.token_file"):
         _cfg(ingest={"enabled": True}, push={"url": "ws://127.0.0.1:8000"})
     with pytest.raises(ConfigError, match="push.url"):
-        _cfg(ingest={"enabled": True}, push={"url": "http://127.0.0.1:8000", "token_file": __file__})
+        _cfg(
+            ingest={"enabled": True}, push={"url": "http://127.0.0.1:8000", "token_file": __file__}
+        )
     with pytest.raises(ConfigError, match="push.url"):
-        _cfg(push={"url": "ws://127.0.0.1:8000", "token_file": __file__})  # a sim run has no policy server
+        _cfg(
+            push={"url": "ws://127.0.0.1:8000", "token_file": __file__}
+        )  # a sim run has no policy server
     with pytest.raises(ConfigError, match="push.every_updates"):
-        _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "every_updates": 0, "token_file": __file__})
+        _cfg(
+            ingest={"enabled": True},
+            push={"url": "ws://h:1", "every_updates": 0, "token_file": __file__},
+        )
     with pytest.raises(ConfigError, match="ingest.token_file"):
         _cfg(ingest={"enabled": True, "token_file": str(tmp_path / "missing")})
     cfg = _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "token_file": __file__})
@@ -100,7 +148,12 @@ def test_goal_distance_reward_is_the_simulators_reach_reward() -> None:
     from learner.offpolicy.remote import REWARDS
     from rlinf_contracts.spec import RobotSpec
 
-    spec = RobotSpec.from_dict({"state": [["ee_pos", 3], ["goal_minus_ee", 3]], "action": {"control": "ee_delta", "dim": 7}})
+    spec = RobotSpec.from_dict(
+        {
+            "state": [["ee_pos", 3], ["goal_minus_ee", 3]],
+            "action": {"control": "ee_delta", "dim": 7},
+        }
+    )
     seg = Segments(StepLayout(6, 2), "t", None, 10.0)
     eps = []
     for i in range(3):
@@ -113,4 +166,8 @@ def test_goal_distance_reward_is_the_simulators_reach_reward() -> None:
     assert np.allclose(r, [-0.2, -0.1, 1.0 - 0.0], atol=1e-6), r
     assert np.array_equal(REWARDS.get("stream")(spec)(eps[0]), eps[0].steps["reward"])
     with pytest.raises(ConfigError, match="goal_minus_ee"):
-        REWARDS.get("goal_distance")(RobotSpec.from_dict({"state": [["ee_pos", 3]], "action": {"control": "ee_delta", "dim": 7}}))
+        REWARDS.get("goal_distance")(
+            RobotSpec.from_dict(
+                {"state": [["ee_pos", 3]], "action": {"control": "ee_delta", "dim": 7}}
+            )
+        )

@@ -23,23 +23,49 @@ EPISODE = 11  # 10 steps + the end item
 STATE, ACTION = 30, 4  # the twin's layout (mujoco_franka/reach, ee_delta_pos)
 
 
-def item(seq: int):  # noqa: ANN201 -- Transition; imported lazily (the test process needs no ROS)
+def item(seq: int):
     from rlinf_contracts.episode import EpisodeInfo, StepLayout
     from rlinf_contracts.transitions import StepRecord, Transition
 
     ep, idx = divmod(seq, EPISODE)
     if idx == EPISODE - 1:
-        return Transition(seq=seq, episode=ep, index=idx, end="complete", success=ep % 2 == 0,
-                          final={"state": np.full(STATE, seq, np.float32)})
-    info = (EpisodeInfo(task="mujoco_franka/reach", layout=StepLayout(STATE, ACTION), source="online").to_dict()
-            if idx == 0 else None)
-    step = StepRecord(episode=ep, state=np.full(STATE, seq, np.float32), action=np.zeros(ACTION, np.float32),
-                      policy_version=0, timestamp=time.time())
-    return Transition(seq=seq, episode=ep, index=idx, step=step, reward=float(idx == 9 and ep % 2 == 0),
-                      info=info, terminated=idx == 9 and ep % 2 == 0, truncated=idx == 9 and ep % 2 == 1)
+        return Transition(
+            seq=seq,
+            episode=ep,
+            index=idx,
+            end="complete",
+            success=ep % 2 == 0,
+            final={"state": np.full(STATE, seq, np.float32)},
+        )
+    info = (
+        EpisodeInfo(
+            task="mujoco_franka/reach", layout=StepLayout(STATE, ACTION), source="online"
+        ).to_dict()
+        if idx == 0
+        else None
+    )
+    step = StepRecord(
+        episode=ep,
+        state=np.full(STATE, seq, np.float32),
+        action=np.zeros(ACTION, np.float32),
+        policy_version=0,
+        timestamp=time.time(),
+    )
+    return Transition(
+        seq=seq,
+        episode=ep,
+        index=idx,
+        step=step,
+        reward=float(idx == 9 and ep % 2 == 0),
+        info=info,
+        terminated=idx == 9 and ep % 2 == 0,
+        truncated=idx == 9 and ep % 2 == 1,
+    )
 
 
-def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked: int, release: str) -> int:
+def drive(
+    url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked: int, release: str
+) -> int:
     """The robot: put items ``spool.next_seq .. total-1`` at ``hz``, then wait for every ack.
 
     Where the test kills something, the driver holds still, so the kills land mid-run whatever
@@ -51,13 +77,27 @@ def drive(url: str, spool: str, total: int, hz: float, hold_at: int, hold_acked:
 
     from rlinf_ros.streaming import StreamerConfig, TransitionStreamer
 
-    logging.basicConfig(level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s")
-    s = TransitionStreamer(StreamerConfig(url=url, spool_dir=spool, robot_id="arm0", window=32, batch=8,
-                                          backoff_s=0.2, backoff_max_s=1.0, ack_timeout_s=5.0)).start()
+    logging.basicConfig(
+        level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s"
+    )
+    s = TransitionStreamer(
+        StreamerConfig(
+            url=url,
+            spool_dir=spool,
+            robot_id="arm0",
+            window=32,
+            batch=8,
+            backoff_s=0.2,
+            backoff_max_s=1.0,
+            ack_timeout_s=5.0,
+        )
+    ).start()
     start = s.spool.next_seq
     print(f"resuming at seq {start}", flush=True)
     first_ack = False
-    marked = start == 0  # only a restarted streamer marks the learner's ack passing its resume point
+    marked = (
+        start == 0
+    )  # only a restarted streamer marks the learner's ack passing its resume point
     while s.spool.next_seq < total:
         if start == 0 and s.spool.next_seq == hold_at:
             print(f"holding at seq {hold_at}", flush=True)
@@ -94,27 +134,51 @@ if __name__ == "__main__":
     sys.exit(drive(a.url, a.spool, a.total, a.hz, a.hold_at, a.hold_acked, a.release))
 
 import pytest  # noqa: E402
-
 from online_rig import TOKENS, learner_args, synthetic_demos, wait_for  # noqa: E402
 from ros_procs import Procs, free_port  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.timeout(600)]
 
 
-def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path, monkeypatch) -> None:
+def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(
+    tmp_path: Path, monkeypatch
+) -> None:
     from rlinf_data.store import EpisodeStore
 
     for k, v in TOKENS.items():
         monkeypatch.setenv(k, v)
     total, port = 36 * EPISODE, free_port()
     out, demos = tmp_path / "run", synthetic_demos(tmp_path / "demos")
-    learner = learner_args(out, demos, port, 0, "push.url=", "train.env_steps=100000", "train.learning_starts=20",
-                           "train.log_every=50", "train.checkpoint_every=40", "train.final_eval=false",
-                           "train.time_budget_s=500", "algorithm.utd_ratio=0.5", "algorithm.batch_size=32",
-                           "ingest.pretrain_updates=0", "model.hidden=[32,32]", "model.critic_hidden=[32,32]",
-                           "env.num_envs=1")
-    driver = [__file__, "--url", f"ws://127.0.0.1:{port}/transitions", "--spool", str(tmp_path / "spool"),
-              "--total", str(total), "--hz", "60"]
+    learner = learner_args(
+        out,
+        demos,
+        port,
+        0,
+        "push.url=",
+        "train.env_steps=100000",
+        "train.learning_starts=20",
+        "train.log_every=50",
+        "train.checkpoint_every=40",
+        "train.final_eval=false",
+        "train.time_budget_s=500",
+        "algorithm.utd_ratio=0.5",
+        "algorithm.batch_size=32",
+        "ingest.pretrain_updates=0",
+        "model.hidden=[32,32]",
+        "model.critic_hidden=[32,32]",
+        "env.num_envs=1",
+    )
+    driver = [
+        __file__,
+        "--url",
+        f"ws://127.0.0.1:{port}/transitions",
+        "--spool",
+        str(tmp_path / "spool"),
+        "--total",
+        str(total),
+        "--hz",
+        "60",
+    ]
     procs = Procs(tmp_path)
     driver_log, learner_log = tmp_path / "driver.log", tmp_path / "learner.log"
     try:
@@ -123,37 +187,76 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
         procs.start("driver", [*driver, "--hold-at", str(total // 3)])
         # killed once the learner has acknowledged an episode, at the latest where the driver holds
         # (a third of the way): items spooled, the newest of them possibly unacknowledged
-        wait_for(lambda: "learner acked up to seq" in driver_log.read_text(), 120, "the learner's first acks", procs)
+        wait_for(
+            lambda: "learner acked up to seq" in driver_log.read_text(),
+            120,
+            "the learner's first acks",
+            procs,
+        )
         procs.kill("driver")  # streamer killed mid-run
         release = tmp_path / "learner_killed"
         # 60 transitions before it holds: a checkpoint (every 40) to resume from
-        procs.start("driver", [*driver, "--hold-acked", str(6 * EPISODE), "--release", str(release)])
-        wait_for(lambda: any((out / "checkpoints").glob("iter_*/meta.json")), 120, "a learner checkpoint", procs)
-        wait_for(lambda: driver_log.read_text().count("streamer: connected") >= 2, 120,
-                 "the restarted streamer to reconnect", procs)
+        procs.start(
+            "driver", [*driver, "--hold-acked", str(6 * EPISODE), "--release", str(release)]
+        )
+        wait_for(
+            lambda: any((out / "checkpoints").glob("iter_*/meta.json")),
+            120,
+            "a learner checkpoint",
+            procs,
+        )
+        wait_for(
+            lambda: driver_log.read_text().count("streamer: connected") >= 2,
+            120,
+            "the restarted streamer to reconnect",
+            procs,
+        )
         # the learner is killed once it has stored items of the restarted stream (the driver holds then)
-        wait_for(lambda: "past the resume point" in driver_log.read_text(), 120,
-                 "the learner to ack the restarted streamer's items", procs)
+        wait_for(
+            lambda: "past the resume point" in driver_log.read_text(),
+            120,
+            "the learner to ack the restarted streamer's items",
+            procs,
+        )
         lost = driver_log.read_text().count("; spooling (backlog")
-        procs.kill("learner")  # learner killed mid-run: a batch possibly half-stored, unacknowledged
+        procs.kill(
+            "learner"
+        )  # learner killed mid-run: a batch possibly half-stored, unacknowledged
         release.touch()  # the driver puts again: its streamer finds the learner gone
         # restarted once the streamer has noticed and spools while the learner is away
-        wait_for(lambda: driver_log.read_text().count("; spooling (backlog") > lost, 120,
-                 "the streamer to notice the lost learner", procs)
+        wait_for(
+            lambda: driver_log.read_text().count("; spooling (backlog") > lost,
+            120,
+            "the streamer to notice the lost learner",
+            procs,
+        )
         procs.start("learner", [*learner, f"train.resume={out}"])
-        wait_for(lambda: procs.procs["driver"].poll() is not None, 240, "the driver's last ack", procs)
+        wait_for(
+            lambda: procs.procs["driver"].poll() is not None, 240, "the driver's last ack", procs
+        )
         assert procs.procs["driver"].returncode == 0, procs.logs()
-        wait_for(lambda: "resumed from " in learner_log.read_text(), 120, "the learner's resume line", procs)
-        resumed_steps = int(learner_log.read_text().split("resumed from ")[1].split(": ")[1].split()[0])
+        wait_for(
+            lambda: "resumed from " in learner_log.read_text(),
+            120,
+            "the learner's resume line",
+            procs,
+        )
+        resumed_steps = int(
+            learner_log.read_text().split("resumed from ")[1].split(": ")[1].split()[0]
+        )
 
         def checkpointed_after_resume() -> bool:  # the resumed learner went on training and saved
-            metas = [json.loads(p.read_text()) for p in (out / "checkpoints").glob("iter_*/meta.json")]
+            metas = [
+                json.loads(p.read_text()) for p in (out / "checkpoints").glob("iter_*/meta.json")
+            ]
             return max(m["counters"]["env_steps"] for m in metas) > resumed_steps
 
         wait_for(checkpointed_after_resume, 120, "a checkpoint of the resumed learner", procs)
         resumed_learner = procs.procs["learner"]
         procs.kill("learner", signal.SIGTERM)
-        assert resumed_learner.returncode == -signal.SIGTERM, procs.logs()  # stopped by us, not crashed before
+        assert resumed_learner.returncode == -signal.SIGTERM, (
+            procs.logs()
+        )  # stopped by us, not crashed before
     finally:
         procs.stop_all()
     logs = (tmp_path / "driver.log").read_text() + (tmp_path / "learner.log").read_text()
@@ -161,7 +264,9 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
     assert 0 < resumed < total, logs  # the streamer kill really hit the middle of the run
     assert "resumed from" in logs and "robot arm0 has seqs up to" in logs, logs[-3000:]
     held = int(logs.split("robot arm0 has seqs up to ")[1].split()[0])
-    assert resumed <= held < total - 1, logs[-3000:]  # the learner kill hit the restarted streamer's stream
+    assert resumed <= held < total - 1, logs[
+        -3000:
+    ]  # the learner kill hit the restarted streamer's stream
     store = EpisodeStore(out / "episodes", mode="r")
     ids = [int(v) for ep in store for v in ep.steps["state"][:, 0]]
     expected = [s for s in range(total) if s % EPISODE != EPISODE - 1]
@@ -172,8 +277,15 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(tmp_path: Path,
         seq0 = int(ep.info.extra["seq0"])
         assert np.array_equal(ep.steps["state"][:, 0], np.arange(seq0, seq0 + len(ep))), seq0
     # the resumed learner refilled its replay from the store and went on counting past the checkpoint
-    line = logs.split("resumed from ")[1].splitlines()[0]  # "<ckpt>: N env steps, U updates, replay R online rows"
-    steps_at_resume, rows = int(line.split(": ")[1].split()[0]), int(line.split("replay ")[1].split()[0])
+    line = logs.split("resumed from ")[1].splitlines()[
+        0
+    ]  # "<ckpt>: N env steps, U updates, replay R online rows"
+    steps_at_resume, rows = (
+        int(line.split(": ")[1].split()[0]),
+        int(line.split("replay ")[1].split()[0]),
+    )
     assert rows >= steps_at_resume > 0, line
     metas = [json.loads(p.read_text()) for p in (out / "checkpoints").glob("iter_*/meta.json")]
-    assert max(m["counters"]["env_steps"] for m in metas) > steps_at_resume, "no checkpoint after the restart"
+    assert max(m["counters"]["env_steps"] for m in metas) > steps_at_resume, (
+        "no checkpoint after the restart"
+    )

@@ -21,8 +21,13 @@ from robot_drivers.types import PANDA_HOME
 
 def joint_io(scale: float = 0.05, mode: str = "joint_delta", arms: int = 1) -> SpecIO:
     """The robot side of a joint-space spec: 7 joints + gripper per arm."""
-    return SpecIO(RobotSpec(state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
-                            action=ActionSpace(mode, 8 * arms, joint_scale=scale), arms=arms))
+    return SpecIO(
+        RobotSpec(
+            state=(StateField("joint_pos", 7), StateField("gripper_width", 1)),
+            action=ActionSpace(mode, 8 * arms, joint_scale=scale),
+            arms=arms,
+        )
+    )
 
 
 def chunk_to_targets(chunk: np.ndarray, base: list[np.ndarray], mode: str, scale: float) -> list:
@@ -38,7 +43,7 @@ class Server:
         self.calls = 0
         self.chunk = chunk
 
-    def connect(self) -> "Conn":
+    def connect(self) -> Conn:
         if not self.alive:
             raise ConnectionRefusedError("server down")
         return Conn(self, self.generation)
@@ -59,7 +64,9 @@ class Conn:
         if not self.server.alive or self.server.generation != self.gen:
             raise ConnectionResetError("connection closed")
         self.server.calls += 1
-        return {"actions": np.tile(np.array([1.0, -1.0, 0, 0, 0, 0, 0.5, 1.0]), (self.server.chunk, 1))}
+        return {
+            "actions": np.tile(np.array([1.0, -1.0, 0, 0, 0, 0, 0.5, 1.0]), (self.server.chunk, 1))
+        }
 
     def close(self) -> None:
         pass
@@ -69,7 +76,7 @@ def measured(q: np.ndarray) -> list[RobotReading]:
     return [RobotReading(q=q.copy(), gripper_width=0.08)]
 
 
-def poll(cond, what: str, timeout: float = 60.0) -> None:  # noqa: ANN001
+def poll(cond, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
@@ -86,19 +93,25 @@ def run_ticks(loop: PolicyLoop, q: np.ndarray, n: int, obs: bool = True) -> list
     for _ in range(n):
         cmd = loop.tick({"state": q} if obs else None, measured(q) if obs else None, time.time())
         out.append(cmd)
-        poll(lambda: not loop.worker.busy, "the request in flight to be answered")  # as between 10 Hz ticks
+        poll(
+            lambda: not loop.worker.busy, "the request in flight to be answered"
+        )  # as between 10 Hz ticks
     return out
 
 
 def test_chunk_to_targets_integrates_deltas_and_maps_gripper() -> None:
     q = np.array(PANDA_HOME)
-    chunk = np.array([[1, 0, 0, 0, 0, 0, 0, -1], [1, 0, 0, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 0, 0, 0]])
+    chunk = np.array(
+        [[1, 0, 0, 0, 0, 0, 0, -1], [1, 0, 0, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 0, 0, 0]]
+    )
     cmds = chunk_to_targets(chunk, [q], "joint_delta", 0.1)
     assert [c.joints[0][0] - q[0] for c in cmds] == pytest.approx([0.1, 0.2, 0.3])  # 2 clipped to 1
     assert [c.grippers[0] for c in cmds] == pytest.approx([0.0, 0.08, 0.04])
     assert gripper_width(0.0) == pytest.approx(0.04)
     absolute = chunk_to_targets(np.zeros((1, 8)), [q], "joint_position", 0.1)[0].joints[0]
-    assert absolute[0] == pytest.approx(0.0) and absolute[3] == pytest.approx((-3.0718 - 0.0698) / 2)
+    assert absolute[0] == pytest.approx(0.0) and absolute[3] == pytest.approx(
+        (-3.0718 - 0.0698) / 2
+    )
     with pytest.raises(ValueError, match=r"\[chunk, 16\] for 2 arm"):
         chunk_to_targets(np.zeros((1, 8)), [q, q], "joint_delta", 0.1)
     with pytest.raises(ValueError, match="NaN"):
@@ -114,15 +127,21 @@ def test_loop_runs_the_policy_then_holds_on_loss_and_resumes() -> None:
         connected(worker)
         cmds = run_ticks(loop, q, 10)
         policy = [c for c in cmds if c.kind == "policy"]
-        assert [c.kind for c in cmds] == ["hold"] + ["policy"] * 9  # only the first tick waits for a chunk
-        assert all(c.joints[0][0] == pytest.approx(q[0] + 0.01) for c in policy)  # base = measured q
+        assert [c.kind for c in cmds] == ["hold"] + [
+            "policy"
+        ] * 9  # only the first tick waits for a chunk
+        assert all(
+            c.joints[0][0] == pytest.approx(q[0] + 0.01) for c in policy
+        )  # base = measured q
         assert all(c.grippers[0] == pytest.approx(0.08) for c in policy)
         last_target = loop.last.joints[0].copy()
 
         server.kill()
         cmds = run_ticks(loop, q + 0.3, 10)  # the arm drifted? never mind: hold the last target
         holds = [c for c in cmds if c.kind == "hold"]
-        assert len(holds) == 9 and holds[-1].reason == "server_lost"  # the chunk answered before the loss ran
+        assert (
+            len(holds) == 9 and holds[-1].reason == "server_lost"
+        )  # the chunk answered before the loss ran
         assert all(np.allclose(c.joints[0], last_target) for c in holds)
         assert not worker.connected and worker.failures >= 1
 
@@ -173,7 +192,9 @@ def test_a_tick_with_nothing_to_execute_acts_on_its_own_observation() -> None:
     t_obs = 1000.0
     # a wait long enough for any machine (it ends when the answer is in); the loop's clock reads
     # 0.25 s after the observation when the command goes out
-    loop = PolicyLoop(connected(worker), joint_io(0.01), max_wait_s=60.0, clock=lambda: t_obs + 0.25)
+    loop = PolicyLoop(
+        connected(worker), joint_io(0.01), max_wait_s=60.0, clock=lambda: t_obs + 0.25
+    )
     q = np.array(PANDA_HOME)
     try:
         cmd = loop.tick({"state": q}, measured(q), t_obs)

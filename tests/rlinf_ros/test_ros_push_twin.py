@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from rlinf_contracts.features import RobotReading, build_state, needs  # noqa: E402
-from rlinf_contracts.rotations import quat_xyzw_to_matrix  # noqa: E402
-from rlinf_ros.nodes.scene_twin import world_to_base  # noqa: E402
-from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
+from rlinf_contracts.features import RobotReading, build_state, needs
+from rlinf_contracts.rotations import quat_xyzw_to_matrix
+from rlinf_ros.nodes.scene_twin import world_to_base
+from robot_drivers.factory import ArmConfig, make_arm
 
 pytestmark = [pytest.mark.sim]
 
@@ -34,11 +34,18 @@ def test_topic_state_equals_the_simulators_push_observation():
         backend.new_episode()
         backend.step(20)  # the arm settles a little: joint velocities are not zero
         s = arm.state()
-        reading = RobotReading(q=s.q, dq=s.dq, ee_pos=s.ee_pose.position,
-                               ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw), gripper_width=s.gripper.width,
-                               object_pos=world_to_base(backend, twin.object_positions())[0],
-                               goal_pos=twin.target_position() - base)
-        np.testing.assert_allclose(build_state(spec, reading), twin.state(), atol=2e-5, err_msg=f"episode {episode}")
+        reading = RobotReading(
+            q=s.q,
+            dq=s.dq,
+            ee_pos=s.ee_pose.position,
+            ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
+            gripper_width=s.gripper.width,
+            object_pos=world_to_base(backend, twin.object_positions())[0],
+            goal_pos=twin.target_position() - base,
+        )
+        np.testing.assert_allclose(
+            build_state(spec, reading), twin.state(), atol=2e-5, err_msg=f"episode {episode}"
+        )
         assert not twin.success()  # the goal is sampled >= 10 cm from the cube
     assert twin.episodes == 3
 
@@ -53,7 +60,9 @@ def test_twin_episodes_replay_the_sim_evals_seeds():
         arm.backend.new_episode(k)
         env = make_env("mujoco_franka/push", num_envs=1, obs_mode="state", control="ee_delta_pos")
         obs = env.reset(seed=700 + k - 1)
-        np.testing.assert_allclose(twin.state()[24:], obs["state"][0][24:], atol=1e-6)  # cube + goal
+        np.testing.assert_allclose(
+            twin.state()[24:], obs["state"][0][24:], atol=1e-6
+        )  # cube + goal
         env.close()
 
 
@@ -80,9 +89,13 @@ def test_scripted_pusher_is_the_push_oracle_and_solves_push():
             dev.on_goal(d.mocap_pos[fm.marker_mocap["goal"]] - base)
             inp = dev.read()
             oracle = task.oracle(fm, d, ee)
-            np.testing.assert_allclose(inp.twist[:3], np.clip(oracle[:3] / spec.action.pos_scale, -1, 1), atol=1e-9)
+            np.testing.assert_allclose(
+                inp.twist[:3], np.clip(oracle[:3] / spec.action.pos_scale, -1, 1), atol=1e-9
+            )
             assert inp.gripper == oracle[3] and inp.intervention
-            _, _, terminated, _, info = env.step(to_action(inp, spec, None, -1.0)[None].astype(np.float32))
+            _, _, terminated, _, info = env.step(
+                to_action(inp, spec, None, -1.0)[None].astype(np.float32)
+            )
             if info["success"][0]:
                 successes += 1
                 break
@@ -106,6 +119,9 @@ def test_scripted_device_picks_the_pusher_by_script_task():
 
     cfg = SimpleNamespace(script={"task": "push"}, always_intervene=True)
     assert isinstance(make_device("scripted", cfg), ScriptedPush)
-    assert type(make_device("scripted", SimpleNamespace(script={}, always_intervene=True))) is ScriptedReach
+    assert (
+        type(make_device("scripted", SimpleNamespace(script={}, always_intervene=True)))
+        is ScriptedReach
+    )
     with pytest.raises(ValueError, match="teleop.script.task"):
         make_device("scripted", SimpleNamespace(script={"task": "stack"}, always_intervene=True))

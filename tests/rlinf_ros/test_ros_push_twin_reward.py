@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("mujoco", reason="needs the sim extra")
 pytest.importorskip("torch", reason="needs the learner extra")
 
-from rlinf_contracts.config import ConfigError  # noqa: E402
-from rlinf_contracts.episode import Episode, EpisodeInfo, StepLayout  # noqa: E402
+from rlinf_contracts.config import ConfigError
+from rlinf_contracts.episode import Episode, EpisodeInfo, StepLayout
 
 pytestmark = [pytest.mark.sim]
 
@@ -26,7 +26,9 @@ def _sim_episode(steps: int = 40):
     states, actions, flags, sim_rewards = [], [], [], []
     for _ in range(steps):
         a = env.task.oracle(fm, d, d.site_xpos[fm.ee_site].copy())
-        a = np.clip(np.r_[a[:3] / env.spec.robot.action.pos_scale + rng.normal(0, 0.3, 3), a[3]], -1, 1)
+        a = np.clip(
+            np.r_[a[:3] / env.spec.robot.action.pos_scale + rng.normal(0, 0.3, 3), a[3]], -1, 1
+        )
         states.append(obs["state"][0].copy())
         actions.append(a.astype(np.float32))
         obs, reward, terminated, _, info = env.step(a[None].astype(np.float32))
@@ -34,14 +36,27 @@ def _sim_episode(steps: int = 40):
         sim_rewards.append(float(reward[0]))
         if terminated[0]:
             break
-    final = (info["final_observation"] if terminated[0] else obs)["state"][0]  # the state after the last step
+    final = (info["final_observation"] if terminated[0] else obs)["state"][
+        0
+    ]  # the state after the last step
     n = len(states)
-    steps_d = {"state": np.stack(states).astype(np.float32), "action": np.stack(actions),
-               "reward": np.asarray(flags, np.float32), "terminated": np.eye(n, dtype=bool)[-1] & bool(flags[-1]),
-               "truncated": np.zeros(n, bool), "intervention": np.zeros(n, bool),
-               "policy_version": np.zeros(n, np.int64), "timestamp": np.zeros(n)}
-    ep = Episode(EpisodeInfo(task="mujoco_franka/push", layout=StepLayout(36, 4), source="demo", status="complete"),
-                 steps_d, {"state": np.asarray(final, np.float32)})
+    steps_d = {
+        "state": np.stack(states).astype(np.float32),
+        "action": np.stack(actions),
+        "reward": np.asarray(flags, np.float32),
+        "terminated": np.eye(n, dtype=bool)[-1] & bool(flags[-1]),
+        "truncated": np.zeros(n, bool),
+        "intervention": np.zeros(n, bool),
+        "policy_version": np.zeros(n, np.int64),
+        "timestamp": np.zeros(n),
+    }
+    ep = Episode(
+        EpisodeInfo(
+            task="mujoco_franka/push", layout=StepLayout(36, 4), source="demo", status="complete"
+        ),
+        steps_d,
+        {"state": np.asarray(final, np.float32)},
+    )
     spec = env.spec.robot
     env.close()
     return ep, np.asarray(sim_rewards), spec
@@ -56,8 +71,11 @@ def test_push_distance_reward_is_the_simulators_push_reward() -> None:
     np.testing.assert_allclose(r, sim_rewards, atol=1e-4)
     assert r.min() < -0.1  # dense: not the success flag
     with pytest.raises(ConfigError, match="object_minus_ee"):
-        REWARDS.get("push_distance")(RobotSpec.from_dict({"state": [["ee_pos", 3]],
-                                                          "action": {"control": "ee_delta", "dim": 7}}))
+        REWARDS.get("push_distance")(
+            RobotSpec.from_dict(
+                {"state": [["ee_pos", 3]], "action": {"control": "ee_delta", "dim": 7}}
+            )
+        )
 
 
 def test_load_demos_relabels_with_the_ingest_reward(tmp_path) -> None:
@@ -73,7 +91,9 @@ def test_load_demos_relabels_with_the_ingest_reward(tmp_path) -> None:
         def add_episode(self, e, source):
             seen.append((source, e.steps["reward"].copy()))
 
-    assert load_demos(Replay(), str(tmp_path / "demos"), StepLayout(36, 4), REWARDS.get("push_distance")(spec)) == len(ep)
+    assert load_demos(
+        Replay(), str(tmp_path / "demos"), StepLayout(36, 4), REWARDS.get("push_distance")(spec)
+    ) == len(ep)
     np.testing.assert_allclose(seen[0][1], sim_rewards, atol=1e-4)
     seen.clear()
     load_demos(Replay(), str(tmp_path / "demos"), StepLayout(36, 4))
@@ -92,10 +112,15 @@ def test_refill_after_a_restart_takes_intervention_episodes_and_relabels(tmp_pat
     from rlinf_contracts.config import from_dict
     from rlinf_data.store import EpisodeStore
 
-    cfg = from_dict(OffPolicyConfig, {"name": "t", "env": {"name": "toy/point_reach", "num_envs": 2,
-                                                           "max_episode_steps": 10},
-                                      "model": {"hidden": [16], "critic_hidden": [16]},
-                                      "train": {"out_dir": str(tmp_path / "run"), "progress": False}})
+    cfg = from_dict(
+        OffPolicyConfig,
+        {
+            "name": "t",
+            "env": {"name": "toy/point_reach", "num_envs": 2, "max_episode_steps": 10},
+            "model": {"hidden": [16], "critic_hidden": [16]},
+            "train": {"out_dir": str(tmp_path / "run"), "progress": False},
+        },
+    )
     env = build_env(cfg.env.name, 2, **cfg.env.factory_kwargs())
     core = OffPolicyLearner(cfg, env.spec)
     col, store = Collector(env, core.policy, "toy", 0), EpisodeStore(tmp_path / "eps")
@@ -104,7 +129,9 @@ def test_refill_after_a_restart_takes_intervention_episodes_and_relabels(tmp_pat
     while len(written) < 3:
         for ep in col.step(random=True).finished:
             if len(written) < 3:
-                ep = type(ep)(dataclasses.replace(ep.info, source=sources[len(written)]), ep.steps, ep.final)
+                ep = type(ep)(
+                    dataclasses.replace(ep.info, source=sources[len(written)]), ep.steps, ep.final
+                )
                 ep.steps["intervention"][:] = ep.info.source == "intervention"
                 store.write(ep)
                 written.append(ep)
@@ -112,7 +139,9 @@ def test_refill_after_a_restart_takes_intervention_episodes_and_relabels(tmp_pat
     fresh.online_reward = lambda ep: np.full(len(ep), -7.0)
     assert fresh.refill(tmp_path / "eps") == 2  # online + intervention; never eval
     ring = fresh.replay.rings["online"]
-    assert fresh.replay.size("online") == len(written[0]) + len(written[1]) + 2  # + each final observation
+    assert (
+        fresh.replay.size("online") == len(written[0]) + len(written[1]) + 2
+    )  # + each final observation
     assert ring.has_tr.sum() == len(written[0]) + len(written[1])
     assert np.all(ring.reward[ring.has_tr] == -7.0)
     assert ring.intervention[ring.has_tr].sum() == len(written[1])

@@ -16,9 +16,9 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import Probe, Procs  # noqa: E402
+from ros_procs import Probe, Procs
 
-from rlinf_contracts.spec import RobotSpec  # noqa: E402
+from rlinf_contracts.spec import RobotSpec
 
 pytestmark = [pytest.mark.ros]
 
@@ -35,11 +35,15 @@ class BrightnessClassifier:
 
 def _graph(tmp_path: Path, reward: dict) -> Path:
     path = tmp_path / "graph.yaml"
-    path.write_text(yaml.safe_dump({"robot": {"enabled": False}, "reward": {"enabled": True, **reward}}))
+    path.write_text(
+        yaml.safe_dump({"robot": {"enabled": False}, "reward": {"enabled": True, **reward}})
+    )
     return path
 
 
-def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_domain_id: int) -> None:
+def test_reward_node_classifier_success_and_failure_frames(
+    tmp_path: Path, ros_domain_id: int
+) -> None:
     from sensor_msgs.msg import Image
     from std_msgs.msg import Bool, Float64, String
 
@@ -49,11 +53,23 @@ def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_d
     from rlinf_ros.conversions import numpy_to_image
 
     procs, probe = Procs(tmp_path), None
-    with ServerThread(PolicyServer(BrightnessClassifier(), ServerConfig(host="127.0.0.1", port=0))) as srv:
+    with ServerThread(
+        PolicyServer(BrightnessClassifier(), ServerConfig(host="127.0.0.1", port=0))
+    ) as srv:
         try:
-            procs.start_node("reward", _graph(tmp_path, {
-                "server_url": srv.url, "image_topic": "cam/image", "consecutive": 2, "rate_hz": 20,
-                "end_episode": True}))
+            procs.start_node(
+                "reward",
+                _graph(
+                    tmp_path,
+                    {
+                        "server_url": srv.url,
+                        "image_topic": "cam/image",
+                        "consecutive": 2,
+                        "rate_hz": 20,
+                        "end_episode": True,
+                    },
+                ),
+            )
             probe = Probe()
             p = probe.record(Float64, "reward/p_success", lambda m: m.data)
             reward = probe.record(Float64, "reward", lambda m: m.data)
@@ -81,9 +97,15 @@ def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_d
             deadline = time.monotonic() + 60
             while not any(v == 1.0 for _, v in reward[n:]) and time.monotonic() < deadline:
                 show(240, 2)
-            probe.wait_for(lambda: any(v == 1.0 for _, v in reward[n:]), 10, "success reward", procs)
+            probe.wait_for(
+                lambda: any(v == 1.0 for _, v in reward[n:]), 10, "success reward", procs
+            )
             assert max(v for _, v in p) > 0.9
-            probe.wait_for(lambda: any(e["kind"] == "end" and e["success"] for _, e in events), 15, "episode end")
+            probe.wait_for(
+                lambda: any(e["kind"] == "end" and e["success"] for _, e in events),
+                15,
+                "episode end",
+            )
             assert sum(e["kind"] == "end" for _, e in events) == 1
         finally:
             if probe is not None:
@@ -92,7 +114,9 @@ def test_reward_node_classifier_success_and_failure_frames(tmp_path: Path, ros_d
     assert codes["reward"] == 0
 
 
-def test_reward_node_events_source_twin_flag_and_human_keys(tmp_path: Path, ros_domain_id: int) -> None:
+def test_reward_node_events_source_twin_flag_and_human_keys(
+    tmp_path: Path, ros_domain_id: int
+) -> None:
     from std_msgs.msg import Float64, String
 
     from rlinf_contracts.transitions import EpisodeEvent, event_to_json
@@ -109,18 +133,24 @@ def test_reward_node_events_source_twin_flag_and_human_keys(tmp_path: Path, ros_
         # be lost. Send success events until one reward comes back, then the checked sequence.
         deadline = time.monotonic() + 60
         while not reward and time.monotonic() < deadline:
-            pub.publish(String(data=event_to_json(EpisodeEvent("end", success=True, reason="success"))))
+            pub.publish(
+                String(data=event_to_json(EpisodeEvent("end", success=True, reason="success")))
+            )
             time.sleep(0.3)
         probe.wait_for(lambda: len(reward) >= 1, 10, "the first reward", procs)
         # Warm-up rewards still in flight are all 1.0: a failure marks where the checked sequence
         # starts, and everything is waited for by count, not by a sleep (one reliable publisher:
         # in order, none lost once matched).
-        for ev in (EpisodeEvent("end", status="truncated", reason="failure"),  # marker: 0.0
-                   EpisodeEvent("end", success=True, reason="success"),      # twin / key y
-                   EpisodeEvent("begin"),                                    # no reward
-                   EpisodeEvent("end", status="truncated", reason="failure")):  # key n
+        for ev in (
+            EpisodeEvent("end", status="truncated", reason="failure"),  # marker: 0.0
+            EpisodeEvent("end", success=True, reason="success"),  # twin / key y
+            EpisodeEvent("begin"),  # no reward
+            EpisodeEvent("end", status="truncated", reason="failure"),
+        ):  # key n
             pub.publish(String(data=event_to_json(ev)))
-        probe.wait_for(lambda: sum(v == 0.0 for _, v in reward) >= 2, 30, "the checked rewards", procs)
+        probe.wait_for(
+            lambda: sum(v == 0.0 for _, v in reward) >= 2, 30, "the checked rewards", procs
+        )
         values = [v for _, v in reward]
         k = values.index(0.0)
         assert all(v == 1.0 for v in values[:k]), values  # the warm-up

@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import Probe  # noqa: E402
+from ros_procs import Probe
 
-from rlinf_contracts.config import from_dict  # noqa: E402
-from rlinf_ros.config import RosGraphConfig  # noqa: E402
-from rlinf_ros.conversions import joint_state_msg  # noqa: E402
-from robot_drivers.types import PANDA_HOME  # noqa: E402
+from rlinf_contracts.config import from_dict
+from rlinf_ros.config import RosGraphConfig
+from rlinf_ros.conversions import joint_state_msg
+from robot_drivers.types import PANDA_HOME
 
 pytestmark = pytest.mark.ros
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
@@ -42,8 +42,12 @@ class RobotDouble:
         self.probe = Probe("robot_double")
         node = self.probe.node
         self.pub = node.create_publisher(JointState, "joint_states", QoSProfile(depth=10))
-        self.sub = node.create_subscription(JointTrajectory, "joint_trajectory_controller/joint_trajectory",
-                                            self._on_command, QoSProfile(depth=10))
+        self.sub = node.create_subscription(
+            JointTrajectory,
+            "joint_trajectory_controller/joint_trajectory",
+            self._on_command,
+            QoSProfile(depth=10),
+        )
         node.create_timer(0.02, self._tick)
 
     def _on_command(self, msg: Any) -> None:
@@ -62,16 +66,24 @@ class RobotDouble:
         self.probe.close()
 
 
-def _env(home_timeout_s: float, step_timeout_s: float):  # noqa: ANN202
+def _env(home_timeout_s: float, step_timeout_s: float):
     from rlinf_ros.ros_robot_env import RosRobotEnv
 
-    cfg = from_dict(RosGraphConfig, {
-        "policy_client": {"cameras": {}, "control_hz": 10},
-        "env": {"home_timeout_s": home_timeout_s, "step_timeout_s": step_timeout_s, "max_episode_steps": 50}})
+    cfg = from_dict(
+        RosGraphConfig,
+        {
+            "policy_client": {"cameras": {}, "control_hz": 10},
+            "env": {
+                "home_timeout_s": home_timeout_s,
+                "step_timeout_s": step_timeout_s,
+                "max_episode_steps": 50,
+            },
+        },
+    )
     return RosRobotEnv(cfg)
 
 
-def _poll(cond, what: str) -> None:  # noqa: ANN001
+def _poll(cond, what: str) -> None:
     import time
 
     deadline = time.monotonic() + DISCOVERY_S
@@ -83,21 +95,32 @@ def _poll(cond, what: str) -> None:  # noqa: ANN001
 def test_reset_with_no_robot_on_the_command_topic_says_so(ros_domain_id: int) -> None:
     env = _env(home_timeout_s=0.5, step_timeout_s=0.5)
     try:
-        with pytest.raises(TimeoutError, match=r"RosRobotEnv\.reset: nobody subscribes to "
-                                               r"joint_trajectory_controller/joint_trajectory after 0\.5 s"):
+        with pytest.raises(
+            TimeoutError,
+            match=r"RosRobotEnv\.reset: nobody subscribes to "
+            r"joint_trajectory_controller/joint_trajectory after 0\.5 s",
+        ):
             env.reset()
     finally:
         env.close()
 
 
 def test_reset_without_observations_ends_at_the_reset_deadline(ros_domain_id: int) -> None:
-    robot = RobotDouble(PANDA_HOME, follow=True, publishing=False)  # listens, never reports its joints
+    robot = RobotDouble(
+        PANDA_HOME, follow=True, publishing=False
+    )  # listens, never reports its joints
     # a step timeout far beyond the reset's: the reset keeps its own deadline, not 5 step timeouts
     env = _env(home_timeout_s=1.0, step_timeout_s=10.0)
     try:
-        _poll(lambda: env._pub.get_subscription_count() > 0, "the robot double subscribes to the commands")
-        with pytest.raises(TimeoutError, match=r"RosRobotEnv\.reset \(env\.home_timeout_s 1\.0 s\): no synchronised "
-                                               r"observation on joint_states \+ \(no cameras\) within"):
+        _poll(
+            lambda: env._pub.get_subscription_count() > 0,
+            "the robot double subscribes to the commands",
+        )
+        with pytest.raises(
+            TimeoutError,
+            match=r"RosRobotEnv\.reset \(env\.home_timeout_s 1\.0 s\): no synchronised "
+            r"observation on joint_states \+ \(no cameras\) within",
+        ):
             env.reset()
     finally:
         env.close()
@@ -108,10 +131,17 @@ def test_reset_that_never_gets_home_names_the_joint_error(ros_domain_id: int) ->
     robot = RobotDouble(np.zeros(7), follow=False)  # stuck far from home (an e-stopped arm)
     env = _env(home_timeout_s=5.0, step_timeout_s=5.0)
     try:
-        _poll(lambda: env._pub.get_subscription_count() > 0 and robot.pub.get_subscription_count() > 0,
-              "the robot double and the env discover each other")
-        with pytest.raises(TimeoutError, match=r"RosRobotEnv\.reset: arm not home after env\.home_timeout_s 5\.0 s "
-                                               r"\(max joint error 2\.\d+ rad\); check e-stop"):
+        _poll(
+            lambda: (
+                env._pub.get_subscription_count() > 0 and robot.pub.get_subscription_count() > 0
+            ),
+            "the robot double and the env discover each other",
+        )
+        with pytest.raises(
+            TimeoutError,
+            match=r"RosRobotEnv\.reset: arm not home after env\.home_timeout_s 5\.0 s "
+            r"\(max joint error 2\.\d+ rad\); check e-stop",
+        ):
             env.reset()
     finally:
         env.close()
@@ -122,14 +152,19 @@ def test_a_robot_lost_mid_episode_ends_the_step_with_a_timeout(ros_domain_id: in
     robot = RobotDouble(np.asarray(PANDA_HOME) + 0.1, follow=True)
     env = _env(home_timeout_s=DISCOVERY_S, step_timeout_s=3.0)
     try:
-        _poll(lambda: robot.pub.get_subscription_count() > 0, "the env subscribes to the joint states")
+        _poll(
+            lambda: robot.pub.get_subscription_count() > 0, "the env subscribes to the joint states"
+        )
         obs = env.reset()
         assert np.allclose(obs["state"][0, :7], PANDA_HOME, atol=0.02)
         action = np.zeros((1, 8), np.float32)
         obs, *_ = env.step(action)  # the robot answers: an episode is under way
         robot.publishing = False  # ... and is lost (a crashed driver, a pulled cable)
-        with pytest.raises(TimeoutError, match=r"RosRobotEnv\.step \(robot lost\?\): no synchronised observation "
-                                               r"on joint_states \+ \(no cameras\) within 3\.1 s"):
+        with pytest.raises(
+            TimeoutError,
+            match=r"RosRobotEnv\.step \(robot lost\?\): no synchronised observation "
+            r"on joint_states \+ \(no cameras\) within 3\.1 s",
+        ):
             env.step(action)
     finally:
         env.close()

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the robot extra (ros-kilted-* wheels)")
 
-from rlinf_ros.conversions import (  # noqa: E402
+from rlinf_ros.conversions import (
     camera_info_msg,
     joint_state_msg,
     numpy_to_image,
@@ -18,19 +18,30 @@ from rlinf_ros.conversions import (  # noqa: E402
     trajectory_from_msg,
     trajectory_msg,
 )
-from robot_drivers.cameras import CameraIntrinsics  # noqa: E402
-from robot_drivers.types import EEPose  # noqa: E402
+from robot_drivers.cameras import CameraIntrinsics
+from robot_drivers.types import EEPose
 
 
 def test_builders_stamp_now_unless_given_a_stamp() -> None:
     t0 = time.time()
-    msgs = [trajectory_msg(["a"], np.zeros((1, 1)), np.array([0.1])), pose_msg(EEPose(np.zeros(3), np.eye(4)[3])),
-            joint_state_msg(["a"], np.zeros(1)), numpy_to_image(np.zeros((2, 2, 3), np.uint8)),
-            camera_info_msg(CameraIntrinsics.from_fovy(4, 3, 45.0))]
+    msgs = [
+        trajectory_msg(["a"], np.zeros((1, 1)), np.array([0.1])),
+        pose_msg(EEPose(np.zeros(3), np.eye(4)[3])),
+        joint_state_msg(["a"], np.zeros(1)),
+        numpy_to_image(np.zeros((2, 2, 3), np.uint8)),
+        camera_info_msg(CameraIntrinsics.from_fovy(4, 3, 45.0)),
+    ]
     for msg in msgs:
         assert t0 <= stamp_to_sec(msg.header.stamp) <= time.time() + 1e-3, type(msg).__name__
-    assert stamp_to_sec(trajectory_msg(["a"], np.zeros((1, 1)), np.array([0.1]), stamp=0.0).header.stamp) == 0.0
-    assert stamp_to_sec(pose_msg(EEPose(np.zeros(3), np.eye(4)[3]), stamp=12.5).header.stamp) == 12.5
+    assert (
+        stamp_to_sec(
+            trajectory_msg(["a"], np.zeros((1, 1)), np.array([0.1]), stamp=0.0).header.stamp
+        )
+        == 0.0
+    )
+    assert (
+        stamp_to_sec(pose_msg(EEPose(np.zeros(3), np.eye(4)[3]), stamp=12.5).header.stamp) == 12.5
+    )
 
 
 def test_a_stamped_trajectory_starts_at_its_stamp() -> None:
@@ -67,16 +78,28 @@ def test_robot_and_policy_client_nodes_publish_stamped_messages(ros_domain_id: i
     executor = SingleThreadedExecutor()
     nodes: list = []
     try:
-        robot = RobotNode(RobotNodeConfig(arms=[ArmConfig(name="panda", backend="kinematic", command_period_s=0.01)]))
-        client = PolicyClientNode(PolicyClientConfig(cameras={}, control_hz=10.0), connect=_ZeroPolicy)
+        robot = RobotNode(
+            RobotNodeConfig(
+                arms=[ArmConfig(name="panda", backend="kinematic", command_period_s=0.01)]
+            )
+        )
+        client = PolicyClientNode(
+            PolicyClientConfig(cameras={}, control_hz=10.0), connect=_ZeroPolicy
+        )
         probe = rclpy.create_node("stamp_probe")
         nodes = [robot, client, probe]
         got: dict[str, list[tuple[float, float]]] = {"commands": [], "poses": [], "joints": []}
-        for key, msg_type, topic in [("commands", JointTrajectory, robot.cfg.topics.joint_trajectory),
-                                     ("poses", PoseStamped, robot.cfg.topics.ee_pose),
-                                     ("joints", JointState, robot.cfg.topics.joint_states)]:
-            probe.create_subscription(msg_type, topic, lambda m, k=key: got[k].append(
-                (time.time(), stamp_to_sec(m.header.stamp))), 10)
+        for key, msg_type, topic in [
+            ("commands", JointTrajectory, robot.cfg.topics.joint_trajectory),
+            ("poses", PoseStamped, robot.cfg.topics.ee_pose),
+            ("joints", JointState, robot.cfg.topics.joint_states),
+        ]:
+            probe.create_subscription(
+                msg_type,
+                topic,
+                lambda m, k=key: got[k].append((time.time(), stamp_to_sec(m.header.stamp))),
+                10,
+            )
         for node in nodes:
             executor.add_node(node)
         t_start = time.time()
@@ -85,8 +108,9 @@ def test_robot_and_policy_client_nodes_publish_stamped_messages(ros_domain_id: i
             executor.spin_once(timeout_sec=0.05)
         for key, samples in got.items():
             assert len(samples) >= 5, f"only {len(samples)} {key} arrived"
-            assert all(t_start <= stamp <= arrived for arrived, stamp in samples), \
+            assert all(t_start <= stamp <= arrived for arrived, stamp in samples), (
                 f"{key} stamps are not the time of publication: {[(s, a) for a, s in samples[:5]]}, start {t_start}"
+            )
     finally:
         for node in nodes:
             getattr(node, "close", lambda: None)()

@@ -18,7 +18,7 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import ROOT, Procs  # noqa: E402
+from ros_procs import ROOT, Procs
 
 pytestmark = [pytest.mark.ros]
 
@@ -32,16 +32,29 @@ def _graph(tmp_path: Path, episodes: int, ingest_url: str) -> Path:
     cfg["policy_client"]["server_url"] = ""  # teleop only: no policy server
     cfg["task"].update(episodes=episodes, results_path=str(tmp_path / "episodes.json"), seed=7)
     cfg["teleop"] = {"enabled": True, "device": "scripted", "always_intervene": True}
-    cfg["recorder"] = {"enabled": True, "store": str(tmp_path / "demos"), "status_path": str(tmp_path / "rec.json")}
-    cfg["streamer"] = {"enabled": True, "stream": {"url": ingest_url, "token": "tok", "robot_id": "twin0",
-                                                   "spool_dir": str(tmp_path / "spool")},
-                       "episodes": {"source": "demo"}}
+    cfg["recorder"] = {
+        "enabled": True,
+        "store": str(tmp_path / "demos"),
+        "status_path": str(tmp_path / "rec.json"),
+    }
+    cfg["streamer"] = {
+        "enabled": True,
+        "stream": {
+            "url": ingest_url,
+            "token": "tok",
+            "robot_id": "twin0",
+            "spool_dir": str(tmp_path / "spool"),
+        },
+        "episodes": {"source": "demo"},
+    }
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
-def test_scripted_teleop_demos_are_recorded_and_streamed(tmp_path: Path, ros_domain_id: int) -> None:
+def test_scripted_teleop_demos_are_recorded_and_streamed(
+    tmp_path: Path, ros_domain_id: int
+) -> None:
     from rlinf_data.ingest import IngestConfig, IngestServer
     from rlinf_data.store import EpisodeStore
 
@@ -58,12 +71,19 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(tmp_path: Path, ros_dom
             time.sleep(0.5)
         assert (tmp_path / "episodes.json").exists(), procs.logs()
 
-        def collected() -> bool:  # the last end event reached the recorder (store and status) and the learner
+        def collected() -> (
+            bool
+        ):  # the last end event reached the recorder (store and status) and the learner
             try:
-                return all(sum(bool(ep.info.success) for ep in EpisodeStore(tmp_path / d, mode="r")) >= episodes
-                           for d in ("demos", "learner")) and \
-                    json.loads((tmp_path / "rec.json").read_text())["successes"] >= episodes
-            except Exception:  # noqa: BLE001 -- a store or status file still being written: look again
+                return (
+                    all(
+                        sum(bool(ep.info.success) for ep in EpisodeStore(tmp_path / d, mode="r"))
+                        >= episodes
+                        for d in ("demos", "learner")
+                    )
+                    and json.loads((tmp_path / "rec.json").read_text())["successes"] >= episodes
+                )
+            except Exception:
                 return False
 
         deadline = time.time() + 120
@@ -84,10 +104,19 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(tmp_path: Path, ros_dom
         assert len(done) == episodes, [(e.info.status, len(e)) for e in store]
         for ep in done:
             assert ep.info.source == "demo" and ep.steps["intervention"].all()
-            assert ep.steps["reward"][-1] == 1.0 and ep.steps["terminated"][-1] and ep.steps["reward"][:-1].sum() == 0
+            assert (
+                ep.steps["reward"][-1] == 1.0
+                and ep.steps["terminated"][-1]
+                and ep.steps["reward"][:-1].sum() == 0
+            )
             assert ep.final is not None and ep.steps["state"].shape[1] == 30
-        assert all(len(ep) >= 2 for ep in done), [len(ep) for ep in done]  # goals >= 0.22 m away: several steps
+        assert all(len(ep) >= 2 for ep in done), [
+            len(ep) for ep in done
+        ]  # goals >= 0.22 m away: several steps
     for a, b in zip([e for e in local if e.info.success], [e for e in learner if e.info.success]):
-        assert np.array_equal(a.steps["state"], b.steps["state"]), (len(a), len(b))  # exactly the robot's steps
+        assert np.array_equal(a.steps["state"], b.steps["state"]), (
+            len(a),
+            len(b),
+        )  # exactly the robot's steps
         assert np.array_equal(a.steps["action"], b.steps["action"])
         assert np.array_equal(a.final["state"], b.final["state"])

@@ -21,13 +21,16 @@ import yaml
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from ros_procs import ROOT, Probe, Procs  # noqa: E402
+from ros_procs import ROOT, Probe, Procs
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(360)]
 
-SPEC = {"state": [["joint_pos", 7], ["gripper_width", 1]],
-        "action": {"control": "joint_delta", "dim": 8, "chunk": 2, "joint_scale": 0.05},
-        "cameras": [["camera", 64, 64]], "uses_instruction": True}
+SPEC = {
+    "state": [["joint_pos", 7], ["gripper_width", 1]],
+    "action": {"control": "joint_delta", "dim": 8, "chunk": 2, "joint_scale": 0.05},
+    "cameras": [["camera", 64, 64]],
+    "uses_instruction": True,
+}
 
 
 class RecordingVla:
@@ -45,8 +48,17 @@ class RecordingVla:
 
         torch.manual_seed(0)
         spec = PolicySpec(state_dim=8, action_dim=8, chunk=2, cameras={"camera": (64, 64)})
-        self.inner = TorchPolicy(VLAPolicy(spec, head="tokens", text_encoder="hash", hidden=[32],
-                                           cnn_channels=(4, 4, 4), image_feat_dim=16), threads=1)
+        self.inner = TorchPolicy(
+            VLAPolicy(
+                spec,
+                head="tokens",
+                text_encoder="hash",
+                hidden=[32],
+                cnn_channels=(4, 4, 4),
+                image_feat_dim=16,
+            ),
+            threads=1,
+        )
         self.robot_spec = RobotSpec.from_dict(SPEC)
         self.instructions: list[str] = []
         self.actions: list[np.ndarray] = []
@@ -72,8 +84,15 @@ def _config(tmp_path: Path, port: int) -> Path:
     pc["instruction_topic"] = "task/instruction"
     cam = cfg["cameras"][0]["camera"]
     cam.update(width=64, height=64, fps=10)
-    cfg["task"] = {"enabled": True, "task": "reach", "episodes": 0, "max_steps": 8, "control_hz": 10,
-                   "warmup_s": 1.0, "instructions": ["reach the green sphere", "lift the yellow cube"]}
+    cfg["task"] = {
+        "enabled": True,
+        "task": "reach",
+        "episodes": 0,
+        "max_steps": 8,
+        "control_hz": 10,
+        "warmup_s": 1.0,
+        "instructions": ["reach the green sphere", "lift the yellow cube"],
+    }
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -97,14 +116,21 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
             procs.start_node(kind, config)
         probe = Probe()
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
-        commands = probe.record(JointTrajectory, "joint_trajectory_controller/joint_trajectory",
-                                lambda m: np.array(m.points[-1].positions[:7]))
+        commands = probe.record(
+            JointTrajectory,
+            "joint_trajectory_controller/joint_trajectory",
+            lambda m: np.array(m.points[-1].positions[:7]),
+        )
         pub = probe.node.create_publisher(String, "task/instruction", 1)
 
         # 1. the configured instruction reaches the model; its actions come back as commands
         # (the probe may discover the command topic after the client's first commands: wait for both)
-        probe.wait_for(lambda: bool(status) and status[-1][1]["policy_steps"] >= 10 and len(commands) >= 10, 90,
-                       "10 policy steps commanded", procs)
+        probe.wait_for(
+            lambda: bool(status) and status[-1][1]["policy_steps"] >= 10 and len(commands) >= 10,
+            90,
+            "10 policy steps commanded",
+            procs,
+        )
         with policy.lock:
             assert policy.instructions and set(policy.instructions) == {"lift the red cube"}
         assert status[-1][1]["connected"] and status[-1][1]["refused"] == ""
@@ -127,8 +153,12 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
         # 3. the twin's task node draws one of its instructions per episode and the client sends it
         procs.start_node("task", config)
         wanted = {"reach the green sphere", "lift the yellow cube"}
-        probe.wait_for(lambda: wanted <= set(policy.instructions[n:]), 90, "both task instructions at the server",
-                       procs)
+        probe.wait_for(
+            lambda: wanted <= set(policy.instructions[n:]),
+            90,
+            "both task instructions at the server",
+            procs,
+        )
     finally:
         if probe is not None:
             probe.close()

@@ -20,9 +20,9 @@ import yaml
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
-from rlinf_ros.config import load_graph_config  # noqa: E402
-from robot_drivers.lockstep import LockstepStepper  # noqa: E402
+from rlinf_ros.config import load_graph_config
+from robot_drivers.factory import ArmConfig, make_arm
+from robot_drivers.lockstep import LockstepStepper
 
 pytestmark = [pytest.mark.sim]
 
@@ -34,7 +34,9 @@ STEPS = 12
 def _twin(seed: int):
     # the safety settings of configs/ros_sim_franka_language.yaml, read from it so the two cannot drift
     safety = load_graph_config(ROOT / "configs/ros_sim_franka_language.yaml").robot.arms[0].safety
-    arm = make_arm(ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed, safety=safety))
+    arm = make_arm(
+        ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed, safety=safety)
+    )
     arm.connect()
     arm.backend.new_episode(1)
     return arm
@@ -47,15 +49,21 @@ def _observe(arm, io):
     b, s = arm.backend, arm.state()
     d = b.data
     objects = (b.scene.object_positions() - d.xpos[b._base]) @ d.xmat[b._base].reshape(3, 3)
-    reading = reading_from_pose(s.q, s.dq, s.gripper.width, s.ee_pose.position, s.ee_pose.quat_xyzw, objects=objects)
-    return io.observation([reading], {"front": b.render("front", 0, 0)}, b.scene.instruction), reading
+    reading = reading_from_pose(
+        s.q, s.dq, s.gripper.width, s.ee_pose.position, s.ee_pose.quat_xyzw, objects=objects
+    )
+    return io.observation(
+        [reading], {"front": b.render("front", 0, 0)}, b.scene.instruction
+    ), reading
 
 
 def _replay(stepper_kind: str, actions: np.ndarray):
     from rlinf_contracts.env_registry import make_env
     from rlinf_ros.robot_io import SpecIO
 
-    env = make_env("franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64)
+    env = make_env(
+        "franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64
+    )
     sim = env.reset(seed=SEED)
     arm = _twin(SEED)
     io = SpecIO(env.spec.robot)
@@ -66,7 +74,9 @@ def _replay(stepper_kind: str, actions: np.ndarray):
         obs, reading = _observe(arm, io)
         assert obs["instruction"] == sim["instruction"][0]
         state_err.append(float(np.abs(obs["state"] - sim["state"][0]).max()))
-        pixel_err.append(float(np.abs(obs["images"]["front"].astype(int) - sim["images"]["front"][0]).mean()))
+        pixel_err.append(
+            float(np.abs(obs["images"]["front"].astype(int) - sim["images"]["front"][0]).mean())
+        )
         target = io.decode(a[None], [reading])[0]
         if stepper is not None:
             out = stepper.apply(target.joints[0], target.grippers[0])
@@ -85,9 +95,16 @@ def _replay(stepper_kind: str, actions: np.ndarray):
 
 
 def test_lockstep_twin_replays_the_simulator_step_for_step():
-    actions = np.clip(np.random.default_rng(0).normal(0.0, 0.5, (STEPS, 4)), -1.0, 1.0).astype(np.float32)
+    actions = np.clip(np.random.default_rng(0).normal(0.0, 0.5, (STEPS, 4)), -1.0, 1.0).astype(
+        np.float32
+    )
     state_err, pixel_err, stepper = _replay("lockstep", actions)
-    print("lock-step: max |state diff| per step", state_err.round(6).tolist(), "mean |pixel diff|", pixel_err.tolist())
+    print(
+        "lock-step: max |state diff| per step",
+        state_err.round(6).tolist(),
+        "mean |pixel diff|",
+        pixel_err.tolist(),
+    )
     assert state_err.max() < 1e-4, state_err
     assert pixel_err.max() == 0.0, pixel_err
     assert stepper.steps == STEPS and stepper.clock == pytest.approx(STEPS * stepper.period)
@@ -147,10 +164,19 @@ class _ScriptedRecorder:
     def infer(self, obs: dict) -> dict:
         with self.lock:
             k = len(self.seen)
-            self.seen.append((np.asarray(obs["state"][0]).copy(), np.asarray(obs["images"]["front"][0]).copy(),
-                              str(obs["instruction"][0])))
+            self.seen.append(
+                (
+                    np.asarray(obs["state"][0]).copy(),
+                    np.asarray(obs["images"]["front"][0]).copy(),
+                    str(obs["instruction"][0]),
+                )
+            )
         row = self.actions[min(k, len(self.actions) - 1)]
-        return {"actions": np.broadcast_to(row, (len(obs["state"]), 1, len(row))).astype(np.float32).copy()}
+        return {
+            "actions": np.broadcast_to(row, (len(obs["state"]), 1, len(row)))
+            .astype(np.float32)
+            .copy()
+        }
 
 
 @pytest.mark.ros
@@ -170,7 +196,9 @@ def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, r
     from policy_server.server import PolicyServer
     from rlinf_contracts.env_registry import make_env
 
-    actions = np.clip(np.random.default_rng(1).normal(0.0, 0.5, (STEPS, 4)), -1.0, 1.0).astype(np.float32)
+    actions = np.clip(np.random.default_rng(1).normal(0.0, 0.5, (STEPS, 4)), -1.0, 1.0).astype(
+        np.float32
+    )
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
     policy = _ScriptedRecorder(cfg["policy_client"]["robot_spec"], actions)
     server = ServerThread(PolicyServer(policy, ServerConfig(host="127.0.0.1", port=0))).start()
@@ -198,12 +226,16 @@ def test_ros_lockstep_twin_shows_the_policy_what_the_simulator_shows(tmp_path, r
     with policy.lock:
         seen = list(policy.seen)
     assert len(seen) >= STEPS, f"{len(seen)} requests for {STEPS} twin steps"
-    env = make_env("franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64)
+    env = make_env(
+        "franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64
+    )
     sim = env.reset(seed=SEED)
     for k in range(STEPS):
         state, frame, instruction = seen[k]
         np.testing.assert_allclose(state, sim["state"][0], atol=1e-4, err_msg=f"request {k}")
-        assert float(np.abs(frame.astype(int) - sim["images"]["front"][0]).mean()) == 0.0, f"frame of request {k}"
+        assert float(np.abs(frame.astype(int) - sim["images"]["front"][0]).mean()) == 0.0, (
+            f"frame of request {k}"
+        )
         assert instruction == sim["instruction"][0]
         sim, _, term, trunc, _ = env.step(actions[k][None])
         assert not (term[0] or trunc[0])

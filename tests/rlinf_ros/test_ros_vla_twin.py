@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from rlinf_contracts.features import RobotReading, build_state, needs  # noqa: E402
-from rlinf_contracts.rotations import quat_xyzw_to_matrix  # noqa: E402
-from rlinf_ros.nodes.scene_twin import world_to_base  # noqa: E402
-from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
+from rlinf_contracts.features import RobotReading, build_state, needs
+from rlinf_contracts.rotations import quat_xyzw_to_matrix
+from rlinf_ros.nodes.scene_twin import world_to_base
+from robot_drivers.factory import ArmConfig, make_arm
 
 pytestmark = [pytest.mark.sim]
 
@@ -35,8 +35,14 @@ def test_topic_state_and_camera_equal_the_simulators_observation():
         env._refresh(np.arange(1))
         obs = env._observe()  # the simulator's observation of this physical state
         s = arm.state()
-        reading = RobotReading(q=s.q, dq=s.dq, ee_pos=s.ee_pose.position, ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
-                               gripper_width=s.gripper.width, objects=world_to_base(backend, twin.object_positions()))
+        reading = RobotReading(
+            q=s.q,
+            dq=s.dq,
+            ee_pos=s.ee_pose.position,
+            ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
+            gripper_width=s.gripper.width,
+            objects=world_to_base(backend, twin.object_positions()),
+        )
         state = build_state(spec, reading)
         np.testing.assert_allclose(state, obs["state"][0], atol=2e-5, err_msg=f"episode {episode}")
         frame = backend.render("front", 0, 0)
@@ -54,11 +60,24 @@ def test_twin_episodes_replay_the_sim_evals_held_out_seeds():
     twin = arm.backend.scene
     for k in (1, 2, 5):
         arm.backend.new_episode(k)
-        env = make_env("franka_language/mix", num_envs=1, obs_mode="state+rgb", cameras=["front"], image_size=64)
+        env = make_env(
+            "franka_language/mix",
+            num_envs=1,
+            obs_mode="state+rgb",
+            cameras=["front"],
+            image_size=64,
+        )
         obs = env.reset(seed=500 + k - 1)
         assert twin.instruction == obs["instruction"][0]
-        np.testing.assert_allclose(twin.object_positions(), np.stack(
-            [env.datas[0].qpos[env.fms[0].object_qpos[n]: env.fms[0].object_qpos[n] + 3] for n in ("obj0", "obj1", "obj2")]))
+        np.testing.assert_allclose(
+            twin.object_positions(),
+            np.stack(
+                [
+                    env.datas[0].qpos[env.fms[0].object_qpos[n] : env.fms[0].object_qpos[n] + 3]
+                    for n in ("obj0", "obj1", "obj2")
+                ]
+            ),
+        )
         np.testing.assert_allclose(arm.state().q, env.datas[0].qpos[env.fms[0].arm_qpos])
         # colours too (frames are compared in the test above: two GL renderers in one process disagree)
         assert twin.env.task.episode(twin.data).colours == env.task.episode(env.datas[0]).colours

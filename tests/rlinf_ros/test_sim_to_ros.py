@@ -32,7 +32,7 @@ pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
 pytest.importorskip("torch", reason="needs the learner extra")
 
-from ros_procs import ROOT, Procs, free_port  # noqa: E402
+from ros_procs import ROOT, Procs, free_port
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(1500)]
 EPISODES = 20
@@ -44,25 +44,64 @@ SIM_TIME = ["use_sim_time=true", "robot.sim_clock=true", "robot.real_time_factor
 def reach_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's PPO run (same config, same seed), trained by the embodied runner."""
     out = tmp_path_factory.mktemp("reach_run")
-    proc = subprocess.run([sys.executable, "-m", "rlinf_cli.main", "train", "configs/sim_franka_reach_ppo.yaml",
-                           f"train.out_dir={out}", "eval.video=false", "eval.episodes=100"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_cli.main",
+            "train",
+            "configs/sim_franka_reach_ppo.yaml",
+            f"train.out_dir={out}",
+            "eval.video=false",
+            "eval.episodes=100",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out
 
 
-def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(reach_run: Path, tmp_path: Path, ros_domain_id: int) -> None:
-    sim_success = json.loads((reach_run / "metrics.json").read_text())["final"]["eval"]["id"]["success_rate"]
+def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(
+    reach_run: Path, tmp_path: Path, ros_domain_id: int
+) -> None:
+    sim_success = json.loads((reach_run / "metrics.json").read_text())["final"]["eval"]["id"][
+        "success_rate"
+    ]
     port = free_port()
     results = tmp_path / "episodes.json"
     procs = Procs(tmp_path)
     try:
-        procs.start("serve", ["-m", "rlinf_cli.main", "serve", "--checkpoint", str(reach_run),
-                              "--host", "127.0.0.1", "--port", str(port)])
-        graph = procs.start("ros_up", ["-m", "rlinf_cli.main", "ros", "up", "configs/ros_sim_franka.yaml",
-                                       f"policy_client.server_url=ws://127.0.0.1:{port}",
-                                       f"task.episodes={EPISODES}", f"task.results_path={results}",
-                                       *SIM_TIME])
+        procs.start(
+            "serve",
+            [
+                "-m",
+                "rlinf_cli.main",
+                "serve",
+                "--checkpoint",
+                str(reach_run),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+        )
+        graph = procs.start(
+            "ros_up",
+            [
+                "-m",
+                "rlinf_cli.main",
+                "ros",
+                "up",
+                "configs/ros_sim_franka.yaml",
+                f"policy_client.server_url=ws://127.0.0.1:{port}",
+                f"task.episodes={EPISODES}",
+                f"task.results_path={results}",
+                *SIM_TIME,
+            ],
+        )
         deadline = time.time() + 900  # a hang guard: 20 episodes take ~4 min at half real time
         while not results.exists():
             assert graph.poll() is None, f"`rlinf ros up` exited early:\n{procs.logs()}"
@@ -76,26 +115,44 @@ def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(reach_run: Path, tmp_pa
     logs = procs.logs()
     assert summary["episodes"] == EPISODES
     assert abs(summary["success_rate"] - sim_success) <= 0.1, (
-        f"ROS twin success {summary['success_rate']:.2f} vs simulator {sim_success:.2f}: {summary['results']}\n{logs}")
+        f"ROS twin success {summary['success_rate']:.2f} vs simulator {sim_success:.2f}: {summary['results']}\n{logs}"
+    )
     assert "robot spec refused" not in logs and "cannot build the observation" not in logs
-    print(f"ROS twin: {summary['successes']}/{summary['episodes']} reached; simulator eval {sim_success:.2f}")
+    print(
+        f"ROS twin: {summary['successes']}/{summary['episodes']} reached; simulator eval {sim_success:.2f}"
+    )
 
 
-def test_a_policy_trained_for_another_robot_is_refused_once(tmp_path: Path, ros_domain_id: int) -> None:
+def test_a_policy_trained_for_another_robot_is_refused_once(
+    tmp_path: Path, ros_domain_id: int
+) -> None:
     """The wave-1 failure, now: a joint-delta ROS client meets a server whose policy expects the
     30-D reach state. One refusal naming both layouts, status ``refused``, no reconnect loop."""
-    from std_msgs.msg import String
-
     from ros_procs import Probe
+    from std_msgs.msg import String
 
     port = free_port()
     serve_cfg = tmp_path / "serve.yaml"
-    serve_cfg.write_text("policy:\n  name: mlp\n  spec: {state_dim: 30, action_dim: 7}\n  kwargs: {hidden: [8]}\n")
+    serve_cfg.write_text(
+        "policy:\n  name: mlp\n  spec: {state_dim: 30, action_dim: 7}\n  kwargs: {hidden: [8]}\n"
+    )
     procs = Procs(tmp_path)
     probe = None
     try:
-        procs.start("serve", ["-m", "rlinf_cli.main", "serve", "--config", str(serve_cfg), "--host", "127.0.0.1",
-                              "--port", str(port)])
+        procs.start(
+            "serve",
+            [
+                "-m",
+                "rlinf_cli.main",
+                "serve",
+                "--config",
+                str(serve_cfg),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+        )
         graph = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
         graph["cameras"], graph["policy_client"]["cameras"] = [], {}  # no rendering needed here
         graph["policy_client"]["robot_spec"]["cameras"] = []
@@ -109,7 +166,12 @@ def test_a_policy_trained_for_another_robot_is_refused_once(tmp_path: Path, ros_
         probe.wait_for(lambda: status and status[-1][1]["refused"], 90, "a refused status", procs)
         time.sleep(3.0)  # ~15 reconnect periods: a retry loop would show up in the server log
         last = status[-1][1]
-        assert last["mode"] == "hold" and last["reason"] == "refused" and last["connects"] == 0 and not last["connected"]
+        assert (
+            last["mode"] == "hold"
+            and last["reason"] == "refused"
+            and last["connects"] == 0
+            and not last["connected"]
+        )
         assert "state layout differs: state(30) vs joint_pos(7) gripper_width(1)" in last["refused"]
         assert "Policy: state[30]" in last["refused"] and "Robot: state[8]" in last["refused"]
     finally:

@@ -22,11 +22,20 @@ class FakeStick:
     def __init__(self) -> None:
         self.axes, self.buttons = [0.5, 0.0, 0.0, -1.0], [0] * 8
 
-    def get_numaxes(self) -> int: return 4
-    def get_axis(self, i: int) -> float: return self.axes[i]
-    def get_numbuttons(self) -> int: return 8
-    def get_button(self, i: int) -> int: return self.buttons[i]
-    def get_numhats(self) -> int: return 0
+    def get_numaxes(self) -> int:
+        return 4
+
+    def get_axis(self, i: int) -> float:
+        return self.axes[i]
+
+    def get_numbuttons(self) -> int:
+        return 8
+
+    def get_button(self, i: int) -> int:
+        return self.buttons[i]
+
+    def get_numhats(self) -> int:
+        return 0
 
 
 def test_gamepad_maps_sticks_buttons_and_events(monkeypatch) -> None:
@@ -37,7 +46,11 @@ def test_gamepad_maps_sticks_buttons_and_events(monkeypatch) -> None:
     stick = FakeStick()
     pad = Gamepad(joystick=stick)
     inp = pad.read()
-    assert inp.twist.tolist() == [0.0, -0.5, 1.0, 0.0, 0.0, 0.0] and not inp.intervention and inp.events == []
+    assert (
+        inp.twist.tolist() == [0.0, -0.5, 1.0, 0.0, 0.0, 0.0]
+        and not inp.intervention
+        and inp.events == []
+    )
     stick.buttons[LB] = stick.buttons[RB] = stick.buttons[0] = 1
     inp = pad.read()
     assert inp.intervention and inp.gripper == -1.0 and inp.events == ["success"]
@@ -54,9 +67,15 @@ def test_leader_and_joint_action_spaces() -> None:
     leader.on_joints(q + 0.01, 0.0)
     inp = leader.read()
     assert inp.intervention and inp.gripper == -1.0
-    pos = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_position", "dim": 8}})
-    delta = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8,
-                                                                         "joint_scale": 0.05}})
+    pos = RobotSpec.from_dict(
+        {"state": [["joint_pos", 7]], "action": {"control": "joint_position", "dim": 8}}
+    )
+    delta = RobotSpec.from_dict(
+        {
+            "state": [["joint_pos", 7]],
+            "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05},
+        }
+    )
     assert np.all(np.abs(to_action(inp, pos)) <= 1)
     assert np.allclose(to_action(inp, delta, q_now=q)[:7], 0.2)
     with pytest.raises(ValueError, match="q_now"):
@@ -65,7 +84,9 @@ def test_leader_and_joint_action_spaces() -> None:
 
 def test_scripted_human_takes_over_when_the_policy_drifts() -> None:
     t = [0.0]
-    s = ScriptedReach(always=False, patience_s=1.0, progress_m=0.02, release_m=0.02, clock=lambda: t[0])
+    s = ScriptedReach(
+        always=False, patience_s=1.0, progress_m=0.02, release_m=0.02, clock=lambda: t[0]
+    )
     s.on_goal(np.array([0.5, 0.0, 0.3]))
     s.on_pose(np.array([0.3, 0.0, 0.3]))
     assert not s.read().intervention
@@ -77,8 +98,14 @@ def test_scripted_human_takes_over_when_the_policy_drifts() -> None:
 
 def test_scripted_human_takes_over_at_once_when_the_hand_heads_away() -> None:
     t = [0.0]
-    s = ScriptedReach(always=False, patience_s=10.0, progress_m=0.02, release_m=0.02, regress_m=0.03,
-                      clock=lambda: t[0])
+    s = ScriptedReach(
+        always=False,
+        patience_s=10.0,
+        progress_m=0.02,
+        release_m=0.02,
+        regress_m=0.03,
+        clock=lambda: t[0],
+    )
     s.on_goal(np.array([0.5, 0.0, 0.3]))
     s.on_pose(np.array([0.3, 0.0, 0.3]))  # 0.20 m away
     assert not s.read().intervention
@@ -98,7 +125,9 @@ def test_scripted_human_takes_over_at_once_when_the_hand_heads_away() -> None:
 
 
 def test_takeover_decides_who_drives() -> None:
-    spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8}})
+    spec = RobotSpec.from_dict(
+        {"state": [["joint_pos", 7]], "action": {"control": "joint_delta", "dim": 8}}
+    )
     h = HumanTakeover(SpecIO(spec), timeout_s=0.3)
     h.on_teleop(TeleopCommand(np.zeros(8), intervention=True).to_json(), now=10.0)
     assert h.active(10.1) is not None and h.active(10.5) is None  # stale after 0.3 s
@@ -110,7 +139,9 @@ def test_takeover_decides_who_drives() -> None:
     assert h.on_robot_state(json.dumps(state)) == "panda: e-stop" and h.blocked
     assert h.on_robot_state(json.dumps(state)) == ""  # reported once per change
     inp = TeleopInput(twist=np.ones(6))
-    assert to_action(inp, spec).tolist() == [0.0] * 7 + [1.0]  # a twist cannot drive joint deltas: hold
+    assert to_action(inp, spec).tolist() == [0.0] * 7 + [
+        1.0
+    ]  # a twist cannot drive joint deltas: hold
 
 
 def test_ee_teleop_before_the_first_pose_report_is_missing_input_not_a_crash() -> None:
@@ -118,7 +149,9 @@ def test_ee_teleop_before_the_first_pose_report_is_missing_input_not_a_crash() -
     current_pose, and the Jacobian was built from a None position. It must wait for the pose."""
     from rlinf_contracts.features import MissingInput, RobotReading
 
-    spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "ee_delta", "dim": 7}})
+    spec = RobotSpec.from_dict(
+        {"state": [["joint_pos", 7]], "action": {"control": "ee_delta", "dim": 7}}
+    )
     h = HumanTakeover(SpecIO(spec), timeout_s=1.0)
     cmd = TeleopCommand(np.zeros(7), intervention=True)
     no_pose = RobotReading(q=np.asarray(PANDA_HOME, float), dq=np.zeros(7), gripper_width=0.08)

@@ -15,15 +15,15 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import ROOT  # noqa: E402
+from ros_procs import ROOT
 
 pytestmark = pytest.mark.ros
 
 
 def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> None:
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from geometry_msgs.msg import PoseStamped
+    from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import String
 
     from rlinf_contracts.transitions import TeleopCommand
@@ -33,9 +33,16 @@ def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> 
     from rlinf_ros.nodes.teleop import TeleopNode
     from robot_drivers.types import EEPose
 
-    cfg = load_graph_config(ROOT / "configs/ros_sim_franka.yaml", [
-        "teleop.enabled=true", "teleop.device=scripted", "teleop.always_intervene=false", "teleop.rate_hz=50",
-        "teleop.script={patience_s: 30.0, progress_m: 0.02, release_m: 0.02, regress_m: 0.03}"])
+    cfg = load_graph_config(
+        ROOT / "configs/ros_sim_franka.yaml",
+        [
+            "teleop.enabled=true",
+            "teleop.device=scripted",
+            "teleop.always_intervene=false",
+            "teleop.rate_hz=50",
+            "teleop.script={patience_s: 30.0, progress_m: 0.02, release_m: 0.02, regress_m: 0.03}",
+        ],
+    )
     pc = cfg.policy_client
     got: list[tuple[float, TeleopCommand]] = []
     rclpy.init()
@@ -44,9 +51,12 @@ def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> 
         probe = rclpy.create_node("drift_probe")
         pub_pose = probe.create_publisher(PoseStamped, pc.ee_pose_topics[0], sensor_qos())
         pub_goal = probe.create_publisher(PoseStamped, pc.goal_topic, reliable_qos(1))
-        probe.create_subscription(String, cfg.teleop.command_topic,
-                                  lambda m: got.append((time.monotonic(), TeleopCommand.from_json(m.data))),
-                                  reliable_qos(50))
+        probe.create_subscription(
+            String,
+            cfg.teleop.command_topic,
+            lambda m: got.append((time.monotonic(), TeleopCommand.from_json(m.data))),
+            reliable_qos(50),
+        )
         ex = SingleThreadedExecutor()
         ex.add_node(node)
         ex.add_node(probe)
@@ -63,7 +73,12 @@ def test_teleop_node_takes_over_when_the_hand_heads_away(ros_domain_id: int) -> 
                 pub_pose.publish(pose_msg(EEPose(np.array(position), quat)))
                 ex.spin_once(timeout_sec=0.02)
                 dev = node.device
-                if seen_at is None and dev.ee is not None and dev.goal is not None and np.allclose(dev.ee, position):
+                if (
+                    seen_at is None
+                    and dev.ee is not None
+                    and dev.goal is not None
+                    and np.allclose(dev.ee, position)
+                ):
                     seen_at = now_s(node)  # from here on, every tick computes from this pose
                 after = [c for _, c in got if seen_at is not None and c.stamp > seen_at]
                 if len(after) >= n:

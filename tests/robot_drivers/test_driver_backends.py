@@ -10,16 +10,16 @@ import types
 import numpy as np
 import pytest
 
-from robot_drivers.arm import DriverError, FrankaArm
-from robot_drivers.cameras import CameraConfig, CameraError, SimCamera, make_camera
-from robot_drivers.dual_arm import DualArm
-from robot_drivers.factory import ArmConfig, make_arm
 from rlinf_contracts.rotations import (
     matrix_to_quat_xyzw,
     matrix_to_rotvec,
     quat_xyzw_to_matrix,
     rotvec_to_matrix,
 )
+from robot_drivers.arm import DriverError, FrankaArm
+from robot_drivers.cameras import CameraConfig, CameraError, SimCamera, make_camera
+from robot_drivers.dual_arm import DualArm
+from robot_drivers.factory import ArmConfig, make_arm
 from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.libfranka_arm import LibfrankaArmBackend, error_names, o_t_ee_to_pose
 from robot_drivers.sim_arm import KinematicArmBackend
@@ -62,7 +62,9 @@ def test_dh_kinematics_match_the_mujoco_panda(sim_arm: FrankaArm) -> None:
         q = np.array(PANDA_HOME) + rng.uniform(-0.4, 0.4, size=7)
         backend.set_arm_pose(q)
         p_sim = backend.read_state().ee_pose.position
-        assert np.allclose(forward_kinematics(q)[:3, 3], p_sim, atol=0.012)  # grip site vs TCP offset
+        assert np.allclose(
+            forward_kinematics(q)[:3, 3], p_sim, atol=0.012
+        )  # grip site vs TCP offset
 
 
 @pytest.mark.sim
@@ -81,7 +83,9 @@ def test_mujoco_arm_follows_commands_in_real_time(sim_arm: FrankaArm) -> None:
             time.sleep(0.01)
             sim_arm.tick()
     wall = time.monotonic() - t0
-    assert backend.data.time - sim_before == pytest.approx(wall, abs=0.03)  # physics time == wall time
+    assert backend.data.time - sim_before == pytest.approx(
+        wall, abs=0.03
+    )  # physics time == wall time
     assert np.allclose(sim_arm.state().q, target, atol=0.02)
     assert sim_arm.gripper_move(0.02)
     for _ in range(100):
@@ -92,8 +96,11 @@ def test_mujoco_arm_follows_commands_in_real_time(sim_arm: FrankaArm) -> None:
 @pytest.mark.sim
 def test_sim_camera_renders_the_mirrored_arm(sim_arm: FrankaArm) -> None:
     q = {"q": np.array(PANDA_HOME)}
-    cam = make_camera(CameraConfig(name="front", width=96, height=80, sim_camera="third"),
-                      scene=sim_arm.backend, pose_source=lambda: (q["q"], None))
+    cam = make_camera(
+        CameraConfig(name="front", width=96, height=80, sim_camera="third"),
+        scene=sim_arm.backend,
+        pose_source=lambda: (q["q"], None),
+    )
     cam.connect()
     a = cam.read().color
     assert a.shape == (80, 96, 3) and a.dtype == np.uint8 and a.std() > 5
@@ -125,7 +132,9 @@ class _State:
         T[:3, 3] = [0.3, 0.1, 0.5]
         self.O_T_EE = T.T.reshape(-1).tolist()  # column-major like libfranka
         self.robot_mode = 2
-        self.current_errors = types.SimpleNamespace(joint_position_limits_violation=False, cartesian_reflex=False)
+        self.current_errors = types.SimpleNamespace(
+            joint_position_limits_violation=False, cartesian_reflex=False
+        )
 
 
 def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
@@ -155,7 +164,9 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
     class Robot:
         def __init__(self, ip):
             self.ip, self.state, self.calls = ip, _State(list(PANDA_HOME)), []
-            self.reflex_pending = fail_after is not None  # the control session after recovery runs on
+            self.reflex_pending = (
+                fail_after is not None
+            )  # the control session after recovery runs on
 
         def read_once(self):
             return self.state

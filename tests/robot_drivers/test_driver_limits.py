@@ -5,7 +5,7 @@ past its limits is e-stopped."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -47,7 +47,9 @@ def _joint1_and_7_reversal(t: float) -> np.ndarray:
     return q
 
 
-def _drive_sim_arm(command: Callable[[float], np.ndarray], seconds: float) -> tuple[float, float, FrankaArm]:
+def _drive_sim_arm(
+    command: Callable[[float], np.ndarray], seconds: float
+) -> tuple[float, float, FrankaArm]:
     """The robot node's path with the sim twin's safety config (full joint speed): a joint target
     every 10 ms driver tick (sampled from a message re-sent at 10 Hz); the joint state read after
     every 5 ms physics step. Returns (peak |dq| / dq_max, worst excess past a position limit)."""
@@ -55,8 +57,12 @@ def _drive_sim_arm(command: Callable[[float], np.ndarray], seconds: float) -> tu
 
     clock = SimClock()
     backend = MujocoArmBackend(home=PANDA_HOME)
-    arm = FrankaArm(backend, SafetyConfig(watchdog_ms=300, max_joint_step=0.3, velocity_scale=1.0),
-                    clock=clock, command_period_s=0.01)
+    arm = FrankaArm(
+        backend,
+        SafetyConfig(watchdog_ms=300, max_joint_step=0.3, velocity_scale=1.0),
+        clock=clock,
+        command_period_s=0.01,
+    )
     arm.connect()
     arm.tick()
     ts = float(backend.fm.model.opt.timestep)
@@ -78,10 +84,14 @@ def _drive_sim_arm(command: Callable[[float], np.ndarray], seconds: float) -> tu
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("command,seconds", [(_joint7_far, 4.0), (_all_beyond_then_reversed, 4.0),
-                                             (_joint1_and_7_reversal, 1.5)],
-                         ids=["joint7_to_10rad", "all_joints_beyond_then_reversed", "joint1_7_reversal"])
-def test_sim_arm_never_leaves_its_datasheet_limits(command: Callable[[float], np.ndarray], seconds: float) -> None:
+@pytest.mark.parametrize(
+    "command,seconds",
+    [(_joint7_far, 4.0), (_all_beyond_then_reversed, 4.0), (_joint1_and_7_reversal, 1.5)],
+    ids=["joint7_to_10rad", "all_joints_beyond_then_reversed", "joint1_7_reversal"],
+)
+def test_sim_arm_never_leaves_its_datasheet_limits(
+    command: Callable[[float], np.ndarray], seconds: float
+) -> None:
     """Outside check: joint 7 commanded to 10 rad reached 1.56 x its speed limit and went 0.011 rad
     past its position limit (the servo overshot the safety-limited target)."""
     peak, excess, arm = _drive_sim_arm(command, seconds)
@@ -99,7 +109,9 @@ def test_shaper_stops_on_its_goal_within_speed_and_acceleration() -> None:
         q = s.step(dt, goal=goal)
         assert np.all(np.abs(s.velocity) <= 0.9 * DQ_MAX + 1e-12)
         assert np.all(np.abs(s.velocity - prev_v) <= s.a_max * dt + 1e-9)
-        assert np.all((q - HOME) * np.sign(goal - HOME) <= np.abs(goal - HOME) + 1e-12)  # no overshoot
+        assert np.all(
+            (q - HOME) * np.sign(goal - HOME) <= np.abs(goal - HOME) + 1e-12
+        )  # no overshoot
         prev_v = s.velocity
     assert np.allclose(q, goal) and np.all(s.velocity == 0.0)
 
@@ -139,20 +151,27 @@ def test_measured_speed_or_position_past_the_limits_estops_the_arm() -> None:
     arm.tick()
     assert arm.safety.estopped and arm.counters["limit_violation"] == 1
     out = arm.move_joints(HOME)
-    assert out.refused and "joint 7 moves at 2.900 rad/s" in out.reason and "reset_estop" in out.reason
+    assert (
+        out.refused and "joint 7 moves at 2.900 rad/s" in out.reason and "reset_estop" in out.reason
+    )
 
     q = HOME.copy()
     q[6] = Q_MAX[6] + 0.01  # stopped just past the limit
     backend.set_measured(q, np.zeros(7))
     assert arm.reset_estop()
     arm.tick()
-    assert arm.safety.estopped and "joint 7 at 2.9073 rad is past its limits" in arm.safety.estop_refusal()
+    assert (
+        arm.safety.estopped
+        and "joint 7 at 2.9073 rad is past its limits" in arm.safety.estop_refusal()
+    )
     # reset while stopped past the limit: no new alarm, and the way back in is allowed
     assert arm.reset_estop()
     arm.tick()
     assert not arm.safety.estopped
     out = arm.move_joints(HOME)
     assert not out.refused and out.target[6] < q[6]
-    backend.set_measured(q + np.r_[np.zeros(6), 0.01], np.r_[np.zeros(6), 0.5])  # further out: stop again
+    backend.set_measured(
+        q + np.r_[np.zeros(6), 0.01], np.r_[np.zeros(6), 0.5]
+    )  # further out: stop again
     arm.tick()
     assert arm.safety.estopped and arm.counters["limit_violation"] == 3

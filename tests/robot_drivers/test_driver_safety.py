@@ -35,8 +35,14 @@ def arm(clock: FakeClock) -> FrankaArm:
 
 
 def test_position_target_beyond_limits_is_clamped_and_counted(caplog) -> None:
-    layer = SafetyLayer(SafetyConfig(max_joint_step=10.0, velocity_scale=1.0, workspace_min=(-2, -2, -2),
-                                     workspace_max=(2, 2, 2)))
+    layer = SafetyLayer(
+        SafetyConfig(
+            max_joint_step=10.0,
+            velocity_scale=1.0,
+            workspace_min=(-2, -2, -2),
+            workspace_max=(2, 2, 2),
+        )
+    )
     q = np.array(PANDA_HOME)
     target = q.copy()
     target[0] = 10.0  # far beyond +2.8973
@@ -76,8 +82,11 @@ def test_step_per_command_and_velocity_are_limited() -> None:
 def test_workspace_box_shortens_a_move_that_leaves_it() -> None:
     q = np.array(PANDA_HOME)
     z_home = forward_kinematics(q)[2, 3]
-    layer = SafetyLayer(SafetyConfig(workspace_max=(0.85, 0.6, z_home + 0.02), max_joint_step=1.0,
-                                     velocity_scale=1.0))
+    layer = SafetyLayer(
+        SafetyConfig(
+            workspace_max=(0.85, 0.6, z_home + 0.02), max_joint_step=1.0, velocity_scale=1.0
+        )
+    )
     target = q.copy()
     target[1] -= 0.4  # shoulder back: the hand rises well above the box top
     assert forward_kinematics(target)[2, 3] > z_home + 0.02
@@ -169,7 +178,9 @@ def test_bad_config_names_the_field() -> None:
         SafetyLayer(SafetyConfig(q_max=(1.0,)))
 
 
-def test_a_long_trajectory_from_a_silent_sender_stops_at_the_watchdog(arm: FrankaArm, clock: FakeClock) -> None:
+def test_a_long_trajectory_from_a_silent_sender_stops_at_the_watchdog(
+    arm: FrankaArm, clock: FakeClock
+) -> None:
     """Outside check: a single 4 s trajectory from a client that then died ran to the end."""
     q0 = arm.state().q
     issued = clock.t  # one message, then silence: the node samples it every tick
@@ -203,15 +214,21 @@ def test_holding_still_records_no_safety_event(arm: FrankaArm, clock: FakeClock)
 def test_bunched_ticks_do_not_exceed_the_speed_limit(clock: FakeClock) -> None:
     """Outside check: 0.84 x dq_max measured with velocity_scale 0.5. Ticks arriving late and
     then early (bunched) may not move further than the limit allows in the time that passed."""
-    arm = FrankaArm(KinematicArmBackend(), SafetyConfig(velocity_scale=0.5, max_joint_step=0.3), clock=clock,
-                    command_period_s=0.01)
+    arm = FrankaArm(
+        KinematicArmBackend(),
+        SafetyConfig(velocity_scale=0.5, max_joint_step=0.3),
+        clock=clock,
+        command_period_s=0.01,
+    )
     arm.connect()
     q0 = arm.state().q
     start, speed = clock.t, 2.0  # a trajectory asking 2 rad/s on joint 7 (limit 0.5 x 2.61)
     targets = []
     for k in range(200):
         clock.t += 0.018 if k % 2 else 0.002  # bunched: 18 ms, 2 ms, 18 ms ...
-        targets.append(arm.move_joints(q0 + np.r_[np.zeros(6), speed * (clock.t - start)]).target[6])
+        targets.append(
+            arm.move_joints(q0 + np.r_[np.zeros(6), speed * (clock.t - start)]).target[6]
+        )
     steps = np.diff(targets)
     dts = np.where(np.arange(1, 200) % 2, 0.018, 0.002)
     assert np.max(steps / dts) <= 0.5 * 2.61 + 1e-6  # no step faster than the limit
@@ -219,8 +236,9 @@ def test_bunched_ticks_do_not_exceed_the_speed_limit(clock: FakeClock) -> None:
 
 # ---- branches: non-finite input, limit and workspace stops, gripper limits, velocity watchdog ----
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_non_finite_commands_are_refused_with_a_reason_and_the_arm_held(arm: FrankaArm, clock: FakeClock,
-                                                                        bad: float) -> None:
+def test_non_finite_commands_are_refused_with_a_reason_and_the_arm_held(
+    arm: FrankaArm, clock: FakeClock, bad: float
+) -> None:
     backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]
     q0 = arm.state().q
     target = q0.copy()
@@ -246,15 +264,21 @@ def test_non_finite_commands_are_refused_with_a_reason_and_the_arm_held(arm: Fra
 
 
 def test_velocity_command_stops_at_a_joint_limit(clock: FakeClock) -> None:
-    layer = SafetyLayer(SafetyConfig(velocity_scale=1.0, workspace_min=(-2, -2, -2), workspace_max=(2, 2, 2)),
-                        clock=clock)
+    layer = SafetyLayer(
+        SafetyConfig(velocity_scale=1.0, workspace_min=(-2, -2, -2), workspace_max=(2, 2, 2)),
+        clock=clock,
+    )
     hi = np.asarray(PANDA_Q_MAX) - layer.cfg.q_margin
     q = np.array(PANDA_HOME)
     q[6] = hi[6]  # at joint 7's (margin) limit
     v = np.zeros(7)
     v[6], v[0] = 1.0, 0.2
     out = layer.filter_joint_velocities(v, q, dt=0.01)
-    assert out.target[6] == 0.0 and out.target[0] == pytest.approx(0.2) and "position_limit" in out.events
+    assert (
+        out.target[6] == 0.0
+        and out.target[0] == pytest.approx(0.2)
+        and "position_limit" in out.events
+    )
     out = layer.filter_joint_velocities(-v, q, dt=0.01)  # away from the limit: allowed
     assert out.target[6] == pytest.approx(-1.0) and out.events == ()
     q[6] = hi[6] - 0.01  # close: slowed so that it can stop before the limit at ddq_max
@@ -266,27 +290,40 @@ def test_velocity_command_stops_at_a_joint_limit(clock: FakeClock) -> None:
 def test_position_targets_brake_before_a_joint_limit(clock: FakeClock) -> None:
     """A target running at full speed into joint 7's limit slows down on the way (not a jump to a
     stop at the clamp) and never passes the limit."""
-    layer = SafetyLayer(SafetyConfig(velocity_scale=1.0, max_joint_step=10.0, workspace_min=(-2, -2, -2),
-                                     workspace_max=(2, 2, 2)), clock=clock)
+    layer = SafetyLayer(
+        SafetyConfig(
+            velocity_scale=1.0,
+            max_joint_step=10.0,
+            workspace_min=(-2, -2, -2),
+            workspace_max=(2, 2, 2),
+        ),
+        clock=clock,
+    )
     q = np.array(PANDA_HOME)
     hi, a = PANDA_Q_MAX[6] - layer.cfg.q_margin, layer.cfg.ddq_max[6]
     targets = [q[6]]
     for _ in range(300):
         goal = q.copy()
         goal[6] = 10.0
-        q = layer.filter_joint_positions(goal, q, dt=0.01).target  # an ideal servo: measured = target
+        q = layer.filter_joint_positions(
+            goal, q, dt=0.01
+        ).target  # an ideal servo: measured = target
         targets.append(q[6])
     speed = np.diff(targets) / 0.01
     assert max(targets) <= hi + 1e-12 and targets[-1] == pytest.approx(hi)
     assert speed.max() <= layer.cfg.dq_max[6] + 1e-9
-    assert np.all(np.diff(speed)[speed[1:] < speed[:-1]] >= -a * 0.01 - 1e-6)  # braking at <= ddq_max
+    assert np.all(
+        np.diff(speed)[speed[1:] < speed[:-1]] >= -a * 0.01 - 1e-6
+    )  # braking at <= ddq_max
     assert layer.counters["braking"] > 0
 
 
 def test_workspace_stops_velocity_and_only_lets_an_outside_arm_come_back(clock: FakeClock) -> None:
     q = np.array(PANDA_HOME)
     z = forward_kinematics(q)[2, 3]
-    layer = SafetyLayer(SafetyConfig(workspace_max=(0.85, 0.6, z + 1e-4), velocity_scale=1.0), clock=clock)
+    layer = SafetyLayer(
+        SafetyConfig(workspace_max=(0.85, 0.6, z + 1e-4), velocity_scale=1.0), clock=clock
+    )
     up = np.zeros(7)
     up[1] = -0.5  # shoulder back: the hand rises through the box top
     out = layer.filter_joint_velocities(up, q, dt=0.1)
@@ -294,8 +331,10 @@ def test_workspace_stops_velocity_and_only_lets_an_outside_arm_come_back(clock: 
     out = layer.filter_joint_velocities(-up, q, dt=0.1)  # down, into the box: allowed
     assert out.target[1] == pytest.approx(0.5) and "workspace" not in out.events
     # already outside (the box top moved below the hand): only moves that get closer pass
-    low = SafetyLayer(SafetyConfig(workspace_max=(0.85, 0.6, z - 0.05), max_joint_step=1.0, velocity_scale=1.0),
-                      clock=clock)
+    low = SafetyLayer(
+        SafetyConfig(workspace_max=(0.85, 0.6, z - 0.05), max_joint_step=1.0, velocity_scale=1.0),
+        clock=clock,
+    )
     higher = q.copy()
     higher[1] -= 0.05
     out = low.filter_joint_positions(higher, q, dt=1.0)
@@ -307,8 +346,9 @@ def test_workspace_stops_velocity_and_only_lets_an_outside_arm_come_back(clock: 
 
 
 @pytest.mark.parametrize("width,expected", [(-0.01, 0.0), (0.5, 0.08), (0.03, 0.03)])
-def test_gripper_width_is_clamped_to_its_range(arm: FrankaArm, clock: FakeClock, width: float,
-                                               expected: float) -> None:
+def test_gripper_width_is_clamped_to_its_range(
+    arm: FrankaArm, clock: FakeClock, width: float, expected: float
+) -> None:
     assert arm.gripper_move(width)
     assert arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
     assert arm.gripper_grasp(width) and arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
@@ -317,20 +357,29 @@ def test_gripper_width_is_clamped_to_its_range(arm: FrankaArm, clock: FakeClock,
 
 def test_gripper_commands_refused_while_estopped_say_why(arm: FrankaArm) -> None:
     arm.estop("operator button")
-    for call, action in [(lambda: arm.gripper_move(0.08), "gripper move"), (arm.gripper_grasp, "grasp"),
-                         (arm.gripper_homing, "homing")]:
+    for call, action in [
+        (lambda: arm.gripper_move(0.08), "gripper move"),
+        (arm.gripper_grasp, "grasp"),
+        (arm.gripper_homing, "homing"),
+    ]:
         arm.last_refusal = ""
         assert not call()
-        assert arm.last_refusal == (f"{action} refused: e-stop is active (operator button); "
-                                    "call reset_estop first")
+        assert arm.last_refusal == (
+            f"{action} refused: e-stop is active (operator button); call reset_estop first"
+        )
     out = arm.move_joints(arm.state().q)
-    assert out.refused and out.reason == "refused: e-stop is active (operator button); call reset_estop first"
+    assert (
+        out.refused
+        and out.reason == "refused: e-stop is active (operator button); call reset_estop first"
+    )
     arm.reset_estop()
     assert arm.gripper_move(0.08)
 
 
 @pytest.mark.parametrize("backend_kind", ["kinematic", pytest.param("sim", marks=pytest.mark.sim)])
-def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(clock: FakeClock, backend_kind: str) -> None:
+def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(
+    clock: FakeClock, backend_kind: str
+) -> None:
     """Counted in driver periods of a simulated clock: moving before watchdog_ms, held after."""
     if backend_kind == "sim":
         from robot_drivers.sim_arm import MujocoArmBackend
@@ -339,7 +388,9 @@ def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(clock: FakeClock
     else:
         backend = KinematicArmBackend()
     period, watchdog_ms = 0.01, 200.0
-    arm = FrankaArm(backend, SafetyConfig(watchdog_ms=watchdog_ms), clock=clock, command_period_s=period)
+    arm = FrankaArm(
+        backend, SafetyConfig(watchdog_ms=watchdog_ms), clock=clock, command_period_s=period
+    )
     arm.connect()
     arm.tick()
     q0 = arm.state().q
@@ -354,10 +405,16 @@ def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(clock: FakeClock
             assert not arm.holding, f"held after {k} periods, before the watchdog"
         if arm.holding:
             break
-    assert arm.holding and k in (ticks_to_watchdog, ticks_to_watchdog + 1) and arm.counters["stale_hold"] == 1
+    assert (
+        arm.holding
+        and k in (ticks_to_watchdog, ticks_to_watchdog + 1)
+        and arm.counters["stale_hold"] == 1
+    )
     moved = arm.state().q[0] - q0[0]
     assert moved > 0.02  # it did run at the commanded speed until then
-    for _ in range(ticks_to_watchdog):  # then it stops and stays: no more drift along the old velocity
+    for _ in range(
+        ticks_to_watchdog
+    ):  # then it stops and stays: no more drift along the old velocity
         clock.t += period
         arm.tick()
     settled = arm.state().q[0]

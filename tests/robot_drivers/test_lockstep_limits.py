@@ -6,17 +6,18 @@ anyway e-stops the arm."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from robot_drivers.factory import ArmConfig, make_arm  # noqa: E402
-from robot_drivers.lockstep import LockstepStepper  # noqa: E402
-from robot_drivers.types import PANDA_DQ_MAX, PANDA_Q_MAX, PANDA_Q_MIN  # noqa: E402
+from robot_drivers.factory import ArmConfig, make_arm
+from robot_drivers.lockstep import LockstepStepper
+from robot_drivers.types import PANDA_DQ_MAX, PANDA_Q_MAX, PANDA_Q_MIN
 
 pytestmark = [pytest.mark.sim]
 
@@ -58,7 +59,7 @@ class PhysicsProbe:
     def mj_setState(self, m: Any, d: Any, state: np.ndarray, spec: Any) -> None:
         self._mj.mj_setState(m, d, state, spec)
         if d is self._data:
-            del self.states[self._saved[id(state)]:]
+            del self.states[self._saved[id(state)] :]
 
     def peak_speed_ratio(self) -> float:
         return max(float(np.max(np.abs(dq) / DQ_MAX)) for _, dq in self.states)
@@ -77,7 +78,9 @@ def twin() -> Iterator[tuple[Any, LockstepStepper, PhysicsProbe]]:
 
     safety = load_graph_config(ROOT / "configs/ros_sim_franka_language.yaml").robot.arms[0].safety
     assert safety.velocity_scale == 1.0
-    arm = make_arm(ArmConfig(name="panda", scene="franka_language/mix", scene_seed=0, safety=safety))
+    arm = make_arm(
+        ArmConfig(name="panda", scene="franka_language/mix", scene_seed=0, safety=safety)
+    )
     arm.connect()
     try:
         arm.backend.new_episode(1)
@@ -91,7 +94,9 @@ def twin() -> Iterator[tuple[Any, LockstepStepper, PhysicsProbe]]:
         arm.backend.scene.close()
 
 
-def test_joint1_and_7_reversal_stays_within_the_limits_at_every_physics_step(twin: tuple[Any, LockstepStepper, PhysicsProbe]) -> None:
+def test_joint1_and_7_reversal_stays_within_the_limits_at_every_physics_step(
+    twin: tuple[Any, LockstepStepper, PhysicsProbe],
+) -> None:
     """Joints 1 and 7 (parallel in the home pose) commanded to +-10 rad, reversed after 7 steps:
     before the fix joint 7 peaked at 1.09 x its speed limit between control steps."""
     arm, stepper, probe = twin
@@ -114,7 +119,9 @@ def test_joint1_and_7_reversal_stays_within_the_limits_at_every_physics_step(twi
     assert sampled > 0.8  # still moving near full speed: shortened, not stopped
 
 
-def test_a_command_within_the_limits_runs_the_simulator_step_unchanged(twin: tuple[Any, LockstepStepper, PhysicsProbe]) -> None:
+def test_a_command_within_the_limits_runs_the_simulator_step_unchanged(
+    twin: tuple[Any, LockstepStepper, PhysicsProbe],
+) -> None:
     arm, stepper, probe = twin
     q = arm.state().q + 0.02
     out = stepper.apply(q, None)
@@ -124,7 +131,9 @@ def test_a_command_within_the_limits_runs_the_simulator_step_unchanged(twin: tup
     assert "substep_limit" not in arm.counters
 
 
-def test_a_joint_driven_past_its_limit_within_a_control_step_estops_the_arm(twin: tuple[Any, LockstepStepper, PhysicsProbe]) -> None:
+def test_a_joint_driven_past_its_limit_within_a_control_step_estops_the_arm(
+    twin: tuple[Any, LockstepStepper, PhysicsProbe],
+) -> None:
     """An outside torque on joint 7 no shorter move can hold: the step runs (holding still), its
     physics steps are checked and the arm is e-stopped through the measured-state counters."""
     arm, stepper, probe = twin

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from rlinf_contracts.env import EnvSpec, VectorEnv
-from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 from rlinf_contracts.env_registry import make_env
+from sim_bridges.loop_env import LoopVectorEnv, SingleEnv, SingleObs, SingleStep
 
 
 class PointMass(SingleEnv):
@@ -21,7 +21,9 @@ class PointMass(SingleEnv):
         return self._obs()
 
     def _obs(self) -> SingleObs:
-        return SingleObs(np.concatenate([self.pos, self.goal]).astype(np.float32), {}, "reach the goal")
+        return SingleObs(
+            np.concatenate([self.pos, self.goal]).astype(np.float32), {}, "reach the goal"
+        )
 
     def step(self, action: np.ndarray) -> SingleStep:
         self.pos = np.clip(self.pos + 0.1 * action, -1, 1)
@@ -30,7 +32,9 @@ class PointMass(SingleEnv):
 
 
 def _point_mass(n: int, t: int) -> VectorEnv:
-    spec = EnvSpec(num_envs=n, state_dim=4, action_dim=2, max_episode_steps=t, instruction="reach the goal")
+    spec = EnvSpec(
+        num_envs=n, state_dim=4, action_dim=2, max_episode_steps=t, instruction="reach the goal"
+    )
     return LoopVectorEnv([PointMass() for _ in range(n)], spec)
 
 
@@ -45,14 +49,22 @@ BRIDGES: dict[str, Callable[[int, int], VectorEnv]] = {
     "loop_point_mass": _point_mass,
     "franka_reach_state_ee": _franka("reach"),
     "franka_push_state_joint": _franka("push", control="joint_delta"),
-    "franka_lift_rgb_ee": _franka("lift", obs_mode="state+rgb", image_size=32,
-                                  cameras=("third", "wrist")),
-    "franka_reach_rgb_vision_ood": _franka("reach", obs_mode="rgb", image_size=24, cameras=("third",),
-                                           ood="vision", control="ee_delta_pos"),
+    "franka_lift_rgb_ee": _franka(
+        "lift", obs_mode="state+rgb", image_size=32, cameras=("third", "wrist")
+    ),
+    "franka_reach_rgb_vision_ood": _franka(
+        "reach",
+        obs_mode="rgb",
+        image_size=24,
+        cameras=("third",),
+        ood="vision",
+        control="ee_delta_pos",
+    ),
 }
 
 SLOW: set[str] = set()
 if importlib.util.find_spec("robosuite") is not None:
+
     def _robosuite(n: int, t: int) -> VectorEnv:
         return make_env("robosuite/Lift", num_envs=n, max_episode_steps=t)
 
@@ -63,4 +75,6 @@ if importlib.util.find_spec("robosuite") is not None:
 SLOW = {"robosuite_lift_state"}
 # one or two env builds each, and between them every kind of check: spec, stepping, truncation
 # inside a chunk, refused actions; determinism / auto-reset / chunk equivalence build many envs
-QUICK_CHECKS = frozenset({"spec_and_reset", "single_step", "truncation_inside_chunk", "bad_actions"})
+QUICK_CHECKS = frozenset(
+    {"spec_and_reset", "single_step", "truncation_inside_chunk", "bad_actions"}
+)

@@ -12,7 +12,7 @@ envs, so a failure names exactly one property.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,8 +23,14 @@ NUM_ENVS = 3
 EPISODE = 6
 
 
-def random_actions(env: VectorEnv, rng: np.random.Generator, chunk: int | None = None) -> np.ndarray:
-    shape = (env.num_envs, env.spec.action_dim) if chunk is None else (env.num_envs, chunk, env.spec.action_dim)
+def random_actions(
+    env: VectorEnv, rng: np.random.Generator, chunk: int | None = None
+) -> np.ndarray:
+    shape = (
+        (env.num_envs, env.spec.action_dim)
+        if chunk is None
+        else (env.num_envs, chunk, env.spec.action_dim)
+    )
     return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
 
 
@@ -32,13 +38,19 @@ def assert_obs(env: VectorEnv, obs: dict) -> None:
     b, spec = env.num_envs, env.spec
     assert set(obs) >= {"state", "images", "instruction"}, f"obs keys {sorted(obs)}"
     st = obs["state"]
-    assert isinstance(st, np.ndarray) and st.dtype == np.float32, f"state dtype {getattr(st, 'dtype', type(st))}"
+    assert isinstance(st, np.ndarray) and st.dtype == np.float32, (
+        f"state dtype {getattr(st, 'dtype', type(st))}"
+    )
     assert st.shape == (b, spec.state_dim), f"state shape {st.shape} != {(b, spec.state_dim)}"
     assert np.all(np.isfinite(st)), "state has NaN/inf"
-    assert set(obs["images"]) == set(spec.cameras), f"cameras {sorted(obs['images'])} != spec {sorted(spec.cameras)}"
+    assert set(obs["images"]) == set(spec.cameras), (
+        f"cameras {sorted(obs['images'])} != spec {sorted(spec.cameras)}"
+    )
     for cam, (h, w) in spec.cameras.items():
         img = obs["images"][cam]
-        assert img.dtype == np.uint8 and img.shape == (b, h, w, 3), f"{cam}: {img.dtype} {img.shape}"
+        assert img.dtype == np.uint8 and img.shape == (b, h, w, 3), (
+            f"{cam}: {img.dtype} {img.shape}"
+        )
         assert img.max() > img.min(), f"camera {cam} rendered a constant image"
     instr = obs["instruction"]
     assert isinstance(instr, list) and len(instr) == b and all(isinstance(s, str) for s in instr)
@@ -59,7 +71,9 @@ def check_single_step(make: EnvMaker) -> None:
         assert_obs(env, obs)
         assert rew.shape == (NUM_ENVS,) and rew.dtype.kind == "f" and np.all(np.isfinite(rew))
         for name, arr in (("terminated", term), ("truncated", trunc), ("success", info["success"])):
-            assert arr.shape == (NUM_ENVS,) and arr.dtype == bool, f"{name}: {arr.dtype} {arr.shape}"
+            assert arr.shape == (NUM_ENVS,) and arr.dtype == bool, (
+                f"{name}: {arr.dtype} {arr.shape}"
+            )
 
 
 def check_chunk_step(make: EnvMaker) -> None:
@@ -87,7 +101,9 @@ def check_chunk_equals_steps(make: EnvMaker) -> None:
             obs_b, r, *_ = b.step(acts[:, k])
             rews.append(r)
         valid = info["valid_steps"]
-        np.testing.assert_allclose(rew_a[valid], np.stack(rews, axis=1)[valid], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            rew_a[valid], np.stack(rews, axis=1)[valid], rtol=1e-5, atol=1e-6
+        )
         full = valid.all(axis=1)  # envs whose episode did not end inside the chunk
         np.testing.assert_allclose(obs_a["state"][full], obs_b["state"][full], rtol=1e-5, atol=1e-6)
 
@@ -140,8 +156,11 @@ def check_auto_reset(make: EnvMaker) -> None:
         rng = np.random.default_rng(1)
         done_seen = np.zeros(NUM_ENVS, dtype=bool)
         for t in range(EPISODE):
-            obs, rew, term, trunc, info = env.step(np.zeros((NUM_ENVS, env.spec.action_dim), np.float32)
-                                                   if t % 2 else random_actions(env, rng))
+            obs, rew, term, trunc, info = env.step(
+                np.zeros((NUM_ENVS, env.spec.action_dim), np.float32)
+                if t % 2
+                else random_actions(env, rng)
+            )
             done = term | trunc
             assert not np.any(term & trunc), "an episode cannot be both terminated and truncated"
             if done.any():
@@ -153,8 +172,9 @@ def check_auto_reset(make: EnvMaker) -> None:
                 assert np.all(info["episode_length"][idx] >= 1)
                 assert np.all(info["episode_length"][idx] <= EPISODE)
                 assert info["success"].dtype == bool
-                assert not np.allclose(final["state"][idx], obs["state"][idx]), \
+                assert not np.allclose(final["state"][idx], obs["state"][idx]), (
                     "after auto-reset the obs must be the new episode's first obs"
+                )
                 done_seen |= done
         assert done_seen.all(), f"not every env finished within max_episode_steps={EPISODE}"
         # stepping goes on after the auto-reset without a manual reset
@@ -182,9 +202,14 @@ def check_bad_actions(make: EnvMaker) -> None:
     with make(NUM_ENVS, EPISODE) as env:
         env.reset(seed=6)
         a = env.spec.action_dim
-        bad = [np.zeros((NUM_ENVS + 1, a)), np.zeros((NUM_ENVS, a + 1)), np.zeros((NUM_ENVS,)),
-               np.zeros((NUM_ENVS, 2, 2, a)), np.full((NUM_ENVS, a), np.nan),
-               np.array([["x"] * a] * NUM_ENVS)]
+        bad = [
+            np.zeros((NUM_ENVS + 1, a)),
+            np.zeros((NUM_ENVS, a + 1)),
+            np.zeros((NUM_ENVS,)),
+            np.zeros((NUM_ENVS, 2, 2, a)),
+            np.full((NUM_ENVS, a), np.nan),
+            np.array([["x"] * a] * NUM_ENVS),
+        ]
         for arr in bad:
             try:
                 env.step(arr)
@@ -192,7 +217,9 @@ def check_bad_actions(make: EnvMaker) -> None:
                 msg = str(exc)
                 assert msg and ("shape" in msg or "NaN" in msg or "dtype" in msg), msg
             else:
-                raise AssertionError(f"actions of shape {arr.shape} / dtype {arr.dtype} were accepted")
+                raise AssertionError(
+                    f"actions of shape {arr.shape} / dtype {arr.dtype} were accepted"
+                )
         env.step(np.zeros((NUM_ENVS, a), np.float32))  # still usable after refusals
 
 

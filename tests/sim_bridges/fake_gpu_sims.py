@@ -19,7 +19,10 @@ class _PointMasses:
 
     def place(self, rows: np.ndarray) -> None:
         for i in rows:
-            self.pos[i], self.goal[i] = self.rngs[i].uniform(-0.5, 0.5, 2), self.rngs[i].uniform(-0.5, 0.5, 2)
+            self.pos[i], self.goal[i] = (
+                self.rngs[i].uniform(-0.5, 0.5, 2),
+                self.rngs[i].uniform(-0.5, 0.5, 2),
+            )
 
     def move(self, action: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         a = action.numpy().astype(np.float64)
@@ -38,7 +41,9 @@ class FakeManiSkill(_PointMasses):
 
     def __init__(self, num_envs: int) -> None:
         super().__init__(num_envs)
-        self.action_space = SimpleNamespace(low=-np.ones((num_envs, 2)), high=np.ones((num_envs, 2)))
+        self.action_space = SimpleNamespace(
+            low=-np.ones((num_envs, 2)), high=np.ones((num_envs, 2))
+        )
         self.unwrapped = SimpleNamespace(control_freq=20, device="cpu")
 
     def reset(self, seed: int | list[int] | None = None, options: dict | None = None):
@@ -53,8 +58,13 @@ class FakeManiSkill(_PointMasses):
         reward, ok = self.move(action)
         fail = np.abs(self.pos).max(axis=1) > 1.0
         info = {"success": torch.as_tensor(ok), "fail": torch.as_tensor(fail)}
-        return self.state(), torch.as_tensor(reward), torch.zeros(self.n, dtype=torch.bool), \
-            torch.zeros(self.n, dtype=torch.bool), info
+        return (
+            self.state(),
+            torch.as_tensor(reward),
+            torch.zeros(self.n, dtype=torch.bool),
+            torch.zeros(self.n, dtype=torch.bool),
+            info,
+        )
 
     def close(self) -> None:
         pass
@@ -68,10 +78,16 @@ class FakeIsaacLab(_PointMasses):
         super().__init__(num_envs)
         self.time_limit, self.t = time_limit, np.zeros(num_envs, dtype=int)
         self.ok = np.zeros(num_envs, dtype=bool)
-        manager = SimpleNamespace(active_terms=["success", "time_out"],
-                                  get_term=lambda name: torch.as_tensor(self.ok if name == "success" else self.t < 0))
-        self.unwrapped = SimpleNamespace(single_action_space=SimpleNamespace(shape=(2,)), step_dt=0.05,
-                                         termination_manager=manager, seed=self._seed)
+        manager = SimpleNamespace(
+            active_terms=["success", "time_out"],
+            get_term=lambda name: torch.as_tensor(self.ok if name == "success" else self.t < 0),
+        )
+        self.unwrapped = SimpleNamespace(
+            single_action_space=SimpleNamespace(shape=(2,)),
+            step_dt=0.05,
+            termination_manager=manager,
+            seed=self._seed,
+        )
 
     def _seed(self, seed: int) -> None:
         self.rngs = [np.random.default_rng(seed + i) for i in range(self.n)]
@@ -88,8 +104,13 @@ class FakeIsaacLab(_PointMasses):
         done = self.ok | timeout
         self.place(np.flatnonzero(done))
         self.t[done] = 0
-        return {"policy": self.state()}, torch.as_tensor(reward), torch.as_tensor(self.ok), \
-            torch.as_tensor(timeout), {}
+        return (
+            {"policy": self.state()},
+            torch.as_tensor(reward),
+            torch.as_tensor(self.ok),
+            torch.as_tensor(timeout),
+            {},
+        )
 
     def close(self) -> None:
         pass

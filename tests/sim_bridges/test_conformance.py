@@ -10,8 +10,11 @@ from tests.sim_bridges.conformance import CHECKS
 
 pytestmark = pytest.mark.sim
 
-CASES = [pytest.param(b, c, marks=pytest.mark.slow) if b in SLOW and c not in QUICK_CHECKS else (b, c)
-         for b in sorted(BRIDGES) for c in sorted(CHECKS)]
+CASES = [
+    pytest.param(b, c, marks=pytest.mark.slow) if b in SLOW and c not in QUICK_CHECKS else (b, c)
+    for b in sorted(BRIDGES)
+    for c in sorted(CHECKS)
+]
 
 
 @pytest.mark.parametrize("bridge, check", CASES)

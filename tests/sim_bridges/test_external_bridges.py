@@ -8,21 +8,26 @@ import importlib.util
 import numpy as np
 import pytest
 
-from sim_bridges import isaaclab_bridge as il
-from sim_bridges import libero_bridge as lb
-from sim_bridges import maniskill_bridge as ms
 from rlinf_contracts.env_registry import make_env
 from rlinf_contracts.rotations import quat_xyzw_to_rotvec
 from rlinf_contracts.stepping import merge_final_rows
+from sim_bridges import isaaclab_bridge as il
+from sim_bridges import libero_bridge as lb
+from sim_bridges import maniskill_bridge as ms
 
 
 # ------------------------------------------------------------------ ManiSkill
 def test_maniskill_flatten_state_dict_and_tensor() -> None:
-    obs = {"agent": {"qvel": np.ones((2, 2)), "qpos": np.zeros((2, 3))},
-           "extra": {"tcp_pose": np.full((2, 7), 2.0)}, "sensor_data": {}}
+    obs = {
+        "agent": {"qvel": np.ones((2, 2)), "qpos": np.zeros((2, 3))},
+        "extra": {"tcp_pose": np.full((2, 7), 2.0)},
+        "sensor_data": {},
+    }
     out = ms.flatten_state(obs)
     assert out.shape == (2, 12) and out.dtype == np.float32
-    np.testing.assert_array_equal(out[0], [0, 0, 0, 1, 1] + [2] * 7)  # agent.qpos, agent.qvel, extra
+    np.testing.assert_array_equal(
+        out[0], [0, 0, 0, 1, 1] + [2] * 7
+    )  # agent.qpos, agent.qvel, extra
     assert ms.flatten_state(np.zeros((3, 5))).shape == (3, 5)
     with pytest.raises(KeyError, match="no 'agent'/'extra'"):
         ms.flatten_state({"sensor_data": {}})
@@ -44,8 +49,11 @@ def test_maniskill_images_control_and_backend() -> None:
 
 def test_maniskill_final_rows_are_kept_from_the_step_they_ended() -> None:
     def obs(v: float) -> dict:
-        return {"state": np.full((3, 2), v, np.float32), "images": {"c": np.full((3, 2, 2, 3), int(v), np.uint8)},
-                "instruction": ["t"] * 3}
+        return {
+            "state": np.full((3, 2), v, np.float32),
+            "images": {"c": np.full((3, 2, 2, 3), int(v), np.uint8)},
+            "instruction": ["t"] * 3,
+        }
 
     final = merge_final_rows(None, obs(1), np.array([True, False, False]))
     final = merge_final_rows(final, obs(2), np.array([False, True, False]))
@@ -76,8 +84,13 @@ def test_maniskill_config_errors_name_the_key() -> None:
 
 
 def test_maniskill_spec_instruction_and_action_scaling() -> None:
-    spec = ms.make_spec(ms.ManiSkillConfig(obs_mode="rgb", image_size=16, cameras=("third", "wrist")),
-                        num_envs=2, state_dim=9, action_dim=4, control_hz=20.0)
+    spec = ms.make_spec(
+        ms.ManiSkillConfig(obs_mode="rgb", image_size=16, cameras=("third", "wrist")),
+        num_envs=2,
+        state_dim=9,
+        action_dim=4,
+        control_hz=20.0,
+    )
     assert spec.cameras == {"third": (16, 16), "wrist": (16, 16)} and spec.control_hz == 20.0
     assert spec.instruction == ms.TASK_INSTRUCTIONS["PickCube-v1"]
     assert ms.task_instruction(ms.ManiSkillConfig(task="Empty-v1")) == "Empty-v1"
@@ -88,8 +101,11 @@ def test_maniskill_spec_instruction_and_action_scaling() -> None:
 
 def test_maniskill_missing_package_error(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(ms.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mani_skill" else real(name, *a))
+    monkeypatch.setattr(
+        ms.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mani_skill" else real(name, *a),
+    )
     with pytest.raises(ImportError, match="install_maniskill.sh"):
         make_env("maniskill/PickCube-v1", num_envs=1)
 
@@ -97,20 +113,26 @@ def test_maniskill_missing_package_error(monkeypatch: pytest.MonkeyPatch) -> Non
 # --------------------------------------------------------------------- LIBERO
 def test_libero_state_is_openpi_layout() -> None:
     half = np.sqrt(0.5)
-    obs = {"robot0_eef_pos": np.array([0.1, 0.2, 0.3]),
-           "robot0_eef_quat": np.array([0.0, 0.0, half, half]),  # xyzw: 90 deg about z
-           "robot0_gripper_qpos": np.array([0.04, -0.04])}
+    obs = {
+        "robot0_eef_pos": np.array([0.1, 0.2, 0.3]),
+        "robot0_eef_quat": np.array([0.0, 0.0, half, half]),  # xyzw: 90 deg about z
+        "robot0_gripper_qpos": np.array([0.04, -0.04]),
+    }
     st = lb.libero_state(obs)
     assert st.dtype == np.float32 and st.shape == (8,)
     np.testing.assert_allclose(st, [0.1, 0.2, 0.3, 0, 0, np.pi / 2, 0.04, -0.04], atol=1e-6)
     np.testing.assert_allclose(quat_xyzw_to_rotvec(np.array([0, 0, 0, 1.0])), 0.0)
     # q and -q are the same rotation: same axis-angle
-    np.testing.assert_allclose(quat_xyzw_to_rotvec(-obs["robot0_eef_quat"]), [0, 0, np.pi / 2], atol=1e-6)
+    np.testing.assert_allclose(
+        quat_xyzw_to_rotvec(-obs["robot0_eef_quat"]), [0, 0, np.pi / 2], atol=1e-6
+    )
 
 
 def test_libero_images_rotated_and_init_state_cycles() -> None:
     img = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
-    out = lb.libero_images({"agentview_image": img, "robot0_eye_in_hand_image": img}, ("third", "wrist"))
+    out = lb.libero_images(
+        {"agentview_image": img, "robot0_eye_in_hand_image": img}, ("third", "wrist")
+    )
     np.testing.assert_array_equal(out["third"][0, 0], img[1, 1])
     assert lb.init_state_index(53, 50) == 3
 
@@ -130,8 +152,14 @@ def test_isaaclab_pure_mapping() -> None:
     with pytest.raises(TypeError, match="concatenate_terms"):
         il.policy_state({"policy": {"a": np.ones((4, 2))}})
     np.testing.assert_allclose(il.scale_actions(np.array([[1.0, -0.5]]), 0.5), [[0.5, -0.25]])
-    terms = {"time_out": np.array([1, 1, 0]), "object_reached_goal": np.array([0, 1, 0]), "success": [1, 0, 0]}
-    np.testing.assert_array_equal(il.success_from_terms(terms, il.SUCCESS_TERMS, 3), [True, True, False])
+    terms = {
+        "time_out": np.array([1, 1, 0]),
+        "object_reached_goal": np.array([0, 1, 0]),
+        "success": [1, 0, 0],
+    }
+    np.testing.assert_array_equal(
+        il.success_from_terms(terms, il.SUCCESS_TERMS, 3), [True, True, False]
+    )
     assert not il.success_from_terms({"time_out": [1, 1, 1]}, il.SUCCESS_TERMS, 3).any()
 
 

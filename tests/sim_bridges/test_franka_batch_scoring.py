@@ -4,14 +4,16 @@ reference (`evaluate` / `features`) on real states, including grasps and success
 import numpy as np
 import pytest
 
-from sim_bridges.mujoco_franka import oracle_action
 from rlinf_contracts.env_registry import make_env
+from sim_bridges.mujoco_franka import oracle_action
 
 
 @pytest.mark.parametrize("task", ["reach", "push", "lift"])
 def test_batched_scoring_matches_per_env_reference(task):
     # episodes keep running after success so post-step states include successful ones
-    env = make_env(f"mujoco_franka/{task}", num_envs=3, terminate_on_success=False, max_episode_steps=200)
+    env = make_env(
+        f"mujoco_franka/{task}", num_envs=3, terminate_on_success=False, max_episode_steps=200
+    )
     env.reset(seed=7)
     successes = 0
     for _ in range(120):
@@ -25,8 +27,11 @@ def test_batched_scoring_matches_per_env_reference(task):
             batch_ok, batch_dense = env.task.batch_evaluate(ee[None], raw, width, const)
             assert bool(batch_ok[0]) == ok
             assert batch_dense[0] == pytest.approx(dense, abs=1e-12)
-            np.testing.assert_allclose(env.task.batch_features(ee[None], raw, const)[0],
-                                       env.task.features(fm, d, ee), atol=1e-12)
+            np.testing.assert_allclose(
+                env.task.batch_features(ee[None], raw, const)[0],
+                env.task.features(fm, d, ee),
+                atol=1e-12,
+            )
             successes += ok
     env.close()
     assert successes > 0  # the oracle reaches success, so the success branch was compared too

@@ -41,7 +41,8 @@ def test_dls_step_solves_a_well_conditioned_system() -> None:
 
 
 def test_gripper_mapping_and_bad_mode() -> None:
-    np.testing.assert_allclose(gripper_ctrl(np.array([-1.0, 0.0, 1.0])),
-                               [[0, 0], [0.02, -0.02], [0.04, -0.04]])
+    np.testing.assert_allclose(
+        gripper_ctrl(np.array([-1.0, 0.0, 1.0])), [[0, 0], [0.02, -0.02], [0.04, -0.04]]
+    )
     with pytest.raises(ValueError, match="control='ee_vel'"):
         ControlConfig(mode="ee_vel")

@@ -6,8 +6,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from sim_bridges.mujoco_franka.ood import OOD_SPLITS, parse_ood
 from rlinf_contracts.env_registry import make_env
+from sim_bridges.mujoco_franka.ood import OOD_SPLITS, parse_ood
 
 pytestmark = pytest.mark.sim
 
@@ -34,8 +34,11 @@ def test_vision_split_changes_pixels_not_physics() -> None:
 def test_semantic_split_uses_other_object_shapes() -> None:
     env = make_env("mujoco_franka/lift", num_envs=3, ood="semantic")
     kinds = {int(fm.model.geom_type[fm.object_geoms["object"]]) for fm in env.fms}
-    assert kinds == {int(mujoco.mjtGeom.mjGEOM_CYLINDER), int(mujoco.mjtGeom.mjGEOM_SPHERE),
-                     int(mujoco.mjtGeom.mjGEOM_CAPSULE)}
+    assert kinds == {
+        int(mujoco.mjtGeom.mjGEOM_CYLINDER),
+        int(mujoco.mjtGeom.mjGEOM_SPHERE),
+        int(mujoco.mjtGeom.mjGEOM_CAPSULE),
+    }
     env.reset(seed=0)
     for _ in range(3):
         env.step(np.zeros((3, 7), np.float32))

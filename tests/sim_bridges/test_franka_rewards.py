@@ -54,20 +54,24 @@ def hover_above(fm, d, ee):
 
 def grasp_no_lift(env: FrankaVectorEnv) -> Want:
     """The lift oracle until it holds the cube, then stays put, holding it on the table."""
+
     def want(fm, d, ee):
         action = env.task.oracle(fm, d, ee)
         holding = np.linalg.norm(body_pos(fm, d, "object") - ee) < 0.015 and action[3] < 0
         return np.array([0.0, 0.0, min(action[2], 0.0), -1.0]) if holding else action
+
     return want
 
 
 def hold_halfway(env: FrankaVectorEnv) -> Want:
     """The lift oracle, but it holds the cube 5 cm up instead of 10 cm (success needs 10)."""
+
     def want(fm, d, ee):
         action = env.task.oracle(fm, d, ee)
         if action[3] < 0 and action[2] > 0:  # holding and lifting
             action[2] = min(action[2], env.task.raw_const(fm) + 0.05 - body_pos(fm, d, "object")[2])
         return action
+
     return want
 
 
@@ -75,14 +79,20 @@ def push_away(fm, d, ee):
     """The push oracle's script with the goal mirrored through the object: pushes it away
     from the goal (lift has no goal: pushes the cube along +x on the table)."""
     obj = body_pos(fm, d, "object")
-    goal = d.mocap_pos[fm.marker_mocap["goal"]] if "goal" in fm.marker_mocap else obj - [0.2, 0.0, 0.0]
+    goal = (
+        d.mocap_pos[fm.marker_mocap["goal"]] if "goal" in fm.marker_mocap else obj - [0.2, 0.0, 0.0]
+    )
     direction = obj[:2] - goal[:2]
     direction /= max(np.linalg.norm(direction), 1e-6)
     pre = np.array([*(obj[:2] - direction * 0.06), obj[2] + 0.08])
     low = obj[2] + 0.005
     rel = obj[:2] - ee[:2]
     along = float(rel @ direction)
-    if 0.02 < along < 0.09 and np.linalg.norm(rel - along * direction) < 0.02 and abs(ee[2] - low) < 0.02:
+    if (
+        0.02 < along < 0.09
+        and np.linalg.norm(rel - along * direction) < 0.02
+        and abs(ee[2] - low) < 0.02
+    ):
         return _go(np.array([*(obj[:2] + direction * 0.05), low]), ee, -1.0)
     if np.linalg.norm(ee[:2] - pre[:2]) > 0.015:
         return _go(pre, ee, -1.0)
@@ -136,8 +146,16 @@ def mean_return(task: str, behaviour: str, seed: int = 11) -> tuple[float, float
 DEGENERATE = {
     "reach": ("idle", "random", "short_of_target"),
     "push": ("idle", "random", "hover_open", "hover_above", "push_away"),
-    "lift": ("idle", "random", "hover_open", "hover_half_open", "hover_above", "grasp_no_lift",
-             "hold_halfway", "push_away"),
+    "lift": (
+        "idle",
+        "random",
+        "hover_open",
+        "hover_half_open",
+        "hover_above",
+        "grasp_no_lift",
+        "hold_halfway",
+        "push_away",
+    ),
 }
 
 
@@ -159,16 +177,20 @@ def test_lift_grasp_needs_fingers_blocked_by_the_object() -> None:
     height = np.array([0.0, 0.0, 0.0, 0.05, 0.0, 0.12])
     width = np.array([0.080, 0.042, 0.034, 0.034, 0.034, 0.034])  # open, half open, on the cube
     target = np.array([0.080, 0.040, 0.0, 0.0, 0.0, 0.0])  # commanded finger width
-    expected = -np.array([
-        0.001 + 0.5 + 0.5,  # open at the cube: not a grasp
-        0.001 + 0.5 + 0.5,  # half open, not squeezing: not a grasp
-        0.001 + 0.0 + 0.5,  # squeezing the cube on the table
-        0.001 + 0.0 + 0.25,  # held 5 cm up
-        0.05 + 0.5 + 0.5,  # fingers blocked but the cube is 5 cm away: not a grasp
-        0.001,  # lifted past 10 cm: only the reach distance is left
-    ])
+    expected = -np.array(
+        [
+            0.001 + 0.5 + 0.5,  # open at the cube: not a grasp
+            0.001 + 0.5 + 0.5,  # half open, not squeezing: not a grasp
+            0.001 + 0.0 + 0.5,  # squeezing the cube on the table
+            0.001 + 0.0 + 0.25,  # held 5 cm up
+            0.05 + 0.5 + 0.5,  # fingers blocked but the cube is 5 cm away: not a grasp
+            0.001,  # lifted past 10 cm: only the reach distance is left
+        ]
+    )
     np.testing.assert_allclose(lift_reward(dist, height, width, target), expected, atol=1e-12)
-    closed_on_air = lift_reward(np.array([0.001]), np.array([0.0]), np.array([0.002]), np.array([0.0]))
+    closed_on_air = lift_reward(
+        np.array([0.001]), np.array([0.0]), np.array([0.002]), np.array([0.0])
+    )
     np.testing.assert_allclose(closed_on_air, [-1.001])
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim_bridges.mujoco_franka import TASKS, FrankaVectorEnv, oracle_action
 from rlinf_contracts.env_registry import UnknownEnvError, make_env
+from sim_bridges.mujoco_franka import TASKS, FrankaVectorEnv, oracle_action
 
 pytestmark = pytest.mark.sim
 
@@ -25,10 +25,16 @@ def run_oracle(env: FrankaVectorEnv, episodes: int) -> tuple[np.ndarray, np.ndar
     return np.array(succ[:episodes]), np.array(rets[:episodes])
 
 
-@pytest.mark.parametrize("task,control", [
-    ("reach", "ee_delta"), ("reach", "joint_delta"), ("push", "ee_delta"),
-    ("lift", "ee_delta"), ("lift", "joint_delta"),
-])
+@pytest.mark.parametrize(
+    "task,control",
+    [
+        ("reach", "ee_delta"),
+        ("reach", "joint_delta"),
+        ("push", "ee_delta"),
+        ("lift", "ee_delta"),
+        ("lift", "joint_delta"),
+    ],
+)
 def test_oracle_solves_task(task: str, control: str) -> None:
     env = make_env(f"mujoco_franka/{task}", num_envs=4, control=control)
     succ, _ = run_oracle(env, episodes=8)
@@ -90,7 +96,9 @@ def test_shaped_reward_is_success_plus_potential_change_and_restarts_on_autorese
         if done.any():
             after[done] = phi(info["final_observation"]["state"][done])
             resets += int(done.sum())
-        np.testing.assert_allclose(rew, info["success"] + SHAPING_SCALE * (after - before), atol=1e-5)
+        np.testing.assert_allclose(
+            rew, info["success"] + SHAPING_SCALE * (after - before), atol=1e-5
+        )
     assert resets >= 4  # the check covered autoresets
 
 
@@ -103,7 +111,9 @@ def test_dense_reach_reward_is_minus_distance() -> None:
 
 
 def test_ee_delta_moves_the_end_effector_as_commanded() -> None:
-    env = make_env("mujoco_franka/reach", num_envs=2, control="ee_delta_pos", terminate_on_success=False)
+    env = make_env(
+        "mujoco_franka/reach", num_envs=2, control="ee_delta_pos", terminate_on_success=False
+    )
     env.reset(seed=2)
     start = env.ee_positions()
     act = np.array([[1.0, 0, 0, 1], [0, -1.0, 0, 1]], np.float32)

@@ -14,9 +14,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-from sim_bridges import maniskill_bridge as ms
 from rlinf_contracts.env import ActionShapeError, VectorEnv
 from rlinf_contracts.env_registry import make_env
+from sim_bridges import maniskill_bridge as ms
 from tests.sim_bridges.bridges import QUICK_CHECKS
 from tests.sim_bridges.conformance import CHECKS
 
@@ -24,8 +24,10 @@ pytestmark = [
     pytest.mark.sim,
     # mani-skill 3.0.1 calls np.isnan on a torch tensor in base_agent.set_action (NumPy 2 notice)
     pytest.mark.filterwarnings("ignore:__array_wrap__ must accept context:DeprecationWarning"),
-    pytest.mark.skipif(importlib.util.find_spec("mani_skill") is None,
-                       reason="mani_skill not installed (scripts/install_maniskill.sh installs it)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("mani_skill") is None,
+        reason="mani_skill not installed (scripts/install_maniskill.sh installs it)",
+    ),
 ]
 TASK = "maniskill/PickCube-v1"
 
@@ -35,8 +37,14 @@ def _state(n: int, t: int) -> VectorEnv:
 
 
 def _rgb(n: int, t: int) -> VectorEnv:
-    return make_env(TASK, num_envs=n, max_episode_steps=t, sim_backend="physx_cpu",
-                    obs_mode="state+rgb", image_size=32)
+    return make_env(
+        TASK,
+        num_envs=n,
+        max_episode_steps=t,
+        sim_backend="physx_cpu",
+        obs_mode="state+rgb",
+        image_size=32,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +83,9 @@ def test_episode_truncates_and_auto_resets(env: VectorEnv) -> None:
     obs, rew, term, trunc, info = env.step(np.zeros((2, 6, 7), np.float32))  # chunk > episode (4)
     assert trunc.all() and not term.any()
     np.testing.assert_array_equal(info["valid_steps"].sum(axis=1), [4, 4])
-    assert np.all(rew[:, 4:] == 0) and np.all(rew[:, :4] >= 0) and np.all(rew[:, :4] <= 1)  # normalised dense
+    assert (
+        np.all(rew[:, 4:] == 0) and np.all(rew[:, :4] >= 0) and np.all(rew[:, :4] <= 1)
+    )  # normalised dense
     np.testing.assert_array_equal(info["episode_length"], [4, 4])
     assert not np.allclose(info["final_observation"]["state"], obs["state"])
     with pytest.raises(ActionShapeError):
@@ -91,8 +101,10 @@ def test_bad_options_name_the_key() -> None:
         make_env(TASK, num_envs=1, obs_mode="depth")
 
 
-@pytest.mark.parametrize("check", [c if c in QUICK_CHECKS else pytest.param(c, marks=pytest.mark.slow)
-                                   for c in sorted(CHECKS)])
+@pytest.mark.parametrize(
+    "check",
+    [c if c in QUICK_CHECKS else pytest.param(c, marks=pytest.mark.slow) for c in sorted(CHECKS)],
+)
 def test_conformance_state(check: str) -> None:
     CHECKS[check](_state)
 

@@ -13,7 +13,11 @@ pytestmark = pytest.mark.sim
 
 
 def test_state_vector_concatenates_proprio_then_object() -> None:
-    obs = {"robot0_proprio-state": np.arange(3.0), "object-state": np.arange(3.0, 5.0), "cube_pos": np.zeros(3)}
+    obs = {
+        "robot0_proprio-state": np.arange(3.0),
+        "object-state": np.arange(3.0, 5.0),
+        "cube_pos": np.zeros(3),
+    }
     out = state_vector(obs)
     assert out.dtype == np.float32 and out.tolist() == [0, 1, 2, 3, 4]
     assert state_vector({"robot0_proprio-state": np.ones(2)}).shape == (2,)
@@ -31,10 +35,21 @@ def test_camera_image_aliases_and_flips_rows() -> None:
 def test_robosuite_lift_with_cameras() -> None:
     from rlinf_contracts.env_registry import make_env
 
-    env = make_env("robosuite/Lift", num_envs=1, obs_mode="state+rgb", image_size=32, cameras=("third", "wrist"))
+    env = make_env(
+        "robosuite/Lift",
+        num_envs=1,
+        obs_mode="state+rgb",
+        image_size=32,
+        cameras=("third", "wrist"),
+    )
     obs = env.reset(seed=0)
     assert obs["state"].shape == (1, env.spec.state_dim) and env.spec.action_dim == 7
-    assert set(obs["images"]) == {"third", "wrist"} and obs["images"]["third"].shape == (1, 32, 32, 3)
+    assert set(obs["images"]) == {"third", "wrist"} and obs["images"]["third"].shape == (
+        1,
+        32,
+        32,
+        3,
+    )
     assert obs["images"]["third"].std() > 5
     _, rew, term, trunc, info = env.step(np.zeros((1, 2, 7), np.float32))
     assert rew.shape == (1, 2) and info["success"].dtype == bool and not info["success"][0]

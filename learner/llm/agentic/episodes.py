@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learner.llm.agentic.config import AgentConfig
-from learner.llm.agentic.protocol import ToolCall, final_answer, format_observation, parse_tool_call, stop_strings
+from learner.llm.agentic.protocol import (
+    ToolCall,
+    final_answer,
+    format_observation,
+    parse_tool_call,
+    stop_strings,
+)
 from learner.llm.rollout.base import RolloutBatch, SamplingParams
 
 __all__ = ["Episode", "run_episodes"]
@@ -45,12 +51,23 @@ class Episode:
         self.text += text
 
 
-def _turn(backend: Any, eps: list[Episode], live: list[int], params: SamplingParams, tools: Sequence[str],
-          agent: AgentConfig, last_turn: bool) -> list[tuple[int, ToolCall]]:
+def _turn(
+    backend: Any,
+    eps: list[Episode],
+    live: list[int],
+    params: SamplingParams,
+    tools: Sequence[str],
+    agent: AgentConfig,
+    last_turn: bool,
+) -> list[tuple[int, ToolCall]]:
     """One model turn for the live episodes; returns the calls to execute."""
     room = min(agent.max_total_tokens - len(eps[i].response) for i in live)
-    p = dataclasses.replace(params, n=1, max_new_tokens=max(1, min(params.max_new_tokens, room)),
-                            stop=tuple(params.stop) + stop_strings(tools))
+    p = dataclasses.replace(
+        params,
+        n=1,
+        max_new_tokens=max(1, min(params.max_new_tokens, room)),
+        stop=tuple(params.stop) + stop_strings(tools),
+    )
     out = backend.generate_ids([eps[i].prompt + eps[i].response for i in live], p)
     calls = []
     for j, i in enumerate(live):
@@ -65,8 +82,13 @@ def _turn(backend: Any, eps: list[Episode], live: list[int], params: SamplingPar
     return calls
 
 
-def run_episodes(backend: Any, prompt_ids: Sequence[Sequence[int]], params: SamplingParams, executor: Any,
-                 agent: AgentConfig) -> RolloutBatch:
+def run_episodes(
+    backend: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    params: SamplingParams,
+    executor: Any,
+    agent: AgentConfig,
+) -> RolloutBatch:
     """``params.n`` episodes per prompt (contiguous), as one :class:`RolloutBatch`.
 
     ``extra`` carries per-sample ``loss_mask``, ``turn_rewards``, ``final_texts`` (for the
@@ -78,7 +100,11 @@ def run_episodes(backend: Any, prompt_ids: Sequence[Sequence[int]], params: Samp
     live = list(range(len(eps)))
     version = backend.weight_version
     for turn in range(agent.max_turns):
-        turn_params = params if params.seed is None else dataclasses.replace(params, seed=params.seed + 7919 * turn)
+        turn_params = (
+            params
+            if params.seed is None
+            else dataclasses.replace(params, seed=params.seed + 7919 * turn)
+        )
         calls = _turn(backend, eps, live, turn_params, tools, agent, turn == agent.max_turns - 1)
         if agent.disable_execution:  # ablation: the attempt is counted, never answered
             for i, _ in calls:
@@ -104,8 +130,19 @@ def run_episodes(backend: Any, prompt_ids: Sequence[Sequence[int]], params: Samp
         if not live:
             break
     return RolloutBatch(
-        [e.prompt for e in eps], [e.response for e in eps], [e.logprobs for e in eps], [e.text for e in eps],
-        [e.finish for e in eps], index, version,
-        {"loss_mask": [e.loss_mask for e in eps], "turn_rewards": [e.turn_rewards for e in eps],
-         "final_texts": [final_answer(e.text) for e in eps], "turns": [e.turns for e in eps],
-         "tool_calls": [e.calls for e in eps], "tool_errors": [e.errors for e in eps]})
+        [e.prompt for e in eps],
+        [e.response for e in eps],
+        [e.logprobs for e in eps],
+        [e.text for e in eps],
+        [e.finish for e in eps],
+        index,
+        version,
+        {
+            "loss_mask": [e.loss_mask for e in eps],
+            "turn_rewards": [e.turn_rewards for e in eps],
+            "final_texts": [final_answer(e.text) for e in eps],
+            "turns": [e.turns for e in eps],
+            "tool_calls": [e.calls for e in eps],
+            "tool_errors": [e.errors for e in eps],
+        },
+    )

@@ -25,8 +25,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ToolCall", "Observation", "OBS_OPEN", "OBS_CLOSE", "stop_strings", "tag_tokens", "parse_tool_call",
-           "format_observation", "final_answer", "split_segments"]
+__all__ = [
+    "ToolCall",
+    "Observation",
+    "OBS_OPEN",
+    "OBS_CLOSE",
+    "stop_strings",
+    "tag_tokens",
+    "parse_tool_call",
+    "format_observation",
+    "final_answer",
+    "split_segments",
+]
 
 OBS_OPEN, OBS_CLOSE = "<result>", "</result>"
 _OBS = re.compile(re.escape(OBS_OPEN) + r".*?" + re.escape(OBS_CLOSE), re.S)
@@ -64,7 +74,7 @@ def parse_tool_call(text: str, tools: Sequence[str]) -> ToolCall | None:
             start = stripped.rfind(f"<{t}>")
             if start == -1:
                 return None  # a closing tag without its opening one is no call
-            return ToolCall(t, stripped[start + len(t) + 2: len(stripped) - len(close)].strip())
+            return ToolCall(t, stripped[start + len(t) + 2 : len(stripped) - len(close)].strip())
     return None
 
 
@@ -78,7 +88,7 @@ def format_observation(text: str, max_chars: int = 2000) -> str:
 def final_answer(text: str) -> str:
     """The model's text after its last observation (the whole text if no tool was used)."""
     end = text.rfind(OBS_CLOSE)
-    return (text[end + len(OBS_CLOSE):] if end != -1 else text).strip()
+    return (text[end + len(OBS_CLOSE) :] if end != -1 else text).strip()
 
 
 def split_segments(text: str) -> list[tuple[str, bool]]:
@@ -87,7 +97,7 @@ def split_segments(text: str) -> list[tuple[str, bool]]:
     pos = 0
     for m in _OBS.finditer(text):
         if m.start() > pos:
-            out.append((text[pos:m.start()], True))
+            out.append((text[pos : m.start()], True))
         out.append((m.group(0), False))
         pos = m.end()
     if pos < len(text):

@@ -27,14 +27,18 @@ def encode_demo(tokenizer: Any, response: str, eos_id: int) -> tuple[list[int], 
     return ids + [eos_id], mask + [1]
 
 
-def episode_scores(outcome: Sequence[float], turn_rewards: Sequence[Sequence[tuple[int, float]]] | None) -> list[float]:
+def episode_scores(
+    outcome: Sequence[float], turn_rewards: Sequence[Sequence[tuple[int, float]]] | None
+) -> list[float]:
     """Episode return: outcome reward plus every per-turn reward (what outcome estimators see)."""
     if turn_rewards is None:
         return list(outcome)
     return [o + sum(r for _, r in t) for o, t in zip(outcome, turn_rewards)]
 
 
-def turn_reward_tensor(turn_rewards: Sequence[Sequence[tuple[int, float]]], width: int) -> torch.Tensor:
+def turn_reward_tensor(
+    turn_rewards: Sequence[Sequence[tuple[int, float]]], width: int
+) -> torch.Tensor:
     """``[N, width]`` dense per-turn rewards, each on its turn's last model token (token-level estimators)."""
     out = torch.zeros(len(turn_rewards), width)
     for i, rows in enumerate(turn_rewards):
@@ -49,5 +53,9 @@ def episode_metrics(extra: dict[str, Any], prefix: str = "rollout") -> dict[str,
         return {}
     calls, turns, errors = extra["tool_calls"], extra["turns"], extra["tool_errors"]
     n = max(1, len(calls))
-    return {f"{prefix}/tool_rate": sum(c > 0 for c in calls) / n, f"{prefix}/tool_calls": sum(calls) / n,
-            f"{prefix}/turns": sum(turns) / n, f"{prefix}/tool_errors": sum(errors) / max(1, sum(calls))}
+    return {
+        f"{prefix}/tool_rate": sum(c > 0 for c in calls) / n,
+        f"{prefix}/tool_calls": sum(calls) / n,
+        f"{prefix}/turns": sum(turns) / n,
+        f"{prefix}/tool_errors": sum(errors) / max(1, sum(calls)),
+    }

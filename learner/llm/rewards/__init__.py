@@ -12,6 +12,11 @@ from learner.llm.rewards.extract import extract_boxed, extract_final_number, nor
 from learner.llm.rewards.registry import REWARDS, RewardFn, combine, score_batch
 
 __all__ = [
-    "REWARDS", "RewardFn", "combine", "extract_boxed", "extract_final_number",
-    "normalize_number", "score_batch",
+    "REWARDS",
+    "RewardFn",
+    "combine",
+    "extract_boxed",
+    "extract_final_number",
+    "normalize_number",
+    "score_batch",
 ]

@@ -39,7 +39,9 @@ class SamplingParams:
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ValueError(
+                f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}"
+            )
 
     @property
     def greedy(self) -> bool:
@@ -71,18 +73,27 @@ class RolloutBatch:
     def num_tokens(self) -> int:
         return sum(len(r) for r in self.response_ids)
 
-    def select(self, indices: Sequence[int]) -> "RolloutBatch":
+    def select(self, indices: Sequence[int]) -> RolloutBatch:
         """Sub-batch of samples ``indices`` (e.g. the groups kept by dynamic sampling)."""
         idx = list(indices)
         pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
-        extra = {k: pick(v) if isinstance(v, list) and len(v) == len(self) else v for k, v in self.extra.items()}
+        extra = {
+            k: pick(v) if isinstance(v, list) and len(v) == len(self) else v
+            for k, v in self.extra.items()
+        }
         return RolloutBatch(
-            pick(self.prompt_ids), pick(self.response_ids), pick(self.logprobs), pick(self.texts),
-            pick(self.finish_reasons), pick(self.prompt_index), self.weight_version, extra,
+            pick(self.prompt_ids),
+            pick(self.response_ids),
+            pick(self.logprobs),
+            pick(self.texts),
+            pick(self.finish_reasons),
+            pick(self.prompt_index),
+            self.weight_version,
+            extra,
         )
 
     @staticmethod
-    def concat(batches: Sequence["RolloutBatch"]) -> "RolloutBatch":
+    def concat(batches: Sequence[RolloutBatch]) -> RolloutBatch:
         """Join micro-batches; prompt indices are kept as they are (they index the caller's prompts)."""
         if not batches:
             raise ValueError("RolloutBatch.concat needs at least one batch")
@@ -109,9 +120,13 @@ class RolloutBackend(abc.ABC):
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
         """Sample ``params.n`` responses per prompt (text prompts, already templated)."""
 
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
+    ) -> RolloutBatch:
         """Sample from token-id prompts (multi-turn episodes continue from ids, never re-tokenized)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot continue from token ids (needed by agent.tools)")
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot continue from token ids (needed by agent.tools)"
+        )
 
     @abc.abstractmethod
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:

@@ -36,13 +36,15 @@ def engine_param_name(name: str) -> str | None:
         changed = False
         for p in _PREFIXES:
             if name.startswith(p):
-                name, changed = name[len(p):], True
+                name, changed = name[len(p) :], True
     if ".lora_" in name or "lora_embedding" in name:
         return None
     return name.replace(".base_layer.", ".")
 
 
-def weight_chunks(state_dict: dict[str, torch.Tensor], max_bytes: int = 1 << 30) -> list[list[tuple[str, torch.Tensor]]]:
+def weight_chunks(
+    state_dict: dict[str, torch.Tensor], max_bytes: int = 1 << 30
+) -> list[list[tuple[str, torch.Tensor]]]:
     """Renamed ``(name, tensor)`` pairs in chunks of at most ``max_bytes`` (one tensor may
     exceed it alone). Bounded chunks keep the engine's extra memory during an update small."""
     if max_bytes <= 0:
@@ -65,8 +67,9 @@ def weight_chunks(state_dict: dict[str, torch.Tensor], max_bytes: int = 1 << 30)
     return chunks
 
 
-def request_batches(prompt_ids: Sequence[Sequence[int]], n: int, max_requests: int = 0,
-                    expand_samples: bool = False) -> list[list[tuple[int, list[int]]]]:
+def request_batches(
+    prompt_ids: Sequence[Sequence[int]], n: int, max_requests: int = 0, expand_samples: bool = False
+) -> list[list[tuple[int, list[int]]]]:
     """Group prompts into engine calls of at most ``max_requests`` requests (0 = one call).
 
     Each request is ``(prompt_index, token_ids)``. With ``expand_samples`` every prompt is
@@ -78,7 +81,9 @@ def request_batches(prompt_ids: Sequence[Sequence[int]], n: int, max_requests: i
     if max_requests <= 0:
         return [[r for group in per_prompt for r in group]]
     if max_requests < copies:
-        raise ValueError(f"max_requests={max_requests} is smaller than one group of n={copies} samples")
+        raise ValueError(
+            f"max_requests={max_requests} is smaller than one group of n={copies} samples"
+        )
     out: list[list[tuple[int, list[int]]]] = [[]]
     for group in per_prompt:
         if len(out[-1]) + len(group) > max_requests:

@@ -31,8 +31,8 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, 
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
         if len(s):
-            ids[i, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, width - len(s):] = 1
+            ids[i, width - len(s) :] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, width - len(s) :] = 1
     return ids, mask
 
 
@@ -70,7 +70,9 @@ def sample_next(
 class HFRolloutBackend(RolloutBackend):
     """Sampling with a transformers causal LM; ``update_weights`` loads a state dict in place."""
 
-    def __init__(self, model: nn.Module, tokenizer: Any, device: str = "cpu", micro_batch: int = 0) -> None:
+    def __init__(
+        self, model: nn.Module, tokenizer: Any, device: str = "cpu", micro_batch: int = 0
+    ) -> None:
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         self.device = device
@@ -84,8 +86,10 @@ class HFRolloutBackend(RolloutBackend):
         # tied embeddings legitimately appear as "missing" lm_head weights
         missing = [k for k in missing if not k.endswith("lm_head.weight")]
         if missing or unexpected:
-            raise KeyError(f"weights v{version} do not fit the rollout model: missing {missing[:5]}, "
-                           f"unexpected {unexpected[:5]}; actor and rollout must build the same model")
+            raise KeyError(
+                f"weights v{version} do not fit the rollout model: missing {missing[:5]}, "
+                f"unexpected {unexpected[:5]}; actor and rollout must build the same model"
+            )
         self.weight_version = int(version)
 
     def offload(self) -> None:
@@ -105,7 +109,9 @@ class HFRolloutBackend(RolloutBackend):
         return self.generate_ids(prompt_ids, params)
 
     @torch.no_grad()
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
+    ) -> RolloutBatch:
         """Sample from token-id prompts; rows are ``n`` contiguous copies of each prompt."""
         rows = [list(p) for p in prompt_ids for _ in range(params.n)]
         index = [i for i in range(len(prompt_ids)) for _ in range(params.n)]
@@ -117,7 +123,7 @@ class HFRolloutBackend(RolloutBackend):
         lps: list[list[float]] = []
         reasons: list[str] = []
         for start in range(0, len(rows), step):
-            r, lp, why = self._decode(rows[start:start + step], params, gen)
+            r, lp, why = self._decode(rows[start : start + step], params, gen)
             resp += r
             lps += lp
             reasons += why
@@ -130,12 +136,20 @@ class HFRolloutBackend(RolloutBackend):
         ids, mask = left_pad(rows, self.pad_id)
         ids, mask = ids.to(self.device), mask.to(self.device)
         single, text_stops = self._stops(params)
-        stop = torch.tensor(sorted({self.eos_id, *params.stop_token_ids, *single}), device=self.device)
+        stop = torch.tensor(
+            sorted({self.eos_id, *params.stop_token_ids, *single}), device=self.device
+        )
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         from transformers import DynamicCache
 
         cache = DynamicCache()
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+        )
         logits = out.logits[:, -1]
         next_pos = pos[:, -1:] + 1
         done = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
@@ -151,11 +165,18 @@ class HFRolloutBackend(RolloutBackend):
             if bool(done.all()) or t == params.max_new_tokens - 1:
                 break
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
-                             past_key_values=out.past_key_values, use_cache=True)
+            out = self.model(
+                input_ids=tok[:, None],
+                attention_mask=mask,
+                position_ids=next_pos,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
-        return self._unpad(torch.stack(toks, 1), torch.stack(lps, 1), stop, text_stops, self.tokenizer)
+        return self._unpad(
+            torch.stack(toks, 1), torch.stack(lps, 1), stop, text_stops, self.tokenizer
+        )
 
     def _stops(self, params: SamplingParams) -> tuple[list[int], tuple[str, ...]]:
         """Stop strings that are one token become stop ids; the rest are matched on decoded text."""
@@ -165,17 +186,24 @@ class HFRolloutBackend(RolloutBackend):
             (single.append(ids[0]) if len(ids) == 1 else text.append(s))
         return single, tuple(text)
 
-    def _text_stop(self, toks: list[torch.Tensor], done: torch.Tensor, stops: tuple[str, ...]) -> torch.Tensor:
+    def _text_stop(
+        self, toks: list[torch.Tensor], done: torch.Tensor, stops: tuple[str, ...]
+    ) -> torch.Tensor:
         """Rows whose recent tokens now contain a multi-token stop string."""
         width = max(len(s) for s in stops)  # every token is >= 1 character
         recent = torch.stack(toks[-width:], 1).tolist()
-        hit = [not d and any(s in self.tokenizer.decode(r, skip_special_tokens=True) for s in stops)
-               for r, d in zip(recent, done.tolist())]
+        hit = [
+            not d and any(s in self.tokenizer.decode(r, skip_special_tokens=True) for s in stops)
+            for r, d in zip(recent, done.tolist())
+        ]
         return torch.tensor(hit, dtype=torch.bool, device=done.device)
 
     @staticmethod
     def _unpad(
-        toks: torch.Tensor, lps: torch.Tensor, stop: torch.Tensor, text_stops: tuple[str, ...] = (),
+        toks: torch.Tensor,
+        lps: torch.Tensor,
+        stop: torch.Tensor,
+        text_stops: tuple[str, ...] = (),
         tokenizer: Any = None,
     ) -> tuple[list[list[int]], list[list[float]], list[str]]:
         """Cut each row after its first stop token or stop string (kept: it is a sampled action too)."""
@@ -192,7 +220,9 @@ class HFRolloutBackend(RolloutBackend):
         return resp, out_lp, reasons
 
 
-def _first_text_stop(row: list[int], end: int | None, stops: tuple[str, ...], tokenizer: Any) -> int | None:
+def _first_text_stop(
+    row: list[int], end: int | None, stops: tuple[str, ...], tokenizer: Any
+) -> int | None:
     """Shortest prefix of ``row`` (before ``end``) whose text contains a stop string."""
     limit = end if end is not None else len(row)
     for i in range(1, limit + 1):

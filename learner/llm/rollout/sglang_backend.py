@@ -43,7 +43,9 @@ def sglang_sampling_params(params: SamplingParams) -> dict[str, Any]:
     return sp
 
 
-def sglang_outputs_to_lists(outputs: Sequence[dict[str, Any]]) -> tuple[list[list[int]], list[list[float]], list[str], list[str]]:
+def sglang_outputs_to_lists(
+    outputs: Sequence[dict[str, Any]],
+) -> tuple[list[list[int]], list[list[float]], list[str], list[str]]:
     """Engine outputs -> (response ids, log-probs, texts, finish reasons).
 
     With ``return_logprob=True`` each output's ``meta_info["output_token_logprobs"]`` is a
@@ -62,26 +64,45 @@ def sglang_outputs_to_lists(outputs: Sequence[dict[str, Any]]) -> tuple[list[lis
 
 @ROLLOUT_BACKENDS.register("sglang")
 class SGLangRolloutBackend(RolloutBackend):
-    def __init__(self, model_path: str, tokenizer: Any, gpu_memory_utilization: float = 0.5,
-                 tensor_parallel: int = 1, dtype: str = "bfloat16", max_requests: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer: Any,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel: int = 1,
+        dtype: str = "bfloat16",
+        max_requests: int = 0,
+    ) -> None:
         try:
             import sglang
         except ImportError as e:
-            raise ImportError("rollout.backend=sglang needs SGLang on a CUDA machine: pip install "
-                              "'sglang[all]' (or use rollout.backend=hf on a CPU)") from e
+            raise ImportError(
+                "rollout.backend=sglang needs SGLang on a CUDA machine: pip install "
+                "'sglang[all]' (or use rollout.backend=hf on a CPU)"
+            ) from e
         self.tokenizer = tokenizer
         self.max_requests = max_requests
         self.weight_version = 0
-        self.engine = sglang.Engine(model_path=model_path, tp_size=tensor_parallel, dtype=dtype,
-                                    mem_fraction_static=gpu_memory_utilization, enable_memory_saver=True)
+        self.engine = sglang.Engine(
+            model_path=model_path,
+            tp_size=tensor_parallel,
+            dtype=dtype,
+            mem_fraction_static=gpu_memory_utilization,
+            enable_memory_saver=True,
+        )
         self.model = None
 
     @classmethod
-    def from_config(cls, cfg: Any, tokenizer_dir: str) -> "SGLangRolloutBackend":
+    def from_config(cls, cfg: Any, tokenizer_dir: str) -> SGLangRolloutBackend:
         from learner.llm.tokenizer import load_tokenizer
 
-        return cls(cfg.model.path, load_tokenizer(tokenizer_dir), cfg.rollout.gpu_memory_utilization,
-                   cfg.rollout.tensor_parallel, cfg.model.dtype)
+        return cls(
+            cfg.model.path,
+            load_tokenizer(tokenizer_dir),
+            cfg.rollout.gpu_memory_utilization,
+            cfg.rollout.tensor_parallel,
+            cfg.model.dtype,
+        )
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         for chunk in weight_chunks(state_dict):
@@ -96,15 +117,20 @@ class SGLangRolloutBackend(RolloutBackend):
         self.engine.resume_memory_occupation()
 
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        return self.generate_ids([list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params)
+        return self.generate_ids(
+            [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params
+        )
 
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
+    ) -> RolloutBatch:
         """Token-id prompts (multi-turn contexts) straight to the engine as ``input_ids``."""
         sp = sglang_sampling_params(params)
         p_ids, r_ids, lps, texts, reasons, index = [], [], [], [], [], []
         for batch in request_batches(prompt_ids, params.n, self.max_requests, expand_samples=True):
-            outs = self.engine.generate(input_ids=[ids for _, ids in batch], sampling_params=sp,
-                                        return_logprob=True)
+            outs = self.engine.generate(
+                input_ids=[ids for _, ids in batch], sampling_params=sp, return_logprob=True
+            )
             ids, lp, tx, why = sglang_outputs_to_lists(outs)
             p_ids += [ids_ for _, ids_ in batch]
             r_ids += ids

@@ -48,7 +48,9 @@ def vllm_sampling_kwargs(params: SamplingParams) -> dict[str, Any]:
     return kw
 
 
-def vllm_outputs_to_lists(outputs: Sequence[Any]) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[str], list[str]]:
+def vllm_outputs_to_lists(
+    outputs: Sequence[Any],
+) -> tuple[list[list[int]], list[list[int]], list[list[float]], list[str], list[str]]:
     """``RequestOutput`` list -> (prompt ids, response ids, log-probs, texts, finish reasons), one
     row per sample, samples of a request contiguous. ``logprobs[t]`` is vLLM's ``{token_id:
     Logprob}`` dict at step ``t``; we read the sampled token's entry."""
@@ -77,37 +79,60 @@ def _sampled_logprob(step: dict[int, Any], token: int) -> float:
 class VLLMRolloutBackend(RolloutBackend):
     """vLLM ``LLM`` engine in this process (one rollout worker = one engine)."""
 
-    def __init__(self, model_path: str, tokenizer: Any, gpu_memory_utilization: float = 0.5,
-                 tensor_parallel: int = 1, dtype: str = "bfloat16", max_model_len: int | None = None,
-                 max_requests: int = 0, enable_sleep: bool = True) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer: Any,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel: int = 1,
+        dtype: str = "bfloat16",
+        max_model_len: int | None = None,
+        max_requests: int = 0,
+        enable_sleep: bool = True,
+    ) -> None:
         try:
             import vllm
         except ImportError as e:
-            raise ImportError("rollout.backend=vllm needs vLLM on a CUDA machine: pip install vllm "
-                              "(or use rollout.backend=hf on a CPU)") from e
+            raise ImportError(
+                "rollout.backend=vllm needs vLLM on a CUDA machine: pip install vllm "
+                "(or use rollout.backend=hf on a CPU)"
+            ) from e
         # weights are pushed into the engine's model object, so it must live in this process
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.tokenizer = tokenizer
         self.max_requests = max_requests
         self.weight_version = 0
         self._vllm = vllm
-        self.llm = vllm.LLM(model=model_path, tensor_parallel_size=tensor_parallel, dtype=dtype,
-                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                            enable_sleep_mode=enable_sleep)
+        self.llm = vllm.LLM(
+            model=model_path,
+            tensor_parallel_size=tensor_parallel,
+            dtype=dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enable_sleep_mode=enable_sleep,
+        )
         self._sleep_ok = enable_sleep
         self.model = None  # the engine's model lives inside vLLM
 
     @classmethod
-    def from_config(cls, cfg: Any, tokenizer_dir: str) -> "VLLMRolloutBackend":
+    def from_config(cls, cfg: Any, tokenizer_dir: str) -> VLLMRolloutBackend:
         from learner.llm.tokenizer import load_tokenizer
 
-        return cls(cfg.model.path, load_tokenizer(tokenizer_dir), cfg.rollout.gpu_memory_utilization,
-                   cfg.rollout.tensor_parallel, cfg.model.dtype, cfg.model.max_position)
+        return cls(
+            cfg.model.path,
+            load_tokenizer(tokenizer_dir),
+            cfg.rollout.gpu_memory_utilization,
+            cfg.rollout.tensor_parallel,
+            cfg.model.dtype,
+            cfg.model.max_position,
+        )
 
     def _engine_model(self) -> Any:
         engine = self.llm.llm_engine
-        for path in ("model_executor.driver_worker.worker.model_runner.model",
-                     "model_executor.driver_worker.model_runner.model"):
+        for path in (
+            "model_executor.driver_worker.worker.model_runner.model",
+            "model_executor.driver_worker.model_runner.model",
+        ):
             obj: Any = engine
             try:
                 for attr in path.split("."):
@@ -115,8 +140,10 @@ class VLLMRolloutBackend(RolloutBackend):
                 return obj
             except AttributeError:
                 continue
-        raise RuntimeError("cannot reach the vLLM model for in-place weight updates; set "
-                           "VLLM_ENABLE_V1_MULTIPROCESSING=0 before the engine starts")
+        raise RuntimeError(
+            "cannot reach the vLLM model for in-place weight updates; set "
+            "VLLM_ENABLE_V1_MULTIPROCESSING=0 before the engine starts"
+        )
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         model = self._engine_model()
@@ -134,9 +161,13 @@ class VLLMRolloutBackend(RolloutBackend):
             self.llm.wake_up()
 
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        return self.generate_ids([list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params)
+        return self.generate_ids(
+            [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params
+        )
 
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
+    ) -> RolloutBatch:
         """Token-id prompts (multi-turn contexts) straight to the engine as ``prompt_token_ids``."""
         sp = self._vllm.SamplingParams(**vllm_sampling_kwargs(params))
         rows: list[Any] = [[], [], [], [], []]

@@ -27,15 +27,26 @@ from learner.llm.tools.base import TOOLS, Tool, ToolError
 
 __all__ = ["Calculator", "calculate"]
 
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BIN = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _UN = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def _eval(node: ast.AST, max_digits: int, max_exp: int) -> Fraction:
     if isinstance(node, ast.Expression):
         return _eval(node.body, max_digits, max_exp)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return Fraction(node.value)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UN:
         return _UN[type(node.op)](_eval(node.operand, max_digits, max_exp))
@@ -43,8 +54,11 @@ def _eval(node: ast.AST, max_digits: int, max_exp: int) -> Fraction:
         a, b = _eval(node.left, max_digits, max_exp), _eval(node.right, max_digits, max_exp)
         if isinstance(node.op, ast.Pow):
             if b.denominator != 1 or abs(b) > max_exp:
-                raise ToolError(f"exponent {b} is above the limit {max_exp}" if b.denominator == 1
-                                else f"exponent {b} must be a whole number")
+                raise ToolError(
+                    f"exponent {b} is above the limit {max_exp}"
+                    if b.denominator == 1
+                    else f"exponent {b} must be a whole number"
+                )
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0:
             raise ToolError("division by zero")
         out = _BIN[type(node.op)](a, b)
@@ -52,10 +66,14 @@ def _eval(node: ast.AST, max_digits: int, max_exp: int) -> Fraction:
         if len(str(out.numerator)) + len(str(out.denominator)) > max_digits:
             raise ToolError(f"result has more than {max_digits} digits")
         return out
-    raise ToolError(f"unsupported expression element {type(node).__name__}; use numbers, ( ), + - * / // % **")
+    raise ToolError(
+        f"unsupported expression element {type(node).__name__}; use numbers, ( ), + - * / // % **"
+    )
 
 
-def calculate(expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0) -> str:
+def calculate(
+    expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0
+) -> str:
     """Exact value of ``expr`` as text (see the module doc); whole results are zero-padded to
     ``width`` digits (``width=4``: ``0056``), a fixed-width output a tiny model can copy by position."""
     expr = expr.strip().replace("^", "**").replace("×", "*").replace("x", "*")
@@ -76,8 +94,15 @@ def calculate(expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int
 
 @TOOLS.register("calc")
 class Calculator(Tool):
-    def __init__(self, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0) -> None:
-        self.max_len, self.max_digits, self.max_exp, self.width = max_len, max_digits, max_exp, width
+    def __init__(
+        self, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0
+    ) -> None:
+        self.max_len, self.max_digits, self.max_exp, self.width = (
+            max_len,
+            max_digits,
+            max_exp,
+            width,
+        )
 
     def __call__(self, args: str) -> str:
         return calculate(args, self.max_len, self.max_digits, self.max_exp, self.width)

@@ -31,7 +31,9 @@ __all__ = ["ToolWorker", "build_tools"]
 log = logging.getLogger(__name__)
 
 
-def build_tools(names: Sequence[str], options: dict[str, dict[str, Any]] | None = None) -> dict[str, Tool]:
+def build_tools(
+    names: Sequence[str], options: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Tool]:
     """Instantiate the registered tools ``names`` with ``options[name]`` as keyword arguments."""
     options = options or {}
     return {n: TOOLS.get(n)(**options.get(n, {})) for n in names}
@@ -42,15 +44,20 @@ def _child(tool: Tool, args: str, conn: Any) -> None:
         conn.send((True, tool(args)))
     except ToolError as e:
         conn.send((False, str(e)))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent as the observation
+    except BaseException as e:
         conn.send((False, f"{type(e).__name__}: {e}"))
 
 
 class ToolWorker(Worker):
     """Executes :class:`ToolCall` batches; never raises for a tool's failure."""
 
-    def __init__(self, tools: dict[str, Tool] | Sequence[str], timeout_s: float = 5.0, threads: int = 4,
-                 options: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        tools: dict[str, Tool] | Sequence[str],
+        timeout_s: float = 5.0,
+        threads: int = 4,
+        options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.tools = dict(tools) if isinstance(tools, dict) else build_tools(tools, options)
         self.timeout_s = timeout_s
         self.threads = threads
@@ -66,7 +73,11 @@ class ToolWorker(Worker):
         for c in calls:
             tool = self.tools.get(c.name)
             if tool is None:
-                futures.append(Observation(f"error: unknown tool {c.name!r}; enabled: {sorted(self.tools)}", False))
+                futures.append(
+                    Observation(
+                        f"error: unknown tool {c.name!r}; enabled: {sorted(self.tools)}", False
+                    )
+                )
             elif tool.isolation == "process":
                 futures.append(None)  # run below, one child per call
             else:
@@ -91,13 +102,17 @@ class ToolWorker(Worker):
             return Observation(str(text), True, time.perf_counter() - t0)
         except FutureTimeout:
             self.stats["timeouts"] += 1
-            log.warning("tool %s timed out after %.1f s; replacing its thread pool", type(tool).__name__, limit)
+            log.warning(
+                "tool %s timed out after %.1f s; replacing its thread pool",
+                type(tool).__name__,
+                limit,
+            )
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tool")
             return Observation(f"error: timed out after {limit:g} s", False, limit)
         except ToolError as e:
             return Observation(f"error: {e}", False, time.perf_counter() - t0)
-        except Exception as e:  # noqa: BLE001 - a crashing tool is an observation, not a crash
+        except Exception as e:
             return Observation(f"error: {type(e).__name__}: {e}", False, time.perf_counter() - t0)
 
     def _in_child(self, tool: Tool, args: str) -> Observation:

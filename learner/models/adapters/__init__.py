@@ -22,7 +22,8 @@ Pure parts (no torch): :mod:`.action_tokens` (OpenVLA's 256-bin action tokens) a
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlinf_contracts.registry import Registry
 
@@ -34,8 +35,10 @@ def require(module: str, extra: str = "llm") -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(f"the full-size VLA adapters need '{module}' ({e}); install it with "
-                          f"pip install 'rlinf-ros[{extra}]'") from None
+        raise ImportError(
+            f"the full-size VLA adapters need '{module}' ({e}); install it with "
+            f"pip install 'rlinf-ros[{extra}]'"
+        ) from None
 
 
 def build_adapter(name: str, **kwargs: Any) -> Any:

@@ -23,7 +23,9 @@ import numpy as np
 class ActionTokenizer:
     """Continuous actions in [-1, 1] <-> token ids at the end of the vocabulary."""
 
-    def __init__(self, vocab_size: int = 32000, n_bins: int = 256, low: float = -1.0, high: float = 1.0) -> None:
+    def __init__(
+        self, vocab_size: int = 32000, n_bins: int = 256, low: float = -1.0, high: float = 1.0
+    ) -> None:
         if vocab_size <= n_bins:
             raise ValueError(f"vocab_size {vocab_size} must exceed n_bins {n_bins}")
         self.vocab_size, self.n_bins = int(vocab_size), int(n_bins)
@@ -43,7 +45,9 @@ class ActionTokenizer:
 
     def decode(self, token_ids: np.ndarray) -> np.ndarray:
         """Token ids ``[..., A]`` -> actions (bin centres), ids outside the range clamped."""
-        idx = np.clip(self.vocab_size - np.asarray(token_ids, dtype=np.int64) - 1, 0, len(self.centres) - 1)
+        idx = np.clip(
+            self.vocab_size - np.asarray(token_ids, dtype=np.int64) - 1, 0, len(self.centres) - 1
+        )
         return self.centres[idx]
 
     def bin_index(self, token_ids: np.ndarray) -> np.ndarray:

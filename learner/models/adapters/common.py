@@ -38,18 +38,27 @@ def hf_tokenizer(path: str) -> Any:
     return lambda text: list(tok(text)["input_ids"])
 
 
-def images_tensor(obs: dict[str, Any], cameras: tuple[str, ...], size: int, mean: tuple[float, ...],
-                  std: tuple[float, ...]) -> torch.Tensor:
+def images_tensor(
+    obs: dict[str, Any],
+    cameras: tuple[str, ...],
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+) -> torch.Tensor:
     """uint8 ``images/<cam>`` [B, H, W, 3] -> float [B, n_cams, 3, size, size], resized and normalised."""
     imgs = obs.get("images") or {}
     missing = [c for c in cameras if c not in imgs]
     if missing:
-        raise KeyError(f"observation lacks image(s) {missing}; this VLA reads cameras {list(cameras)}")
+        raise KeyError(
+            f"observation lacks image(s) {missing}; this VLA reads cameras {list(cameras)}"
+        )
     out = []
     for cam in cameras:
         x = torch.as_tensor(np.ascontiguousarray(imgs[cam])).float().div(255.0).permute(0, 3, 1, 2)
         if x.shape[-1] != size or x.shape[-2] != size:
-            x = nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+            x = nn.functional.interpolate(
+                x, size=(size, size), mode="bilinear", align_corners=False
+            )
         m = torch.tensor(mean).view(1, 3, 1, 1)
         s = torch.tensor(std).view(1, 3, 1, 1)
         out.append((x - m) / s)
@@ -63,8 +72,17 @@ class LoraSpec:
     rank: int = field(default=8, metadata={"help": "LoRA rank (OpenVLA fine-tuning: 32)"})
     alpha: int = field(default=16, metadata={"help": "LoRA alpha"})
     dropout: float = 0.0
-    targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                        "up_proj", "down_proj"])
+    targets: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+    )
 
 
 def add_lora(module: nn.Module, lora: LoraSpec) -> nn.Module:
@@ -74,8 +92,12 @@ def add_lora(module: nn.Module, lora: LoraSpec) -> nn.Module:
     if lora.rank <= 0:
         return module
     peft = require("peft")
-    cfg = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                          target_modules=list(lora.targets))
+    cfg = peft.LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.targets),
+    )
     return peft.get_peft_model(module, cfg)
 
 
@@ -83,7 +105,9 @@ def add_lora(module: nn.Module, lora: LoraSpec) -> nn.Module:
 class ActOutput:
     actions: np.ndarray  # [B, chunk, A] in robot units
     log_prob: np.ndarray  # [B]
-    extras: dict[str, torch.Tensor]  # what log_prob needs to score this sample again (tokens, chain)
+    extras: dict[
+        str, torch.Tensor
+    ]  # what log_prob needs to score this sample again (tokens, chain)
     model_actions: np.ndarray  # [B, chunk, A] in model (normalised) units
 
 
@@ -129,8 +153,10 @@ class VlaAdapter(nn.Module, abc.ABC):
         except RuntimeError as e:  # shapes differ: another model size
             raise ValueError(f"{path}: weights do not fit {type(self).__name__}: {e}") from None
         if strict and (missing or unexpected):
-            raise ValueError(f"{path}: weights do not fit {type(self).__name__}: missing {sorted(missing)[:5]}"
-                             f"{'...' if len(missing) > 5 else ''}, unexpected {sorted(unexpected)[:5]}")
+            raise ValueError(
+                f"{path}: weights do not fit {type(self).__name__}: missing {sorted(missing)[:5]}"
+                f"{'...' if len(missing) > 5 else ''}, unexpected {sorted(unexpected)[:5]}"
+            )
         return len(state)
 
     def robot_spec(self) -> RobotSpec:
@@ -162,14 +188,18 @@ class ServedVla:
     client's real-time chunking) are passed to adapters that can inpaint (flow policies).
     """
 
-    def __init__(self, adapter: VlaAdapter, robot_spec: RobotSpec | None = None, deterministic: bool = True) -> None:
+    def __init__(
+        self, adapter: VlaAdapter, robot_spec: RobotSpec | None = None, deterministic: bool = True
+    ) -> None:
         adapter.eval()
         self.adapter = adapter
         self.deterministic = deterministic
         self.robot_spec = robot_spec or adapter.robot_spec()
         self.name = type(adapter).__name__
         # the policy server passes these request extras to infer only when listed here
-        self.infer_extras = RTC_EXTRAS if "rtc_prefix" in inspect.signature(adapter.act).parameters else ()
+        self.infer_extras = (
+            RTC_EXTRAS if "rtc_prefix" in inspect.signature(adapter.act).parameters else ()
+        )
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         kw = {k: obs[k] for k in self.infer_extras if k in obs}

@@ -24,15 +24,17 @@ log-density under the current weights :func:`chain_log_prob` recomputes for a PP
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 Velocity = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t [B,H,A], t [B]) -> u [B,H,A]
 
 
-def flow_targets(actions: torch.Tensor, noise: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def flow_targets(
+    actions: torch.Tensor, noise: torch.Tensor, t: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(x_t, u_t) for a training step at times ``t`` [B]."""
     tt = t.view(-1, *([1] * (actions.dim() - 1)))
     return tt * noise + (1.0 - tt) * actions, noise - actions
@@ -62,8 +64,14 @@ class FlowSample:
     log_prob: torch.Tensor  # [B] log-density of the chain's transitions (0 when sigma = 0)
 
 
-def _guided(velocity: Velocity, x: torch.Tensor, t: torch.Tensor, prefix: torch.Tensor, w: torch.Tensor,
-            beta: float) -> torch.Tensor:
+def _guided(
+    velocity: Velocity,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    prefix: torch.Tensor,
+    w: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
         u = velocity(xg, t)
@@ -79,9 +87,17 @@ def _guided(velocity: Velocity, x: torch.Tensor, t: torch.Tensor, prefix: torch.
     return u.detach() - scale * g
 
 
-def sample(velocity: Velocity, noise: torch.Tensor, steps: int = 10, sigma: float = 0.0,
-           prefix: torch.Tensor | None = None, delay: int = 0, execute_horizon: int = 1, max_guidance: float = 5.0,
-           generator: torch.Generator | None = None) -> FlowSample:
+def sample(
+    velocity: Velocity,
+    noise: torch.Tensor,
+    steps: int = 10,
+    sigma: float = 0.0,
+    prefix: torch.Tensor | None = None,
+    delay: int = 0,
+    execute_horizon: int = 1,
+    max_guidance: float = 5.0,
+    generator: torch.Generator | None = None,
+) -> FlowSample:
     """Euler-integrate from ``noise`` (t = 1) to actions (t = 0); optionally noisy and RTC-guided.
 
     ``prefix`` [B, P, A] with ``P <= H``: the committed rows to inpaint (rows past ``P`` are free).
@@ -106,7 +122,9 @@ def sample(velocity: Velocity, noise: torch.Tensor, steps: int = 10, sigma: floa
         mean = x + dt * u
         if sigma > 0:
             std = sigma * math.sqrt(-dt)
-            x = mean + std * torch.randn(mean.shape, generator=generator).to(mean)  # CPU generator, any device
+            x = mean + std * torch.randn(mean.shape, generator=generator).to(
+                mean
+            )  # CPU generator, any device
             logp = logp + _gauss_logp(x, mean, std)
         else:
             x = mean

@@ -33,7 +33,9 @@ class AdaRMSNorm(nn.Module):
         return normed * (1.0 + scale) + shift, gate
 
 
-def _norm(norm: nn.Module, x: torch.Tensor, cond: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _norm(
+    norm: nn.Module, x: torch.Tensor, cond: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(norm, AdaRMSNorm):
         return norm(x, cond)  # type: ignore[arg-type]
     return norm(x), None
@@ -44,13 +46,17 @@ def rope(x: torch.Tensor, pos: torch.Tensor, theta: float = 10000.0) -> torch.Te
     hd = x.shape[-1]
     inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd)
     freqs = pos.float()[..., None] * inv
-    cos, sin = torch.cat([freqs, freqs], -1).cos()[:, None], torch.cat([freqs, freqs], -1).sin()[:, None]
-    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    cos, sin = (
+        torch.cat([freqs, freqs], -1).cos()[:, None],
+        torch.cat([freqs, freqs], -1).sin()[:, None],
+    )
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2 :]
     return (x * cos + torch.cat([-x2, x1], -1) * sin).to(x.dtype)
 
 
-def _qkv(layer: nn.Module, h: torch.Tensor, heads: int, kv_heads: int, hd: int, pos: torch.Tensor
-         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _qkv(
+    layer: nn.Module, h: torch.Tensor, heads: int, kv_heads: int, hd: int, pos: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     b, n, _ = h.shape
     att = layer.self_attn
     q = att.q_proj(h).view(b, n, heads, hd).transpose(1, 2)
@@ -66,8 +72,16 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     return y.transpose(1, 2).flatten(2)
 
 
-def _layer(layer: nn.Module, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-           mask: torch.Tensor, gate: torch.Tensor | None, cond: torch.Tensor | None) -> torch.Tensor:
+def _layer(
+    layer: nn.Module,
+    x: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor,
+    gate: torch.Tensor | None,
+    cond: torch.Tensor | None,
+) -> torch.Tensor:
     out = layer.self_attn.o_proj(_attend(q, k, v, mask))
     x = x + (out if gate is None else gate * out)
     h, gate2 = _norm(layer.post_attention_layernorm, x, cond)
@@ -75,8 +89,9 @@ def _layer(layer: nn.Module, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
     return x + (out if gate2 is None else gate2 * out)
 
 
-def prefix_pass(lm: nn.Module, x: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor
-                ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def prefix_pass(
+    lm: nn.Module, x: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Run the VLM's layers over the prefix [B, Lp, D]; returns each layer's (keys, values)."""
     c = lm.config
     kv = []
@@ -88,8 +103,14 @@ def prefix_pass(lm: nn.Module, x: torch.Tensor, mask: torch.Tensor, pos: torch.T
     return kv
 
 
-def suffix_pass(expert: nn.Module, x: torch.Tensor, prefix_kv: list[tuple[torch.Tensor, torch.Tensor]],
-                mask: torch.Tensor, pos: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+def suffix_pass(
+    expert: nn.Module,
+    x: torch.Tensor,
+    prefix_kv: list[tuple[torch.Tensor, torch.Tensor]],
+    mask: torch.Tensor,
+    pos: torch.Tensor,
+    cond: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The expert's layers over the suffix [B, Ls, D2], attending to the cached prefix; ``mask``
     is [B, Ls, Lp + Ls] (True = may attend). Returns the final-normed suffix states."""
     c = expert.config
@@ -108,5 +129,7 @@ def block_mask(valid: torch.Tensor, ar: torch.Tensor) -> torch.Tensor:
     ar = ar.to(valid.device)
     cum = torch.cumsum(ar, 0)
     allowed = cum[None, :] <= cum[:, None]
-    eye = torch.eye(len(ar), dtype=torch.bool, device=valid.device)[None]  # a padding token sees itself: no all-masked row (NaN)
+    eye = torch.eye(len(ar), dtype=torch.bool, device=valid.device)[
+        None
+    ]  # a padding token sees itself: no all-masked row (NaN)
     return (allowed[None] & valid[:, None, :].bool()) | eye

@@ -18,9 +18,10 @@ training path). A training config carries this section at top level (``rlinf tra
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rlinf_contracts.config import ConfigError, from_dict, load_config, to_dict
 from rlinf_contracts.registry import Registry
@@ -29,25 +30,46 @@ from rlinf_contracts.registry import Registry
 @dataclass
 class AdapterSection:
     name: str = field(default="openvla", metadata={"help": "openvla | openvla_oft | pi0 | pi05"})
-    checkpoint: str = field(default="", metadata={"help": "checkpoint directory (safetensors shards, real key names)"})
-    norm_stats: str = field(default="dataset_statistics.json", metadata={"help": "statistics file in the checkpoint"})
-    unnorm_key: str = field(default="", metadata={"help": "OpenVLA: dataset whose statistics un-normalise actions"})
-    tokenizer: bool = field(default=True, metadata={"help": "load the checkpoint's own tokenizer (else bytes)"})
+    checkpoint: str = field(
+        default="", metadata={"help": "checkpoint directory (safetensors shards, real key names)"}
+    )
+    norm_stats: str = field(
+        default="dataset_statistics.json", metadata={"help": "statistics file in the checkpoint"}
+    )
+    unnorm_key: str = field(
+        default="", metadata={"help": "OpenVLA: dataset whose statistics un-normalise actions"}
+    )
+    tokenizer: bool = field(
+        default=True, metadata={"help": "load the checkpoint's own tokenizer (else bytes)"}
+    )
     device: str = "cuda"
     dtype: str = field(default="bfloat16", metadata={"help": "float32 | bfloat16 | float16"})
-    model: dict[str, Any] = field(default_factory=dict, metadata={"help": "overrides of the adapter's config"})
-    tiny: bool = field(default=False, metadata={"help": "random-weight tiny model of the real key layout (CPU; no checkpoint)"})
+    model: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "overrides of the adapter's config"}
+    )
+    tiny: bool = field(
+        default=False,
+        metadata={"help": "random-weight tiny model of the real key layout (CPU; no checkpoint)"},
+    )
 
     def validate(self) -> None:
         if self.name not in CONFIGS:
-            raise ConfigError(f"key 'adapter.name' must be one of {CONFIGS.names()}, got {self.name!r}")
+            raise ConfigError(
+                f"key 'adapter.name' must be one of {CONFIGS.names()}, got {self.name!r}"
+            )
         if self.tiny and self.checkpoint:
-            raise ConfigError("keys 'adapter.tiny' and 'adapter.checkpoint' exclude each other: a tiny model has "
-                              "random weights")
+            raise ConfigError(
+                "keys 'adapter.tiny' and 'adapter.checkpoint' exclude each other: a tiny model has "
+                "random weights"
+            )
         if not self.checkpoint and not self.tiny:
-            raise ConfigError("key 'adapter.checkpoint' must name the checkpoint directory (or adapter.tiny=true)")
+            raise ConfigError(
+                "key 'adapter.checkpoint' must name the checkpoint directory (or adapter.tiny=true)"
+            )
         if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"key 'adapter.dtype' must be float32 | bfloat16 | float16, got {self.dtype!r}")
+            raise ConfigError(
+                f"key 'adapter.dtype' must be float32 | bfloat16 | float16, got {self.dtype!r}"
+            )
 
 
 @dataclass
@@ -63,11 +85,17 @@ class VlaGpuConfig:
 
 
 # name -> (config class, how the checkpoint's files fill it in)
-CONFIGS: Registry[tuple[Callable[[], Any], Callable[[Any, AdapterSection, Path], None]]] = Registry("vla config")
+CONFIGS: Registry[tuple[Callable[[], Any], Callable[[Any, AdapterSection, Path], None]]] = Registry(
+    "vla config"
+)
 
 
 def _openvla_fill(cfg: Any, sec: AdapterSection, ckpt: Path) -> None:
-    cfg.checkpoint, cfg.norm_stats_path, cfg.unnorm_key = str(ckpt), str(ckpt / sec.norm_stats), sec.unnorm_key
+    cfg.checkpoint, cfg.norm_stats_path, cfg.unnorm_key = (
+        str(ckpt),
+        str(ckpt / sec.norm_stats),
+        sec.unnorm_key,
+    )
     cfg.tokenizer = str(ckpt) if sec.tokenizer else ""
 
 
@@ -102,9 +130,11 @@ def check_checkpoint(sec: AdapterSection) -> None:
         return
     ckpt = Path(sec.checkpoint)
     if not ckpt.is_dir():
-        raise ConfigError(f"key 'adapter.checkpoint': no checkpoint directory at {ckpt} (download the released "
-                          f"{sec.name} weights there, or set adapter.checkpoint=DIR; for a CPU run of the same "
-                          "path use adapter.tiny=true, see configs/sim_franka_language_*_tiny_*.yaml)")
+        raise ConfigError(
+            f"key 'adapter.checkpoint': no checkpoint directory at {ckpt} (download the released "
+            f"{sec.name} weights there, or set adapter.checkpoint=DIR; for a CPU run of the same "
+            "path use adapter.tiny=true, see configs/sim_franka_language_*_tiny_*.yaml)"
+        )
     if not list(ckpt.glob("*.safetensors")):
         raise ConfigError(f"key 'adapter.checkpoint': {ckpt} holds no *.safetensors shards")
     if not (ckpt / sec.norm_stats).is_file():
@@ -134,7 +164,13 @@ def load_plan(cfg: VlaGpuConfig) -> dict[str, Any]:
     files = [str(ckpt / "*.safetensors"), str(ckpt / sec.norm_stats)]
     if sec.tokenizer:
         files.append(str(ckpt / "tokenizer.model"))
-    return {"adapter": sec.name, "config": base, "files": files, "device": sec.device, "dtype": sec.dtype}
+    return {
+        "adapter": sec.name,
+        "config": base,
+        "files": files,
+        "device": sec.device,
+        "dtype": sec.dtype,
+    }
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ Statistics come as the checkpoints ship them (``dataset_statistics.json`` /
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,9 @@ from rlinf_contracts.registry import Registry
 
 EPS = 1e-6
 Stats = Mapping[str, Any]
-SCHEMES: Registry[tuple[Callable[[np.ndarray, Stats], np.ndarray], Callable[[np.ndarray, Stats], np.ndarray]]] = \
-    Registry("normalisation")
+SCHEMES: Registry[
+    tuple[Callable[[np.ndarray, Stats], np.ndarray], Callable[[np.ndarray, Stats], np.ndarray]]
+] = Registry("normalisation")
 
 
 def _get(stats: Stats, key: str, dim: int) -> np.ndarray:
@@ -38,7 +40,9 @@ def _get(stats: Stats, key: str, dim: int) -> np.ndarray:
         raise KeyError(f"normalisation statistics lack '{key}' (have {sorted(stats)})")
     v = np.asarray(stats[key], dtype=np.float64)
     if v.shape[-1] != dim:
-        raise ValueError(f"normalisation statistic '{key}' has {v.shape[-1]} entries, the data has {dim}")
+        raise ValueError(
+            f"normalisation statistic '{key}' has {v.shape[-1]} entries, the data has {dim}"
+        )
     return v
 
 

@@ -25,25 +25,42 @@ import torch
 from torch import nn
 
 from learner.models.adapters import ADAPTERS
-from learner.models.adapters.common import ActOutput, ByteTokenizer, VlaAdapter, add_lora, hf_tokenizer
+from learner.models.adapters.common import (
+    ActOutput,
+    ByteTokenizer,
+    VlaAdapter,
+    add_lora,
+    hf_tokenizer,
+)
 from learner.models.adapters.normalization import normalize, unnormalize
-from learner.models.adapters.openvla import OpenVlaConfig, PrismaticVla, observation_images, openvla_prompt
+from learner.models.adapters.openvla import (
+    OpenVlaConfig,
+    PrismaticVla,
+    observation_images,
+    openvla_prompt,
+)
 
 
 @dataclass
 class OftConfig:
     vla: OpenVlaConfig = field(default_factory=OpenVlaConfig)
     chunk: int = field(default=8, metadata={"help": "actions per chunk (OFT LIBERO: 8)"})
-    head_hidden: int = field(default=4096, metadata={"help": "MLP-ResNet width (OFT: the LM width)"})
+    head_hidden: int = field(
+        default=4096, metadata={"help": "MLP-ResNet width (OFT: the LM width)"}
+    )
     head_blocks: int = 2
     use_proprio: bool = True
-    l1_scale: float = field(default=0.05, metadata={"help": "Laplace scale of the RL policy around the L1 head"})
+    l1_scale: float = field(
+        default=0.05, metadata={"help": "Laplace scale of the RL policy around the L1 head"}
+    )
     stop_id: int = field(default=2, metadata={"help": "token after the placeholders (the EOS id)"})
-    norm_stats_state: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "proprio statistics {q01, q99} (bounds_q99); empty: state passed as is"})
+    norm_stats_state: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "proprio statistics {q01, q99} (bounds_q99); empty: state passed as is"},
+    )
 
     @classmethod
-    def tiny(cls, **vla_kw: Any) -> "OftConfig":
+    def tiny(cls, **vla_kw: Any) -> OftConfig:
         return cls(vla=OpenVlaConfig.tiny(**vla_kw), chunk=4, head_hidden=64)
 
 
@@ -105,9 +122,15 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
             self.load_state_dict_file(v.checkpoint)
         self.stats = v.action_stats()
         self.tokenizer = hf_tokenizer(v.tokenizer) if v.tokenizer else ByteTokenizer()
-        for p in [*self.vision_backbone.parameters(), *self.projector.parameters(), *self.language_model.parameters()]:
+        for p in [
+            *self.vision_backbone.parameters(),
+            *self.projector.parameters(),
+            *self.language_model.parameters(),
+        ]:
             p.requires_grad_(False)
-        self.language_model = add_lora(self.language_model, v.lora)  # the head and projector train fully
+        self.language_model = add_lora(
+            self.language_model, v.lora
+        )  # the head and projector train fully
 
     def mean_actions(self, obs: dict[str, Any]) -> torch.Tensor:
         """The L1 head's chunk [B, chunk, A] in model units (one bidirectional forward)."""
@@ -119,15 +142,21 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
             state = np.asarray(obs["state"], dtype=np.float64)
             if self.cfg.norm_stats_state:
                 state = normalize("bounds_q99", state, self.cfg.norm_stats_state)
-            extra = self.proprio_projector(torch.as_tensor(state, dtype=self.dtype, device=self.device))[:, None]
+            extra = self.proprio_projector(
+                torch.as_tensor(state, dtype=self.dtype, device=self.device)
+            )[:, None]
         embeds, mask = self.embed(ids, patches, extra)
         n_act = self.chunk * self.action_dim
         emb = self.language_model.get_input_embeddings()
-        tail = torch.tensor([1] * n_act + [self.cfg.stop_id], device=self.device)  # placeholders, then the stop token
+        tail = torch.tensor(
+            [1] * n_act + [self.cfg.stop_id], device=self.device
+        )  # placeholders, then the stop token
         embeds = torch.cat([embeds, emb(tail)[None].expand(len(ids), -1, -1)], 1)
-        mask = torch.cat([mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype, device=mask.device)], 1)
+        mask = torch.cat(
+            [mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype, device=mask.device)], 1
+        )
         hidden = self.run(embeds, mask, bidirectional=True).hidden_states[-1]
-        return self.action_head(hidden[:, -n_act - 1:-1], self.chunk).float()  # scored in float32
+        return self.action_head(hidden[:, -n_act - 1 : -1], self.chunk).float()  # scored in float32
 
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput:
         mean = self.mean_actions(obs)
@@ -136,16 +165,26 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
         logp = dist.log_prob(model).flatten(1).sum(-1)
         m = model.detach().cpu().numpy()
         robot = unnormalize("bounds_q99", np.clip(m, -1.0, 1.0), self.stats)
-        return ActOutput(robot.astype(np.float32), logp.detach().cpu().numpy(), {"actions": model.detach().cpu()},
-                         m.astype(np.float32))
+        return ActOutput(
+            robot.astype(np.float32),
+            logp.detach().cpu().numpy(),
+            {"actions": model.detach().cpu()},
+            m.astype(np.float32),
+        )
 
     def log_prob(self, obs: dict[str, Any], extras: dict[str, torch.Tensor]) -> torch.Tensor:
         dist = torch.distributions.Laplace(self.mean_actions(obs), self.cfg.l1_scale)
-        return dist.log_prob(torch.as_tensor(extras["actions"], dtype=torch.float32).to(self.device)).flatten(1).sum(-1)
+        return (
+            dist.log_prob(torch.as_tensor(extras["actions"], dtype=torch.float32).to(self.device))
+            .flatten(1)
+            .sum(-1)
+        )
 
     def l1_loss(self, obs: dict[str, Any], actions: np.ndarray) -> torch.Tensor:
         """OFT's training loss against robot-unit target chunks [B, chunk, A] (SFT)."""
-        target = torch.as_tensor(normalize("bounds_q99", actions, self.stats), dtype=torch.float32, device=self.device)
+        target = torch.as_tensor(
+            normalize("bounds_q99", actions, self.stats), dtype=torch.float32, device=self.device
+        )
         return (self.mean_actions(obs) - target).abs().mean()
 
 

@@ -93,7 +93,9 @@ class TimmVit(nn.Module):
         n = (cfg.image_size // cfg.patch) ** 2
         self.patch_embed = _PatchEmbed(cfg)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.cls_token else None
-        self.reg_token = nn.Parameter(torch.zeros(1, cfg.registers, cfg.dim)) if cfg.registers else None
+        self.reg_token = (
+            nn.Parameter(torch.zeros(1, cfg.registers, cfg.dim)) if cfg.registers else None
+        )
         self.pos_embed = nn.Parameter(torch.randn(1, n + int(cfg.cls_token), cfg.dim) * 0.02)
         self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.depth))
         self.norm = nn.LayerNorm(cfg.dim, eps=1e-6)
@@ -109,4 +111,4 @@ class TimmVit(nn.Module):
             x = torch.cat([x[:, :1], self.reg_token.expand(b, -1, -1), x[:, 1:]], 1)
         for blk in self.blocks[: max(len(self.blocks) - 1, 1)]:
             x = blk(x)
-        return x[:, self.prefix_tokens:]
+        return x[:, self.prefix_tokens :]

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import abc
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import mujoco
 import numpy as np
 
+from rlinf_contracts.env_registry import UnknownEnvError
 from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import TABLE_HEIGHT, FrankaModel, ObjectSpec
-from rlinf_contracts.env_registry import UnknownEnvError
 
-TASKS: dict[str, type["FrankaTask"]] = {}
+TASKS: dict[str, type[FrankaTask]] = {}
 
 
-def register_task(name: str) -> Callable[[type["FrankaTask"]], type["FrankaTask"]]:
-    def deco(cls: type["FrankaTask"]) -> type["FrankaTask"]:
+def register_task(name: str) -> Callable[[type[FrankaTask]], type[FrankaTask]]:
+    def deco(cls: type[FrankaTask]) -> type[FrankaTask]:
         cls.name = name
         TASKS[name] = cls
         return cls
@@ -32,7 +32,7 @@ def register_task(name: str) -> Callable[[type["FrankaTask"]], type["FrankaTask"
     return deco
 
 
-def get_task(name: str) -> type["FrankaTask"]:
+def get_task(name: str) -> type[FrankaTask]:
     if name in TASKS:
         return TASKS[name]
     near = difflib.get_close_matches(name, list(TASKS), n=1)
@@ -49,8 +49,12 @@ class Workspace:
     center: tuple[float, float, float]
     half: tuple[float, float, float]
 
-    def sample(self, rng: np.random.Generator, scale: float = 1.0,
-               shift: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> np.ndarray:
+    def sample(
+        self,
+        rng: np.random.Generator,
+        scale: float = 1.0,
+        shift: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ) -> np.ndarray:
         c, h = np.asarray(self.center) + np.asarray(shift), np.asarray(self.half) * scale
         return c + rng.uniform(-1.0, 1.0, size=3) * h
 
@@ -60,8 +64,9 @@ def body_pos(fm: FrankaModel, d: mujoco.MjData, name: str) -> np.ndarray:
     return d.qpos[adr : adr + 3]
 
 
-def set_free_pose(fm: FrankaModel, d: mujoco.MjData, name: str, pos: np.ndarray,
-                  yaw: float = 0.0) -> None:
+def set_free_pose(
+    fm: FrankaModel, d: mujoco.MjData, name: str, pos: np.ndarray, yaw: float = 0.0
+) -> None:
     adr = fm.object_qpos[name]
     d.qpos[adr : adr + 3] = pos
     d.qpos[adr + 3 : adr + 7] = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
@@ -86,7 +91,9 @@ class FrankaTask(abc.ABC):
     # cameras this task adds to the scene: name -> (pos, quat), e.g. a close view of its objects
     extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
-    def __init__(self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)):
+    def __init__(
+        self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    ):
         self.pos_scale = pos_scale
         self.pos_shift = pos_shift
 
@@ -94,12 +101,22 @@ class FrankaTask(abc.ABC):
         """Objects this task puts on the table; ``shape`` is the semantic (identity) knob."""
         if not self.needs_object:
             return ()
-        size = {"box": (0.02, 0.02, 0.02), "cylinder": (0.02, 0.02), "sphere": (0.022,),
-                "capsule": (0.015, 0.012)}[shape]
+        size = {
+            "box": (0.02, 0.02, 0.02),
+            "cylinder": (0.02, 0.02),
+            "sphere": (0.022,),
+            "capsule": (0.015, 0.012),
+        }[shape]
         return (ObjectSpec(name="object", shape=shape, size=size),)
 
-    def place_object(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator,
-                     box: Workspace, max_yaw: float) -> np.ndarray:
+    def place_object(
+        self,
+        fm: FrankaModel,
+        d: mujoco.MjData,
+        rng: np.random.Generator,
+        box: Workspace,
+        max_yaw: float,
+    ) -> np.ndarray:
         """Put the object upright on the table at a position sampled from ``box`` (scaled and
         shifted by the OOD knobs) and a yaw in [-max_yaw, max_yaw]; returns its position."""
         obj = box.sample(rng, self.pos_scale, self.pos_shift)
@@ -134,14 +151,19 @@ class FrankaTask(abc.ABC):
 
     def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
         """``features`` of n envs: ``ee [n, 3]``, ``raw [n, raw_dim]``, ``const [n]``."""
-        raise NotImplementedError(f"task '{self.name}' does not implement batch_features; "
-                                  "add it (and raw_views) so FrankaVectorEnv can score it")
+        raise NotImplementedError(
+            f"task '{self.name}' does not implement batch_features; "
+            "add it (and raw_views) so FrankaVectorEnv can score it"
+        )
 
-    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
-                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def batch_evaluate(
+        self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray, const: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``evaluate`` of n envs: (success ``[n]`` bool, dense reward ``[n]`` float64)."""
-        raise NotImplementedError(f"task '{self.name}' does not implement batch_evaluate; "
-                                  "add it (and raw_views) so FrankaVectorEnv can score it")
+        raise NotImplementedError(
+            f"task '{self.name}' does not implement batch_evaluate; "
+            "add it (and raw_views) so FrankaVectorEnv can score it"
+        )
 
     @abc.abstractmethod
     def oracle(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:

@@ -41,16 +41,28 @@ SLOT_SHAPES = ("box", "cylinder", "sphere")
 HALF = 0.025  # every object is 5 cm across; rest height is the same for all shapes
 OBJECT_BOX = Workspace(center=(-0.08, 0.0, 0.0), half=(0.09, 0.14, 0.0))
 MIN_SEPARATION = 0.09
-HOME_EE_XY, KEEP_OUT = np.array([-0.10, 0.0]), 0.08  # no object under the gripper's start (no free success)
+HOME_EE_XY, KEEP_OUT = (
+    np.array([-0.10, 0.0]),
+    0.08,
+)  # no object under the gripper's start (no free success)
 HIDE_Z = -10.0  # hidden markers: world z offset of the data they carry
 REACH_ABOVE, REACH_RADIUS = 0.06, 0.04
 PUSH_DISTANCE, PUSH_RADIUS = 0.08, 0.04
 LIFT_HEIGHT = 0.05
-DIRECTIONS = {"left": (0.0, 1.0), "right": (0.0, -1.0), "forward": (1.0, 0.0), "backward": (-1.0, 0.0)}
+DIRECTIONS = {
+    "left": (0.0, 1.0),
+    "right": (0.0, -1.0),
+    "forward": (1.0, 0.0),
+    "backward": (-1.0, 0.0),
+}
 
 # vocabularies: "train" (in distribution) and "semantic" (unseen paraphrases and object names)
-COLOURS = {"red": (0.85, 0.12, 0.12), "green": (0.12, 0.7, 0.2), "blue": (0.12, 0.3, 0.9),
-           "yellow": (0.92, 0.82, 0.1)}
+COLOURS = {
+    "red": (0.85, 0.12, 0.12),
+    "green": (0.12, 0.7, 0.2),
+    "blue": (0.12, 0.3, 0.9),
+    "yellow": (0.92, 0.82, 0.1),
+}
 VOCAB = {
     "train": {
         "shape": ("cube", "cylinder", "sphere"),
@@ -82,8 +94,15 @@ class LanguageEpisode:
     direction: str = ""
 
 
-def make_instruction(rng: np.random.Generator, verb: str, target: int, colour: str, direction: str,
-                     vocab: str = "train", colour_only: float = 0.3) -> str:
+def make_instruction(
+    rng: np.random.Generator,
+    verb: str,
+    target: int,
+    colour: str,
+    direction: str,
+    vocab: str = "train",
+    colour_only: float = 0.3,
+) -> str:
     """A templated instruction naming slot ``target`` (of palette ``colour``) in ``vocab``."""
     v = VOCAB[vocab]
     noun = v["object"] if rng.random() < colour_only else v["shape"][target]
@@ -103,7 +122,9 @@ class LanguageTask(FrankaTask):
     default_max_steps = 40
     raw_dim = 17  # 3 object positions, goal, code, finger targets
 
-    def __init__(self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)):
+    def __init__(
+        self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    ):
         super().__init__(pos_scale, pos_shift)
         self.mix: dict[str, float] = {"reach": 1.0}
         self.vocab = "train"
@@ -114,7 +135,9 @@ class LanguageTask(FrankaTask):
     def configure(self, mix: dict[str, float], vocab: str, colour_only: float) -> None:
         bad = sorted(set(mix) - set(VERBS))
         if bad or not mix or min(mix.values()) < 0 or sum(mix.values()) <= 0:
-            raise ValueError(f"language task mix {mix!r}: weights >= 0 over verbs {VERBS}, not all zero")
+            raise ValueError(
+                f"language task mix {mix!r}: weights >= 0 over verbs {VERBS}, not all zero"
+            )
         if vocab not in VOCAB:
             raise ValueError(f"language vocab {vocab!r}; use one of {sorted(VOCAB)}")
         self.mix, self.vocab, self.colour_only = dict(mix), vocab, float(colour_only)
@@ -127,14 +150,17 @@ class LanguageTask(FrankaTask):
     # ----------------------------------------------------------------- episode
     def reset(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator) -> None:
         if not self.configured:
-            raise ValueError("the language task paints per-episode object colours and instructions; "
-                             "build it with make_env('franka_language/<mix>'), not 'mujoco_franka/language'")
+            raise ValueError(
+                "the language task paints per-episode object colours and instructions; "
+                "build it with make_env('franka_language/<mix>'), not 'mujoco_franka/language'"
+            )
         placed: list[np.ndarray] = []
         for name in SLOTS:
             for _ in range(100):  # rejection sampling keeps objects apart
                 pos = OBJECT_BOX.sample(rng, self.pos_scale, self.pos_shift)
                 if np.linalg.norm(pos[:2] - HOME_EE_XY) > KEEP_OUT and all(
-                        np.linalg.norm(pos[:2] - p[:2]) > MIN_SEPARATION for p in placed):
+                    np.linalg.norm(pos[:2] - p[:2]) > MIN_SEPARATION for p in placed
+                ):
                     break
             pos[2] = TABLE_HEIGHT + HALF
             placed.append(pos)
@@ -145,7 +171,9 @@ class LanguageTask(FrankaTask):
         target = int(rng.integers(len(SLOTS) if verb == "reach" else 2))  # no push/lift of the ball
         colours = tuple(str(c) for c in rng.permutation(list(COLOURS))[: len(SLOTS)])
         direction = str(rng.choice(list(DIRECTIONS))) if verb == "push" else ""
-        text = make_instruction(rng, verb, target, colours[target], direction, self.vocab, self.colour_only)
+        text = make_instruction(
+            rng, verb, target, colours[target], direction, self.vocab, self.colour_only
+        )
         goal = placed[target].copy()
         if verb == "push":
             goal[:2] += PUSH_DISTANCE * np.asarray(DIRECTIONS[direction])
@@ -159,8 +187,12 @@ class LanguageTask(FrankaTask):
     # ------------------------------------------------------------------ scoring
     def raw_views(self, fm: FrankaModel, d: mujoco.MjData) -> tuple[np.ndarray, ...]:
         objs = tuple(d.qpos[fm.object_qpos[n] : fm.object_qpos[n] + 3] for n in SLOTS)
-        return (*objs, d.mocap_pos[fm.marker_mocap["goal"]], d.mocap_pos[fm.marker_mocap["code"]],
-                _finger_targets(fm, d))
+        return (
+            *objs,
+            d.mocap_pos[fm.marker_mocap["goal"]],
+            d.mocap_pos[fm.marker_mocap["code"]],
+            _finger_targets(fm, d),
+        )
 
     def raw_const(self, fm: FrankaModel) -> float:
         return TABLE_HEIGHT + HALF
@@ -171,8 +203,9 @@ class LanguageTask(FrankaTask):
     def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
         return (raw[:, :9].reshape(-1, 3, 3) - ee[:, None, :]).reshape(-1, 9)
 
-    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
-                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def batch_evaluate(
+        self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray, const: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         verb = np.rint(raw[:, 12]).astype(int)
         target = np.rint(raw[:, 13]).astype(int)
         obj = raw[:, :9].reshape(-1, 3, 3)[np.arange(len(raw)), target]
@@ -184,8 +217,14 @@ class LanguageTask(FrankaTask):
         height = obj[:, 2] - const
         target_width = raw[:, 15] - raw[:, 16]
         grasped = (d_obj < 0.02) & (width > 0.01) & (target_width < width - 0.01)
-        lift_r = -(d_obj + 0.5 * (1.0 - grasped) + 0.5 * (1.0 - np.clip(height / LIFT_HEIGHT, 0.0, 1.0)))
-        ok = np.select([verb == 0, verb == 1], [d_reach < REACH_RADIUS, d_goal < PUSH_RADIUS], height > LIFT_HEIGHT)
+        lift_r = -(
+            d_obj + 0.5 * (1.0 - grasped) + 0.5 * (1.0 - np.clip(height / LIFT_HEIGHT, 0.0, 1.0))
+        )
+        ok = np.select(
+            [verb == 0, verb == 1],
+            [d_reach < REACH_RADIUS, d_goal < PUSH_RADIUS],
+            height > LIFT_HEIGHT,
+        )
         reward = np.select([verb == 0, verb == 1], [-d_reach, -d_obj - 2.0 * d_goal], lift_r)
         return ok.astype(bool), reward
 
@@ -194,7 +233,9 @@ class LanguageTask(FrankaTask):
 
     def evaluate(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> tuple[bool, float]:
         width = np.array([d.qpos[fm.grip_qpos[0]] - d.qpos[fm.grip_qpos[1]]])
-        ok, r = self.batch_evaluate(ee[None], self._raw(fm, d), width, np.array([self.raw_const(fm)]))
+        ok, r = self.batch_evaluate(
+            ee[None], self._raw(fm, d), width, np.array([self.raw_const(fm)])
+        )
         return bool(ok[0]), float(r[0])
 
     # ------------------------------------------------------------------- oracle

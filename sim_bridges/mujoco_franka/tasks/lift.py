@@ -25,7 +25,12 @@ import numpy as np
 from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import (
-    FrankaTask, Workspace, body_pos, gripper_width, object_rest_z, register_task,
+    FrankaTask,
+    Workspace,
+    body_pos,
+    gripper_width,
+    object_rest_z,
+    register_task,
 )
 
 OBJECT_BOX = Workspace(center=(-0.08, 0.0, 0.0), half=(0.08, 0.12, 0.0))
@@ -36,10 +41,13 @@ GRASP_MIN_WIDTH = 0.01  # fingers closed on nothing end at ~0.002
 STAGE_COST = 0.5  # per step, for not grasping and (scaled by the height missing) not lifting
 
 
-def lift_reward(dist: np.ndarray, height: np.ndarray, width: np.ndarray,
-                target_width: np.ndarray) -> np.ndarray:
+def lift_reward(
+    dist: np.ndarray, height: np.ndarray, width: np.ndarray, target_width: np.ndarray
+) -> np.ndarray:
     """Dense lift reward of ``n`` states (see the module docstring); all inputs ``[n]``."""
-    grasped = (dist < GRASP_RADIUS) & (width > GRASP_MIN_WIDTH) & (target_width < width - GRASP_BLOCKED)
+    grasped = (
+        (dist < GRASP_RADIUS) & (width > GRASP_MIN_WIDTH) & (target_width < width - GRASP_BLOCKED)
+    )
     lifted = np.clip(height / LIFT_HEIGHT, 0.0, 1.0)
     return -(dist + STAGE_COST * (1.0 - grasped) + STAGE_COST * (1.0 - lifted))
 
@@ -48,14 +56,20 @@ def _finger_targets(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
     """View of the two finger position targets (``d.ctrl``, contiguous actuators)."""
     a = int(fm.grip_act[0])
     if int(fm.grip_act[1]) != a + 1:
-        raise ValueError(f"finger actuators {fm.grip_act.tolist()} are not adjacent; lift needs a ctrl view")
+        raise ValueError(
+            f"finger actuators {fm.grip_act.tolist()} are not adjacent; lift needs a ctrl view"
+        )
     return d.ctrl[a : a + 2]
 
 
 @register_task("lift")
 class LiftTask(FrankaTask):
     instruction = "pick up the cube"
-    state_fields = (StateField("object_pos", 3), StateField("object_minus_ee", 3), StateField("object_height", 1))
+    state_fields = (
+        StateField("object_pos", 3),
+        StateField("object_minus_ee", 3),
+        StateField("object_height", 1),
+    )
     feature_dim = 7
     needs_object = True
     default_control = "ee_delta"
@@ -72,8 +86,12 @@ class LiftTask(FrankaTask):
         obj = body_pos(fm, d, "object")
         height = float(obj[2] - object_rest_z(fm))
         targets = _finger_targets(fm, d)
-        reward = lift_reward(np.array([np.linalg.norm(obj - ee)]), np.array([height]),
-                             np.array([gripper_width(fm, d)]), np.array([targets[0] - targets[1]]))
+        reward = lift_reward(
+            np.array([np.linalg.norm(obj - ee)]),
+            np.array([height]),
+            np.array([gripper_width(fm, d)]),
+            np.array([targets[0] - targets[1]]),
+        )
         return height > LIFT_HEIGHT, float(reward[0])
 
     raw_dim = 5  # object position, finger targets
@@ -88,8 +106,9 @@ class LiftTask(FrankaTask):
         obj = raw[:, :3]
         return np.concatenate([obj, obj - ee, (obj[:, 2] - const)[:, None]], axis=1)
 
-    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
-                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def batch_evaluate(
+        self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray, const: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         height = raw[:, 2] - const
         dist = np.linalg.norm(raw[:, :3] - ee, axis=1)
         return height > LIFT_HEIGHT, lift_reward(dist, height, width, raw[:, 3] - raw[:, 4])

@@ -12,7 +12,11 @@ import numpy as np
 from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import FrankaModel
 from sim_bridges.mujoco_franka.tasks.base import (
-    FrankaTask, Workspace, body_pos, object_rest_z, register_task,
+    FrankaTask,
+    Workspace,
+    body_pos,
+    object_rest_z,
+    register_task,
 )
 
 OBJECT_BOX = Workspace(center=(-0.08, 0.0, 0.0), half=(0.06, 0.12, 0.0))
@@ -23,8 +27,12 @@ GOAL_OFFSET = Workspace(center=(0.0, 0.0, 0.0), half=(0.12, 0.12, 0.0))
 class PushTask(FrankaTask):
     instruction = "push the cube to the green marker"
     markers = ("goal",)
-    state_fields = (StateField("object_pos", 3), StateField("object_minus_ee", 3), StateField("goal_pos", 3),
-                    StateField("goal_minus_object", 3))
+    state_fields = (
+        StateField("object_pos", 3),
+        StateField("object_minus_ee", 3),
+        StateField("goal_pos", 3),
+        StateField("goal_minus_object", 3),
+    )
     feature_dim = 12
     needs_object = True
     default_control = "ee_delta"
@@ -63,8 +71,9 @@ class PushTask(FrankaTask):
         obj, goal = raw[:, :3], raw[:, 3:6]
         return np.concatenate([obj, obj - ee, goal, goal - obj], axis=1)
 
-    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
-                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def batch_evaluate(
+        self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray, const: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         reach = np.linalg.norm(raw[:, :3] - ee, axis=1)
         goal = np.linalg.norm(raw[:, 3:5] - raw[:, :2], axis=1)
         return goal < self.success_radius, -reach - 2.0 * goal

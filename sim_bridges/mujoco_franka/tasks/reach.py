@@ -28,7 +28,9 @@ class ReachTask(FrankaTask):
     default_max_steps = 50
 
     def reset(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator) -> None:
-        d.mocap_pos[fm.marker_mocap["target"]] = TARGET_BOX.sample(rng, self.pos_scale, self.pos_shift)
+        d.mocap_pos[fm.marker_mocap["target"]] = TARGET_BOX.sample(
+            rng, self.pos_scale, self.pos_shift
+        )
 
     def _target(self, fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
         return d.mocap_pos[fm.marker_mocap["target"]]
@@ -50,8 +52,9 @@ class ReachTask(FrankaTask):
     def batch_features(self, ee: np.ndarray, raw: np.ndarray, const: np.ndarray) -> np.ndarray:
         return np.concatenate([raw, raw - ee], axis=1)
 
-    def batch_evaluate(self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray,
-                       const: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def batch_evaluate(
+        self, ee: np.ndarray, raw: np.ndarray, width: np.ndarray, const: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         diff = raw - ee
         dist = np.sqrt(np.einsum("ij,ij->i", diff, diff))
         return dist < self.success_radius, -dist

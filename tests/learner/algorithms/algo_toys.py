@@ -16,7 +16,7 @@ STEP = 0.25
 
 
 def reset(n: int, generator: torch.Generator | None = None) -> Tensor:
-    return (torch.rand(n, 1, generator=generator) * 3.0 - 1.5)
+    return torch.rand(n, 1, generator=generator) * 3.0 - 1.5
 
 
 def step(state: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
@@ -47,8 +47,10 @@ class TanhGaussianActor(torch.nn.Module):
     def __init__(self, obs_dim: int = 1, act_dim: int = 1, hidden: int = 64) -> None:
         super().__init__()
         self.net = torch.nn.Sequential(
-            torch.nn.Linear(obs_dim, hidden), torch.nn.ReLU(),
-            torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+            torch.nn.Linear(obs_dim, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.ReLU(),
             torch.nn.Linear(hidden, 2 * act_dim),
         )
 

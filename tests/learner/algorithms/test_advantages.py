@@ -39,9 +39,7 @@ def test_gae_masked_positions_do_not_change_result():
     torch.testing.assert_close(adv, T([[1.7168, 0.0, 0.44, 2.0, 0.0]]))
     torch.testing.assert_close(ret, T([[2.2168, 0.0, 1.44, 2.0, 0.0]]))
     # Any other garbage in padding gives the same answer.
-    adv2, _ = gae(
-        T([[1.0, -3.0, 0.0, 2.0, 1e6]]), T([[0.5, 1e3, 1.0, 0.0, -1e6]]), mask, 0.9, 0.8
-    )
+    adv2, _ = gae(T([[1.0, -3.0, 0.0, 2.0, 1e6]]), T([[0.5, 1e3, 1.0, 0.0, -1e6]]), mask, 0.9, 0.8)
     torch.testing.assert_close(adv2, adv)
 
 
@@ -67,8 +65,13 @@ def test_gae_lambda0_is_td_error():
 def test_gae_dones_cut_bootstrapping_and_restart():
     # Episode 1 = steps 0-1 (done at 1), episode 2 = steps 2-3 bootstrapped with 10.
     adv, _ = gae(
-        T([[1.0, 1.0, 1.0, 1.0]]), T([[1.0, 2.0, 3.0, 4.0]]), torch.ones(1, 4), 1.0, 1.0,
-        bootstrap_value=T([10.0]), dones=T([[0.0, 1.0, 0.0, 0.0]]),
+        T([[1.0, 1.0, 1.0, 1.0]]),
+        T([[1.0, 2.0, 3.0, 4.0]]),
+        torch.ones(1, 4),
+        1.0,
+        1.0,
+        bootstrap_value=T([10.0]),
+        dones=T([[0.0, 1.0, 0.0, 0.0]]),
     )
     torch.testing.assert_close(adv, T([[1.0, -1.0, 9.0, 7.0]]))
 
@@ -164,8 +167,10 @@ def test_registry_names_and_compute_by_name():
 
 
 def test_estimator_specs_carry_what_runners_need():
-    flags = {n: (ADVANTAGES.get(n).needs_critic, ADVANTAGES.get(n).grouped, ADVANTAGES.get(n).signal)
-             for n in ADVANTAGES.names()}
+    flags = {
+        n: (ADVANTAGES.get(n).needs_critic, ADVANTAGES.get(n).grouped, ADVANTAGES.get(n).signal)
+        for n in ADVANTAGES.names()
+    }
     assert flags == {
         "gae": (True, False, "value"),
         "grpo": (False, True, "outcome"),
@@ -176,8 +181,10 @@ def test_estimator_specs_carry_what_runners_need():
     }
     spec = ADVANTAGES.get("grpo")
     scores = T([1.0, 0.0, 2.0, 2.0])
-    torch.testing.assert_close(compute_advantages(spec, scores=scores, group_size=2),
-                               compute_advantages("grpo", scores=scores, group_size=2))
+    torch.testing.assert_close(
+        compute_advantages(spec, scores=scores, group_size=2),
+        compute_advantages("grpo", scores=scores, group_size=2),
+    )
 
 
 def test_check_groups_accepts_contiguous_blocks_and_rejects_interleaving():

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learner.algorithms.aggregation import AGG_MODES, aggregate, global_normalizer, masked_mean, step_weights
+from learner.algorithms.aggregation import (
+    AGG_MODES,
+    aggregate,
+    global_normalizer,
+    masked_mean,
+    step_weights,
+)
 
 T = torch.tensor
 LOSS = T([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0], [7.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
@@ -35,7 +41,9 @@ def test_norm_constant_and_global_normalizer_values():
     assert global_normalizer(torch.zeros(2, 3), "token-mean") == 1.0  # no NaN on empty batches
 
 
-def _verl_091_seq_mean_token_sum_norm(loss: torch.Tensor, mask: torch.Tensor, const: float) -> torch.Tensor:
+def _verl_091_seq_mean_token_sum_norm(
+    loss: torch.Tensor, mask: torch.Tensor, const: float
+) -> torch.Tensor:
     """verl 0.9.1 ``agg_loss`` (dp_size 1), restated: the mean over non-empty rows of
     ``token-sum``, divided by the constant."""
     seq = (loss * mask).sum(-1)
@@ -53,8 +61,12 @@ def test_seq_mean_token_sum_norm_matches_verl_and_dr_grpo():
     loss = torch.randn(6, 5, generator=gen)
     lengths = T([5, 1, 3, 2, 4, 5])
     mask = (torch.arange(5).unsqueeze(0) < lengths.unsqueeze(1)).float()
-    got = aggregate(loss, mask, "seq-mean-token-sum-norm",
-                    global_normalizer(mask, "seq-mean-token-sum-norm", norm_constant=8.0))
+    got = aggregate(
+        loss,
+        mask,
+        "seq-mean-token-sum-norm",
+        global_normalizer(mask, "seq-mean-token-sum-norm", norm_constant=8.0),
+    )
     torch.testing.assert_close(got, _verl_091_seq_mean_token_sum_norm(loss, mask, 8.0))
     torch.testing.assert_close(got, _dr_grpo_reference(loss, mask, 8.0))  # no empty rows here
 

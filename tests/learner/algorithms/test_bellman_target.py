@@ -8,10 +8,10 @@ online critic's minimum over all members) gives another loss and fails here.
 
 from __future__ import annotations
 
+import algo_toys
 import pytest
 import torch
 
-import algo_toys
 from learner.algorithms.rlpd import RLPDConfig, make_rlpd_learner
 from learner.algorithms.sac import SACConfig, make_sac_learner, sac_critic_loss
 

@@ -3,9 +3,9 @@ policy delay 3, Adam beta1 0.5."""
 
 from __future__ import annotations
 
+import algo_toys
 import torch
 
-import algo_toys
 from learner.algorithms.batch_renorm import EnsembleBatchRenorm
 from learner.algorithms.crossq import CrossQConfig, make_crossq_learner
 from learner.algorithms.sac import OFF_POLICY_LEARNERS, SACConfig
@@ -20,7 +20,9 @@ def _batch(n: int = 16) -> dict[str, torch.Tensor]:
 
 
 def _learner(cfg: CrossQConfig | None = None):
-    return OFF_POLICY_LEARNERS.get("crossq")(algo_toys.TanhGaussianActor(hidden=8), 1, 1, cfg, hidden=(8,))
+    return OFF_POLICY_LEARNERS.get("crossq")(
+        algo_toys.TanhGaussianActor(hidden=8), 1, 1, cfg, hidden=(8,)
+    )
 
 
 def test_no_target_critic_built_or_checkpointed():
@@ -43,7 +45,9 @@ def test_paper_defaults_batch_renorm_and_adam_beta1():
     assert (cfg.policy_delay, cfg.adam_beta1, cfg.critic_lr, cfg.actor_lr) == (3, 0.5, 1e-3, 1e-3)
     norms = [m for m in learner.critic.modules() if isinstance(m, EnsembleBatchRenorm)]
     assert len(norms) == 2  # input + the hidden layer
-    assert not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in learner.critic.modules())
+    assert not any(
+        isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in learner.critic.modules()
+    )
     for opt in (learner.critic_opt, learner.actor_opt):
         assert opt.param_groups[0]["betas"][0] == 0.5
 
@@ -70,5 +74,7 @@ def test_critic_step_is_one_joint_train_mode_pass():
 
 
 def test_plain_sac_config_is_used_as_given():
-    learner = make_crossq_learner(algo_toys.TanhGaussianActor(hidden=8), 1, 1, SACConfig(), hidden=(8,))
+    learner = make_crossq_learner(
+        algo_toys.TanhGaussianActor(hidden=8), 1, 1, SACConfig(), hidden=(8,)
+    )
     assert learner.cfg.policy_delay == 1 and learner.target_critic is None

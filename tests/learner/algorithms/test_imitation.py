@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
+import algo_toys
 import pytest
 import torch
 
-import algo_toys
 from learner.algorithms.imitation import (
     DaggerBuffer,
     aggregate_dagger,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import algo_toys
 import pytest
 import torch
 
-import algo_toys
 from learner.algorithms.critics import CriticEnsemble
 from learner.algorithms.iql import (
     awr_actor_loss,
@@ -70,8 +70,10 @@ def test_iql_offline_beats_behaviour_policy():
         obs.append(state), act.append(a), rew.append(r), nxt.append(s2)
         state = s2
     data = {
-        "obs": torch.cat(obs), "action": torch.cat(act),
-        "reward": torch.cat(rew), "next_obs": torch.cat(nxt),
+        "obs": torch.cat(obs),
+        "action": torch.cat(act),
+        "reward": torch.cat(rew),
+        "next_obs": torch.cat(nxt),
     }
     q_net, v_net = CriticEnsemble(1, 1, 2, (64, 64)), CriticEnsemble(1, 0, 1, (64, 64))
     actor = algo_toys.TanhGaussianActor()

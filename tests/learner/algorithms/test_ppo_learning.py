@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import algo_toys
 import torch
 from torch import nn
 
-import algo_toys
 from learner.algorithms.advantages import gae, whiten
 from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 
@@ -34,8 +34,12 @@ def _rollout(policy: GaussianPolicy, n_envs: int, gen: torch.Generator) -> dict[
             state = nxt
         boot = policy.value(state).squeeze(-1)  # time-limit truncation: bootstrap
     return {
-        "obs": torch.stack(obs, 1), "action": torch.stack(acts, 1), "reward": torch.stack(rews, 1),
-        "logp": torch.stack(logps, 1), "value": torch.stack(vals, 1), "boot": boot,
+        "obs": torch.stack(obs, 1),
+        "action": torch.stack(acts, 1),
+        "reward": torch.stack(rews, 1),
+        "logp": torch.stack(logps, 1),
+        "value": torch.stack(vals, 1),
+        "boot": boot,
     }
 
 
@@ -62,8 +66,14 @@ def test_ppo_learns_point_mass():
                 d = policy.dist(batch["obs"][rows])
                 logp = d.log_prob(batch["action"][rows]).sum(-1)
                 pl, metrics = ppo_policy_loss(
-                    logp, batch["logp"][rows], adv[rows], mask[rows], clip_low=0.2, clip_high=0.28,
-                    dual_clip=3.0, normalizer=float(mask.sum()) / 4,
+                    logp,
+                    batch["logp"][rows],
+                    adv[rows],
+                    mask[rows],
+                    clip_low=0.2,
+                    clip_high=0.28,
+                    dual_clip=3.0,
+                    normalizer=float(mask.sum()) / 4,
                 )
                 values = policy.value(batch["obs"][rows]).squeeze(-1)
                 vl, _ = value_loss(values, batch["value"][rows], ret[rows], mask[rows], clip=0.5)

@@ -13,13 +13,21 @@ from rlinf_contracts.registry import Registry, UnknownNameError
 
 def test_registered_names():
     assert algos.ADVANTAGES.names() == [
-        "dr_grpo", "gae", "grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo",
+        "dr_grpo",
+        "gae",
+        "grpo",
+        "reinforce_pp",
+        "reinforce_pp_baseline",
+        "rloo",
     ]
     assert algos.POLICY_LOSSES.names() == ["pg", "ppo"]
     assert algos.KL_ESTIMATORS.names() == ["k1", "k2", "k3", "low_var_kl"]
     assert algos.OFF_POLICY_LEARNERS.names() == ["crossq", "rlpd", "sac"]
     assert algos.AGG_MODES == (
-        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
+        "token-mean",
+        "seq-mean-token-sum",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum-norm",
     )
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import algo_toys
 import pytest
 import torch
 
-import algo_toys
 from learner.algorithms.critics import CriticEnsemble
 from learner.algorithms.rlpd import RLPDConfig, make_rlpd_learner, rlpd_update, symmetric_batch
 from learner.algorithms.sac import OFF_POLICY_LEARNERS, SACConfig
@@ -51,7 +51,10 @@ def test_rlpd_update_runs_utd_critic_steps_per_actor_step():
     action = torch.rand(64, 1, generator=gen) * 2 - 1
     nxt, reward = algo_toys.step(state, action)
     demos = {
-        "obs": state, "action": action, "reward": reward, "next_obs": nxt,
+        "obs": state,
+        "action": action,
+        "reward": reward,
+        "next_obs": nxt,
         "done": torch.zeros(64),
     }
     sample = lambda: symmetric_batch(demos, {}, 32, generator=gen)  # noqa: E731
@@ -69,7 +72,9 @@ def test_layer_norm_parameters_are_per_member_and_vectorised():
     still one batched pass): changing member 3's norm changes only member 3's Q."""
     from learner.algorithms.critics import EnsembleLayerNorm
 
-    learner = make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8), 1, 1, RLPDConfig(hidden=(16, 16)))
+    learner = make_rlpd_learner(
+        algo_toys.TanhGaussianActor(hidden=8), 1, 1, RLPDConfig(hidden=(16, 16))
+    )
     norms = [m for m in learner.critic.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert len(norms) == 2 and all(isinstance(m, EnsembleLayerNorm) for m in norms)
     assert all(m.weight.shape == m.bias.shape == (10, 1, 16) for m in norms)
@@ -83,7 +88,14 @@ def test_layer_norm_parameters_are_per_member_and_vectorised():
 
 
 def test_target_entropy_is_minus_half_action_dim():
-    learner = make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, RLPDConfig(hidden=(8,)))
+    learner = make_rlpd_learner(
+        algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, RLPDConfig(hidden=(8,))
+    )
     assert learner.target_entropy == -2.0
     explicit = RLPDConfig(hidden=(8,), sac=SACConfig(target_entropy=-1.0))
-    assert make_rlpd_learner(algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, explicit).target_entropy == -1.0
+    assert (
+        make_rlpd_learner(
+            algo_toys.TanhGaussianActor(hidden=8, act_dim=4), 1, 4, explicit
+        ).target_entropy
+        == -1.0
+    )

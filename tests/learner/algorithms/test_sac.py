@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import algo_toys
 import pytest
 import torch
 
-import algo_toys
 from learner.algorithms.critics import CriticEnsemble, random_subset_min, soft_update
 from learner.algorithms.crossq import crossq_joint_q
 from learner.algorithms.sac import (
@@ -23,8 +23,12 @@ T = torch.tensor
 
 def test_critic_target_hand_values():
     y = sac_critic_target(
-        reward=T([1.0, 0.5]), done=T([0.0, 1.0]), next_q=T([[2.0, 3.0], [1.5, 4.0]]),
-        next_logp=T([-1.0, 0.5]), alpha=0.2, gamma=0.9,
+        reward=T([1.0, 0.5]),
+        done=T([0.0, 1.0]),
+        next_q=T([[2.0, 3.0], [1.5, 4.0]]),
+        next_logp=T([-1.0, 0.5]),
+        alpha=0.2,
+        gamma=0.9,
     )
     # row 0: 1 + 0.9 * (min(2, 1.5) + 0.2); row 1 terminal: 0.5
     torch.testing.assert_close(y, T([2.53, 0.5]))
@@ -124,8 +128,13 @@ def test_learner_state_dict_round_trip():
     a = make(algo_toys.TanhGaussianActor(hidden=8), 1, 1, SACConfig(init_alpha=0.3), hidden=(8,))
     b = make(algo_toys.TanhGaussianActor(hidden=8), 1, 1, SACConfig(), hidden=(8,))
     obs = torch.randn(4, 1)
-    batch = {"obs": obs, "action": torch.zeros(4, 1), "reward": torch.ones(4),
-             "next_obs": obs, "done": torch.zeros(4)}
+    batch = {
+        "obs": obs,
+        "action": torch.zeros(4, 1),
+        "reward": torch.ones(4),
+        "next_obs": obs,
+        "done": torch.zeros(4),
+    }
     a.update(batch)
     b.load_state_dict(a.state_dict())
     assert b.alpha == pytest.approx(a.alpha)

@@ -14,35 +14,51 @@ from learner.algorithms import (
     overlong_penalty,
     ppo_policy_loss,
 )
-from rlinf_contracts.config import ConfigError, from_dict
 from learner.llm.actor import ActorConfig, ActorTrainer
 from learner.llm.algo import AlgorithmConfig, keep_mask, shape_scores, token_advantages
 from learner.llm.batch import make_train_batch, response_logprobs
+from rlinf_contracts.config import ConfigError, from_dict
 
 
 def _batch(tok, n=6, seed=0):
     g = torch.Generator().manual_seed(seed)
     prompts = [tok(f"{i}+{i + 1}=", add_special_tokens=False).input_ids for i in range(n)]
-    responses = [torch.randint(4, len(tok), (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist()
-                 for _ in range(n)]
+    responses = [
+        torch.randint(
+            4, len(tok), (int(torch.randint(1, 5, (1,), generator=g)),), generator=g
+        ).tolist()
+        for _ in range(n)
+    ]
     return make_train_batch(prompts, responses, tok.pad_token_id)
 
 
-@pytest.mark.parametrize("agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize(
+    "agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+)
 @pytest.mark.parametrize("micro_batch", [0, 2, 4])
 def test_actor_loss_equals_library_loss(tiny_model, tiny_tok, agg_mode, micro_batch):
     algo = AlgorithmConfig(clip_low=0.2, clip_high=0.28, agg_mode=agg_mode)
     trainer = ActorTrainer(tiny_model, ActorConfig(micro_batch=micro_batch), algo, max_new_tokens=4)
     tb = _batch(tiny_tok)
     g = torch.Generator().manual_seed(1)
-    old = (trainer.logprobs(tb) + 0.3 * torch.randn(tb.response_mask.shape, generator=g)) * tb.response_mask
+    old = (
+        trainer.logprobs(tb) + 0.3 * torch.randn(tb.response_mask.shape, generator=g)
+    ) * tb.response_mask
     scores = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
     adv = token_advantages(algo, scores, tb.response_mask, group_size=3)
     ours, metrics = trainer.accumulate(tb, old, adv, backward=False)
     logp = response_logprobs(tiny_model, tb)
     norm = global_normalizer(tb.response_mask, agg_mode, 4.0)
-    ref, ref_metrics = ppo_policy_loss(logp, old, adv, tb.response_mask, clip_low=0.2, clip_high=0.28,
-                                       agg_mode=agg_mode, normalizer=norm)
+    ref, ref_metrics = ppo_policy_loss(
+        logp,
+        old,
+        adv,
+        tb.response_mask,
+        clip_low=0.2,
+        clip_high=0.28,
+        agg_mode=agg_mode,
+        normalizer=norm,
+    )
     assert ours == pytest.approx(float(ref.detach()), rel=1e-5, abs=1e-7)
     if micro_batch == 0:
         assert metrics["actor/clip_frac"] == pytest.approx(ref_metrics["clip_frac"])
@@ -53,13 +69,22 @@ def test_micro_batched_gradient_equals_full_batch(tiny_tok):
 
     grads = []
     for mb in (0, 2):
-        model = build_model(ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=5), tiny_tok)
-        trainer = ActorTrainer(model, ActorConfig(micro_batch=mb), AlgorithmConfig(), max_new_tokens=4)
+        model = build_model(
+            ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=5),
+            tiny_tok,
+        )
+        trainer = ActorTrainer(
+            model, ActorConfig(micro_batch=mb), AlgorithmConfig(), max_new_tokens=4
+        )
         tb = _batch(tiny_tok)
         old = trainer.logprobs(tb) - 0.1 * tb.response_mask
-        adv = token_advantages(trainer.algo, torch.tensor([1.0, 0, 0, 1, 1, 0]), tb.response_mask, 2)
+        adv = token_advantages(
+            trainer.algo, torch.tensor([1.0, 0, 0, 1, 1, 0]), tb.response_mask, 2
+        )
         trainer.accumulate(tb, old, adv)
-        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+        grads.append(
+            torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        )
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
 
 
@@ -88,7 +113,9 @@ def test_grpo_token_advantages_broadcast_group_advantage():
 
 def test_reinforce_pp_token_advantages_are_whitened():
     mask = torch.tensor([[1.0, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]])
-    adv = token_advantages(AlgorithmConfig(adv="reinforce_pp"), torch.tensor([1.0, 0, 1, 0]), mask, 2)
+    adv = token_advantages(
+        AlgorithmConfig(adv="reinforce_pp"), torch.tensor([1.0, 0, 1, 0]), mask, 2
+    )
     valid = adv[mask.bool()]
     assert valid.mean().abs() < 1e-5 and (valid.std() - 1).abs() < 1e-4
 
@@ -115,7 +142,9 @@ def test_algorithm_config_errors_name_the_key():
 def test_sft_step_reduces_loss(tiny_model, tiny_tok):
     trainer = ActorTrainer(tiny_model, ActorConfig(lr=1e-2), AlgorithmConfig())
     enc = lambda s: tiny_tok(s, add_special_tokens=False).input_ids  # noqa: E731
-    tb = make_train_batch([enc("1+2="), enc("3+4=")], [enc("003"), enc("007")], tiny_tok.pad_token_id)
+    tb = make_train_batch(
+        [enc("1+2="), enc("3+4=")], [enc("003"), enc("007")], tiny_tok.pad_token_id
+    )
     first = trainer.sft_step(tb)
     for _ in range(20):
         last = trainer.sft_step(tb)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rlinf_contracts.config import ConfigError, from_dict
-from learner.llm.arithmetic import ArithmeticConfig, arithmetic_split, noisy_demonstrations, write_arithmetic_data
+from learner.llm.arithmetic import (
+    ArithmeticConfig,
+    arithmetic_split,
+    noisy_demonstrations,
+    write_arithmetic_data,
+)
 from learner.llm.datasets import PromptSampler, apply_template, load_prompts
 from learner.llm.rewards import REWARDS
+from rlinf_contracts.config import ConfigError, from_dict
 
 
 def test_heldout_pairs_never_in_train():

@@ -7,19 +7,30 @@ from pathlib import Path
 
 import pytest
 
-from rlinf_contracts.config import ConfigError, from_dict, load_config
 from learner.runners.reasoning import ReasoningConfig, run
+from rlinf_contracts.config import ConfigError, from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cfg(tmp_path: Path, placement: dict[str, str], driver: str = "workers") -> ReasoningConfig:
-    raw = load_config(ROOT / "configs/llm_grpo_arith.yaml", [
-        "sft.steps=3", "sft.batch_size=16", "train.steps=2", "train.prompts_per_step=4", "rollout.n=4",
-        "rollout.micro_batch_prompts=2", "train.eval_every=1", "data.eval_limit=8",
-        "data.arithmetic.max_operand=20", f"train.out_dir={tmp_path}", f"train.driver={driver}",
-        "train.timeout_s=120",
-    ])
+    raw = load_config(
+        ROOT / "configs/llm_grpo_arith.yaml",
+        [
+            "sft.steps=3",
+            "sft.batch_size=16",
+            "train.steps=2",
+            "train.prompts_per_step=4",
+            "rollout.n=4",
+            "rollout.micro_batch_prompts=2",
+            "train.eval_every=1",
+            "data.eval_limit=8",
+            "data.arithmetic.max_operand=20",
+            f"train.out_dir={tmp_path}",
+            f"train.driver={driver}",
+            "train.timeout_s=120",
+        ],
+    )
     raw["placement"] = placement
     return from_dict(ReasoningConfig, raw)
 
@@ -35,7 +46,10 @@ def _check_common(result: dict) -> list[dict[str, str]]:
     assert [int(r["step"]) for r in rl] == [1, 2]
     # parameters changed: SFT digest differs from the final one, and RL published 2 versions
     assert result["actor_digest"] != result["sft_digest"]
-    assert [float(r["weight_version"]) for r in rl] == [result["actor_version"] - 1, result["actor_version"]]
+    assert [float(r["weight_version"]) for r in rl] == [
+        result["actor_version"] - 1,
+        result["actor_version"],
+    ]
     # rollout weights follow the actor's: same version, bit-identical parameters after the last sync
     assert result["rollout_versions"] == [result["actor_version"]] * len(result["rollout_versions"])
     assert set(result["rollout_digests"]) == {result["actor_digest"]}
@@ -72,7 +86,10 @@ def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="placement must place"):
         _cfg(tmp_path, {"rollout,actor": "0"})
     with pytest.raises(ConfigError, match="rollout.temperature"):
-        from_dict(ReasoningConfig, {**load_config(ROOT / "configs/llm_grpo_arith.yaml"), "rollout": {"temperature": 0.0}})
+        from_dict(
+            ReasoningConfig,
+            {**load_config(ROOT / "configs/llm_grpo_arith.yaml"), "rollout": {"temperature": 0.0}},
+        )
 
 
 def test_gpu_config_validates_with_the_same_dataclass():
@@ -87,18 +104,47 @@ def test_gpu_config_validates_with_the_same_dataclass():
     assert not placement.shares_slots("rollout", "actor")  # runs disaggregated
 
 
-@pytest.mark.parametrize("overrides", [
-    ["algorithm.adv=dr_grpo", "algorithm.agg_mode=seq-mean-token-sum-norm"],  # Dr.GRPO
-    ["algorithm.clip_high=0.28", "algorithm.dynamic_sampling=true", "algorithm.overlong_buffer=2"],  # DAPO
-    ["algorithm.adv=reinforce_pp", "algorithm.kl_coef=0.1", "algorithm.kl_in_reward=true"],  # REINFORCE++
-    ["algorithm.kl_coef=0.1", "actor.ppo_epochs=2", "actor.mini_batches=2", "actor.micro_batch=4"],
-    ["model.lora_rank=4"],  # LoRA (peft): the rollout receives merged weights
-], ids=["dr_grpo", "dapo", "reinforce_pp", "grpo_kl_ppo_epochs", "lora"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algorithm.adv=dr_grpo", "algorithm.agg_mode=seq-mean-token-sum-norm"],  # Dr.GRPO
+        [
+            "algorithm.clip_high=0.28",
+            "algorithm.dynamic_sampling=true",
+            "algorithm.overlong_buffer=2",
+        ],  # DAPO
+        [
+            "algorithm.adv=reinforce_pp",
+            "algorithm.kl_coef=0.1",
+            "algorithm.kl_in_reward=true",
+        ],  # REINFORCE++
+        [
+            "algorithm.kl_coef=0.1",
+            "actor.ppo_epochs=2",
+            "actor.mini_batches=2",
+            "actor.micro_batch=4",
+        ],
+        ["model.lora_rank=4"],  # LoRA (peft): the rollout receives merged weights
+    ],
+    ids=["dr_grpo", "dapo", "reinforce_pp", "grpo_kl_ppo_epochs", "lora"],
+)
 def test_algorithm_variants_train_inline(tmp_path, overrides):
-    raw = load_config(ROOT / "configs/llm_grpo_arith.yaml", [
-        "sft.steps=2", "sft.batch_size=8", "train.steps=1", "train.prompts_per_step=4", "rollout.n=4",
-        "train.eval_every=1", "data.eval_limit=4", "data.arithmetic.max_operand=20", f"train.out_dir={tmp_path}",
-        "train.save_checkpoint=false", *overrides])
+    raw = load_config(
+        ROOT / "configs/llm_grpo_arith.yaml",
+        [
+            "sft.steps=2",
+            "sft.batch_size=8",
+            "train.steps=1",
+            "train.prompts_per_step=4",
+            "rollout.n=4",
+            "train.eval_every=1",
+            "data.eval_limit=4",
+            "data.arithmetic.max_operand=20",
+            f"train.out_dir={tmp_path}",
+            "train.save_checkpoint=false",
+            *overrides,
+        ],
+    )
     result = run(from_dict(ReasoningConfig, raw), None)
     rl = [r for r in _rows(result) if r["phase"] == "rl"]
     assert len(rl) == 1 and result["rollout_digests"] == [result["actor_digest"]]

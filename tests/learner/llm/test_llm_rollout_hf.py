@@ -43,7 +43,9 @@ def test_stops_at_eos_and_reports_length(tiny_model, tiny_tok):
     with torch.no_grad():  # make EOS overwhelmingly likely: every row must stop after 1 token
         tiny_model.lm_head.weight[eos] += 50.0 * tiny_model.lm_head.weight[eos].sign()
         tiny_model.model.norm.weight.abs_()
-    out = be.generate(["1+1=", "2+2="], SamplingParams(n=2, max_new_tokens=4, seed=1, temperature=0.0))
+    out = be.generate(
+        ["1+1=", "2+2="], SamplingParams(n=2, max_new_tokens=4, seed=1, temperature=0.0)
+    )
     assert all(r[-1] == eos for r in out.response_ids if out.finish_reasons[0] == "stop")
     short = be.generate(["1+1="], SamplingParams(max_new_tokens=1, temperature=0.0))
     assert len(short.response_ids[0]) == 1
@@ -68,7 +70,9 @@ def test_sample_next_top_p_top_k_and_seed():
     b, _ = sample_next(logits, SamplingParams(), torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
     tok, lp = sample_next(logits[:1], SamplingParams(temperature=0.0))
-    assert tok.item() == 0 and lp.item() == pytest.approx(torch.log_softmax(logits[0], -1)[0].item())
+    assert tok.item() == 0 and lp.item() == pytest.approx(
+        torch.log_softmax(logits[0], -1)[0].item()
+    )
 
 
 def test_sampling_params_validation():
@@ -88,8 +92,16 @@ def test_update_weights_rejects_foreign_state(tiny_model, tiny_tok):
 
 
 def test_rollout_batch_select_and_concat():
-    b = RolloutBatch([[1], [2]], [[3], [4, 5]], [[-0.1], [-0.2, -0.3]], ["a", "b"], ["stop", "length"], [0, 1],
-                     weight_version=3, extra={"answers": ["x", "y"]})
+    b = RolloutBatch(
+        [[1], [2]],
+        [[3], [4, 5]],
+        [[-0.1], [-0.2, -0.3]],
+        ["a", "b"],
+        ["stop", "length"],
+        [0, 1],
+        weight_version=3,
+        extra={"answers": ["x", "y"]},
+    )
     assert len(b) == 2 and b.num_tokens == 3
     s = b.select([1])
     assert s.texts == ["b"] and s.extra["answers"] == ["y"]

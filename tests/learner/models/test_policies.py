@@ -15,7 +15,11 @@ HEADS = ["gaussian", "tanh_gaussian", "binned"]
 
 def _obs(batch: int = 5, dim: int = 4, cams: dict | None = None) -> dict:
     rng = np.random.default_rng(0)
-    obs = {"state": rng.normal(size=(batch, dim)).astype(np.float32), "images": {}, "instruction": []}
+    obs = {
+        "state": rng.normal(size=(batch, dim)).astype(np.float32),
+        "images": {},
+        "instruction": [],
+    }
     for name, (h, w) in (cams or {}).items():
         obs["images"][name] = rng.integers(0, 255, size=(batch, h, w, 3), dtype=np.uint8)
     return obs
@@ -24,7 +28,9 @@ def _obs(batch: int = 5, dim: int = 4, cams: dict | None = None) -> dict:
 @pytest.mark.parametrize("head", HEADS)
 def test_head_contract_shapes_and_logprob_consistency(head: str) -> None:
     torch.manual_seed(0)
-    policy = build_policy("mlp", PolicySpec(state_dim=4, action_dim=2, chunk=3), hidden=[16], head=head)
+    policy = build_policy(
+        "mlp", PolicySpec(state_dim=4, action_dim=2, chunk=3), hidden=[16], head=head
+    )
     out = policy(obs_to_tensors(_obs()))
     actions, logp = out.dist.sample()
     assert actions.shape == (5, 3, 2) and logp.shape == (5,) and out.value.shape == (5,)
@@ -40,7 +46,9 @@ def test_head_contract_shapes_and_logprob_consistency(head: str) -> None:
 
 def test_binned_mode_is_the_most_likely_action() -> None:
     torch.manual_seed(0)
-    policy = build_policy("mlp", PolicySpec(4, 2), hidden=[16], head="binned", head_kwargs={"n_bins": 7})
+    policy = build_policy(
+        "mlp", PolicySpec(4, 2), hidden=[16], head="binned", head_kwargs={"n_bins": 7}
+    )
     with torch.no_grad():
         policy.head.logits.bias.normal_(0, 3.0)  # make the distribution peaked
     dist = policy(obs_to_tensors(_obs())).dist
@@ -57,7 +65,9 @@ def test_act_returns_numpy_and_deterministic_mode() -> None:
     policy = build_policy("mlp", PolicySpec(4, 2), hidden=[16])
     a1, lp1, v1 = policy.act(_obs(), deterministic=True)
     a2, _, _ = policy.act(_obs(), deterministic=True)
-    assert a1.dtype == np.float32 and a1.shape == (5, 1, 2) and lp1.shape == (5,) and v1.shape == (5,)
+    assert (
+        a1.dtype == np.float32 and a1.shape == (5, 1, 2) and lp1.shape == (5,) and v1.shape == (5,)
+    )
     np.testing.assert_array_equal(a1, a2)
 
 
@@ -89,7 +99,10 @@ def test_running_norm_merges_batches_like_one_big_batch() -> None:
 
 def test_build_policy_records_name_and_kwargs_and_rejects_unknown() -> None:
     policy = build_policy("mlp", PolicySpec(4, 2), hidden=[8, 8], head="tanh_gaussian")
-    assert policy.model_name == "mlp" and policy.model_kwargs == {"hidden": [8, 8], "head": "tanh_gaussian"}
+    assert policy.model_name == "mlp" and policy.model_kwargs == {
+        "hidden": [8, 8],
+        "head": "tanh_gaussian",
+    }
     assert {"mlp", "cnn"} <= set(MODELS.names())
     with pytest.raises(UnknownNameError, match="mlp"):
         build_policy("mpl", PolicySpec(4, 2))

@@ -9,11 +9,11 @@ import pytest
 
 from learner.actor.trainer import make_policy, policy_spec
 from learner.checkpoint import checkpoint_dir, save_checkpoint
-from rlinf_contracts.config import from_dict, to_dict
 from learner.eval.embodied import evaluate_checkpoint, evaluate_policy
 from learner.metrics import MetricsLogger
 from learner.rollout.envs import build_env
 from learner.runners.config import EmbodiedConfig
+from rlinf_contracts.config import from_dict, to_dict
 
 
 class _GoalSeeker:
@@ -26,8 +26,16 @@ class _GoalSeeker:
 
 
 def test_eval_runs_exactly_the_requested_episodes_and_writes_video(tmp_path) -> None:
-    out = evaluate_policy(_GoalSeeker(), "toy/point_reach", {"max_episode_steps": 40}, episodes=5,
-                          seed=1_000_000_000, num_envs=2, video_path=str(tmp_path / "e.mp4"), video_episodes=2)
+    out = evaluate_policy(
+        _GoalSeeker(),
+        "toy/point_reach",
+        {"max_episode_steps": 40},
+        episodes=5,
+        seed=1_000_000_000,
+        num_envs=2,
+        video_path=str(tmp_path / "e.mp4"),
+        video_episodes=2,
+    )
     assert out["episodes"] == 5 and out["success_rate"] == 1.0 and out["episode_length"] < 40
     import imageio.v2 as imageio
 
@@ -37,15 +45,26 @@ def test_eval_runs_exactly_the_requested_episodes_and_writes_video(tmp_path) -> 
 
 
 def test_eval_checkpoint_uses_config_defaults_splits_and_overrides(tmp_path) -> None:
-    cfg = from_dict(EmbodiedConfig, {"env": {"num_envs": 4, "max_episode_steps": 8},
-                                     "eval": {"episodes": 4, "num_envs": 2, "ood_splits": ["id", "far"]}})
+    cfg = from_dict(
+        EmbodiedConfig,
+        {
+            "env": {"num_envs": 4, "max_episode_steps": 8},
+            "eval": {"episodes": 4, "num_envs": 2, "ood_splits": ["id", "far"]},
+        },
+    )
     policy = make_policy(cfg, policy_spec(cfg, build_env(cfg.env.name, 1).spec))
-    path = save_checkpoint(checkpoint_dir(tmp_path, 3), policy, iteration=3, weight_version=4, config=to_dict(cfg))
-    report = evaluate_checkpoint(str(path), overrides={"eval.num_envs": 4, "env": {"max_episode_steps": 5}})
+    path = save_checkpoint(
+        checkpoint_dir(tmp_path, 3), policy, iteration=3, weight_version=4, config=to_dict(cfg)
+    )
+    report = evaluate_checkpoint(
+        str(path), overrides={"eval.num_envs": 4, "env": {"max_episode_steps": 5}}
+    )
     assert report["iteration"] == 3 and report["episodes"] == 4 and report["seed"] == 0
     assert set(report["splits"]) == {"id", "far"}
     assert all(v["episode_length"] <= 5 for v in report["splits"].values())  # override applied
-    assert (path / "eval.mp4").exists() and (path / "eval_far.mp4").exists()  # default: next to the checkpoint
+    assert (path / "eval.mp4").exists() and (
+        path / "eval_far.mp4"
+    ).exists()  # default: next to the checkpoint
     none = evaluate_checkpoint(str(tmp_path), episodes=2, ood_splits=["id"], video_path="")
     assert "video" not in none["splits"]["id"] and none["episodes"] == 2
     with pytest.raises(ValueError, match="ood split"):

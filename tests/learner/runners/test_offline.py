@@ -32,17 +32,36 @@ def demos(tmp_path_factory) -> str:
     from rlinf_cli.collect import run
 
     out = tmp_path_factory.mktemp("demos") / "push"
-    args = argparse.Namespace(env="mujoco_franka/push", episodes=4, out=str(out), noise=0.1, only_success=False,
-                              max_attempts=None, seed=0, obs_mode="state", options=["control=ee_delta_pos"])
+    args = argparse.Namespace(
+        env="mujoco_franka/push",
+        episodes=4,
+        out=str(out),
+        noise=0.1,
+        only_success=False,
+        max_attempts=None,
+        seed=0,
+        obs_mode="state",
+        options=["control=ee_delta_pos"],
+    )
     assert run(args) == 0
     return str(out)
 
 
 def _cfg(tmp_path: Path, demos: str, **over) -> OfflineConfig:
-    base = {"name": "o", "env": dict(ENV), "model": {"hidden": [64, 64]}, "data": {"demos": demos},
-            "algorithm": {"batch_size": 64},
-            "train": {"updates": 300, "log_every": 100, "out_dir": str(tmp_path / "run"), "progress": False},
-            "eval": {"episodes": 4, "num_envs": 4}}
+    base = {
+        "name": "o",
+        "env": dict(ENV),
+        "model": {"hidden": [64, 64]},
+        "data": {"demos": demos},
+        "algorithm": {"batch_size": 64},
+        "train": {
+            "updates": 300,
+            "log_every": 100,
+            "out_dir": str(tmp_path / "run"),
+            "progress": False,
+        },
+        "eval": {"episodes": 4, "num_envs": 4},
+    }
     for k, v in over.items():
         base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
     return from_dict(OfflineConfig, base)
@@ -71,7 +90,9 @@ def test_iql_target_critic_follows_by_polyak_and_value_stays_off_q(tmp_path, dem
     critic0 = [p.clone() for p in trainer.critic.parameters()]
     batch = to_batch(replay.sample(64, rng), [])
     trainer.update(batch)
-    for t0, c0, t, c in zip(target0, critic0, trainer.target_critic.parameters(), trainer.critic.parameters()):
+    for t0, c0, t, c in zip(
+        target0, critic0, trainer.target_critic.parameters(), trainer.critic.parameters()
+    ):
         # Polyak: theta' <- tau theta_new + (1 - tau) theta'_old
         torch.testing.assert_close(t, 0.1 * c.detach() + 0.9 * t0)
         assert not torch.equal(c, c0)
@@ -80,7 +101,9 @@ def test_iql_target_critic_follows_by_polyak_and_value_stays_off_q(tmp_path, dem
         p.grad = None
     from learner.algorithms.iql import iql_value_loss
 
-    loss = iql_value_loss(trainer.target_critic(batch["obs"], batch["action"]), trainer.value(batch["obs"]).squeeze(0))
+    loss = iql_value_loss(
+        trainer.target_critic(batch["obs"], batch["action"]), trainer.value(batch["obs"]).squeeze(0)
+    )
     loss.backward()
     assert all(p.grad is None for p in trainer.critic.parameters())
 
@@ -104,8 +127,12 @@ def test_dagger_labels_learner_states_with_the_oracle(tmp_path, demos):
 
 
 def test_dagger_runner_aggregates_rounds(tmp_path, demos):
-    cfg = _cfg(tmp_path, demos, algorithm={"name": "dagger", "rounds": 2, "round_env_steps": 80},
-               train={"updates": 100, "log_every": 50})
+    cfg = _cfg(
+        tmp_path,
+        demos,
+        algorithm={"name": "dagger", "rounds": 2, "round_env_steps": 80},
+        train={"updates": 100, "log_every": 50},
+    )
     final = get_runner("offline").run(cfg, InProcess(2))
     assert final["dagger/dataset"] > sum(len(ep) for ep in read_episodes(demos)) + 150
     assert final["updates"] == 300  # BC round + 2 DAgger rounds of 100 updates

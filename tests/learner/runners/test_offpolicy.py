@@ -25,11 +25,23 @@ TOY = {"name": "toy/point_reach", "num_envs": 4, "max_episode_steps": 20}
 
 
 def _cfg(tmp_path: Path, **over) -> OffPolicyConfig:
-    base = {"name": "t", "env": dict(TOY), "model": {"hidden": [64, 64], "critic_hidden": [64, 64]},
-            "algorithm": {"utd_ratio": 0.25, "batch_size": 64, "gamma": 0.95},
-            "train": {"env_steps": 800, "warmup_steps": 200, "learning_starts": 200, "log_every": 200,
-                      "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False, "final_eval": False},
-            "eval": {"episodes": 8, "num_envs": 4}}
+    base = {
+        "name": "t",
+        "env": dict(TOY),
+        "model": {"hidden": [64, 64], "critic_hidden": [64, 64]},
+        "algorithm": {"utd_ratio": 0.25, "batch_size": 64, "gamma": 0.95},
+        "train": {
+            "env_steps": 800,
+            "warmup_steps": 200,
+            "learning_starts": 200,
+            "log_every": 200,
+            "out_dir": str(tmp_path / "run"),
+            "progress": False,
+            "tensorboard": False,
+            "final_eval": False,
+        },
+        "eval": {"episodes": 8, "num_envs": 4},
+    }
     for k, v in over.items():
         base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
     return from_dict(OffPolicyConfig, base)
@@ -46,15 +58,22 @@ def test_random_shift_is_a_crop_of_the_padded_image():
     assert out.shape == img.shape and out.dtype == np.uint8
     padded = np.pad(img, ((0, 0), (4, 4), (4, 4), (0, 0)), mode="edge")
     for b in range(16):  # every sample is some window of its own padded image
-        hits = [(dy, dx) for dy in range(9) for dx in range(9)
-                if np.array_equal(padded[b, dy:dy + 12, dx:dx + 10], out[b])]
+        hits = [
+            (dy, dx)
+            for dy in range(9)
+            for dx in range(9)
+            if np.array_equal(padded[b, dy : dy + 12, dx : dx + 10], out[b])
+        ]
         assert hits
     assert not all(np.array_equal(out[b], img[b]) for b in range(16))  # some really moved
 
 
 def test_image_encoder_is_trained_by_the_critic_only(tmp_path):
-    cfg = _cfg(tmp_path, env={"obs_mode": "image"}, model={"use_images": True, "image_feat_dim": 8,
-                                                           "cnn_channels": [4, 4]})
+    cfg = _cfg(
+        tmp_path,
+        env={"obs_mode": "image"},
+        model={"use_images": True, "image_feat_dim": 8, "cnn_channels": [4, 4]},
+    )
     env = build_env(cfg.env.name, 4, **cfg.env.factory_kwargs())
     core = OffPolicyLearner(cfg, env.spec)
     lr = core.learner
@@ -66,8 +85,13 @@ def test_image_encoder_is_trained_by_the_critic_only(tmp_path):
     obs = env.reset(0)
     action = np.zeros((4, 2), np.float32)
     nxt, reward, term, trunc, _ = env.step(action)
-    sample = {"obs": obs, "next_obs": nxt, "action": action, "reward": reward.astype(np.float32),
-              "discount": np.full(4, 0.9, np.float32)}
+    sample = {
+        "obs": obs,
+        "next_obs": nxt,
+        "action": action,
+        "reward": reward.astype(np.float32),
+        "discount": np.full(4, 0.9, np.float32),
+    }
     batch = to_batch(sample, core.cameras, pad=4, rng=np.random.default_rng(0))
     assert batch["obs"]["images"]["top"].shape == (4, 32, 32, 3)
     dist = lr.actor(batch["obs"])
@@ -77,15 +101,21 @@ def test_image_encoder_is_trained_by_the_critic_only(tmp_path):
     assert any(p.grad is not None for p in core.policy.net.parameters())
     before = [p.detach().clone() for p in enc.parameters()]
     lr.update_critic(batch)
-    assert any(not torch.equal(b, p) for b, p in zip(before, enc.parameters()))  # the critic loss moves it
+    assert any(
+        not torch.equal(b, p) for b, p in zip(before, enc.parameters())
+    )  # the critic loss moves it
 
 
 # ------------------------------------------------------------------------------ the runner
 @pytest.mark.slow
 def test_sac_learns_the_toy_env(tmp_path):
     """~2,000 updates take the toy reach from ~8% to ~90% training success (~30 s of CPU)."""
-    cfg = _cfg(tmp_path, train={"env_steps": 2250, "log_every": 250, "final_eval": True},
-               algorithm={"utd_ratio": 1.0, "init_alpha": 0.1}, eval={"episodes": 20, "num_envs": 10})
+    cfg = _cfg(
+        tmp_path,
+        train={"env_steps": 2250, "log_every": 250, "final_eval": True},
+        algorithm={"utd_ratio": 1.0, "init_alpha": 0.1},
+        eval={"episodes": 20, "num_envs": 10},
+    )
     final = _run(cfg)
     hist = json.loads((Path(cfg.train.out_dir) / "metrics.json").read_text())["history"]
     first, last = hist[0]["episode_return"], hist[-1]["episode_return"]
@@ -121,21 +151,35 @@ def test_resumed_learner_equals_the_saved_one(tmp_path):
     cfg = _cfg(tmp_path)
     env = build_env(cfg.env.name, 4, **cfg.env.factory_kwargs())
     a, b = OffPolicyLearner(cfg, env.spec), OffPolicyLearner(_cfg(tmp_path, seed=1), env.spec)
-    a.learner.update_critic({"obs": torch.randn(8, 6), "next_obs": torch.randn(8, 6), "action": torch.rand(8, 2),
-                             "reward": torch.randn(8), "done": torch.zeros(8)})
+    a.learner.update_critic(
+        {
+            "obs": torch.randn(8, 6),
+            "next_obs": torch.randn(8, 6),
+            "action": torch.rand(8, 2),
+            "reward": torch.randn(8),
+            "done": torch.zeros(8),
+        }
+    )
     a.env_steps, a.updates = 123, 45
     path = save(a, tmp_path / "ck", 3, 7, {}, {}, None)
     load(b, path)
     for x, y in zip(a.learner.critic.state_dict().values(), b.learner.critic.state_dict().values()):
         assert torch.equal(x, y)
     assert b.counters() == a.counters()
-    assert b.learner.critic_opt.state_dict()["state"].keys() == a.learner.critic_opt.state_dict()["state"].keys()
+    assert (
+        b.learner.critic_opt.state_dict()["state"].keys()
+        == a.learner.critic_opt.state_dict()["state"].keys()
+    )
 
 
 def test_rlpd_reads_demos_into_the_demo_source(tmp_path):
     from learner.offpolicy.collect import Collector
 
-    cfg = _cfg(tmp_path, algorithm={"name": "rlpd", "n_critics": 4}, train={"demos": str(tmp_path / "demos")})
+    cfg = _cfg(
+        tmp_path,
+        algorithm={"name": "rlpd", "n_critics": 4},
+        train={"demos": str(tmp_path / "demos")},
+    )
     env = build_env(cfg.env.name, 4, **cfg.env.factory_kwargs())
     core0 = OffPolicyLearner(_cfg(tmp_path), env.spec)
     col, store = Collector(env, core0.policy, "toy", 0), EpisodeStore(tmp_path / "demos")
@@ -143,7 +187,10 @@ def test_rlpd_reads_demos_into_the_demo_source(tmp_path):
         for ep in col.step(random=True).finished:
             store.write(ep)
     core = OffPolicyLearner(cfg, env.spec)
-    assert core.replay.size("demo") == sum(len(ep) + 1 for ep in store) and core.replay.size("online") == 0
+    assert (
+        core.replay.size("demo") == sum(len(ep) + 1 for ep in store)
+        and core.replay.size("online") == 0
+    )
     assert core.learner.critic.n_critics == 4 and core.learner.cfg.critic_subset == 2
     sample = core.replay.sample(64, np.random.default_rng(0))
     assert set(sample["source"].tolist()) == {0}  # only demos so far: they fill the whole batch
@@ -161,7 +208,12 @@ def test_config_and_placement_errors(tmp_path):
     with pytest.raises(ConfigError, match="train.demos"):
         _cfg(tmp_path, algorithm={"name": "rlpd"})
     with pytest.raises(ConfigError, match="crossq runs on state"):
-        _cfg(tmp_path, algorithm={"name": "crossq"}, env={"obs_mode": "image"}, model={"use_images": True})
+        _cfg(
+            tmp_path,
+            algorithm={"name": "crossq"},
+            env={"obs_mode": "image"},
+            model={"use_images": True},
+        )
     with pytest.raises(ConfigError, match="placement"):
         _cfg(tmp_path, placement={"env,learner": "0"})
     bad = _cfg(tmp_path, placement={"env,learner": "0", "replay": "1"})
@@ -177,11 +229,18 @@ def test_crossq_runs_fused(tmp_path):
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("placement", [{"env": "0", "learner,replay": "1"}, {"env,learner,replay": "0"}],
-                         ids=["async", "fused-ray"])
+@pytest.mark.parametrize(
+    "placement",
+    [{"env": "0", "learner,replay": "1"}, {"env,learner,replay": "0"}],
+    ids=["async", "fused-ray"],
+)
 def test_placements_on_ray(ray_cluster, tmp_path, placement):
-    cfg = _cfg(tmp_path, placement=placement, env={"num_envs": 4},
-               train={"env_steps": 800, "publish_every": 20, "queue_episodes": 4})
+    cfg = _cfg(
+        tmp_path,
+        placement=placement,
+        env={"num_envs": 4},
+        train={"env_steps": 800, "publish_every": 20, "queue_episodes": 4},
+    )
     final = _run(cfg, ray_cluster)
     assert final["topology"] == ("async" if "env" in placement else "fused")
     assert final["env_steps"] >= 800 and final["updates"] > 0

@@ -23,7 +23,9 @@ def test_draw_replaces_up_to_the_share_and_record_queues_only_failures_with_runs
 
 
 def _toy(share: float = 0.5, times: int = 1) -> StageEnvs:
-    return StageEnvs("toy/point_reach", 8, 1, 2, FailedStates(share, times, capacity=4), max_episode_steps=30)
+    return StageEnvs(
+        "toy/point_reach", 8, 1, 2, FailedStates(share, times, capacity=4), max_episode_steps=30
+    )
 
 
 def _oracle(state: np.ndarray) -> np.ndarray:
@@ -49,10 +51,14 @@ def test_all_fail_groups_start_again_from_the_same_state_in_the_next_iteration()
     start1 = envs.obs[0]["state"]
     assert envs.revisited == 2  # 4 groups x share 0.5
     np.testing.assert_array_equal(start1[:4], start0[4:])  # the failed groups' start states, again
-    assert not np.allclose(start1[4:], start0[4:]) and not np.allclose(start1[4:], start0[:4])  # fresh
+    assert not np.allclose(start1[4:], start0[4:]) and not np.allclose(
+        start1[4:], start0[:4]
+    )  # fresh
     _run(envs, slice(0, 0))  # everything fails now
     envs.reset(seed=0, iteration=2, first_stream=0)
-    np.testing.assert_array_equal(envs.obs[0]["state"][:4], start1[4:])  # times=1: re-runs are not re-queued
+    np.testing.assert_array_equal(
+        envs.obs[0]["state"][:4], start1[4:]
+    )  # times=1: re-runs are not re-queued
     envs.close()
 
 
@@ -79,11 +85,14 @@ def test_mujoco_group_re_run_starts_where_the_failed_group_started() -> None:
     envs.close()
 
 
-@pytest.mark.parametrize(("over", "key"), [
-    ({"adv": "gae", "revisit_share": 0.25}, "algorithm.revisit_share"),
-    ({"adv": "grpo", "revisit_share": 1.0}, "algorithm.revisit_share"),
-    ({"adv": "grpo", "revisit_share": 0.25, "revisit_times": 0}, "algorithm.revisit_times"),
-])
+@pytest.mark.parametrize(
+    ("over", "key"),
+    [
+        ({"adv": "gae", "revisit_share": 0.25}, "algorithm.revisit_share"),
+        ({"adv": "grpo", "revisit_share": 1.0}, "algorithm.revisit_share"),
+        ({"adv": "grpo", "revisit_share": 0.25, "revisit_times": 0}, "algorithm.revisit_times"),
+    ],
+)
 def test_revisit_config_errors_name_the_key(over: dict, key: str) -> None:
     with pytest.raises(ConfigError, match=key):
         from_dict(EmbodiedConfig, {"algorithm": over})

@@ -23,14 +23,42 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
     tmp = tmp_path_factory.mktemp("rc")
     store = tmp / "frames"
-    subprocess.run([sys.executable, "-m", "rlinf_cli.main", "collect", "mujoco_franka/lift", "--episodes", "36",
-                    "--seed", "1", "--out", str(store), "--obs-mode", "rgb", "cameras=third", "image_size=64"],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
-    cfg = from_dict(RewardClassifierConfig, load_config(ROOT / "configs/reward_classifier.yaml", [
-        f"data.store={store}", f"train.out_dir={tmp / 'run'}",
-        # all epochs whatever the load: the config's 45 s budget cut training short on a busy machine
-        # (how fast it learns is the benchmark's business, not a test's)
-        "train.time_budget_s=600"]))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_cli.main",
+            "collect",
+            "mujoco_franka/lift",
+            "--episodes",
+            "36",
+            "--seed",
+            "1",
+            "--out",
+            str(store),
+            "--obs-mode",
+            "rgb",
+            "cameras=third",
+            "image_size=64",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    cfg = from_dict(
+        RewardClassifierConfig,
+        load_config(
+            ROOT / "configs/reward_classifier.yaml",
+            [
+                f"data.store={store}",
+                f"train.out_dir={tmp / 'run'}",
+                # all epochs whatever the load: the config's 45 s budget cut training short on a busy machine
+                # (how fast it learns is the benchmark's business, not a test's)
+                "train.time_budget_s=600",
+            ],
+        ),
+    )
     return store, run(cfg, None)
 
 
@@ -57,8 +85,12 @@ def test_served_classifier_scores_success_and_failure_frames(trained: tuple[Path
         client = PolicyClient(srv.url, timeout_s=10.0)
         try:
             scorer = ClassifierReward(client, "third")
-            ok_final = [scorer.score(ep.final["images/third"])[1] for ep in episodes]   # cube up: success
-            ok_first = [scorer.score(ep.steps["images/third"][0])[1] for ep in episodes]  # on the table
+            ok_final = [
+                scorer.score(ep.final["images/third"])[1] for ep in episodes
+            ]  # cube up: success
+            ok_first = [
+                scorer.score(ep.steps["images/third"][0])[1] for ep in episodes
+            ]  # on the table
         finally:
             client.close()
     assert np.mean(ok_final) >= 0.8 and not any(ok_first), (ok_final, ok_first)

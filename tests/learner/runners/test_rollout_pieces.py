@@ -8,12 +8,12 @@ import torch
 
 from learner.actor.ppo import PPOLearner
 from learner.actor.trainer import Trainer, policy_spec
-from rlinf_contracts.config import ConfigError, from_dict
 from learner.rollout.collect import collect_inline
 from learner.rollout.envs import GroupedVectorEnv, StageEnvs, build_env, stage_seed
 from learner.rollout.revisit import FailedStates
 from learner.rollout.trajectory import StepOutcome, TrajectoryBuilder, collate
 from learner.runners.config import ActorConfig, AlgorithmConfig, EmbodiedConfig
+from rlinf_contracts.config import ConfigError, from_dict
 
 
 def test_toy_env_contract_chunks_autoreset_and_success() -> None:
@@ -41,16 +41,36 @@ def test_toy_env_contract_chunks_autoreset_and_success() -> None:
 def test_builder_bootstraps_truncation_and_masks_single_episodes() -> None:
     b = TrajectoryBuilder(2, gamma=0.5)
     for t in range(2):
-        b.add_step({"state": np.full((2, 1), t, np.float32)}, np.zeros((2, 1, 1)), np.zeros(2), np.ones(2))
-    b.add_outcome(StepOutcome.from_step(np.array([1.0, 1.0]), np.array([False, False]), np.array([False, True]),
-                                        {"final_observation": {"state": np.zeros((2, 1), np.float32)},
-                                         "success": np.array([False, False]), "episode_return": np.array([0, 5.0]),
-                                         "episode_length": np.array([0, 9])}),
-                  final_values=np.array([4.0]))
-    b.add_outcome(StepOutcome.from_step(np.array([[1.0, 2.0], [0.0, 0.0]]), np.array([True, False]),
-                                        np.array([False, False]), {"success": np.array([True, False]),
-                                                                    "episode_return": np.array([7.0, 0.0]),
-                                                                    "episode_length": np.array([2, 0])}), None)
+        b.add_step(
+            {"state": np.full((2, 1), t, np.float32)}, np.zeros((2, 1, 1)), np.zeros(2), np.ones(2)
+        )
+    b.add_outcome(
+        StepOutcome.from_step(
+            np.array([1.0, 1.0]),
+            np.array([False, False]),
+            np.array([False, True]),
+            {
+                "final_observation": {"state": np.zeros((2, 1), np.float32)},
+                "success": np.array([False, False]),
+                "episode_return": np.array([0, 5.0]),
+                "episode_length": np.array([0, 9]),
+            },
+        ),
+        final_values=np.array([4.0]),
+    )
+    b.add_outcome(
+        StepOutcome.from_step(
+            np.array([[1.0, 2.0], [0.0, 0.0]]),
+            np.array([True, False]),
+            np.array([False, False]),
+            {
+                "success": np.array([True, False]),
+                "episode_return": np.array([7.0, 0.0]),
+                "episode_length": np.array([2, 0]),
+            },
+        ),
+        None,
+    )
     traj = b.finish(np.array([0.0, 3.0]))
     # row 1 was truncated at t=0: reward 1 + gamma * V(final) = 1 + 0.5 * 4
     np.testing.assert_allclose(traj.rewards, [[1.0, 3.0], [3.0, 0.0]])  # chunk rewards summed
@@ -62,13 +82,29 @@ def test_builder_bootstraps_truncation_and_masks_single_episodes() -> None:
     for gamma, score in ((1.0, 3.0), (0.5, 1.0 + 0.5 * 2.0)):
         s = TrajectoryBuilder(1, gamma=gamma, single_episode=True)
         for r, done in ((1.0, False), (2.0, True), (5.0, False)):
-            s.add_step({"state": np.zeros((1, 1), np.float32)}, np.zeros((1, 1, 1)), np.zeros(1), np.zeros(1))
-            s.add_outcome(StepOutcome.from_step(np.array([r]), np.array([done]), np.array([False]),
-                                                {"success": np.array([done]), "episode_return": np.array([3.0]),
-                                                 "episode_length": np.array([2])}))
+            s.add_step(
+                {"state": np.zeros((1, 1), np.float32)},
+                np.zeros((1, 1, 1)),
+                np.zeros(1),
+                np.zeros(1),
+            )
+            s.add_outcome(
+                StepOutcome.from_step(
+                    np.array([r]),
+                    np.array([done]),
+                    np.array([False]),
+                    {
+                        "success": np.array([done]),
+                        "episode_return": np.array([3.0]),
+                        "episode_length": np.array([2]),
+                    },
+                )
+            )
         traj = s.finish(np.array([9.0]))
         np.testing.assert_allclose(traj.mask, [[1, 1, 0]])
-        assert traj.scores[0] == score and traj.bootstrap_value[0] == 0.0 and traj.stats.lengths == [2]
+        assert (
+            traj.scores[0] == score and traj.bootstrap_value[0] == 0.0 and traj.stats.lengths == [2]
+        )
     both = collate([traj, traj])
     assert both.mask.shape == (2, 3) and len(both.stats.successes) == 2
 
@@ -86,8 +122,12 @@ def test_grouped_env_resets_each_group_from_one_state() -> None:
 
 
 def _toy_cfg(**over) -> EmbodiedConfig:
-    base = {"env": {"num_envs": 16}, "algorithm": {"gamma": 0.95}, "actor": {"lr": 1e-3, "epochs": 4},
-            "rollout": {"steps_per_iteration": 16}}
+    base = {
+        "env": {"num_envs": 16},
+        "algorithm": {"gamma": 0.95},
+        "actor": {"lr": 1e-3, "epochs": 4},
+        "rollout": {"steps_per_iteration": 16},
+    }
     for k, v in over.items():
         base.setdefault(k, {}).update(v)
     return from_dict(EmbodiedConfig, base)
@@ -101,16 +141,30 @@ def test_in_process_training_learns_toy_reach(adv: str) -> None:
     prefix = 3 if adv == "grpo-prefix" else 0
     revisit = FailedStates(0.5, 2, capacity=4) if adv == "grpo-revisit" else None
     adv = adv.partition("-")[0]
-    cfg = _toy_cfg(algorithm={"adv": adv, "group_size": 4, "shared_prefix": prefix}, env={"max_episode_steps": 20})
-    envs = StageEnvs(cfg.env.name, 16, 1, 4 if adv == "grpo" else 1, revisit, **cfg.env.factory_kwargs())
+    cfg = _toy_cfg(
+        algorithm={"adv": adv, "group_size": 4, "shared_prefix": prefix},
+        env={"max_episode_steps": 20},
+    )
+    envs = StageEnvs(
+        cfg.env.name, 16, 1, 4 if adv == "grpo" else 1, revisit, **cfg.env.factory_kwargs()
+    )
     trainer = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1)
     rates = []
     for it in range(25 if adv == "gae" else 30 + 10 * bool(prefix)):
         if adv == "grpo" or it == 0:
             envs.reset(cfg.seed, it, 0)
         steps = 16 if adv == "gae" else 20
-        traj = collect_inline(trainer.policy, envs, steps, cfg.algorithm.gamma, seed=cfg.seed, iteration=it,
-                              first_stream=0, single_episode=adv == "grpo", shared_prefix=prefix)
+        traj = collect_inline(
+            trainer.policy,
+            envs,
+            steps,
+            cfg.algorithm.gamma,
+            seed=cfg.seed,
+            iteration=it,
+            first_stream=0,
+            single_episode=adv == "grpo",
+            shared_prefix=prefix,
+        )
         if adv == "grpo":
             assert len(traj.stats.successes) == 16  # exactly one episode per row
         rates.append(traj.stats.summary().get("success_rate", 0.0))
@@ -118,7 +172,9 @@ def test_in_process_training_learns_toy_reach(adv: str) -> None:
     assert np.mean(rates[-5:]) > max(0.8, np.mean(rates[:3]) + 0.2), rates
 
 
-def _batch(scores: list[float], lengths: list[int], state_dim: int, horizon: int = 8) -> "TensorBatch":
+def _batch(
+    scores: list[float], lengths: list[int], state_dim: int, horizon: int = 8
+) -> TensorBatch:
     from learner.actor.ppo import TensorBatch
 
     n = len(scores)
@@ -129,13 +185,24 @@ def _batch(scores: list[float], lengths: list[int], state_dim: int, horizon: int
     rewards = z.clone()
     for i, (s, L) in enumerate(zip(scores, lengths)):
         rewards[i, L - 1] = s
-    return TensorBatch(state=torch.zeros(n, horizon, state_dim), images={}, actions=torch.zeros(n, horizon, 1),
-                       logp=z, values=torch.linspace(0, 1, n * horizon).reshape(n, horizon), rewards=rewards,
-                       dones=z, mask=mask, bootstrap=torch.zeros(n), scores=torch.tensor(scores))
+    return TensorBatch(
+        state=torch.zeros(n, horizon, state_dim),
+        images={},
+        actions=torch.zeros(n, horizon, 1),
+        logp=z,
+        values=torch.linspace(0, 1, n * horizon).reshape(n, horizon),
+        rewards=rewards,
+        dones=z,
+        mask=mask,
+        bootstrap=torch.zeros(n),
+        scores=torch.tensor(scores),
+    )
 
 
 @pytest.mark.parametrize("adv", ["grpo", "gae"])
-def test_update_advantages_are_not_shifted_by_episode_length(adv: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_update_advantages_are_not_shifted_by_episode_length(
+    adv: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Failures run to the time limit, successes end early: whitening broadcast GRPO advantages over
     steps would move an all-fail group (no signal) off zero and reinforce it. The update sees them
     as the group made them; GAE advantages are still whitened over the valid steps."""
@@ -145,10 +212,15 @@ def test_update_advantages_are_not_shifted_by_episode_length(adv: str, monkeypat
     envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
     policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
     # group 1: one short success, three long failures; group 2: four long failures
-    b = _batch([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [2, 8, 8, 8, 8, 8, 8, 8], envs.spec.state_dim)
+    b = _batch(
+        [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [2, 8, 8, 8, 8, 8, 8, 8], envs.spec.state_dim
+    )
     monkeypatch.setattr(TensorBatch, "from_trajectory", classmethod(lambda cls, t: b))
-    learner = PPOLearner(policy, AlgorithmConfig(adv=adv, group_size=4, whiten_adv=True),
-                         ActorConfig(epochs=1, minibatches=1))
+    learner = PPOLearner(
+        policy,
+        AlgorithmConfig(adv=adv, group_size=4, whiten_adv=True),
+        ActorConfig(epochs=1, minibatches=1),
+    )
     seen: list[torch.Tensor] = []
     learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
     learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
@@ -171,8 +243,11 @@ def test_seq_mean_aggregation_weighs_each_episode_alike(monkeypatch: pytest.Monk
     lengths = [2, 8, 8, 8, 8, 8, 8, 8]
     b = _batch([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], lengths, envs.spec.state_dim)
     monkeypatch.setattr(TensorBatch, "from_trajectory", classmethod(lambda cls, t: b))
-    learner = PPOLearner(policy, AlgorithmConfig(adv="grpo", group_size=4, agg_mode="seq-mean-token-mean"),
-                         ActorConfig(epochs=1, minibatches=1))
+    learner = PPOLearner(
+        policy,
+        AlgorithmConfig(adv="grpo", group_size=4, agg_mode="seq-mean-token-mean"),
+        ActorConfig(epochs=1, minibatches=1),
+    )
     seen: list[torch.Tensor] = []
     learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
     learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
@@ -190,7 +265,9 @@ def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match="placement"):
         from_dict(EmbodiedConfig, {"placement": {"env,rollout": "all"}})
     with pytest.raises(ConfigError, match="env.num_envs"):
-        from_dict(EmbodiedConfig, {"algorithm": {"adv": "grpo", "group_size": 3}, "env": {"num_envs": 16}})
+        from_dict(
+            EmbodiedConfig, {"algorithm": {"adv": "grpo", "group_size": 3}, "env": {"num_envs": 16}}
+        )
     with pytest.raises(ConfigError, match="rollout.pipeline_stages"):
         from_dict(EmbodiedConfig, {"rollout": {"pipeline_stages": 0}})
 
@@ -213,13 +290,23 @@ def test_split_rows_keeps_groups_whole_and_stats_once() -> None:
     from learner.rollout.trajectory import split_rows
 
     b = TrajectoryBuilder(12, gamma=0.9)
-    b.add_step({"state": np.arange(12, dtype=np.float32)[:, None]}, np.zeros((12, 1, 1)), np.zeros(12), np.zeros(12))
-    b.add_outcome(StepOutcome.from_step(np.ones(12), np.ones(12, bool), np.zeros(12, bool),
-                                        {"success": np.ones(12, bool)}))
+    b.add_step(
+        {"state": np.arange(12, dtype=np.float32)[:, None]},
+        np.zeros((12, 1, 1)),
+        np.zeros(12),
+        np.zeros(12),
+    )
+    b.add_outcome(
+        StepOutcome.from_step(
+            np.ones(12), np.ones(12, bool), np.zeros(12, bool), {"success": np.ones(12, bool)}
+        )
+    )
     traj = b.finish(np.zeros(12))
     shards = split_rows(traj, 2, group_size=4)  # 3 groups of 4 over 2 actor ranks
     assert [s.mask.shape[0] for s in shards] == [8, 4]
-    np.testing.assert_array_equal(np.concatenate([s.obs["state"][:, 0, 0] for s in shards]), np.arange(12))
+    np.testing.assert_array_equal(
+        np.concatenate([s.obs["state"][:, 0, 0] for s in shards]), np.arange(12)
+    )
     assert len(shards[0].stats.successes) == 12 and not shards[1].stats.successes
     with pytest.raises(ValueError, match="3 group"):
         split_rows(traj, 4, group_size=4)

@@ -33,8 +33,13 @@ def test_apply_copies_the_leader_row_and_masks_the_shared_steps() -> None:
 
 
 def _cfg(**algorithm) -> EmbodiedConfig:
-    return from_dict(EmbodiedConfig, {"env": {"name": "mujoco_franka/push", "num_envs": 6},
-                                      "algorithm": {"adv": "grpo", "group_size": 2, **algorithm}})
+    return from_dict(
+        EmbodiedConfig,
+        {
+            "env": {"name": "mujoco_franka/push", "num_envs": 6},
+            "algorithm": {"adv": "grpo", "group_size": 2, **algorithm},
+        },
+    )
 
 
 def test_mujoco_groups_stay_identical_through_the_shared_prefix_then_branch() -> None:
@@ -47,18 +52,29 @@ def test_mujoco_groups_stay_identical_through_the_shared_prefix_then_branch() ->
     policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
     envs.reset(cfg.seed, 3, 0)
     steps = 6
-    traj = collect_inline(policy, envs, steps, 1.0, seed=cfg.seed, iteration=3, first_stream=0,
-                          single_episode=True, shared_prefix=4)
+    traj = collect_inline(
+        policy,
+        envs,
+        steps,
+        1.0,
+        seed=cfg.seed,
+        iteration=3,
+        first_stream=0,
+        single_episode=True,
+        shared_prefix=4,
+    )
     branch_at = draw_prefix(6, 2, 4, seed=cfg.seed, stream=0, iteration=3).branch_at
     state, acts = traj.obs["state"], traj.actions
     for g, k in enumerate(branch_at):
         lead, member = 2 * g, 2 * g + 1
         assert np.array_equal(acts[lead, :k], acts[member, :k])
-        assert np.array_equal(state[lead, :k + 1], state[member, :k + 1])  # same state at the branch step
+        assert np.array_equal(
+            state[lead, : k + 1], state[member, : k + 1]
+        )  # same state at the branch step
         if k < steps:
             assert not np.allclose(acts[lead, k], acts[member, k])  # then each samples its own
-        assert not traj.mask[lead:member + 1, :k].any()
-        assert traj.mask[lead:member + 1, k:].sum() > 0 or k == steps
+        assert not traj.mask[lead : member + 1, :k].any()
+        assert traj.mask[lead : member + 1, k:].sum() > 0 or k == steps
     assert len(branch_at) == 3 and len(set(branch_at.tolist())) > 1
     envs.close()
 
