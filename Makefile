@@ -6,7 +6,7 @@ export RAY_AUTH_MODE ?= disabled
 export MUJOCO_GL ?= osmesa
 export PYOPENGL_PLATFORM ?= osmesa
 
-.PHONY: setup demo test test-slow bench audit clean
+.PHONY: setup demo lint format test test-slow bench audit clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -14,8 +14,19 @@ setup:
 demo: setup
 	$(VENV)/bin/rlinf train configs/sim_franka_reach_ppo.yaml
 
-# The default tier: every behaviour test (what CI and a newcomer run).
+# Formatter, linter and type checker over the whole repository (scripts/static_checks.sh): any
+# finding fails, with its file:line and the command that fixes it. It never rewrites a file.
+lint: setup
+	@bash scripts/static_checks.sh
+
+# The fix for the formatter's findings and ruff's safe fixes (it rewrites files; review the diff).
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# The default tier: the static checks, then every behaviour test (what CI and a newcomer run).
 test: setup
+	@bash scripts/static_checks.sh
 	@bash scripts/run_tests.sh -m "not slow"
 
 # The slow tier: learning thresholds, the full sim -> ROS parity walk, fresh-venv installs and the

@@ -16,8 +16,9 @@ A second table moves the same payloads from a producer actor (another process) t
 raw Ray is the driver fetching the producer's task returns (all calls submitted up front, Ray's
 best case); the channel case has the producer ``put`` while the driver ``get``s.
 
-The figure is ``items/s of a method / items/s of raw Ray in the same pattern``, from the median of ``--repeats`` rounds;
-methods run interleaved in rotating order inside each round so machine load hits them alike.
+The figure is ``items/s of a method / items/s of raw Ray in the same pattern``, from the median
+of ``--repeats`` rounds; methods run interleaved in rotating order inside each round so machine
+load hits them alike.
 Target >= 0.8x raw at every size (floor 0.5x); absolute rates depend on the machine's load.
 
     .venv/bin/python benchmarks/channel.py              # full table, ~2-4 min on 2 busy cores
@@ -35,14 +36,13 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 import numpy as np
 import ray
+from bench_results import RESULTS, load, now_utc, provenance, run_command
 
-RESULTS = Path(__file__).parent / "results"
 SIZES = {"1KB": 1024, "1MB": 1 << 20, "16MB": 16 << 20}
 ITEMS = {"1KB": 300, "1MB": 150, "16MB": 30}
 BATCH = 16
@@ -261,50 +261,31 @@ def actor_round_trip_ms(channel, repeats: int, quick: bool) -> float:
     return statistics.median(1e3 / timed(channel.qsize, n) for _ in range(repeats))
 
 
-FINDINGS = """## What was tried for throughput
+FINDINGS = """## How the channel gets these figures
 
-Before this work the same benchmark gave per-item put+get 0.39x / 0.20x / 0.45x of raw
-(1 KB / 1 MB / 16 MB) with one actor call per put and one per get. Ideas evaluated, each with
-scratch A/B scripts on the same loaded 2-core machine (ratios to raw in the same run):
+1. **Consumer prefetch**: a get that calls the actor takes up to 64 ready items of the key and
+   serves the next gets locally (the `channel_stream_prefetch1` column is the stream without
+   it). Default 64 on unbounded channels (runners have one consumer per key), off on bounded
+   ones (prefetched items no longer count against `maxsize`). Other consumers of a key do not
+   see items one handle prefetched; channels shared by several consumers per key should use
+   `prefetch=1`.
+2. **Producer coalescing**: unbounded puts wait in the handle and go as one call at 64 items /
+   1 MB inline bytes, after a 5 ms linger, with the handle's next read (same call), or before
+   any read of the process blocks. The flusher thread is only woken when a new deadline is
+   earlier than its next wake-up, since every wake-up costs the GIL.
+3. **Bundles**: the large items (<= 4 MB) of one coalesced send are copied at put time
+   (pickle-5 buffers) and written as *one* object when the send goes: one `ray.put` and one
+   reference per send instead of per item (`learner/channel/bundle.py`); the consumer handle
+   caches the last bundle it fetched, so its items cost one `ray.get` between them. 16 MB items
+   keep their own `ray.put` (a 16 MB copy costs more than one object's overhead). Reads are
+   zero-copy for numpy and CPU tensors.
 
-1. **Consumer prefetch** (kept): a get that calls the actor takes up to 64 ready items of the
-   key and serves the next gets locally. Stream at 1 MB: prefetch 1 / 16 / 64 gave 0.21x /
-   0.43x / 0.54x in one A/B; the `channel_stream_prefetch1` column above repeats it. Default 64
-   on unbounded channels (runners have one consumer per key), off on bounded ones (prefetched
-   items no longer count against `maxsize`). Other consumers of a key do not see items one
-   handle prefetched; channels shared by several consumers per key should use `prefetch=1`.
-2. **Producer coalescing** (kept): unbounded puts wait in the handle and go as one call at 64
-   items / 1 MB inline bytes, after a 5 ms linger, with the handle's next read (same call), or
-   before any read of the process blocks. The linger matters: at 2 ms a 1 MB producer (one
-   put ~1 ms) sent 2-3 items per call; with sends only on size the 1 MB stream rose from 0.67x
-   to 0.84x in one A/B, and 5 ms kept that (0.79x vs 0.77x, within noise). The flusher thread
-   is only woken when a new deadline is earlier than its next wake-up, since every wake-up
-   costs the GIL.
-3. **Large payloads**: `ray.put(..., _owner=actor)` is gone in Ray 2.60 (raises). Calling
-   the channel actor directly with batches of references (no handle logic) measured 0.9-1.1x
-   of raw at 1 MB, so the actor and Ray's borrower protocol are not the whole story; phase
-   timing of the handle's 1 MB stream showed +0.4-0.6 ms per item on the put loop (sends of
-   64 references running on the second core while the driver keeps putting) and +0.4 ms per
-   item on the get loop versus raw. Not pinned down further in the time available. Shipping
-   1 MB items inline as bytes instead was far worse (0.11x-0.31x: the bytes are copied
-   through the actor twice). Reads were already zero-copy for numpy and CPU tensors.
-4. **Threaded fast path**: not built; the actor's time per call is dominated by Ray's call
-   overhead, not by asyncio, and the alternating pattern needs one round trip whatever the
-   actor runs on.
-
-5. **Bundles** (kept): the large items (<= 4 MB) of one coalesced send are copied at
-   put time (pickle-5 buffers) and written as *one* object when the send goes: one `ray.put` and
-   one reference per send instead of per item (`learner/channel/bundle.py`); the consumer
-   handle caches the last bundle it fetched, so its items cost one `ray.get` between them.
-   1 MB stream: 0.60x -> 1.43x raw in a scratch A/B (load 1-2), 1.14x in the full run above;
-   16 MB items keep their own `ray.put` (a 16 MB copy costs more than one object's overhead).
-
-What is left: the *alternating* pattern (`put(x); get()` item by item, nothing to batch) still
-needs one actor round trip per item (the put travels inside the get call), so it stays at
-0.4-0.6x at 1 KB and 16 MB and ~0.2-0.3x at 1 MB, where the call also carries the item's
-reference in and out. Cross-process at 16 MB (a producer actor puts, the driver gets) is
-below raw task returns (0.47x in the run above): each 16 MB item is its own object owned by the
-producer and borrowed through the channel actor; bundling does not apply above 4 MB.
+Limits: the *alternating* pattern (`put(x); get()` item by item, nothing to batch) needs one
+actor round trip per item (the put travels inside the get call), so it stays well below raw;
+at 1 MB the call also carries the item's reference in and out. Cross-process at 16 MB (a
+producer actor puts, the driver gets) is below raw task returns: each 16 MB item is its own
+object owned by the producer and borrowed through the channel actor; bundling does not apply
+above 4 MB.
 """
 
 
@@ -338,7 +319,8 @@ def write(results: dict) -> None:
     lines = [
         "# Channel put+get throughput vs raw ray.put/ray.get",
         "",
-        f"{results['machine']}; Ray {results['ray']}; median of {results['repeats']} interleaved "
+        *(f"{line}\n" for line in provenance(results)),
+        f"Ray {results['ray']}; median of {results['repeats']} interleaved "
         "rounds. Ratio = method items/s / raw items/s of the same pattern (higher is better; "
         "target >= 0.8, floor 0.5).",
         "",
@@ -389,7 +371,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer items and rounds")
     parser.add_argument("--no-rlinf", action="store_true", help="skip the RLinf peer")
+    parser.add_argument(
+        "--from-json", action="store_true", help="only re-render results/channel.md from its JSON"
+    )
     args = parser.parse_args()
+    if args.from_json:
+        write(load("channel"))
+        return
     repeats = 2 if args.quick else args.repeats
 
     rlinf_cls, rlinf_info = (None, "skipped (--no-rlinf)") if args.no_rlinf else start_rlinf()
@@ -409,6 +397,8 @@ def main() -> None:
         rlinf_ch = RLinfChannel.create("bench-rlinf")
         rlinf_info = f"rlinf {rlinf_info} Channel, driven from the driver (put(x); get())"
     results = {
+        "command": run_command(),
+        "date": now_utc(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start",
         "ray": ray.__version__,

@@ -3,9 +3,9 @@
 For each (task, obs mode) we time ``env.step`` with random actions on B envs in this process,
 and in the same run bare ``mj_step(model, data, nstep=substeps)`` over B ``MjData`` of the same
 compiled model replaying the env's recorded joint targets — the same motion and contacts, i.e.
-the physics an env step must do anyway. Env and raw segments alternate every 10 steps. The overhead ratio
-``env steps/s / raw control steps/s`` is the figure (target >= 0.8 for state obs, floor 0.6);
-absolute numbers depend on the machine and its load.
+the physics an env step must do anyway. Env and raw segments alternate every 10 steps. The
+overhead ratio ``env steps/s / raw control steps/s`` is the figure (target >= 0.8 for state
+obs, floor 0.6); absolute numbers depend on the machine and its load.
 
     .venv/bin/python benchmarks/env_throughput.py            # full table
     .venv/bin/python benchmarks/env_throughput.py --quick    # ~20 s smoke run
@@ -150,7 +150,8 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
     intro = [
         f"B={args.num_envs} envs in one process, mujoco {mujoco.__version__}, {meta['note']}.",
         "ratio = raw physics CPU time / env CPU time for the same trajectory (process CPU time, "
-        "robust to other jobs on the machine); wall = the same from wall-clock rates; physics share = "
+        "robust to other jobs on the machine); wall = the same from wall-clock rates; physics "
+        "share = "
         "fraction of env.step CPU time spent inside mj_step (instrumented pass).",
     ]
     columns = [

@@ -36,7 +36,10 @@ from fuzz_frames import fuzz_server, valid_request  # noqa: E402
 from policy_server.client import PolicyClient, open_sync  # noqa: E402
 from rlinf_contracts import wire  # noqa: E402
 
-SERVE_YAML = "policy:\n  name: mlp\n  spec: {state_dim: 4, action_dim: 2, chunk: 3}\n  kwargs: {hidden: [64, 64]}\n"
+SERVE_YAML = (
+    "policy:\n  name: mlp\n  spec: {state_dim: 4, action_dim: 2, chunk: 3}\n"
+    "  kwargs: {hidden: [64, 64]}\n"
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -72,9 +75,9 @@ def start_server(port: int) -> subprocess.Popen:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
             return proc
-        except OSError:
+        except OSError as e:
             if proc.poll() is not None:
-                raise RuntimeError("rlinf serve exited during start-up")
+                raise RuntimeError("rlinf serve exited during start-up") from e
             time.sleep(0.3)
     raise TimeoutError("rlinf serve did not come up in 120 s")
 
@@ -159,8 +162,10 @@ def main() -> int:
         "fuzz_server",
         "Policy server under fuzzing (live `rlinf serve` process)",
         [
-            f"{args.frames} fuzzed frames over one connection (seed {args.seed}), then 4 clients sending ~7.5 MB "
-            f"frames without reading replies for {args.flood_seconds:g} s. RSS is the server process's VmRSS.",
+            f"{args.frames} fuzzed frames over one connection (seed {args.seed}), then 4 clients "
+            "sending ~7.5 MB "
+            f"frames without reading replies for {args.flood_seconds:g} s. RSS is the server "
+            "process's VmRSS.",
         ],
         machine_meta(),
         [row],

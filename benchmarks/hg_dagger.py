@@ -1,7 +1,8 @@
 """HG-DAgger rounds against the sim twin over ROS 2, with a scripted human that takes over when
 the policy drifts.
 
-    .venv/bin/python benchmarks/hg_dagger.py [--demos 3] [--rounds 4] [--episodes 5] [--updates 2000]
+    .venv/bin/python benchmarks/hg_dagger.py [--demos 3] [--rounds 4] [--episodes 5]
+                                             [--updates 2000]
 
 Every step runs through the shipped commands as real processes (random ROS_DOMAIN_ID):
 
@@ -47,7 +48,9 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_results import RESULTS, now_utc, provenance, run_command  # noqa: E402
+
 RLINF = [str(Path(sys.executable).parent / "rlinf")]
 TOKEN = "hg-dagger-weights-token"
 
@@ -59,7 +62,8 @@ def free_port() -> int:
 
 
 def run(cmd: list[str], log: Path, timeout: float) -> None:
-    """Run a CLI command (output to ``log``); an error names the command and shows the log's tail."""
+    """Run a CLI command (output to ``log``); an error names the command and shows the log's
+    tail."""
     t0 = time.time()
     with open(log, "ab") as f:
         rc = subprocess.run(
@@ -223,12 +227,15 @@ def main() -> None:
     )
     ap.add_argument("--work", default="runs/hg_dagger")
     ap.add_argument(
-        "--report", action="store_true", help="rewrite the .md / .png from the .json, run nothing"
+        "--report",
+        "--from-json",
+        action="store_true",
+        help="rewrite the .md / .png from the .json, run nothing",
     )
     a = ap.parse_args()
     if a.report:
         return write_results(json.loads((RESULTS / "hg_dagger.json").read_text()))
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
+    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
     os.environ["RLINF_WEIGHTS_TOKEN"] = TOKEN
     work = (ROOT / a.work).resolve()
     shutil.rmtree(work, ignore_errors=True)
@@ -313,7 +320,10 @@ def main() -> None:
         server.wait(timeout=20)
         server_log.close()
     result = {
+        "command": run_command(),
+        "date": now_utc(),
         "machine": {
+            "arch": platform.machine(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_avg_1m": round(os.getloadavg()[0], 1),
@@ -329,20 +339,38 @@ def write_results(result: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "hg_dagger.json").write_text(json.dumps(result, indent=2))
     s = result["settings"]
+    m = result["machine"]
     lines = [
         "# HG-DAgger rounds against the sim twin (benchmarks/hg_dagger.py)",
         "",
-        f"Reach on the MuJoCo twin over ROS 2 (robot node, policy client at 10 Hz, teleop, task judge, recorder "
-        f"as processes). {s['demos']} scripted teleop demos, then {s['rounds']} rounds of {s['episodes']} "
-        f"episodes with the policy served and a scripted human that takes over after {s['patience_s']:g} s "
+        *(
+            f"{line}\n"
+            for line in provenance(
+                {
+                    "command": result.get("command"),
+                    "machine": m.get("arch"),
+                    "cpus": m.get("cpus"),
+                    "date": result.get("date"),
+                }
+            )
+        ),
+        "Reach on the MuJoCo twin over ROS 2 (robot node, policy client at 10 Hz, teleop, task "
+        "judge, recorder "
+        f"as processes). {s['demos']} scripted teleop demos, then {s['rounds']} rounds of "
+        f"{s['episodes']} "
+        "episodes with the policy served and a scripted human that takes over after "
+        f"{s['patience_s']:g} s "
         f"without {s['progress_m']:g} m of progress"
         + (f" or {s['regress_m']:g} m off its closest approach" if s.get("regress_m") else "")
         + f" and hands back within {s['release_m']:g} m of the goal. "
-        f"Retraining: BC (offline runner, {s['updates']} updates) on demos + intervention-labelled steps; "
-        f"new weights pushed to the running server. Held-out success: {s['eval_episodes']} simulator episodes, "
+        f"Retraining: BC (offline runner, {s['updates']} updates) on demos + "
+        "intervention-labelled steps; "
+        f"new weights pushed to the running server. Held-out success: {s['eval_episodes']} "
+        "simulator episodes, "
         "no human.",
         "",
-        "| round | policy driving | held-out success (sim, no human) | twin episodes | intervention ratio | "
+        "| round | policy driving | held-out success (sim, no human) | twin episodes | "
+        "intervention ratio | "
         "assisted success | finished alone | dataset steps |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -355,8 +383,10 @@ def write_results(result: dict) -> None:
         )
     lines += [
         "",
-        "Twin episodes: those with at least one recorded step; episodes the task judge scored a success "
-        "at step 0-1 (hand already within the 5 cm radius) have none and are left out of the ratios. "
+        "Twin episodes: those with at least one recorded step; episodes the task judge scored a "
+        "success "
+        "at step 0-1 (hand already within the 5 cm radius) have none and are left out of the "
+        "ratios. "
         "Held-out success is over "
         f"{s['eval_episodes']} episodes (standard error up to 0.07). "
         f"Round 0 is the teleop demonstrations (intervention ratio 1 by construction). Total "

@@ -1,4 +1,4 @@
-"""LLM rollout benchmark: hf backend vs raw ``model.generate``, and step-time breakdown per placement.
+"""LLM rollout benchmark: hf backend vs raw ``model.generate``; step-time breakdown per placement.
 
 1. Same model, same prompts, same run: tokens/s of our hf backend (KV cache, per-token log-probs,
    left padding, EOS stop) vs ``transformers`` ``model.generate`` (sampling, no log-probs).
@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import platform
 import statistics
 import sys
 import tempfile
@@ -31,12 +32,14 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from learner.llm.arithmetic import ArithmeticConfig, arithmetic_split, tokenizer_corpus  # noqa: E402
-from learner.llm.model import ModelConfig, build_model, count_parameters  # noqa: E402
+from learner.llm.model import LLMModelConfig, build_model, count_parameters  # noqa: E402
 from learner.llm.rollout import ROLLOUT_BACKENDS, SamplingParams  # noqa: E402
 from learner.llm.rollout.hf import left_pad  # noqa: E402
 from learner.llm.tokenizer import train_tokenizer  # noqa: E402
 
-OUT = ROOT / "benchmarks/results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_results import RESULTS as OUT  # noqa: E402
+from bench_results import load, now_utc, provenance, run_command  # noqa: E402
 
 
 def _interleaved(fns: list, reps: int) -> list[tuple[float, int]]:
@@ -52,7 +55,9 @@ def _interleaved(fns: list, reps: int) -> list[tuple[float, int]]:
     return [(statistics.median(t), n) for t, n in zip(times, toks)]
 
 
-def bench_generate(model_cfg: ModelConfig, n_prompts: int, n: int, max_new: int, reps: int) -> dict:
+def bench_generate(
+    model_cfg: LLMModelConfig, n_prompts: int, n: int, max_new: int, reps: int
+) -> dict:
     tok = train_tokenizer(tokenizer_corpus(ArithmeticConfig()))
     model = build_model(model_cfg, tok).eval()
     prompts = [e.prompt for e in arithmetic_split(ArithmeticConfig())[0][:n_prompts]]
@@ -135,16 +140,18 @@ def bench_steps(steps: int) -> list[dict]:
                 import csv
 
                 with open(result["csv"]) as f:
-                    rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"][
-                        1:
-                    ]  # drop the warm-up step
+                    rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"]
+                rl = rl[1:]  # drop the warm-up step
             el = [float(r["elapsed_s"]) for r in rl]
             step_s = (
                 statistics.median([b - a for a, b in zip(el, el[1:])])
                 if len(el) > 1
                 else float("nan")
             )
-            med = lambda k: round(statistics.median(float(r[k]) for r in rl), 4)  # noqa: E731
+
+            def med(k: str, rl: list[dict] = rl) -> float:
+                return round(statistics.median(float(r[k]) for r in rl), 4)
+
             rows.append(
                 {
                     "mode": name,
@@ -167,29 +174,42 @@ def bench_steps(steps: int) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions / steps")
+    ap.add_argument(
+        "--from-json",
+        action="store_true",
+        help="only re-render results/llm_rollout.md from its JSON",
+    )
     args = ap.parse_args()
+    if args.from_json:
+        render(load("llm_rollout"))
+        return
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
     reps = 2 if args.quick else 5
-    demo = ModelConfig(
+    demo = LLMModelConfig(
         hidden_size=64, num_layers=2, num_heads=4, intermediate_size=192, max_position=64
     )
-    larger = ModelConfig(
+    larger = LLMModelConfig(
         hidden_size=256, num_layers=4, num_heads=8, intermediate_size=768, max_position=64
     )
     gen = [bench_generate(demo, 64, 8, 16, reps), bench_generate(larger, 32, 8, 16, reps)]
     for g in gen:
         print(
             f"generate {g['params_M']}M params: hf backend {g['hf_backend_tokens_per_s']} tok/s, "
-            f"model.generate {g['raw_generate_tokens_per_s']} tok/s (ratio {g['ratio_backend_over_raw']})"
+            f"model.generate {g['raw_generate_tokens_per_s']} tok/s (ratio "
+            f"{g['ratio_backend_over_raw']})"
         )
     steps = bench_steps(4 if args.quick else 8)
     for s in steps:
         print(
-            f"step {s['mode']:>13}: {s['step_s']} s/step (generate {s['generate_s']}, reward {s['reward_s']}, "
+            f"step {s['mode']:>13}: {s['step_s']} s/step (generate {s['generate_s']}, reward "
+            f"{s['reward_s']}, "
             f"logprob {s['logprob_s']}, train {s['train_s']})"
         )
     result = {
+        "command": run_command(),
+        "date": now_utc(),
+        "machine": platform.machine(),
         "generate": gen,
         "steps": steps,
         "load_avg_1m": os.getloadavg()[0],
@@ -198,10 +218,18 @@ def main() -> None:
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "llm_rollout.json").write_text(json.dumps(result, indent=2))
-    md = [
-        "# LLM rollout benchmark",
-        "",
-        f"CPU cores: {os.cpu_count()}, 1-min load average at the end: "
+    render(result)
+    print(f"wrote {OUT / 'llm_rollout.json'} and .md")
+
+
+def render(result: dict) -> None:
+    """``results/llm_rollout.md`` from the run's JSON."""
+    gen, steps = result["generate"], result["steps"]
+    md = ["# LLM rollout benchmark", ""]
+    for line in provenance(result):
+        md += [line, ""]
+    md += [
+        f"1-min load average at the end: "
         f"{result['load_avg_1m']:.1f} (machine shared with other jobs; figures are medians).",
         "",
         "## hf backend vs model.generate (same model, same prompts, same run)",
@@ -211,7 +239,8 @@ def main() -> None:
     ]
     md += [
         f"| {g['params_M']} | {g['prompts']} x {g['samples_per_prompt']} | {g['max_new_tokens']} | "
-        f"{g['hf_backend_tokens_per_s']} | {g['raw_generate_tokens_per_s']} | {g['ratio_backend_over_raw']} |"
+        f"{g['hf_backend_tokens_per_s']} | {g['raw_generate_tokens_per_s']} | "
+        f"{g['ratio_backend_over_raw']} |"
         for g in gen
     ]
     md += [
@@ -222,7 +251,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     md += [
-        f"| {s['mode']} | `{s['placement']}` | {s['step_s']} | {s['generate_s']} | {s['reward_s']} | "
+        f"| {s['mode']} | `{s['placement']}` | {s['step_s']} | {s['generate_s']} | "
+        f"{s['reward_s']} | "
         f"{s['logprob_s']} | {s['train_s']} |"
         for s in steps
     ]
@@ -233,7 +263,6 @@ def main() -> None:
         "can be below the sum of the phases.",
     ]
     (OUT / "llm_rollout.md").write_text("\n".join(md) + "\n")
-    print(f"wrote {OUT / 'llm_rollout.json'} and .md")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""ManiSkill3 on ``physx_cpu`` through the bridge: env steps/s, overhead vs raw ManiSkill, build cost.
+"""ManiSkill3 on ``physx_cpu`` via the bridge: env steps/s, overhead vs raw ManiSkill, build cost.
 
 For each obs mode we build ``make_env("maniskill/<task>", num_envs=B, sim_backend="physx_cpu")``
 (a ``LoopVectorEnv`` over B one-env ManiSkill objects) and time ``env.step`` with random
@@ -6,12 +6,14 @@ actions, alternating 10-step segments with the raw ManiSkill ``gym`` envs inside
 stepped directly with the same (already scaled) actions — the simulator work an env step must do
 anyway. The overhead ratio is ``raw CPU time / bridge CPU time`` (process CPU time, robust to
 other jobs on a shared machine); wall-clock rates are reported too. Build cost: wall seconds for
-the B envs of each row (the first camera env of a process and image size includes lavapipe shader compilation).
+the B envs of each row (the first camera env of a process and image size includes lavapipe
+shader compilation).
 
     .venv/bin/python benchmarks/maniskill_cpu.py            # state + rgb rows, B=4, ~1-2 min
     .venv/bin/python benchmarks/maniskill_cpu.py --quick    # state row only
 
-Writes ``benchmarks/results/maniskill_cpu.json`` and ``.md``. Needs ``scripts/install_maniskill.sh``.
+Writes ``benchmarks/results/maniskill_cpu.json`` and ``.md``. Needs
+``scripts/install_maniskill.sh``.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         note="physx_cpu, one process; shared 2-core machine, so absolute rates vary with load",
     )
     intro = [
-        f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, {meta['note']}.",
+        f"B={args.num_envs}, mani-skill {meta['mani_skill']}, sapien {meta['sapien']}, "
+        f"{meta['note']}.",
         "ratio = raw ManiSkill CPU time / bridge CPU time for the same actions (1.0 = no bridge "
         "overhead); build = wall seconds to build the B envs (camera rows include lavapipe's "
         "shader compilation, once per process and image size).",

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench_results import RESULTS, machine_meta, provenance
 
 MODES: list[tuple[str, dict, bool]] = [  # (label, placement, fuse_collocated)
     ("fused x1", {"env,rollout,actor": "0"}, True),
@@ -155,7 +155,10 @@ def main() -> int:
     )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
-        "--render", action="store_true", help="only rewrite placement.md from placement.json"
+        "--render",
+        "--from-json",
+        action="store_true",
+        help="only rewrite placement.md from placement.json",
     )
     args = ap.parse_args()
     if args.render:
@@ -224,15 +227,14 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         "speedup_best_channel_over_collocated": best_channel["env_steps_per_s"]
         / base["env_steps_per_s"],
     }
-    meta = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs)",
-        "python": platform.python_version(),
-        "slots": args.slots,
-        "workload": WORKLOADS[args.workload][0],
-        "iterations_measured": 2 if args.quick else args.iterations,
-        "warmup": args.warmup,
-        "repeats": 1 if args.quick else args.repeats,
-    }
+    meta = machine_meta(
+        python=platform.python_version(),
+        slots=args.slots,
+        workload=WORKLOADS[args.workload][0],
+        iterations_measured=2 if args.quick else args.iterations,
+        warmup=args.warmup,
+        repeats=1 if args.quick else args.repeats,
+    )
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / "placement.json"
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -248,29 +250,36 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
 
 def section(name: str, w: dict) -> list[str]:
     meta, summary, rows = w["meta"], w["summary"], w["rows"]
-    lines = [
-        f"## Workload `{name}`",
-        "",
-        f"{meta['workload']}; {meta['slots']} logical slots on {meta['machine']}; "
-        f"median over {meta['repeats']} passes (alternating order) x {meta['iterations_measured']} iterations "
+    lines = [f"## Workload `{name}`", ""]
+    for line in provenance(meta):
+        lines += [line, ""]
+    lines += [
+        f"{meta['workload']}; {meta['slots']} logical slots on a machine shared with other jobs; "
+        f"median over {meta['repeats']} passes (alternating order) x "
+        f"{meta['iterations_measured']} iterations "
         f"after {meta['warmup']} warm-up each.",
         "",
-        "| mode | placement | mode (parsed) | stages | iteration s (min-max) | env steps/s | env busy s | infer busy s | train s |",
+        "| mode | placement | mode (parsed) | stages | iteration s (min-max) | env steps/s | env "
+        "busy s | infer busy s | train s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         t = r["timings_s"]
         env_busy = t.get("env_busy_s", t.get("rollout_s", float("nan")))
         lines.append(
-            f"| {r['mode']} | `{json.dumps(r['placement'])}` | {r['placement_mode']} ({r['topology']}) | "
-            f"{r['pipeline_stages']} | {r['iteration_s']:.3f} ({r['iteration_s_min']:.3f}-{r['iteration_s_max']:.3f}) | "
+            f"| {r['mode']} | `{json.dumps(r['placement'])}` | {r['placement_mode']} "
+            f"({r['topology']}) | "
+            f"{r['pipeline_stages']} | {r['iteration_s']:.3f} "
+            f"({r['iteration_s_min']:.3f}-{r['iteration_s_max']:.3f}) | "
             f"{r['env_steps_per_s']:.0f} | "
-            f"{env_busy:.3f} | {t.get('infer_busy_s', float('nan')):.3f} | {t.get('train_s', float('nan')):.3f} |"
+            f"{env_busy:.3f} | {t.get('infer_busy_s', float('nan')):.3f} | "
+            f"{t.get('train_s', float('nan')):.3f} |"
         )
     lines += explain(rows)
     lines += [
         "",
-        f"Best: **{summary['best']}**, {summary['speedup_best_over_collocated']:.2f}x the env steps/s "
+        f"Best: **{summary['best']}**, {summary['speedup_best_over_collocated']:.2f}x the env "
+        "steps/s "
         f"of {summary['baseline']}. Best channel-connected mode: {summary['best_channel_mode']}, "
         f"{summary['speedup_best_channel_over_collocated']:.2f}x.",
         "",
@@ -293,14 +302,18 @@ def explain(rows: list[dict]) -> list[str]:
         ideal = (env + inf) / max(env, inf)
         overhead = rollout_1 - env - inf
         out.append(
-            f"- **{label}**: per iteration env stepping {env:.3f} s, inference {inf:.3f} s, training {train:.3f} s; "
+            f"- **{label}**: per iteration env stepping {env:.3f} s, inference {inf:.3f} s, "
+            f"training {train:.3f} s; "
             f"the rollout phase took {rollout_1:.3f} s with 1 stage, so {max(overhead, 0):.3f} s "
             f"({max(overhead, 0) / max(rollout_1, 1e-9):.0%}) is channel round trips and waiting. "
-            f"Perfect overlap of env and inference could cut the rollout phase by at most {ideal:.2f}x, "
+            "Perfect overlap of env and inference could cut the rollout phase by at most "
+            f"{ideal:.2f}x, "
             f"i.e. the whole iteration (training is not pipelined) by at most "
             f"{r1['iteration_s'] / (env + inf - min(env, inf) + max(overhead, 0) + train):.2f}x; "
-            f"2 stages measured {r1['iteration_s'] / r2['iteration_s']:.2f}x, and inference on half batches cost "
-            f"{r2['timings_s']['infer_busy_s'] / max(inf, 1e-9):.2f}x the full-batch inference time."
+            f"2 stages measured {r1['iteration_s'] / r2['iteration_s']:.2f}x, and inference on "
+            "half batches cost "
+            f"{r2['timings_s']['infer_busy_s'] / max(inf, 1e-9):.2f}x the full-batch inference "
+            "time."
         )
     return out
 

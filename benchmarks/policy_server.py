@@ -10,6 +10,7 @@ connection) so they do not share the server's interpreter lock, but they do shar
 cores with the server: on a small machine client-side encoding competes with serving.
 
     .venv/bin/python benchmarks/policy_server.py [--duration 5] [--torch-threads 1] [--quick]
+    .venv/bin/python benchmarks/policy_server.py --from-json   # re-render the .md from the .json
 
 Writes benchmarks/results/policy_server.json and .md.
 """
@@ -31,9 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_results import RESULTS, load, provenance, run_command
+
 from policy_server.client import AsyncPolicyClient
 
-RESULTS = Path(__file__).resolve().parent / "results"
 STATE_DIM, ACTION_DIM, CHUNK = 32, 7, 8
 # name -> (hidden sizes, max_wait_ms). The wait is a per-deployment knob: long enough for a
 # closed-loop client population to re-send after a response (~ a third of the forward time).
@@ -166,7 +168,7 @@ def bench_model(
         for n in args.clients:
             if mode == "one_at_a_time" and n == 1:
                 continue  # identical to batched with one client
-            # raw forward right before and after each server point: this machine's speed drifts
+            # raw forward right before and after each server point: a shared machine's speed drifts
             before = raw_forward(policy, n)
             r = serve_and_measure(policy, max_batch, n, max_wait_ms, args)
             after = raw_forward(policy, n)
@@ -182,8 +184,10 @@ def bench_model(
             out[mode][n] = r
             print(
                 f"[{name}] {mode:13s} {n:2d} clients: {r['req_per_s']:8.0f} req/s "
-                f"({100 * r['throughput_vs_raw']:5.1f}% of raw batch {n} = {raw['req_per_s']:.0f}), "
-                f"p50 {r['p50_ms']:7.2f} ms, p99 {r['p99_ms']:7.2f} ms (+{r['p99_overhead_ms']:.2f} over forward), "
+                f"({100 * r['throughput_vs_raw']:5.1f}% of raw batch {n} = "
+                f"{raw['req_per_s']:.0f}), "
+                f"p50 {r['p50_ms']:7.2f} ms, p99 {r['p99_ms']:7.2f} ms "
+                f"(+{r['p99_overhead_ms']:.2f} over forward), "
                 f"mean batch {r['mean_batch']:.1f}, server forward {r['server_forward_ms']:.1f} ms "
                 f"(raw {raw['mean_ms']:.1f}), duty {r['forward_duty']:.2f}",
                 flush=True,
@@ -197,20 +201,37 @@ def _fmt_load(load: Any) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        f"# Policy server benchmark ({report['when']})",
+        "# Policy server benchmark",
         "",
-        f"Machine: {report['machine']}; torch threads {report['torch_threads']}; {report['duration_s']} s "
-        f"per point after {report['warmup_s']} s warm-up; clients in 2 separate processes on the same "
-        "machine. `% of raw` = server req/s over raw in-process `policy.act` req/s at batch = #clients; "
-        "`p99 overhead` = client p99 round trip minus raw forward p99 at that batch; `server fwd` = mean "
-        "forward time per batch inside the server (vs raw mean at that batch: CPU shared with clients); "
-        "`fwd duty` = share of wall time the server spent in forwards. Raw figures are the mean of a "
+        *(
+            f"{line}\n"
+            for line in provenance(
+                {
+                    "command": report.get("command"),
+                    "machine": report["machine"],
+                    "date": report["when"],
+                }
+            )
+        ),
+        f"Torch threads {report['torch_threads']}; {report['duration_s']} s "
+        f"per point after {report['warmup_s']} s warm-up; clients in 2 separate processes on the "
+        "same "
+        "machine. `% of raw` = server req/s over raw in-process `policy.act` req/s at batch = "
+        "#clients; "
+        "`p99 overhead` = client p99 round trip minus raw forward p99 at that batch; `server fwd` "
+        "= mean "
+        "forward time per batch inside the server (vs raw mean at that batch: CPU shared with "
+        "clients); "
+        "`fwd duty` = share of wall time the server spent in forwards. Raw figures are the mean "
+        "of a "
         "measurement right before and right after each server point. "
         f"Load average (1/5/15 min) before {_fmt_load(report['load_avg_before'])}, after "
-        f"{_fmt_load(report['load_avg_after'])}: other jobs share this machine.",
+        f"{_fmt_load(report['load_avg_after'])}: other jobs share the machine.",
         "",
-        "| model | params | wait ms | clients | raw req/s | raw mean/p99 ms | server req/s | % of raw | "
-        "p50 ms | p99 ms | p99 overhead ms | mean batch | server fwd ms | fwd duty | 1-at-a-time req/s | "
+        "| model | params | wait ms | clients | raw req/s | raw mean/p99 ms | server req/s | % of "
+        "raw | "
+        "p50 ms | p99 ms | p99 overhead ms | mean batch | server fwd ms | fwd duty | 1-at-a-time "
+        "req/s | "
         "1-at-a-time p50/p99 ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -220,10 +241,12 @@ def markdown(report: dict[str, Any]) -> str:
             s_tput = f"{single['req_per_s']:.0f}" if single else "(same)"
             s_lat = f"{single['p50_ms']:.1f} / {single['p99_ms']:.1f}" if single else "(same)"
             lines.append(
-                f"| {name} | {m['params_M']:.2f} M | {m['max_wait_ms']:g} | {n} | {raw['req_per_s']:.0f} | "
+                f"| {name} | {m['params_M']:.2f} M | {m['max_wait_ms']:g} | {n} | "
+                f"{raw['req_per_s']:.0f} | "
                 f"{raw['mean_ms']:.2f} / {raw['p99_ms']:.2f} | {r['req_per_s']:.0f} | "
                 f"{100 * r['throughput_vs_raw']:.1f}% | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-                f"{r['p99_overhead_ms']:.2f} | {r['mean_batch']:.1f} | {r['server_forward_ms']:.1f} | "
+                f"{r['p99_overhead_ms']:.2f} | {r['mean_batch']:.1f} | "
+                f"{r['server_forward_ms']:.1f} | "
                 f"{r['forward_duty']:.2f} | "
                 f"{s_tput} | {s_lat} |"
             )
@@ -244,7 +267,13 @@ def main() -> None:
     ap.add_argument(
         "--out", default="policy_server", help="results file stem under benchmarks/results"
     )
+    ap.add_argument(
+        "--from-json", action="store_true", help="only re-render results/<out>.md from its JSON"
+    )
     args = ap.parse_args()
+    if args.from_json:
+        (RESULTS / f"{args.out}.md").write_text(markdown(load(args.out)))
+        return
     if args.quick:
         args.duration, args.warmup = 1.5, 0.5
     import torch
@@ -252,7 +281,9 @@ def main() -> None:
     torch.set_num_threads(args.torch_threads)
     report: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs (shared), torch {torch.__version__}",
+        "command": run_command(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs (shared), "
+        f"torch {torch.__version__}",
         "torch_threads": args.torch_threads,
         "duration_s": args.duration,
         "warmup_s": args.warmup,

@@ -5,9 +5,10 @@
 
 Collects camera-only lift episodes (``rlinf collect mujoco_franka/lift --obs-mode rgb``), trains
 ``configs/reward_classifier.yaml`` (its ``train.time_budget_s`` included: the figure is what a user
-gets from the shipped config on this machine), and reports validation accuracy, balanced accuracy,
-epochs run and wall time per seed, and their medians. The tests check the classifier learns (all
-epochs, no clock); the time it takes is measured here. Writes ``benchmarks/results/reward_classifier.{md,json}``.
+gets from the shipped config on the machine it runs on), and reports validation accuracy,
+balanced accuracy, epochs run and wall time per seed, and their medians. The tests check the
+classifier learns (all epochs, no clock); the time it takes is measured here. Writes
+``benchmarks/results/reward_classifier.{md,json}``.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             print(
-                f"seed {seed}: val accuracy {m['val_accuracy']:.3f} (balanced {m['val_balanced_accuracy']:.3f}), "
+                f"seed {seed}: val accuracy {m['val_accuracy']:.3f} (balanced "
+                f"{m['val_balanced_accuracy']:.3f}), "
                 f"{m['epochs']} epochs in {m['elapsed_s']:.0f} s",
                 flush=True,
             )
@@ -96,16 +98,20 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("val_accuracy", "val_balanced_accuracy", "elapsed_s")
     }
     print(
-        f"median: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
+        f"median: val accuracy {med['val_accuracy']:.3f}, balanced "
+        f"{med['val_balanced_accuracy']:.3f}, "
         f"{med['elapsed_s']:.0f} s"
     )
     write_table(
         "reward_classifier",
         "Success classifier: held-out accuracy and training time",
         [
-            f"`configs/reward_classifier.yaml` (its time budget included) on {args.episodes} camera-only lift "
-            f"episodes (positives: the last 3 frames of each); validation = held-out episodes. Median over "
-            f"{len(rows)} seeds: val accuracy {med['val_accuracy']:.3f}, balanced {med['val_balanced_accuracy']:.3f}, "
+            f"`configs/reward_classifier.yaml` (its time budget included) on {args.episodes} "
+            "camera-only lift "
+            "episodes (positives: the last 3 frames of each); validation = held-out episodes. "
+            "Median over "
+            f"{len(rows)} seeds: val accuracy {med['val_accuracy']:.3f}, balanced "
+            f"{med['val_balanced_accuracy']:.3f}, "
             f"{med['elapsed_s']:.0f} s of training. `benchmarks/reward_classifier.py`."
         ],
         machine_meta(episodes=args.episodes, medians=med),

@@ -42,7 +42,8 @@ os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
 
 from ros_procs import Probe, Procs, free_port  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_results import RESULTS, now_utc, provenance, run_command  # noqa: E402
 
 
 def echo_main() -> None:
@@ -173,10 +174,15 @@ def main() -> None:
     ap.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rates", type=float, nargs="+", default=[5, 10, 20, 30, 40, 50])
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument(
+        "--from-json", action="store_true", help="only re-render results/ros_loop.md from its JSON"
+    )
     a = ap.parse_args()
+    if a.from_json:
+        return write_results(json.loads((RESULTS / "ros_loop.json").read_text()))
     if a.echo:
         return echo_main()  # inherits the parent's ROS_DOMAIN_ID
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
+    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
     tmp = Path(tempfile.mkdtemp(prefix="ros_loop_"))
     raw = raw_round_trip(Procs(tmp))
     print(f"raw rclpy round trip: {json.dumps(raw)}", flush=True)
@@ -186,7 +192,10 @@ def main() -> None:
         print(json.dumps(r), flush=True)
         loops.append(r)
     result = {
+        "command": run_command(),
+        "date": now_utc(),
         "machine": {
+            "arch": platform.machine(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_avg_1m": os.getloadavg()[0],
@@ -194,8 +203,8 @@ def main() -> None:
         "raw_round_trip_ms": raw,
         "loop": loops,
         "highest_sustained_hz": highest_sustained(loops),
-        "notes": "chunk=1 (fresh inference every control step); 224x224 rgb8 sim camera rendered with "
-        "osmesa; shared 2-core machine, see load_avg",
+        "notes": "chunk=1 (fresh inference every control step); 224x224 rgb8 sim camera rendered "
+        "with osmesa; shared 2-core machine, see load_avg",
     }
     write_results(result)
 
@@ -217,8 +226,20 @@ def write_results(result: dict) -> None:
     lines = [
         "# ROS control loop (benchmarks/ros_loop.py)",
         "",
-        f"Machine: {result['machine']['cpus']} CPUs, load avg {result['machine']['load_avg_1m']:.1f} "
-        "(shared with other jobs; figures move with the load).",
+        *(
+            f"{line}\n"
+            for line in provenance(
+                {
+                    "command": result.get("command"),
+                    "machine": result["machine"].get("arch"),
+                    "cpus": result["machine"]["cpus"],
+                    "date": result.get("date"),
+                }
+            )
+        ),
+        f"Load average {result['machine']['load_avg_1m']:.1f} (the machine is shared with other "
+        "jobs; "
+        "figures move with the load).",
         "",
         "Raw rclpy round trip (publish -> echo process -> back), same run:",
         "",
@@ -237,7 +258,8 @@ def write_results(result: dict) -> None:
     for r in loops:
         oc, oa = r["obs_to_command_ms"], r["obs_to_action_ms"]
         lines.append(
-            f"| {r['target_hz']:g} | {r['achieved_hz']} | {r['policy_fraction']:.0%} | {r['fresh_obs_hz']} | "
+            f"| {r['target_hz']:g} | {r['achieved_hz']} | {r['policy_fraction']:.0%} | "
+            f"{r['fresh_obs_hz']} | "
             f"{oc['p50']:.1f} / {oc['p99']:.1f} | {oa['p50']:.1f} / {oa['p99']:.1f} | "
             f"{r['infer_ms_p50']:.1f} | {r['load_avg_1m']} | {'yes' if r['sustained'] else 'no'} |"
         )

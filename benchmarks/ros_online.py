@@ -55,27 +55,28 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
 
+from bench_results import RESULTS, now_utc, provenance, run_command  # noqa: E402
 from ros_loop import raw_round_trip  # noqa: E402
 from ros_procs import Probe, Procs, free_port  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 TOKEN = "bench-weights-token"
 COMMAND_TOPIC = "joint_trajectory_controller/joint_trajectory"
-NOTES = """Findings. Chunk 1 (a fresh inference every control tick) in both parts; periods from the policy
-client's own command stamps; everything (robot node, client, server, pusher, other people's jobs) on
-2 shared cores, see the load averages. (a) Pushes of a state policy of this project's size (0.55 MB)
-leave no trace: push -> ack in ~6-9 ms, long periods and hold ticks while one is in flight at or
-below the rate with none in flight (the machine's own noise at load ~16). 17 MB pushes do: the push
-takes 0.3-0.4 s on the robot's own cores (msgpack frame, mask, send, receive, copies), and while it
-is in flight hold ticks rise 3-4.5x and long periods 2-4x. The server already loads into a spare
-in a thread and swaps between batches (load 14-21 ms, swap wait < 1 ms); this work moves the decode
-(fragment join + msgpack) off the event loop too (policy_server/hotswap.py decode_push). A diagnosis
-with a server that receives pushes and drops them (no decode, no load) showed the same stalls, so
-what remains is moving 17 MB through two processes on oversubscribed cores; fragmented pushes
-halve the long periods (the event loop never copies more than one fragment at a time); on a
-deployment the learner pushes from the GPU box and the loop does not share its cores. (b) The
-recorded camera source costs a copy per frame, so the 30 Hz loop with a 224x224 image is bounded by
-the ROS path, not rendering."""
+NOTES = """\
+Findings. Chunk 1 (a fresh inference every control tick) in both parts; periods from the policy
+client's own command stamps; everything (robot node, client, server, pusher, other jobs) on
+2 shared cores, see the load averages. (a) Pushes of a 0.55 MB state policy leave no trace:
+push -> ack in ~6-9 ms, long periods and hold ticks while one is in flight at or below the rate
+with none in flight (the machine's own noise at load ~16). 17 MB pushes do: the push takes
+0.3-0.4 s on the robot's own cores (msgpack frame, mask, send, receive, copies), and while it is
+in flight hold ticks rise 3-4.5x and long periods 2-4x. The server loads into a spare in a
+thread and swaps between batches (load 14-21 ms, swap wait < 1 ms) and decodes a push (fragment
+join + msgpack) off the event loop (policy_server/hotswap.py decode_push). A server that
+receives pushes and drops them (no decode, no load) shows the same stalls, so what remains is
+moving 17 MB through two processes on oversubscribed cores; fragmented pushes halve the long
+periods (the event loop never copies more than one fragment at a time); on a deployment the
+learner pushes from the GPU box and the loop does not share its cores. (b) The recorded camera
+source costs a copy per frame, so the 30 Hz loop with a 224x224 image is bounded by the ROS
+path, not rendering."""
 
 
 # ---- the weight-push server (a process of its own) ---------------------------------------------
@@ -181,8 +182,10 @@ def classify_periods(
     nominal), the longest, and the hold ticks that end a period of the group.
 
     >>> hold = np.array([0, 0, 0, 1, 0, 0], bool)
-    >>> r = classify_periods(np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7]), {"w": [(0.15, 0.25)]}, 0.1, hold)
-    >>> r["w"]["n"], r["w"]["long"], r["w"]["holds"], r["none"]["n"], r["none"]["long"], r["none"]["holds"]
+    >>> stamps = np.array([0.0, 0.1, 0.2, 0.4, 0.5, 0.7])
+    >>> r = classify_periods(stamps, {"w": [(0.15, 0.25)]}, 0.1, hold)
+    >>> w, none = r["w"], r["none"]
+    >>> w["n"], w["long"], w["holds"], none["n"], none["long"], none["holds"]
     (3, 1, 1, 2, 1, 0)
     """
     holds_end = (
@@ -348,7 +351,7 @@ def push_phase(
             version += 1
             name = names[version % len(names)]
             t0 = time.time()
-            ack = pushers[name].push(blobs[version % 2], version=version)  # type: ignore[attr-defined]
+            ack = pushers[name].push(blobs[version % 2], version=version)  # type: ignore[attr-defined]  # values are WeightPusher / FragmentingPusher in a dict typed object
             windows[name].append((t0, time.time()))
             acks[name].append(
                 {
@@ -452,8 +455,10 @@ def jitter_lines(j: dict) -> list[str]:
     na, pa = j["no_push_phase"]["all"], j["push_phase"]["all"]
     lines += [
         "",
-        f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; with pushes "
-        f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own counter: "
+        f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; "
+        "with pushes "
+        f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own "
+        "counter: "
         f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
         f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
         f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).",
@@ -461,11 +466,22 @@ def jitter_lines(j: dict) -> list[str]:
     ]
     for name, pu in j["pushes"].items():
         lines.append(
-            f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} ms "
+            f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} "
+            "ms "
             f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
             f"{pu['server_load_ms'].get('median')} ms"
         )
     return lines + ["", f"Load average {j['load_avg_1m']} at the end of this run.", ""]
+
+
+def _facts(result: dict) -> dict:
+    m = result["machine"]
+    return {
+        "command": result.get("command"),
+        "machine": m.get("arch"),
+        "cpus": m.get("cpus"),
+        "date": result.get("date"),
+    }
 
 
 def write_results(result: dict) -> None:
@@ -477,16 +493,21 @@ def write_results(result: dict) -> None:
     lines = [
         "# Online loop on the sim twin (benchmarks/ros_online.py)",
         "",
-        f"Machine: {result['machine']['cpus']} CPUs, shared with other jobs; 1-min load average per row.",
+        *(f"{line}\n" for line in provenance(_facts(result))),
+        "The machine is shared with other jobs; 1-min load average per row.",
         "",
         f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
         f"{j['nominal_ms']} ms)",
         "",
-        "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot node). "
-        f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push every "
+        "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot "
+        "node). "
+        f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push "
+        "every "
         f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
-        "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire fragments. A period "
-        "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x nominal. A hold "
+        "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire "
+        "fragments. A period "
+        "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x "
+        "nominal. A hold "
         "tick re-sends the previous target (no answer within the client's wait, 0.6 of a period).",
         "",
     ]
@@ -504,10 +525,12 @@ def write_results(result: dict) -> None:
     oc = c["obs_to_command_ms"]
     lines += [
         "",
-        "| target Hz | achieved Hz | policy steps | fresh obs/s | camera fps | obs->command p50 / p99 ms | "
+        "| target Hz | achieved Hz | policy steps | fresh obs/s | camera fps | obs->command p50 / "
+        "p99 ms | "
         "server infer p50 ms | load avg | sustained |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| {c['target_hz']:g} | {c['achieved_hz']} | {c['policy_fraction']:.0%} | {c['fresh_obs_hz']} | "
+        f"| {c['target_hz']:g} | {c['achieved_hz']} | {c['policy_fraction']:.0%} | "
+        f"{c['fresh_obs_hz']} | "
         f"{c['camera_fps']:g} | {oc['p50']:.1f} / {oc['p99']:.1f} | {c['infer_ms_p50']:.1f} | "
         f"{c['load_avg_1m']} | {'yes' if c['sustained'] else 'no'} |",
     ]
@@ -544,7 +567,10 @@ def main() -> None:
         help="run only these parts; the others are kept from benchmarks/results/ros_online.json",
     )
     ap.add_argument(
-        "--report", action="store_true", help="rewrite the .md from the .json, run nothing"
+        "--report",
+        "--from-json",
+        action="store_true",
+        help="rewrite the .md from the .json, run nothing",
     )
     a = ap.parse_args()
     if a.report:
@@ -552,7 +578,7 @@ def main() -> None:
         return write_results({**result, "notes": NOTES})
     if a.serve:
         return serve_main(a.serve, a.hidden)
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
+    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
     tmp = Path(tempfile.mkdtemp(prefix="ros_online_"))
     old = (
         json.loads((RESULTS / "ros_online.json").read_text())
@@ -576,7 +602,13 @@ def main() -> None:
         print(json.dumps(camera), flush=True)
     write_results(
         {
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "command": run_command(),
+            "date": now_utc(),
+            "machine": {
+                "arch": platform.machine(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+            },
             "jitter": jitter,
             "raw_round_trip_ms": raw,
             "camera": camera,

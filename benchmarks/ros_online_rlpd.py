@@ -1,11 +1,13 @@
 """Online RLPD on the ROS 2 sim twin: robot node -> policy server -> streamer -> learner -> weights
 -> policy server, from 20 scripted-teleop demos. Held-out success vs wall time.
 
-    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push] [--demos 20] [--minutes 20] [--eval-episodes 50]
+    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push] [--demos 20] [--minutes 20]
+                                                   [--eval-episodes 50]
 
 ``--task`` picks the twin graph, learner config and scripted human (:data:`TASKS`): reach
 (configs/ros_sim_franka.yaml + ros_online_rlpd.yaml) or push (the push twin,
-configs/ros_sim_franka_push.yaml + ros_online_rlpd_push.yaml, the scripted pusher, ``teleop.script.task: push``).
+configs/ros_sim_franka_push.yaml + ros_online_rlpd_push.yaml, the scripted pusher,
+``teleop.script.task: push``).
 
 Every piece runs as the shipped commands, as real processes (random ROS_DOMAIN_ID):
 
@@ -45,7 +47,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from bench_results import RESULTS, machine_meta, write_table  # noqa: E402
+from bench_results import RESULTS, load, machine_meta, write_table  # noqa: E402
 from online_rig import (  # noqa: E402
     GRAPH_NODES,
     RLINF,
@@ -158,7 +160,8 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
 
 
 def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> tuple[float, dict]:
-    """Learner + server + twin graph until the learner's budget ends; returns (robot start, final)."""
+    """Learner + server + twin graph until the learner's budget ends; returns (robot start,
+    final)."""
     ingest_port, server_port = free_port(), free_port()
     out = work / "run"
     args = learner_args(
@@ -257,6 +260,52 @@ def plot(
     fig.savefig(path, dpi=110)
 
 
+def render(stem: str, meta: dict, rows: list[dict]) -> str:
+    """Write ``results/<stem>.{json,md}`` from a run's meta and held-out rows; returns the
+    verdict."""
+    task = meta.get("task", "reach")
+    target, minutes = meta["target"], meta["minutes"]
+    hit_s, best = meta.get("first_at_target_s"), meta["best"]
+    hit = next((r for r in rows if hit_s is not None and r["wall_s"] == hit_s), None)
+    verdict = f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> " + (
+        f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {target} met)"
+        if hit
+        else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min "
+        f"(target {target} NOT met)"
+    )
+    intro = [
+        f"`benchmarks/ros_online_rlpd.py`: {meta['demo_episodes']} scripted-teleop demos "
+        "collected on "
+        f"the twin with `rlinf collect`, then online RLPD (`{meta['learner']}`, {minutes:g} min) "
+        "through robot node -> policy server -> streamer -> learner -> weights -> policy server, "
+        "all "
+        f"real processes over DDS on a {meta['cpus']}-core machine shared with other jobs (1-min "
+        "load "
+        f"{meta['load_1min_start']:.1f} at start, {meta['load_1min_end']:.1f} at end). One run "
+        "(one "
+        "seed).",
+        f"Result: {verdict}. {meta['transitions'] or 0:.0f} transitions streamed, "
+        f"{meta['updates'] or 0:.0f} updates, {meta['pushes'] or 0:.0f} weight pushes "
+        f"({meta['push_failures'] or 0:.0f} failed); ingest duplicates "
+        f"{meta['ingest_duplicates'] or 0:.0f}, gaps {meta['ingest_gaps'] or 0:.0f}.",
+        f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{task}, "
+        f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run. "
+        f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
+        "starts "
+        "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
+        "before `rlinf serve` was up (the pusher retries).",
+    ]
+    cols = [
+        ("checkpoint", lambda r: r["checkpoint"]),
+        ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
+        ("transitions", lambda r: r["transitions"]),
+        ("updates", lambda r: r["updates"]),
+        ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
+    ]
+    write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({task})", intro, meta, rows, cols)
+    return verdict
+
+
 def main() -> None:
     global TASK
     ap = argparse.ArgumentParser()
@@ -272,11 +321,18 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.8)
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
+    ap.add_argument(
+        "--from-json", action="store_true", help="only re-render results/<stem>.md from its JSON"
+    )
     a = ap.parse_args()
     TASK = TASKS[a.task]
     stem = TASK.stem
+    if a.from_json:
+        data = load(stem)
+        print(render(stem, data["meta"], data["rows"]))
+        return
     a.work = a.work or f"runs/bench_{stem}"
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # other agents run ROS 2 here too
+    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
     os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     os.environ.update(TOKENS)
     work = (ROOT / a.work).resolve()
@@ -305,6 +361,7 @@ def main() -> None:
     plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task)
     meta = machine_meta(
         task=a.task,
+        demo_episodes=a.demos,
         graph=TASK.graph,
         learner=TASK.learner,
         demos=demo,
@@ -323,34 +380,7 @@ def main() -> None:
         first_at_target_s=hit["wall_s"] if hit else None,
         best=best,
     )
-    verdict = f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> " + (
-        f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {a.target} met)"
-        if hit
-        else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min (target {a.target} NOT met)"
-    )
-    intro = [
-        f"`benchmarks/ros_online_rlpd.py`: {a.demos} scripted-teleop demos collected on the twin with "
-        f"`rlinf collect`, then online RLPD (`{TASK.learner}`) through robot node -> policy "
-        "server -> streamer -> learner -> weights -> policy server, all real processes over DDS on a "
-        f"2-core machine shared with other jobs (1-min load {load0:.1f} at start, {load1:.1f} at end).",
-        f"Result: {verdict}. {final.get('env_steps', 0):.0f} transitions streamed, "
-        f"{final.get('updates', 0):.0f} updates, {final.get('push/pushes', 0):.0f} weight pushes "
-        f"({final.get('push/failures', 0):.0f} failed); ingest duplicates {final.get('ingest/duplicates', 0):.0f}, "
-        f"gaps {final.get('ingest/gaps', 0):.0f}.",
-        f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{a.task}, "
-        f"{a.eval_episodes} episodes, seeds the twin never used), evaluated after the run. Curve: "
-        f"`benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it starts before the "
-        "robot: start-up, demo pretraining, the server); failed pushes are those sent before `rlinf serve` "
-        "was up (the pusher retries).",
-    ]
-    cols = [
-        ("checkpoint", lambda r: r["checkpoint"]),
-        ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
-        ("transitions", lambda r: r["transitions"]),
-        ("updates", lambda r: r["updates"]),
-        ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
-    ]
-    write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({a.task})", intro, meta, rows, cols)
+    verdict = render(stem, meta, rows)
     print(verdict)
     print((RESULTS / f"{stem}.md").read_text())
 

@@ -41,7 +41,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from bench_results import write_table  # noqa: E402
+from bench_results import load, write_table  # noqa: E402
 from ros_procs import Probe, Procs, free_port  # noqa: E402
 
 
@@ -165,10 +165,38 @@ def watchdog_cut(tmp: Path) -> float:
         procs.stop_all()
 
 
+def render(meta: dict, rows: list[dict]) -> None:
+    """``results/ros_rates.{json,md}`` from a run's meta and figures."""
+    write_table(
+        "ros_rates",
+        "ROS graph rates in real time (benchmarks/ros_rates.py)",
+        [
+            f"Load average {meta['load_avg_start']} at start, {meta['load_avg_end']} at end (the "
+            "machine is shared with other jobs: the figures move with the load).",
+            "Wall-clock figures of the graph. The tests check the behaviour behind each on "
+            "simulated "
+            "time or by events; the bound a test used to assert is shown for comparison.",
+        ],
+        meta,
+        rows,
+        [
+            (h, lambda r, h=h: r[h])
+            for h in ("figure", "value", "former test bound", "now tested as")
+        ],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=8.0, help="measuring window of each rate")
+    ap.add_argument(
+        "--from-json", action="store_true", help="only re-render results/ros_rates.md from its JSON"
+    )
     args = ap.parse_args()
+    if args.from_json:
+        data = load("ros_rates")
+        render(data["meta"], data["rows"])
+        return
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
@@ -190,13 +218,15 @@ def main() -> None:
             "figure": "camera rate with -p camera.fps:=4",
             "value": f"{cam} Hz",
             "former test bound": "2-6 Hz",
-            "now tested as": "one frame per 0.25 s of a test-driven /clock (test_ros_parameters.py)",
+            "now tested as": "one frame per 0.25 s of a test-driven /clock "
+            "(test_ros_parameters.py)",
         },
         {
             "figure": "bridged arm moved 1.5 s after a silent 4 s trajectory",
             "value": f"{cut} rad",
             "former test bound": f"0.01-{0.3 * PANDA_DQ_MAX[0] * 0.35:.3f} rad",
-            "now tested as": "upper bound once the watchdog's stale refusal is seen (test_ros_bridge.py)",
+            "now tested as": "upper bound once the watchdog's stale refusal is seen "
+            "(test_ros_bridge.py)",
         },
         {
             "figure": "SIGTERM to exit, robot + camera + client + server",
@@ -210,31 +240,14 @@ def main() -> None:
         + shlex.join(sys.argv[1:])
     )
     meta = {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
+        "machine": cpu_model(),
+        "cpus": os.cpu_count(),
         "load_avg_start": round(load0, 2),
         "load_avg_end": round(load1, 2),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command.strip(),
     }
-    write_table(
-        "ros_rates",
-        "ROS graph rates in real time (benchmarks/ros_rates.py)",
-        [
-            f"Machine: {meta['cpu']}, {meta['cores']} cores; load average {meta['load_avg_start']} at start, "
-            f"{meta['load_avg_end']} at end (shared with other jobs: the figures move with the load). "
-            f"Date: {meta['date']}.",
-            f"Command: `{meta['command']}`",
-            "Wall-clock figures of the graph. The tests check the behaviour behind each on simulated "
-            "time or by events; the bound a test used to assert is shown for comparison.",
-        ],
-        meta,
-        rows,
-        [
-            (h, lambda r, h=h: r[h])
-            for h in ("figure", "value", "former test bound", "now tested as")
-        ],
-    )
+    render(meta, rows)
     print((ROOT / "benchmarks/results/ros_rates.md").read_text())
 
 

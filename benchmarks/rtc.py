@@ -5,7 +5,7 @@ and without RTC, at an inference latency of 1 and 3 control periods.
 
 The policy client's loop (``rlinf_ros.policy_loop.PolicyLoop``, the code the ROS node runs) is
 ticked at a fixed control rate; answers arrive exactly ``latency`` ticks after the request
-(``rlinf_ros.rtc.LatencyWorker``: tick-exact, so a loaded machine cannot blur the figures). The
+(``tests/latency_worker.py``: tick-exact, so a loaded machine cannot blur the figures). The
 arm tracks its commands perfectly. The policy is a real flow policy: actions of a chunk
 (16 steps, 7 joint deltas + gripper) are drawn by Euler integration of the *exact* velocity field
 of a Gaussian over chunks (``learner.models.adapters.flow``, openpi's convention) whose mean
@@ -46,8 +46,9 @@ from rlinf_contracts.features import RobotReading  # noqa: E402
 from rlinf_contracts.spec import ActionSpace, RobotSpec, StateField  # noqa: E402
 from rlinf_ros.policy_loop import InferenceWorker, PolicyLoop  # noqa: E402
 from rlinf_ros.robot_io import SpecIO  # noqa: E402
-from rlinf_ros.rtc import LatencyWorker, RtcConfig, max_jump  # noqa: E402
+from rlinf_ros.rtc import RtcConfig, max_jump  # noqa: E402
 from robot_drivers.types import PANDA_HOME  # noqa: E402
+from tests.latency_worker import LatencyWorker  # noqa: E402
 
 H, EXECUTE = 16, 8  # chunk length; steps executed before the next request (RTC)
 SCALE = 0.1  # joint_scale: rad per unit action
@@ -67,7 +68,8 @@ def spec_io(hz: float) -> SpecIO:
 
 class GaussianFlowPolicy:
     """Chunks from the exact flow of N(mean(obs), Σ), Σ a smooth squared-exponential kernel over the
-    chunk's steps (std ``sigma``, length ``length`` steps): every chunk is smooth, two chunks differ."""
+    chunk's steps (std ``sigma``, length ``length`` steps): every chunk is smooth, two chunks
+    differ."""
 
     def __init__(
         self, hz: float, seed: int, guided: bool, sigma: float = 0.15, length: float = 4.0
@@ -276,7 +278,8 @@ def main() -> None:
             results.append(r)
             print(
                 f"latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
-                f"max jump at boundary {r['max_jump_boundary']:.3f}  max step {r['max_step_anywhere']:.3f}  "
+                f"max jump at boundary {r['max_jump_boundary']:.3f}  max step "
+                f"{r['max_step_anywhere']:.3f}  "
                 f"p99 step {r['p99_step']:.3f}  tracking {r['tracking_rms_rad']:.4f} rad",
                 flush=True,
             )
@@ -293,8 +296,10 @@ def main() -> None:
                 )
                 results.append(r)
                 print(
-                    f"wall-clock latency {latency}  {mode:10s}  stalls/min {r['stalls_per_min']:6.1f}  "
-                    f"max jump at boundary {r['max_jump_boundary']:.3f}  late ticks {r['late_ticks']}  "
+                    f"wall-clock latency {latency}  {mode:10s}  stalls/min "
+                    f"{r['stalls_per_min']:6.1f}  "
+                    f"max jump at boundary {r['max_jump_boundary']:.3f}  late ticks "
+                    f"{r['late_ticks']}  "
                     f"load {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
@@ -314,24 +319,39 @@ def main() -> None:
         "rtc",
         "Real-time chunking in the policy client",
         [
-            f"`benchmarks/rtc.py --minutes {args.minutes:g} --hz {args.hz:g}`: the policy client's loop at "
-            f"{args.hz:g} Hz, answers exactly 1 or 3 control periods after each request, a 16-step flow policy "
-            "following a moving joint target (smooth random deviation per chunk, std 0.15, length 4 steps). Actions are normalised "
-            f"joint deltas ({SCALE} rad per unit); a stall is a tick with nothing to execute (the arm holds); "
-            f"RTC: execute_horizon {EXECUTE}, linear cross-fade; rtc_guided also inpaints the committed prefix "
+            f"`benchmarks/rtc.py --minutes {args.minutes:g} --hz {args.hz:g}`: the policy "
+            "client's loop at "
+            f"{args.hz:g} Hz, answers exactly 1 or 3 control periods after each request, a "
+            "16-step flow policy "
+            "following a moving joint target (smooth random deviation per chunk, std 0.15, length "
+            "4 steps). Actions are normalised "
+            f"joint deltas ({SCALE} rad per unit); a stall is a tick with nothing to execute (the "
+            "arm holds); "
+            f"RTC: execute_horizon {EXECUTE}, linear cross-fade; rtc_guided also inpaints the "
+            "committed prefix "
             "in the flow sampler (RTC guidance, β = 5). Tick-exact latency: no wall-clock noise "
             f"(1-min load average during the run: {load:.1f}).",
-            "Modes: `sync` requests when the chunk is used up (waits); `async` requests `latency` steps early "
-            "and switches naively to the new chunk's first row (stale by the latency); `rtc_blend` requests after "
-            "execute_horizon steps, drops the rows already in the past and cross-fades the overlap; `rtc_guided` "
-            "also sends the committed prefix, which the flow sampler inpaints before the same cross-fade.",
-            "Jumps are max |a_k - a_(k-1)| over the 7 joint dimensions: at the first tick of each chunk, and "
-            "anywhere (a blend must not just move the jump later). A hold counts as a zero joint delta (the arm "
-            "stops). Within a chunk the policy's own steps are ~0.03-0.1: that is the floor. rtc.png: one "
+            "Modes: `sync` requests when the chunk is used up (waits); `async` requests `latency` "
+            "steps early "
+            "and switches naively to the new chunk's first row (stale by the latency); "
+            "`rtc_blend` requests after "
+            "execute_horizon steps, drops the rows already in the past and cross-fades the "
+            "overlap; `rtc_guided` "
+            "also sends the committed prefix, which the flow sampler inpaints before the same "
+            "cross-fade.",
+            "Jumps are max |a_k - a_(k-1)| over the 7 joint dimensions: at the first tick of each "
+            "chunk, and "
+            "anywhere (a blend must not just move the jump later). A hold counts as a zero joint "
+            "delta (the arm "
+            "stops). Within a chunk the policy's own steps are ~0.03-0.1: that is the floor. "
+            "rtc.png: one "
             "joint's actions over the first 120 ticks.",
-            f"`wall` rows ({args.wallclock_s:g} s each): the same loop paced on real time with the policy client's "
-            "inference thread (`InferenceWorker`) and the node's bounded wait (0.6 period) for an answer; the "
-            "policy sleeps so that an answer takes 1 or 3 periods. They are subject to this shared machine's "
+            f"`wall` rows ({args.wallclock_s:g} s each): the same loop paced on real time with "
+            "the policy client's "
+            "inference thread (`InferenceWorker`) and the node's bounded wait (0.6 period) for an "
+            "answer; the "
+            "policy sleeps so that an answer takes 1 or 3 periods. They are subject to this "
+            "shared machine's "
             "scheduling (late ticks: ticks that started more than half a period late).",
         ],
         meta,

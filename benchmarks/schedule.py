@@ -34,7 +34,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-RESULTS = Path(__file__).resolve().parent / "results"
+
+from bench_results import RESULTS, machine_meta, now_utc, provenance
+
 WORKLOADS = {  # name -> (config, overrides, description, measured iterations per pass)
     "embodied": (
         "configs/sim_franka_reach_ppo.yaml",
@@ -45,7 +47,8 @@ WORKLOADS = {  # name -> (config, overrides, description, measured iterations pe
     "offpolicy": (
         "configs/sim_franka_reach_sac.yaml",
         ["train.log_every=400", "train.warmup_steps=400", "train.learning_starts=400"],
-        "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = one "
+        "SAC on mujoco_franka/reach, 8 envs, UTD 0.5, batch 128, MLP 256x256; one 'iteration' = "
+        "one "
         "metrics row of 400 transitions (200 updates)",
         3,
     ),
@@ -85,7 +88,8 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int
     try:
         cal = calibrate(cfg, slots, cluster)
         print(
-            f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas {cal.measured_s:.3f} -> x"
+            f"{name} calibration: {cal.reference} pred {cal.predicted_s:.3f} meas "
+            f"{cal.measured_s:.3f} -> x"
             f"{cal.factor:.2f} (load {cal.load:.1f}, {cal.seconds:.0f} s)",
             flush=True,
         )
@@ -123,7 +127,8 @@ def run_workload(name: str, slots: int, passes: int, refresh: bool, bracket: int
                 row["load"] += [load0, _load()]
                 row["wall_s"] += time.perf_counter() - t1
                 print(
-                    f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw {raw[label].iteration_s:.3f}) "
+                    f"{name} pass {k} {label:16s} pred {p.iteration_s:.3f} (raw "
+                    f"{raw[label].iteration_s:.3f}) "
                     f"meas {measured:.3f} load {load0}-{_load()}",
                     flush=True,
                 )
@@ -195,8 +200,10 @@ def run_realloc(slots: int, passes: int, iterations: int = 8, warmup: int = 2) -
                 samples[flag]["it"] += [h["iteration_s"] for h in hist]
                 samples[flag]["train"] += [h["time/train_s"] for h in hist]
                 print(
-                    f"realloc={flag} pass {k}: iteration {statistics.median(h['iteration_s'] for h in hist):.3f} s "
-                    f"train {statistics.median(h['time/train_s'] for h in hist):.3f} s load {_load()}",
+                    f"realloc={flag} pass {k}: iteration "
+                    f"{statistics.median(h['iteration_s'] for h in hist):.3f} s "
+                    f"train {statistics.median(h['time/train_s'] for h in hist):.3f} s load "
+                    f"{_load()}",
                     flush=True,
                 )
     finally:
@@ -212,15 +219,18 @@ def run_realloc(slots: int, passes: int, iterations: int = 8, warmup: int = 2) -
     ]
     gain = rows[0]["iteration_s"] / rows[1]["iteration_s"]
     setup = (
-        f"{path} with {' '.join(overrides)}, placement `{json.dumps(placement)}` on {slots} CPU slots; "
-        f"{warmup + iterations} iterations per run, first {warmup} dropped; {passes} passes in alternating order; "
+        f"{path} with {' '.join(overrides)}, placement `{json.dumps(placement)}` on {slots} CPU "
+        "slots; "
+        f"{warmup + iterations} iterations per run, first {warmup} dropped; {passes} passes in "
+        "alternating order; "
         f"load average {load0} at start, {_load()} at end."
     )
     return {"setup": setup, "rows": rows, "gain": gain}
 
 
 def _loop_md(cal: dict) -> str:
-    """The calibration's second reference run (embodied: the channel loop; GRPO: the worker driver)."""
+    """The calibration's second reference run (embodied: the channel loop; GRPO: the worker
+    driver)."""
     loop = cal.get("loop") or {}
     if "hop_s" in loop:
         return (
@@ -245,17 +255,22 @@ def _workload_md(name: str, w: dict) -> list[str]:
     lines = [
         f"## `{name}`: {w['description']} ({w['config']}{over}, {w['slots']} slots)",
         "",
-        f"Calibration (before the measurements): in-process candidate **{cal['reference']}** predicted "
-        f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x {cal['factor']:.2f};"
+        f"Calibration (before the measurements): in-process candidate **{cal['reference']}** "
+        "predicted "
+        f"{cal['predicted_s']:.3f} s, measured {cal['measured_s']:.3f} s -> compute x "
+        f"{cal['factor']:.2f};"
         + _loop_md(cal)
         + f" Channel hop 1 KiB same / cross core {cal['comm']['hop_s']['same']['1'] * 1e3:.1f} / "
         f"{cal['comm']['hop_s']['cross']['1'] * 1e3:.1f} ms; load average {cal['load']:.1f}; took "
-        f"{cal['seconds']:.0f} s. Measured = median over {w['passes']} passes (order reversed each pass) of "
-        f"the median of {w['iterations']} iterations after warm-up; noise = (max - min) / median of the "
+        f"{cal['seconds']:.0f} s. Measured = median over {w['passes']} passes (order reversed "
+        "each pass) of "
+        f"the median of {w['iterations']} iterations after warm-up; noise = (max - min) / median "
+        "of the "
         "passes. Candidates marked * are the calibration's reference runs (their error is noise by "
         "construction).",
         "",
-        "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s (per pass) | "
+        "| candidate | placement | mode | raw prediction s | calibrated prediction s | measured s "
+        "(per pass) | "
         "noise | load during | error | raw error | bracketed error |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -266,8 +281,10 @@ def _workload_md(name: str, w: dict) -> list[str]:
         noise = f"{r['noise']:.0%}" if "noise" in r else "-"
         lines.append(
             f"| {r['candidate']}{star} | `{json.dumps(r['placement'])}` | {r['mode']} | "
-            f"{r['raw_predicted_s']:.3f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) | {noise} | "
-            f"{min(r['load']):.1f}-{max(r['load']):.1f} | {r['error']:+.0%} | {r['raw_error']:+.0%} | {br} |"
+            f"{r['raw_predicted_s']:.3f} | {r['predicted_s']:.3f} | {r['measured_s']:.3f} ({per}) "
+            f"| {noise} | "
+            f"{min(r['load']):.1f}-{max(r['load']):.1f} | {r['error']:+.0%} | "
+            f"{r['raw_error']:+.0%} | {br} |"
         )
     lines += [
         "",
@@ -279,32 +296,20 @@ def _workload_md(name: str, w: dict) -> list[str]:
         be = [abs(r["bracketed_error"]) for r in w["rows"]]
         lines += [
             "",
-            f"Bracketed (each run preceded by {w['bracket']} iterations of {cal['reference']}, whose "
-            f"measured/predicted factor scales that run's prediction): mean |error| {sum(be) / len(be):.0%}, "
+            f"Bracketed (each run preceded by {w['bracket']} iterations of {cal['reference']}, "
+            "whose "
+            "measured/predicted factor scales that run's prediction): mean |error| "
+            f"{sum(be) / len(be):.0%}, "
             f"max {max(be):.0%}, within 15%: {sum(e <= 0.15 for e in be)}/{len(be)}.",
         ]
     lines.append("")
     return lines
 
 
-def _summary(w: dict) -> dict:
-    """One line's worth of an earlier run of a workload."""
-    rows, loads = w["rows"], [x for r in w["rows"] for x in r["load"]]
-    return {
-        "load": [min(loads), max(loads)],
-        "passes": w["passes"],
-        "errors": {r["candidate"]: round(r["error"], 3) for r in rows},
-        "bracketed": {
-            r["candidate"]: round(r.get("bracketed_error", float("nan")), 3) for r in rows
-        },
-        "auto": w["auto"],
-        "measured_best": w["measured_best"],
-        "auto_vs_best": w["auto_vs_best"],
-    }
-
-
 def render(data: dict) -> str:
-    lines = ["# Cost model: predicted vs measured iteration time", "", data["meta"], ""]
+    lines = ["# Cost model: predicted vs measured iteration time", ""]
+    for line in [*provenance(data.get("run", {})), data["meta"]]:
+        lines += [line, ""]
     for name, w in data["workloads"].items():
         if "calibration" in w:
             lines += _workload_md(name, w)
@@ -320,7 +325,8 @@ def render(data: dict) -> str:
         ]
         for row in r["rows"]:
             lines.append(
-                f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | {row['n']} |"
+                f"| {row['reallocate']} | {row['iteration_s']:.3f} | {row['train_s']:.3f} | "
+                f"{row['n']} |"
             )
         lines += [
             "",
@@ -329,18 +335,6 @@ def render(data: dict) -> str:
             r.get("note", ""),
             "",
         ]
-    for name, runs in data.get("earlier", {}).items():
-        for e in runs:
-            errs = [abs(v) for v in e["errors"].values()]
-            lines += [
-                f"Earlier run of `{name}` (load {e['load'][0]:.1f}-{e['load'][1]:.1f}, {e['passes']} passes): "
-                f"calibrated error "
-                + ", ".join(f"{k} {v:+.0%}" for k, v in e["errors"].items())
-                + f"; mean |error| {sum(errs) / len(errs):.0%}, within 15%: {sum(x <= 0.15 for x in errs)}/"
-                f"{len(errs)}; auto {e['auto']}, measured best {e['measured_best']}, auto "
-                f"{e['auto_vs_best']:.2f}x the best.",
-                "",
-            ]
     if data.get("notes"):
         lines += ["## Notes", ""] + [x for note in data["notes"] for x in (note, "")]
     return "\n".join(lines) + "\n"
@@ -352,17 +346,28 @@ def render_whatif() -> str:
     lines = [
         "# What-if: iteration seconds on 8-1,024 GPUs (model, not measured)",
         "",
-        "Laws and workload figures: `learner/scheduling/whatif.py` (module docstring and `WORKLOADS`). "
-        "x = speed-up over collocated; realloc = disaggregated with rollout GPUs joining the actor once "
+        "Command: `python benchmarks/schedule.py --whatif`",
+        "",
+        "Machine: none (computed from the model; no measurement)",
+        "",
+        f"Date: {now_utc()}",
+        "",
+        "Laws and workload figures: `learner/scheduling/whatif.py` (module docstring and "
+        "`WORKLOADS`). "
+        "x = speed-up over collocated; realloc = disaggregated with rollout GPUs joining the "
+        "actor once "
         "generation's bulk is done.",
         "",
-        "| workload | GPUs | collocated s | disaggregated s (rollout GPUs) | hybrid s | + realloc s | disagg x | hybrid x | realloc vs disagg |",
+        "| workload | GPUs | collocated s | disaggregated s (rollout GPUs) | hybrid s | + "
+        "realloc s | disagg x | hybrid x | realloc vs disagg |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in whatif.table():
         lines.append(
-            f"| {r['workload']} | {r['gpus']} | {r['collocated_s']:.1f} | {r['disaggregated_s']:.1f} "
-            f"({r['rollout_gpus']}) | {r['hybrid_s']:.1f} | {r['realloc_s']:.1f} | {r['disagg_x']:.2f} | "
+            f"| {r['workload']} | {r['gpus']} | {r['collocated_s']:.1f} | "
+            f"{r['disaggregated_s']:.1f} "
+            f"({r['rollout_gpus']}) | {r['hybrid_s']:.1f} | {r['realloc_s']:.1f} | "
+            f"{r['disagg_x']:.2f} | "
             f"{r['hybrid_x']:.2f} | {r['realloc_gain']:.2f} |"
         )
     return "\n".join(lines) + "\n"
@@ -385,11 +390,13 @@ def main() -> int:
         "--autogroup-nice",
         type=int,
         default=None,
-        help="set this session's scheduler autogroup nice for the run (Linux, restored at exit): with "
-        "autogroups on, `nice` orders processes only within a session, so other sessions' niced "
-        "jobs still take an equal share of the cores; a negative value lets them yield",
+        help="set this session's scheduler autogroup nice for the run (Linux, restored at exit): "
+        "with autogroups on, `nice` orders processes only within a session, so other sessions' "
+        "niced jobs still take an equal share of the cores; a negative value lets them yield",
     )
-    ap.add_argument("--render", action="store_true")
+    ap.add_argument(
+        "--render", "--from-json", action="store_true", help="only re-render the .md from the JSON"
+    )
     ap.add_argument(
         "--whatif", action="store_true", help="only write results/whatif.md (no measurements)"
     )
@@ -434,16 +441,13 @@ def _autogroup(nice: int | None) -> int | None:
 
 
 def _measure_all(args: argparse.Namespace, data: dict, path: Path) -> None:
-    """Run the chosen workloads (and the reallocation A/B); results go into ``data`` and ``path``."""
+    """Run the chosen workloads (and the reallocation A/B); results go into ``data`` and
+    ``path``."""
     load = _load()
     if args.realloc:
         data["reallocation"] = run_realloc(args.slots, args.passes)
         path.write_text(json.dumps(data, indent=1))
     for name in filter(None, args.workloads.split(",")):
-        if name in data["workloads"]:  # the previous run's summary stays in the table's notes
-            data.setdefault("earlier", {}).setdefault(name, []).append(
-                _summary(data["workloads"][name])
-            )
         data["workloads"][name] = run_workload(
             name, args.slots, args.passes, args.refresh, args.bracket
         )
@@ -451,11 +455,14 @@ def _measure_all(args: argparse.Namespace, data: dict, path: Path) -> None:
     group = ""
     if args.autogroup_nice is not None:
         group = (
-            f" This run's session had autogroup nice {args.autogroup_nice} (`--autogroup-nice`), so other "
-            "sessions' niced jobs yielded to it as the project's CPU etiquette intends."
+            f" This run's session had autogroup nice {args.autogroup_nice} (`--autogroup-nice`), "
+            "so other "
+            "sessions' niced jobs yielded to it."
         )
+    data.pop("earlier", None)  # summaries of superseded runs (git keeps them)
+    data["run"] = machine_meta()
     data["meta"] = (
-        f"{platform.machine()}, {os.cpu_count()} cores shared with other agents' jobs (1-min load "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs (1-min load "
         f"average {load} at start, {_load()} at end of the last run; per-candidate loads in the "
         f"tables); Python {platform.python_version()}.{group}"
     )

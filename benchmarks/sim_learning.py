@@ -37,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-RESULTS = Path(__file__).resolve().parent / "results"
+
+from bench_results import RESULTS, keep_run_facts, machine_meta, provenance  # noqa: E402
 
 TASKS = {
     "reach_state": "configs/sim_franka_reach_ppo.yaml",
@@ -62,7 +63,8 @@ OFFPOLICY = {
     "push_bc": ("configs/sim_franka_push_bc.yaml", None, None, "push"),
     "push_dagger": ("configs/sim_franka_push_dagger.yaml", None, None, "push"),
     "lift_rlpd": ("configs/sim_franka_lift_rlpd.yaml", 570, 600, "lift"),
-    # 50 s for start-up + eval under load; pinned to core 1, as push_rlpd_10min (others' runs pin core 0)
+    # 50 s for start-up + eval under load; pinned to core 1, as push_rlpd_10min (others' runs pin
+    # core 0)
     "push_sac": (
         "configs/sim_franka_push_sac.yaml",
         550,
@@ -212,9 +214,8 @@ def run_offpolicy(name: str, out: Path, episodes: int) -> dict:
     demo_s = 0.0
     if demos_task:
         demos, demo_s = collect_demos(demos_task, out)
-        over.append(
-            f"{'data' if 'offline' in load_config(ROOT / config)['runner'] else 'train'}.demos={demos}"
-        )
+        section = "data" if "offline" in load_config(ROOT / config)["runner"] else "train"
+        over.append(f"{section}.demos={demos}")
     if budget:
         over.append(f"train.time_budget_s={budget}")
     load0 = os.getloadavg()
@@ -300,7 +301,12 @@ def main() -> int:
     ap.add_argument(
         "--offpolicy", default="", help=f"off-policy / offline rows: {','.join(OFFPOLICY)} or 'all'"
     )
-    ap.add_argument("--render", action="store_true", help="only rewrite the markdown from the JSON")
+    ap.add_argument(
+        "--render",
+        "--from-json",
+        action="store_true",
+        help="only rewrite the markdown from the JSON",
+    )
     args = ap.parse_args()
     if args.render:
         render()
@@ -321,7 +327,8 @@ def main() -> int:
             rows.append(r)
             write(rows, budget, args)
             print(
-                f"{name}: eval {r['eval_success']:.2f} over {r['eval_episodes']} episodes, wall {r['wall_s']} s, "
+                f"{name}: eval {r['eval_success']:.2f} over {r['eval_episodes']} episodes, wall "
+                f"{r['wall_s']} s, "
                 f"{r['env_steps']} env steps, load {r['load_avg_before']} -> {r['load_avg_after']}",
                 flush=True,
             )
@@ -350,44 +357,23 @@ def main() -> int:
 
 
 PUSH_SAC_NOTE = (
-    "`push_sac` (SAC from scratch, target >= 0.9 held-out within 10 min): the fused loop is deterministic "
-    "for a seed (env steps and updates in lockstep), and every run of this config follows one training-success "
-    "curve per env step (0.12 at 40k, 0.49 at 60k, 0.82 at 74.9k, 0.89 at 88k, 0.96 at 92k); so the row's figure "
-    "is set by how many env steps the run gets in 10 min, i.e. by its share of a core. The config stops writing "
-    "online episodes to the zarr store (63 ms per episode, ~20% of the run; no learning change) and the row runs "
-    "on core 1 (other agents' pinned runs used core 0). A `policy_delay: 2` variant learned slower per env step "
-    "and was dropped. At a mean load of 4.5 the row reached 1.00 held-out in 571 s (training success 0.96 at "
-    "317 s); at a mean load of 11-15 the same config got ~27% of one core and missed (0.01-0.12 held-out at "
-    "33-42k env steps; earlier runs above). `push_sac_20min` (same config, 20 min at mean load 11.3) reached "
+    "`push_sac` (SAC from scratch, target >= 0.9 held-out within 10 min): the fused loop is "
+    "deterministic "
+    "for a seed (env steps and updates in lockstep), and every run of this config follows one "
+    "training-success "
+    "curve per env step (0.12 at 40k, 0.49 at 60k, 0.82 at 74.9k, 0.89 at 88k, 0.96 at 92k); so "
+    "the row's figure "
+    "is set by how many env steps the run gets in 10 min, i.e. by its share of a core. The config "
+    "stops writing "
+    "online episodes to the zarr store (63 ms per episode, ~20% of the run; no learning change) "
+    "and the row runs "
+    "on core 1. At a mean load of 4.5 the row reached 1.00 held-out in 571 s (training success "
+    "0.96 at "
+    "317 s); at a mean load of 11-15 the same config got ~27% of one core and missed (0.01-0.12 "
+    "held-out at "
+    "33-42k env steps). `push_sac_20min` (same config, 20 min at mean load 11.3) reached "
     "0.98, so the outcome under load is a matter of CPU, not of the learner."
 )
-EARLIER_KEYS = (
-    "finished_utc",
-    "eval_success",
-    "eval_episodes",
-    "wall_s",
-    "env_steps",
-    "updates",
-    "train_process_cpu_s",
-    "note",
-)
-
-
-def _keep_earlier(old: dict | None, new: dict) -> dict:
-    """A new run of an off-policy row keeps a summary of the runs it replaces (``earlier``): on a
-    shared machine one run's figure depends on the load, and a rerun must not hide a miss."""
-    if (
-        old is None
-        or new.get("kind") != "offpolicy"
-        or old.get("finished_utc", 0) == new.get("finished_utc")
-    ):
-        return new
-    during = old.get("load_avg_during") or {}
-    summary = {k: old[k] for k in EARLIER_KEYS if old.get(k) is not None}
-    summary["load_avg"] = during.get("mean", old.get("load_avg_before", [None])[0])
-    summary["load_avg_of"] = "mean during" if during else "before"
-    new["earlier"] = [*old.get("earlier", []), summary]
-    return new
 
 
 def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
@@ -397,13 +383,13 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
         budget = json.loads((RESULTS / "sim_learning.json").read_text())["meta"].get(
             "budget_s", budget
         )
-    meta = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs)",
-        "python": platform.python_version(),
-        "budget_s": budget,
-        "eval_episodes": args.eval_episodes,
-        "placement": "one fused process (configs' default)",
-    }
+    meta = machine_meta(
+        python=platform.python_version(),
+        budget_s=budget,
+        eval_episodes=args.eval_episodes,
+        placement="one fused process (configs' default)",
+    )
+    keep_run_facts(meta, getattr(args, "run_meta", None))
     RESULTS.mkdir(exist_ok=True)
     prev = {}
     if (RESULTS / "sim_learning.json").exists() and not args.quick:
@@ -411,7 +397,7 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
             r["task"]: r
             for r in json.loads((RESULTS / "sim_learning.json").read_text()).get("rows", [])
         }
-    prev.update({r["task"]: _keep_earlier(prev.get(r["task"]), r) for r in rows})
+    prev.update({r["task"]: r for r in rows})
     order = list(TASKS) + list(OFFPOLICY)
     rows = sorted(prev.values(), key=lambda r: order.index(r["task"]) if r["task"] in order else 99)
     offp = [r for r in rows if r.get("kind") == "offpolicy"]
@@ -419,10 +405,12 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
     (RESULTS / "sim_learning.json").write_text(
         json.dumps({"meta": meta, "rows": rows + offp}, indent=1)
     )
-    lines = [
-        "# Sim learning: success vs wall time and env steps",
-        "",
-        f"PPO, one fused process per run, {meta['machine']}; wall-time budget per task "
+    lines = ["# Sim learning: success vs wall time and env steps", ""]
+    for line in provenance(meta):
+        lines += [line, ""]
+    lines += [
+        "PPO, one fused process per run, on a machine shared with other jobs; wall-time budget "
+        "per task "
         f"{budget:.0f} s (training only; eval after). Training success = last 100 training "
         "episodes (stochastic policy); eval = deterministic policy on held-out seeds.",
         "",
@@ -432,7 +420,8 @@ def write(rows: list[dict], budget: float, args: argparse.Namespace) -> None:
     for r in rows:
         ev = ", ".join(f"{k}: {v:.2f}" for k, v in r["eval"].items())
         lines.append(
-            f"| {r['task']} | {r['obs_mode']} | {r['model']} | {r['env_steps']} | {r['train_wall_s']} | "
+            f"| {r['task']} | {r['obs_mode']} | {r['model']} | {r['env_steps']} | "
+            f"{r['train_wall_s']} | "
             f"{r['final_train_success']:.2f} | {ev} |"
         )
     for r in rows:
@@ -458,10 +447,14 @@ def offpolicy_lines(rows: list[dict]) -> list[str]:
         "",
         "# Off-policy and offline rows",
         "",
-        "One fused process per run (`rlinf train` subprocess: wall time counts Python start-up, training "
-        "and the final checkpoint), then the deterministic actor on held-out seeds; wall = training process "
-        "+ eval. Demos: 20 oracle episodes at noise 0.1 (`rlinf collect`, timed apart). Load = 1-min load "
-        "average before -> after on the shared 2-core machine (other agents' tests ran at the same time), and its mean sampled every 10 s during training where recorded.",
+        "One fused process per run (`rlinf train` subprocess: wall time counts Python start-up, "
+        "training "
+        "and the final checkpoint), then the deterministic actor on held-out seeds; wall = "
+        "training process "
+        "+ eval. Demos: 20 oracle episodes at noise 0.1 (`rlinf collect`, timed apart). Load = "
+        "1-min load "
+        "average before -> after on the shared 2-core machine (other jobs ran at the same time), "
+        "and its mean sampled every 10 s during training where recorded.",
         "",
         "| row | algorithm | obs | demos | env steps | updates | wall s (target) | train success | "
         "held-out success (episodes) | load before -> after (mean during) | curve |",
@@ -485,28 +478,27 @@ def offpolicy_lines(rows: list[dict]) -> list[str]:
             wall = r["train_process_wall_s"]
             lines += [
                 "",
-                f"`{r['task']}`: the training process used {r['train_process_cpu_s']:.0f} CPU s in {wall:.0f} s "
-                f"of wall time ({r['train_process_cpu_s'] / wall:.0%} of one core; the rest went to other jobs).",
-            ]
-        for e in r.get("earlier", []):
-            note = f"; {e['note']}" if e.get("note") else ""
-            cpu = f", {e['train_process_cpu_s']:.0f} CPU s" if e.get("train_process_cpu_s") else ""
-            lines += [
-                "",
-                f"`{r['task']}` earlier run{' ' + e['finished_utc'] if e.get('finished_utc') else ''}: "
-                f"held-out {e['eval_success']:.2f} ({e['eval_episodes']}) in {e['wall_s']} s, "
-                f"{e['env_steps']} env steps, {e['updates']} updates{cpu}, load {e['load_avg']} "
-                f"({e['load_avg_of']}){note}.",
+                f"`{r['task']}`: the training process used {r['train_process_cpu_s']:.0f} CPU s "
+                f"in {wall:.0f} s "
+                f"of wall time ({r['train_process_cpu_s'] / wall:.0%} of one core; the rest went "
+                "to other jobs).",
             ]
     lines += [
         "",
-        "Offline rows learn from the 20 demos only (no env steps; `dagger` also queries the sim oracle "
-        "on 5 rounds of 2,000 learner states). `env steps` of online rows count online transitions only. "
-        "Settings are the rows' configs (128-wide MLPs for push / lift / image, 256 for reach; RLPD with 2 "
-        "LayerNorm critics, SERL's size, since 10 cost ~5x per update here; discount 0.97, 3-step returns, "
-        "initial temperature 0.1). `push_rlpd_10min` is the same config as `push_rlpd` with a 10-min budget, "
-        "pinned to the second core. Variance: tuning runs of the same push config under a load of 6-12 reached "
-        "0.56-0.64 held-out (25 episodes) in 5 min, so push's 5-min target holds on a lightly loaded machine "
+        "Offline rows learn from the 20 demos only (no env steps; `dagger` also queries the sim "
+        "oracle "
+        "on 5 rounds of 2,000 learner states). `env steps` of online rows count online "
+        "transitions only. "
+        "Settings are the rows' configs (128-wide MLPs for push / lift / image, 256 for reach; "
+        "RLPD with 2 "
+        "LayerNorm critics, SERL's size, since 10 cost ~5x per update here; discount 0.97, 3-step "
+        "returns, "
+        "initial temperature 0.1). `push_rlpd_10min` is the same config as `push_rlpd` with a "
+        "10-min budget, "
+        "pinned to the second core. Variance: tuning runs of the same push config under a load of "
+        "6-12 reached "
+        "0.56-0.64 held-out (25 episodes) in 5 min, so push's 5-min target holds on a lightly "
+        "loaded machine "
         "only; its 10-min floor held with margin.",
         "",
         PUSH_SAC_NOTE,
@@ -523,11 +515,11 @@ def render() -> None:
     """Rewrite the markdown from ``sim_learning.json`` (no run)."""
     data = json.loads((RESULTS / "sim_learning.json").read_text())
     args = argparse.Namespace(
-        tasks="none", eval_episodes=data["meta"].get("eval_episodes", 50), quick=False
+        tasks="none",
+        eval_episodes=data["meta"].get("eval_episodes", 50),
+        quick=False,
+        run_meta=data["meta"],
     )
-    rows, write_rows = data["rows"], []
-    for r in rows:
-        write_rows.append(r)
     write([], data["meta"].get("budget_s", 240.0), args)
 
 

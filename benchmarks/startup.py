@@ -5,7 +5,8 @@ Compares, on the embedded default (``configs/sim_franka_reach_ppo.yaml``, one fu
 - ``in-process``: what ``rlinf train`` does for a one-process fused placement (no Ray);
 - ``ray``: the same run forced through Ray (``cluster.resources`` set: a placement that asks for a
   custom resource must run on a Ray cluster), i.e. Ray start + worker spawn + the same work;
-- ``ray.init alone``: a fresh Python that imports Ray and calls ``ray.init`` (embedded, no dashboard).
+- ``ray.init alone``: a fresh Python that imports Ray and calls ``ray.init`` (embedded, no
+  dashboard).
 
 Each figure is the median of ``REPEATS`` fresh processes. The first-iteration moment is the
 ``learner.metrics: iteration 0`` debug line (``-v``, progress bar off), so the timing includes
@@ -15,6 +16,7 @@ interpreter start, imports, config checks, env and model construction and one it
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -88,6 +90,7 @@ def ray_init_s() -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "rlinf_startup_bench"
     cases = {
         "in-process (rlinf train default)": lambda i: first_iteration_s(
@@ -111,7 +114,8 @@ def main() -> None:
             }
         )
         print(
-            f"{name:40s} median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max {max(times):.2f})"
+            f"{name:40s} median {statistics.median(times):6.2f} s  (min {min(times):.2f}, max "
+            f"{max(times):.2f})"
         )
     load = round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
     write_table(

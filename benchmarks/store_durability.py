@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("repeat %d/%d done", r + 1, a.repeats)
     load1 = os.getloadavg()[0]
     rows = [
-        "| step shape | ms/step fsync off | ms/step fsync on | on / off | ms/begin off | ms/begin on |",
+        "| step shape | ms/step fsync off | ms/step fsync on | on / off | ms/begin off | "
+        "ms/begin on |",
         "|---|---|---|---|---|---|",
     ]
     for name in SHAPES:
@@ -134,18 +135,28 @@ def main(argv: list[str] | None = None) -> int:
         [
             "# Episode store: the cost of fsync (power-cut durability) per step",
             "",
-            f"{_cpu_model()}, {os.cpu_count()} cores, filesystem {_filesystem(root)} under `{a.dir}/`; load average "
-            f"{load0:.1f} at start, {load1:.1f} at end; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
+            f"Command: `{cmd}`",
             "",
-            f"Command: `{cmd}`. Median (min-max) of {a.repeats} repeats, each a fresh store and episode of "
-            f"{a.steps} steps, fsync off and on interleaved in alternating order.",
+            f"Machine: {_cpu_model()}, {os.cpu_count()} CPUs, filesystem {_filesystem(root)} under "
+            f"`{a.dir}/`",
+            "",
+            f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+            "",
+            f"Load average {load0:.1f} at start, {load1:.1f} at end. Median (min-max) of "
+            f"{a.repeats} "
+            f"repeats, each a fresh store and episode of {a.steps} steps, fsync off and on "
+            "interleaved "
+            "in alternating order.",
             "",
             *rows,
             "",
-            "- fsync off: a step survives kill -9 (its commit point is an atomic rename), not a power cut.",
-            "- fsync on (`EpisodeStore(fsync=True)`, `IngestConfig.fsync`): the step's chunk files, its commit "
+            "- fsync off: a step survives kill -9 (its commit point is an atomic rename), not a "
+            "power cut.",
+            "- fsync on (`EpisodeStore(fsync=True)`, `IngestConfig.fsync`): the step's chunk "
+            "files, its commit "
             "point and their directories are flushed before `append` returns.",
-            "- The machine is shared: compare the two columns of one run, not absolute figures across runs.",
+            "- The machine is shared: compare the two columns of one run, not absolute figures "
+            "across runs.",
             "",
         ]
     )

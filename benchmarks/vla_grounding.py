@@ -1,12 +1,13 @@
 """Where the small VLA fails in distribution: success per verb and per instruction kind (names a
 shape / colour only), and how often the slot pointer picks the named object, per checkpoint.
 
-    .venv/bin/python benchmarks/vla_grounding.py                      # the OOD table's flow checkpoints
+    .venv/bin/python benchmarks/vla_grounding.py          # the OOD table's flow checkpoints
     .venv/bin/python benchmarks/vla_grounding.py sft=runs/x ppo=runs/y --episodes 192
 
 Why this exists: the OOD table's ID success is one number over a mix of verbs and two kinds of
 instruction; whether RL has anything to convert depends on which cell fails. Deterministic
-actions, ID split, the same seeds for every checkpoint. Writes ``benchmarks/results/vla_grounding.{md,json}``.
+actions, ID split, the same seeds for every checkpoint. Writes
+``benchmarks/results/vla_grounding.{md,json}``.
 """
 
 from __future__ import annotations
@@ -138,10 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         "vla_grounding",
         "VLA in distribution: success per verb and instruction kind",
         [
-            f"Deterministic actions on {args.episodes} ID episodes per checkpoint (same seeds); cells are "
-            "success (episodes). 'colour' = the instruction names the object by colour only ('the red "
-            "object'), 'named' = by colour and shape; 'pointer right' = the slot pointer's likeliest slot is "
-            "the named object at the first step (chance with 3 objects: 0.33). `benchmarks/vla_grounding.py`."
+            f"Deterministic actions on {args.episodes} ID episodes per checkpoint (same seeds); "
+            "cells are "
+            "success (episodes). 'colour' = the instruction names the object by colour only ('the "
+            "red "
+            "object'), 'named' = by colour and shape; 'pointer right' = the slot pointer's "
+            "likeliest slot is "
+            "the named object at the first step (chance with 3 objects: 0.33). "
+            "`benchmarks/vla_grounding.py`."
         ],
         machine_meta(episodes=args.episodes),
         rows,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.append(str(ROOT / "benchmarks"))
 
-from bench_results import machine_meta, write_table  # noqa: E402
+from bench_results import load, machine_meta, write_table  # noqa: E402
 
 TOLERANCE = 0.1
 
@@ -61,7 +62,8 @@ def _free_port() -> int:
 
 
 def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
-    """SFT one small VLA with the SFT config (demos collected first if missing); (checkpoint, wall s)."""
+    """SFT one small VLA with the SFT config (demos collected first if missing); (checkpoint,
+    wall s)."""
     from rlinf_cli.main import main
 
     work = Path(args.work)
@@ -111,7 +113,8 @@ def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
 
 def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
     """``rlinf eval CKPT --ood SPLIT --episodes N``: the model in this process; plus the
-    per-episode outcomes of the same rounds (``evaluate_policy``'s, seeds ``seed_offset + k - 1``)."""
+    per-episode outcomes of the same rounds (``evaluate_policy``'s, seeds
+    ``seed_offset + k - 1``)."""
     import numpy as np
 
     from learner.checkpoint import load_policy
@@ -141,7 +144,8 @@ def sim_eval(ckpt: str, split: str, episodes: int) -> dict[str, Any]:
     per_episode = np.concatenate(rounds)[:episodes]
     if abs(float(per_episode.mean()) - r["success_rate"]) > 1e-9:
         raise RuntimeError(
-            f"per-episode rounds ({per_episode.mean():.3f}) differ from rlinf eval ({r['success_rate']:.3f})"
+            f"per-episode rounds ({per_episode.mean():.3f}) differ from rlinf eval "
+            f"({r['success_rate']:.3f})"
         )
     return {
         "success_rate": r["success_rate"],
@@ -422,7 +426,8 @@ def twin_eval(
         while not results.exists():
             if time.perf_counter() - t0 > timeout_s:
                 raise RuntimeError(
-                    f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in {log_dir}"
+                    f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in "
+                    f"{log_dir}"
                 )
             dead = [p.args[2] for p in procs if p.poll() is not None]
             if dead:
@@ -467,7 +472,14 @@ def main() -> None:
     p.add_argument("--twin-episodes", type=int, default=48, help="episodes on the ROS 2 twin")
     p.add_argument("--twin-runs", type=int, default=3, help="twin runs (run-to-run spread)")
     p.add_argument("--stem", default="vla_ros", help="results/<stem>.{md,json}")
+    p.add_argument(
+        "--from-json", action="store_true", help="only re-render results/<stem>.md from its JSON"
+    )
     args = p.parse_args()
+    if args.from_json:
+        data = load(args.stem)
+        render(args.stem, data["meta"], data["rows"])
+        return
 
     sft_s = 0.0
     ckpt = args.checkpoint
@@ -477,15 +489,18 @@ def main() -> None:
     replay = replay_divergence(ckpt, args.split)
     for mode, r in replay.items():
         print(
-            f"open-loop replay, {mode}: max |state diff| after step 1 {r['state_err_step1']:.4f}, over "
-            f"{r['steps']} steps {r['state_err_max']:.4f}; mean |pixel diff| {r['pixel_err_mean']:.2f}",
+            f"open-loop replay, {mode}: max |state diff| after step 1 {r['state_err_step1']:.4f}, "
+            "over "
+            f"{r['steps']} steps {r['state_err_max']:.4f}; mean |pixel diff| "
+            f"{r['pixel_err_mean']:.2f}",
             flush=True,
         )
     rows = []
     sim = sim_eval(ckpt, args.split, args.episodes)
     rows.append({"path": "sim (rlinf eval, in process)", **sim, "load_1min": _load()})
     print(
-        f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load {_load()})",
+        f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load "
+        f"{_load()})",
         flush=True,
     )
     served = served_eval(ckpt, args.split, args.episodes, Path(args.work) / "logs")
@@ -497,7 +512,8 @@ def main() -> None:
         }
     )
     print(
-        f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, round trip "
+        f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, "
+        "round trip "
         f"p50 {served['round_trip_ms_p50']:.0f} ms (load {_load()})",
         flush=True,
     )
@@ -508,21 +524,25 @@ def main() -> None:
         twins.append(twin)
         rows.append(
             {
-                "path": f"ROS 2 twin, lock-step, run {k + 1} (rlinf serve + robot / policy client / task nodes)",
+                "path": f"ROS 2 twin, lock-step, run {k + 1} "
+                "(rlinf serve + robot / policy client / task nodes)",
                 **twin,
                 "load_1min": _load(),
             }
         )
         print(
-            f"ROS 2 twin run {k + 1}: success {twin['success_rate']:.3f} over {twin['episodes']} episodes, "
-            f"{twin['wall_s']:.0f} s; episodes agreeing with sim {twin['paired_with_sim']} (load {_load()})",
+            f"ROS 2 twin run {k + 1}: success {twin['success_rate']:.3f} over {twin['episodes']} "
+            "episodes, "
+            f"{twin['wall_s']:.0f} s; episodes agreeing with sim {twin['paired_with_sim']} (load "
+            f"{_load()})",
             flush=True,
         )
     rates = [t["success_rate"] for t in twins]
     gaps = [abs(r - sim["success_rate"]) for r in rates]
     spread = f"{min(rates):.3f}-{max(rates):.3f}" if rates else "-"
     verdict = (
-        f"|served - sim| = {abs(served['success_rate'] - sim['success_rate']):.3f}; twin over {len(rates)} runs "
+        f"|served - sim| = {abs(served['success_rate'] - sim['success_rate']):.3f}; twin over "
+        f"{len(rates)} runs "
         f"{spread} (largest |twin - sim| = {max(gaps, default=0):.3f}: "
         f"{'within' if gaps and max(gaps) <= TOLERANCE else 'NOT within'} {TOLERANCE})"
     )
@@ -538,44 +558,63 @@ def main() -> None:
         verdict=verdict,
         replay=replay,
     )
+    render(args.stem, meta, rows)
+
+
+def _checkpoint_given(meta: dict[str, Any]) -> bool:
+    """Whether the run evaluated a given checkpoint (``--checkpoint``) rather than SFT one."""
+    return any(a.split("=")[0] == "--checkpoint" for a in shlex.split(meta.get("command", "")))
+
+
+def render(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """``results/<stem>.{json,md}`` from a run's meta and rows (also the ``--from-json`` path)."""
+    replay = meta["replay"]
     lock, rt, late = replay["lockstep"], replay["realtime"], replay["realtime_obs_1_step_old"]
+    sim = rows[0]
+    twins = [r for r in rows if r["path"].startswith("ROS 2 twin")]
+    checkpoint = (
+        f"One small-VLA checkpoint (`{meta['checkpoint']}`, given with `--checkpoint`) "
+        if _checkpoint_given(meta)
+        else f"One small-VLA checkpoint (`vla_tokens`, SFT {meta['sft_steps']} steps on oracle "
+        "demos of `franka_language/mix`, 64 px front camera, MiniLM instruction embedding) "
+    )
     intro = [
-        (
-            f"One small-VLA checkpoint (`{args.checkpoint}`, given with `--checkpoint`) "
-            if args.checkpoint
-            else f"One small-VLA checkpoint (`vla_tokens`, SFT {args.sft_steps} steps on oracle demos of `franka_language/mix`, "
-            "64 px front camera, MiniLM instruction embedding) "
-        )
-        + f"evaluated on split `{args.split}`, "
-        f"{args.episodes} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
-        f"**Verdict: {verdict}.**",
-        "`sim`: `rlinf eval` with the model in process. `served`: `rlinf serve --checkpoint` in its own process and "
-        "`rlinf eval`'s loop on the same held-out episodes with every action from the server (per sub-env one "
-        "connection sending state + image + instruction in the canonical observation map).",
-        "`ROS 2 twin`: `rlinf serve --checkpoint` + `configs/ros_sim_franka_language.yaml` as processes on one DDS "
-        "domain: the robot node's MuJoCo arm runs the franka_language env's own scene (objects, per-episode colours, "
-        "instruction, success test) and publishes joints, EE pose, the object slots (PoseArray) and the 64 px front "
-        "camera; the task node resets the scene per episode and relays the instruction; the policy client builds "
-        "the 33-D state from topics and sends state + image + instruction to the server. The twin replays the sim "
-        "eval's episodes (scene_seed = eval.seed_offset), so `sim` and each twin run are paired episode by episode. "
-        "The twin runs in **lock-step** (`robot.scene.lockstep`, `policy_client.lockstep`): each observation set "
-        "goes out under one stamp, the command answering it carries that stamp, and the robot node then advances "
-        "the physics exactly one simulator control step (10 x 5 ms) with the target applied at once "
-        "(`robot_drivers.lockstep.LockstepStepper`); episodes are scored by the twin's own step count "
-        "(first success within 40 steps, as `terminate_on_success`).",
-        "Why lock-step (measured, open-loop replay of sim eval episode 1: the checkpoint's own actions replayed on "
-        "the twin's arm, the observation the client would build compared with the simulator's each step): "
-        f"lock-step: observations identical (state to 1e-4, every pixel) after each of the first "
-        f"{(lock['first_step_off'] or lock['steps'] + 1) - 1} of {lock['steps']} steps; the first difference follows "
-        f"the first command the safety layer changed (step {lock['first_safety_step']}; its events in lock-step: "
-        f"{lock['safety_events'] or 'none'}: the workspace box shortens moves toward the table that the simulator, "
-        f"which has no such box, makes), max |state diff| {lock['state_err_max']:.3f} and mean |pixel diff| {lock['pixel_err_mean']:.2f} "
-        f"over the episode; the real-time robot node's execution (one-point trajectory ramped over the "
-        f"period by the 100 Hz driver, safety speed limit per 10 ms tick): {rt['state_err_step1']:.3f} after the "
-        f"first step, {rt['state_err_max']:.3f} max, pixels {rt['pixel_err_mean']:.2f}, safety events {rt['safety_events']}; acting on the observation one "
-        f"step old as well: {late['state_err_max']:.3f} max, pixels {late['pixel_err_mean']:.2f}. "
-        "(Max over the 33 state entries: metres, radians, rad/s.) The earlier real-time twin scored "
-        "0.06-0.29 run to run on these episodes where the simulator scores 0.333.",
+        checkpoint + f"evaluated on split `{meta['split']}`, "
+        f"{meta['episodes']} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
+        f"**Verdict: {meta['verdict']}.**",
+        "`sim`: `rlinf eval` with the model in process. `served`: `rlinf serve --checkpoint` in "
+        "its own process and `rlinf eval`'s loop on the same held-out episodes with every action "
+        "from the server (per sub-env one connection sending state + image + instruction in the "
+        "canonical observation map).",
+        "`ROS 2 twin`: `rlinf serve --checkpoint` + `configs/ros_sim_franka_language.yaml` as "
+        "processes on one DDS domain: the robot node's MuJoCo arm runs the franka_language env's "
+        "own scene (objects, per-episode colours, instruction, success test) and publishes joints, "
+        "EE pose, the object slots (PoseArray) and the 64 px front camera; the task node resets "
+        "the scene per episode and relays the instruction; the policy client builds the 33-D "
+        "state from topics and sends state + image + instruction to the server. The twin replays "
+        "the sim eval's episodes (scene_seed = eval.seed_offset), so `sim` and each twin run are "
+        "paired episode by episode. The twin runs in **lock-step** (`robot.scene.lockstep`, "
+        "`policy_client.lockstep`): each observation set goes out under one stamp, the command "
+        "answering it carries that stamp, and the robot node then advances the physics exactly "
+        "one simulator control step (10 x 5 ms) with the target applied at once "
+        "(`robot_drivers.lockstep.LockstepStepper`); episodes are scored by the twin's own step "
+        "count (first success within 40 steps, as `terminate_on_success`).",
+        "Why lock-step (measured, open-loop replay of sim eval episode 1: the checkpoint's own "
+        "actions replayed on the twin's arm, the observation the client would build compared with "
+        "the simulator's each step): lock-step: observations identical (state to 1e-4, every "
+        "pixel) after each of the first "
+        f"{(lock['first_step_off'] or lock['steps'] + 1) - 1} of {lock['steps']} steps; the first "
+        "difference follows the first command the safety layer changed (step "
+        f"{lock['first_safety_step']}; its events in lock-step: "
+        f"{lock['safety_events'] or 'none'}: the workspace box shortens moves toward the table "
+        "that the simulator, which has no such box, makes), max |state diff| "
+        f"{lock['state_err_max']:.3f} and mean |pixel diff| {lock['pixel_err_mean']:.2f} over "
+        "the episode; the real-time robot node's execution (one-point trajectory ramped over the "
+        "period by the 100 Hz driver, safety speed limit per 10 ms tick): "
+        f"{rt['state_err_step1']:.3f} after the first step, {rt['state_err_max']:.3f} max, pixels "
+        f"{rt['pixel_err_mean']:.2f}, safety events {rt['safety_events']}; acting on the "
+        f"observation one step old as well: {late['state_err_max']:.3f} max, pixels "
+        f"{late['pixel_err_mean']:.2f}. (Max over the 33 state entries: metres, radians, rad/s.)",
         f"Per episode (1 = success): sim `{sim['per_episode']}`; "
         + "; ".join(
             f"twin run {k + 1} `{t['per_episode']}` (agrees with sim on {t['paired_with_sim']})"
@@ -591,7 +630,7 @@ def main() -> None:
         ("load", lambda r: r["load_1min"]),
     ]
     write_table(
-        args.stem,
+        stem,
         "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin",
         intro,
         meta,

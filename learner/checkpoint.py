@@ -9,7 +9,8 @@ leaves a half checkpoint that ``resume`` would pick up)::
         meta.json               format, iteration, weight_version, model name/kwargs, spec,
                                 config, optimiser param groups, RNG states, metrics
 
-Every runner writes it through :func:`write_checkpoint`; an LLM checkpoint
+Every runner writes it through :func:`write_checkpoint`, at :func:`checkpoint_dir` (the run
+directory's layout, ``learner.metrics``); an LLM checkpoint
 (:func:`learner.llm.model.save_model`) also holds the HF ``config.json`` and the tokenizer
 files beside ``model.safetensors``, so it loads with ``from_pretrained`` too.
 
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from learner.metrics import CHECKPOINTS, checkpoint_dir  # noqa: F401  (re-exported: the layout)
 from learner.models import Policy, PolicySpec, build_policy
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,6 @@ class Checkpoint:
     @property
     def weight_version(self) -> int:
         return int(self.meta.get("weight_version", 0))
-
-
-def checkpoint_dir(out_dir: str | Path, iteration: int) -> Path:
-    return Path(out_dir) / "checkpoints" / f"iter_{iteration:06d}"
 
 
 # -- RNG streams ------------------------------------------------------------------------------
@@ -217,7 +215,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
         p = p.parent
     if (p / META_FILE).is_file():
         return p
-    for root in (p, p / "checkpoints"):
+    for root in (p, p / CHECKPOINTS):
         candidates = sorted(d for d in root.glob("iter_*") if (d / META_FILE).is_file())
         if candidates:
             return candidates[-1]
@@ -244,13 +242,34 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     )
 
 
+def policy_spec_of(meta: dict[str, Any], where: str | Path = "") -> PolicySpec:
+    """The robot-facing spec a checkpoint's policy was built with.
+
+    Why a user error and not a KeyError: an LLM checkpoint (``runner: reasoning``) shares the
+    format but holds no policy that acts on a robot, so ``rlinf serve`` / ``rlinf spec`` of it is a
+    mistake to name, with what to do instead.
+    """
+    if not meta.get("spec"):
+        from rlinf_contracts.config import ConfigError
+
+        model = (meta.get("model") or {}).get("name")
+        raise ConfigError(
+            f"checkpoint {where or meta.get('path', '')}: runner {meta.get('runner')!r} saved "
+            f"model {model!r} with no robot spec; rlinf serve / rlinf spec take checkpoints of "
+            "policies that act (embodied, offpolicy, offline, vla_sft, reward_classifier); "
+            "score this one with rlinf eval"
+        )
+    return PolicySpec.from_dict(meta["spec"])
+
+
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Policy, dict[str, Any]]:
     """Rebuild the policy of a checkpoint from its meta and load its weights (eval mode)."""
     ckpt = load_checkpoint(path)
     model = ckpt.meta["model"]
-    policy = build_policy(model["name"], PolicySpec.from_dict(ckpt.meta["spec"]), **model["kwargs"])
+    spec = policy_spec_of(ckpt.meta, ckpt.path)
+    policy = build_policy(model["name"], spec, **model["kwargs"])
     policy.load_state_dict(ckpt.model_state)
     policy.to(device).eval()
     meta = dict(ckpt.meta, path=str(ckpt.path))

@@ -39,7 +39,9 @@ class ClusterConfig:
     address: str | None = field(
         default=None,
         metadata={
-            "help": "Ray address to join (e.g. 'auto', 'ray://host:10001'); null = embedded local Ray"
+            "help": (
+                "Ray address to join (e.g. 'auto', 'ray://host:10001'); null = embedded local Ray"
+            )
         },
     )
     num_cpus: int | None = field(
@@ -125,7 +127,8 @@ class Cluster:
             ray.init(address=address, namespace="rlinf", configure_logging=False)
         except (ConnectionError, RuntimeError) as e:
             raise ConnectionError(
-                f"cannot join the Ray cluster at '{address}': {e}. Is `ray start --head` running there?"
+                f"cannot join the Ray cluster at '{address}': {e}. Is `ray start --head` running "
+                "there?"
             ) from None
         return cls(owns_ray=True)
 
@@ -210,7 +213,8 @@ def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
 
 
 def check_address(address: str, key: str = "--ray-address") -> None:
-    """Raise ``ConnectionError`` (one line naming ``key`` and the fix) if no Ray cluster answers there."""
+    """Raise ``ConnectionError`` (one line naming ``key`` and the fix) if no Ray cluster answers
+    there."""
     fix = f"start one with `ray start --head` there, or leave out {key} to embed Ray"
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "")

@@ -32,7 +32,8 @@ hybrid.
 >>> parse_placement({"actor": "0-4"}, num_slots=4)
 Traceback (most recent call last):
 ...
-learner.placement.PlacementError: placement 'actor: 0-4': slot 4 out of range; the cluster has 4 slots (0-3)
+learner.placement.PlacementError: placement 'actor: 0-4': slot 4 out of range; the cluster has 4
+slots (0-3)
 """
 
 from __future__ import annotations
@@ -49,6 +50,24 @@ Mode = Literal["collocated", "disaggregated", "hybrid"]
 
 class PlacementError(ConfigError):
     """A placement that cannot be parsed or realised; the message quotes the offending entry."""
+
+
+AUTO = "auto"
+"""The one word a config may give instead of a mapping: the placement the cost model predicts
+fastest, chosen by the planning step (``learner.scheduling.auto.plan``) after validation."""
+
+
+def is_auto(placement: object) -> bool:
+    return isinstance(placement, str) and placement.strip() == AUTO
+
+
+def check_placement_value(placement: object) -> None:
+    """A placement is a mapping or the word ``auto`` -- the well-formedness a config's
+    ``validate`` checks; nothing is profiled or resolved here."""
+    if isinstance(placement, str) and not is_auto(placement):
+        raise ConfigError(
+            f"key 'placement' is a mapping of components to slots or 'auto', got {placement!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -136,7 +155,8 @@ def _check_range(slots: Iterable[int], num_slots: int, where: str) -> None:
     for s in slots:
         if s >= num_slots:
             raise PlacementError(
-                f"placement '{where}': slot {s} out of range; the cluster has {num_slots} slots (0-{num_slots - 1})"
+                f"placement '{where}': slot {s} out of range; the cluster has {num_slots} slots "
+                f"(0-{num_slots - 1})"
             )
 
 
@@ -155,7 +175,8 @@ def _parse_value(value: str | int, num_slots: int, where: str) -> list[list[int]
             )
         if len(slots) % len(procs):
             raise PlacementError(
-                f"placement '{where}': {len(slots)} slots cannot be split evenly over {len(procs)} processes"
+                f"placement '{where}': {len(slots)} slots cannot be split evenly over {len(procs)} "
+                "processes"
             )
         per = len(slots) // len(procs)
         return [slots[i * per : (i + 1) * per] for i in range(len(procs))]
@@ -186,8 +207,8 @@ def _check_pinned(placed: dict[str, ComponentPlacement]) -> None:
             if other != name and p.resources != q.resources and p.process_slots == q.process_slots:
                 pin = ", ".join(p.resources or q.resources)
                 raise PlacementError(
-                    f"placement: '{name}' and '{other}' have the same slots but only one is pinned to {pin}; "
-                    f"give the pinned one its own slots (e.g. env: 1@{pin})"
+                    f"placement: '{name}' and '{other}' have the same slots but only one is pinned "
+                    f"to {pin}; give the pinned one its own slots (e.g. env: 1@{pin})"
                 )
 
 
@@ -205,6 +226,11 @@ def parse_placement(
 ) -> Placement:
     """Parse ``spec`` against a cluster of ``num_slots``; ``components`` lists the valid names
     (all of which must be placed) when the caller knows them."""
+    if is_auto(spec):
+        raise PlacementError(
+            "placement 'auto' is chosen by the planning step before a run starts "
+            "(learner.scheduling.auto.plan; `rlinf train` runs it)"
+        )
     if num_slots < 1:
         raise PlacementError("the cluster has no slots to place components on")
     if not spec:
@@ -220,7 +246,8 @@ def parse_placement(
                 near = difflib.get_close_matches(name, components, n=1)
                 hint = f" Did you mean '{near[0]}'?" if near else ""
                 raise PlacementError(
-                    f"placement '{where}': unknown component '{name}'; known: {', '.join(components)}.{hint}"
+                    f"placement '{where}': unknown component '{name}'; known: "
+                    f"{', '.join(components)}.{hint}"
                 )
             if name in placed:
                 raise PlacementError(f"placement '{where}': component '{name}' is placed twice")

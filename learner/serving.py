@@ -5,7 +5,8 @@ spec and ``infer``; this is the one place where a learner :class:`~learner.model
 (torch) meets it, including weight loading for hot-swap and the per-thread torch setup.
 
 >>> from learner.models import PolicySpec, build_policy
->>> served = TorchPolicy(build_policy("mlp", PolicySpec(state_dim=3, action_dim=2, chunk=4), hidden=[8]))
+>>> spec = PolicySpec(state_dim=3, action_dim=2, chunk=4)
+>>> served = TorchPolicy(build_policy("mlp", spec, hidden=[8]))
 >>> served.infer({"state": np.zeros((5, 3), np.float32)})["actions"].shape
 (5, 4, 2)
 >>> served.robot_spec.describe()
@@ -23,13 +24,7 @@ import torch
 
 from learner.models import Policy
 from rlinf_contracts.spec import RobotSpec
-
-
-def state_dict_to_bytes(state_dict: dict[str, torch.Tensor]) -> bytes:
-    """Serialise a state dict as safetensors (contiguous CPU copies; shared storage is split)."""
-    from safetensors.torch import save
-
-    return save({k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()})
+from rlinf_contracts.weight_blob import weights_from_bytes
 
 
 class TorchPolicy:
@@ -58,13 +53,9 @@ class TorchPolicy:
         return TorchPolicy(copy.deepcopy(self.policy), self.deterministic, self.threads)
 
     def load_weights(self, data: bytes) -> int:
-        from safetensors import SafetensorError
-        from safetensors.torch import load
-
-        try:
-            state = load(bytes(data))
-        except (SafetensorError, ValueError, RuntimeError) as e:
-            raise ValueError(f"weight data is not a valid safetensors blob: {e}") from None
+        """Pushed safetensors bytes (:func:`rlinf_contracts.weight_blob.weights_to_bytes`) into
+        this copy; ValueError naming the problem when they are no blob or do not fit."""
+        state = {k: torch.from_numpy(v) for k, v in weights_from_bytes(data).items()}
         try:
             with torch.no_grad():
                 self.policy.load_state_dict(state, strict=True)

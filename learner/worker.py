@@ -137,7 +137,8 @@ class GroupResult:
         if pending:
             late = [r for r, ref in zip(self.ranks, self.refs) if ref in pending]
             raise TimeoutError(
-                f"worker group '{self.group}': {self.method}() did not finish on rank(s) {late} within {timeout} s"
+                f"worker group '{self.group}': {self.method}() did not finish on rank(s) {late} "
+                f"within {timeout} s"
             )
         out = []
         for rank, ref in zip(self.ranks, self.refs):
@@ -178,8 +179,9 @@ class WorkerGroup:
         resources: dict[str, float] | None = None,
         **kwargs: Any,
     ) -> WorkerGroup:
-        """Start one actor per process of ``placement``; ``resources`` (e.g. ``{"robot:franka0": 1}``,
-        added to the placement's own ``<ranks>@<resource>``) pins the group to the node offering them."""
+        """Start one actor per process of ``placement``; ``resources`` (e.g.
+        ``{"robot:franka0": 1}``, added to the placement's own ``<ranks>@<resource>``) pins the
+        group to the node offering them."""
         import ray
 
         if not (isinstance(worker_cls, type) and issubclass(worker_cls, Worker)):

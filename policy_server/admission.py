@@ -4,8 +4,9 @@ Order on ``/``: API key (401), robot spec (409), then capacity. Authentication c
 an unauthenticated client can neither use nor hold a slot; at the cap a new client takes the
 slot of the oldest connection that has not sent a request yet (see
 :mod:`policy_server.connections` for why), else of the connection idle longest (if idle at
-least ``evict_idle_s``), else it gets 503 with ``Retry-After``. ``/metrics`` needs the API key when one is set; ``/healthz`` never does
-(load balancers and compose health checks poll it). ``/weights`` needs the bearer token.
+least ``evict_idle_s``), else it gets 503 with ``Retry-After``. ``/metrics`` needs the API key when
+one is set; ``/healthz`` never does (load balancers and compose health checks poll it). ``/weights``
+needs the bearer token.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class Gate:
                 conn,
                 HTTPStatus.UNAUTHORIZED,
                 "unauthorized",
-                "/metrics needs 'Authorization: Api-Key <key>' (or Bearer) when the server has a key",
+                "/metrics needs 'Authorization: Api-Key <key>' (or Bearer) when the server "
+                "has a key",
             )
         resp = conn.respond(
             HTTPStatus.OK, self.metrics.render(self.weight_version(), len(self.table))
@@ -172,7 +174,7 @@ class Gate:
         elif not hmac.compare_digest(token.encode(), self.config.weights_token.encode()):
             reason, status = "weight push token is wrong", HTTPStatus.FORBIDDEN
         else:
-            conn.protocol.max_message_size = self.config.max_weights_bytes  # type: ignore[attr-defined]
+            conn.protocol.max_message_size = self.config.max_weights_bytes
             return None
         self.metrics.refused_pushes += 1
         limited.warning(

@@ -56,7 +56,7 @@ class ServerThread:
             if not self._thread.is_alive():
                 self._loop.close()
 
-    def call(self, coro_fn, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    def call(self, coro_fn, timeout: float = 10.0):
         """Run ``coro_fn()`` on the server's loop (e.g. to read state consistently) and wait."""
         return asyncio.run_coroutine_threadsafe(coro_fn(), self._loop).result(timeout)
 

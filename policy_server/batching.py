@@ -135,7 +135,8 @@ class DynamicBatcher:
         )
 
     async def swap(self, version: int) -> float:
-        """Queue activation of the staged spare as ``version``; returns ms waited for the batch gap."""
+        """Queue activation of the staged spare as ``version``; returns ms waited for the batch
+        gap."""
         t_ready = time.perf_counter()
         await self._enqueue(_Swap(version, t_ready, asyncio.get_running_loop().create_future()))
         return (time.perf_counter() - t_ready) * 1000.0
@@ -179,7 +180,7 @@ class DynamicBatcher:
                         break
                 if isinstance(self._items[0], _Swap):
                     break  # the swap waits for this batch; later requests see the new version
-                batch.append(self._items.popleft())  # type: ignore[arg-type]
+                batch.append(self._items.popleft())  # type: ignore[arg-type]  # a request: a _Swap at the head broke out above
             self._running = batch
             await self._run(batch)
             self._running = []
@@ -215,7 +216,8 @@ class DynamicBatcher:
             return parts[0][1]
         if len({p.shape[1:] for _, p in parts}) != 1:
             raise InferenceError(
-                f"policy returned chunks of different shapes per group: {[p.shape for _, p in parts]}"
+                "policy returned chunks of different shapes per group: "
+                f"{[p.shape for _, p in parts]}"
             )
         actions = np.empty((len(samples), *parts[0][1].shape[1:]), np.float32)
         for idx, out in parts:
@@ -264,7 +266,8 @@ def policy_actions(model: object, out: object, batch: int) -> np.ndarray:
     >>> policy_actions("p", {"action": 1}, 2)
     Traceback (most recent call last):
     ...
-    policy_server.batching.InferenceError: policy str returned a map with no 'actions' (keys: ['action']); ...
+    policy_server.batching.InferenceError: policy str returned a map with no 'actions' (keys:
+    ['action']); ...
     """
     name = type(model).__name__
     want = f"infer must return {{'actions': array [B={batch}, chunk, A]}}"
@@ -282,6 +285,7 @@ def policy_actions(model: object, out: object, batch: int) -> np.ndarray:
         ) from None
     if actions.ndim != 3 or actions.shape[0] != batch:
         raise InferenceError(
-            f"policy {name} returned actions of shape {actions.shape}, expected [B={batch}, chunk, A]"
+            f"policy {name} returned actions of shape {actions.shape}, expected [B={batch}, "
+            "chunk, A]"
         )
     return actions

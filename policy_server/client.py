@@ -253,7 +253,8 @@ class PolicyClient(_ClientSettings):
 
 
 class AsyncPolicyClient(_ClientSettings):
-    """asyncio client: ``client = await AsyncPolicyClient.connect(url)``; ``await client.infer(obs)``."""
+    """asyncio client: ``client = await AsyncPolicyClient.connect(url)``; ``await
+    client.infer(obs)``."""
 
     @classmethod
     async def connect(cls, url: str, **kwargs: Any) -> AsyncPolicyClient:

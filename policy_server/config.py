@@ -1,10 +1,11 @@
 """Policy-server configuration: one typed dataclass, validated with errors that name the key.
 
-Built from YAML / CLI flags through ``rlinf_contracts.config.from_dict`` (which calls :meth:`validate`),
-or directly in Python. Secrets never travel on a command line (``ps`` shows argv to every user):
-they come from the environment, ``RLINF_WEIGHTS_TOKEN`` (weight push) and ``RLINF_API_KEY``
-(inference clients), or from files named by ``RLINF_WEIGHTS_TOKEN_FILE`` / ``RLINF_API_KEY_FILE``
-or the ``weights_token_file`` / ``api_key_file`` keys (Docker / Kubernetes secrets).
+Built from YAML / CLI flags through ``rlinf_contracts.config.from_dict`` (which calls
+:meth:`validate`), or directly in Python. Secrets never travel on a command line (``ps`` shows argv
+to every user): they come from the environment, ``RLINF_WEIGHTS_TOKEN`` (weight push) and
+``RLINF_API_KEY`` (inference clients), or from files named by ``RLINF_WEIGHTS_TOKEN_FILE`` /
+``RLINF_API_KEY_FILE`` or the ``weights_token_file`` / ``api_key_file`` keys (Docker / Kubernetes
+secrets).
 
 Safe defaults: the server binds loopback only; exposing it takes an explicit ``host: 0.0.0.0``.
 Memory per connection is bounded by about ``(max_queued_frames + 1) * max_frame_bytes`` plus
@@ -93,7 +94,8 @@ class ServerConfig:
     weights_token: str | None = field(
         default=None,
         metadata={
-            "help": f"shared token for pushes on /weights; unset refuses all (env {WEIGHTS_TOKEN_ENV})"
+            "help": "shared token for pushes on /weights; unset refuses all (env "
+            f"{WEIGHTS_TOKEN_ENV})"
         },
     )
     weights_token_file: str | None = field(
@@ -114,7 +116,8 @@ class ServerConfig:
     inline_forward_ms: float = field(
         default=1.0,
         metadata={
-            "help": "forwards measured faster than this run on the I/O thread (no hand-off); 0 = never"
+            "help": "forwards measured faster than this run on the I/O thread (no hand-off); 0 = "
+            "never"
         },
     )
     latency_window: int = field(
@@ -180,7 +183,8 @@ class ServerConfig:
         return self.host not in LOOPBACK_HOSTS
 
     def with_env_secrets(self) -> ServerConfig:
-        """Fill unset secrets from their ``*_file`` keys, then ``RLINF_*_FILE``, then ``RLINF_*``."""
+        """Fill unset secrets from their ``*_file`` keys, then ``RLINF_*_FILE``, then
+        ``RLINF_*``."""
         for key, env in (("weights_token", WEIGHTS_TOKEN_ENV), ("api_key", API_KEY_ENV)):
             if getattr(self, key) is not None:
                 continue
@@ -197,9 +201,8 @@ class ServerConfig:
                 source = f"${env}"
             else:
                 continue
-            if (
-                len(getattr(self, key)) < MIN_SECRET_CHARS
-            ):  # say where it came from: it is not in the config
+            # say where it came from: it is not in the config
+            if len(getattr(self, key)) < MIN_SECRET_CHARS:
                 raise ConfigError(
                     f"key 'server.{key}': the secret from {source} is shorter than "
                     f"{MIN_SECRET_CHARS} characters"

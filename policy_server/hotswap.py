@@ -1,4 +1,4 @@
-"""Double-buffered policy weights: load a new version beside the serving policy, swap between batches.
+"""Double-buffered policy weights: load a new version beside the serving one, swap between batches.
 
 Why two instances: a push must never mutate the policy a batch is using, and building a fresh
 policy per push would double peak memory churn on every swap. The *spare* (a
@@ -42,9 +42,10 @@ def decode_push(parts: list[bytes | str]) -> WeightPush:
     >>> decode_push([frame[:5], frame[5:]]).version
     3
     """
-    if any(isinstance(p, str) for p in parts):
+    frames = [p for p in parts if not isinstance(p, str)]
+    if len(frames) != len(parts):
         raise WireError("weight pushes must be binary msgpack frames, got a text frame")
-    return WeightPush.from_wire(unpackb(parts[0] if len(parts) == 1 else b"".join(parts)))  # type: ignore[arg-type]
+    return WeightPush.from_wire(unpackb(frames[0] if len(frames) == 1 else b"".join(frames)))
 
 
 class ModelSlot:
@@ -64,7 +65,8 @@ class ModelSlot:
         return self._spare is not None
 
     def load_spare(self, data: bytes, version: int) -> int:
-        """Load safetensors ``data`` into the spare (runs in a worker thread); returns #tensors."""
+        """Load safetensors ``data`` (``rlinf_contracts.weight_blob``) into the spare, in a worker
+        thread; returns #tensors."""
         with self._lock:
             spare = self._spare
         if spare is None:
@@ -81,12 +83,15 @@ class ModelSlot:
         return num
 
     def activate(self, version: int) -> None:
-        """Make the spare (loaded with ``version``) the serving policy. Call only between batches."""
+        """Make the spare (loaded with ``version``) the serving policy. Call only between
+        batches."""
         with self._lock:
-            if self._staged != version or self._spare is None:
+            spare, serving = self._spare, self.active
+            # a spare exists only when the serving policy is swappable (``__init__`` cloned it)
+            if self._staged != version or spare is None or not isinstance(serving, SwappablePolicy):
                 raise RuntimeError(
                     f"cannot activate weight version {version}: staged is {self._staged}"
                 )
-            self.active, self._spare = self._spare, self.active  # type: ignore[assignment]
+            self.active, self._spare = spare, serving
             self.version = version
             self._staged = None

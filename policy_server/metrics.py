@@ -82,10 +82,12 @@ class ServerMetrics:
             f'{p}batch_size_bucket{{le="+Inf"}} {self.batches}',
             f"{p}batch_size_sum {self.batch_sum}",
             f"{p}batch_size_count {self.batches}",
-            f"# HELP {p}forward_ms_total Milliseconds spent in policy forwards (incl. thread hand-off).",
+            f"# HELP {p}forward_ms_total Milliseconds spent in policy forwards (incl. thread "
+            "hand-off).",
             f"# TYPE {p}forward_ms_total counter",
             f"{p}forward_ms_total {self.forward_ms_sum:.3f}",
-            f"# HELP {p}latency_ms Server-side request latency (frame received to response ready), recent window.",
+            f"# HELP {p}latency_ms Server-side request latency (frame received to response "
+            "ready), recent window.",
             f"# TYPE {p}latency_ms summary",
         ]
         lines += [
@@ -100,7 +102,8 @@ class ServerMetrics:
             f"# HELP {p}weight_swaps_total Weight versions applied since start.",
             f"# TYPE {p}weight_swaps_total counter",
             f"{p}weight_swaps_total {self.weight_swaps}",
-            f"# HELP {p}refused_pushes_total Weight pushes refused (auth, stale version, bad payload).",
+            f"# HELP {p}refused_pushes_total Weight pushes refused (auth, stale version, bad "
+            "payload).",
             f"# TYPE {p}refused_pushes_total counter",
             f"{p}refused_pushes_total {self.refused_pushes}",
             f"# HELP {p}connections Open websocket connections.",

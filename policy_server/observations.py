@@ -16,10 +16,12 @@ the other clients sharing that batch.
 Traceback (most recent call last):
 ...
 policy_server.observations.ObservationError: observation key 'state' has shape (3,), expected (2,)
->>> validate_observation({"state": np.array([1e39, 0.0])}, spec, False)  # finite in float64, inf in float32
+>>> validate_observation({"state": np.array([1e39, 0.0])},  # finite in float64, inf in float32
+...                      spec, False)
 Traceback (most recent call last):
 ...
-policy_server.observations.ObservationError: observation key 'state' contains NaN or inf after conversion to float32 (values beyond ±3.4e+38 overflow)
+policy_server.observations.ObservationError: observation key 'state' contains NaN or inf after
+conversion to float32 (values beyond ±3.4e+38 overflow)
 >>> to_canonical({"observation/state": np.ones(2), b"junk": 1}, "auto", {})
 Traceback (most recent call last):
 ...
@@ -32,16 +34,19 @@ inference delay ``rtc_inference_delay`` so a flow policy can inpaint it. They ar
 ``infer_extras`` attribute; for any other policy they are dropped, so an RTC client works with
 every server.
 
->>> obs = to_canonical({"state": np.ones(2), "rtc_prefix": np.zeros((3, 2)), "rtc_inference_delay": 1}, "auto", {})
->>> out = validate_observation(obs, spec, False, accepts=("rtc_prefix", "rtc_inference_delay"), action_dim=2)
+>>> extras = {"rtc_prefix": np.zeros((3, 2)), "rtc_inference_delay": 1}
+>>> obs = to_canonical({"state": np.ones(2), **extras}, "auto", {})
+>>> out = validate_observation(obs, spec, False, accepts=tuple(extras), action_dim=2)
 >>> out["extras"]["rtc_prefix"].shape, out["extras"]["rtc_inference_delay"]
 ((3, 2), 1)
 >>> "extras" in validate_observation(obs, spec, False)  # a policy that accepts none: dropped
 False
->>> validate_observation({**obs, "extras": {"rtc_inference_delay": -1}}, spec, False, ("rtc_inference_delay",), 2)
+>>> bad = {**obs, "extras": {"rtc_inference_delay": -1}}
+>>> validate_observation(bad, spec, False, ("rtc_inference_delay",), 2)
 Traceback (most recent call last):
 ...
-policy_server.observations.ObservationError: observation key 'rtc_inference_delay' must be an integer >= 0 (control ticks), got -1
+policy_server.observations.ObservationError: observation key 'rtc_inference_delay' must be an
+integer >= 0 (control ticks), got -1
 """
 
 from __future__ import annotations
@@ -219,7 +224,8 @@ def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np
     if not isinstance(value, np.ndarray):
         raise ObservationError(
             key,
-            f"observation key '{key}' must be a numpy array ({dtype} {list(shape)}), got {type(value).__name__}",
+            f"observation key '{key}' must be a numpy array ({dtype} {list(shape)}), got "
+            f"{type(value).__name__}",
         )
     if value.dtype.name not in _CASTABLE.get(dtype, (dtype,)):
         raise ObservationError(
@@ -228,7 +234,8 @@ def _check_array(key: str, value: Any, dtype: str, shape: tuple[int, ...]) -> np
     if tuple(value.shape) != tuple(shape):
         raise ObservationError(
             key,
-            f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected {tuple(shape)}",
+            f"observation key '{key}' has shape {clip(tuple(value.shape))}, expected "
+            f"{tuple(shape)}",
         )
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below, on the result
         out = value.astype(dtype, copy=False)

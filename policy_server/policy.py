@@ -28,20 +28,24 @@ class ServedPolicy(Protocol):
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         """Batched canonical observation -> ``{"actions": [B, chunk, A]}`` (+ optional extras)."""
+        ...
 
 
 @runtime_checkable
 class SwappablePolicy(ServedPolicy, Protocol):
     def clone(self) -> SwappablePolicy:
         """An independent copy that can receive weights while the original keeps serving."""
+        ...
 
     def load_weights(self, data: bytes) -> int:
         """Load a safetensors blob; returns the number of tensors. Raises ``ValueError`` naming
         the tensor when the weights do not fit."""
+        ...
 
 
 def check_policy(policy: Any) -> ServedPolicy:
-    """``policy`` if it satisfies :class:`ServedPolicy`, else a ``TypeError`` saying what is missing."""
+    """``policy`` if it satisfies :class:`ServedPolicy`, else a ``TypeError`` saying what is
+    missing."""
     missing = [n for n in ("robot_spec", "infer") if not hasattr(policy, n)]
     if missing:
         raise TypeError(

@@ -24,13 +24,15 @@ import websockets
 from policy_server.client import open_sync
 from policy_server.config import WEIGHTS_TOKEN_ENV
 from policy_server.messages import ServerMetadata, WeightAck, WeightPush
+from rlinf_contracts.weight_blob import weights_to_bytes
 from rlinf_contracts.wire import packb, unpackb
 
 log = logging.getLogger(__name__)
 
 
 class WeightPushError(RuntimeError):
-    """The server refused the push (auth, stale version, weights that do not fit) or is unreachable."""
+    """The server refused the push (auth, stale version, weights that do not fit) or is
+    unreachable."""
 
 
 def weights_url(url: str) -> str:
@@ -44,20 +46,11 @@ def weights_url(url: str) -> str:
 
 
 def _to_bytes(weights: Any) -> bytes:
-    """safetensors bytes as given, or a state dict of torch tensors / numpy arrays serialised.
-
-    Tensors become numpy through their own methods, so this module never imports torch."""
+    """safetensors bytes as given, or a state dict (torch tensors / numpy arrays) encoded by the
+    one weight serialiser, :func:`rlinf_contracts.weight_blob.weights_to_bytes`."""
     if isinstance(weights, (bytes, bytearray)):
         return bytes(weights)
-    import numpy as np
-    from safetensors.numpy import save
-
-    def as_numpy(v: Any) -> np.ndarray:
-        if hasattr(v, "detach"):  # a torch tensor
-            v = v.detach().cpu().contiguous().numpy()
-        return np.ascontiguousarray(v)
-
-    return save({k: as_numpy(v) for k, v in weights.items()})
+    return weights_to_bytes(weights)
 
 
 FRAGMENT_BYTES = 1 << 18  # larger pushes go out in 256 KiB fragments
@@ -95,7 +88,10 @@ class WeightPusher:
             ) from None
         except (OSError, TimeoutError, websockets.InvalidHandshake) as e:
             raise WeightPushError(f"cannot reach policy server at {self.url}: {e}") from None
-        self.metadata = ServerMetadata.from_wire(unpackb(self._ws.recv(timeout=timeout_s)))
+        hello = self._ws.recv(timeout=timeout_s)
+        if isinstance(hello, str):  # a text frame is an error message, as in push()
+            raise WeightPushError(hello)
+        self.metadata = ServerMetadata.from_wire(unpackb(hello))
 
     def push(self, weights: Any, version: int | None = None) -> WeightAck:
         """Send a state dict (or safetensors bytes); returns once the version is serving."""
@@ -149,7 +145,8 @@ def resolve_token(token: str | None = None, token_file: str | None = None) -> st
     token = token or os.environ.get(WEIGHTS_TOKEN_ENV, "")
     if not token:
         raise WeightPushError(
-            f"no weights token: set push.token_file, {WEIGHTS_TOKEN_ENV} or {WEIGHTS_TOKEN_ENV}_FILE"
+            f"no weights token: set push.token_file, {WEIGHTS_TOKEN_ENV} or "
+            f"{WEIGHTS_TOKEN_ENV}_FILE"
         )
     return token
 
@@ -245,7 +242,8 @@ class BackgroundPusher:
             pusher.close()
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the newest offered weights to be served; True if they were."""
+        """Wait up to ``timeout_s`` for the newest offered weights to be served; True if they
+        were."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._cond:

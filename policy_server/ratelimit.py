@@ -45,7 +45,8 @@ class RateLimiter:
 
 
 class RateLimitedLog:
-    """``log.warning(kind, fmt, *args)``: a :class:`logging.Logger` behind a :class:`RateLimiter`."""
+    """``log.warning(kind, fmt, *args)``: a :class:`logging.Logger` behind a
+    :class:`RateLimiter`."""
 
     def __init__(self, logger: logging.Logger, burst: int = 5, period_s: float = 10.0) -> None:
         self.logger = logger

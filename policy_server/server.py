@@ -84,7 +84,8 @@ def error_text(prefix: str, error: BaseException | str, keep: str = "head") -> s
 
 
 class PolicyServer:
-    """Serve one :class:`~policy_server.policy.ServedPolicy` over the wire. Run with :meth:`start`."""
+    """Serve one :class:`~policy_server.policy.ServedPolicy` over the wire. Run with
+    :meth:`start`."""
 
     def __init__(
         self,
@@ -167,8 +168,8 @@ class PolicyServer:
         )
         if cfg.exposed and cfg.api_key is None:
             log.warning(
-                "policy server bound to %s with no API key: anyone who can reach port %d can run the "
-                "policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1",
+                "policy server bound to %s with no API key: anyone who can reach port %d can "
+                "run the policy; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1",
                 cfg.host,
                 self.port,
             )
@@ -212,7 +213,8 @@ class PolicyServer:
 
     @property
     def url(self) -> str:
-        """A URL a client on this machine can connect to (the wildcard address mapped to loopback)."""
+        """A URL a client on this machine can connect to (the wildcard address mapped to
+        loopback)."""
         host = "127.0.0.1" if self.config.host in ("0.0.0.0", "") else self.config.host
         return f"ws://{host}:{self.port}"
 
@@ -241,7 +243,8 @@ class PolicyServer:
             raise SlowReader from None
 
     async def _recv(self, ws: ServerConnection) -> str | bytes | None:
-        """The next frame, or None after ``idle_timeout_s`` without one (``recv`` is cancel-safe)."""
+        """The next frame, or None after ``idle_timeout_s`` without one (``recv`` is
+        cancel-safe)."""
         timeout = self.config.idle_timeout_s or None
         try:
             return await asyncio.wait_for(ws.recv(), timeout)
@@ -250,12 +253,11 @@ class PolicyServer:
 
     # -- websocket handlers --------------------------------------------------------------------
     async def _handler(self, ws: ServerConnection) -> None:
-        if urlsplit(ws.request.path).path == WEIGHTS_PATH:  # type: ignore[union-attr]
+        if urlsplit(ws.request.path).path == WEIGHTS_PATH:  # type: ignore[union-attr]  # set once the handshake ran
             await self._weights_handler(ws)
             return
-        if (
-            len(self.connections) >= self.config.max_connections and not self.gate.make_room()
-        ):  # raced past admission
+        # raced past admission
+        if len(self.connections) >= self.config.max_connections and not self.gate.make_room():
             self.metrics.count_error("connection_limit")
             await ws.close(CLOSE_TRY_AGAIN, "connection limit reached; retry later")
             return
@@ -409,7 +411,8 @@ class PolicyServer:
             version = current + 1 if push.version is None else push.version
             if version <= current:
                 raise ValueError(
-                    f"stale weight version {version}: server already serves {current}; push a newer version"
+                    f"stale weight version {version}: server already serves {current}; push "
+                    "a newer version"
                 )
             t0 = time.perf_counter()
             loop = asyncio.get_running_loop()

@@ -33,18 +33,21 @@ def check_compatible(meta: ServerMetadata | dict[str, Any], spec: EnvSpec, url: 
         return
     if meta.action_dim != spec.action_dim:
         raise IncompatibleServerError(
-            f"policy '{meta.policy_name}' at {url} outputs action_dim {meta.action_dim}, env needs {spec.action_dim}"
+            f"policy '{meta.policy_name}' at {url} outputs action_dim {meta.action_dim}, env "
+            f"needs {spec.action_dim}"
         )
     env_obs = spec.observation_spec()
-    for key, (dtype, shape) in meta.observation_spec.items():
+    for key, (_dtype, shape) in meta.observation_spec.items():
         if key not in env_obs:
             raise IncompatibleServerError(
-                f"policy '{meta.policy_name}' at {url} needs observation key '{key}' which this env does not "
-                f"produce (env keys: {', '.join(env_obs)}); pick an env obs_mode with that camera"
+                f"policy '{meta.policy_name}' at {url} needs observation key '{key}' which "
+                f"this env does not produce (env keys: {', '.join(env_obs)}); pick an env "
+                "obs_mode with that camera"
             )
         if tuple(env_obs[key][1]) != tuple(shape):
             raise IncompatibleServerError(
-                f"observation key '{key}': policy at {url} expects shape {tuple(shape)}, env gives {env_obs[key][1]}"
+                f"observation key '{key}': policy at {url} expects shape {tuple(shape)}, env "
+                f"gives {env_obs[key][1]}"
             )
 
 
@@ -118,7 +121,8 @@ async def evaluate_env(
 
 
 def run_sim_eval(url: str, env_name: str, env_kwargs: dict, episodes: int, seed: int) -> dict:
-    """Build ``env_name`` (``num_envs`` may be in ``env_kwargs``; default 1) and evaluate the server.
+    """Build ``env_name`` (``num_envs`` may be in ``env_kwargs``; default 1) and evaluate the
+    server.
 
     Returns success rate, mean return / length, request count, round-trip latency and the
     weight versions that answered.

@@ -1,4 +1,5 @@
-"""The server edge of the robot-spec contract: refuse, once and clearly, a client built for another layout.
+"""The server edge of the robot-spec contract: refuse, once and clearly, a client built for another
+layout.
 
 Why at the handshake: a ROS policy client knows its robot spec before it sends a single
 observation. It puts the spec (JSON) in the ``X-Rlinf-Robot-Spec`` header of the WebSocket
@@ -12,7 +13,9 @@ admitted and checked per request by shape, as before.
 >>> refusal(policy, None) is None, refusal(policy, policy_header(policy)) is None
 (True, True)
 >>> print(refusal(policy, policy_header(RobotSpec.raw(8, 8))))
-robot spec refused: state layout differs: state(30) vs state(8); action differs: raw[7] vs raw[8]. Policy: state[30] = state(30); action[7] raw x1 @10Hz; cameras: none. Robot: state[8] = state(8); action[8] raw x1 @10Hz; cameras: none
+robot spec refused: state layout differs: state(30) vs state(8); action differs: raw[7] vs raw[8].
+Policy: state[30] = state(30); action[7] raw x1 @10Hz; cameras: none. Robot: state[8] = state(8);
+action[8] raw x1 @10Hz; cameras: none
 """
 
 from __future__ import annotations

@@ -64,9 +64,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.env.endswith(
-        (".yaml", ".yml")
-    ):  # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
+    # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
+    if args.env.endswith((".yaml", ".yml")):
         from rlinf_cli.collect_ros import run_ros
 
         return run_ros(args)
@@ -102,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         env.close()
     log.info(
-        "collect: %d episodes kept in %s (%d successful); discarded %d failed (%d attempts, success rate %.2f)",
+        "collect: %d episodes kept in %s (%d successful); discarded %d failed (%d attempts, "
+        "success rate %.2f)",
         kept,
         args.out,
         successes,
@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if kept < args.episodes:
         log.error(
-            "only %d of %d successful episodes within %d attempts; raise --max-attempts or lower --noise",
+            "only %d of %d successful episodes within %d attempts; raise --max-attempts or "
+            "lower --noise",
             kept,
             args.episodes,
             budget,

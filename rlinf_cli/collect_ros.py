@@ -1,4 +1,4 @@
-"""``rlinf collect GRAPH.yaml --episodes N --out DIR``: demonstrations / HG-DAgger rounds over ROS 2.
+"""``rlinf collect GRAPH.yaml --episodes N --out DIR``: demonstrations / HG-DAgger over ROS 2.
 
     rlinf collect configs/ros_collect_teleop.yaml --episodes 20 --out runs/demos/reach
 
@@ -25,6 +25,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from rlinf_ros.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +105,7 @@ def run_ros(args: argparse.Namespace) -> int:
 
 
 def _next_index(out: Path) -> int:
-    """Index the next episode of the store at ``out`` gets (the store names episodes ``episodes/<index>``)."""
+    """Index of the next episode of the store at ``out`` (it names them ``episodes/<index>``)."""
     names = [int(n) for n in _episode_names(out)]
     return max(names) + 1 if names else 0
 
@@ -122,9 +128,8 @@ def settle(out: Path, first: int, only_success: bool) -> Counts:
         return counts
     store = EpisodeStore(out, mode="a")
     ours = [(pos, int(name)) for pos, name in enumerate(_episode_names(out)) if int(name) >= first]
-    for pos, index in reversed(
-        ours
-    ):  # from the newest: a discard does not move the positions before it
+    # from the newest: a discard does not move the positions before it
+    for pos, index in reversed(ours):
         info = store.info(pos)
         if info.status in ("open", "aborted"):
             store.discard(index)
@@ -139,10 +144,10 @@ def settle(out: Path, first: int, only_success: bool) -> Counts:
 
 
 def _watch(
-    graph: object,
+    graph: Graph,
     status_path: Path,
     episodes: int,
-    bar: object,
+    bar: tqdm,
     stop: threading.Event,
     timeout_s: float | None,
     only_success: bool = False,
@@ -150,12 +155,12 @@ def _watch(
 ) -> int:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not stop.is_set():
-        dead = graph.poll()  # type: ignore[attr-defined]
+        dead = graph.poll()
         if dead is not None:
             log.error(
                 "node %s exited with code %s; stopping (see its log above)",
                 dead.name,
-                dead.proc.returncode,
+                dead.proc.returncode if dead.proc is not None else None,
             )
             return 1
         status = _read(status_path)
@@ -163,10 +168,10 @@ def _watch(
             status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
         )
         kept = max(0, min(status.get("successes", 0) if only_success else done, episodes))
-        bar.n = kept  # type: ignore[attr-defined]
+        bar.n = kept
         rate, ratio = status.get("success_rate"), status.get("intervention_ratio")
         bar.set_postfix(
-            success=f"{rate:.2f}" if rate is not None else "-",  # type: ignore[attr-defined]
+            success=f"{rate:.2f}" if rate is not None else "-",
             intervention=f"{ratio:.2f}" if ratio is not None else "-",
             steps=status.get("steps", 0),
         )

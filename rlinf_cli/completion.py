@@ -24,7 +24,8 @@ _rlinf() {{
     if [[ "$cur" == -* ]]; then return; fi
     if [[ "$cur" == *=* ]]; then return; fi
     case "$cmd" in
-        train|eval|ros|serve|spec) COMPREPLY=( $(compgen -f -X '!*.yaml' -- "$cur") $(compgen -d -- "$cur") ) ;;
+        train|eval|ros|serve|spec)
+            COMPREPLY=( $(compgen -f -X '!*.yaml' -- "$cur") $(compgen -d -- "$cur") ) ;;
     esac
 }}
 complete -o nospace -o default -F _rlinf rlinf

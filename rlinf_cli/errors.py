@@ -12,7 +12,7 @@ from rlinf_contracts.spec import SpecError
 
 
 class PreflightError(ConfigError):
-    """A check before any cluster or process starts failed; the message names the key and the fix."""
+    """A check before any cluster or process starts failed; the message names key and fix."""
 
 
 class ClusterUnavailable(ConnectionError):

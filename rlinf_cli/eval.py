@@ -2,8 +2,9 @@
 
 - ``rlinf eval RUN_OR_CHECKPOINT [--episodes K] [--ood pose,vision] [--out DIR]`` (or
   ``--checkpoint RUN_OR_CHECKPOINT``) evaluates a learner checkpoint of any runner on held-out
-  seeds (embodied -- PPO, off-policy, offline: success per OOD split + an mp4; LLM: accuracy on
-  a dataset). Results (``results.json``) and the video go to ``--out``, by default
+  seeds (embodied -- PPO / GRPO, off-policy, offline, VLA SFT: success per OOD split + an mp4;
+  LLM reasoning / agentic: accuracy on a dataset; reward classifier: accuracy on its held-out
+  episodes). Results (``results.json``) and the video go to ``--out``, by default
   ``<run>/evals/<checkpoint>_seed<S>/``: never into the checkpoint, which stays as trained.
 - ``rlinf eval --policy-server ws://HOST:PORT CONFIG_OR_RUN [--ood id,vision]`` streams a sim env's
   observations to a running policy server and executes the returned chunks: the path a real
@@ -28,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "target",
         nargs="?",
-        help="run / checkpoint directory, or (with --policy-server) a YAML config naming the env or a run directory whose config does",
+        help="run / checkpoint directory, or (with --policy-server) a YAML config naming the "
+        "env or a run directory whose config does",
     )
     p.add_argument(
         "overrides", nargs="*", help="key=value overrides of the checkpoint's / config's settings"
@@ -65,7 +67,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--video", default=None, help="mp4 path (default: <out>/eval.mp4)")
     p.add_argument("--no-video", action="store_true", help="do not render a video")
     p.add_argument(
-        "--dataset", default=None, help="LLM checkpoints: jsonl/parquet dataset to score"
+        "--dataset",
+        default=None,
+        help="LLM checkpoints: jsonl/parquet dataset to score; reward classifiers: episode store",
     )
     p.set_defaults(run=run)
 
@@ -80,7 +84,8 @@ def _report(result: dict, out: Path | None) -> None:
 
 
 def output_dir(checkpoint: Path, seed: int, out: str | None) -> Path:
-    """``--out`` or ``<run>/evals/<checkpoint name>_seed<seed>`` (run = the dir above ``checkpoints/``)."""
+    """``--out`` or ``<run>/evals/<checkpoint name>_seed<seed>`` (run = the dir above
+    ``checkpoints/``)."""
     if out:
         return Path(out)
     run_dir = (
@@ -101,19 +106,20 @@ def run(args: argparse.Namespace) -> int:
     ckpt = Path(meta["_dir"])
     seed = args.seed if args.seed is not None else 0
     out = output_dir(ckpt, seed, args.out)
-    if meta.get("runner") == "reasoning":
-        from learner.eval.llm import evaluate_llm_checkpoint
+    evaluate = EVALUATORS.get(str(meta.get("runner")), _eval_embodied)
+    _report({**evaluate(ckpt, args, seed, out), "out_dir": str(out)}, out)
+    return 0
 
-        _report(
-            evaluate_llm_checkpoint(str(ckpt), dataset=args.dataset, episodes=args.episodes), out
-        )
-        return 0
+
+def _eval_embodied(ckpt: Path, args: argparse.Namespace, seed: int, out: Path) -> dict:
+    """Success per OOD split in the sim env the run trained on (PPO / GRPO, off-policy, offline,
+    VLA SFT: every checkpoint that acts)."""
     from learner.eval.embodied import evaluate_checkpoint
     from rlinf_contracts.config import parse_overrides
 
     splits = args.ood.split(",") if args.ood else None
     video = "" if args.no_video else (args.video or str(out / "eval.mp4"))
-    result = evaluate_checkpoint(
+    return evaluate_checkpoint(
         str(ckpt),
         episodes=args.episodes,
         seed=seed,
@@ -122,8 +128,24 @@ def run(args: argparse.Namespace) -> int:
         overrides=parse_overrides(args.overrides),
         progress=True,
     )
-    _report({**result, "out_dir": str(out)}, out)
-    return 0
+
+
+def _eval_llm(ckpt: Path, args: argparse.Namespace, seed: int, out: Path) -> dict:
+    """Greedy accuracy on the run's held-out prompts (or ``--dataset``): reasoning and agentic."""
+    from learner.eval.llm import evaluate_llm_checkpoint
+
+    return evaluate_llm_checkpoint(str(ckpt), dataset=args.dataset, episodes=args.episodes)
+
+
+def _eval_classifier(ckpt: Path, args: argparse.Namespace, seed: int, out: Path) -> dict:
+    """Accuracy on the run's held-out episodes (or every frame of the ``--dataset`` store)."""
+    from learner.eval.classifier import evaluate_classifier_checkpoint
+
+    return evaluate_classifier_checkpoint(str(ckpt), dataset=args.dataset)
+
+
+# runner recorded in the checkpoint -> its evaluation; every other runner's checkpoint acts in sim
+EVALUATORS = {"reasoning": _eval_llm, "reward_classifier": _eval_classifier}
 
 
 def _resolve_target(args: argparse.Namespace) -> None:
@@ -134,11 +156,13 @@ def _resolve_target(args: argparse.Namespace) -> None:
     if args.checkpoint is not None:
         if args.policy_server:
             raise PreflightError(
-                "--checkpoint and --policy-server exclude each other: a policy server serves its own weights"
+                "--checkpoint and --policy-server exclude each other: a policy server serves "
+                "its own weights"
             )
         if args.target is not None and "=" not in args.target:
             raise PreflightError(
-                f"give the checkpoint once: TARGET {args.target!r} and --checkpoint {args.checkpoint!r}"
+                f"give the checkpoint once: TARGET {args.target!r} and "
+                f"--checkpoint {args.checkpoint!r}"
             )
         if args.target is not None:
             args.overrides = [args.target, *args.overrides]
@@ -152,7 +176,8 @@ def _resolve_target(args: argparse.Namespace) -> None:
 
 def _checkpoint_meta(path: Path) -> dict:
     """meta.json of the checkpoint ``path`` points at: a checkpoint dir, a run's out_dir or its
-    checkpoints/ dir (latest iteration), or an LLM run's checkpoint/ dir. A directory that is not a
+    checkpoints/ dir (latest iteration), or the checkpoint/ dir of an LLM run written before LLM
+    runs used checkpoints/ too. A directory that is not a
     complete checkpoint (unreadable meta.json, another format, no weights) is a user error that
     names the file, not a traceback from deep in the loader."""
     found = next((c for c in (path, path / "checkpoint") if (c / "meta.json").is_file()), None)

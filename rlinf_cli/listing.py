@@ -1,4 +1,7 @@
-"""``rlinf list envs|tasks|models|algorithms|runners|rewards``: what a config can name, from the registries."""
+"""``rlinf list envs|tasks|models|algorithms|runners|rewards``: what a config can name.
+
+The names come from the registries, so a newly registered one is listed without editing this file.
+"""
 
 from __future__ import annotations
 

@@ -51,7 +51,8 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlinf",
-        description="rlinf-ros: one RL learner for real robots (ROS 2), simulators and LLM reasoning.",
+        description="rlinf-ros: one RL learner for real robots (ROS 2), simulators and LLM "
+        "reasoning.",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="debug logging, tracebacks on errors"

@@ -68,7 +68,8 @@ def check_model(name: str, key: str = "model.name") -> None:
 def check_placement(
     placement: dict[str, Any], components: tuple[str, ...] | None, cluster: Any
 ) -> None:
-    """Parse the placement against the slots the embedded cluster will have (skipped when joining one)."""
+    """Parse the placement against the slots the embedded cluster will have (skipped when
+    joining one)."""
     from learner.cluster import expected_slots
     from learner.placement import PlacementError, parse_placement
 
@@ -136,7 +137,7 @@ def _runs_elsewhere(cfg: Any) -> bool:
     placement and data paths describe the GPU box, so only the config itself is checked."""
     from learner.cluster import expected_slots
 
-    backend = getattr(getattr(cfg, "rollout", None), "backend", None)
+    backend = cfg.rollout.backend if type(cfg).__name__ == "ReasoningConfig" else None
     slots = expected_slots(cfg.cluster)
     if backend in GPU_ONLY_BACKENDS and slots is not None and slots[1] == "cpu":
         log.warning(
@@ -160,8 +161,14 @@ def check_train(cfg: Any) -> None:
         check_model(cfg.model.name)
         check_resume(cfg.train.resume)
     elif kind == "ReasoningConfig":
-        for key in ("train_path", "eval_path", "sft_path"):
-            check_file(getattr(cfg.data, key), f"data.{key}")
-    eval_env = getattr(getattr(cfg, "eval", None), "env", "")
-    if isinstance(eval_env, str) and eval_env:  # any runner that evaluates in a simulator
-        check_env_name(eval_env, "eval.env")
+        data = cfg.data
+        for key, path in (
+            ("train_path", data.train_path),
+            ("eval_path", data.eval_path),
+            ("sft_path", data.sft_path),
+        ):
+            check_file(path, f"data.{key}")
+    from learner.sections import EnvRunConfig
+
+    if isinstance(cfg, EnvRunConfig) and cfg.eval.env:  # any runner that evaluates in a simulator
+        check_env_name(cfg.eval.env, "eval.env")

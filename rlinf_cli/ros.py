@@ -81,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
     args.overrides = [*args.overrides, *extra]
     cfg = load_graph_config(args.config, args.overrides)
     check_only(only, list(cfg.node_names()), args.config)
-    if (
-        cfg.policy_client.enabled
-    ):  # the client reconnects until a server answers: check the form only
+    # the client reconnects until a server answers: check the form only
+    if cfg.policy_client.enabled:
         check_ws_url(
             cfg.policy_client.server_url, "key 'policy_client.server_url'", must_listen=False
         )

@@ -62,7 +62,7 @@ def _config(path: str, overrides: list[str]) -> Any:
 
     raw = load_config(path, overrides)
     if raw.get("placement") == "auto":
-        raw.pop("placement")  # rank from the default placement; auto would pick before we rank
+        raw.pop("placement")  # the word is what we rank for: profile from the default placement
     return from_dict(runner_spec(str(raw.get("runner", "embodied"))).config_cls, raw)
 
 
@@ -93,8 +93,8 @@ def table(data: list[dict[str, Any]]) -> str:
     lines = [head]
     for i, r in enumerate(data, 1):
         line = (
-            f"{i:>2} {r['candidate']:22s} {r['mode']:13s} {r['predicted_s']:9.3f} {r['startup_s']:7.1f} "
-            f"{r['run_s']:7.1f}"
+            f"{i:>2} {r['candidate']:22s} {r['mode']:13s} {r['predicted_s']:9.3f} "
+            f"{r['startup_s']:7.1f} {r['run_s']:7.1f}"
         )
         if measured and "measured_s" in r:
             line += f" {r['measured_s']:9.3f} {r['error']:+7.1%}"
@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             cal = calibrate(cfg, slots, cluster)
             print(
-                f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, measured {cal.measured_s:.3f} s "
-                f"-> compute x {cal.factor:.2f}; load average {cal.load:.1f}"
+                f"calibration: {cal.reference} predicted {cal.predicted_s:.3f} s, "
+                f"measured {cal.measured_s:.3f} s -> compute x {cal.factor:.2f}; "
+                f"load average {cal.load:.1f}"
             )
             if cal.loop:
                 print(

@@ -98,10 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             f"--{name.replace('_', '-')}", dest=name, type=tp, default=None, help=help_text
         )
-    for old in (
-        "--api-key",
-        "--weights-token",
-    ):  # else argparse would take them as --*-file abbreviations
+    # the old secret flags, refused by name: else argparse would take them as --*-file
+    # abbreviations
+    for old in ("--api-key", "--weights-token"):
         p.add_argument(old, action=_NoSecretOnArgv, help=argparse.SUPPRESS)
     p.add_argument(
         "overrides",

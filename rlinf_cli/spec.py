@@ -1,4 +1,4 @@
-"""``rlinf spec ENV_OR_CHECKPOINT``: print a robot spec as the YAML a ROS config's policy client takes.
+"""``rlinf spec ENV_OR_CHECKPOINT``: print a robot spec as the YAML a ROS policy client takes.
 
 - ``rlinf spec mujoco_franka/reach [key=value ...]``: the spec of a simulator task (env options as
   overrides, e.g. ``obs_mode=rgb``), i.e. what a policy trained there expects from a robot;
@@ -54,10 +54,10 @@ def load_spec(source: str, options: list[str]):
     if Path(source).exists():
         if options:
             raise ConfigError("options apply to env names only, not to checkpoints")
-        from learner.checkpoint import load_checkpoint
-        from learner.models import PolicySpec
+        from learner.checkpoint import load_checkpoint, policy_spec_of
 
-        return PolicySpec.from_dict(load_checkpoint(source).meta["spec"]).robot_spec()
+        ckpt = load_checkpoint(source)
+        return policy_spec_of(ckpt.meta, ckpt.path).robot_spec()
     from rlinf_contracts.env_registry import make_env
 
     kwargs = load_config(None, options) if options else {}

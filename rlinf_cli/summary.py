@@ -1,14 +1,20 @@
 """The one line ``rlinf train`` prints on stdout when a run ends: what it did and where it wrote.
 
->>> class C: name = "reach"; train = type("T", (), {"out_dir": "runs/reach"})()
->>> summary_line(C(), {"iterations": 250, "env_steps": 128000.0, "elapsed_s": 212.4, "success_rate": 0.97,
-...                    "eval": {"id": {"success_rate": 1.0, "episodes": 100}}, "checkpoint": "runs/reach/c"})
-'reach: 250 iterations, 128,000 env steps in 212 s; train success 0.97; eval id 1.00 (100 ep); checkpoint runs/reach/c; metrics runs/reach/metrics.json'
+>>> from learner.sections import RunConfig, TrainLoopConfig
+>>> cfg = RunConfig(name="reach", train=TrainLoopConfig(out_dir="runs/reach"))
+>>> summary_line(cfg, {"iterations": 250, "env_steps": 128000.0, "elapsed_s": 212.4,
+...                    "success_rate": 0.97, "checkpoint": "runs/reach/c",
+...                    "eval": {"id": {"success_rate": 1.0, "episodes": 100}}})
+'reach: 250 iterations, 128,000 env steps in 212 s; train success 0.97; eval id 1.00 (100 ep);
+checkpoint runs/reach/c; metrics runs/reach/metrics.json'
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from learner.sections import RunConfig
 
 
 def _evals(metrics: dict[str, Any]) -> list[str]:
@@ -24,10 +30,11 @@ def _evals(metrics: dict[str, Any]) -> list[str]:
     return []
 
 
-def summary_line(cfg: Any, metrics: dict[str, Any]) -> str:
-    """``name: N iterations, S env steps in T s; train success x; eval ...; checkpoint P; metrics M``."""
+def summary_line(cfg: RunConfig, metrics: dict[str, Any]) -> str:
+    """``name: N iterations, S env steps in T s; train success x; eval ...; checkpoint P;
+    metrics M``."""
     parts = []
-    head = f"{getattr(cfg, 'name', None) or getattr(cfg, 'runner', 'run')}:"
+    head = f"{cfg.name or cfg.runner}:"
     if "iterations" in metrics:
         head += f" {int(metrics['iterations'])} iterations"
     if "env_steps" in metrics:

@@ -1,10 +1,12 @@
 """``rlinf train CONFIG [key=value ...]``: validate the config once, check it, start, run.
 
 Order: build the typed config (unknown keys, types, names resolved at build time) -> the
+planning step (``placement: auto`` -> a placement: :func:`learner.scheduling.auto.plan`) -> the
 preflight (``rlinf_cli.preflight``: placement against the slots that will exist, env / model
 names, paths, addresses) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
 says the run is one local process (the fused default) -> the runner -> one summary line on
-stdout (``rlinf_cli.summary``).
+stdout (``rlinf_cli.summary``). With ``--seeds``, the checks run once here and each seed
+is its own ``rlinf train`` process (``rlinf_cli.seeds``), aggregated into ``<out_dir>/seeds.*``.
 """
 
 from __future__ import annotations
@@ -33,20 +35,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="validate, run every pre-start check, print the resolved config, exit",
     )
+    p.add_argument(
+        "--seeds",
+        default=None,
+        metavar="N|S,S,...",
+        help="train seeds 0..N-1 (or the listed seeds) of this config, each into "
+        "<out_dir>/seed_<k>/, side by side where free cores allow; then write the IQM and 95%% "
+        "bootstrap interval of the final held-out and training success to <out_dir>/seeds.json, "
+        "seeds.md and seeds.png; exits 1 if any seed failed",
+    )
     p.set_defaults(run=run)
 
 
 def build(config: str, overrides: list[str], ray_address: str | None = None) -> tuple[Any, Any]:
     """(runner spec, typed config) with every pre-start check passed."""
+    from learner.scheduling.auto import plan
     from rlinf_cli.preflight import check_train
     from rlinf_cli.runner_lookup import runner_spec
     from rlinf_contracts.config import from_dict, load_config
     from rlinf_contracts.config.errors import ConfigError
 
     raw = load_config(config, overrides)
-    if (
-        "adapter" in raw
-    ):  # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
+    # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
+    if "adapter" in raw:
         from learner.models.vla_adapter_policy import fold_adapter_section
 
         raw = fold_adapter_section(raw)
@@ -57,6 +68,7 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     cfg = from_dict(spec.config_cls, raw)
     if ray_address:
         cfg.cluster.address = ray_address
+    cfg = plan(cfg)  # placement: auto -> the best predicted placement (profiles, cached)
     check_train(cfg)
     return spec, cfg
 
@@ -72,15 +84,24 @@ def open_cluster(spec: Any, cfg: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rlinf_cli.seeds import parse_seeds, run_seeds, seed_plan
     from rlinf_cli.summary import summary_line
     from rlinf_cli.wiring import plug_in
     from rlinf_contracts.config import to_dict
 
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
     spec, cfg = build(args.config, args.overrides, args.ray_address)
     plug_in()
+    plan = None
+    if seeds is not None:
+        plan = seed_plan(args.config, args.overrides, seeds, spec, cfg, args.ray_address)
     if args.dry_run:
         print(json.dumps(to_dict(cfg), indent=2))
+        if plan is not None:
+            log.info("%s", plan.describe())
         return 0
+    if plan is not None:
+        return run_seeds(plan)
     cluster = open_cluster(spec, cfg)
     log.info("cluster: %s", cluster.describe())
     try:

@@ -4,14 +4,15 @@ Why a module of its own, in the bottom room: every durable change of the episode
 episode created, a step's ``length``, an episode's end, a discard) and of the robot PC's
 transition spool (a segment created, an old one removed) must become visible in exactly one
 atomic step, so a process killed at any instant leaves either the old state or the new one; the
-spool runs where zarr is not installed, so the helpers cannot live beside the store. The helpers here are
-that step: :func:`write_atomic` writes a temporary file beside the target and ``os.replace``-s
-it; with ``fsync=True`` the temporary file is flushed to the disk before the replace and the
-directory after it, so the commit also survives a power cut.
+spool runs where zarr is not installed, so the helpers cannot live beside the store. The helpers
+here are that step: :func:`write_atomic` writes a temporary file beside the target and
+``os.replace``-s it; with ``fsync=True`` the temporary file is flushed to the disk before the
+replace and the directory after it, so the commit also survives a power cut.
 
 :data:`TEST_CRASH_HOOK` is a test hook, never set in production: the kill-loop tests set it in a
 forked writer to SIGKILL the process at a named internal point (between two writes of one
-operation), in the store and the spool alike. Unset, each :func:`crash_point` costs one global lookup.
+operation), in the store and the spool alike. Unset, each :func:`crash_point` costs one global
+lookup.
 """
 
 from __future__ import annotations

@@ -167,8 +167,8 @@ class ActionDecoder:
             raise ValueError(
                 f"{self.space.control} actions need the end-effector rotation and Jacobian"
             )
-        if self.target_rot is None:
-            self.reset(rot)
+        if self.target_rot is None:  # as reset(rot), which pyright cannot see sets it
+            self.target_rot = np.asarray(rot, dtype=np.float64).reshape(1, 3, 3).copy()
         target = ee_joint_targets(
             self.space,
             a,

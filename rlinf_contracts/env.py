@@ -60,7 +60,8 @@ class EnvSpec:
     robot: RobotSpec | None = None
 
     def observation_spec(self) -> dict[str, tuple[str, tuple[int, ...]]]:
-        """Per-sample (unbatched) dtype and shape of every array key, as the policy server checks."""
+        """Per-sample (unbatched) dtype and shape of every array key, as the policy server
+        checks."""
         spec: dict[str, tuple[str, tuple[int, ...]]] = {"state": ("float32", (self.state_dim,))}
         for name, (h, w) in self.cameras.items():
             spec[f"images/{name}"] = ("uint8", (h, w, 3))
@@ -88,7 +89,7 @@ class VectorEnv(abc.ABC):
     def step(self, actions: np.ndarray) -> StepResult:
         """Apply ``[B, A]`` or ``[B, chunk, A]`` actions; see the module docstring."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- optional: families without resources keep the no-op
         """Release simulator / render resources."""
 
     def render_frames(self) -> np.ndarray | None:

@@ -54,6 +54,7 @@ def make_env(name: str, num_envs: int = 1, **kwargs: Any) -> VectorEnv:
         near = difflib.get_close_matches(family, known_families(), n=1)
         hint = f" Did you mean '{near[0]}'?" if near else ""
         raise UnknownEnvError(
-            f"unknown env family '{family}' in env='{name}'. Known: {', '.join(known_families())}.{hint}"
+            f"unknown env family '{family}' in env='{name}'. Known: "
+            f"{', '.join(known_families())}.{hint}"
         )
     return _FACTORIES[family](task=task, num_envs=num_envs, **kwargs)

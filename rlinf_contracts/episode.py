@@ -92,7 +92,8 @@ class StepLayout:
             if a.dtype != np.dtype(dtype) or a.shape != lead + shape:
                 kind = "step" if batch is None else "episode"
                 raise EpisodeError(
-                    f"{kind} field {name!r}: expected {dtype} {lead + shape}, got {a.dtype} {a.shape}"
+                    f"{kind} field {name!r}: expected {dtype} {lead + shape}, got {a.dtype} "
+                    f"{a.shape}"
                 )
 
     def to_dict(self) -> dict[str, Any]:

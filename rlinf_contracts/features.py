@@ -10,13 +10,15 @@ checks the two agree on the same physical state.
 >>> from rlinf_contracts.spec import RobotSpec, StateField, ActionSpace
 >>> spec = RobotSpec(state=(StateField("ee_pos", 3), StateField("goal_minus_ee", 3)),
 ...                  base_position=(-0.5, 0.0, 0.0))
->>> r = RobotReading(q=np.zeros(7), ee_pos=np.array([0.4, 0.0, 0.3]), goal_pos=np.array([0.5, 0.1, 0.3]))
+>>> r = RobotReading(q=np.zeros(7), ee_pos=np.array([0.4, 0.0, 0.3]),
+...                  goal_pos=np.array([0.5, 0.1, 0.3]))
 >>> build_state(spec, r).tolist()
 [-0.10000000149011612, 0.0, 0.30000001192092896, 0.10000000149011612, 0.10000000149011612, 0.0]
 >>> build_state(RobotSpec(state=(StateField("object_pos", 3),)), r)
 Traceback (most recent call last):
 ...
-rlinf_contracts.features.MissingInput: state feature 'object_pos' needs the object position; nothing has reported it yet (publish it on the object pose topic)
+rlinf_contracts.features.MissingInput: state feature 'object_pos' needs the object position; nothing
+has reported it yet (publish it on the object pose topic)
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def _object_height(r: RobotReading, base: np.ndarray) -> np.ndarray:
 
 
 def _slot_minus_ee(slot: int) -> Feature:
-    """``obj<slot>_minus_ee``: a multi-object scene's slot relative to the hand (franka_language)."""
+    """``obj<slot>_minus_ee``: a multi-object scene's slot relative to the hand
+    (franka_language)."""
 
     def feature(r: RobotReading, base: np.ndarray) -> np.ndarray:
         objects = _need(r, "objects", f"obj{slot}_minus_ee")
@@ -167,7 +170,8 @@ for _slot in range(OBJECT_SLOTS):
 
 
 def build_state(spec: RobotSpec, reading: RobotReading | Sequence[RobotReading]) -> np.ndarray:
-    """The float32 state vector ``spec`` describes, from one reading per arm (zeroed fields as zeros)."""
+    """The float32 state vector ``spec`` describes, from one reading per arm (zeroed fields as
+    zeros)."""
     readings = [reading] if isinstance(reading, RobotReading) else list(reading)
     if len(readings) != spec.arms:
         raise ValueError(f"the spec describes {spec.arms} arm(s); got {len(readings)} reading(s)")

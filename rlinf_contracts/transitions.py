@@ -156,7 +156,8 @@ class EpisodeEvent:
             )
         if self.status not in STATUSES[1:]:
             raise TransitionError(
-                f"episode event field 'status' must be one of {STATUSES[1:]}, got {clip(self.status)}"
+                f"episode event field 'status' must be one of {STATUSES[1:]}, got "
+                f"{clip(self.status)}"
             )
 
     def to_wire(self) -> dict[str, Any]:
@@ -328,7 +329,8 @@ def batch_frame(robot_id: str, packed_items: list[bytes]) -> bytes:
     """A :class:`TransitionBatch` frame from items already packed one by one (a spool keeps
     them packed): msgpack is concatenative, so the items are joined, never re-encoded.
 
-    >>> items = [packb(Transition(seq=i, episode=0, index=i, end="aborted").to_wire()) for i in range(2)]
+    >>> items = [packb(Transition(seq=i, episode=0, index=i, end="aborted").to_wire())
+    ...          for i in range(2)]
     >>> [t.seq for t in TransitionBatch.from_wire(unpackb(batch_frame("r0", items))).items]
     [0, 1]
     """
@@ -351,7 +353,8 @@ class TeleopCommand:
     action space (normalised to [-1, 1], same meaning as the policy's) and whether the human is
     driving right now (``intervention``: the HG-DAgger flag, held while the human takes over).
 
-    >>> TeleopCommand.from_json(TeleopCommand(np.array([0.5, -1.0]), True, 2.0).to_json()).action.tolist()
+    >>> cmd = TeleopCommand(np.array([0.5, -1.0]), True, 2.0)
+    >>> TeleopCommand.from_json(cmd.to_json()).action.tolist()
     [0.5, -1.0]
     """
 

@@ -33,16 +33,18 @@ rlinf_contracts.wire.WireError: frame is not valid msgpack: ...
 Traceback (most recent call last):
 ...
 rlinf_contracts.wire.WireError: cannot encode arrays of dtype complex64 (kind 'c'): ...
->>> unpackb(packb({"s": {b"__ndarray__": True, b"dtype": "x" * 10**6, b"shape": [1], b"data": b""}}))
+>>> unpackb(packb({"s": {b"__ndarray__": True, b"dtype": "x" * 10**6, b"shape": [1],
+...                       b"data": b""}}))
 Traceback (most recent call last):
 ...
-rlinf_contracts.wire.WireError: array map has an invalid dtype 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(1000000 long)
+rlinf_contracts.wire.WireError: array map has an invalid dtype
+'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(1000000 long)
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -106,9 +108,8 @@ def pack_array(obj: Any) -> Any:
 
 
 def _dtype(spec: Any) -> np.dtype:
-    if not isinstance(
-        spec, str
-    ):  # numpy also builds dtypes from lists / dicts: never from the wire
+    # numpy also builds dtypes from lists / dicts: never from the wire
+    if not isinstance(spec, str):
         raise WireError(
             f"array map field 'dtype' must be a dtype string like '<f4', got {type(spec).__name__}"
         )
@@ -141,8 +142,8 @@ def unpack_array(obj: dict[Any, Any]) -> Any:
         expected = math.prod(shape) * dtype.itemsize
         if len(data) != expected:
             raise WireError(
-                f"array map data has {len(data)} bytes but shape {clip(list(shape))} of {dtype.str} "
-                f"needs {clip(expected, 24)}"
+                f"array map data has {len(data)} bytes but shape {clip(list(shape))} of "
+                f"{dtype.str} needs {clip(expected, 24)}"
             )
         try:
             return np.ndarray(buffer=data, dtype=dtype, shape=shape)
@@ -165,7 +166,8 @@ def unpack_array(obj: dict[Any, Any]) -> Any:
 def packb(obj: Any) -> bytes:
     """Encode ``obj`` (dicts, lists, str, bytes, numbers, numpy arrays/scalars) to one frame."""
     try:
-        return msgpack.packb(obj, default=pack_array, use_bin_type=True)
+        # packb returns the frame; only a Packer built with autoreset=False returns None
+        return cast(bytes, msgpack.packb(obj, default=pack_array, use_bin_type=True))
     except WireError:
         raise
     except (TypeError, ValueError, OverflowError) as e:

@@ -1,13 +1,14 @@
 """Learner ingest: ``ws://host:port/transitions`` -> episode store -> the replay buffer's feed.
 
-Robots (the streamer node, ``rlinf_ros.streaming``) send :class:`~rlinf_contracts.transitions.TransitionBatch`
-frames; every item is written to the :class:`~rlinf_data.store.EpisodeStore` *before* the
-cumulative :class:`~rlinf_contracts.transitions.TransitionAck` goes back, so a robot forgets only
-what is durable. Items carry a per-robot sequence number; one already stored (sent again after a
-reconnect or a learner restart) is acknowledged and not written twice. After each write the
-transition (observation, action, reward, done flags, next observation) is offered to a consumer
-(``on_transition`` callback and/or the bounded ``IngestServer.feed`` queue) -- the off-policy
-runner reads it into its replay buffer; after a restart it restores the buffer from the store.
+Robots (the streamer node, ``rlinf_ros.streaming``) send
+:class:`~rlinf_contracts.transitions.TransitionBatch` frames; every item is written to the
+:class:`~rlinf_data.store.EpisodeStore` *before* the cumulative
+:class:`~rlinf_contracts.transitions.TransitionAck` goes back, so a robot forgets only what is
+durable. Items carry a per-robot sequence number; one already stored (sent again after a reconnect
+or a learner restart) is acknowledged and not written twice. After each write the transition
+(observation, action, reward, done flags, next observation) is offered to a consumer
+(``on_transition`` callback and/or the bounded ``IngestServer.feed`` queue) -- the off-policy runner
+reads it into its replay buffer; after a restart it restores the buffer from the store.
 
 Where seqs live on disk: each store episode's ``info.extra`` holds ``robot_id``,
 ``robot_episode``, ``seq0`` (seq of its first step; steps of one episode have consecutive seqs)
@@ -36,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -84,8 +85,9 @@ class IngestConfig:
     fsync: bool = field(
         default=False,
         metadata={
-            "help": "flush each stored step to the disk before its ack (survives a power cut; costs ms per step, "
-            "see benchmarks/results/store_durability.md); off: survives kill -9 only"
+            "help": "flush each stored step to the disk before its ack (survives a power cut; "
+            "costs ms per step, see benchmarks/results/store_durability.md); off: "
+            "survives kill -9 only"
         },
     )
 
@@ -124,6 +126,7 @@ class IngestedTransition:
         False  # the episode's last step: nothing of it follows (terminal, or its end arrived)
     )
     success: bool | None = None  # the end's success flag when ``last`` came with one, else unknown
+    info: dict[str, Any] | None = None  # the episode's info as streamed (its first step only)
 
 
 @dataclass
@@ -154,7 +157,7 @@ class Ledger:
         self._scan()
 
     def _scan(self) -> None:
-        persisted = dict(self.store.root.attrs.get(LAST_SEQ_ATTR, {}))
+        persisted: dict[str, Any] = dict(cast(dict, self.store.root.attrs.get(LAST_SEQ_ATTR, {})))
         for robot, seq in persisted.items():
             self._robot(robot).last_seq = int(seq)
         for i in range(len(self.store)):
@@ -261,7 +264,7 @@ class Ledger:
                     t.end,
                 )
             if r.pending is not None and t.final is not None:
-                step = t.final.get("state")
+                step = cast(np.ndarray, t.final.get("state"))  # a final observation has its state
                 images = {
                     k[len("images/") :]: v for k, v in t.final.items() if k.startswith("images/")
                 }
@@ -306,6 +309,7 @@ class Ledger:
                 t.episode,
                 last,
                 success,
+                t.info,
             )
         )
 
@@ -469,7 +473,8 @@ class IngestServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlinf_data.ingest --store DIR [--host H] [--port P]``: ingest alone (token from env)."""
+    """``python -m rlinf_data.ingest --store DIR [--host H] [--port P]``: ingest alone (token from
+    env)."""
     import argparse
     import signal
 

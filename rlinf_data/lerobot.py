@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def _write_video(path: Path, frames: Iterable[np.ndarray], hw: tuple[int, int], 
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264rgb", rate=fps)
+        stream = cast(av.VideoStream, out.add_stream("libx264rgb", rate=fps))
         stream.height, stream.width = hw
         stream.pix_fmt = "rgb24"
         stream.options = {"qp": "0", "preset": "ultrafast"}
@@ -312,11 +312,13 @@ def _read_video(path: Path, fps: int) -> dict[int, np.ndarray]:
     """Every frame of an mp4 by frame number (pts * fps)."""
     import av
 
+    frames = {}
     with av.open(str(path)) as f:
-        return {
-            int(round(float(fr.pts * fr.time_base) * fps)): fr.to_ndarray(format="rgb24")
-            for fr in f.decode(video=0)
-        }
+        for fr in f.decode(video=0):
+            # a decoded mp4 frame has both a pts and its stream's time base
+            t = float(fr.pts * fr.time_base)  # type: ignore[operator]  # both set, see above
+            frames[int(round(t * fps))] = fr.to_ndarray(format="rgb24")
+    return frames
 
 
 def import_lerobot(root: str | Path) -> list[Episode]:
@@ -331,7 +333,7 @@ def import_lerobot(root: str | Path) -> list[Episode]:
             f"{root}/meta/info.json: codebase_version {info.get('codebase_version')!r}, "
             f"only {CODEBASE_VERSION} is read"
         )
-    feats, fps = info["features"], int(info["fps"])
+    feats, _fps = info["features"], int(info["fps"])  # a dataset without an int fps is refused
     cams = {
         k[len("observation.images.") :]: tuple(v["shape"][:2])
         for k, v in feats.items()

@@ -207,7 +207,8 @@ class ReplayBuffer:
         """Append one vector-env step of ``B`` streams (env rows). ``obs`` / ``next_obs`` use the
         env's observation map (``state`` [B, D], ``images`` {cam: [B, H, W, 3]}); for rows that
         ended, ``next_obs`` must be ``info["final_observation"]``. A stream's ``obs`` is stored
-        only when it starts an episode: afterwards it is the ``next_obs`` stored by the step before."""
+        only when it starts an episode: afterwards it is the ``next_obs`` stored by the step
+        before."""
         ring = self._ring(source)
         b = len(action)
         flat, flat_next = self._flat(obs), self._flat(next_obs)
@@ -236,7 +237,7 @@ class ReplayBuffer:
                 self._open[(source, i)] = (int(next_rows[i]), int(ring.serial[next_rows[i]]))
 
     def _flat(self, obs: dict[str, Any]) -> dict[str, np.ndarray]:
-        out = {"state": np.asarray(obs["state"], np.float32)}
+        out: dict[str, np.ndarray] = {"state": np.asarray(obs["state"], np.float32)}
         for cam in self.layout.cameras:
             out[f"images/{cam}"] = np.asarray(obs["images"][cam], np.uint8)
         return out
@@ -287,7 +288,7 @@ class ReplayBuffer:
                         list(self.cfg.mix).index(src),
                     )
                 )
-        out = {
+        out: dict[str, Any] = {
             k: np.concatenate([p[k] for p in parts])
             for k in parts[0]
             if k not in ("obs", "next_obs")

@@ -43,10 +43,11 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
+import zarr.storage
 
 from rlinf_contracts.commit import crash_point, fsync_dir, fsync_files, write_atomic
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step
@@ -88,7 +89,8 @@ class EpisodeWriter:
         self._capacity = 0
         self._last: Step | None = None
         self._dir = store.path / "episodes" / f"{index:06d}"
-        self._arrays: dict[str, zarr.Array] = {name: group[name] for name in self.layout.fields()}
+        # every field of the layout is an array of the episode group (pyright sees Array | Group)
+        self._arrays = {name: cast(zarr.Array, group[name]) for name in self.layout.fields()}
 
     def _commit(self) -> None:
         """The one write that makes the episode's new state visible: its group ``zarr.json``."""
@@ -174,12 +176,12 @@ class EpisodeWriter:
             self.end(status="aborted" if exc_type is not None else None)
 
 
-def _committed(group: zarr.Group, name: str, n: int, dtype: Any, shape: tuple) -> np.ndarray:
+def _committed(group: zarr.Group | None, name: str, n: int, dtype: Any, shape: tuple) -> np.ndarray:
     """The ``n`` committed rows of array ``name`` (none to read when ``n`` is 0: an episode
     torn before its arrays existed reads as empty)."""
-    if not n:
+    if not n or group is None:
         return np.zeros((0,) + tuple(shape), dtype=dtype)
-    return np.asarray(group[name][:n])
+    return np.asarray(cast(zarr.Array, group[name])[:n])
 
 
 class EpisodeStore:
@@ -194,9 +196,8 @@ class EpisodeStore:
         self._warned: set[str] = set()
         if mode == "r" and not (self.path / "zarr.json").is_file():
             raise FileNotFoundError(f"no episode store at {self.path} (no zarr.json)")
-        if (
-            mode == "a"
-        ):  # a new store (or one killed while being created): its root and format key in one write
+        # a new store (or one killed while being created): its root and format key in one write
+        if mode == "a":
             attrs = read_attrs(self.path)
             if (
                 attrs is None
@@ -240,7 +241,8 @@ class EpisodeStore:
         return names[i]
 
     def _attrs(self, name: str) -> tuple[EpisodeInfo, int]:
-        """Info and committed length of episode directory ``name``; a torn one is empty and aborted."""
+        """Info and committed length of episode directory ``name``; a torn one is empty and
+        aborted."""
         info, n, why = load(self.path / "episodes" / name)
         if why is not None:
             self._warn_torn(name, why)
@@ -275,10 +277,15 @@ class EpisodeStore:
             for f, (dtype, shape) in info.layout.fields().items()
         }
         final = None
-        if n and info.status != "open" and (self.path / "episodes" / name / "final").is_dir():
+        if (
+            g is not None
+            and info.status != "open"
+            and (self.path / "episodes" / name / "final").is_dir()
+        ):
             try:  # a final observation is part of a committed end only when every field is there
                 final = {
-                    f: np.asarray(g[f"final/{f}"][0]) for f in info.layout.observation_fields()
+                    f: np.asarray(cast(zarr.Array, g[f"final/{f}"])[0])
+                    for f in info.layout.observation_fields()
                 }
             except (KeyError, FileNotFoundError):
                 final = None

@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import zarr
 
@@ -97,7 +97,7 @@ def trim(group: zarr.Group, layout: StepLayout, length: int) -> None:
     kill kept from being created is skipped)."""
     for name in layout.fields():
         try:
-            arr = group[name]
+            arr = cast(zarr.Array, group[name])
         except (KeyError, FileNotFoundError):
             continue
         if arr.shape[0] != length:

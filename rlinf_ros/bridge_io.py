@@ -75,7 +75,7 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
         pub = node.create_publisher(PoseStamped, topic, reliable_qos(10))
 
         def send_pose(q: np.ndarray) -> None:
-            T = backend.fk(q)  # type: ignore[misc]
+            T = backend.fk(q)  # type: ignore[misc]  # fk is a callable attribute, not a method
             pub.publish(
                 pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), frame_id=cfg.frame_id)
             )

@@ -68,8 +68,9 @@ class BridgeConfig:
     ee_pose: str = field(
         default="",
         metadata={
-            "help": "the stack's EE PoseStamped (franka_ros2: /franka_robot_state_broadcaster/current_pose); "
-            "'' = forward kinematics (Panda / FR3) or none"
+            "help": "the stack's EE PoseStamped (franka_ros2: "
+            "/franka_robot_state_broadcaster/current_pose); '' = forward kinematics "
+            "(Panda / FR3) or none"
         },
     )
     gripper_joint_states: str = field(
@@ -81,7 +82,8 @@ class BridgeConfig:
     controller: str = field(
         default="joint_trajectory_controller",
         metadata={
-            "help": "ros2_control JointTrajectoryController name: commands go to /<controller>/joint_trajectory"
+            "help": "ros2_control JointTrajectoryController name: commands go to "
+            "/<controller>/joint_trajectory"
         },
     )
     target_pose: str = field(
@@ -91,7 +93,8 @@ class BridgeConfig:
     gripper_command: str = field(
         default="",
         metadata={
-            "help": "JointTrajectory topic for the finger joint ('' = gripper commands are dropped, with a warning)"
+            "help": "JointTrajectory topic for the finger joint ('' = gripper commands are "
+            "dropped, with a warning)"
         },
     )
     point_time_s: float = field(
@@ -108,12 +111,14 @@ class BridgeConfig:
 
 @dataclass
 class SceneTwinConfig:
-    """Topics of a twin whose arm runs a simulator scene (``robot.arms[*].scene``; rlinf_ros.nodes.scene_twin)."""
+    """Topics of a twin whose arm runs a simulator scene (``robot.arms[*].scene``;
+    rlinf_ros.nodes.scene_twin)."""
 
     cameras: dict[str, str] = field(
         default_factory=dict,
         metadata={
-            "help": "scene camera -> sensor_msgs/Image topic, rendered as the simulator renders observations"
+            "help": "scene camera -> sensor_msgs/Image topic, rendered as the simulator renders "
+            "observations"
         },
     )
     camera_hz: float = field(default=10.0, metadata={"help": "scene camera frame rate"})
@@ -129,9 +134,10 @@ class SceneTwinConfig:
     lockstep: bool = field(
         default=False,
         metadata={
-            "help": "validate a checkpoint: each command (stamped with the observation it answers) advances the "
-            "physics exactly one simulator control step, then joints, pose, objects and camera go out under "
-            "one stamp; no wall-clock physics (pair with policy_client.lockstep)"
+            "help": "validate a checkpoint: each command (stamped with the observation it "
+            "answers) advances the physics exactly one simulator control step, then "
+            "joints, pose, objects and camera go out under one stamp; no wall-clock "
+            "physics (pair with policy_client.lockstep)"
         },
     )
 
@@ -168,20 +174,23 @@ class RobotNodeConfig:
     scene: SceneTwinConfig = field(
         default_factory=SceneTwinConfig,
         metadata={
-            "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode topics"
+            "help": "a simulated arm with a scene (arms[*].scene): its camera / object / episode "
+            "topics"
         },
     )
     sim_clock: bool = field(
         default=False,
         metadata={
-            "help": "simulated arms only: publish /clock (physics steps x timestep, one driver period per tick) "
-            "and run the arms' safety clock on it; pair with use_sim_time: true"
+            "help": "simulated arms only: publish /clock (physics steps x timestep, one driver "
+            "period per tick) and run the arms' safety clock on it; pair with "
+            "use_sim_time: true"
         },
     )
     real_time_factor: float = field(
         default=1.0,
         metadata={
-            "help": "sim_clock: simulated seconds per wall second the driver aims at (< 1 leaves CPU headroom)"
+            "help": "sim_clock: simulated seconds per wall second the driver aims at (< 1 leaves "
+            "CPU headroom)"
         },
     )
 
@@ -253,27 +262,30 @@ class PolicyClientConfig:
     api_key: str = field(
         default="",
         metadata={
-            "help": "refused if set: a literal key would be a ROS parameter; use api_key_file or api_key_env"
+            "help": "refused if set: a literal key would be a ROS parameter; use api_key_file or "
+            "api_key_env"
         },
     )
     api_key_file: str = field(
         default="",
         metadata={
-            "help": "file holding the key of a server that requires one (a Docker / k8s secret; read at start)"
+            "help": "file holding the key of a server that requires one (a Docker / k8s secret; "
+            "read at start)"
         },
     )
     api_key_env: str = field(
         default=API_KEY_ENV,
         metadata={
-            "help": f"environment variable holding the key, or <it>_FILE naming a file (default {API_KEY_ENV}); "
-            "'' = no key unless api_key_file"
+            "help": "environment variable holding the key, or <it>_FILE naming a file (default "
+            f"{API_KEY_ENV}); '' = no key unless api_key_file"
         },
     )
     robot_spec: dict[str, Any] = field(
         default_factory=lambda: dict(JOINT_DELTA_SPEC),
         metadata={
-            "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as a map; "
-            "`rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a policy trained for another"
+            "help": "this robot's observation/action contract (rlinf_contracts.spec.RobotSpec as "
+            "a map; `rlinf spec ENV_OR_CHECKPOINT` prints one); the server refuses a "
+            "policy trained for another"
         },
     )
     control_hz: float = field(
@@ -288,7 +300,8 @@ class PolicyClientConfig:
     reuse_observation: bool = field(
         default=True,
         metadata={
-            "help": "a tick without a newer synchronised set re-sends the newest one (if younger than max_obs_age_s)"
+            "help": "a tick without a newer synchronised set re-sends the newest one (if younger "
+            "than max_obs_age_s)"
         },
     )
     cameras: dict[str, str] = field(
@@ -304,7 +317,8 @@ class PolicyClientConfig:
     goal_topic: str = field(
         default="task/goal",
         metadata={
-            "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach target"
+            "help": "PoseStamped goal (base frame) for specs with goal features, e.g. the reach "
+            "target"
         },
     )
     object_topic: str = field(
@@ -331,14 +345,15 @@ class PolicyClientConfig:
     instruction: str = field(
         default="",
         metadata={
-            "help": "task instruction sent as 'instruction' in every observation ('' = robot_spec.instruction); "
-            "each String on instruction_topic replaces it"
+            "help": "task instruction sent as 'instruction' in every observation ('' = "
+            "robot_spec.instruction); each String on instruction_topic replaces it"
         },
     )
     instruction_topic: str = field(
         default="task/instruction",
         metadata={
-            "help": "std_msgs/String: the current task instruction (the twin's task node sets one per episode); '' = none"
+            "help": "std_msgs/String: the current task instruction (the twin's task node sets "
+            "one per episode); '' = none"
         },
     )
     infer_timeout_s: float = 2.0
@@ -354,19 +369,22 @@ class PolicyClientConfig:
     step_topic: str = field(
         default="policy_client/step",
         metadata={
-            "help": "StepRecord (wire bytes in std_msgs/UInt8MultiArray) per commanded tick; '' = none"
+            "help": "StepRecord (wire bytes in std_msgs/UInt8MultiArray) per commanded tick; '' "
+            "= none"
         },
     )
     robot_state_topic: str = field(
         default="franka_robot_state_broadcaster/robot_state",
         metadata={
-            "help": "robot_state JSON; while an arm is e-stopped or in error the client commands nothing"
+            "help": "robot_state JSON; while an arm is e-stopped or in error the client commands "
+            "nothing"
         },
     )
     teleop_topic: str = field(
         default="teleop/command",
         metadata={
-            "help": "TeleopCommand JSON; while its intervention flag is held the human's action is executed"
+            "help": "TeleopCommand JSON; while its intervention flag is held the human's action "
+            "is executed"
         },
     )
     event_topic: str = field(
@@ -378,15 +396,17 @@ class PolicyClientConfig:
     rtc: RtcConfig = field(
         default_factory=RtcConfig,
         metadata={
-            "help": "real-time chunking: request early, freeze the executed steps, blend / inpaint the overlap"
+            "help": "real-time chunking: request early, freeze the executed steps, blend / "
+            "inpaint the overlap"
         },
     )
     lockstep: bool = field(
         default=False,
         metadata={
-            "help": "with a lock-step sim twin (robot.scene.lockstep): act once per new observation set (joints, "
-            "gripper, pose, objects, cameras under one stamp), wait for the answer, stamp the command with "
-            "the observation's stamp, never send holds; a real robot runs with false"
+            "help": "with a lock-step sim twin (robot.scene.lockstep): act once per new "
+            "observation set (joints, gripper, pose, objects, cameras under one stamp), "
+            "wait for the answer, stamp the command with the observation's stamp, never "
+            "send holds; a real robot runs with false"
         },
     )
 
@@ -398,8 +418,8 @@ class PolicyClientConfig:
             raise ConfigError(f"key 'policy_client.robot_spec': {e}") from None
         if spec.arms != len(self.joint_prefixes):
             raise ConfigError(
-                f"key 'policy_client.robot_spec.arms' is {spec.arms} but policy_client.joint_prefixes "
-                f"lists {len(self.joint_prefixes)} arm(s)"
+                f"key 'policy_client.robot_spec.arms' is {spec.arms} but "
+                f"policy_client.joint_prefixes lists {len(self.joint_prefixes)} arm(s)"
             )
         return spec
 
@@ -413,8 +433,8 @@ class PolicyClientConfig:
         )
 
     def resolved_api_key(self) -> str | None:
-        """The key from ``api_key_file``, else ``$<api_key_env>_FILE``, else ``$<api_key_env>`` (never a
-        ROS parameter: :mod:`rlinf_ros.secrets`)."""
+        """The key from ``api_key_file``, else ``$<api_key_env>_FILE``, else ``$<api_key_env>``
+        (never a ROS parameter: :mod:`rlinf_ros.secrets`)."""
         return read_secret("policy_client.api_key_file", self.api_key_file, self.api_key_env)
 
     @property
@@ -443,7 +463,8 @@ class TaskNodeConfig:
     episodes: int = field(
         default=20,
         metadata={
-            "help": "episodes to run, then idle (`rlinf ros up` stops the graph once task.results_path is written); 0 = run forever"
+            "help": "episodes to run, then idle (`rlinf ros up` stops the graph once "
+            "task.results_path is written); 0 = run forever"
         },
     )
     max_steps: int = field(
@@ -474,14 +495,16 @@ class TaskNodeConfig:
     warmup_s: float = field(
         default=3.0,
         metadata={
-            "help": "s after start before the first episode (DDS discovery of the graph's other nodes)"
+            "help": "s after start before the first episode (DDS discovery of the graph's other "
+            "nodes)"
         },
     )
     reset: str = field(
         default="teleport",
         metadata={
-            "help": "teleport (a simulated twin: the robot node puts the arm home, as the simulator resets) | "
-            "trajectory (drive home through the safety layer, for a real arm)"
+            "help": "teleport (a simulated twin: the robot node puts the arm home, as the "
+            "simulator resets) | trajectory (drive home through the safety layer, for a "
+            "real arm)"
         },
     )
     home_tolerance: float = field(
@@ -496,7 +519,8 @@ class TaskNodeConfig:
     instructions: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "task instructions; one drawn per episode and published on instruction_topic with the goal ([] = none)"
+            "help": "task instructions; one drawn per episode and published on instruction_topic "
+            "with the goal ([] = none)"
         },
     )
     instruction_topic: str = field(
@@ -523,7 +547,17 @@ class TaskNodeConfig:
     reward_topic: str = field(
         default="task/reward",
         metadata={
-            "help": "std_msgs/Float64 per step while running: the twin's success flag as reward (1 at the goal); '' = none"
+            "help": "std_msgs/Float64 per step while running: the twin's success flag as reward "
+            "(1 at the goal); '' = none"
+        },
+    )
+    judge_ends_episodes: bool = field(
+        default=True,
+        metadata={
+            "help": "true: the twin's success ends the episode (its flag is the reward); false: "
+            "the flag is only reported (reward_topic: the judge a learned reward is compared "
+            "with), episodes end at max_steps or on another's end on event_topic (the reward "
+            "classifier, a human key), which the task node follows with the next reset"
         },
     )
 
@@ -549,7 +583,8 @@ class RosEnvConfig:
 
 @dataclass
 class RosGraphConfig:
-    """The whole graph. ``enabled: false`` (or, for the policy client, no section) starts no such node.
+    """The whole graph. ``enabled: false`` (or, for the policy client, no section) starts no such
+    node.
 
     Sections are not ``X | None``: a typo inside a section then gets an error naming the key.
     """
@@ -560,14 +595,15 @@ class RosGraphConfig:
     use_sim_time: bool = field(
         default=False,
         metadata={
-            "help": "every node runs on /clock (ROS parameter use_sim_time, passed to each node); the simulated "
-            "robot node publishes it with robot.sim_clock: true"
+            "help": "every node runs on /clock (ROS parameter use_sim_time, passed to each "
+            "node); the simulated robot node publishes it with robot.sim_clock: true"
         },
     )
     shutdown_grace_s: float = field(
         default=10.0,
         metadata={
-            "help": "s a node may take to stop after SIGINT / SIGTERM before it dumps its threads and exits 1"
+            "help": "s a node may take to stop after SIGINT / SIGTERM before it dumps its "
+            "threads and exits 1"
         },
     )
     robot: RobotNodeConfig = field(default_factory=RobotNodeConfig)
@@ -583,7 +619,8 @@ class RosGraphConfig:
     reward: RewardNodeConfig = field(default_factory=RewardNodeConfig)
 
     def node_names(self) -> dict[str, str]:
-        """node name -> kind (``robot`` | ``camera`` | ``policy_client`` | ``task``), in start order."""
+        """node name -> kind (``robot`` | ``camera`` | ``policy_client`` | ``task``), in start
+        order."""
         out: dict[str, str] = {}
         if self.robot.enabled:
             out[self.robot.name] = "robot"
@@ -604,8 +641,9 @@ class RosGraphConfig:
             raise ConfigError(f"key 'shutdown_grace_s' must be > 0, got {self.shutdown_grace_s}")
         if self.use_sim_time and self.robot.enabled and self.robot.scene.lockstep:
             raise ConfigError(
-                "keys 'use_sim_time' and 'robot.scene.lockstep' exclude each other: a lock-step twin "
-                "publishes no /clock (its time advances per applied action); set use_sim_time: false"
+                "keys 'use_sim_time' and 'robot.scene.lockstep' exclude each other: a "
+                "lock-step twin publishes no /clock (its time advances per applied action); "
+                "set use_sim_time: false"
             )
         if self.policy_client.enabled:
             self.policy_client.spec()  # a malformed robot spec fails here, before any node starts

@@ -226,7 +226,7 @@ def joint_state_to_arrays(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(position, velocity, effort) in the order of ``names`` (empty fields -> zeros)."""
     return tuple(
-        _reorder(list(msg.name), getattr(msg, f), names, f)  # type: ignore[return-value]
+        _reorder(list(msg.name), getattr(msg, f), names, f)  # type: ignore[return-value]  # 3 fields
         for f in ("position", "velocity", "effort")
     )
 
@@ -290,7 +290,8 @@ class Trajectory:
 def trajectory_msg(
     names: list[str], positions: np.ndarray, times: np.ndarray, stamp: float | None = None
 ) -> JointTrajectory:
-    """``positions [N, J]`` at ``times [N]`` (seconds from ``stamp``, default now) -> JointTrajectory.
+    """``positions [N, J]`` at ``times [N]`` (seconds from ``stamp``, default now) ->
+    JointTrajectory.
 
     The stamp is when the motion starts (as for ros2_control's trajectory controller), so a
     command that waited in a queue is not stretched; ``stamp=0.0`` means "start on receipt".
@@ -308,7 +309,7 @@ def trajectory_msg(
         pt = JointTrajectoryPoint()
         pt.positions = q
         pt.time_from_start = to_duration_msg(float(t))
-        msg.points.append(pt)
+        msg.points.append(pt)  # type: ignore[attr-defined]  # a list at run time
     return msg
 
 

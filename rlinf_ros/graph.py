@@ -83,7 +83,8 @@ def node_config(cfg: RosGraphConfig, name: str, kind: str) -> Any:
         return found[0]
     if not hasattr(cfg, kind):
         raise ValueError(
-            f"node {name!r}: kind {kind!r} has no config section; sections: {sorted(cfg.node_names())}"
+            f"node {name!r}: kind {kind!r} has no config section; sections: "
+            f"{sorted(cfg.node_names())}"
         )
     return getattr(cfg, kind)
 
@@ -118,7 +119,8 @@ class Graph:
         )
 
     def stop(self, timeout: float = 10.0) -> dict[str, int | None]:
-        """SIGTERM all (reverse start order: policy client first, robot last), then SIGKILL stragglers."""
+        """SIGTERM all (reverse start order: policy client first, robot last), then SIGKILL
+        stragglers."""
         self.stopping.set()
         for n in reversed(self.nodes):
             if n.proc is not None and n.proc.poll() is None:
@@ -174,7 +176,7 @@ def up(
                 log.error(
                     "node %s exited with code %s; stopping the graph",
                     dead.name,
-                    dead.proc.returncode,
+                    dead.proc.returncode if dead.proc is not None else None,
                 )
                 rc = 1
                 break

@@ -35,6 +35,14 @@ class EpisodeSourceConfig:
     success_reward: float = field(
         default=1.0, metadata={"help": "reward of the last step of a success"}
     )
+    judge_topic: str = field(
+        default="reward/judge",
+        metadata={
+            "help": "the reward node's error-rate reports (JSON, one per window): the newest "
+            "rides in the next episode's info extra as 'reward_judge' (the learner logs it); "
+            "'' = none"
+        },
+    )
 
 
 @dataclass
@@ -53,13 +61,15 @@ class StreamerNodeConfig:
     token_env: str = field(
         default=TOKEN_ENV,
         metadata={
-            "help": f"environment variable holding the ingest token, or <it>_FILE naming a file (default {TOKEN_ENV})"
+            "help": "environment variable holding the ingest token, or <it>_FILE naming a file "
+            f"(default {TOKEN_ENV})"
         },
     )
 
     def resolved_stream(self) -> StreamerConfig:
         """``stream`` with its token read from ``token_file``, else ``$<token_env>_FILE``, else
-        ``$<token_env>`` (a ``stream.token`` in the YAML is used as is; it is never a ROS parameter)."""
+        ``$<token_env>`` (a ``stream.token`` in the YAML is used as is; it is never a ROS
+        parameter)."""
         from rlinf_contracts.config import ConfigError
         from rlinf_ros.secrets import FILE_SUFFIX, read_secret
 
@@ -111,7 +121,8 @@ class TeleopNodeConfig:
     always_intervene: bool = field(
         default=False,
         metadata={
-            "help": "teleop-only demos: the human always drives (no policy); else only while the flag is held"
+            "help": "teleop-only demos: the human always drives (no policy); else only while the "
+            "flag is held"
         },
     )
     pos_speed: float = field(
@@ -138,7 +149,8 @@ class TeleopNodeConfig:
             near = difflib.get_close_matches(self.device, TELEOP_DEVICES, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigError(
-                f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got {self.device!r}{hint}"
+                f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got "
+                f"{self.device!r}{hint}"
             )
         if self.rate_hz <= 0:
             raise ConfigError(f"key 'teleop.rate_hz' must be > 0, got {self.rate_hz}")
@@ -161,14 +173,16 @@ class RewardNodeConfig:
     source: str = field(
         default="classifier",
         metadata={
-            "help": "classifier (a served success classifier on the camera) | events (the sim twin's success "
-            "flag or the human's success / failure keys, from episode/event)"
+            "help": "classifier (a served success classifier on the camera) | events (the sim "
+            "twin's success flag or the human's success / failure keys, from "
+            "episode/event)"
         },
     )
     server_url: str = field(
         default="ws://127.0.0.1:8200",
         metadata={
-            "help": "classifier: `rlinf serve --checkpoint runs/reward_classifier --port 8200` on the GPU box"
+            "help": "classifier: `rlinf serve --checkpoint runs/reward_classifier --port 8200` "
+            "on the GPU box"
         },
     )
     image_topic: str = field(
@@ -186,7 +200,38 @@ class RewardNodeConfig:
     end_episode: bool = field(
         default=False,
         metadata={
-            "help": "classifier: publish an EpisodeEvent end (success) on episode/event when success is reported"
+            "help": "classifier: publish an EpisodeEvent end (success) on episode/event when "
+            "success is reported"
+        },
+    )
+    begin_episode: bool = field(
+        default=True,
+        metadata={
+            "help": "classifier, end_episode: also publish an EpisodeEvent begin right after the "
+            "end (the next episode starts at once, as after a human key); false where a task "
+            "node resets the scene and starts the next episode (the sim twin)"
+        },
+    )
+    judge_topic: str = field(
+        default="",
+        metadata={
+            "help": "classifier: std_msgs/Float64 success flag of a judge that is not the reward "
+            "(the sim twin's task/reward); each scored frame is paired with it for the "
+            "classifier's false-positive / false-negative rates. '' = no judge (a real bench)"
+        },
+    )
+    judge_window: int = field(
+        default=200,
+        metadata={
+            "help": "classifier with a judge: scored frames per error-rate report (one JSON on "
+            "judge_stats_topic and one log line per window)"
+        },
+    )
+    judge_stats_topic: str = field(
+        default="reward/judge",
+        metadata={
+            "help": "std_msgs/String JSON per window: n, judge_pos, judge_neg, false_pos, "
+            "false_neg, fp_rate, fn_rate, window (the streamer forwards it to the learner)"
         },
     )
     reward_topic: str = field(
@@ -209,3 +254,5 @@ class RewardNodeConfig:
             )
         if self.consecutive < 1 or self.rate_hz <= 0:
             raise ConfigError("keys 'reward.consecutive' >= 1 and 'reward.rate_hz' > 0")
+        if self.judge_window < 1:
+            raise ConfigError(f"key 'reward.judge_window' must be >= 1, got {self.judge_window}")

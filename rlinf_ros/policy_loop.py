@@ -188,7 +188,7 @@ class InferenceWorker:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self._ensure_client():
+            if not self._ensure_client() or (client := self._client) is None:
                 self._stop.wait(self.reconnect_s)
                 continue
             try:
@@ -197,7 +197,7 @@ class InferenceWorker:
                 continue
             t0 = time.monotonic()
             try:
-                resp = self._client.infer(job.obs)  # type: ignore[union-attr]
+                resp = client.infer(job.obs)
                 actions = np.asarray(resp["actions"], dtype=np.float64)
                 self._results.append(
                     InferResult(
@@ -295,21 +295,20 @@ class PolicyLoop:
         self.stats = LoopStats()
         self._tick = 0  # ticks so far: aligns a chunk's rows with the ticks they were planned for
         self._since_load = 0  # steps of the current chunk executed (RTC: counted from its request)
-        self._delay_est = (
-            1.0  # running estimate of the inference delay in ticks (sent to flow policies)
-        )
+        # running estimate of the inference delay in ticks (sent to flow policies)
+        self._delay_est = 1.0
         self._warned = False
 
     def _rtc_rows(
-        self, res: InferResult, measured: list[RobotReading] | None
+        self, rtc: RtcConfig, res: InferResult, measured: list[RobotReading] | None
     ) -> tuple[np.ndarray, list[RobotReading]]:
         """RTC: drop the rows already in the past, blend with the old plan, integrate from now."""
-        if len(res.actions) <= self.rtc.execute_horizon and not self._warned:  # type: ignore[union-attr]
+        if len(res.actions) <= rtc.execute_horizon and not self._warned:
             self._warned = True
             log.warning(
-                "rtc.execute_horizon %d >= the policy's chunk of %d steps: the next request only goes out "
-                "when the chunk is used up (lower execute_horizon)",
-                self.rtc.execute_horizon,  # type: ignore[union-attr]
+                "rtc.execute_horizon %d >= the policy's chunk of %d steps: the next request only "
+                "goes out when the chunk is used up (lower execute_horizon)",
+                rtc.execute_horizon,
                 len(res.actions),
             )
         delay = max(self._tick - res.tick, 0)
@@ -318,7 +317,7 @@ class PolicyLoop:
         old = np.asarray([c.action for c in self._plan if c.action is not None]).reshape(
             -1, res.actions.shape[1]
         )
-        rows = merge_chunk(np.clip(res.actions, -1.0, 1.0), old, delay, self.rtc.blend)  # type: ignore[union-attr]
+        rows = merge_chunk(np.clip(res.actions, -1.0, 1.0), old, delay, rtc.blend)
         return rows, measured if measured is not None else res.base
 
     def _load(self, res: InferResult | None, measured: list[RobotReading] | None = None) -> None:
@@ -326,7 +325,7 @@ class PolicyLoop:
             return
         actions, base, dropped = res.actions, res.base, 0
         if self.rtc is not None and actions.ndim == 2 and np.all(np.isfinite(actions)):
-            actions, base = self._rtc_rows(res, measured)
+            actions, base = self._rtc_rows(self.rtc, res, measured)
             dropped = len(res.actions) - len(actions)  # rows in the past count as executed
         try:
             steps = self.io.decode(actions, base)
@@ -397,7 +396,7 @@ class PolicyLoop:
     def tick(
         self, obs: dict[str, Any] | None, measured: list[RobotReading] | None, t_obs: float | None
     ) -> Command | None:
-        """One control step. ``measured`` holds one reading per arm of ``obs`` (None: no data yet)."""
+        """One control step. ``measured``: one reading per arm of ``obs`` (None: no data yet)."""
         self._load(self.worker.take(), measured)
         if obs is not None and measured is not None and self._wants_chunk():
             sent = self.worker.submit(

@@ -1,9 +1,10 @@
 """Episodes from the robot PC's step records and episode events, without ROS.
 
-Where steps come from: the policy client publishes a :class:`~rlinf_contracts.transitions.StepRecord`
-on ``policy_client/step`` every tick it commands the arm (the observation it acted on, the
-normalised action executed -- the policy's, or the teleop's while a human holds the
-intervention flag -- the weight version). Episode boundaries and outcomes come as
+Where steps come from: the policy client publishes a
+:class:`~rlinf_contracts.transitions.StepRecord` on ``policy_client/step`` every tick it commands
+the arm (the observation it acted on, the normalised action executed -- the policy's, or the
+teleop's while a human holds the intervention flag -- the weight version). Episode boundaries and
+outcomes come as
 :class:`~rlinf_contracts.transitions.EpisodeEvent` on ``episode/event`` from whoever judges:
 the task node (sim twin), the teleop node (success / failure / re-record keys), a reward
 classifier. :class:`EpisodeAssembler` joins the two into schema steps with reward and done
@@ -24,7 +25,8 @@ means newest observed before the event's stamp, whatever the arrival order
 >>> sink = ListSink()
 >>> asm = EpisodeAssembler(EpisodeTemplate("t", StepLayout(1, 1)), sink)
 >>> for i in range(3):
-...     asm.on_record(StepRecord(episode=0, state=np.full(1, i, np.float32), action=np.zeros(1, np.float32)))
+...     asm.on_record(StepRecord(episode=0, state=np.full(1, i, np.float32),
+...                              action=np.zeros(1, np.float32)))
 >>> asm.on_event(EpisodeEvent("end", success=True))
 >>> [(kind, args[1]) for kind, *args in sink.calls if kind == "step"], sink.calls[-1][:3]
 ([('step', 0.0), ('step', 1.0)], ('end', 0, 'complete'))
@@ -149,6 +151,9 @@ class EpisodeAssembler:
         ] = []  # stamped end events waiting for their records, oldest first
         self._heard = 0.0  # when the last event or record arrived (the clock ``poll`` is given)
         self.stats = RecordingStats()
+        # merged into each new episode's info extra (e.g. ``reward_judge``: the reward node's
+        # newest error-rate report, which the streamer carries to the learner this way)
+        self.annotations: dict[str, Any] = {}
 
     def on_record(self, rec: StepRecord, now: float | None = None) -> None:
         self._heard = time.monotonic() if now is None else now
@@ -175,7 +180,9 @@ class EpisodeAssembler:
             self.current, self.index = rec.episode, 0
             self._tail = []
             self.stats.episodes += 1
-            self.sink.begin(rec.episode, self.template.info({"robot_episode": rec.episode}))
+            self.sink.begin(
+                rec.episode, self.template.info({**self.annotations, "robot_episode": rec.episode})
+            )
         self._tail.append(rec)
         self._cut()
         while self.current is not None and len(self._tail) > self.hold:
@@ -183,9 +190,8 @@ class EpisodeAssembler:
 
     def on_event(self, ev: EpisodeEvent, now: float | None = None) -> None:
         self._heard = time.monotonic() if now is None else now
-        if (
-            ev.kind == "begin"
-        ):  # the client starts another episode: a waiting end has all its records
+        # the client starts another episode: a waiting end has all its records
+        if ev.kind == "begin":
             if self._ends and self.current is not None:
                 self._end_with(self._ends.pop(0))
             return
@@ -205,7 +211,8 @@ class EpisodeAssembler:
             self._end_with(self._ends.pop(0))
 
     def _cut(self) -> None:
-        """End the current episode at the oldest waiting end's stamp once a record observed after it is here."""
+        """End the current episode at the oldest waiting end's stamp once a record observed after it
+        is here."""
         while (
             self._ends
             and self.current is not None

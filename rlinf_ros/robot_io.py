@@ -105,7 +105,8 @@ class SpecIO:
             dec.reset(None if readings is None else readings[k].ee_rot)
 
     def decode(self, chunk: np.ndarray, readings: list[RobotReading]) -> list[ArmTargets]:
-        """Action chunk ``[H, A]`` -> one :class:`ArmTargets` per step, integrated from ``readings``.
+        """Action chunk ``[H, A]`` -> one :class:`ArmTargets` per step, integrated from
+        ``readings``.
 
         Step 1 uses the measured joints and pose; later steps of a chunk continue from the
         previous target, with the pose predicted by forward kinematics relative to the measured
@@ -114,8 +115,9 @@ class SpecIO:
         chunk = np.asarray(chunk, dtype=np.float64)
         if chunk.ndim != 2 or chunk.shape[1] != self.spec.action.dim:
             raise ValueError(
-                f"policy actions must be [chunk, {self.spec.action.dim}] for {self.spec.arms} arm(s) "
-                f"({self.spec.action.control}), got {list(chunk.shape)}"
+                f"policy actions must be [chunk, {self.spec.action.dim}] for "
+                f"{self.spec.arms} arm(s) ({self.spec.action.control}), got "
+                f"{list(chunk.shape)}"
             )
         if not np.all(np.isfinite(chunk)):
             raise ValueError("policy actions contain NaN/inf")
@@ -132,7 +134,9 @@ class SpecIO:
             joints, widths = [], []
             for k, (dec, st) in enumerate(zip(self.decoders, states)):
                 a = row[k * self.per_arm : (k + 1) * self.per_arm]
-                jac = point_jacobian(st.q, st.pos) if dec.needs_jacobian else None
+                jac = None
+                if dec.needs_jacobian:  # st.pos is set: without it, MissingInput was raised above
+                    jac = point_jacobian(st.q, st.pos)  # type: ignore[arg-type]  # see above
                 target, width = dec.decode(a, st.q, st.rot, jac)
                 st.advance(target)
                 joints.append(target)

@@ -24,6 +24,7 @@ One robot is one env: ``num_envs`` must be 1 (run one env worker per robot).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -151,11 +152,11 @@ class RosRobotEnv(SteppedVectorEnv):
         )
         for cam in self.spec.cameras:
             n.create_subscription(
-                Image, self.pc.cameras[cam], lambda m, c=cam: self._add(c, m), sensor_qos()
+                Image, self.pc.cameras[cam], functools.partial(self._add, cam), sensor_qos()
             )
         for i, topic in enumerate(self.pc.ee_pose_topics[: len(self._poses)]):
             n.create_subscription(
-                PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos()
+                PoseStamped, topic, functools.partial(self._on_pose, i), sensor_qos()
             )
         n.create_subscription(
             PoseStamped,
@@ -221,11 +222,12 @@ class RosRobotEnv(SteppedVectorEnv):
                 return self._to_obs(found)
             remaining = deadline - self.clock()
             if remaining <= 0:
+                cams = self.pc.cameras.values()
+                cameras = list(cams) if self.spec.cameras else "(no cameras)"
                 raise TimeoutError(
                     f"{during}: no synchronised observation on {self.pc.joint_states_topic} + "
-                    f"{list(self.pc.cameras.values()) if self.spec.cameras else '(no cameras)'} within {timeout} s "
-                    f"(slop {self.pc.slop_s} s; last stamps {self.sync.latest_stamps()}); are the nodes running "
-                    "on this ROS_DOMAIN_ID?"
+                    f"{cameras} within {timeout} s (slop {self.pc.slop_s} s; last stamps "
+                    f"{self.sync.latest_stamps()}); are the nodes running on this ROS_DOMAIN_ID?"
                 )
             with self._new_obs:
                 self._new_obs.wait(min(remaining, 0.05))
@@ -278,8 +280,9 @@ class RosRobotEnv(SteppedVectorEnv):
                 if err is None:  # not a single observation: that error says which topics
                     raise
                 raise TimeoutError(
-                    f"RosRobotEnv.reset: arm not home after env.home_timeout_s {e.home_timeout_s} s "
-                    f"(max joint error {err:.3f} rad); check e-stop / robot_state"
+                    "RosRobotEnv.reset: arm not home after env.home_timeout_s "
+                    f"{e.home_timeout_s} s (max joint error {err:.3f} rad); check e-stop / "
+                    "robot_state"
                 ) from None
             err = max(float(np.abs(r.q - h).max()) for r, h in zip(readings, self.home))
             if err < 0.02:

@@ -45,26 +45,30 @@ class RtcConfig:
     enabled: bool = field(
         default=False,
         metadata={
-            "help": "request the next chunk while executing the current one and make it agree with the committed actions"
+            "help": "request the next chunk while executing the current one and make it agree "
+            "with the committed actions"
         },
     )
     execute_horizon: int = field(
         default=5,
         metadata={
-            "help": "steps of a chunk executed before the next request goes out (must leave room for the inference delay)"
+            "help": "steps of a chunk executed before the next request goes out (must leave "
+            "room for the inference delay)"
         },
     )
     blend: str = field(
         default="linear",
         metadata={
-            "help": "how the new chunk takes over the old one's overlap: linear (even cross-fade: smallest largest "
-            "step) | exp (RTC's exponentially decaying soft mask: follows the new chunk sooner) | none"
+            "help": "how the new chunk takes over the old one's overlap: linear (even "
+            "cross-fade: smallest largest step) | exp (RTC's exponentially decaying soft mask: "
+            "follows the new chunk sooner) | none"
         },
     )
     send_prefix: bool = field(
         default=True,
         metadata={
-            "help": "send the committed prefix (rtc_prefix, rtc_inference_delay) so a flow policy can inpaint it"
+            "help": "send the committed prefix (rtc_prefix, rtc_inference_delay) so a flow "
+            "policy can inpaint it"
         },
     )
 
@@ -94,7 +98,7 @@ def blend_weights(n: int, blend: str) -> np.ndarray:
 
 
 def merge_chunk(new: np.ndarray, old_rest: np.ndarray, delay: int, blend: str) -> np.ndarray:
-    """Rows of ``new`` from ``delay`` on, blended with the old chunk's rows planned for the same ticks.
+    """Rows of ``new`` from ``delay`` on, blended with the old chunk's rows for the same ticks.
 
     ``new`` [H, A] was requested ``delay`` ticks ago; ``old_rest`` [n, A] are the old chunk's
     rows not yet executed (row 0 = this tick). Returns the rows to execute from this tick on.
@@ -117,52 +121,3 @@ def max_jump(rows: list[np.ndarray], ticks: list[int] | None = None) -> float:
     ticks = list(range(1, len(rows))) if ticks is None else ticks
     jumps = [float(np.max(np.abs(rows[k] - rows[k - 1]))) for k in ticks if 0 < k < len(rows)]
     return max(jumps, default=0.0)
-
-
-class LatencyWorker:
-    """An in-process stand-in for :class:`~rlinf_ros.policy_loop.InferenceWorker` whose answer
-    arrives exactly ``latency_ticks`` control ticks after the request.
-
-    Why: stalls and boundary jumps depend on the delay *in ticks*; wall-clock threads on a
-    shared machine would blur that. The driver calls :meth:`advance` once per tick, before
-    ``PolicyLoop.tick``; ``policy`` is any ``infer(obs) -> {"actions": [H, A]}`` callable,
-    run when the request is made (its compute time is not the simulated latency).
-    """
-
-    def __init__(self, policy: object, latency_ticks: int) -> None:
-        self.policy = policy
-        self.latency_ticks = int(latency_ticks)
-        self.connected, self.refused, self.last_error = True, "", ""
-        self.requests: list[dict] = []  # every observation sent (tests read rtc_prefix from them)
-        self._pending: list[tuple[int, object]] = []
-        self._now = 0
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._pending)
-
-    def advance(self) -> None:
-        self._now += 1
-
-    def submit(self, obs: dict, base: list, t_obs: float, tick: int = 0) -> bool:
-        from rlinf_ros.policy_loop import InferResult
-
-        if self.busy:
-            return False
-        self.requests.append(obs)
-        actions = np.atleast_2d(np.asarray(self.policy.infer(obs)["actions"], dtype=np.float64))  # type: ignore[attr-defined]
-        self._pending.append(
-            (
-                self._now + self.latency_ticks,
-                InferResult(actions, base, t_obs, 0.0, t_obs, {}, tick),
-            )
-        )
-        return True
-
-    def wait(self, timeout: float) -> bool:
-        return False  # simulated time does not pass inside a tick
-
-    def take(self) -> object:
-        if self._pending and self._pending[0][0] <= self._now:
-            return self._pending.pop(0)[1]
-        return None

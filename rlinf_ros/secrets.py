@@ -9,8 +9,8 @@ start, and ``rlinf ros up`` hands it to its children by inheriting the environme
 :func:`is_secret` is the one rule that keeps secret-named leaves out of ROS parameters
 (``rlinf_ros.nodes.common.declare_config``, the launch files) and out of ``key=value`` overrides.
 
->>> is_secret("api_key"), is_secret("stream.token"), is_secret("api_key_file"), is_secret("max_new_tokens")
-(True, True, False, False)
+>>> [is_secret(k) for k in ("api_key", "stream.token", "api_key_file", "max_new_tokens")]
+[True, True, False, False]
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def read_secret(key: str, path: str, env: str) -> str | None:
     >>> read_secret("policy_client.api_key_file", "/nonexistent/key", "RLINF_API_KEY")
     Traceback (most recent call last):
     ...
-    rlinf_contracts.config.errors.ConfigError: key 'policy_client.api_key_file': cannot read '/nonexistent/key' (No such file or directory)
+    rlinf_contracts.config.errors.ConfigError: key 'policy_client.api_key_file': cannot read
+    '/nonexistent/key' (No such file or directory)
     """
     path = path or (os.environ.get(env + FILE_SUFFIX, "") if env else "")
     if path:
@@ -58,10 +59,11 @@ def reject_literal(key: str, value: str, file_key: str, env_key: str, env_defaul
     (never the value)."""
     if value:
         raise ConfigError(
-            f"key '{key}' holds a literal secret; secrets never go into the graph config, ROS parameters or "
-            f"the command line (`ros2 param get` and `ps` show them). Put it in a file and set '{file_key}', or "
-            f"in an environment variable named by '{env_key}' (default {env_default}, or {env_default}{FILE_SUFFIX} "
-            f"naming a file)"
+            f"key '{key}' holds a literal secret; secrets never go into the graph config, "
+            "ROS parameters or the command line (`ros2 param get` and `ps` show them). Put "
+            f"it in a file and set '{file_key}', or in an environment variable named by "
+            f"'{env_key}' (default {env_default}, or {env_default}{FILE_SUFFIX} naming a "
+            "file)"
         )
 
 
@@ -72,7 +74,8 @@ def reject_secret_overrides(overrides: list[str] | None) -> None:
         key = text.split("=", 1)[0].lstrip("+~")
         if "=" in text and is_secret(key):
             raise ConfigError(
-                f"override '{key}=...' puts a secret on the command line, where every user of the machine reads it "
-                "(`ps`); name a file or an environment variable in the YAML instead (policy_client.api_key_file / "
-                "api_key_env, streamer.token_file / token_env) and export that variable"
+                f"override '{key}=...' puts a secret on the command line, where every user "
+                "of the machine reads it (`ps`); name a file or an environment variable in "
+                "the YAML instead (policy_client.api_key_file / api_key_env, "
+                "streamer.token_file / token_env) and export that variable"
             )

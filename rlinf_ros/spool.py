@@ -177,7 +177,8 @@ class Spool:
     def read(
         self, after: int, max_items: int, max_bytes: int = 32 << 20
     ) -> list[tuple[int, bytes]]:
-        """Up to ``max_items`` frames with seq > ``after``, in order (fewer when none are written yet)."""
+        """Up to ``max_items`` frames with seq > ``after``, in order (fewer when none are written
+        yet)."""
         out: list[tuple[int, bytes]] = []
         size = 0
         with self._lock:

@@ -117,7 +117,8 @@ class TransitionStreamer:
 
     # ---- robot side ------------------------------------------------------------------------------
     def put(self, item: Transition) -> bool:
-        """Number ``item`` and spool it; False when it was dropped (spool full). Never blocks long."""
+        """Number ``item`` and spool it; False when it was dropped (spool full). Never blocks
+        long."""
         if self._cut is not None:
             owed = self._cut
             if item.episode == owed.episode and not item.end:
@@ -180,7 +181,8 @@ class TransitionStreamer:
     def _connect(self) -> Any:
         from websockets.sync.client import connect
 
-        # __enter__: a long-lived connection this object closes itself (websockets >= 17.1 warns otherwise)
+        # __enter__: a long-lived connection this object closes itself (websockets >= 17.1 warns
+        # otherwise)
         ws = connect(
             self.cfg.url,
             open_timeout=self.cfg.connect_timeout_s,
@@ -191,7 +193,8 @@ class TransitionStreamer:
         ).__enter__()
         try:
             ws.send(encode(IngestHello(self.cfg.robot_id)))
-            welcome = IngestWelcome.from_wire(unpackb(ws.recv(timeout=self.cfg.connect_timeout_s)))
+            frame = ws.recv(timeout=self.cfg.connect_timeout_s)
+            welcome = IngestWelcome.from_wire(unpackb(frame))  # type: ignore[arg-type]  # a text frame fails in msgpack, as any bad frame
         except BaseException:
             ws.close()
             raise

@@ -33,10 +33,10 @@ class ArmBackend(abc.ABC):
 
     dof: int = 7
 
-    def connect(self) -> None:
+    def connect(self) -> None:  # noqa: B027 -- optional hook: a no-op unless a backend needs it
         """Open the connection / build the simulator."""
 
-    def disconnect(self) -> None:
+    def disconnect(self) -> None:  # noqa: B027 -- optional hook, as connect
         """Stop motion and release the connection."""
 
     @abc.abstractmethod
@@ -73,7 +73,7 @@ class ArmBackend(abc.ABC):
     def recover(self) -> bool:
         """Clear robot errors (reflexes) so commands are accepted again."""
 
-    def advance(self, now: float) -> None:
+    def advance(self, now: float) -> None:  # noqa: B027 -- hardware does nothing (see below)
         """Simulators step their physics to ``now``; hardware does nothing."""
 
 
@@ -115,7 +115,8 @@ class FrankaArm:
     # ---- lifecycle ----------------------------------------------------------------------
     @property
     def joint_names(self) -> list[str]:
-        """franka_ros2 naming: ``<prefix>joint1..7`` (``panda_`` or ``fr3_``, ``left_panda_``...)."""
+        """franka_ros2 naming: ``<prefix>joint1..7`` (``panda_`` or ``fr3_``,
+        ``left_panda_``...)."""
         return [f"{self.joint_prefix}joint{i + 1}" for i in range(self.backend.dof)]
 
     @property
@@ -179,7 +180,10 @@ class FrankaArm:
     def _check_error(self, st: ArmState) -> CommandOutcome | None:
         self._check_limits(st)
         if st.has_error:
-            why = f"refused: robot in {st.mode.name} with errors {list(st.errors)}; call error_recovery first"
+            why = (
+                f"refused: robot in {st.mode.name} with errors {list(st.errors)}; call "
+                "error_recovery first"
+            )
             self.safety.record("error_refused", why)
             return CommandOutcome(
                 target=st.q.copy(), events=("error_refused",), refused=True, reason=why

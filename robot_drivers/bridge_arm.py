@@ -17,8 +17,8 @@ kinematics where ``kinematics: panda`` (Franka Panda / FR3), else none -- other 
 zero pose and ``ee_pose_source == "none"``; their specs must not use Cartesian features.
 
 >>> sent = []
->>> arm = BridgeArmBackend(joint_names=[f"fr3_joint{i}" for i in range(1, 8)], send_joints=sent.append,
-...                        clock=lambda: 10.0)
+>>> arm = BridgeArmBackend(joint_names=[f"fr3_joint{i}" for i in range(1, 8)],
+...                        send_joints=sent.append, clock=lambda: 10.0)
 >>> arm.read_state().errors
 ('no_joint_states',)
 >>> arm.update_joints(np.zeros(7), np.zeros(7), np.zeros(7), stamp=10.0)
@@ -96,7 +96,8 @@ class BridgeArmBackend(ArmBackend):
         self._stamp = self._clock() if stamp is None else stamp
 
     def update_pose(self, pose: EEPose, stamp: float | None = None) -> None:
-        """The stack's own end-effector pose (franka_ros2 ``current_pose``); preferred to FK while fresh."""
+        """The stack's own end-effector pose (franka_ros2 ``current_pose``); preferred to FK while
+        fresh."""
         self._pose, self._pose_stamp = pose, (self._clock() if stamp is None else stamp)
 
     def update_gripper(self, width: float) -> None:
@@ -116,9 +117,9 @@ class BridgeArmBackend(ArmBackend):
     def _ee_pose(self, q: np.ndarray) -> EEPose:
         source = self.ee_pose_source
         if source == "stack":
-            return self._pose  # type: ignore[return-value]
+            return self._pose  # type: ignore[return-value]  # "stack" is chosen once a pose came
         if source == "fk":
-            T = self.fk(q)  # type: ignore[misc]
+            T = self.fk(q)  # type: ignore[misc]  # fk is a callable attribute, not a method
             return EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3]))
         return EEPose(np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0]))
 
@@ -176,5 +177,6 @@ class BridgeArmBackend(ArmBackend):
         return self.gripper_move(PANDA_GRIPPER_MAX_WIDTH, 0.1)
 
     def recover(self) -> bool:
-        """The stack's own recovery (franka_ros2 error_recovery) is not ours to call: report fresh state."""
+        """The stack's own recovery (franka_ros2 error_recovery) is not ours to call: report fresh
+        state."""
         return not self._errors()

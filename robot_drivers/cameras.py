@@ -75,7 +75,8 @@ class CameraConfig:
     recording: str = field(
         default="",
         metadata={
-            "help": "recorded: frames to replay in a loop (.npy [N,H,W,3], .npz, or an episode store directory)"
+            "help": "recorded: frames to replay in a loop (.npy [N,H,W,3], .npz, or an episode "
+            "store directory)"
         },
     )
 
@@ -84,9 +85,9 @@ class Camera(abc.ABC):
     def __init__(self, cfg: CameraConfig) -> None:
         self.cfg = cfg
 
-    def connect(self) -> None: ...
+    def connect(self) -> None: ...  # noqa: B027 -- optional hook: a no-op unless a camera needs it
 
-    def disconnect(self) -> None: ...
+    def disconnect(self) -> None: ...  # noqa: B027 -- optional hook, as connect
 
     @abc.abstractmethod
     def read(self) -> CameraFrame: ...
@@ -197,7 +198,8 @@ class ZedCamera(Camera):
 
 
 class SimCamera(Camera):
-    """Renders a camera of the MuJoCo Panda scene; ``pose_source`` supplies the arm pose to mirror."""
+    """Renders a camera of the MuJoCo Panda scene; ``pose_source`` supplies the arm pose to
+    mirror."""
 
     def __init__(
         self,
@@ -297,7 +299,8 @@ def load_frames(path: str, name: str) -> np.ndarray:
         if len(keys) == 1:
             return data[keys[0]]
     raise CameraError(
-        f"camera {name!r}: recording {path!r} has arrays {keys}; name one 'frames' or 'images/{name}'"
+        f"camera {name!r}: recording {path!r} has arrays {keys}; name one 'frames' or "
+        f"'images/{name}'"
     )
 
 
@@ -311,8 +314,8 @@ def check_frames(frames: np.ndarray, cfg: CameraConfig) -> np.ndarray:
         )
     if frames.shape[1:3] != (cfg.height, cfg.width):
         raise CameraError(
-            f"camera {cfg.name!r}: recorded frames are {frames.shape[1]}x{frames.shape[2]} (HxW), the "
-            f"config says camera.height={cfg.height} camera.width={cfg.width}"
+            f"camera {cfg.name!r}: recorded frames are {frames.shape[1]}x{frames.shape[2]} "
+            f"(HxW), the config says camera.height={cfg.height} camera.width={cfg.width}"
         )
     return np.ascontiguousarray(frames)
 

@@ -30,13 +30,15 @@ class ArmConfig:
     joints: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "bridge: the stack's joint names in order (empty: <prefix>joint1..7); ours stay <prefix>jointN"
+            "help": "bridge: the stack's joint names in order (empty: <prefix>joint1..7); ours "
+            "stay <prefix>jointN"
         },
     )
     kinematics: str = field(
         default="panda",
         metadata={
-            "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the stack's pose only)"
+            "help": "bridge: panda (FK for the EE pose / workspace box) | none (other arms: the "
+            "stack's pose only)"
         },
     )
     state_timeout_s: float = field(
@@ -45,16 +47,18 @@ class ArmConfig:
     scene: str = field(
         default="",
         metadata={
-            "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, franka_language/<mix>[:<split>] = that "
-            "env's scene (objects, colours, instruction per episode; sim_bridges.mujoco_franka.twin), "
-            "mujoco_franka/<task> = that task env (push: puck + goal; sim_bridges.mujoco_franka.task_twin)"
+            "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, "
+            "franka_language/<mix>[:<split>] = that env's scene (objects, colours, "
+            "instruction per episode; sim_bridges.mujoco_franka.twin), "
+            "mujoco_franka/<task> = that task env (push: puck + goal; "
+            "sim_bridges.mujoco_franka.task_twin)"
         },
     )
     scene_seed: int = field(
         default=0,
         metadata={
-            "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 (eval.seed_offset "
-            "replays rlinf eval's episodes)"
+            "help": "sim scene: episode k is drawn as for held-out seed scene_seed + k - 1 "
+            "(eval.seed_offset replays rlinf eval's episodes)"
         },
     )
 
@@ -63,7 +67,8 @@ def _language_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
     mix, _, split = rest.partition(":")
     if not mix:
         raise DriverError(
-            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no mix); use franka_language/<mix>[:<split>]"
+            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no mix); use "
+            "franka_language/<mix>[:<split>]"
         )
 
     def scene() -> object:  # built on connect, in the process that steps it
@@ -78,7 +83,8 @@ def _task_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
     task = rest.strip()
     if not task:
         raise DriverError(
-            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no task); use mujoco_franka/<task> (e.g. push)"
+            f"arm {cfg.name!r}: scene {cfg.scene!r} unknown (no task); use "
+            "mujoco_franka/<task> (e.g. push)"
         )
 
     def scene() -> object:

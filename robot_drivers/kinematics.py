@@ -73,7 +73,8 @@ def joint_frames(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> list[np.ndarray]:
 
 
 def forward_kinematics(q: np.ndarray, tcp_d: float = _HAND_TCP_D) -> np.ndarray:
-    """4x4 base->TCP transform (``tcp_d=0`` gives the flange, like libfranka's ``O_T_EE`` w/o hand)."""
+    """4x4 base->TCP transform (``tcp_d=0`` gives the flange, like libfranka's ``O_T_EE`` w/o
+    hand)."""
     return joint_frames(q, tcp_d)[-1]
 
 

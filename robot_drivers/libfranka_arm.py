@@ -1,9 +1,9 @@
 """Real Franka backend over pylibfranka (import-guarded: this file imports without it).
 
 libfranka's control loop must answer every 1 ms, so it runs in its own thread: each cycle it
-reads the state, moves an internal command one step of a :class:`~robot_drivers.motion.ReferenceShaper`
-(velocity and acceleration limited) towards the newest safety-filtered target (or at the
-commanded joint velocity) and writes ``JointPositions``.
+reads the state, moves an internal command one step of a
+:class:`~robot_drivers.motion.ReferenceShaper` (velocity and acceleration limited) towards the
+newest safety-filtered target (or at the commanded joint velocity) and writes ``JointPositions``.
 Callers only set targets; they never block the loop. A ``ControlException`` (a reflex) ends
 the loop, the state reports REFLEX with the error, and :meth:`recover` runs
 ``automatic_error_recovery()`` and restarts the loop.

@@ -27,11 +27,12 @@ class LockstepStepper:
     Per action: the safety layer filters the joint target with the speed limit taken from the
     measured joints (as the simulator's control law does; the arm has a whole control period
     to get there) on a clock that advances one control period per step, the target goes to
-    the actuators at once, and the physics runs ``substeps`` steps (:meth:`MujocoArmBackend.step_control`).
-    The datasheet limits (the safety config's ``q_min`` / ``q_max`` / ``dq_max``) hold at every
-    physics step, not only where a control step ends (:mod:`robot_drivers.lockstep_limits`): a
-    step that would leave them is undone and its move shortened (``substep_limit``); a joint
-    still past them at any physics step e-stops the arm (``limit_violation``).
+    the actuators at once, and the physics runs ``substeps`` steps
+    (:meth:`MujocoArmBackend.step_control`). The datasheet limits (the safety config's ``q_min`` /
+    ``q_max`` / ``dq_max``) hold at every physics step, not only where a control step ends
+    (:mod:`robot_drivers.lockstep_limits`): a step that would leave them is undone and its move
+    shortened (``substep_limit``); a joint still past them at any physics step e-stops the arm
+    (``limit_violation``).
     """
 
     def __init__(self, arm: Any) -> None:

@@ -110,7 +110,8 @@ class SafetyConfig:
             )
         if any(a >= b for a, b in zip(self.workspace_min, self.workspace_max)):
             raise SafetyConfigError(
-                f"safety.workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max}"
+                f"safety.workspace_min {self.workspace_min} must be below workspace_max "
+                f"{self.workspace_max}"
             )
         if min(self.dq_max) <= 0 or min(self.ddq_max) <= 0:
             raise SafetyConfigError(
@@ -206,7 +207,8 @@ class SafetyLayer:
         self.last_issued_time = self.last_command_time if issued_at is None else issued_at
 
     def is_stale(self, now: float | None = None) -> bool:
-        """True once ``watchdog_ms`` passed since the last accepted command was issued (never commanded: False)."""
+        """True once ``watchdog_ms`` passed since the last accepted command was issued (never
+        commanded: False)."""
         if self.last_issued_time is None:
             return False
         now = self._clock() if now is None else now
@@ -376,7 +378,8 @@ class SafetyLayer:
     def filter_joint_velocities(
         self, dq: np.ndarray, q_now: np.ndarray, dt: float
     ) -> CommandOutcome:
-        """Safe joint velocity: speed limits, no motion past a joint limit or out of the box in ``dt``."""
+        """Safe joint velocity: speed limits, no motion past a joint limit or out of the box in
+        ``dt``."""
         q_now = np.asarray(q_now, dtype=np.float64)
         dq = np.asarray(dq, dtype=np.float64)
         zero = np.zeros_like(q_now)

@@ -151,15 +151,16 @@ class MujocoArmBackend(ArmBackend):
         self._goal: np.ndarray | None = None
         # a twin's world (e.g. sim_bridges.mujoco_franka.twin.LanguageSceneTwin, or a factory of
         # one): its fm / data are adopted, so objects, colours and success are the simulator's
-        self.scene = scene
+        self.scene: Any = scene
         self.max_substeps = max_substeps
         self.realtime = realtime
         self._lock = threading.RLock()
-        self._renderers: dict[tuple[int, int], object] = {}
+        self._renderers: dict[tuple[int, int], Any] = {}
         self._sim_wall: float | None = None
         self._velocity: np.ndarray | None = None
-        self.fm = None
-        self.data = None
+        # the compiled scene and its MjData, set by connect() (MuJoCo's types are opaque: Any)
+        self.fm: Any = None
+        self.data: Any = None
         self.errors: tuple[str, ...] = ()
         self.mode = RobotMode.IDLE
         self.dropped_time_s = 0.0
@@ -204,8 +205,15 @@ class MujocoArmBackend(ArmBackend):
     def disconnect(self) -> None:
         with self._lock:
             for r in self._renderers.values():
-                r.close()  # type: ignore[attr-defined]
+                r.close()
             self._renderers.clear()
+
+    @property
+    def _shaped(self) -> ReferenceShaper:
+        """The servo reference shaper, which connect() makes (stepping before it is a bug)."""
+        if self._shaper is None:
+            raise RuntimeError("MujocoArmBackend: call connect() first")
+        return self._shaper
 
     def _set_gripper_ctrl(self, width: float) -> None:
         half = float(np.clip(width, 0.0, PANDA_GRIPPER_MAX_WIDTH)) / 2
@@ -281,8 +289,8 @@ class MujocoArmBackend(ArmBackend):
         m, d = self.fm.model, self.data
         self._mj.mj_fullM(m, self._M, d.qM)
         M = np.abs(self._M[np.ix_(self.fm.arm_dof, self.fm.arm_dof)])
-        need = M @ self._shaper.a_max
-        return self._shaper.a_max * min(
+        need = M @ self._shaped.a_max
+        return self._shaped.a_max * min(
             1.0, float(np.min(self.torque_fraction * self._tau_max / need))
         )
 
@@ -290,7 +298,7 @@ class MujocoArmBackend(ArmBackend):
         """Whether the joints ``q`` at speeds ``dq`` are under ``speed_fraction`` of their speed
         limit, inside the position limits (less the shaper's margin), and slow enough to stop
         before them at the acceleration the shaper may use here."""
-        lo, hi = self._shaper.lo, self._shaper.hi
+        lo, hi = self._shaped.lo, self._shaped.hi
         if np.any(np.abs(dq) > self._dq_guard) or np.any(q < lo) or np.any(q > hi):
             return False
         a = self._feasible_acceleration()
@@ -307,11 +315,12 @@ class MujocoArmBackend(ArmBackend):
         over ``speed_fraction`` of its speed limit or past its position limits: then the step is
         undone (the integration state restored; the replay is bitwise) and run with the shaped
         reference instead (also when a joint would be too fast to stop before a position limit
-        at the shaper's acceleration: :meth:`_can_still_stop`), which accelerates within what the actuators' torque allows and brakes
-        before the limits. Why not shape every step: measured on the reach twin, the shaped
-        reference (each joint's acceleration scaled by the weakest wrist actuator) made the arm
-        so much slower than the simulator's that a checkpoint reaching 20 of 20 goals in the
-        simulator reached 10-14 on the twin. Velocity commands always follow the shaped reference.
+        at the shaper's acceleration: :meth:`_can_still_stop`), which accelerates within what the
+        actuators' torque allows and brakes before the limits. Why not shape every step: measured on
+        the reach twin, the shaped reference (each joint's acceleration scaled by the weakest wrist
+        actuator) made the arm so much slower than the simulator's that a checkpoint reaching 20 of
+        20 goals in the simulator reached 10-14 on the twin. Velocity commands always follow the
+        shaped reference.
         """
         with self._lock:
             m, d, ts = self.fm.model, self.data, self.fm.model.opt.timestep
@@ -323,15 +332,15 @@ class MujocoArmBackend(ArmBackend):
                     self._mj.mj_step(m, d)
                     q, dq = d.qpos[fm.arm_qpos], d.qvel[fm.arm_dof]
                     if self._can_still_stop(q, dq, ts):
-                        self._shaper.follow(q, dq)  # ready to take over from the measured state
+                        self._shaped.follow(q, dq)  # ready to take over from the measured state
                         continue
                     self._mj.mj_setState(m, d, self._snapshot, self._state_spec)
                     self.limited_steps += 1
                 a = self._feasible_acceleration()
                 if self._velocity is not None:
-                    ref = self._shaper.step(ts, velocity=self._velocity, ddq_max=a)
+                    ref = self._shaped.step(ts, velocity=self._velocity, ddq_max=a)
                 else:
-                    ref = self._shaper.step(ts, goal=self._goal, ddq_max=a)
+                    ref = self._shaped.step(ts, goal=self._goal, ddq_max=a)
                 d.ctrl[fm.arm_act] = ref
                 self._mj.mj_step(m, d)
 
@@ -357,8 +366,8 @@ class MujocoArmBackend(ArmBackend):
             return q, dq
 
     def advance(self, now: float) -> None:
-        """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and counted).
-        A lock-step twin's physics does not follow wall time (:meth:`step_control`)."""
+        """Step physics to wall time ``now``; a backlog over ``max_substeps`` is dropped (and
+        counted). A lock-step twin's physics does not follow wall time (:meth:`step_control`)."""
         if self.lockstep:
             return
         if self._sim_wall is None or not self.realtime:
@@ -402,7 +411,8 @@ class MujocoArmBackend(ArmBackend):
             self._sync_reference()
 
     def new_episode(self, number: int | None = None) -> None:
-        """A twin with a scene: the simulator's episode reset (arm, objects, colours, instruction)."""
+        """A twin with a scene: the simulator's episode reset (arm, objects, colours,
+        instruction)."""
         if self.scene is None:
             raise ValueError("this simulated arm has no scene with episodes (set the arm's scene)")
         with self._lock:
@@ -410,7 +420,7 @@ class MujocoArmBackend(ArmBackend):
             self.scene.new_episode(number)  # sets the simulator's own actuator targets
             q = self.data.qpos[self.fm.arm_qpos].copy()
             self._goal = q.copy()
-            self._shaper.reset(q)
+            self._shaped.reset(q)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """uint8 [H, W, 3] from a scene camera (``third``, ``wrist``...)."""

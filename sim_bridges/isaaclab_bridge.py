@@ -53,7 +53,8 @@ def policy_state(obs: Any) -> np.ndarray:
 
 
 def scale_actions(actions: np.ndarray, scale: float) -> np.ndarray:
-    """Normalised [-1, 1] actions -> IsaacLab raw actions (its action terms apply their own scale)."""
+    """Normalised [-1, 1] actions -> IsaacLab raw actions (its action terms apply their own
+    scale)."""
     return np.asarray(actions, dtype=np.float32) * np.float32(scale)
 
 

@@ -114,8 +114,9 @@ def make_libero_env(
         raise ValueError(f"unknown LIBERO suite {suite!r}; use one of {SUITES}")
     if importlib.util.find_spec("libero") is None:
         raise ImportError(
-            "the libero bridge needs LIBERO (github.com/Lifelong-Robot-Learning/LIBERO, installed from "
-            "source with robosuite 1.4 in its own environment); it is not installed here"
+            "the libero bridge needs LIBERO (github.com/Lifelong-Robot-Learning/LIBERO, "
+            "installed from source with robosuite 1.4 in its own environment); it is not "
+            "installed here"
         )
     cfg = LiberoConfig(suite=suite, **kwargs)  # pragma: no cover - below needs LIBERO
     adapters = [LiberoSingle(cfg) for _ in range(num_envs)]

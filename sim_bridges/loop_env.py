@@ -10,7 +10,7 @@ statistics, truncation and action checking from
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +56,7 @@ class LoopVectorEnv(SteppedVectorEnv):
 
     def __init__(
         self,
-        adapters: list[SingleEnv],
+        adapters: Sequence[SingleEnv],
         spec: EnvSpec,
         terminate_on_success: bool = True,
         reward_fn: Callable[[float, bool], float] | None = None,

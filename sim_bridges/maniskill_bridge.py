@@ -24,7 +24,7 @@ import importlib.util
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -238,7 +238,7 @@ def _make_native(
             reward_mode=REWARDS[cfg.reward],
             sensor_configs={"width": cfg.image_size, "height": cfg.image_size},
             max_episode_steps=10**9,  # episodes are cut by the bridge (cfg.max_episode_steps)
-            **({"render_backend": render} if render is not None else {}),
+            **({"render_backend": render} if render is not None else {}),  # type: ignore[arg-type]  # a ManiSkill kwarg
         )
     except RuntimeError as exc:
         if "rendering device" in str(exc):
@@ -253,9 +253,9 @@ class ManiSkillSingle(SingleEnv):  # pragma: no cover - needs mani_skill
         self.cfg = cfg
         self.instruction = task_instruction(cfg)
         self.env = _make_native(cfg, 1, "physx_cpu")
-        space = self.env.action_space
+        space: Any = self.env.action_space  # a Box; ManiSkill's env adds control_freq
         self.low, self.high = np.asarray(space.low).reshape(-1), np.asarray(space.high).reshape(-1)
-        self.control_hz = float(self.env.unwrapped.control_freq)
+        self.control_hz = float(cast(Any, self.env.unwrapped).control_freq)
 
     def _obs(self, raw: Any) -> SingleObs:
         cams = self.cfg.cameras if self.cfg.uses_cameras else ()

@@ -118,7 +118,8 @@ class RobosuiteSingle(SingleEnv):
 
 @register_env("robosuite")
 def make_robosuite_env(task: str = "Lift", num_envs: int = 1, **kwargs: Any) -> LoopVectorEnv:
-    """Factory behind ``make_env("robosuite/<Task>", ...)``; kwargs are :class:`RobosuiteConfig` fields."""
+    """Factory behind ``make_env("robosuite/<Task>", ...)``; kwargs are :class:`RobosuiteConfig`
+    fields."""
     if isinstance(kwargs.get("cameras"), str):
         kwargs["cameras"] = (kwargs["cameras"],)
     cfg = RobosuiteConfig(task=task or "Lift", **kwargs)

@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     ray_modules = {
         item.module.__name__
-        for item in items  # type: ignore[attr-defined]
+        for item in items  # type: ignore[attr-defined]  # pytest Items of modules have .module
         if getattr(item, "module", None) is not None and _uses_session_ray(item)
     }
     items.sort(
@@ -40,7 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """The one local Ray instance of this test run, as a ``learner.cluster.Cluster`` (4 CPU slots)."""
+    """The one local Ray instance of this test run, as a ``learner.cluster.Cluster`` (4 CPU
+    slots)."""
     from learner.cluster import Cluster
 
     cluster = Cluster.local(num_cpus=4, resources={"robot:franka0": 1})

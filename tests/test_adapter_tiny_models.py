@@ -215,7 +215,8 @@ def test_pi0_follows_the_committed_prefix_when_rtc_guides() -> None:
 
 @pytest.mark.parametrize("case", ["openvla_oft", "pi05"])
 def test_adapters_run_in_bfloat16(case: str) -> None:
-    """The GPU configs load in bf16: every tensor an adapter makes must follow the weights' dtype."""
+    """The GPU configs load in bf16: every tensor an adapter makes must follow the weights'
+    dtype."""
     name, make_cfg, cam, _ = CASES[case]
     torch.manual_seed(0)
     adapter = build_adapter(name, cfg=make_cfg(4)).to(torch.bfloat16)

@@ -15,7 +15,8 @@ from learner.models.adapters.normalization import normalize, unnormalize
 def test_action_tokens_use_the_last_256_ids_and_255_centres() -> None:
     tok = ActionTokenizer(vocab_size=32000)
     assert tok.first_id == 31744 and len(tok.centres) == 255
-    # bin edges are k * 2/255 - 1: 0.5 lies between edge 191 (0.49804) and 192 (0.50588) -> digitize 192
+    # bin edges are k * 2/255 - 1: 0.5 lies between edge 191 (0.49804) and 192 (0.50588) -> digitize
+    # 192
     assert tok.encode(np.array([0.5])).tolist() == [32000 - 192]
     assert tok.decode(np.array([32000 - 192])).tolist() == pytest.approx(
         [(191 * 2 / 255 - 1 + 192 * 2 / 255 - 1) / 2]

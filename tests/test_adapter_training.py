@@ -1,11 +1,13 @@
-"""The full-size VLA adapters trained by the existing runners, proven with tiny random-weight models.
+"""The full-size VLA adapters trained by the existing runners, proven with tiny random-weight
+models.
 
 Per adapter family: ``rlinf train`` (CLI entry) on the tiny franka_language config for 2
 iterations -> the trained (LoRA / head) weights moved and the frozen backbone did not -> the
 checkpoint reloads to identical actions -> ``rlinf eval`` runs -> ``rlinf serve``'s loading path
 behind the policy server answers a client with the same actions. Plus, without an env: a rollout
 sample's log-prob equals the update's re-scored log-prob (the PPO ratio starts at 1), and the GPU
-configs validate on a CPU up to the missing checkpoint directory. Not learning tests: random weights.
+configs validate on a CPU up to the missing checkpoint directory. Not learning tests: random
+weights.
 """
 
 from __future__ import annotations

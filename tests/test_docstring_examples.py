@@ -3,10 +3,11 @@
 The modules are found by walking the packages that pyproject's ``[tool.setuptools.packages.find]``
 ships and keeping the files with a ``>>>`` line: a new module with examples is picked up without
 editing this file, and a module without examples is not even imported. Each module's examples
-run with ``doctest`` (``ELLIPSIS`` on, as pytest's own doctest runner has it), and the test checks
-that doctest found as many examples as the file has ``>>>`` lines, so an example doctest cannot
-see (one in a plain string, or in a function nested in a function) fails here instead of silently
-not running.
+run with ``doctest`` (``ELLIPSIS`` on, as pytest's own doctest runner has it, and
+``NORMALIZE_WHITESPACE``, so a long expected output or error message may wrap at the line limit),
+and the test checks that doctest found as many examples as the file has ``>>>`` lines, so an example
+doctest cannot see (one in a plain string, or in a function nested in a function) fails here instead
+of silently not running.
 
 A module whose optional third-party dependency is missing (rclpy without the ``robot`` extra,
 MuJoCo without ``sim``, ...) is skipped, naming the package; a missing module of this repo fails.
@@ -81,7 +82,8 @@ def test_examples_are_found() -> None:
 
 
 def problems(module, path: Path) -> list[str]:
-    """What is wrong with the examples of ``module`` (read from ``path``); empty when all run and pass."""
+    """What is wrong with the examples of ``module`` (read from ``path``); empty when all run and
+    pass."""
     tests = doctest.DocTestFinder().find(module)
     found = sum(len(t.examples) for t in tests)
     expected = prompt_lines(path)
@@ -91,7 +93,7 @@ def problems(module, path: Path) -> list[str]:
             f"{path.name} has {expected} '>>>' lines but doctest finds {found} examples: put every "
             "example in a module, class or function docstring doctest can reach"
         )
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report = io.StringIO()
     for test in tests:
         runner.run(test, out=report.write)

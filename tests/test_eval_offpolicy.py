@@ -92,7 +92,8 @@ def test_rlinf_eval_reports_per_split_success_of_an_offpolicy_or_offline_checkpo
     capsys, tmp_path, runs, runner
 ):
     out = tmp_path / "ev"
-    # both spellings: the positional run dir, and --checkpoint (then the first key=value must stay an override)
+    # both spellings: the positional run dir, and --checkpoint (then the first key=value must stay
+    # an override)
     target = ["--checkpoint", str(runs[runner])] if runner == "offpolicy" else [str(runs[runner])]
     splits = {"offpolicy": "id,position", "offline": "id"}[
         runner

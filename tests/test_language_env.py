@@ -58,9 +58,14 @@ def test_splits_differ_as_declared():
     assert np.abs(o_vis["images"]["front"].astype(int) - o_train["images"]["front"]).mean() > 5
     # position: objects outside the training box appear
     train_pos = make_env("franka_language/mix", 64, obs_mode="state")
-    spread = lambda env: np.ptp(
-        np.concatenate([env.datas[i].qpos[env.fms[i].object_qpos["obj0"] :][:1] for i in range(64)])
-    )
+
+    def spread(env):
+        return np.ptp(
+            np.concatenate(
+                [env.datas[i].qpos[env.fms[i].object_qpos["obj0"] :][:1] for i in range(64)]
+            )
+        )
+
     train_pos.reset(seed=2), pos.reset(seed=2)
     assert spread(pos) > 1.3 * spread(train_pos)
 

@@ -37,7 +37,8 @@ MAPPED: dict[str, str | None] = {
     "make demo": f"rlinf train {DEMO} --dry-run",  # the same command `make demo` runs, checked
     "make test": None,  # this test is part of it
     "tensorboard --logdir runs": None,  # a third-party viewer of what the tiny run writes
-    "rlinf ros up configs/ros_sim_franka.yaml": "rlinf ros nodes configs/ros_sim_franka.yaml",  # tests/rlinf_ros runs it
+    # tests/rlinf_ros runs it
+    "rlinf ros up configs/ros_sim_franka.yaml": "rlinf ros nodes configs/ros_sim_franka.yaml",
 }
 
 
@@ -97,9 +98,8 @@ class Runner:
     def train(self, argv: list[str]) -> None:
         resume = any(a.startswith("train.resume") for a in argv)
         real = "actor.lr=3e-4" in argv or resume
-        if (
-            "--ray-address" in argv
-        ):  # no cluster here (RAY_ADDRESS and Ray's address file hidden): exit 2
+        # no cluster here (RAY_ADDRESS and Ray's address file hidden): exit 2
+        if "--ray-address" in argv:
             text = self.rlinf([*argv, "--dry-run"], code=2)
             assert (
                 "Traceback" not in text and "--ray-address" in text and "ray start --head" in text

@@ -64,7 +64,8 @@ IMPORT_CHECK = textwrap.dedent("""
 
 
 def _clean_env() -> dict[str, str]:
-    """This process's environment minus whatever would leak the development venv into the new one."""
+    """This process's environment minus whatever would leak the development venv into the new
+    one."""
     env = {
         k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
     }

@@ -14,8 +14,9 @@ from rlinf_contracts.spec import ActionSpace, RobotSpec, StateField
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
 from rlinf_ros.policy_loop import PolicyLoop
 from rlinf_ros.robot_io import SpecIO
-from rlinf_ros.rtc import LatencyWorker, RtcConfig, blend_weights, max_jump, merge_chunk
+from rlinf_ros.rtc import RtcConfig, blend_weights, max_jump, merge_chunk
 from robot_drivers.types import PANDA_HOME
+from tests.latency_worker import LatencyWorker
 
 H = 10  # chunk length
 
@@ -37,7 +38,8 @@ class IndexPolicy:
 
 
 class NoisyRamp:
-    """A smooth chunk (a slow ramp in time) with a random per-chunk offset, like a sampled policy."""
+    """A smooth chunk (a slow ramp in time) with a random per-chunk offset, like a sampled
+    policy."""
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)

@@ -21,7 +21,7 @@ class _ZeroPolicy:
         pass
 
 
-def _node(args: list[str]):  # type: ignore[no-untyped-def]
+def _node(args: list[str]):
     import rclpy
 
     from rlinf_ros.nodes.policy_client import PolicyClientNode

@@ -1,5 +1,6 @@
 """The VLA's slot pointer: it finds the obj*_minus_ee fields, starts neutral, and SFT teaches it to
-follow the instruction (the named object's vector), so different instructions give different actions."""
+follow the instruction (the named object's vector), so different instructions give different
+actions."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ def test_sft_grounds_the_instruction_in_the_named_slot(head):
     assert int(w2[0].argmax()) == 0 and int(w2[1].argmax()) == 2
 
 
-# ---------------------------------------------------------------- slot glimpse (colour-only grounding)
+# ------------------------------------------------ slot glimpse (colour-only grounding)
 CAMERA = {
     "pos": [0.0, 0.0, 0.5],
     "look_at": [0.0, 0.0, 0.0],

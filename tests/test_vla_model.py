@@ -189,7 +189,7 @@ def test_sft_loss_falls_and_a_ppo_step_changes_params_and_lowers_the_surrogate(n
     )
     norm_before = policy.state_norm.mean.clone()
     text_before = policy.text_norm.mean.clone()
-    metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
+    metrics = learner.update(traj)
     # the SFT state statistics stay fixed through RL (a drifting normaliser moves the inputs)
     assert torch.equal(policy.state_norm.mean, norm_before) and torch.equal(
         policy.text_norm.mean, text_before
@@ -233,7 +233,8 @@ def test_missing_instruction_names_the_problem():
 
 
 def test_lr_scale_gives_named_parts_their_own_learning_rate():
-    """``actor.lr_scale``: a fine-tuned VLA's fresh critic can learn at 10x the action head's rate."""
+    """``actor.lr_scale``: a fine-tuned VLA's fresh critic can learn at 10x the action head's
+    rate."""
     from rlinf_contracts.config import ConfigError
 
     policy = _policy("vla_flow")
@@ -280,12 +281,12 @@ def test_critic_warmup_moves_only_the_value_head_then_the_policy():
     )
     snap = lambda mod: torch.cat([p.detach().flatten() for p in mod.parameters()]).clone()  # noqa: E731
     actor_before, critic_before = snap(policy.head), snap(policy.critic)
-    metrics = learner.update(traj, 0, torch.Generator().manual_seed(0))
+    metrics = learner.update(traj)
     assert metrics["critic_warmup"] == 1.0
     assert torch.equal(snap(policy.head), actor_before) and not torch.equal(
         snap(policy.critic), critic_before
     )
-    metrics = learner.update(traj, 1, torch.Generator().manual_seed(0))
+    metrics = learner.update(traj)
     assert "critic_warmup" not in metrics and not torch.equal(snap(policy.head), actor_before)
 
 

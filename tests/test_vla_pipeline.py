@@ -141,9 +141,8 @@ def test_sft_then_ppo_and_grpo_from_the_sft_checkpoint(demos, tmp_path, head, ca
         "eval.ood_splits=[id]",
         *TINY_ENV,
     ]
-    if (
-        head == "flow"
-    ):  # the RL stage sets its own exploration noise; SFT's (never trained) is not loaded
+    # the RL stage sets its own exploration noise; SFT's (never trained) is not loaded
+    if head == "flow":
         assert main([*grpo, "train.init_skip=[head.log_sigmaa]"]) == 2
         assert (
             "key 'train.init_skip' names ['head.log_sigmaa'], which match no tensor"

@@ -1,4 +1,5 @@
-"""The top room plugs the policy server's push client into the online learner (imports point down)."""
+"""The top room plugs the policy server's push client into the online learner (imports point
+down)."""
 
 from types import SimpleNamespace
 

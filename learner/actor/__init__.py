@@ -1,1 +1,1 @@
-"""Training side of the embodied runner: PPO / GRPO updates, gradient sync, the actor worker."""
+"""The actor role of every on-policy runner, and the embodied learner: PPO / GRPO, gradient sync."""

@@ -1,6 +1,12 @@
-"""The actor's update: advantages (GAE or GRPO groups) + clipped PPO epochs on one batch.
+"""Embodied PPO / GRPO: advantages (GAE or GRPO groups) + clipped PPO epochs on one rollout.
 
-Pure torch, no Ray: the fused worker and the actor worker both call :meth:`PPOLearner.update`.
+One iteration reads in three files: the fused worker (``learner.runners.fused``) collects a
+:class:`~learner.rollout.trajectory.Trajectory` and hands it to :meth:`PPOLearner.update`, which
+computes the advantages (:func:`advantages`), runs ``epochs x minibatches`` steps (:meth:`_step`)
+and calls the pure losses of :mod:`learner.algorithms.policy_loss`. Pure torch, no Ray; it is a
+:class:`learner.algorithms.protocol.Algorithm`: ``update(batch)`` takes the rollout alone, the
+iteration (learning-rate schedule, critic warm-up) and the minibatch order's seed are state it
+keeps and restores through ``state_dict``, so a resumed run draws the same minibatches.
 The estimator is the one the config resolved from the shared registry
 (:data:`learner.algorithms.ADVANTAGES`); :func:`advantages` feeds it what env rollouts hold.
 """
@@ -19,6 +25,7 @@ from learner.algorithms.advantages import broadcast_to_tokens, compute_advantage
 from learner.algorithms.aggregation import step_weights
 from learner.algorithms.policy_loss import ppo_policy_loss, value_loss
 from learner.models import Policy
+from learner.rollout.collect import derive_seed, seed_everything
 from learner.rollout.trajectory import Trajectory
 from learner.runners.config import ActorConfig, AlgorithmConfig
 from rlinf_contracts.config import ConfigError
@@ -82,9 +89,9 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
         )
         adv = whiten(adv, b.mask) if algo.whiten_adv and b.mask.sum() > 1 else adv
     else:
-        # Not whitened: the group already normalises, and a step-weighted batch mean would shift every
-        # advantage by the success/failure length gap (failures run longer), so an all-fail group --
-        # no signal -- would be reinforced.
+        # Not whitened: the group already normalises, and a step-weighted batch mean would shift
+        # every advantage by the success/failure length gap (failures run longer), so an all-fail
+        # group -- no signal -- would be reinforced.
         adv = broadcast_to_tokens(
             compute_advantages(est, scores=b.scores, group_size=algo.group_size), b.mask
         )
@@ -98,12 +105,14 @@ def advantages(b: TensorBatch, algo: AlgorithmConfig) -> tuple[Tensor, Tensor]:
 
 
 def under(name: str, prefix: str) -> bool:
-    """Whether a dotted tensor name is ``prefix`` or lies under it (``head`` covers ``head.w``, not ``header``)."""
+    """Whether a dotted tensor name is ``prefix`` or lies under it (``head`` covers ``head.w``, not
+    ``header``)."""
     return name == prefix or name.startswith(prefix + ".")
 
 
 def names_under(names: list[str], prefixes: list[str], key: str, what: str) -> list[str]:
-    """The ``names`` under any of ``prefixes``; a prefix that covers none is a config error naming ``key``."""
+    """The ``names`` under any of ``prefixes``; a prefix that covers none is a config error naming
+    ``key``."""
     unused = [k for k in prefixes if not any(under(n, k) for n in names)]
     if unused:
         tops = sorted({n.split(".")[0] for n in names})
@@ -137,7 +146,10 @@ def lr_groups(
 
 
 class PPOLearner:
-    """Owns the policy's optimiser; one :meth:`update` per iteration."""
+    """Owns the policy's optimiser and the iteration counter; one :meth:`update` per iteration.
+
+    ``seed``: the run's seed; iteration ``i`` on rank ``r`` reseeds from ``(seed, "actor", r, i)``.
+    """
 
     def __init__(
         self,
@@ -146,12 +158,14 @@ class PPOLearner:
         actor: ActorConfig,
         total_iterations: int = 1,
         sync: GradSync | None = None,
+        seed: int = 0,
     ) -> None:
-        self.policy, self.algo, self.cfg = policy, algo, actor
+        self.model, self.algo, self.cfg = policy, algo, actor
         self.total_iterations = max(1, total_iterations)
         self.sync = sync or GradSync(0, 1)
+        self.seed, self.iteration = seed, 0
         self.params = [p for p in policy.parameters() if p.requires_grad]
-        groups = lr_groups(policy, dict(getattr(actor, "lr_scale", {}) or {}))
+        groups = lr_groups(policy, dict(actor.lr_scale))
         self.optimizer = torch.optim.Adam(
             [{"params": ps, "scale": sc} for sc, ps in groups.items()], lr=actor.lr, eps=1e-5
         )
@@ -162,11 +176,27 @@ class PPOLearner:
         for g in self.optimizer.param_groups:
             g["lr"] = self.cfg.lr * g["scale"] * max(frac, 0.0)
 
-    def update(
-        self, traj: Trajectory, iteration: int, generator: torch.Generator
-    ) -> dict[str, float]:
+    def policy(self) -> Policy:
+        return self.model
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "iteration": self.iteration,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        if state.get("optimizer") is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.iteration = int(state["iteration"])
+
+    def update(self, batch: Trajectory) -> dict[str, float]:
         """Advantages, then ``epochs x minibatches`` PPO steps, then the state normaliser."""
-        b = TensorBatch.from_trajectory(traj)
+        iteration = self.iteration
+        generator = seed_everything(derive_seed(self.seed, "actor", self.sync.rank, iteration))
+        b = TensorBatch.from_trajectory(batch)
         adv, ret = advantages(b, self.algo)
         valid = b.mask.reshape(-1) > 0
         flat = lambda x: x.reshape(-1, *x.shape[2:])[valid]  # noqa: E731  [B, T, ...] -> [N, ...]
@@ -181,10 +211,11 @@ class PPOLearner:
         adv, ret = flat(adv), flat(ret)
         self._set_lr(iteration)
         use_critic = self.algo.estimator.needs_critic
-        # critic warm-up: the value head learns the SFT policy's returns before any advantage moves the policy
-        policy_weight = 0.0 if iteration < getattr(self.cfg, "critic_warmup_iters", 0) else 1.0
+        # critic warm-up: the value head learns the SFT policy's returns before any advantage
+        # moves the policy
+        policy_weight = 0.0 if iteration < self.cfg.critic_warmup_iters else 1.0
         stats: dict[str, list[float]] = {}
-        self.policy.train()
+        self.model.train()
         for _ in range(self.cfg.epochs):
             perm = torch.randperm(state.shape[0], generator=generator)
             for idx in torch.tensor_split(perm, self.cfg.minibatches):
@@ -211,12 +242,13 @@ class PPOLearner:
                 > self.cfg.target_kl
             ):
                 break
-        self.policy.eval()
+        self.model.eval()
         self._update_normalizer(state)
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         out["lr"] = self.optimizer.param_groups[0]["lr"]
         if policy_weight == 0.0:
             out["critic_warmup"] = 1.0
+        self.iteration += 1
         return out
 
     def _step(
@@ -234,7 +266,7 @@ class PPOLearner:
         self.optimizer.zero_grad(set_to_none=False)
         metrics: dict[str, float] = {}
         if n > 0:
-            out = self.policy(obs)
+            out = self.model(obs)
             ones = torch.ones(n)
             pl, metrics = ppo_policy_loss(
                 out.dist.log_prob(actions),
@@ -270,7 +302,7 @@ class PPOLearner:
 
     def _update_normalizer(self, state: Tensor) -> None:
         """Merge this iteration's states (over all ranks) into the running normaliser."""
-        norm = getattr(self.policy, "norm", None)
+        norm = getattr(self.model, "norm", None)
         if norm is None or state.numel() == 0 and self.sync.world_size == 1:
             return
         x = state.double().reshape(-1, norm.mean.shape[0])

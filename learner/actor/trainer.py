@@ -1,7 +1,9 @@
-"""One training rank's state: policy, PPO learner, gradient sync, checkpoint I/O.
+"""The embodied learner an :class:`~learner.actor.worker.ActorWorker` hosts: policy + PPO + I/O.
 
-Shared by the fused worker (env + rollout + actor in one process) and the actor worker, via
-:class:`TrainerHost`, the mixin that exposes it as Ray-callable methods.
+What the actor role needs beyond the :class:`~learner.algorithms.protocol.Algorithm` (which
+:class:`~learner.actor.ppo.PPOLearner` is): how channel items become one batch
+(:meth:`Trainer.collate`), the weights to publish, and the checkpoint format. The reasoning
+runner's counterpart is :class:`learner.llm.learner.ReasoningLearner`; the worker is the same.
 """
 
 from __future__ import annotations
@@ -15,19 +17,19 @@ from learner.actor.ddp import GradSync, free_address
 from learner.actor.ppo import PPOLearner, names_under
 from learner.checkpoint import load_checkpoint, save_checkpoint
 from learner.models import Policy, PolicySpec, build_policy
-from learner.roles import WeightPublisher
-from learner.rollout.collect import derive_seed, seed_everything
-from learner.rollout.trajectory import Trajectory
-from learner.runners.config import EmbodiedConfig
+from learner.rollout.collect import derive_seed
+from learner.rollout.trajectory import Trajectory, collate
+from learner.runners.config import EmbodiedConfig, PolicyRunConfig
 from rlinf_contracts.config import ConfigError, to_dict
 from rlinf_contracts.env import EnvSpec
 
 log = logging.getLogger(__name__)
 
 
-def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
+def policy_spec(cfg: PolicyRunConfig, env_spec: EnvSpec) -> PolicySpec:
     """The policy layout for an env: cameras only when the model consumes images. The env's
-    robot spec rides along (as the policy consumes it), so the checkpoint can be served to a robot."""
+    robot spec rides along (as the policy consumes it), so the checkpoint can be served to a
+    robot."""
     from learner.models import IMAGE_MODELS, INSTRUCTION_MODELS
 
     cams = dict(env_spec.cameras) if cfg.model.name in IMAGE_MODELS else {}
@@ -44,7 +46,7 @@ def policy_spec(cfg: EmbodiedConfig, env_spec: EnvSpec) -> PolicySpec:
     )
 
 
-def make_policy(cfg: EmbodiedConfig, spec: PolicySpec) -> Policy:
+def make_policy(cfg: PolicyRunConfig, spec: PolicySpec) -> Policy:
     """Same seed everywhere, so every rank and every rollout worker starts from equal weights."""
     torch.manual_seed(derive_seed(cfg.seed, "init"))
     try:
@@ -59,61 +61,72 @@ def cpu_state_dict(policy: Policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
 
 
-class Trainer:
-    def __init__(self, cfg: EmbodiedConfig, spec: PolicySpec, rank: int, world_size: int) -> None:
-        self.cfg, self.rank = cfg, rank
-        self.policy = make_policy(cfg, spec)
-        self.sync = GradSync(rank, world_size)
-        self.learner = PPOLearner(
-            self.policy, cfg.algorithm, cfg.actor, cfg.train.iterations, self.sync
+class Trainer(PPOLearner):
+    """One training rank: the :class:`PPOLearner` of the run's config (its ``update`` is the PPO
+    update itself), plus what the actor role asks of a hosted learner."""
+
+    def __init__(
+        self, cfg: EmbodiedConfig, spec: PolicySpec, rank: int = 0, world_size: int = 1
+    ) -> None:
+        super().__init__(
+            make_policy(cfg, spec),
+            cfg.algorithm,
+            cfg.actor,
+            cfg.train.iterations,
+            GradSync(rank, world_size),
+            seed=cfg.seed,
         )
+        self.run_cfg, self.rank = cfg, rank
 
-    def train(self, traj: Trajectory, iteration: int) -> dict[str, float]:
-        gen = seed_everything(derive_seed(self.cfg.seed, "actor", self.rank, iteration))
-        return self.learner.update(traj, iteration, gen)
+    # what the actor worker asks of a hosted learner
+    def receive(self, item: tuple[int, Trajectory]) -> tuple[int, Trajectory]:
+        """A ``(stream, rows)`` shard from a rollout worker: nothing to do on arrival."""
+        return item
 
+    def collate(
+        self, items: list[tuple[int, Trajectory]] | list[Trajectory], version: int
+    ) -> Trajectory:
+        """This rank's rows of every stream, in stream order (or one in-process trajectory)."""
+        if len(items) == 1 and isinstance(items[0], Trajectory):
+            return items[0]
+        return collate([t for _, t in sorted(items, key=lambda item: item[0])])  # type: ignore[misc]  # the one-trajectory case returned above
 
-class TrainerHost(WeightPublisher):
-    """Mixin for workers that own ``self.trainer``: the actor role (publish / save / load) plus
-    the data-parallel rendezvous. ``self.store`` is the run's weight store on rank 0, else None."""
-
-    trainer: Trainer
-    store: Any
+    def publish_state(self) -> dict[str, torch.Tensor]:
+        return cpu_state_dict(self.policy())
 
     def dist_address(self) -> str:
         return free_address()
 
     def init_dist(self, address: str) -> None:
-        self.trainer.sync.init(address)
+        self.sync.init(address)
 
-    def publish_state(self) -> dict[str, torch.Tensor]:
-        return cpu_state_dict(self.trainer.policy)
-
-    def save(self, path: str, iteration: int, metrics: dict[str, float]) -> str:
-        """Rank 0 writes a checkpoint (ranks hold identical weights)."""
+    def save(
+        self, path: str, iteration: int, weight_version: int, metrics: dict[str, float]
+    ) -> str:
+        """Write a checkpoint (rank 0; ranks hold identical weights)."""
         from learner.checkpoint import rng_state
 
         save_checkpoint(
             path,
-            self.trainer.policy,
+            self.policy(),
             iteration=iteration,
-            weight_version=self.version,
-            optimizer=self.trainer.learner.optimizer,
-            config=to_dict(self.trainer.cfg),
+            weight_version=weight_version,
+            optimizer=self.optimizer,
+            config=to_dict(self.run_cfg),
             metrics=metrics,
             rng=rng_state(),
         )
         return path
 
     def load(self, path: str) -> dict[str, Any]:
-        """Restore model and optimiser; returns the checkpoint meta (iteration, version...)."""
+        """Restore model, optimiser and iteration; returns the checkpoint meta (iteration...)."""
         ckpt = load_checkpoint(path)
-        self.trainer.policy.load_state_dict(ckpt.model_state)
-        if ckpt.optimizer_state is not None:
-            self.trainer.learner.optimizer.load_state_dict(ckpt.optimizer_state)
-        self.version = ckpt.weight_version
-        self.version_base = max(
-            0, ckpt.weight_version - 1 - (self.store.version() if self.store is not None else 0)
+        self.load_state_dict(
+            {
+                "model": ckpt.model_state,
+                "optimizer": ckpt.optimizer_state,
+                "iteration": int(ckpt.meta["iteration"]),
+            }
         )
         return {
             k: v for k, v in ckpt.meta.items() if k in ("iteration", "weight_version", "metrics")
@@ -124,12 +137,13 @@ class TrainerHost(WeightPublisher):
         optimiser, iteration and weight version start fresh. Errors name both layouts.
 
         ``train.init_skip`` prefixes keep this run's initialisation: what a stage decides for
-        itself rather than inherits (the flow head's RL exploration noise, which SFT never trains)."""
+        itself rather than inherits (the flow head's RL exploration noise, which SFT never
+        trains)."""
         ckpt = load_checkpoint(path)
         state = dict(ckpt.model_state)
-        skip = list(self.trainer.cfg.train.init_skip)
+        skip = list(self.run_cfg.train.init_skip)
         if skip:
-            own = self.trainer.policy.state_dict()
+            own = self.policy().state_dict()
             kept = names_under(list(own), skip, "train.init_skip", "tensor")
             state.update({k: own[k] for k in kept})
             log.info(
@@ -138,14 +152,14 @@ class TrainerHost(WeightPublisher):
                 kept[:8],
             )
         try:
-            self.trainer.policy.load_state_dict(state)
+            self.policy().load_state_dict(state)
         except RuntimeError as e:
             raise ValueError(
-                f"train.init_from={path!r} does not fit model.name={self.trainer.cfg.model.name!r} "
+                f"train.init_from={path!r} does not fit model.name={self.run_cfg.model.name!r} "
                 f"with this env: {str(e).splitlines()[0]}"
             ) from None
         return path
 
     def param_vector(self) -> torch.Tensor:
         """All trainable parameters, flattened (tests compare it across iterations / ranks)."""
-        return torch.cat([p.detach().reshape(-1) for p in self.trainer.policy.parameters()]).clone()
+        return torch.cat([p.detach().reshape(-1) for p in self.policy().parameters()]).clone()

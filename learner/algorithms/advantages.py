@@ -101,7 +101,8 @@ def check_groups(group_ids: Sequence[int], group_size: int) -> None:
     >>> check_groups([7, 3, 7, 3], 2)
     Traceback (most recent call last):
     ...
-    ValueError: samples 0..1 should all answer one prompt (contiguous groups of 2), got prompt ids [7, 3]; keep the n samples of each prompt next to each other
+    ValueError: samples 0..1 should all answer one prompt (contiguous groups of 2), got prompt ids
+    [7, 3]; keep the n samples of each prompt next to each other
     """
     ids = [int(i) for i in group_ids]
     if group_size < 1 or len(ids) % group_size:

@@ -115,8 +115,17 @@ def random_subset_min(
 
 @torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Polyak averaging ``theta' <- tau theta + (1 - tau) theta'`` (buffers copied)."""
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.lerp_(s, tau)
-    for tb, sb in zip(target.buffers(), source.buffers(), strict=True):
-        tb.copy_(sb)
+    """Polyak averaging ``theta' <- tau theta + (1 - tau) theta'`` (buffers copied).
+
+    One for-each kernel per kind instead of one small kernel per tensor (a pixel critic has
+    some 20 tensors, updated after every critic step)."""
+    t_params, s_params = list(target.parameters()), list(source.parameters())
+    if len(t_params) != len(s_params):
+        raise ValueError(f"soft_update: {len(t_params)} target vs {len(s_params)} source tensors")
+    if t_params:
+        torch._foreach_lerp_(t_params, s_params, tau)
+    t_bufs, s_bufs = list(target.buffers()), list(source.buffers())
+    if len(t_bufs) != len(s_bufs):
+        raise ValueError(f"soft_update: {len(t_bufs)} target vs {len(s_bufs)} source buffers")
+    if t_bufs:
+        torch._foreach_copy_(t_bufs, s_bufs)

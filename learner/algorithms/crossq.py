@@ -106,13 +106,14 @@ def make_crossq_learner(
     :class:`SACConfig` is used as given, with the default renormalisation settings.
     """
     cfg = cfg if cfg is not None else CrossQConfig()
+    renorm = cfg if isinstance(cfg, CrossQConfig) else CrossQConfig()
     critic = CriticEnsemble(
         obs_dim,
         action_dim,
         n_critics,
         hidden,
         batch_norm=True,
-        renorm_warmup_steps=getattr(cfg, "renorm_warmup_steps", CrossQConfig.renorm_warmup_steps),
-        bn_momentum=getattr(cfg, "bn_momentum", CrossQConfig.bn_momentum),
+        renorm_warmup_steps=renorm.renorm_warmup_steps,
+        bn_momentum=renorm.bn_momentum,
     )
     return CrossQLearner(actor, critic, action_dim, cfg)

@@ -41,7 +41,8 @@ from learner.channel.errors import ChannelError
 
 Envelope = tuple[Any, float]
 """What the channel actor queues: ``(pickled bytes | [ObjectRef, has_tensors] | [bundle ObjectRef,
-has_tensors, index], weight)``; a producing handle also holds ``(Staged, weight)`` until its send."""
+has_tensors, index], weight)``; a producing handle also holds ``(Staged, weight)`` until its
+send."""
 
 INLINE_LIMIT = 100 * 1024
 """Items at or below this many array bytes ride inside the actor call (Ray's own inline limit)."""

@@ -238,7 +238,8 @@ def evaluate_config(
     deadline: float | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and config."""
+    """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and
+    config."""
     results: dict[str, Any] = {}
     for i, split in enumerate(ood_splits or cfg.eval.ood_splits):
         video = None
@@ -284,7 +285,8 @@ def evaluate_checkpoint(
     ``episodes`` / ``ood_splits`` default to the checkpoint config's ``eval`` section, ``seed`` to
     0 (seeds are always offset by ``eval.seed_offset``, far from training seeds). ``video_path``
     defaults to ``<checkpoint>/eval.mp4`` for library callers; pass ``""`` for no video
-    (``rlinf eval`` always passes a path in its own output folder). ``overrides`` changes the stored training config (``{"eval.num_envs": 10}`` or nested dicts).
+    (``rlinf eval`` always passes a path in its own output folder). ``overrides`` changes the stored
+    training config (``{"eval.num_envs": 10}`` or nested dicts).
 
     Any embodied runner's checkpoint (:func:`checkpoint_config`). Returns ``{"checkpoint", "runner",
     "iteration", "seed", "episodes", "splits": {split: {success_rate,

@@ -2,7 +2,7 @@
 
 Reads the checkpoint written by the reasoning runner (HF safetensors + tokenizer + meta.json);
 the dataset, reward function, prompt format and response length default to the run's own
-settings from ``meta.json`` so ``rlinf eval runs/<name>/checkpoint`` needs no flags.
+settings from ``meta.json`` so ``rlinf eval runs/<name>`` needs no flags.
 """
 
 from __future__ import annotations

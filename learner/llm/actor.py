@@ -1,8 +1,11 @@
 """The actor: log-probs, PPO-style updates and SFT steps on a causal LM, micro-batched.
 
-Pure torch, no Ray: the reasoning runner's actor worker and the in-process demo both drive
-this class, so the math is tested once. The loss of a step is split into micro-batches with
-the step's *global* normaliser, so gradient accumulation gives the full-batch gradient.
+Pure torch, no Ray: a :class:`learner.algorithms.protocol.Algorithm` whose ``update`` takes one
+:class:`~learner.llm.batch.PolicyBatch` (old log-probs, advantages, reference log-probs and, for
+PPO with a critic, old values and returns ride in the batch; the optimiser step count is state).
+:class:`learner.llm.learner.ReasoningLearner` turns scored completions into that batch. The
+loss of a step is split into micro-batches with the step's *global* normaliser, so gradient
+accumulation gives the full-batch gradient.
 With PPO-with-a-critic (``algorithm.adv: gae``) the trainer also holds the
 :class:`~learner.llm.critic.CriticTrainer` and updates it on the same rollout batch.
 """
@@ -16,18 +19,20 @@ import torch
 from torch import nn
 
 from learner.algorithms import sft_loss
-from learner.llm.algo import AlgorithmConfig, policy_objective, step_normalizer
-from learner.llm.batch import TrainBatch, response_logprobs
+from learner.llm.algo import LLMAlgorithmConfig, policy_objective, step_normalizer
+from learner.llm.batch import PolicyBatch, TrainBatch, response_logprobs
 from learner.llm.critic import CriticTrainer
 from learner.sections import OptimConfig, h
 from rlinf_contracts.config import ConfigError
 
-__all__ = ["ActorConfig", "ActorTrainer"]
+__all__ = ["LLMActorConfig", "ActorTrainer"]
 
 
 @dataclass
-class ActorConfig(OptimConfig):
-    """The shared optimiser section plus AdamW and micro-batching knobs of the LLM actor."""
+class LLMActorConfig(OptimConfig):
+    """The shared optimiser section plus AdamW and micro-batching knobs of the LLM actor
+    (``actor:`` of the reasoning runner; the embodied one is
+    :class:`learner.runners.config.ActorConfig`)."""
 
     ALIASES: ClassVar[dict[str, str]] = {"ppo_epochs": "epochs", "mini_batches": "minibatches"}
 
@@ -61,8 +66,8 @@ class ActorTrainer:
     def __init__(
         self,
         model: nn.Module,
-        cfg: ActorConfig,
-        algo: AlgorithmConfig,
+        cfg: LLMActorConfig,
+        algo: LLMAlgorithmConfig,
         temperature: float = 1.0,
         max_new_tokens: int = 16,
         critic: CriticTrainer | None = None,
@@ -75,8 +80,24 @@ class ActorTrainer:
         self.temperature = temperature
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.critic = critic  # PPO-with-a-critic only; built after SFT by the actor worker
+        self.critic = critic  # PPO-with-a-critic only; built after SFT by the learner
         self.steps = 0
+
+    @property
+    def critic(self) -> CriticTrainer | None:
+        return self._critic
+
+    @critic.setter
+    def critic(self, critic: CriticTrainer | None) -> None:
+        """The critic trains on the actor's schedule: ``actor.minibatches`` and
+        ``algorithm.critic.epochs`` (0 = ``actor.epochs``) passes per rollout batch."""
+        if critic is not None:
+            critic.epochs = critic.cfg.epochs or self.cfg.epochs
+            critic.minibatches = self.cfg.minibatches
+        self._critic = critic
+
+    def policy(self) -> nn.Module:
+        return self.model
 
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch) -> torch.Tensor:
@@ -109,7 +130,8 @@ class ActorTrainer:
         ref_logp: torch.Tensor | None = None,
         backward: bool = True,
     ) -> tuple[float, dict[str, float]]:
-        """Loss of ``batch`` as one optimizer step, micro-batched; gradients accumulate if ``backward``.
+        """Loss of ``batch`` as one optimizer step, micro-batched; gradients accumulate if
+        ``backward``.
 
         Returns the summed loss (equal to the shared library's loss on the whole batch, since
         every micro-batch uses the batch's global normaliser) and mean metrics.
@@ -136,39 +158,22 @@ class ActorTrainer:
         sums["actor/loss"] = total
         return total, sums
 
-    def update(
-        self,
-        batch: TrainBatch,
-        old_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        ref_logp: torch.Tensor | None = None,
-        old_values: torch.Tensor | None = None,
-        returns: torch.Tensor | None = None,
-    ) -> dict[str, float]:
+    def update(self, batch: PolicyBatch) -> dict[str, float]:
         """``epochs`` x ``minibatches`` optimizer steps on one rollout batch; mean metrics.
 
-        With ``returns`` (GAE targets) the critic is then regressed onto them on the same batch,
-        ``critic.epochs`` (default ``actor.epochs``) x ``minibatches`` steps.
+        With ``batch.returns`` (GAE targets) the critic is then regressed onto them on the same
+        batch (:meth:`CriticTrainer.update`).
         """
-        metrics = self._update_actor(batch, old_logp, advantages, ref_logp)
-        if returns is not None:
-            if self.critic is None or old_values is None:
+        metrics = self._update_actor(batch)
+        if batch.returns is not None:
+            if self.critic is None or batch.old_values is None:
                 raise ValueError(
-                    "update(returns=...) needs a critic (ActorTrainer(critic=...)) and old_values"
+                    "a batch with returns needs a critic (ActorTrainer(critic=...)) and old_values"
                 )
-            epochs = self.critic.cfg.epochs or self.cfg.epochs
-            metrics.update(
-                self.critic.update(batch, old_values, returns, epochs, self.cfg.minibatches)
-            )
+            metrics.update(self.critic.update(batch))
         return metrics
 
-    def _update_actor(
-        self,
-        batch: TrainBatch,
-        old_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        ref_logp: torch.Tensor | None,
-    ) -> dict[str, float]:
+    def _update_actor(self, batch: PolicyBatch) -> dict[str, float]:
         self.model.train()
         n = len(batch)
         sums: dict[str, float] = {}
@@ -176,8 +181,8 @@ class ActorTrainer:
         size = -(-n // self.cfg.minibatches)
         for _ in range(self.cfg.epochs):
             for ms, me in _chunks(n, size):
-                ref = ref_logp[ms:me] if ref_logp is not None else None
-                _, m = self.accumulate(batch.slice(ms, me), old_logp[ms:me], advantages[ms:me], ref)
+                mb = batch.slice(ms, me)
+                _, m = self.accumulate(mb.tokens, mb.old_logp, mb.advantages, mb.ref_logp)
                 m["actor/grad_norm"] = self._clip_and_step()
                 for k, v in m.items():
                     sums[k] = sums.get(k, 0.0) + v
@@ -202,8 +207,22 @@ class ActorTrainer:
         return float(loss.detach())
 
     def state_dict(self) -> dict[str, Any]:
-        """Weights to publish to rollout workers (LoRA merged views are the backend's job)."""
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        """Model, optimiser and step count (and the critic's, when there is one)."""
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "steps": self.steps,
+            "critic": None if self.critic is None else self.critic.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+        if state.get("critic") is not None:
+            if self.critic is None:
+                raise ValueError("a state with a critic needs a critic (ActorTrainer(critic=...))")
+            self.critic.load_state_dict(state["critic"])
 
     def set_lr(self, lr: float) -> None:
         for g in self.optimizer.param_groups:

@@ -40,7 +40,7 @@ from learner.sections import PolicyAlgorithmConfig, h
 from rlinf_contracts.config import ConfigError
 
 __all__ = [
-    "AlgorithmConfig",
+    "LLMAlgorithmConfig",
     "shape_scores",
     "keep_mask",
     "token_rewards",
@@ -52,8 +52,10 @@ __all__ = [
 
 
 @dataclass
-class AlgorithmConfig(PolicyAlgorithmConfig):
-    """The shared policy-gradient section plus the LLM knobs: loss choice, aggregation, KL, DAPO."""
+class LLMAlgorithmConfig(PolicyAlgorithmConfig):
+    """The shared policy-gradient section plus the LLM knobs: loss choice, aggregation, KL, DAPO
+    (``algorithm:`` of the reasoning runner; the embodied one is
+    :class:`learner.runners.config.AlgorithmConfig`)."""
 
     adv: str = field(
         default="grpo",
@@ -77,7 +79,8 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     critic: CriticConfig | None = field(
         default=None,
         metadata=h(
-            "value model + optimizer; required by (and only used with) an estimator that needs a critic (gae)"
+            "value model + optimizer; required by (and only used with) an estimator that needs a "
+            "critic (gae)"
         ),
     )
     dynamic_sampling: bool = field(
@@ -90,8 +93,10 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
 
     def validate(self) -> None:
         super().validate()
-        for key, reg in (("loss", POLICY_LOSSES), ("kl_kind", KL_ESTIMATORS)):
-            name = getattr(self, key)
+        for key, name, reg in (
+            ("loss", self.loss, POLICY_LOSSES),
+            ("kl_kind", self.kl_kind, KL_ESTIMATORS),
+        ):
             if name not in reg:
                 raise ConfigError(
                     f"algorithm.{key}={name!r} is unknown; choose one of {reg.names()}"
@@ -112,7 +117,7 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
 
 
 def shape_scores(
-    algo: AlgorithmConfig, scores: Tensor, lengths: Tensor, max_new_tokens: int
+    algo: LLMAlgorithmConfig, scores: Tensor, lengths: Tensor, max_new_tokens: int
 ) -> Tensor:
     """Outcome scores after DAPO overlong shaping (identity when ``overlong_buffer`` is 0)."""
     if algo.overlong_buffer <= 0:
@@ -122,7 +127,7 @@ def shape_scores(
     )
 
 
-def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
+def keep_mask(algo: LLMAlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
     """Samples to train on: all, or (DAPO dynamic sampling) those of groups with mixed rewards."""
     if not algo.dynamic_sampling:
         return torch.ones_like(scores, dtype=torch.bool)
@@ -130,7 +135,7 @@ def keep_mask(algo: AlgorithmConfig, scores: Tensor, group_size: int) -> Tensor:
 
 
 def token_advantages(
-    algo: AlgorithmConfig,
+    algo: LLMAlgorithmConfig,
     scores: Tensor,
     mask: Tensor,
     group_size: int,
@@ -148,7 +153,8 @@ def token_advantages(
     est = algo.estimator
     if est.needs_critic:
         raise ValueError(
-            f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, scores, mask, values)"
+            f"algorithm.adv={est.name} needs the critic's values: call gae_advantages(algo, "
+            "scores, mask, values)"
         )
     if est.signal == "outcome":
         return broadcast_to_tokens(
@@ -168,7 +174,7 @@ def token_advantages(
 
 
 def token_rewards(
-    algo: AlgorithmConfig,
+    algo: LLMAlgorithmConfig,
     scores: Tensor,
     mask: Tensor,
     logp: Tensor | None = None,
@@ -188,7 +194,7 @@ def token_rewards(
 
 
 def gae_advantages(
-    algo: AlgorithmConfig,
+    algo: LLMAlgorithmConfig,
     scores: Tensor,
     mask: Tensor,
     values: Tensor,
@@ -211,7 +217,7 @@ def gae_advantages(
 
 
 def policy_objective(
-    algo: AlgorithmConfig,
+    algo: LLMAlgorithmConfig,
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
@@ -253,7 +259,7 @@ def policy_objective(
     return loss, metrics
 
 
-def step_normalizer(algo: AlgorithmConfig, mask: Tensor, max_new_tokens: int) -> float:
+def step_normalizer(algo: LLMAlgorithmConfig, mask: Tensor, max_new_tokens: int) -> float:
     """The global loss normaliser of a whole training step (all micro-batches together)."""
     const = algo.norm_constant if algo.norm_constant is not None else float(max_new_tokens)
     return global_normalizer(mask, algo.agg_mode, const)

@@ -7,8 +7,9 @@ starts low), while the right answer keeps a sizeable share of the sampled probab
 A verifiable reward (math-verify in the configs) is exactly the signal that removes such a bias;
 GRPO raises held-out greedy accuracy far above what imitation of *these* demonstrations gives. The
 noise is planted: SFT on clean demonstrations alone reaches ~1.00, so this demo shows recovery
-from bad supervision, not RL doing what supervision cannot (see ``learner.llm.toolmath`` for that). Held-out
-pairs ``(a, b)`` never appear in SFT or RL prompts, so the gain is generalisation, not recall.
+from bad supervision, not RL doing what supervision cannot (see ``learner.llm.toolmath`` for that).
+Held-out pairs ``(a, b)`` never appear in SFT or RL prompts, so the gain is generalisation, not
+recall.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ class ArithmeticConfig:
     zero_pad: bool = field(
         default=True,
         metadata={
-            "help": "write operands as 2 digits and answers as 3 (07+45=052): fixed digit positions make addition learnable in minutes on a CPU"
+            "help": (
+                "write operands as 2 digits and answers as 3 (07+45=052): fixed digit positions "
+                "make addition learnable in minutes on a CPU"
+            )
         },
     )
 

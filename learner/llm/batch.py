@@ -1,5 +1,9 @@
 """Rollout samples -> padded training tensors, and per-token log-probs of a causal LM.
 
+:class:`PolicyBatch` is what one policy update consumes
+(:meth:`learner.llm.actor.ActorTrainer.update`): the tokens plus everything the rollout and the
+advantage estimator produced for them.
+
 Layout: prompts left-padded to ``P``, responses right-padded to ``R``; ``input_ids [N, P+R]``.
 The logits at positions ``P-1 .. P+R-2`` predict response tokens ``0 .. R-1``, so every
 response-aligned tensor (log-probs, advantages, ``response_mask``) is ``[N, R]``. Position
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["TrainBatch", "make_train_batch", "response_logprobs"]
+__all__ = ["PolicyBatch", "TrainBatch", "make_train_batch", "response_logprobs"]
 
 
 @dataclass
@@ -48,6 +52,38 @@ class TrainBatch:
             self.responses.to(device),
             self.response_mask.to(device),
             self.prompt_len,
+        )
+
+
+@dataclass
+class PolicyBatch:
+    """One update's data, every tensor ``[N, R]`` and aligned with ``tokens.responses``.
+
+    ``old_logp``: log-probs under the weights that sampled (the ratio's denominator);
+    ``advantages``: per token, from the estimator; ``ref_logp``: under the frozen reference
+    (KL, when ``algorithm.kl_coef > 0``); ``old_values`` / ``returns``: the critic's values at
+    rollout time and its regression targets (PPO with a critic only).
+    """
+
+    tokens: TrainBatch
+    old_logp: torch.Tensor
+    advantages: torch.Tensor
+    ref_logp: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def slice(self, start: int, stop: int) -> PolicyBatch:
+        cut = lambda t: None if t is None else t[start:stop]  # noqa: E731
+        return PolicyBatch(
+            self.tokens.slice(start, stop),
+            self.old_logp[start:stop],
+            self.advantages[start:stop],
+            cut(self.ref_logp),
+            cut(self.old_values),
+            cut(self.returns),
         )
 
 

@@ -1,4 +1,4 @@
-"""The critic of PPO-with-a-critic (``algorithm.adv: gae``): a per-token value model and its trainer.
+"""PPO-with-a-critic's critic (``algorithm.adv: gae``): a per-token value model and its trainer.
 
 Why a transformer backbone and not a small MLP on the actor's features: the value of a partial
 answer depends on the whole prompt + prefix, exactly what the actor's backbone already reads;
@@ -10,7 +10,9 @@ value head is new. Pure torch, no Ray: it lives inside the actor process, next t
 Alignment follows :mod:`learner.llm.batch`: ``values[:, t]`` is read from the hidden state at
 position ``P - 1 + t``, the state *before* response token ``t`` is emitted, so ``V_t`` is the
 value of the state in which the policy chose token ``t`` (the same position whose logits give
-``logp[:, t]``). The loss is :func:`learner.algorithms.value_loss` with the step's global
+``logp[:, t]``). :class:`CriticTrainer` follows the :class:`learner.algorithms.protocol.Algorithm`
+shape: ``update`` takes the :class:`~learner.llm.batch.PolicyBatch` (``old_values``,
+``returns``). The loss is :func:`learner.algorithms.value_loss` with the step's global
 normaliser, so micro-batching does not change it.
 """
 
@@ -27,8 +29,8 @@ import torch
 from torch import nn
 
 from learner.algorithms import AGG_MODES, global_normalizer, value_loss
-from learner.llm.batch import TrainBatch
-from learner.llm.model import ModelConfig, build_model, count_parameters
+from learner.llm.batch import PolicyBatch, TrainBatch
+from learner.llm.model import LLMModelConfig, build_model, count_parameters
 from rlinf_contracts.config import ConfigError
 
 __all__ = ["CriticConfig", "ValueModel", "CriticTrainer", "build_critic"]
@@ -82,7 +84,8 @@ class CriticConfig:
 
 
 class ValueModel(nn.Module):
-    """A causal-LM backbone (no LM head) and a scalar head: ``[N, P+R]`` tokens -> ``[N, R]`` values."""
+    """A causal-LM backbone (no LM head) and a scalar head: ``[N, P+R]`` tokens -> ``[N, R]``
+    values."""
 
     def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
         super().__init__()
@@ -112,13 +115,17 @@ def _backbone_of(lm: nn.Module) -> nn.Module:
     base = getattr(lm, "base_model", lm)
     if base is lm or not hasattr(base, "forward"):
         raise TypeError(
-            f"{type(lm).__name__} has no separate backbone (base_model); cannot build a critic from it"
+            f"{type(lm).__name__} has no separate backbone (base_model); cannot build a critic "
+            "from it"
         )
     return base
 
 
 def build_critic(
-    model_cfg: ModelConfig, cfg: CriticConfig, tokenizer: Any = None, actor: nn.Module | None = None
+    model_cfg: LLMModelConfig,
+    cfg: CriticConfig,
+    tokenizer: Any = None,
+    actor: nn.Module | None = None,
 ) -> ValueModel:
     """A :class:`ValueModel` on the actor's architecture.
 
@@ -150,12 +157,21 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
 
 
 class CriticTrainer:
-    """Owns the value model and its optimizer: rollout-time values and clipped value-loss updates."""
+    """Owns the value model and its optimizer: rollout-time values and clipped value-loss
+    updates."""
 
-    def __init__(self, model: ValueModel, cfg: CriticConfig, micro_batch: int = 0) -> None:
+    def __init__(
+        self,
+        model: ValueModel,
+        cfg: CriticConfig,
+        micro_batch: int = 0,
+        epochs: int = 1,
+        minibatches: int = 1,
+    ) -> None:
         self.model = model
         self.cfg = cfg
         self.micro_batch = micro_batch
+        self.epochs, self.minibatches = epochs, minibatches
         self.device = next(model.parameters()).device
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
@@ -207,23 +223,36 @@ class CriticTrainer:
         sums["critic/loss"] = total
         return total, sums
 
-    def update(
-        self,
-        batch: TrainBatch,
-        old_values: torch.Tensor,
-        returns: torch.Tensor,
-        epochs: int = 1,
-        mini_batches: int = 1,
-    ) -> dict[str, float]:
-        """``epochs`` x ``mini_batches`` optimizer steps regressing values onto ``returns``; mean metrics."""
+    def policy(self) -> ValueModel:
+        """The network this trainer trains (the critic is never published nor served)."""
+        return self.model
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+
+    def update(self, batch: PolicyBatch) -> dict[str, float]:
+        """``epochs`` x ``minibatches`` optimizer steps regressing values onto ``batch.returns``;
+        mean metrics. The value clip is around ``batch.old_values``."""
+        if batch.old_values is None or batch.returns is None:
+            raise ValueError("CriticTrainer.update needs a batch with old_values and returns")
         self.model.train()
         n = len(batch)
-        size = -(-n // mini_batches)
+        size = -(-n // self.minibatches)
         sums: dict[str, float] = {}
         steps = 0
-        for _ in range(epochs):
+        for _ in range(self.epochs):
             for s, e in _chunks(n, size):
-                _, m = self.accumulate(batch.slice(s, e), old_values[s:e], returns[s:e])
+                mb = batch.slice(s, e)
+                _, m = self.accumulate(mb.tokens, mb.old_values, mb.returns)  # type: ignore[arg-type]  # update checked both are set
                 gn = 0.0
                 if self.cfg.grad_clip > 0:
                     gn = float(
@@ -239,7 +268,8 @@ class CriticTrainer:
         return {k: v / max(steps, 1) for k, v in sums.items()}
 
     def save(self, path: str | Path) -> Path:
-        """The value model's weights as ``<path>/critic.safetensors`` (for resuming, not for eval)."""
+        """The value model's weights as ``<path>/critic.safetensors`` (for resuming, not for
+        eval)."""
         from safetensors.torch import save_file
 
         out = Path(path) / "critic.safetensors"

@@ -46,7 +46,8 @@ def load_prompts(
     answer_key: str = "answer",
     limit: int | None = None,
 ) -> list[PromptExample]:
-    """Read ``path`` (jsonl / parquet) into examples; a missing key names the row and the keys seen."""
+    """Read ``path`` (jsonl / parquet) into examples; a missing key names the row and the keys
+    seen."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"dataset file {p} not found (data.train_path / data.eval_path)")

@@ -19,7 +19,7 @@ from rlinf_contracts.config import ConfigError
 from rlinf_contracts.registry import Registry
 
 __all__ = [
-    "ModelConfig",
+    "LLMModelConfig",
     "ARCHITECTURES",
     "build_model",
     "count_parameters",
@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class ModelConfig:
-    """Which causal LM to train: ``path`` (pretrained / checkpoint) or a tiny one from ``arch``."""
+class LLMModelConfig:
+    """Which causal LM the reasoning runner trains (``model:``): ``path`` (pretrained /
+    checkpoint) or a tiny one from ``arch``. Named apart from the env runners' policy
+    :class:`learner.runners.config.ModelConfig`: the two share no field."""
 
     path: str | None = field(
         default=None,
@@ -59,7 +61,8 @@ class ModelConfig:
     def validate(self) -> None:
         if self.path is None and self.hidden_size % self.num_heads:
             raise ConfigError(
-                f"model.hidden_size={self.hidden_size} must be divisible by model.num_heads={self.num_heads}"
+                f"model.hidden_size={self.hidden_size} must be divisible by "
+                f"model.num_heads={self.num_heads}"
             )
         if self.lora_rank < 0:
             raise ConfigError(f"model.lora_rank must be >= 0, got {self.lora_rank}")
@@ -69,7 +72,7 @@ ARCHITECTURES: Registry[Any] = Registry("tiny LM architecture")
 
 
 @ARCHITECTURES.register("llama")
-def _llama_config(cfg: ModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
+def _llama_config(cfg: LLMModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -86,7 +89,7 @@ def _llama_config(cfg: ModelConfig, vocab_size: int, special: dict[str, int]) ->
 
 
 @ARCHITECTURES.register("qwen2")
-def _qwen2_config(cfg: ModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
+def _qwen2_config(cfg: LLMModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
     from transformers import Qwen2Config
 
     return Qwen2Config(
@@ -106,8 +109,9 @@ def _dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def build_model(cfg: ModelConfig, tokenizer: Any | None = None) -> nn.Module:
-    """A causal LM: pretrained from ``cfg.path``, else a tiny ``cfg.arch`` model sized for ``tokenizer``.
+def build_model(cfg: LLMModelConfig, tokenizer: Any | None = None) -> nn.Module:
+    """A causal LM: pretrained from ``cfg.path``, else a tiny ``cfg.arch`` model sized for
+    ``tokenizer``.
 
     With ``cfg.lora_rank > 0`` the model is wrapped with peft LoRA adapters on the attention
     and MLP projections (peft must be installed).
@@ -137,7 +141,7 @@ def build_model(cfg: ModelConfig, tokenizer: Any | None = None) -> nn.Module:
     return model
 
 
-def _wrap_lora(model: nn.Module, cfg: ModelConfig) -> nn.Module:
+def _wrap_lora(model: nn.Module, cfg: LLMModelConfig) -> nn.Module:
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as e:  # pragma: no cover - peft is in the llm extra
@@ -195,7 +199,8 @@ def save_model(
 
 
 def load_model(path: str | Path, dtype: str = "float32") -> tuple[nn.Module, Any]:
-    """Load a checkpoint written by :func:`save_model` (or any HF causal LM dir): (model, tokenizer).
+    """Load a checkpoint written by :func:`save_model` (or any HF causal LM dir): (model,
+    tokenizer).
 
     The shared format keeps ``model.safetensors`` with HF's parameter names, so HF's loader
     reads it directly; tied weights saved under both names load as one.

@@ -63,7 +63,8 @@ def _vla_flow(spec: PolicySpec, **kwargs: Any) -> Policy:
 
 @MODELS.register("vla_adapter")
 def _vla_adapter(spec: PolicySpec, **kwargs: Any) -> Policy:
-    """A full-size VLA adapter (OpenVLA / OpenVLA-OFT / π0 / π0.5; ``adapter: {tiny: true}`` on a CPU)."""
+    """A full-size VLA adapter (OpenVLA / OpenVLA-OFT / π0 / π0.5; ``adapter: {tiny: true}`` on a
+    CPU)."""
     from learner.models.vla_adapter_policy import VlaAdapterPolicy
 
     return VlaAdapterPolicy(spec, **kwargs)

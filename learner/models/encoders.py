@@ -57,7 +57,8 @@ def mlp(in_dim: int, hidden: list[int], activation: type[nn.Module] = nn.Tanh) -
 
 
 class ConvEncoder(nn.Module):
-    """Small CNN for ``uint8 [B, H, W, 3]`` images -> ``[B, out_dim]`` (one per camera, concatenated).
+    """Small CNN for ``uint8 [B, H, W, 3]`` images -> ``[B, out_dim]`` (one per camera,
+    concatenated).
 
     Three stride-2 convs and a global average pool: cheap enough to train on a CPU at 64x64,
     and independent of the image size, so one checkpoint serves any resolution.

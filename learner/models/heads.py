@@ -49,7 +49,7 @@ class GaussianHead(nn.Module):
 class TanhGaussianHead(GaussianHead):
     """Same parameters as :class:`GaussianHead`, actions squashed by tanh (bounded, SAC-style)."""
 
-    def forward(self, feat: Tensor) -> ChunkTanhGaussian:  # type: ignore[override]
+    def forward(self, feat: Tensor) -> ChunkTanhGaussian:  # type: ignore[override]  # a narrower distribution
         mean = self.mean(feat).view(-1, self.chunk, self.action_dim)
         return ChunkTanhGaussian(mean, self.log_std)
 

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from learner.algorithms.distributions import TanhGaussian
 from learner.models.distributions import ChunkTanhGaussian
+from learner.models.encoder_kinds import ENCODER_KINDS, build_pixel_encoder, encode_cached
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 1.0
@@ -41,8 +42,8 @@ class PixelEncoder(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         c_in = 3 * num_cameras
-        for c in channels:
-            layers += [nn.Conv2d(c_in, c, kernel_size=3, stride=2, padding=1), nn.ReLU()]
+        for c in channels:  # in-place ReLU: the conv's backward needs its input, not its output
+            layers += [nn.Conv2d(c_in, c, kernel_size=3, stride=2, padding=1), nn.ReLU(True)]
             c_in = c
         self.convs = nn.Sequential(*layers)
         with torch.no_grad():
@@ -55,6 +56,9 @@ class PixelEncoder(nn.Module):
         return self.head(self.convs(x).flatten(1))
 
 
+ENCODER_KINDS.add("cnn", PixelEncoder)  # model.encoder.kind: cnn (the other kinds: encoder_kinds)
+
+
 class ObsEncoder(nn.Module):
     """Observation -> features: ``state`` (a tensor or ``{"state", "images"}``), concatenated with
     pixel features when the policy reads cameras. Without cameras it has no parameters."""
@@ -65,6 +69,7 @@ class ObsEncoder(nn.Module):
         use_images: bool = False,
         cnn_channels: tuple[int, ...] = (16, 32, 32),
         image_feat_dim: int = 50,
+        encoder: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if use_images and not spec.cameras:
@@ -73,7 +78,7 @@ class ObsEncoder(nn.Module):
                 "set env.obs_mode to an image mode (rgb, state+rgb)"
             )
         self.cameras = sorted(spec.cameras) if use_images else []
-        self.pixels: PixelEncoder | None = None
+        self.pixels: nn.Module | None = None
         self.out_dim = spec.state_dim
         if self.cameras:
             sizes = {tuple(spec.cameras[c]) for c in self.cameras}
@@ -81,14 +86,18 @@ class ObsEncoder(nn.Module):
                 raise ValueError(
                     f"cameras {self.cameras} differ in size {sorted(sizes)}; use one image size"
                 )
-            self.pixels = PixelEncoder(
-                len(self.cameras), sizes.pop(), tuple(cnn_channels), image_feat_dim
+            opts = dict(encoder or {})  # model.encoder: kind (+ its channels); default cnn
+            kind, chans = opts.pop("kind", "cnn"), opts.pop("channels", cnn_channels)
+            self.pixels = build_pixel_encoder(
+                kind, len(self.cameras), sizes.pop(), tuple(chans), image_feat_dim, **opts
             )
             self.out_dim += image_feat_dim
 
     def forward(self, obs: Tensor | dict[str, Any]) -> Tensor:
-        if isinstance(obs, Tensor):
-            return obs.float()
+        if isinstance(obs, Tensor):  # a replay batch: the state, plus cached features if any
+            if self.pixels is None:
+                return obs.float()
+            return encode_cached(self.pixels, obs.float(), self.out_dim - self.pixels.out_dim)
         state = obs["state"].float()
         if self.pixels is None:
             return state
@@ -114,6 +123,7 @@ class SquashedGaussianPolicy(Policy):
         use_images: bool = False,
         cnn_channels: tuple[int, ...] = (16, 32, 32),
         image_feat_dim: int = 50,
+        encoder: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if spec.chunk != 1:
@@ -121,7 +131,7 @@ class SquashedGaussianPolicy(Policy):
                 f"the off-policy actor acts one step at a time; spec.chunk={spec.chunk}"
             )
         self.spec = spec
-        self.encoder = ObsEncoder(spec, use_images, tuple(cnn_channels), image_feat_dim)
+        self.encoder = ObsEncoder(spec, use_images, tuple(cnn_channels), image_feat_dim, encoder)
         self.net = relu_mlp(self.encoder.out_dim, list(hidden), 2 * spec.action_dim)
 
     def distribution(self, features: Tensor) -> TanhGaussian:

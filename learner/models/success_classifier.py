@@ -37,7 +37,8 @@ class PointMass:
 
 
 class SuccessClassifier(Policy):
-    """Small CNN on one camera (+ optional state): stride-2 convs, average pool to ``pool`` x ``pool`` (where things are matters), MLP."""
+    """Small CNN on one camera (+ optional state): stride-2 convs, average pool to ``pool`` x
+    ``pool`` (where things are matters), MLP."""
 
     def __init__(
         self,

@@ -63,7 +63,8 @@ class FiLMConvEncoder(nn.Module):
         return self.encode(image, cond)[0]
 
     def encode(self, image: Tensor, cond: Tensor) -> tuple[Tensor, Tensor]:
-        """Image features and the first conv layer's map ``[B, c1, H/2, W/2]`` (for slot glimpses)."""
+        """Image features and the first conv layer's map ``[B, c1, H/2, W/2]`` (for slot
+        glimpses)."""
         x = image.permute(0, 3, 1, 2).float() / 255.0 - 0.5
         first = torch.relu(self.conv1(x))
         gamma, beta = self.film(cond).chunk(2, dim=-1)
@@ -111,7 +112,8 @@ class VLAPolicy(Policy):
         self.state_norm = RunningNorm(spec.state_dim) if normalize_state else None
         # sentence embeddings of templated instructions differ in a few directions only ("red" vs
         # "blue" moves a 384-d unit vector a little): standardising each dimension over the SFT
-        # instructions turns those differences into unit-scale inputs (fixed after SFT, like state_norm)
+        # instructions turns those differences into unit-scale inputs (fixed after SFT, like
+        # state_norm)
         self.text_norm = RunningNorm(get_text_encoder(text_encoder).dim, clip=5.0)
         self.text_proj = nn.Sequential(
             nn.Linear(get_text_encoder(text_encoder).dim, text_dim), nn.Tanh()
@@ -119,14 +121,15 @@ class VLAPolicy(Policy):
         self.cnn = FiLMConvEncoder(
             text_dim, tuple(cnn_channels), image_feat_dim, tuple(spec.cameras[self.camera])
         )
-        # off by default so checkpoints saved before it load unchanged; the language configs turn it on
+        # off by default so checkpoints saved before it load unchanged; the language configs turn it
+        # on
         self.pointer: SlotPointer | None = None
         if slot_pointer:
             slices = slot_slices(spec.robot)
             if len(slices) < 2:
                 raise ValueError(
-                    "model.kwargs.slot_pointer=true needs an env whose state has >= 2 obj*_minus_ee "
-                    f"fields (franka_language); this spec has {len(slices)}"
+                    "model.kwargs.slot_pointer=true needs an env whose state has >= 2 "
+                    f"obj*_minus_ee fields (franka_language); this spec has {len(slices)}"
                 )
             glimpse, ee = None, None
             if slot_camera is not None:
@@ -195,7 +198,8 @@ class VLAPolicy(Policy):
         return self.fusion(torch.cat(parts, dim=-1)), weights
 
     def slot_weights(self, obs: dict[str, Any]) -> Tensor:
-        """``[B, n_slots]``: which object the pointer reads the instruction as naming (diagnostics, tests)."""
+        """``[B, n_slots]``: which object the pointer reads the instruction as naming (diagnostics,
+        tests)."""
         if self.pointer is None:
             raise ValueError("this VLA has no slot pointer (model.kwargs.slot_pointer=false)")
         with torch.no_grad():

@@ -11,12 +11,13 @@ appended to the executed action, as the small flow VLA does (``learner.models.po
 gives the env only the action columns). Layouts per adapter: :data:`FAMILIES`.
 
 Options (``model.kwargs``; a training config may write ``adapter:`` at top level, folded in by
-:func:`fold_adapter_section`): ``adapter`` (the :class:`~learner.models.adapters.gpu_config.AdapterSection`:
-a released checkpoint on ``device`` / ``dtype``, or ``tiny: true`` for random weights of the real
-key layout), ``action_index`` (which adapter action dimensions the env executes; default the
-first ``action_dim``), ``state_index`` (env state entries the adapter reads; default the first
-``state_dim``), ``critic_hidden`` (a separate small state critic for GAE; the adapters have no
-value head). What trains is what the adapter leaves trainable (LoRA, new heads), plus the critic.
+:func:`fold_adapter_section`): ``adapter`` (the
+:class:`~learner.models.adapters.gpu_config.AdapterSection`: a released checkpoint on ``device`` /
+``dtype``, or ``tiny: true`` for random weights of the real key layout), ``action_index`` (which
+adapter action dimensions the env executes; default the first ``action_dim``), ``state_index`` (env
+state entries the adapter reads; default the first ``state_dim``), ``critic_hidden`` (a separate
+small state critic for GAE; the adapters have no value head). What trains is what the adapter leaves
+trainable (LoRA, new heads), plus the critic.
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ FAMILIES["pi05"] = FAMILIES["pi0"]
 
 
 def fold_adapter_section(raw: dict[str, Any]) -> dict[str, Any]:
-    """A training config's top-level ``adapter:`` -> ``model.kwargs.adapter`` (``model.name: vla_adapter``),
-    its checkpoint checked now so ``--dry-run`` names a missing directory; ``serve:`` is the load plan's."""
+    """A training config's top-level ``adapter:`` -> ``model.kwargs.adapter``
+    (``model.name: vla_adapter``), its checkpoint checked now so ``--dry-run`` names a missing
+    directory; ``serve:`` is the load plan's."""
     if "adapter" not in raw:
         return raw
     out = {k: v for k, v in raw.items() if k not in ("adapter", "serve")}
@@ -147,7 +149,8 @@ def fold_adapter_section(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_adapter_for(spec: PolicySpec, section: dict[str, Any]) -> tuple[Any, AdapterSection]:
-    """The adapter a config names, sized for ``spec`` when tiny (action / state / cameras / chunk)."""
+    """The adapter a config names, sized for ``spec`` when tiny (action / state / cameras /
+    chunk)."""
     from learner.models.adapters import build_adapter
 
     sec = from_dict(AdapterSection, section, path="model.kwargs.adapter")
@@ -198,7 +201,8 @@ class VlaAdapterPolicy(Policy):
         ad = self.adapter
         if ad.chunk != spec.chunk:
             raise ConfigError(
-                f"key 'model.chunk' ({spec.chunk}) must equal the {sec.name} adapter's chunk ({ad.chunk})"
+                f"key 'model.chunk' ({spec.chunk}) must equal the {sec.name} adapter's chunk "
+                f"({ad.chunk})"
             )
         self.action_index = (
             list(range(spec.action_dim)) if action_index is None else list(action_index)
@@ -237,7 +241,8 @@ class VlaAdapterPolicy(Policy):
 
     # ---- observations and samples ------------------------------------------------------------
     def adapter_obs(self, obs: dict[str, Any]) -> dict[str, Any]:
-        """Tensors as the runners hold them -> the adapter's numpy observation (its cameras, its state)."""
+        """Tensors as the runners hold them -> the adapter's numpy observation (its cameras, its
+        state)."""
         state = np.asarray(
             torch.as_tensor(obs["state"]).detach().float().cpu().numpy(), dtype=np.float64
         )
@@ -256,7 +261,8 @@ class VlaAdapterPolicy(Policy):
         return {"state": sel, "images": cams, "instruction": instr or [""] * b}
 
     def pack(self, robot: np.ndarray, extras: dict[str, Tensor]) -> Tensor:
-        """Executed action columns + the sample's latent columns: [B, chunk, action_dim + latent]."""
+        """Executed action columns + the sample's latent columns:
+        [B, chunk, action_dim + latent]."""
         b = robot.shape[0]
         act = torch.as_tensor(robot[..., self.action_index], dtype=torch.float32)
         flat = torch.cat([extras[k].reshape(b, -1).float().cpu() for k in self.layout], 1)
@@ -290,14 +296,16 @@ class VlaAdapterPolicy(Policy):
         return PolicyOutput(dist=AdapterDistribution(self, obs), value=self.value(obs))
 
     def sft_loss(self, obs: dict[str, Any], actions: Tensor) -> Tensor:
-        """The adapter's own supervised loss (OpenVLA token NLL, OFT L1, π0 flow matching) on robot chunks."""
+        """The adapter's own supervised loss (OpenVLA token NLL, OFT L1, π0 flow matching) on robot
+        chunks."""
         a = np.asarray(torch.as_tensor(actions).float().cpu().numpy(), dtype=np.float64)
         full = np.zeros(a.shape[:-1] + (self.adapter.action_dim,))
         full[..., self.action_index] = a
         return self.family.sft_loss(self.adapter, self.adapter_obs(obs), full)
 
     def update_normalizer(self, states: Tensor, instructions: list[str] | None = None) -> None:
-        """No-op: the adapter normalises with its checkpoint's statistics (what ``vla_sft`` calls)."""
+        """No-op: the adapter normalises with its checkpoint's statistics (what ``vla_sft``
+        calls)."""
 
 
 class AdapterDistribution:
@@ -343,13 +351,15 @@ class AdapterDistribution:
         logp = self.policy.adapter.log_prob(
             self._obs(), {k: v.to(dev) for k, v in extras.items()}
         ).float()
-        # on the batch's device (the runners' update is on the CPU; the gradient flows back to the adapter's)
+        # on the batch's device (the runners' update is on the CPU; the gradient flows back to the
+        # adapter's)
         logp = logp.to(torch.as_tensor(self.obs["state"]).device)
         self._last_logp = logp
         return logp
 
     def entropy(self) -> Tensor:
-        """A Monte-Carlo estimate, ``-log p`` of the scored samples (detached: no entropy bonus gradient)."""
+        """A Monte-Carlo estimate, ``-log p`` of the scored samples (detached: no entropy bonus
+        gradient)."""
         if self._last_logp is not None:
             return -self._last_logp.detach()
         n = len(np.asarray(torch.as_tensor(self.obs["state"]).cpu()))

@@ -34,7 +34,8 @@ SLOT_SCALE = 10.0  # slot vectors are metres (|x| < ~0.3): x10 brings them to un
 
 
 def slot_slices(robot: Any) -> list[tuple[int, int]]:
-    """``(start, stop)`` of every ``obj*_minus_ee`` (size 3) field in a robot spec's state, in order."""
+    """``(start, stop)`` of every ``obj*_minus_ee`` (size 3) field in a robot spec's state, in
+    order."""
     if robot is None:
         return []
     out, offset = [], 0
@@ -62,15 +63,16 @@ class SlotCamera:
         unknown = sorted(set(cfg) - {"pos", "look_at", "fovy_deg"})
         if unknown or "pos" not in cfg or "look_at" not in cfg:
             raise ValueError(
-                f"model.kwargs.slot_camera needs pos: [x, y, z] and look_at: [x, y, z] (and optional "
-                f"fovy_deg); got keys {sorted(cfg)}"
+                "model.kwargs.slot_camera needs pos: [x, y, z] and look_at: [x, y, z] (and "
+                f"optional fovy_deg); got keys {sorted(cfg)}"
             )
         pos, look = tuple(float(x) for x in cfg["pos"]), tuple(float(x) for x in cfg["look_at"])
         if len(pos) != 3 or len(look) != 3 or pos == look:
             raise ValueError(
-                f"model.kwargs.slot_camera: pos {pos} and look_at {look} must be two different 3-vectors"
+                f"model.kwargs.slot_camera: pos {pos} and look_at {look} must be two different "
+                "3-vectors"
             )
-        return cls(pos, look, float(cfg.get("fovy_deg", 45.0)))  # type: ignore[arg-type]
+        return cls(pos, look, float(cfg.get("fovy_deg", 45.0)))  # type: ignore[arg-type]  # lengths checked above: 3-tuples
 
     def world_to_camera(self) -> Tensor:
         """``[3, 3]`` rows: camera right, up, backward (the camera looks along -z, as MuJoCo's)."""
@@ -107,7 +109,8 @@ class SlotGlimpse(nn.Module):
         self.dim = 6 + fmap_channels
 
     def project(self, points: Tensor) -> Tensor:
-        """World points ``[..., 3]`` -> ``grid_sample`` coordinates ``[..., 2]`` (x right, y down, -1..1)."""
+        """World points ``[..., 3]`` -> ``grid_sample`` coordinates ``[..., 2]`` (x right, y down,
+        -1..1)."""
         cam = (points - self.origin) @ self.rot.T
         depth = (-cam[..., 2]).clamp(min=1e-3)
         h, w = self.hw
@@ -173,7 +176,8 @@ class SlotPointer(nn.Module):
         if glimpse is not None:
             if ee_slice is None:
                 raise ValueError(
-                    "a slot glimpse needs the state's ee_pos field (slot positions are relative to it)"
+                    "a slot glimpse needs the state's ee_pos field (slot positions are relative to "
+                    "it)"
                 )
             self.match = nn.Sequential(
                 nn.Linear(text_dim + glimpse.dim, hidden), nn.ReLU(), nn.Linear(hidden, 1)
@@ -199,7 +203,7 @@ class SlotPointer(nn.Module):
                 raise ValueError(
                     "this slot pointer glimpses the image: pass text, image and the feature map"
                 )
-            a, b = self.ee_slice  # type: ignore[misc]
+            a, b = self.ee_slice  # type: ignore[misc]  # set whenever glimpse is
             world = slots / SLOT_SCALE + state[:, None, a:b]
             look = self.glimpse(world, image, fmap)  # [B, n, dim]
             pair = torch.cat([text[:, None, :].expand(-1, look.shape[1], -1), look], dim=-1)

@@ -189,7 +189,8 @@ class FlowDistribution:
 
     def _action_only_log_prob(self, actions: Tensor) -> Tensor:
         """For an action without its chain (deterministic acting, serving): the last transition's
-        Gaussian around the noise-free chain from ``x_0 = 0``. Never a PPO ratio: those get chains."""
+        Gaussian around the noise-free chain from ``x_0 = 0``. Never a PPO ratio: those get
+        chains."""
         b, c, a = self.shape
         x = torch.zeros(b, c * a, device=self.feat.device)
         for k in range(self.k - 1):

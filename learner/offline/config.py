@@ -1,4 +1,4 @@
-"""``OfflineConfig``: the offline runner (``runner: offline``) -- IQL, BC and DAgger on the episode store.
+"""``OfflineConfig``: the offline runner (``runner: offline``): IQL, BC, DAgger on stored episodes.
 
 >>> from rlinf_contracts.config import from_dict
 >>> from_dict(OfflineConfig, {"data": {"demos": "d"}}).algorithm.name
@@ -6,7 +6,8 @@
 >>> from_dict(OfflineConfig, {"algorithm": {"name": "cql"}, "data": {"demos": "d"}})
 Traceback (most recent call last):
 ...
-rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='cql' is unknown; choose one of ['bc', 'dagger', 'iql']
+rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='cql' is unknown; choose
+one of ['bc', 'dagger', 'iql']
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from learner.cluster import ClusterConfig
-from learner.runners.config import EnvConfig, EvalConfig
-from learner.sections import TrainLoopConfig
+from learner.sections import BudgetedTrainConfig, EnvConfig, EnvRunConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
 
@@ -27,7 +27,8 @@ class OfflineAlgorithmConfig:
     name: str = field(
         default="bc",
         metadata=_h(
-            "bc (behaviour cloning) | iql (implicit Q-learning) | dagger (BC + sim-oracle relabelled rollouts)"
+            "bc (behaviour cloning) | iql (implicit Q-learning) | dagger (BC + sim-oracle "
+            "relabelled rollouts)"
         ),
     )
     lr: float = field(default=3e-4, metadata=_h("Adam learning rate of every network"))
@@ -51,7 +52,8 @@ class OfflineAlgorithmConfig:
     expert_beta: float = field(
         default=0.5,
         metadata=_h(
-            "dagger: probability of executing the expert's action in round 1, decayed x0.5 per round"
+            "dagger: probability of executing the expert's action in round 1, decayed x0.5 per "
+            "round"
         ),
     )
 
@@ -92,7 +94,7 @@ class OfflineData:
 
 
 @dataclass
-class OfflineTrainConfig(TrainLoopConfig):
+class OfflineTrainConfig(BudgetedTrainConfig):
     updates: int = field(default=10_000, metadata=_h("gradient updates (dagger: per round)"))
     log_every: int = field(default=500, metadata=_h("updates between two metrics rows"))
     out_dir: str = field(
@@ -101,24 +103,22 @@ class OfflineTrainConfig(TrainLoopConfig):
     tensorboard: bool = field(
         default=False, metadata=_h("write TensorBoard scalars under <out_dir>/tb")
     )
-    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    final_eval: bool = field(
-        default=True, metadata=_h("evaluate the final policy on held-out seeds")
-    )
     time_budget_s: float | None = field(
         default=None, metadata=_h("wall-clock bound (s) on the final eval's deadline")
     )
 
     def validate(self) -> None:
+        super().validate()
         if self.updates < 1 or self.log_every < 1:
             raise ConfigError("keys 'train.updates' and 'train.log_every' must be >= 1")
 
 
 @dataclass
-class OfflineConfig:
+class OfflineConfig(EnvRunConfig):
+    """The offline runner (``runner: offline``): one local process, no env stepping but DAgger's."""
+
     runner: str = field(default="offline", metadata=_h("runner registry name"))
     name: str = field(default="offline", metadata=_h("run name (logs)"))
-    seed: int = field(default=0, metadata=_h("global seed"))
     cluster: ClusterConfig = field(
         default_factory=ClusterConfig, metadata=_h("Ray cluster (unused: one local process)")
     )
@@ -137,7 +137,6 @@ class OfflineConfig:
     train: OfflineTrainConfig = field(
         default_factory=OfflineTrainConfig, metadata=_h("loop, outputs")
     )
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
 
     def validate(self) -> None:
         self.data.validate()  # also when the config has no data section at all

@@ -17,30 +17,22 @@ import torch
 from learner.algorithms.imitation import DaggerBuffer, dagger_mix
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.episode import Episode
+from rlinf_data.demos import open_demos
 from rlinf_data.replay import ReplayBuffer, ReplayConfig
 
 
 def read_episodes(path: str) -> list[Episode]:
-    from rlinf_data.store import EpisodeStore
-
-    try:
-        episodes = [ep for ep in EpisodeStore(path, "r") if len(ep)]
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"key 'data.demos': {e}; record demos with 'rlinf collect ENV --out {path}'"
-        ) from None
-    if not episodes:
-        raise ConfigError(f"key 'data.demos': the episode store {path} holds no non-empty episode")
-    return episodes
+    """The episodes of ``data.demos`` with a step (:mod:`rlinf_data.demos`, the one reader)."""
+    return open_demos(path, key="data.demos").episodes()
 
 
 def check_layout(episodes: list[Episode], env_spec: Any, path: str) -> None:
     ep = episodes[0].info.layout
     if (ep.state_dim, ep.action_dim) != (env_spec.state_dim, env_spec.action_dim):
         raise ConfigError(
-            f"key 'data.demos': episodes in {path} have state {ep.state_dim} / action {ep.action_dim}, "
-            f"the env has {env_spec.state_dim} / {env_spec.action_dim}; record them with the same "
-            "env.obs_mode and env.control"
+            f"key 'data.demos': episodes in {path} have state {ep.state_dim} / action "
+            f"{ep.action_dim}, the env has {env_spec.state_dim} / {env_spec.action_dim}; record "
+            "them with the same env.obs_mode and env.control"
         )
 
 

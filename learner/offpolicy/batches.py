@@ -57,7 +57,8 @@ def obs_tensors(
 def to_batch(
     sample: dict[str, Any], cameras: list[str], pad: int = 0, rng: np.random.Generator | None = None
 ) -> dict[str, Any]:
-    """A learner batch (``obs``, ``next_obs``, ``action``, ``reward``, ``done``) from a replay sample."""
+    """A learner batch (``obs``, ``next_obs``, ``action``, ``reward``, ``done``) from a replay
+    sample."""
     return {
         "obs": obs_tensors(sample["obs"], cameras, pad, rng),
         "next_obs": obs_tensors(sample["next_obs"], cameras, pad, rng),

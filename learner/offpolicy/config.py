@@ -1,4 +1,4 @@
-"""``OffPolicyConfig``: every knob of the off-policy runner (SAC / RLPD / CrossQ), typed, with help text.
+"""``OffPolicyConfig``: the off-policy runner's knobs (SAC / RLPD / CrossQ), typed, with help text.
 
 Built once with ``from_dict(OffPolicyConfig, load_config(path, overrides))``; each section
 validates itself and names the offending key. ``env`` and ``eval`` are the embodied runner's
@@ -6,13 +6,15 @@ sections (same env kwargs, same held-out evaluation); ``placement`` places ``env
 and ``replay``.
 
 >>> from rlinf_contracts.config import from_dict
->>> cfg = from_dict(OffPolicyConfig, {"algorithm": {"name": "rlpd"}, "train": {"demos": "runs/demos/push"}})
+>>> raw = {"algorithm": {"name": "rlpd"}, "train": {"demos": "runs/demos/push"}}
+>>> cfg = from_dict(OffPolicyConfig, raw)
 >>> cfg.algorithm.critics(), cfg.algorithm.critic_subset
 (10, 2)
 >>> from_dict(OffPolicyConfig, {"algorithm": {"name": "sacc"}})
 Traceback (most recent call last):
 ...
-rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='sacc' is unknown; choose one of ['crossq', 'rlpd', 'sac']
+rlinf_contracts.config.errors.ConfigError: algorithm: key 'algorithm.name'='sacc' is unknown; choose
+one of ['crossq', 'rlpd', 'sac']
 """
 
 from __future__ import annotations
@@ -22,15 +24,73 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learner.cluster import ClusterConfig
-from learner.runners.config import EnvConfig, EvalConfig
-from learner.sections import TrainLoopConfig
+from learner.sections import BudgetedTrainConfig, EnvConfig, EnvRunConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.wire import MIN_SECRET_CHARS
 
 COMPONENTS = ("env", "learner", "replay")
 ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
+
+
+@dataclass
+class EncoderSection:
+    """``model.encoder``: the pixel encoder kind reading the cameras (``encoder_kinds``)."""
+
+    kind: str = field(
+        default="cnn",
+        metadata=_h(
+            "cnn: the trainable DrQ encoder (model.cnn_channels, trained by the critic on shifted "
+            "pixels) | frozen: a pretrained backbone that never trains, its features computed "
+            "once per frame and stored in the replay instead of pixels, then a trainable head"
+        ),
+    )
+    weights: str | None = field(
+        default=None,
+        metadata=_h(
+            "frozen: backbone weights -- the run dir or checkpoint of 'rlinf train "
+            "configs/encoder_pretrain.yaml', a .safetensors file or a torch state dict"
+        ),
+    )
+    channels: list[int] = field(
+        default_factory=lambda: [16, 16, 32],
+        metadata=_h("frozen: the backbone's conv channels (must match the weights)"),
+    )
+    cached_views: int = field(
+        default=4,
+        metadata=_h(
+            "frozen: views of each frame cached in the replay -- the frame itself and "
+            "cached_views-1 random shifts of up to model.augment_pad px; each sample reads one "
+            "(DrQ's augmentation paid once per frame; 1 = no augmentation)"
+        ),
+    )
+
+    def validate(self) -> None:
+        if self.kind != "cnn":  # the registry imports torch: only for a non-default kind
+            from learner.models.offpolicy import ENCODER_KINDS
+
+            if self.kind not in ENCODER_KINDS.names():
+                raise ConfigError(
+                    f"key 'model.encoder.kind'={self.kind!r} is unknown; choose one of "
+                    f"{ENCODER_KINDS.names()}"
+                )
+        if self.kind == "frozen" and not self.weights:
+            raise ConfigError(
+                "key 'model.encoder.weights' is required by model.encoder.kind=frozen (a frozen "
+                "random backbone learns nothing); pretrain one with 'rlinf train "
+                "configs/encoder_pretrain.yaml'"
+            )
+        if not self.channels or self.cached_views < 1:
+            raise ConfigError(
+                f"keys 'model.encoder.channels' (>= 1 layer) / 'model.encoder.cached_views' (>= 1) "
+                f"out of range: {self.channels}, {self.cached_views}"
+            )
+
+    def build_kwargs(self) -> dict[str, Any] | None:
+        """The policy's ``encoder`` kwarg (None for cnn: today's kwargs, unchanged)."""
+        if self.kind == "cnn":
+            return None
+        return {"kind": self.kind, "channels": list(self.channels)}
 
 
 @dataclass
@@ -45,7 +105,8 @@ class OffPolicyModelConfig:
     use_images: bool = field(
         default=False,
         metadata=_h(
-            "encode the env's cameras with a CNN shared by actor and critic (DrQ); needs an image obs_mode"
+            "encode the env's cameras with a CNN shared by actor and critic (DrQ); needs an image "
+            "obs_mode"
         ),
     )
     cnn_channels: list[int] = field(
@@ -61,6 +122,9 @@ class OffPolicyModelConfig:
             "DrQ random shift: pad by this many pixels and crop back at a random offset (0 = off)"
         ),
     )
+    encoder: EncoderSection = field(
+        default_factory=EncoderSection, metadata=_h("pixel encoder kind (cnn | frozen), weights")
+    )
 
     def validate(self) -> None:
         if not self.hidden or not self.critic_hidden:
@@ -69,12 +133,19 @@ class OffPolicyModelConfig:
             )
         if self.augment_pad < 0:
             raise ConfigError(f"key 'model.augment_pad' must be >= 0, got {self.augment_pad}")
+        if self.encoder.kind != "cnn" and not self.use_images:
+            raise ConfigError(
+                f"key 'model.encoder.kind'={self.encoder.kind!r} encodes cameras: set "
+                "model.use_images: true (and an image env.obs_mode)"
+            )
 
     def build_kwargs(self) -> dict[str, Any]:
         """Kwargs of ``build_policy("sac", ...)`` (JSON-able: saved in checkpoints)."""
         kw: dict[str, Any] = {"hidden": list(self.hidden), "use_images": self.use_images}
         if self.use_images:
             kw.update(cnn_channels=list(self.cnn_channels), image_feat_dim=self.image_feat_dim)
+            if self.encoder.build_kwargs() is not None:
+                kw["encoder"] = self.encoder.build_kwargs()
         return kw
 
 
@@ -83,7 +154,8 @@ class OffPolicyAlgorithmConfig:
     name: str = field(
         default="sac",
         metadata=_h(
-            "sac | rlpd (LayerNorm ensemble, random-2 min, symmetric demo sampling) | crossq (batch renorm, no target)"
+            "sac | rlpd (LayerNorm ensemble, random-2 min, symmetric demo sampling) | crossq "
+            "(batch renorm, no target)"
         ),
     )
     gamma: float = field(default=0.99, metadata=_h("discount per env step (HIL-SERL: 0.97)"))
@@ -115,6 +187,16 @@ class OffPolicyAlgorithmConfig:
         metadata=_h("critic:actor update ratio (SERL 4:1); null = 1 (sac, rlpd) or 3 (crossq)"),
     )
     batch_size: int = field(default=256, metadata=_h("transitions per update"))
+    max_backlog_updates: int | None = field(
+        default=None,
+        metadata=_h(
+            "most owed updates carried while the learner is slower than the data arrives; owed "
+            "updates beyond it are dropped (counted in learner/dropped_updates) and the kept "
+            "ratio is logged as learner/utd_effective. null = one episode's worth (utd_ratio x "
+            "max episode steps) when robots stream (ingest.enabled), no cap in simulation (the "
+            "env waits for the learner there); 0 = no cap"
+        ),
+    )
     adam_beta1: float | None = field(
         default=None, metadata=_h("Adam beta1; null = 0.9 (sac, rlpd) or 0.5 (crossq)")
     )
@@ -126,18 +208,26 @@ class OffPolicyAlgorithmConfig:
             )
         if not 0.0 < self.gamma <= 1.0 or not 0.0 < self.tau <= 1.0:
             raise ConfigError(
-                f"keys 'algorithm.gamma' / 'algorithm.tau' must be in (0, 1], got {self.gamma}, {self.tau}"
+                f"keys 'algorithm.gamma' / 'algorithm.tau' must be in (0, 1], got {self.gamma}, "
+                f"{self.tau}"
             )
         if self.n_step < 1 or self.batch_size < 1 or self.utd_ratio <= 0:
             raise ConfigError(
-                "keys 'algorithm.n_step', 'algorithm.batch_size' must be >= 1 and 'algorithm.utd_ratio' > 0"
+                "keys 'algorithm.n_step', 'algorithm.batch_size' must be >= 1 and "
+                "'algorithm.utd_ratio' > 0"
             )
         if self.critic_subset is not None and not 1 <= self.critic_subset <= self.critics():
             raise ConfigError(
-                f"key 'algorithm.critic_subset'={self.critic_subset} must be in [1, n_critics={self.critics()}]"
+                f"key 'algorithm.critic_subset'={self.critic_subset} must be in [1, "
+                f"n_critics={self.critics()}]"
             )
         if self.policy_delay is not None and self.policy_delay < 1:
             raise ConfigError(f"key 'algorithm.policy_delay' must be >= 1, got {self.policy_delay}")
+        if self.max_backlog_updates is not None and self.max_backlog_updates < 0:
+            raise ConfigError(
+                f"key 'algorithm.max_backlog_updates' must be >= 0 (0 = no cap), got "
+                f"{self.max_backlog_updates}"
+            )
         if self.name == "rlpd" and self.critic_subset is None:
             self.critic_subset = 2
 
@@ -164,7 +254,7 @@ class ReplaySection:
 
 
 @dataclass
-class OffPolicyTrainConfig(TrainLoopConfig):
+class OffPolicyTrainConfig(BudgetedTrainConfig):
     env_steps: int = field(
         default=100_000, metadata=_h("env transitions to collect in total (all envs)")
     )
@@ -187,7 +277,8 @@ class OffPolicyTrainConfig(TrainLoopConfig):
     store_online: bool = field(
         default=True,
         metadata=_h(
-            "write every finished online episode to <out_dir>/episodes (needed to resume with its replay)"
+            "write every finished online episode to <out_dir>/episodes (needed to resume with its "
+            "replay)"
         ),
     )
     episode_store: str | None = field(
@@ -222,26 +313,15 @@ class OffPolicyTrainConfig(TrainLoopConfig):
     tensorboard: bool = field(
         default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb")
     )
-    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    final_eval: bool = field(
-        default=True, metadata=_h("evaluate the final policy on held-out seeds")
-    )
-    time_budget_s: float | None = field(
-        default=None,
-        metadata=_h("wall-clock bound (s) on training + final checkpoint + final eval"),
-    )
 
     def validate(self) -> None:
+        super().validate()
         for key in ("env_steps", "warmup_steps", "learning_starts", "checkpoint_every"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"key 'train.{key}' must be >= 0, got {getattr(self, key)}")
         for key in ("steps_per_round", "publish_every", "log_every", "queue_episodes"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"key 'train.{key}' must be >= 1, got {getattr(self, key)}")
-        if self.time_budget_s is not None and self.time_budget_s <= 0:
-            raise ConfigError(
-                f"key 'train.time_budget_s' must be > 0 (or null), got {self.time_budget_s}"
-            )
 
 
 def _env_token(name: str) -> bool:
@@ -265,12 +345,14 @@ def _push_token(token_file: str | None) -> str:
 
 @dataclass
 class IngestSection:
-    """Robots as the env (``learner.offpolicy.remote``): transitions arrive on the learner's ingest."""
+    """Robots as the env (``learner.offpolicy.remote``): transitions arrive on the learner's
+    ingest."""
 
     enabled: bool = field(
         default=False,
         metadata=_h(
-            "learn from robots streaming to ws://host:port/transitions instead of stepping env (the 'remote' topology); env then only gives the spec and the final eval"
+            "learn from robots streaming to ws://host:port/transitions instead of stepping env "
+            "(the 'remote' topology); env then only gives the spec and the final eval"
         ),
     )
     host: str = field(
@@ -280,13 +362,15 @@ class IngestSection:
     port: int = field(
         default=8100,
         metadata=_h(
-            "ingest TCP port (0 picks a free one; the chosen URL is logged and written to <out_dir>/ingest.json)"
+            "ingest TCP port (0 picks a free one; the chosen URL is logged and written to "
+            "<out_dir>/ingest.json)"
         ),
     )
     store: str | None = field(
         default=None,
         metadata=_h(
-            "episode store the ingest writes before acking; null = train.episode_store or <out_dir>/episodes (keep it for train.resume)"
+            "episode store the ingest writes before acking; null = train.episode_store or "
+            "<out_dir>/episodes (keep it for train.resume)"
         ),
     )
     token_file: str | None = field(
@@ -300,28 +384,34 @@ class IngestSection:
     pretrain_updates: int = field(
         default=0,
         metadata=_h(
-            "updates on the demos alone before the first actor is written and served (0 = serve the initial actor)"
+            "updates on the demos alone before the first actor is written and served (0 = serve "
+            "the initial actor)"
         ),
     )
     reward: str = field(
         default="stream",
         metadata=_h(
-            "stream (the robot's reward: success flag of the judge / classifier / keys) | goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; needs that state field) | push_distance (the simulator's push reward from object_minus_ee / goal_minus_object)"
+            "stream (the robot's reward: success flag of the judge / classifier / keys) | "
+            "goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; "
+            "needs that state field) | push_distance (the simulator's push reward from "
+            "object_minus_ee / goal_minus_object)"
         ),
     )
     relabel_demos: bool = field(
         default=False,
         metadata=_h(
-            "give train.demos the ingest.reward too (demos recorded on the robot carry its streamed reward; the online data gets ingest.reward)"
+            "give train.demos the ingest.reward too (demos recorded on the robot carry its "
+            "streamed reward; the online data gets ingest.reward)"
         ),
     )
 
     def validate(self) -> None:
-        from learner.offpolicy.remote import REWARDS
+        from learner.offpolicy.rewards import REWARDS
 
         if self.reward not in REWARDS.names():
             raise ConfigError(
-                f"key 'ingest.reward'={self.reward!r} is unknown; choose one of {sorted(REWARDS.names())}"
+                f"key 'ingest.reward'={self.reward!r} is unknown; choose one of "
+                f"{sorted(REWARDS.names())}"
             )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"key 'ingest.port' must be in [0, 65535], got {self.port}")
@@ -346,13 +436,15 @@ class PushSection:
     url: str = field(
         default="",
         metadata=_h(
-            "policy server, e.g. ws://127.0.0.1:8000 ('' = no push); its /weights path needs the weights token"
+            "policy server, e.g. ws://127.0.0.1:8000 ('' = no push); its /weights path needs the "
+            "weights token"
         ),
     )
     every_updates: int = field(
         default=50,
         metadata=_h(
-            "updates between two pushes (the newest weights win; the learner never waits for the server)"
+            "updates between two pushes (the newest weights win; the learner never waits for the "
+            "server)"
         ),
     )
     token_file: str | None = field(
@@ -379,24 +471,24 @@ class PushSection:
             )
         if token is not None and len(token) < MIN_SECRET_CHARS:
             raise ConfigError(
-                f"key 'push.token_file': the weights token ({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) "
-                f"is shorter than {MIN_SECRET_CHARS} characters; the policy server refuses such a token, "
-                "so no push would land"
+                "key 'push.token_file': the weights token "
+                f"({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) is shorter than "
+                f"{MIN_SECRET_CHARS} characters; the policy server refuses such a token, so no "
+                "push would land"
             )
 
 
 @dataclass
-class OffPolicyConfig:
+class OffPolicyConfig(EnvRunConfig):
+    """The off-policy runner (``runner: offpolicy``): SAC / RLPD / CrossQ from a replay."""
+
     runner: str = field(default="offpolicy", metadata=_h("runner registry name"))
     name: str = field(default="offpolicy", metadata=_h("run name (logs)"))
-    seed: int = field(
-        default=0, metadata=_h("global seed: network init, env seeds, replay sampling")
-    )
-    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
     placement: dict[str, str | int] | str = field(
         default_factory=lambda: {"env,learner,replay": "0"},
         metadata=_h(
-            "env, learner, replay -> slots; all on the same one process = the fused loop; or 'auto': the placement the cost model predicts fastest (learner.scheduling)"
+            "env, learner, replay -> slots; all on the same one process = the fused loop; or "
+            "'auto': the placement the cost model predicts fastest (learner.scheduling)"
         ),
     )
     env: EnvConfig = field(
@@ -413,7 +505,6 @@ class OffPolicyConfig:
     train: OffPolicyTrainConfig = field(
         default_factory=OffPolicyTrainConfig, metadata=_h("loop, data, checkpoints, logging")
     )
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
     ingest: IngestSection = field(
         default_factory=IngestSection,
         metadata=_h("robots stream transitions to the learner (remote topology)"),
@@ -423,13 +514,12 @@ class OffPolicyConfig:
     )
 
     def validate(self) -> None:
-        from learner.scheduling.auto import check_value, is_auto, resolve
+        from learner.placement import check_placement_value, is_auto
 
-        check_value(self.placement)
-        if is_auto(self.placement):
-            resolve(self)
+        # 'auto' is only checked here; learner.scheduling.auto.plan resolves it after validation
+        check_placement_value(self.placement)
         names = [n.strip() for key in self.placement for n in str(key).split(",")]
-        if sorted(names) != sorted(COMPONENTS):
+        if not is_auto(self.placement) and sorted(names) != sorted(COMPONENTS):
             raise ConfigError(
                 f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}"
             )
@@ -439,7 +529,8 @@ class OffPolicyConfig:
             and "image" not in self.env.obs_mode
         ):
             raise ConfigError(
-                f"key 'model.use_images' needs an image env.obs_mode (rgb, state+rgb), got {self.env.obs_mode!r}"
+                "key 'model.use_images' needs an image env.obs_mode (rgb, state+rgb), got "
+                f"{self.env.obs_mode!r}"
             )
         if self.algorithm.name == "crossq" and self.model.use_images:
             raise ConfigError(

@@ -6,6 +6,10 @@ owes ``algorithm.utd_ratio`` critic updates per transition once ``train.learning
 transitions were collected; :meth:`train_owed` pays the debt. Fractional ratios accumulate, so
 ``utd_ratio: 0.25`` with 8 envs is two updates per vector step.
 
+A learner slower than the data (robots streaming, :mod:`learner.offpolicy.remote`) carries at
+most ``algorithm.max_backlog_updates`` owed updates and drops the rest; :mod:`learner.offpolicy.utd`
+keeps that bookkeeping and puts the ratio actually kept on every metrics row.
+
 Demonstrations (``train.demos``) fill the replay's ``demo`` source and every batch then holds
 ``replay.demo_ratio`` of them (RLPD's symmetric sampling at 0.5); before any online data the
 demos fill the whole batch.
@@ -14,17 +18,24 @@ demos fill the whole batch.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from learner.algorithms.sac import Batch
 from learner.offpolicy.batches import split_sample, to_batch
 from learner.offpolicy.collect import StepBatch, layout_of
 from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.feature_replay import FeatureReplay, replay_for
 from learner.offpolicy.nets import build, policy_spec
+from learner.offpolicy.utd import UtdMeter
+from learner.runners.fit import fit
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.episode import Episode, StepLayout
+from rlinf_data.demos import demo_kind, open_demos
 from rlinf_data.replay import ReplayBuffer, ReplayConfig
 
 log = logging.getLogger(__name__)
@@ -40,35 +51,28 @@ def replay_config(cfg: OffPolicyConfig) -> ReplayConfig:
 
 
 def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any = None) -> int:
-    """Every episode of the store at ``path`` into the replay's demo source; returns transitions.
-    ``reward`` (episode -> rewards), when given, relabels each episode's rewards first."""
-    from rlinf_data.store import EpisodeStore
-
-    try:
-        store = EpisodeStore(path, "r")
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"key 'train.demos': {e}; record demos with 'rlinf collect ENV --out {path}'"
-        ) from None
-    n = 0
-    for ep in store:
-        if not len(ep) and ep.info.status == "aborted":
-            continue  # empty (e.g. torn by a kill while it was created): no transition, any layout
+    """Every episode of the demos at ``path`` (:mod:`rlinf_data.demos`) into the replay's demo
+    source; returns transitions. ``reward`` (episode -> rewards), when given, relabels each
+    episode's rewards first."""
+    n = episodes = 0
+    for ep in open_demos(path, key="train.demos"):
         if ep.info.layout != layout:
             raise ConfigError(
-                f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, the env "
-                f"has {layout.to_dict()}; record them with the run's env.obs_mode and cameras"
+                f"key 'train.demos': episodes in {path} have layout {ep.info.layout.to_dict()}, "
+                f"the env has {layout.to_dict()}; record them with the run's env.obs_mode and "
+                "cameras"
             )
         if reward is not None:
             ep.steps["reward"] = np.asarray(reward(ep), np.float32)
         replay.add_episode(ep, "demo")
-        n += len(ep)
-    log.info("replay: %d demo transitions from %d episodes of %s", n, len(store), path)
+        n, episodes = n + len(ep), episodes + 1
+    log.info("replay: %d demo transitions from %d episodes of %s", n, episodes, path)
     return n
 
 
 def intervention_parts(ep: Episode) -> list[Episode]:
-    """The runs of taken-over steps of ``ep`` as episodes (each bootstraps from the step after it)."""
+    """The runs of taken-over steps of ``ep`` as episodes (each bootstraps from the step after
+    it)."""
     flag = ep.steps["intervention"]
     out, i, n = [], 0, len(ep)
     while i < n:
@@ -88,6 +92,15 @@ def intervention_parts(ep: Episode) -> list[Episode]:
     return out
 
 
+def backlog_cap(cfg: OffPolicyConfig, episode_steps: int) -> float:
+    """``algorithm.max_backlog_updates`` resolved: null = one episode's worth of updates when
+    robots stream (they do not wait for the learner), no cap (0) in simulation (the env waits)."""
+    cap = cfg.algorithm.max_backlog_updates
+    if cap is None:
+        return cfg.algorithm.utd_ratio * episode_steps if cfg.ingest.enabled else 0.0
+    return float(cap)
+
+
 REFILL_SOURCES = ("online", "intervention")  # robot episodes (a taken-over one is still robot data)
 
 
@@ -100,9 +113,11 @@ class OffPolicyLearner:
         self.policy, self.learner = build(cfg, self.spec)
         self.layout = layout_of(env_spec)
         self.episode_steps = int(env_spec.max_episode_steps)
-        self.replay = ReplayBuffer(self.layout, replay_config(cfg))
+        # frozen encoder: features, not pixels, in the replay (learner.offpolicy.feature_replay)
+        self.replay = replay_for(self.layout, replay_config(cfg), self.policy, cfg.model, cfg.seed)
         self.rng = np.random.default_rng(cfg.seed + 7)
-        self.cameras = self.policy.encoder.cameras
+        cached = isinstance(self.replay, FeatureReplay)  # batches are flat feature rows then
+        self.cameras = [] if cached else self.policy.encoder.cameras
         self.pad = cfg.model.augment_pad if self.cameras else 0
         self.demo_steps = (
             load_demos(self.replay, cfg.train.demos, self.layout, demo_reward)
@@ -111,7 +126,11 @@ class OffPolicyLearner:
         )
         self.env_steps = self.updates = self.episodes = 0
         self.owed = 0.0
-        # episode -> rewards applied to stored episodes on a restart's refill (remote: ingest.reward)
+        # transitions that arrived but are not in the replay yet (a source that queues sets it)
+        self.pending = 0
+        self.utd = UtdMeter(cfg.algorithm.utd_ratio, backlog_cap(cfg, self.episode_steps))
+        # episode -> rewards applied to stored episodes on a restart's refill (remote:
+        # ingest.reward)
         self.online_reward: Any = None
         self.last: dict[str, float] = {}
 
@@ -121,13 +140,15 @@ class OffPolicyLearner:
         self._count(len(b.action))
 
     def ingest_episode(self, ep: Episode, count: bool = True) -> None:
-        """A whole episode; ``count=False`` for a restart's refill (its steps were counted before)."""
+        """A whole episode; ``count=False`` for a restart's refill (its steps were counted
+        before)."""
         self.replay.add_episode(ep, "online")
         if count:
             self._count(len(ep))
 
     def add_interventions(self, ep: Episode) -> None:
-        """The taken-over runs of ``ep`` into the ``intervention`` source, when the replay has one."""
+        """The taken-over runs of ``ep`` into the ``intervention`` source, when the replay has
+        one."""
         if "intervention" in self.replay.rings and ep.steps["intervention"].any():
             for part in intervention_parts(ep):
                 self.replay.add_episode(part, "intervention")
@@ -136,7 +157,8 @@ class OffPolicyLearner:
         before, self.env_steps = self.env_steps, self.env_steps + n
         start = self.cfg.train.learning_starts
         if self.env_steps > start:
-            self.owed += self.cfg.algorithm.utd_ratio * (self.env_steps - max(before, start))
+            new = self.cfg.algorithm.utd_ratio * (self.env_steps - max(before, start))
+            self.owed = self.utd.owe(self.owed, new)
 
     # --------------------------------------------------------------- updates
     def train_owed(self) -> int:
@@ -145,15 +167,20 @@ class OffPolicyLearner:
         if n <= 0:
             return 0
         self.owed -= n
-        bs = self.cfg.algorithm.batch_size
-        done = 0
+        t0 = time.perf_counter()
+        _, self.last = fit(self.learner, self._batches(n).__next__, n)
+        self.utd.busy_s += time.perf_counter() - t0
+        self.updates += n
+        return n
+
+    def _batches(self, n: int) -> Iterator[Batch]:
+        """``n`` training batches, drawn from the replay ``SAMPLE_GROUP`` at a time."""
+        bs, done = self.cfg.algorithm.batch_size, 0
         while done < n:
             g = min(n - done, SAMPLE_GROUP)
             for part in split_sample(self.replay.sample(g * bs, self.rng), g, self.rng):
-                self.last = self.learner.update(to_batch(part, self.cameras, self.pad, self.rng))
+                yield to_batch(part, self.cameras, self.pad, self.rng)
             done += g
-        self.updates += n
-        return n
 
     def metrics(self) -> dict[str, float]:
         m = {f"train/{k}": float(v) for k, v in self.last.items()}
@@ -162,6 +189,9 @@ class OffPolicyLearner:
         )
         if "demo" in self.replay.rings:
             m["replay/demo"] = float(self.replay.size("demo"))
+        start = self.cfg.train.learning_starts
+        arrived = max(0, self.env_steps + self.pending - start)
+        m.update(self.utd.row(self.updates, arrived, self.owed, self.pending, time.perf_counter()))
         return m
 
     def counters(self) -> dict[str, Any]:
@@ -171,6 +201,7 @@ class OffPolicyLearner:
             "episodes": self.episodes,
             "owed": self.owed,
             "learner_updates": self.learner.updates,
+            **self.utd.counters(),
         }
 
     def set_counters(self, c: dict[str, Any]) -> None:
@@ -180,23 +211,21 @@ class OffPolicyLearner:
             int(c["episodes"]),
         )
         self.owed, self.learner.updates = float(c["owed"]), int(c["learner_updates"])
+        self.utd.restore(c)
 
     def refill(self, store_path: str | Path) -> int:
         """After a restart: every robot episode of the store (``source`` online or intervention, as
         the live ingest takes them) back into the replay, its taken-over runs into the
         ``intervention`` source too, rewards relabelled by ``online_reward`` when set."""
-        from rlinf_data.store import EpisodeStore
-
-        if not (Path(store_path) / "zarr.json").is_file():
+        if demo_kind(store_path) is None:  # a fresh run dir: nothing stored yet
             return 0
         n = 0
-        for ep in EpisodeStore(store_path, "r"):
-            if ep.info.source in REFILL_SOURCES and len(ep):
-                if self.online_reward is not None:
-                    ep.steps["reward"] = np.asarray(self.online_reward(ep), np.float32)
-                self.ingest_episode(ep, count=False)
-                self.add_interventions(ep)
-                n += 1
+        for ep in open_demos(store_path, key="train.episode_store", sources=REFILL_SOURCES):
+            if self.online_reward is not None:
+                ep.steps["reward"] = np.asarray(self.online_reward(ep), np.float32)
+            self.ingest_episode(ep, count=False)
+            self.add_interventions(ep)
+            n += 1
         log.info(
             "replay: %d robot episodes (%d rows) restored from %s",
             n,

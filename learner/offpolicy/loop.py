@@ -21,10 +21,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from learner.checkpoint import checkpoint_dir
+from learner.metrics import checkpoint_dir, prior_history
 from learner.offpolicy.config import OffPolicyConfig
 from learner.offpolicy.learner import OffPolicyLearner
 from learner.runners.budget import Budget
+from learner.runners.fit import Cadence
 from rlinf_contracts.config import to_dict
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,6 @@ class TrainLoop:
         write_episodes: bool = True,
         episode_store: str | None = None,
     ) -> None:
-        from learner.eval.curves import prior_history
-
         self.cfg, self.core = cfg, core
         self.store_name = episode_store or (store_path(cfg) if cfg.train.store_online else None)
         self.extra_metrics: Any = None  # () -> dict of source metrics added to every row
@@ -58,7 +57,7 @@ class TrainLoop:
         self.recent: deque[tuple[bool, float]] = deque(maxlen=100)
         if cfg.train.resume:
             self._resume(cfg.train.resume)
-            self.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", self.iteration)
+            self.history = prior_history(cfg.train.out_dir, self.iteration)
         self.store = None
         if cfg.train.store_online and write_episodes:
             from rlinf_data.store import EpisodeStore
@@ -82,11 +81,12 @@ class TrainLoop:
         )
 
     def run(self, source: Any, seconds_left: float | None) -> dict[str, Any]:
-        """Train until ``train.env_steps`` or the budget; returns the final checkpoint and history."""
+        """Train until ``train.env_steps`` or the budget; returns the final checkpoint and
+        history."""
         cfg, core = self.cfg, self.core
         budget, logger = Budget.start(seconds_left), self._logger()
         wall0 = self.history[-1].get("time/wall_s", 0.0) if self.history else 0.0
-        next_ckpt = self._next(cfg.train.checkpoint_every)
+        checkpoints = Cadence.after(cfg.train.checkpoint_every, core.env_steps)
         while core.env_steps < cfg.train.env_steps and not budget.training_over():
             for ep in source.pull(core):
                 self._finished(ep)
@@ -94,9 +94,8 @@ class TrainLoop:
             self.version = source.publish(core)
             if core.env_steps >= (self.iteration + 1) * cfg.train.log_every:
                 self._log(logger, budget, wall0, source.step_s())
-            if next_ckpt and core.env_steps >= next_ckpt:
+            if checkpoints.due(core.env_steps):
                 self.save()
-                next_ckpt = self._next(cfg.train.checkpoint_every)
         if not self.history or self.history[-1]["env_steps"] < core.env_steps:
             self._log(logger, budget, wall0, source.step_s())
         path = self.save()
@@ -108,9 +107,6 @@ class TrainLoop:
             "counters": core.counters(),
             "weight_version": self.version,
         }
-
-    def _next(self, every: int) -> int:
-        return 0 if not every else (self.core.env_steps // every + 1) * every
 
     def _finished(self, ep: Any) -> None:
         self.core.episodes += 1

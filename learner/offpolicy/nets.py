@@ -27,11 +27,36 @@ from torch import Tensor, nn
 from learner.algorithms import crossq as _crossq
 from learner.algorithms.critics import CriticEnsemble
 from learner.algorithms.rlpd import RLPDConfig
-from learner.algorithms.sac import OFF_POLICY_LEARNERS, SACConfig, SACLearner
+from learner.algorithms.sac import OFF_POLICY_LEARNERS, SACConfig, SACLearner, adam
 from learner.models import build_policy
+from learner.models.encoder_kinds import load_pretrained
 from learner.models.offpolicy import SquashedGaussianPolicy
 from learner.models.policy import PolicySpec
 from learner.offpolicy.config import OffPolicyConfig
+
+
+class Encoded:
+    """Observation features already computed by the policy's encoder (without gradient).
+
+    The actor step reads the observation through the encoder twice -- the actor's view and the
+    critic's ``Q(s, pi(s))`` -- with the same weights and no gradient to the encoder either
+    time, so :func:`attach_encoder` makes the learner encode once and hand both networks this.
+    """
+
+    __slots__ = ("features",)
+
+    def __init__(self, features: Tensor) -> None:
+        self.features = features
+
+
+def encoded_once(encoder: nn.Module) -> Any:
+    """``obs -> Encoded(encoder(obs))`` under ``no_grad`` (the learner's ``features`` hook)."""
+
+    def features(obs: Tensor | dict[str, Any]) -> Encoded:
+        with torch.no_grad():
+            return Encoded(encoder(obs))
+
+    return features
 
 
 class ActorView(nn.Module):
@@ -46,8 +71,10 @@ class ActorView(nn.Module):
         self.net = policy.net
         self._policy = [policy]  # a list: not a registered submodule
 
-    def forward(self, obs: Tensor | dict[str, Any]):
+    def forward(self, obs: Tensor | dict[str, Any] | Encoded):
         policy = self._policy[0]
+        if isinstance(obs, Encoded):
+            return policy.distribution(obs.features)
         with torch.no_grad():
             features = policy.encoder(obs)
         return policy.distribution(features)
@@ -60,8 +87,9 @@ class EncodedCritic(nn.Module):
         super().__init__()
         self.encoder, self.ensemble = encoder, ensemble
 
-    def forward(self, obs: Tensor | dict[str, Any], act: Tensor | None = None) -> Tensor:
-        return self.ensemble(self.encoder(obs), act)
+    def forward(self, obs: Tensor | dict[str, Any] | Encoded, act: Tensor | None = None) -> Tensor:
+        features = obs.features if isinstance(obs, Encoded) else self.encoder(obs)
+        return self.ensemble(features, act)
 
 
 def sac_config(cfg: OffPolicyConfig) -> SACConfig:
@@ -105,21 +133,23 @@ def _make_learner(
 
 
 def attach_encoder(learner: SACLearner, encoder: nn.Module) -> None:
-    """Put the pixel encoder in front of the learner's critic (and a copy in front of its target)."""
+    """Put the pixel encoder in front of the learner's critic (and a copy in front of its
+    target)."""
     learner.critic = EncodedCritic(encoder, learner.critic)
     if learner.target_critic is not None:
         learner.target_critic = copy.deepcopy(learner.critic).requires_grad_(False)
     c = learner.cfg
-    learner.critic_opt = torch.optim.Adam(
-        learner.critic.parameters(), lr=c.critic_lr, betas=(c.adam_beta1, 0.999)
-    )
+    learner.critic_opt = adam(learner.critic.parameters(), c.critic_lr, (c.adam_beta1, 0.999))
+    learner.features = encoded_once(encoder)
 
 
 def build(cfg: OffPolicyConfig, spec: PolicySpec) -> tuple[SquashedGaussianPolicy, SACLearner]:
     """(servable policy, learner) for a policy layout; weights seeded from ``cfg.seed``."""
     torch.manual_seed(cfg.seed)
     policy = build_policy("sac", spec, **cfg.model.build_kwargs())
+    load_pretrained(policy.encoder.pixels, cfg.model.encoder.weights)  # frozen kind only
     learner = _make_learner(cfg, ActorView(policy), policy.encoder.out_dim, spec.action_dim)
+    learner.served = policy  # the learner trains a view of it; the whole policy is served
     if policy.encoder.pixels is not None:
         attach_encoder(learner, policy.encoder)
     return policy, learner
@@ -148,6 +178,7 @@ def critic_parts(learner: SACLearner) -> dict[str, nn.Module]:
 
 __all__ = [
     "ActorView",
+    "Encoded",
     "EncodedCritic",
     "CriticEnsemble",
     "build",

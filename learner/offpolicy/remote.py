@@ -41,6 +41,8 @@ import numpy as np
 from learner.offpolicy.config import OffPolicyConfig
 from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.loop import TrainLoop, store_path
+from learner.offpolicy.reward_judge import JudgeReports
+from learner.offpolicy.rewards import REWARDS
 from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.episode import Episode, EpisodeInfo
@@ -83,6 +85,10 @@ class Segments:
         if t.last or t.terminated:
             out.append(self._close(t.robot_id))
         return out
+
+    def pending(self) -> int:
+        """Transitions held in open segments (not in the replay until their episode ends)."""
+        return sum(len(run) for run in self.open.values())
 
     def _fits(self, t: Any) -> bool:
         want = self.layout.fields()
@@ -148,72 +154,9 @@ class Segments:
         return Episode(info, steps, final)
 
 
-REWARDS: Registry[Any] = Registry("online reward")  # name -> (robot spec) -> (episode -> rewards)
-
-
-@REWARDS.register("stream")
-def _stream_reward(spec: Any) -> Any:
-    """The reward the robot sent (its judge's success flag, a classifier, the human's keys)."""
-    return lambda ep: ep.steps["reward"]
-
-
-def _state_slice(spec: Any, name: str, key: str) -> slice:
-    """Where state field ``name`` sits in the robot spec's state (a clear error naming ``key`` if absent)."""
-    offset = 0
-    for f in getattr(spec, "state", ()) if spec is not None else ():
-        if f.name == name:
-            return slice(offset, offset + f.size)
-        offset += f.size
-    raise ConfigError(
-        f"key 'ingest.reward'={key} needs a {name!r} field in the robot spec's state; use 'stream' "
-        "for this robot"
-    )
-
-
-def _next_states(ep: Episode) -> np.ndarray:
-    """The state after each step (the episode's final observation after the last one)."""
-    return (
-        np.concatenate([ep.steps["state"][1:], ep.final["state"][None]])
-        if ep.final is not None
-        else ep.steps["state"]
-    )
-
-
-@REWARDS.register("goal_distance")
-def _goal_distance_reward(spec: Any) -> Any:
-    """The simulator's reach reward on robot data: the streamed reward (1 on success) minus the
-    distance to the goal after each step, read from the state's ``goal_minus_ee`` field. Why:
-    with a sparse success flag alone, 20 short demos leave most of the arm's space without signal."""
-    sl = _state_slice(spec, "goal_minus_ee", "goal_distance")
-
-    def reward(ep: Episode) -> np.ndarray:
-        return (ep.steps["reward"] - np.linalg.norm(_next_states(ep)[:, sl], axis=1)).astype(
-            np.float32
-        )
-
-    return reward
-
-
-@REWARDS.register("push_distance")
-def _push_distance_reward(spec: Any) -> Any:
-    """The simulator's push reward on robot data (``mujoco_franka/push``): the streamed reward (1 on
-    success) minus the hand-to-cube distance and twice the cube-to-goal distance in the table plane,
-    from the next state's ``object_minus_ee`` / ``goal_minus_object`` fields."""
-    reach = _state_slice(spec, "object_minus_ee", "push_distance")
-    goal = _state_slice(spec, "goal_minus_object", "push_distance")
-
-    def reward(ep: Episode) -> np.ndarray:
-        nxt = _next_states(ep)
-        dense = np.linalg.norm(nxt[:, reach], axis=1) + 2.0 * np.linalg.norm(
-            nxt[:, goal][:, :2], axis=1
-        )
-        return (ep.steps["reward"] - dense).astype(np.float32)
-
-    return reward
-
-
 class RobotFeed:
-    """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest + pusher."""
+    """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest +
+    pusher."""
 
     def __init__(
         self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float
@@ -243,6 +186,7 @@ class RobotFeed:
         self.pusher = _pusher(cfg)
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
+        self.judge = JudgeReports()  # the reward classifier's FP / FN rates, where robots send them
         info = {"ingest_url": self.ingest.url, "store": ingest_store(cfg), "push_url": cfg.push.url}
         Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
         log.info(
@@ -262,17 +206,22 @@ class RobotFeed:
                 items.append(self.ingest.feed.get(timeout=self.cfg.ingest.wait_s))
             except queue.Empty:
                 return []
-        while len(items) < 512:
+        # everything queued now: a learner that owes a capped backlog must not leave the rest
+        # of the robots' data waiting in front of the replay (learner.offpolicy.utd)
+        for _ in range(self.ingest.feed.qsize()):
             try:
                 items.append(self.ingest.feed.get_nowait())
             except queue.Empty:
                 break
         finished = []
         for t in items:
+            if t.info:  # an episode's first step: its info may carry a reward judge report
+                self.judge.add(t.robot_id, t.info.get("extra", {}).get("reward_judge"))
             for ep in self.segments.add(t):
                 self._ingest(core, ep)
                 if ep.info.status != "aborted":
                     finished.append(ep)
+        core.pending = self._queued()
         self._pay_in_slices(core)
         return finished
 
@@ -299,7 +248,11 @@ class RobotFeed:
     def step_s(self) -> float:
         return self._step_s
 
+    def _queued(self) -> int:
+        return self.ingest.feed.qsize() + self.segments.pending()
+
     def publish(self, core: OffPolicyLearner) -> int:
+        core.pending = self._queued()  # the loop logs after publishing: what waits now
         if (
             self.pusher is not None
             and core.updates - self.published_at >= self.cfg.push.every_updates
@@ -318,6 +271,7 @@ class RobotFeed:
             / max(1, self.stats["transitions"]),
         }
         m.update({f"ingest/{k}": float(v) for k, v in self.ingest.ledger.stats.items()})
+        m.update(self.judge.metrics())
         if self.pusher is not None:
             m.update(
                 {

@@ -12,6 +12,9 @@
 The replay lives with the learner (it samples it thousands of times a second; a remote replay
 would cost a round trip per batch), so ``replay`` must be placed on the learner's slots, and
 the learner is one process (data-parallel off-policy updates are not built).
+
+The three register in the one topology registry (:data:`learner.runners.topology.TOPOLOGIES`)
+under ``offpolicy/<name>``; :data:`TOPOLOGIES` here is this runner's view of it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from typing import Any
 from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
 from learner.offpolicy.workers import EnvWorker, LearnerWorker
 from learner.placement import Placement, PlacementError, parse_placement
+from learner.runners.topology import topologies
 from rlinf_contracts.config import ConfigError
-from rlinf_contracts.registry import Registry
 
-TOPOLOGIES: Registry[type] = Registry("off-policy topology")
+TOPOLOGIES = topologies("offpolicy")
 
 
 def topology_name(placement: Placement) -> str:

@@ -1,1 +1,1 @@
-"""Env rollout: env construction and stages, trajectories, env / rollout workers, the toy env."""
+"""Rollout: the env and rollout roles of every on-policy runner, and the embodied env side."""

@@ -32,9 +32,7 @@ class SharedPrefix:
     branch_at: np.ndarray  # [groups] int: policy steps 0..branch_at-1 are the leader's
 
     @classmethod
-    def draw(
-        cls, num_envs: int, group_size: int, max_steps: int, seed: int
-    ) -> SharedPrefix | None:
+    def draw(cls, num_envs: int, group_size: int, max_steps: int, seed: int) -> SharedPrefix | None:
         """Branch steps uniform in ``0..max_steps``; ``None`` when nothing would be shared."""
         if max_steps <= 0 or group_size < 2:
             return None

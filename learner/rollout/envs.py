@@ -55,7 +55,8 @@ def _interleave_obs(parts: list[Observation]) -> Observation:
 
 
 class GroupedVectorEnv(VectorEnv):
-    """``G`` member envs of ``n`` rows each, seen as one env of ``n * G`` rows (groups contiguous)."""
+    """``G`` member envs of ``n`` rows each, seen as one env of ``n * G`` rows (groups
+    contiguous)."""
 
     def __init__(self, members: list[VectorEnv]) -> None:
         self.members = members

@@ -1,4 +1,4 @@
-"""``train.time_budget_s``: one wall-clock bound for training, the final checkpoint and the final eval.
+"""``train.time_budget_s``: one wall-clock bound on training, final checkpoint and final eval.
 
 The clock starts when the runner starts (the process start-up before it, a few seconds, is not
 counted). Training stops early enough to leave the final evaluation its estimated time (from

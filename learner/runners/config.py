@@ -2,8 +2,8 @@
 
 Built with ``rlinf_contracts.config.from_dict(EmbodiedConfig, load_config(path, overrides))``; each
 section validates itself and names the offending key. ``algorithm``, ``actor`` and ``train``
-extend the shared sections of :mod:`learner.sections` (the reasoning runner extends the same). ``rlinf train --help-config`` prints the
-``help`` of every field.
+extend the shared sections of :mod:`learner.sections` (the reasoning runner extends the same).
+``rlinf train --help-config`` prints the ``help`` of every field.
 """
 
 from __future__ import annotations
@@ -11,51 +11,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from learner.cluster import ClusterConfig
-from learner.sections import OptimConfig, PolicyAlgorithmConfig, TrainLoopConfig
+from learner.sections import (
+    BudgetedTrainConfig,
+    EnvConfig,
+    EnvRunConfig,
+    EvalConfig,
+    OptimConfig,
+    PolicyAlgorithmConfig,
+)
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
 
-
-@dataclass
-class EnvConfig:
-    name: str = field(default="toy/point_reach", metadata=_h("env registry name 'family/task'"))
-    num_envs: int = field(
-        default=32, metadata=_h("total sub-envs, split over env ranks x pipeline stages")
-    )
-    obs_mode: str = field(
-        default="state", metadata=_h("observation mode passed to the env ('state', 'image'...)")
-    )
-    control: str | None = field(
-        default=None,
-        metadata=_h("control mode passed to the env (e.g. 'ee_delta'); null = env default"),
-    )
-    max_episode_steps: int | None = field(
-        default=None, metadata=_h("episode length; null = env default")
-    )
-    kwargs: dict[str, Any] = field(
-        default_factory=dict, metadata=_h("extra keyword arguments for the env factory")
-    )
-
-    def validate(self) -> None:
-        if "/" not in self.name:
-            raise ConfigError(f"key 'env.name' must look like 'family/task', got {self.name!r}")
-        if self.num_envs < 1:
-            raise ConfigError(f"key 'env.num_envs' must be >= 1, got {self.num_envs}")
-
-    def factory_kwargs(self, **extra: Any) -> dict[str, Any]:
-        """Keyword arguments for ``make_env`` (unset optional knobs are left to the env)."""
-        kw: dict[str, Any] = {"obs_mode": self.obs_mode, **self.kwargs}
-        if self.control is not None:
-            kw["control"] = self.control
-        if self.max_episode_steps is not None:
-            kw["max_episode_steps"] = self.max_episode_steps
-        kw.update(extra)
-        return kw
+__all__ = [
+    "EnvConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "AlgorithmConfig",
+    "RolloutConfig",
+    "ActorConfig",
+    "TrainConfig",
+    "PolicyRunConfig",
+    "EmbodiedConfig",
+]
 
 
 @dataclass
 class ModelConfig:
+    """The policy network of :data:`learner.models.MODELS` an env runner trains and serves
+    (``model:``); the reasoning runner's causal LM is :class:`learner.llm.model.LLMModelConfig`."""
+
     name: str = field(
         default="mlp", metadata=_h("model registry name: mlp (state) | cnn (images + state)")
     )
@@ -78,7 +62,8 @@ class ModelConfig:
     kwargs: dict[str, Any] = field(
         default_factory=dict,
         metadata=_h(
-            "extra model keyword arguments (vla_*: text_encoder, flow_steps, init_log_sigma, n_bins...)"
+            "extra model keyword arguments (vla_*: text_encoder, flow_steps, init_log_sigma, "
+            "n_bins...)"
         ),
     )
 
@@ -128,7 +113,8 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     gamma: float = field(
         default=0.99,
         metadata=_h(
-            "discount per policy step (GAE; outcome estimators score episodes by their discounted return)"
+            "discount per policy step (GAE; outcome estimators score episodes by their discounted "
+            "return)"
         ),
     )
     group_size: int = field(
@@ -138,16 +124,18 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
     shared_prefix: int = field(
         default=0,
         metadata=_h(
-            "grouped estimators: a group's members replay their leader's actions for its first k policy steps, "
-            "k uniform in 0..shared_prefix per group and iteration, then branch; shared steps are masked out of "
-            "the loss, so the group mean scores the branch state (step-level credit without a critic; 0: off)"
+            "grouped estimators: a group's members replay their leader's actions for its first k "
+            "policy steps, k uniform in 0..shared_prefix per group and iteration, then branch; "
+            "shared steps are masked out of the loss, so the group mean scores the branch state "
+            "(step-level credit without a critic; 0: off)"
         ),
     )
     revisit_share: float = field(
         default=0.0,
         metadata=_h(
-            "outcome estimators: up to this share of each iteration's groups re-run a start state whose whole group "
-            "failed earlier (an all-fail group has no advantage, so that state gets another chance to give one; 0: off)"
+            "outcome estimators: up to this share of each iteration's groups re-run a start state "
+            "whose whole group failed earlier (an all-fail group has no advantage, so that state "
+            "gets another chance to give one; 0: off)"
         ),
     )
     revisit_times: int = field(
@@ -196,8 +184,8 @@ class AlgorithmConfig(PolicyAlgorithmConfig):
             )
         if self.revisit_share and not self.single_episode:
             raise ConfigError(
-                f"key 'algorithm.revisit_share' needs an outcome estimator (grpo, dr_grpo, rloo: one "
-                f"episode per env row and iteration); algorithm.adv={self.adv!r} runs several"
+                "key 'algorithm.revisit_share' needs an outcome estimator (grpo, dr_grpo, rloo: "
+                f"one episode per env row and iteration); algorithm.adv={self.adv!r} runs several"
             )
         if self.revisit_times < 1:
             raise ConfigError(
@@ -224,13 +212,15 @@ class RolloutConfig:
     pipeline_stages: int = field(
         default=1,
         metadata=_h(
-            "split each env worker's batch into this many micro-batches that overlap env stepping and inference"
+            "split each env worker's batch into this many micro-batches that overlap env stepping "
+            "and inference"
         ),
     )
     fuse_collocated: bool = field(
         default=True,
         metadata=_h(
-            "collocated placement: run env, rollout and actor of a rank in one process (no channels)"
+            "collocated placement: run env, rollout and actor of a rank in one process (no "
+            "channels)"
         ),
     )
     channel_timeout: float = field(
@@ -239,7 +229,8 @@ class RolloutConfig:
     reallocate: bool = field(
         default=False,
         metadata=_h(
-            "channel topology: the actor also trains on the env and rollout slots once the iteration's trajectories are in (learner.scheduling.realloc)"
+            "channel topology: the actor also trains on the env and rollout slots once the "
+            "iteration's trajectories are in (learner.scheduling.realloc)"
         ),
     )
 
@@ -256,6 +247,11 @@ class RolloutConfig:
 
 @dataclass
 class ActorConfig(OptimConfig):
+    """The embodied PPO update (``actor:``): the shared optimiser loop plus LR annealing, a KL
+    early stop, per-prefix LR scales and a critic warm-up, which
+    :class:`learner.actor.ppo.PPOLearner` reads; the reasoning runner's actor is
+    :class:`learner.llm.actor.LLMActorConfig`."""
+
     lr: float = field(default=3e-4, metadata=_h("Adam learning rate"))
     anneal_lr: bool = field(
         default=False, metadata=_h("linearly decay lr to 0 over train.iterations")
@@ -266,15 +262,17 @@ class ActorConfig(OptimConfig):
     lr_scale: dict[str, float] = field(
         default_factory=dict,
         metadata=_h(
-            "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: parts a fine-tuned "
-            "model needs to move faster than its action head (a fresh critic, a grounding choice)"
+            "learning-rate multipliers by parameter-name prefix, e.g. {pointer: 20, critic: 10}: "
+            "parts a fine-tuned model needs to move faster than its action head (a fresh critic, a "
+            "grounding choice)"
         ),
     )
     critic_warmup_iters: int = field(
         default=0,
         metadata=_h(
-            "first iterations that train only the critic (no policy loss): an RL run from an SFT checkpoint starts "
-            "with an untrained value head, whose advantages would otherwise steer the first policy updates"
+            "first iterations that train only the critic (no policy loss): an RL run from an SFT "
+            "checkpoint starts with an untrained value head, whose advantages would otherwise "
+            "steer the first policy updates"
         ),
     )
 
@@ -292,7 +290,7 @@ class ActorConfig(OptimConfig):
 
 
 @dataclass
-class TrainConfig(TrainLoopConfig):
+class TrainConfig(BudgetedTrainConfig):
     iterations: int = field(default=50, metadata=_h("training iterations (rollout + update)"))
     checkpoint_every: int = field(
         default=0, metadata=_h("save a checkpoint every N iterations (0 = only at the end)")
@@ -304,37 +302,26 @@ class TrainConfig(TrainLoopConfig):
     init_from: str | None = field(
         default=None,
         metadata=_h(
-            "checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and iteration start fresh"
+            "checkpoint whose model weights start this run (e.g. an SFT stage's); optimiser and "
+            "iteration start fresh"
         ),
     )
     init_skip: list[str] = field(
         default_factory=list,
         metadata=_h(
-            "tensor-name prefixes train.init_from does not load: they keep this config's initialisation, e.g. "
-            "[head.log_sigma] -- a flow head's exploration noise, which SFT never trains, from model.kwargs.init_log_sigma"
+            "tensor-name prefixes train.init_from does not load: they keep this config's "
+            "initialisation, e.g. [head.log_sigma] -- a flow head's exploration noise, which SFT "
+            "never trains, from model.kwargs.init_log_sigma"
         ),
     )
     tensorboard: bool = field(
         default=True, metadata=_h("write TensorBoard scalars under <out_dir>/tb")
     )
-    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
-    final_eval: bool = field(
-        default=True, metadata=_h("evaluate the final policy on held-out seeds")
-    )
-    time_budget_s: float | None = field(
-        default=None,
-        metadata=_h(
-            "wall-clock bound (s) on training + final checkpoint + final eval, from the runner's start; training stops early enough for the estimated eval, which stops starting rounds at the deadline"
-        ),
-    )
 
     def validate(self) -> None:
+        super().validate()
         if self.iterations < 0 or self.checkpoint_every < 0:
             raise ConfigError("keys 'train.iterations' and 'train.checkpoint_every' must be >= 0")
-        if self.time_budget_s is not None and self.time_budget_s <= 0:
-            raise ConfigError(
-                f"key 'train.time_budget_s' must be > 0 (or null for no budget), got {self.time_budget_s}"
-            )
         if self.init_skip and not self.init_from:
             raise ConfigError(
                 f"key 'train.init_skip' ({list(self.init_skip)}) needs train.init_from: "
@@ -343,81 +330,57 @@ class TrainConfig(TrainLoopConfig):
 
 
 @dataclass
-class EvalConfig:
-    episodes: int = field(default=50, metadata=_h("episodes per split"))
-    num_envs: int = field(default=25, metadata=_h("parallel eval envs"))
-    seed_offset: int = field(
-        default=1_000_000_000, metadata=_h("held-out seeds start here (far from training seeds)")
-    )
-    ood_splits: list[str] = field(
-        default_factory=lambda: ["id"],
-        metadata=_h("splits passed to the env as ood=<split>; 'id' = training distribution"),
-    )
-    video: bool = field(default=False, metadata=_h("write <out_dir>/eval.mp4 of a few episodes"))
-    video_episodes: int = field(default=2, metadata=_h("episodes in the video"))
-    env: str = field(
-        default="",
-        metadata=_h(
-            "env the eval runs on, with env's kwargs (e.g. RL on franka_language/hard, evaluated on franka_language/mix); empty = env.name"
-        ),
-    )
+class PolicyRunConfig(EnvRunConfig):
+    """A run that trains a policy model of :data:`learner.models.MODELS` in an env (the embodied
+    runner and the VLA SFT stage): what building and serving that policy reads."""
 
-    def validate(self) -> None:
-        if self.episodes < 1 or self.num_envs < 1:
-            raise ConfigError("keys 'eval.episodes' and 'eval.num_envs' must be >= 1")
-        if self.env and "/" not in self.env:
-            raise ConfigError(
-                f"key 'eval.env' must look like 'family/task' (or be empty: env.name), got {self.env!r}"
-            )
+    model: ModelConfig = field(default_factory=ModelConfig, metadata=_h("policy model"))
 
 
 @dataclass
-class EmbodiedConfig:
+class EmbodiedConfig(PolicyRunConfig):
+    """The on-policy embodied runner (``runner: embodied``): PPO / GRPO on env rollouts."""
+
     runner: str = field(default="embodied", metadata=_h("runner registry name"))
     name: str = field(default="embodied", metadata=_h("run name (logs)"))
-    seed: int = field(default=0, metadata=_h("global seed: model init, env seeds, sampling"))
-    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_h("Ray cluster"))
     placement: dict[str, str | int] | str = field(
         default_factory=lambda: {"env,rollout,actor": "all"},
         metadata=_h(
-            "components -> slots (the mode follows from the sets), or 'auto': the best placement and pipeline depth the cost model predicts (learner.scheduling)"
+            "components -> slots (the mode follows from the sets), or 'auto': the best placement "
+            "and pipeline depth the cost model predicts (learner.scheduling)"
         ),
     )
-    env: EnvConfig = field(default_factory=EnvConfig, metadata=_h("environment"))
-    model: ModelConfig = field(default_factory=ModelConfig, metadata=_h("policy model"))
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig, metadata=_h("PPO / GRPO"))
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata=_h("rollout"))
     actor: ActorConfig = field(default_factory=ActorConfig, metadata=_h("training worker"))
     train: TrainConfig = field(
         default_factory=TrainConfig, metadata=_h("loop, checkpoints, logging")
     )
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
 
     def validate(self) -> None:
-        from learner.scheduling.auto import check_value, is_auto, resolve
+        from learner.placement import check_placement_value, is_auto
 
-        check_value(self.placement)
-        if is_auto(self.placement):
-            resolve(self)
+        # 'auto' is only checked here; learner.scheduling.auto.plan resolves it after validation
+        check_placement_value(self.placement)
         if self.eval.env and self.eval.env.split("/")[0] != self.env.name.split("/")[0]:
             raise ConfigError(
                 f"key 'eval.env' ({self.eval.env}) must be a task of env.name's family "
                 f"({self.env.name.split('/')[0]}): the policy reads that family's observations"
             )
         names = {n.strip() for key in self.placement for n in str(key).split(",")}
-        if names != {"env", "rollout", "actor"}:
+        if not is_auto(self.placement) and names != {"env", "rollout", "actor"}:
             raise ConfigError(
                 f"key 'placement' must place exactly env, rollout and actor, got {sorted(names)}"
             )
         if self.actor.critic_warmup_iters and not self.algorithm.estimator.needs_critic:
             raise ConfigError(
-                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) needs a critic; "
-                f"algorithm.adv={self.algorithm.adv!r} has none"
+                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) needs a "
+                f"critic; algorithm.adv={self.algorithm.adv!r} has none"
             )
         if self.actor.critic_warmup_iters >= self.train.iterations:
             raise ConfigError(
-                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) leaves no policy "
-                f"update in train.iterations ({self.train.iterations})"
+                f"key 'actor.critic_warmup_iters' ({self.actor.critic_warmup_iters}) leaves no "
+                f"policy update in train.iterations ({self.train.iterations})"
             )
         if self.env.num_envs % self.algorithm.env_group_size:
             raise ConfigError(

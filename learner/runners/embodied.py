@@ -12,7 +12,8 @@ placement of one process runs in the calling process without Ray (:func:`in_proc
 Outputs in ``train.out_dir``: ``checkpoints/``, ``metrics.json`` (final + per-iteration history;
 a resumed run appends to the earlier history), ``curves.png`` (success / return vs env steps
 and wall time), TensorBoard scalars in ``tb/`` (``eval/<split>/...`` after the final eval).
-``train.time_budget_s`` bounds training + final checkpoint + final eval (``learner.runners.budget``).
+``train.time_budget_s`` bounds training + final checkpoint + final eval
+(``learner.runners.budget``).
 
 Determinism: every worker reseeds per iteration from ``(seed, component, rank|stream,
 iteration)`` and envs are reset from seeded states at the first iteration and right after
@@ -29,18 +30,18 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from learner.checkpoint import checkpoint_dir, load_policy
-from learner.eval.curves import prior_history, write_curves
+from learner.checkpoint import load_policy
 
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
 from learner.eval.embodied import evaluate_config
+from learner.metrics import checkpoint_dir, prior_history, write_run
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
 from learner.runners.config import EmbodiedConfig
 from learner.runners.registry import RUNNERS, RunnerSpec
 from learner.runners.topology import (
     COMPONENTS,
-    TOPOLOGIES,
+    EMBODIED,
     IterationOutput,
     runs_in_process,
     topology_name,
@@ -107,7 +108,7 @@ class _Run:
             " (in-process)" if local else "",
         )
         try:
-            self.topo = TOPOLOGIES.get(name)(
+            self.topo = EMBODIED.get(name)(
                 cfg, cluster, self.placement, self.store if local else store_name
             )
         except BaseException:
@@ -161,14 +162,15 @@ def _open_logger(cfg: EmbodiedConfig, start: int) -> Any:
         time_budget_s=cfg.train.time_budget_s,
     )
     if cfg.train.resume:
-        logger.history = prior_history(Path(cfg.train.out_dir) / "metrics.json", start)
+        logger.history = prior_history(cfg.train.out_dir, start)
     return logger
 
 
 def _train_loop(
     cfg: EmbodiedConfig, r: _Run, logger: Any, start: int, budget: Budget, version: int
 ) -> tuple[int, int, dict[str, float]]:
-    """Iterations until ``train.iterations`` or the budget; returns (last iteration, last saved, metrics)."""
+    """Iterations until ``train.iterations`` or the budget; returns (last iteration, last saved,
+    metrics)."""
     steps = steps_per_iteration(cfg, r.topo.env_spec.max_episode_steps)
     env_steps = steps * cfg.env.num_envs * cfg.model.chunk
     metrics: dict[str, float] = {"weight_version": float(version)}
@@ -179,7 +181,8 @@ def _train_loop(
     for it in range(start, cfg.train.iterations):
         if budget.training_over():
             log.info(
-                "train.time_budget_s=%s: stopping after %d iterations (%.0f s left for the final eval)",
+                "train.time_budget_s=%s: stopping after %d iterations (%.0f s left for the final "
+                "eval)",
                 cfg.train.time_budget_s,
                 it,
                 budget.left(),
@@ -253,11 +256,16 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
         }
         if cfg.train.final_eval:
             final["eval"] = _final_eval(cfg, final_path, budget)
-            _log_eval(logger, final["eval"], last)
         final["elapsed_s"] = budget.elapsed()
-        final["curves"] = _curves(cfg, logger.history, final.get("eval"))
-        logger.write_json(final)
-        return final
+        return write_run(
+            cfg.train.out_dir,
+            "embodied",
+            final,
+            logger.history,
+            title=cfg.name,
+            tensorboard=cfg.train.tensorboard,
+            logged_live=True,
+        )
     finally:
         if logger is not None:
             logger.close()
@@ -277,30 +285,6 @@ def _final_eval(cfg: EmbodiedConfig, path: Path, budget: Budget) -> dict[str, An
         deadline=budget.deadline,
         progress=cfg.train.progress,
     )
-
-
-def _log_eval(logger: Any, results: dict[str, Any], step: int) -> None:
-    """Held-out eval scalars into TensorBoard (``eval/<split>/success_rate`` ...)."""
-    if logger.writer is None:
-        return
-    for split, res in results.items():
-        for key in ("success_rate", "episode_return", "episode_length"):
-            if key in res:
-                logger.writer.add_scalar(f"eval/{split}/{key}", float(res[key]), step)
-
-
-def _curves(
-    cfg: EmbodiedConfig, history: list[dict[str, float]], results: dict[str, Any] | None
-) -> str | None:
-    first = next(iter((results or {}).values()), {})
-    try:
-        path = write_curves(
-            history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate")
-        )
-    except Exception as e:
-        log.warning("learning curves not written: %s: %s", type(e).__name__, e)
-        return None
-    return str(path) if path else None
 
 
 RUNNERS.add("embodied", RunnerSpec(config_cls=EmbodiedConfig, run=run, in_process=in_process))

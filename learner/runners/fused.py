@@ -5,6 +5,9 @@ would time-share the same cores) but pays a channel round trip per env step. Fus
 collocated semantics (same slots, same data, same updates) at in-process cost; several ranks
 train data-parallel with averaged gradients.
 
+:class:`FusedWorker` is the actor role (:class:`~learner.actor.worker.ActorWorker`) with the
+rank's envs in the same process instead of channels from env and rollout workers.
+
 A fused placement of *one* process on this machine needs no Ray at all: :class:`InProcessGroup`
 hosts the same :class:`FusedWorker` in the calling process, with the same worker context (CPU
 affinity and torch threads follow the slot), and the run skips Ray's start-up and the actor
@@ -18,26 +21,23 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from learner.actor.trainer import Trainer, TrainerHost, policy_spec
+from learner.actor.trainer import Trainer, policy_spec
+from learner.actor.worker import ActorWorker
 from learner.placement import ComponentPlacement
 from learner.rollout.collect import collect_inline
-from learner.rollout.workers import make_stage_envs
+from learner.rollout.embodied import make_stage_envs
 from learner.runners.config import EmbodiedConfig
 from learner.worker import Worker, WorkerContext, _apply_context
 
 
-class FusedWorker(TrainerHost, Worker):
+class FusedWorker(ActorWorker):
+    """The actor role with this rank's envs beside it: collect in-process, then :meth:`train`."""
+
     def __init__(self, cfg: EmbodiedConfig, store: Any) -> None:
         """``store``: the name of the run's weight store, or (in-process) the store itself."""
-        from learner.weights import WeightStore
-
         self.cfg = cfg
         self.envs = make_stage_envs(cfg, self.world_size)
-        self.trainer = Trainer(cfg, policy_spec(cfg, self.envs.spec), self.rank, self.world_size)
-        if self.rank != 0:
-            self.store = None
-        else:
-            self.store = store if isinstance(store, WeightStore) else WeightStore.connect(store)
+        super().__init__(Trainer, cfg, policy_spec(cfg, self.envs.spec), store=store)
         self.first_stream = self.rank * cfg.rollout.pipeline_stages
 
     def env_spec(self) -> Any:
@@ -49,7 +49,7 @@ class FusedWorker(TrainerHost, Worker):
             self.envs.reset(cfg.seed, iteration, self.first_stream)
         t0 = time.perf_counter()
         traj = collect_inline(
-            self.trainer.policy,
+            self.learner.policy(),
             self.envs,
             steps,
             cfg.algorithm.gamma,
@@ -61,15 +61,7 @@ class FusedWorker(TrainerHost, Worker):
         )
         traj.stats.revisited = self.envs.revisited * self.envs.group_size if reset else 0
         t1 = time.perf_counter()
-        metrics = self.trainer.train(traj, iteration)
-        t2 = time.perf_counter()
-        return {
-            "stats": traj.stats,
-            "train": metrics,
-            "rollout_s": t1 - t0,
-            "train_s": t2 - t1,
-            "weight_version": self.publish(),
-        }
+        return {"stats": traj.stats, "rollout_s": t1 - t0, **self.train([traj])}
 
     def close(self) -> None:
         self.envs.close()
@@ -99,7 +91,8 @@ class InProcessGroup:
     ) -> None:
         if placement.num_processes != 1:
             raise ValueError(
-                f"in-process group '{name}' hosts one process, placement has {placement.num_processes}"
+                f"in-process group '{name}' hosts one process, placement has "
+                f"{placement.num_processes}"
             )
         import torch
 
@@ -120,7 +113,7 @@ class InProcessGroup:
                     name, 0, 1, tuple(placement.process_slots[0]), slot_kind, os.cpu_count() or 1
                 ),
             )
-            worker.__init__(*args)  # type: ignore[misc]
+            worker.__init__(*args)  # type: ignore[misc]  # after object.__new__ and the context
         except (
             BaseException
         ):  # e.g. a config error building the model: the pinned cores go back too

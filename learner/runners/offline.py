@@ -15,8 +15,6 @@ state observations; the actor is the off-policy runner's (model ``sac``), so ``r
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,40 +23,16 @@ import torch
 # imported before any env starts: it picks a headless MuJoCo GL default
 from learner.offline.config import OfflineConfig
 from learner.offline.data import bc_buffer, check_layout, oracle_round, read_episodes, replay_of
-from learner.offline.trainers import BCTrainer, IQLTrainer, make_policy
+from learner.offline.trainers import OFFLINE_LEARNERS, make_policy
 from learner.offpolicy.batches import to_batch
 from learner.offpolicy.nets import policy_spec
 from learner.rollout.envs import build_env
 from learner.runners.budget import Budget
+from learner.runners.fit import Every, Rows, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
 from learner.worker import Worker
 
 log = logging.getLogger(__name__)
-
-
-def _fit(
-    trainer: Any,
-    sample: Callable[[], dict],
-    updates: int,
-    log_every: int,
-    history: list[dict],
-    extra: dict[str, float],
-    t0: float,
-) -> None:
-    """``updates`` gradient steps; a history row every ``log_every`` (``updates`` counts all rounds)."""
-    done = history[-1]["updates"] if history else 0.0
-    for i in range(1, updates + 1):
-        metrics = trainer.update(sample())
-        if i % log_every == 0 or i == updates:
-            history.append(
-                {
-                    "iteration": float(len(history)),
-                    "updates": done + i,
-                    **extra,
-                    **{f"train/{k}": v for k, v in metrics.items()},
-                    "time/wall_s": time.perf_counter() - t0,
-                }
-            )
 
 
 def run(cfg: OfflineConfig, cluster: Any) -> dict[str, Any]:
@@ -86,56 +60,44 @@ class OfflineWorker(Worker):
 
 
 def _train(cfg: OfflineConfig) -> dict[str, Any]:
-    budget, t0 = Budget.start(cfg.train.time_budget_s), time.perf_counter()
+    budget, rows = Budget.start(cfg.train.time_budget_s), Rows()
     env = build_env(cfg.env.name, cfg.env.num_envs, **cfg.env.factory_kwargs())
     episodes = read_episodes(cfg.data.demos)
     check_layout(episodes, env.spec, cfg.data.demos)
     policy = make_policy(cfg, policy_spec(env.spec, use_images=False))
-    rng, gen, history = np.random.default_rng(cfg.seed), torch.Generator().manual_seed(cfg.seed), []
-    a, c = cfg.algorithm, cfg.train
+    learner = OFFLINE_LEARNERS.get(cfg.algorithm.name)(cfg, policy)
+    a, log_row = cfg.algorithm, Every(cfg.train.log_every, rows)
     if a.name == "iql":
-        replay = replay_of(episodes, a.gamma)
-        _fit(
-            IQLTrainer(cfg, policy),
-            lambda: to_batch(replay.sample(a.batch_size, rng), []),
-            c.updates,
-            c.log_every,
-            history,
-            {},
-            t0,
-        )
+        replay, rng = replay_of(episodes, a.gamma), np.random.default_rng(cfg.seed)
+
+        def draw() -> Any:
+            return to_batch(replay.sample(a.batch_size, rng), [])
     else:
-        buf, trainer = bc_buffer(episodes), BCTrainer(cfg, policy)
-        rounds = a.rounds if a.name == "dagger" else 0
-        extra: dict[str, float] = {}
-        for r in range(rounds + 1):
-            if r:
-                extra = oracle_round(
-                    env, policy, buf, a.round_env_steps, a.expert_beta * 0.5 ** (r - 1), gen
-                )
-                log.info(
-                    "dagger round %d: learner success %.2f, dataset %d",
-                    r,
-                    extra["dagger/round_success"],
-                    len(buf),
-                )
-            _fit(
-                trainer,
-                lambda: buf.sample(a.batch_size, gen),
-                c.updates,
-                c.log_every,
-                history,
-                extra,
-                t0,
+        buf, gen = bc_buffer(episodes), torch.Generator().manual_seed(cfg.seed)
+
+        def draw() -> Any:
+            return buf.sample(a.batch_size, gen)
+
+    for r in range(a.rounds + 1 if a.name == "dagger" else 1):
+        if r:  # DAgger: roll the learner out, label its states with the oracle, aggregate
+            beta = a.expert_beta * 0.5 ** (r - 1)
+            rows.extra = oracle_round(env, policy, buf, a.round_env_steps, beta, gen)
+            log.info(
+                "dagger round %d: learner success %.2f, dataset %d",
+                r,
+                rows.extra["dagger/round_success"],
+                len(buf),
             )
+        fit(learner, draw, rows.updates + cfg.train.updates, [log_row], start=rows.updates)
     env.close()
-    return _finish(cfg, policy, history, budget, len(episodes))
+    return _finish(cfg, learner.policy(), rows.history, budget, len(episodes))
 
 
 def _finish(
     cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int
 ) -> dict[str, Any]:
-    from learner.checkpoint import checkpoint_dir, write_checkpoint
+    from learner.checkpoint import write_checkpoint
+    from learner.metrics import checkpoint_dir
     from learner.runners.offpolicy import final_eval, write_outputs
     from rlinf_contracts.config import to_dict
 
@@ -152,6 +114,7 @@ def _finish(
     final: dict[str, Any] = {
         **(history[-1] if history else {}),
         "checkpoint": str(path),
+        "iterations": len(history),
         "demo_episodes": n_episodes,
         "out_dir": cfg.train.out_dir,
         "in_process": True,
@@ -159,8 +122,7 @@ def _finish(
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, str(path), budget)
     final["elapsed_s"] = budget.elapsed()
-    write_outputs(cfg, history, final)
-    return final
+    return write_outputs(cfg, "offline", history, final, cfg.train.tensorboard)
 
 
 RUNNERS.add(

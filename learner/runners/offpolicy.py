@@ -32,6 +32,7 @@ from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, select
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
 from learner.runners.registry import RUNNERS, RunnerSpec
+from learner.sections import EnvRunConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,7 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, result["checkpoint"], budget)
     final["elapsed_s"] = budget.elapsed()
-    final["curves"] = write_outputs(cfg, result["history"], final)
-    return final
+    return write_outputs(cfg, "offpolicy", result["history"], final, cfg.train.tensorboard)
 
 
 def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
@@ -81,24 +81,27 @@ def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
     )
 
 
-def write_outputs(cfg: Any, history: list[dict[str, float]], final: dict[str, Any]) -> str | None:
-    """``metrics.json`` (final + history) and ``curves.png``; returns the curves' path."""
-    import json
+def write_outputs(
+    cfg: EnvRunConfig,
+    runner: str,
+    history: list[dict[str, float]],
+    final: dict[str, Any],
+    tensorboard: bool = True,
+) -> dict[str, Any]:
+    """The run directory's ``metrics.json``, ``curves.png`` and (with ``tensorboard``) ``tb/``
+    eval scalars (:func:`learner.metrics.write_run`); returns ``final`` as written. The caller
+    passes its own ``train.tensorboard``: not every runner's ``train`` section has one."""
+    from learner.metrics import write_run
 
-    from learner.eval.curves import write_curves
-
-    first = next(iter(final.get("eval", {}).values()), {})
-    path = None
-    try:
-        path = write_curves(
-            history, Path(cfg.train.out_dir) / "curves.png", cfg.name, first.get("success_rate")
-        )
-    except Exception as e:
-        log.warning("learning curves not written: %s: %s", type(e).__name__, e)
-    final["curves"] = str(path) if path else None
-    out = Path(cfg.train.out_dir) / "metrics.json"
-    out.write_text(json.dumps({"final": final, "history": history}, indent=1, default=str))
-    return final["curves"]
+    return write_run(
+        cfg.train.out_dir,
+        runner,
+        final,
+        history,
+        title=cfg.name,
+        tensorboard=tensorboard,
+        logged_live=runner == "offpolicy",
+    )
 
 
 def in_process(cfg: OffPolicyConfig, num_slots: int) -> bool:

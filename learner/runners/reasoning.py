@@ -10,27 +10,38 @@ is *collocated* (phases time-share the slots; rollout offloads while the actor t
 slots is *disaggregated* (rollout generates step ``s+1`` while the actor trains step ``s``,
 with weights at most one version stale). ``train.driver: inline`` runs the same worker classes
 in this process, which is the fastest way to run the tiny CPU demo.
+
+The roles are the ones every on-policy runner shares -- :class:`~learner.actor.worker.ActorWorker`,
+:class:`~learner.rollout.workers.RolloutWorker`, :class:`~learner.rollout.workers.EnvWorker` --
+hosting the reasoning parts (:class:`~learner.llm.learner.ReasoningLearner`,
+:class:`~learner.llm.generation.LLMGeneration`, :class:`~learner.llm.scoring.Scorer`). One loop
+(:func:`_train`) drives both drivers (:data:`DRIVERS`), which differ only in how a step's calls
+travel: direct calls in turn, or worker groups and channels.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
+from learner.actor.worker import ActorWorker
+from learner.llm.generation import LLMGeneration
+from learner.llm.learner import ReasoningLearner
+from learner.llm.scoring import Scorer
+from learner.metrics import checkpoint_dir, write_run
+from learner.rollout.workers import EnvWorker, RolloutWorker
 from learner.runners.reasoning_config import ReasoningConfig
 from learner.runners.reasoning_io import RunData, prepare_data, write_curve
-from learner.runners.reasoning_workers import ActorWorker, RewardWorker, RolloutWorker
 from learner.runners.registry import RUNNERS, RunnerSpec
 
-__all__ = ["ReasoningConfig", "run", "run_inline", "run_workers"]
+__all__ = ["ReasoningConfig", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -117,234 +128,303 @@ def _finish(
         **files,
         **extra,
     }
+    result["checkpoint"] = None
     if cfg.train.save_checkpoint:
-        result["checkpoint"] = actor_save(str(out_dir / "checkpoint"), {"eval_path": eval_path})
-    (out_dir / "metrics.json").write_text(json.dumps(result, indent=2))
-    return result
+        path = checkpoint_dir(out_dir, result["rl_steps"])
+        result["checkpoint"] = actor_save(str(path), {"eval_path": eval_path})
+    history = [
+        {
+            "iteration": r["step"],
+            "time/wall_s": r["elapsed_s"],
+            **{k: v for k, v in r.items() if k not in ("step", "elapsed_s")},
+        }
+        for r in curve.rows
+    ]
+    result = write_run(
+        out_dir,
+        "reasoning",
+        {**result, "iterations": result["rl_steps"]},
+        history,
+        title=cfg.name or Path(out_dir).name,
+        tensorboard=True,
+    )
+    return {**result, "png": result["curves"]}
 
 
-def run_inline(cfg: ReasoningConfig, data: RunData, out_dir: Path) -> dict[str, Any]:
-    """All components in this process; same classes and weight path (an in-process store)."""
-    from learner.weights import WeightStore
+class _Driver(Protocol):
+    """How a step's calls reach the three roles: :class:`_Inline` or :class:`_Groups`."""
 
-    torch.set_num_threads(cfg.train.torch_threads)
-    store = WeightStore.in_process("reasoning-inline")
-    actor = ActorWorker(cfg, data.tokenizer_dir, store)
-    rollout = RolloutWorker(cfg, data.tokenizer_dir, store)
-    reward = RewardWorker(cfg)
+    disaggregated: bool  # rollout and actor on disjoint slots: sampling runs one version behind
+
+    def publish(self) -> int: ...
+    def evaluate(self, prompts: list[str], answers: list[str], version: int) -> dict: ...
+    def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]: ...
+    def digest(self) -> str: ...
+    def launch(self, step: int, prompts: list[str], answers: list[str], version: int) -> None: ...
+    def train(self, step: int) -> Any: ...  # ``.wait()`` gives the actor's metrics
+    def rollout_version(self) -> dict[str, float]: ...
+    def drain(self) -> None: ...
+    def save(self, path: str, meta: dict[str, Any]) -> str: ...
+    def summary(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+def _train(cfg: ReasoningConfig, data: RunData, out_dir: Path, d: _Driver) -> dict[str, Any]:
+    """SFT, then RL steps until ``train.steps`` or ``train.target_accuracy``, on either driver."""
     curve = _Curve()
-    ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version = actor.publish()
-    evaluate = lambda v: rollout.evaluate(ev_p, ev_a, v)  # noqa: E731
+    prompts, answers = [e.prompt for e in data.eval], [e.answer for e in data.eval]
+    evaluate = lambda v: d.evaluate(prompts, answers, v)  # noqa: E731
+    version = d.publish()
     if data.demos:
         curve.add(-1, "init", evaluate(version))  # before SFT
-        version = _sft_phase(cfg, curve, lambda a, b: actor.sft(data.demos, a, b), evaluate)
+        version = _sft_phase(cfg, curve, lambda a, b: d.sft(data.demos, a, b), evaluate)
     else:
         curve.add(0, "sft", evaluate(version))
-    sft_digest = actor.digest()
-    rng = random.Random(cfg.train.seed)
+    sft_digest = d.digest()
+    rng, n, lag = random.Random(cfg.train.seed), cfg.train.prompts_per_step, int(d.disaggregated)
+    base = version  # weights version that step 1 samples with
+    if cfg.train.steps > 0:
+        d.launch(1, *_step_prompts(data, rng, n), base)
     for step in range(1, cfg.train.steps + 1):
-        prompts, answers = _step_prompts(data, rng, cfg.train.prompts_per_step)
-        batch = reward.score(rollout.generate(prompts, answers, version))  # type: ignore[arg-type]
-        metrics = actor.train([batch])
-        version = int(metrics["weight_version"])
+        training = d.train(step)
+        nxt = _step_prompts(data, rng, n) if step < cfg.train.steps else None
+        # staleness bound: disaggregated samples step s+1 now, with the weights one version
+        # older; collocated (and inline) waits for step s's update and samples with its weights
+        if nxt is not None and lag:
+            d.launch(step + 1, *nxt, base + step - 1)
+        metrics = training.wait()
+        if nxt is not None and not lag:
+            d.launch(step + 1, *nxt, base + step)
         if _should_eval(cfg, step):
-            metrics.update(rollout.evaluate(ev_p, ev_a, version))
-        row = curve.add(step, "rl", metrics)
+            metrics.update(evaluate(int(metrics["weight_version"]) - lag))
+        row = curve.add(step, "rl", {**metrics, **d.rollout_version()})
         target = cfg.train.target_accuracy
         if target is not None and row.get("eval/accuracy", -1.0) >= target:
             break
-    return _finish(
-        cfg,
-        curve,
-        out_dir,
-        actor.save,
-        {
+    d.drain()  # an early stop leaves the next step's generation and scoring running
+    extra = {**d.summary(), "sft_digest": sft_digest}
+    return _finish(cfg, curve, out_dir, d.save, extra, data.eval_path, data.eval_source)
+
+
+def _actor_metrics(res: dict[str, Any]) -> dict[str, float]:
+    """The actor's ``train`` result as curve columns (its own update time is ``time/train``)."""
+    return {k: v for k, v in res.items() if k != "update_s"}
+
+
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def wait(self) -> Any:
+        return self.value
+
+
+class _StepCalls:
+    """A step in flight on the worker groups: ``wait()`` gives the actor's metrics."""
+
+    def __init__(self, gen: Any, scoring: Any, training: Any, timeout: float) -> None:
+        self.calls, self.timeout = (gen, scoring, training), timeout
+
+    def wait(self) -> dict[str, float]:
+        gen, scoring, training = self.calls
+        gen.wait(self.timeout)
+        scoring.wait(self.timeout)
+        return _actor_metrics(training.wait(self.timeout)[0])
+
+
+class _Inline:
+    """``train.driver: inline``: the three worker roles in this process, called in turn."""
+
+    disaggregated = False
+
+    def __init__(self, cfg: ReasoningConfig, cluster: Any, data: RunData) -> None:
+        from learner.weights import WeightStore
+
+        torch.set_num_threads(cfg.train.torch_threads)
+        store = WeightStore.in_process("reasoning-inline")
+        self.actor = ActorWorker(ReasoningLearner, cfg, data.tokenizer_dir, store=store)
+        self.rollout = RolloutWorker(LLMGeneration, cfg, data.tokenizer_dir, store=store)
+        self.reward = EnvWorker(Scorer, cfg)
+        self.next: tuple[list[str], list[str], int] | None = None
+        self.steps = 0
+
+    def publish(self) -> int:
+        return self.actor.publish()
+
+    def evaluate(self, prompts: list[str], answers: list[str], version: int) -> dict[str, float]:
+        return self.rollout.evaluate(version, prompts, answers)
+
+    def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]:
+        return self.actor.sft(demos, start, stop)
+
+    def digest(self) -> str:
+        return self.actor.digest()
+
+    def launch(self, step: int, prompts: list[str], answers: list[str], min_version: int) -> None:
+        self.next = (prompts, answers, min_version)
+
+    def train(self, step: int) -> _Done:
+        assert self.next is not None
+        prompts, answers, version = self.next
+        self.next, self.steps = None, step
+        batch = self.reward.side.score(self.rollout.run_iteration(version, prompts, answers))
+        return _Done(_actor_metrics(self.actor.train([batch])))
+
+    def rollout_version(self) -> dict[str, float]:
+        return {}
+
+    def drain(self) -> None:
+        self.next = None
+
+    def save(self, path: str, meta: dict[str, Any]) -> str:
+        return self.actor.save(path, self.steps, meta)
+
+    def summary(self) -> dict[str, Any]:
+        return {
             "driver": "inline",
             "mode": "inline",
-            "sft_digest": sft_digest,
-            "actor_digest": actor.digest(),
-            "actor_version": actor.version,
-            "rollout_versions": [rollout.weight_version],
-            "rollout_digests": [rollout.digest()],
-        },
-        data.eval_path,
-        data.eval_source,
-    )
+            "actor_digest": self.actor.digest(),
+            "actor_version": self.actor.version,
+            "rollout_versions": [self.rollout.weight_version],
+            "rollout_digests": [self.rollout.digest()],
+        }
+
+    def close(self) -> None:
+        """Nothing to release: the in-process store goes with the run."""
 
 
-def run_workers(cfg: ReasoningConfig, cluster: Any, data: RunData, out_dir: Path) -> dict[str, Any]:
-    """Worker groups on the configured placement, micro-batches through channels."""
-    from learner.channel import Channel
-    from learner.placement import parse_placement
-    from learner.weights import WeightStore
-    from learner.worker import WorkerGroup
+class _Groups:
+    """``train.driver: workers``: worker groups on the configured placement, micro-batches
+    streaming rollout -> reward -> actor through channels keyed by step."""
 
-    placement = parse_placement(dict(cfg.placement), cluster.num_slots)
-    if placement["actor"].num_processes != 1:
-        raise ValueError(
-            f"placement actor: {placement['actor'].num_processes} processes; the reasoning "
-            "runner trains with one actor process (data-parallel actor not implemented)"
+    def __init__(self, cfg: ReasoningConfig, cluster: Any, data: RunData) -> None:
+        from learner.channel import Channel
+        from learner.placement import parse_placement
+        from learner.weights import WeightStore
+        from learner.worker import WorkerGroup
+
+        self.cfg, self.timeout = cfg, cfg.train.timeout_s
+        placement = parse_placement(dict(cfg.placement), cluster.num_slots)
+        if placement["actor"].num_processes != 1:
+            raise ValueError(
+                f"placement actor: {placement['actor'].num_processes} processes; the reasoning "
+                "runner trains with one actor process (data-parallel actor not implemented)"
+            )
+        self.mode = placement.mode
+        self.disaggregated = not placement.shares_slots("rollout", "actor")
+        run_id = uuid.uuid4().hex[:8]
+        self.store = WeightStore.create(f"reasoning-{run_id}")
+        self.gen_ch = Channel.create(f"reasoning-{run_id}-gen")
+        self.scored_ch = Channel.create(f"reasoning-{run_id}-scored")
+        self.groups: list[Any] = []
+        self.pending: tuple[Any, Any, int] | None = None
+        self.steps = 0
+        try:
+            launch = lambda role, name, *a, **kw: self._add(  # noqa: E731
+                WorkerGroup.launch(role, name, cluster, placement[name], *a, **kw)
+            )
+            self.actor = launch(
+                ActorWorker, "actor", ReasoningLearner, cfg, data.tokenizer_dir, store=self.store
+            )
+            self.rollout = launch(
+                RolloutWorker, "rollout", LLMGeneration, cfg, data.tokenizer_dir, store=self.store
+            )
+            self.reward = launch(EnvWorker, "reward", Scorer, cfg)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add(self, group: Any) -> Any:
+        self.groups.append(group)
+        return group
+
+    def _actor(self, method: str, *args: Any) -> Any:
+        return self.actor.execute_on([0], method, *args).wait(self.timeout)[0]
+
+    def publish(self) -> int:
+        return self._actor("publish")
+
+    def evaluate(self, prompts: list[str], answers: list[str], version: int) -> dict[str, float]:
+        return self.rollout.execute_on([0], "evaluate", version, prompts, answers).wait(
+            self.timeout
+        )[0]
+
+    def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]:
+        return self._actor("sft", demos, start, stop)
+
+    def digest(self) -> str:
+        return self._actor("digest")
+
+    def launch(self, step: int, prompts: list[str], answers: list[str], min_version: int) -> None:
+        """Start a step's generation (prompts sharded over rollout ranks) and its scoring.
+
+        Scoring starts with generation, not when the loop reaches the step: disaggregated, the
+        reward worker then scores step s+1 while the actor trains step s. Started at the step,
+        it ran after the update, and the step took reward + update instead of their max
+        (measured: 0.62 s vs ~0.43 s). Both channels are keyed by step, so two steps never mix.
+        """
+        ranks, rewards = self.rollout.size, self.reward.size
+        per = -(-len(prompts) // ranks)
+        mb = self.cfg.rollout.micro_batch_prompts or per
+        args, count = [], 0
+        for r in range(ranks):
+            lo, hi = r * per, min((r + 1) * per, len(prompts))
+            args.append((min_version, prompts[lo:hi], answers[lo:hi], self.gen_ch, step, lo))
+            count += -(-(hi - lo) // mb) if hi > lo else 0
+        gen = self.rollout.call_per_rank("run_iteration", args)
+        shares = [count // rewards + (r < count % rewards) for r in range(rewards)]
+        scoring = self.reward.call_per_rank(
+            "run_iteration", [(self.gen_ch, self.scored_ch, step, c) for c in shares]
         )
-    disagg = not placement.shares_slots("rollout", "actor")
-    run_id = uuid.uuid4().hex[:8]
-    store = WeightStore.create(f"reasoning-{run_id}")
-    gen_ch = Channel.create(f"reasoning-{run_id}-gen")
-    scored_ch = Channel.create(f"reasoning-{run_id}-scored")
-    groups: list[Any] = []
-    try:
-        actor = WorkerGroup.launch(
-            ActorWorker, "actor", cluster, placement["actor"], cfg, data.tokenizer_dir, store
+        self.pending = (gen, scoring, count)
+
+    def train(self, step: int) -> _StepCalls:
+        """Start the actor on step ``step``'s scored micro-batches; ``wait()`` gives its metrics."""
+        assert self.pending is not None
+        (gen, scoring, count), self.pending, self.steps = self.pending, None, step
+        training = self.actor.execute_on(
+            [0], "train_stream", self.scored_ch, step, count, self.timeout
         )
-        groups.append(actor)
-        rollout = WorkerGroup.launch(
-            RolloutWorker, "rollout", cluster, placement["rollout"], cfg, data.tokenizer_dir, store
-        )
-        groups.append(rollout)
-        reward = WorkerGroup.launch(RewardWorker, "reward", cluster, placement["reward"], cfg)
-        groups.append(reward)
-        result = _worker_loop(cfg, data, out_dir, actor, rollout, reward, gen_ch, scored_ch, disagg)
-        result["mode"] = placement.mode
-        return result
-    finally:
-        for g in groups:
+        return _StepCalls(gen, scoring, training, self.timeout)
+
+    def rollout_version(self) -> dict[str, float]:
+        version = self.rollout.execute_on([0], "weight_version_now").wait(self.timeout)[0]
+        return {"rollout/weight_version": float(version)}
+
+    def drain(self) -> None:
+        if self.pending is not None:
+            self.pending[0].wait(self.timeout)
+            self.pending[1].wait(self.timeout)
+            self.pending = None
+
+    def save(self, path: str, meta: dict[str, Any]) -> str:
+        return self._actor("save", path, self.steps, meta)
+
+    def summary(self) -> dict[str, Any]:
+        """Every rollout rank ends on the final weights; versions and digests to compare."""
+        final = self._actor("get_version")
+        self.rollout.call("sync_weights", final, self.timeout).wait(self.timeout)
+        return {
+            "driver": "workers",
+            "mode": self.mode,
+            "disaggregated": self.disaggregated,
+            "actor_version": final,
+            "rollout_versions": self.rollout.call("weight_version_now").wait(self.timeout),
+            "actor_digest": self._actor("digest"),
+            "rollout_digests": self.rollout.call("digest").wait(self.timeout),
+        }
+
+    def close(self) -> None:
+        for g in self.groups:
             g.shutdown()
-        for h in (gen_ch, scored_ch, store):
+        for h in (self.gen_ch, self.scored_ch, self.store):
             try:
                 h.close()
             except Exception as e:  # best effort: the run's result matters more than cleanup
                 log.debug("closing %r: %s", h, e)
 
 
-def _launch_step(
-    cfg: ReasoningConfig,
-    rollout: Any,
-    reward: Any,
-    prompts: list[str],
-    answers: list[str],
-    min_version: int,
-    gen_ch: Any,
-    scored_ch: Any,
-    step: int,
-) -> tuple[Any, Any, int]:
-    """Start a step's generation (prompts sharded over rollout ranks) and its scoring; returns
-    (generation futures, scoring futures, micro-batch count).
-
-    Scoring starts with generation, not when the driver reaches the step: disaggregated, the
-    reward worker then scores step s+1 while the actor trains step s. Started at the step (as
-    before), it ran after the update, and the step took reward + update instead of their max
-    (measured: 0.62 s vs ~0.43 s). Both channels are keyed by step, so two steps never mix.
-    """
-    ranks = rollout.size
-    per = -(-len(prompts) // ranks)
-    mb = cfg.rollout.micro_batch_prompts or per
-    args, count = [], 0
-    for r in range(ranks):
-        lo, hi = r * per, min((r + 1) * per, len(prompts))
-        args.append((prompts[lo:hi], answers[lo:hi], min_version, gen_ch, step, lo))
-        count += -(-(hi - lo) // mb) if hi > lo else 0
-    gen = rollout.call_per_rank("generate", args)
-    shares = [count // reward.size + (r < count % reward.size) for r in range(reward.size)]
-    scoring = reward.call_per_rank("score_stream", [(gen_ch, scored_ch, step, c) for c in shares])
-    return gen, scoring, count
-
-
-def _worker_loop(
-    cfg: ReasoningConfig,
-    data: RunData,
-    out_dir: Path,
-    actor: Any,
-    rollout: Any,
-    reward: Any,
-    gen_ch: Any,
-    scored_ch: Any,
-    disagg: bool,
-) -> dict[str, Any]:
-    timeout = cfg.train.timeout_s
-    curve = _Curve()
-    ev_p, ev_a = [e.prompt for e in data.eval], [e.answer for e in data.eval]
-    version = actor.execute_on([0], "publish").wait(timeout)[0]
-    evaluate = lambda v: rollout.execute_on([0], "evaluate", ev_p, ev_a, v).wait(timeout)[0]  # noqa: E731
-    if data.demos:
-        curve.add(-1, "init", evaluate(version))
-        version = _sft_phase(
-            cfg,
-            curve,
-            lambda a, b: actor.execute_on([0], "sft", data.demos, a, b).wait(timeout)[0],
-            evaluate,
-        )
-    else:
-        curve.add(0, "sft", evaluate(version))
-    sft_digest = actor.execute_on([0], "digest").wait(timeout)[0]
-    rng = random.Random(cfg.train.seed)
-    base = version  # weights version that step 1 samples with
-    launch = lambda prompts, version, step: _launch_step(
-        cfg,
-        rollout,
-        reward,
-        *prompts,
-        version,
-        gen_ch,
-        scored_ch,
-        step,
-    )
-    pending = launch(_step_prompts(data, rng, cfg.train.prompts_per_step), base, 1)
-    for step in range(1, cfg.train.steps + 1):
-        gen, scoring, count = pending
-        training = actor.execute_on([0], "train_stream", scored_ch, step, count)
-        if step < cfg.train.steps:
-            # staleness bound: collocated samples step s+1 with the weights of step s (wait for the
-            # update); disaggregated starts now with the weights one version older.
-            nxt = _step_prompts(data, rng, cfg.train.prompts_per_step)
-            if disagg:
-                pending = launch(nxt, base + step - 1, step + 1)
-        gen.wait(timeout)
-        scoring.wait(timeout)
-        metrics = training.wait(timeout)[0]
-        if step < cfg.train.steps and not disagg:
-            pending = launch(nxt, base + step, step + 1)
-        if _should_eval(cfg, step):
-            metrics.update(
-                rollout.execute_on(
-                    [0],
-                    "evaluate",
-                    ev_p,
-                    ev_a,
-                    int(metrics["weight_version"]) - (1 if disagg else 0),
-                ).wait(timeout)[0]
-            )
-        metrics["rollout/weight_version"] = float(
-            rollout.execute_on([0], "weight_version_now").wait(timeout)[0]
-        )
-        row = curve.add(step, "rl", metrics)
-        target = cfg.train.target_accuracy
-        if target is not None and row.get("eval/accuracy", -1.0) >= target:
-            break
-    if (
-        step < cfg.train.steps
-    ):  # early stop: drain the next step's generation and scoring, already running
-        pending[0].wait(timeout)
-        pending[1].wait(timeout)
-    final = actor.execute_on([0], "get_version").wait(timeout)[0]
-    rollout.call("sync_weights", final, timeout).wait(
-        timeout
-    )  # every rank ends on the final weights
-    versions = {
-        "actor_version": final,
-        "rollout_versions": rollout.call("weight_version_now").wait(timeout),
-        "actor_digest": actor.execute_on([0], "digest").wait(timeout)[0],
-        "rollout_digests": rollout.call("digest").wait(timeout),
-    }
-    save = lambda path, meta: actor.execute_on([0], "save", path, meta).wait(timeout)[0]  # noqa: E731
-    return _finish(
-        cfg,
-        curve,
-        out_dir,
-        save,
-        {"driver": "workers", "disaggregated": disagg, "sft_digest": sft_digest, **versions},
-        data.eval_path,
-        data.eval_source,
-    )
+DRIVERS: dict[str, type] = {"inline": _Inline, "workers": _Groups}
 
 
 def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:
@@ -360,9 +440,11 @@ def run(cfg: ReasoningConfig, cluster: Any) -> dict[str, Any]:
         len(data.demos),
         cfg.train.driver,
     )
-    if cfg.train.driver == "inline":
-        return run_inline(cfg, data, out_dir)
-    return run_workers(cfg, cluster, data, out_dir)
+    driver = DRIVERS[cfg.train.driver](cfg, cluster, data)
+    try:
+        return _train(cfg, data, out_dir, driver)
+    finally:
+        driver.close()
 
 
 RUNNERS.add("reasoning", RunnerSpec(config_cls=ReasoningConfig, run=run))

@@ -12,23 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from learner.cluster import ClusterConfig
-from learner.llm.actor import ActorConfig
+from learner.llm.actor import LLMActorConfig
 from learner.llm.agentic.config import AgentConfig
-from learner.llm.algo import AlgorithmConfig
+from learner.llm.algo import LLMAlgorithmConfig
 from learner.llm.arithmetic import ArithmeticConfig
-from learner.llm.model import ModelConfig
+from learner.llm.model import LLMModelConfig
 from learner.llm.toolmath import ToolMathConfig
-from learner.sections import TrainLoopConfig
+from learner.sections import RunConfig, TrainLoopConfig
 from rlinf_contracts.config import ConfigError
 
 __all__ = [
     "ReasoningConfig",
     "DataConfig",
-    "RolloutConfig",
+    "ReasoningRolloutConfig",
     "RewardConfig",
-    "SFTConfig",
-    "TrainConfig",
+    "ReasoningSFTConfig",
+    "ReasoningTrainConfig",
     "COMPONENTS",
 ]
 
@@ -64,7 +63,10 @@ class DataConfig:
     eval_split: float = field(
         default=0.0,
         metadata={
-            "help": "no eval_path: hold out this fraction of the training prompts (removed from training) as an eval set labelled 'split-from-train'"
+            "help": (
+                "no eval_path: hold out this fraction of the training prompts (removed from "
+                "training) as an eval set labelled 'split-from-train'"
+            )
         },
     )
     eval_limit: int = field(default=400, metadata={"help": "max eval prompts (0 = all)"})
@@ -81,16 +83,17 @@ class DataConfig:
             raise ConfigError(f"data.eval_split must be in [0, 1), got {self.eval_split}")
         if self.synthetic == "none" and self.eval_path is None and self.eval_split == 0.0:
             raise ConfigError(
-                "data.eval_path is not set: there is no held-out set to evaluate on. Set data.eval_path "
-                "(a jsonl/parquet never trained on), or data.eval_split=0.1 to hold out 10% of the "
-                "training prompts (removed from training; reported as 'split-from-train')"
+                "data.eval_path is not set: there is no held-out set to evaluate on. Set "
+                "data.eval_path (a jsonl/parquet never trained on), or data.eval_split=0.1 to hold "
+                "out 10% of the training prompts (removed from training; reported as "
+                "'split-from-train')"
             )
         if self.eval_path is not None and self.eval_split > 0:
             raise ConfigError("data.eval_path and data.eval_split are both set; keep one")
 
 
 @dataclass
-class RolloutConfig:
+class ReasoningRolloutConfig:
     backend: Literal["hf", "vllm", "sglang"] = field(
         default="hf", metadata={"help": "generation engine"}
     )
@@ -115,7 +118,8 @@ class RolloutConfig:
     def validate(self) -> None:
         if self.n < 1 or self.max_new_tokens < 1:
             raise ConfigError(
-                f"rollout.n and rollout.max_new_tokens must be >= 1, got {self.n}, {self.max_new_tokens}"
+                f"rollout.n and rollout.max_new_tokens must be >= 1, got {self.n}, "
+                f"{self.max_new_tokens}"
             )
         if self.temperature <= 0:
             raise ConfigError(
@@ -141,20 +145,23 @@ class RewardConfig:
 
 
 @dataclass
-class SFTConfig:
+class ReasoningSFTConfig:
     steps: int = field(default=0, metadata={"help": "SFT warm-up steps before RL (0 = none)"})
     batch_size: int = field(default=128, metadata={"help": "demonstrations per SFT step"})
     lr: float = field(default=3e-3, metadata={"help": "SFT learning rate"})
     eval_every: int = field(
         default=0,
         metadata={
-            "help": "held-out eval every N SFT steps (0 = only after SFT): the curve of an SFT-only baseline"
+            "help": (
+                "held-out eval every N SFT steps (0 = only after SFT): the curve of an SFT-only "
+                "baseline"
+            )
         },
     )
 
 
 @dataclass
-class TrainConfig(TrainLoopConfig):
+class ReasoningTrainConfig(TrainLoopConfig):
     steps: int = field(default=50, metadata={"help": "RL steps"})
     prompts_per_step: int = field(
         default=32, metadata={"help": "prompts per RL step (x rollout.n samples)"}
@@ -168,7 +175,10 @@ class TrainConfig(TrainLoopConfig):
     driver: Literal["workers", "inline"] = field(
         default="workers",
         metadata={
-            "help": "workers: Ray worker groups + channels per placement; inline: the same components in this process"
+            "help": (
+                "workers: Ray worker groups + channels per placement; inline: the same components "
+                "in this process"
+            )
         },
     )
     torch_threads: int = field(
@@ -183,42 +193,49 @@ class TrainConfig(TrainLoopConfig):
     )
     save_checkpoint: bool = field(
         default=True,
-        metadata={"help": "save the final model (safetensors) to <out_dir>/checkpoint"},
+        metadata={"help": "save the final model to <out_dir>/checkpoints/iter_<steps>"},
     )
     timeout_s: float = field(default=600.0, metadata={"help": "max wait for any worker call"})
 
 
 @dataclass
-class ReasoningConfig:
+class ReasoningConfig(RunConfig):
+    """The LLM reasoning runner (``runner: reasoning``): RL on prompts, rewards from verifiers."""
+
     runner: str = field(default="reasoning", metadata={"help": "runner name"})
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    name: str = field(default="reasoning", metadata={"help": "run name (logs)"})
     placement: dict[str, str] | str = field(
         default_factory=lambda: {"rollout,reward,actor": "0"},
         metadata={
-            "help": "components rollout / reward / actor -> slots (learner.placement grammar), or 'auto': the driver and placement the cost model predicts fastest (learner.scheduling)"
+            "help": (
+                "components rollout / reward / actor -> slots (learner.placement grammar), or "
+                "'auto': the driver and placement the cost model predicts fastest "
+                "(learner.scheduling)"
+            )
         },
     )
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    model: LLMModelConfig = field(default_factory=LLMModelConfig)
+    rollout: ReasoningRolloutConfig = field(default_factory=ReasoningRolloutConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
+    algorithm: LLMAlgorithmConfig = field(default_factory=LLMAlgorithmConfig)
+    actor: LLMActorConfig = field(default_factory=LLMActorConfig)
+    sft: ReasoningSFTConfig = field(default_factory=ReasoningSFTConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: ReasoningTrainConfig = field(default_factory=ReasoningTrainConfig)
 
     def validate(self) -> None:
-        from learner.scheduling.auto import check_value, is_auto, resolve
+        from learner.placement import check_placement_value, is_auto
 
-        check_value(self.placement)
-        if is_auto(self.placement):
-            resolve(self)
+        # 'auto' is only checked here; learner.scheduling.auto.plan resolves it after validation
+        check_placement_value(self.placement)
         if self.runner != "reasoning":
             raise ConfigError(
                 f"key 'runner' must be 'reasoning' for ReasoningConfig, got {self.runner!r}"
             )
         placed = {c.strip() for key in self.placement for c in key.split(",")}
+        if is_auto(self.placement):  # all of them, wherever the planning step puts them
+            placed = set(COMPONENTS)
         unknown = placed - set(COMPONENTS) - {"ref"}
         if unknown:
             raise ConfigError(
@@ -227,7 +244,8 @@ class ReasoningConfig:
         missing = set(COMPONENTS) - placed
         if missing and self.train.driver == "workers":
             raise ConfigError(
-                f"placement must place {sorted(missing)} (e.g. placement: {{'rollout,reward,actor': all}})"
+                f"placement must place {sorted(missing)} (e.g. placement: "
+                "{'rollout,reward,actor': all})"
             )
         if self.model.path is None and self.data.synthetic == "none" and self.sft.steps == 0:
             raise ConfigError(
@@ -236,10 +254,11 @@ class ReasoningConfig:
             )
         if self.data.synthetic == "toolmath" and "calc" not in self.agent.tools:
             raise ConfigError(
-                "data.synthetic=toolmath demonstrates the calculator: agent.tools must include 'calc' "
-                "(use agent.disable_execution=true for the no-tool ablation)"
+                "data.synthetic=toolmath demonstrates the calculator: agent.tools must include "
+                "'calc' (use agent.disable_execution=true for the no-tool ablation)"
             )
         if self.algorithm.kl_coef > 0 and self.rollout.backend != "hf" and self.model.lora_rank > 0:
             raise ConfigError(
-                "algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set model.lora_rank=0"
+                "algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set "
+                "model.lora_rank=0"
             )

@@ -56,8 +56,8 @@ def prepare_data(cfg: ReasoningConfig, out_dir: Path) -> RunData:
         evals, train = train[:n_eval], train[n_eval:]
         source = f"split-from-train ({d.eval_split:.0%}, removed from training)"
         log.warning(
-            "evaluating on %d prompts split off the training file (data.eval_split=%s), not a separate "
-            "held-out file",
+            "evaluating on %d prompts split off the training file (data.eval_split=%s), not a "
+            "separate held-out file",
             n_eval,
             d.eval_split,
         )
@@ -105,10 +105,10 @@ def _tokenizer(
     return tok_dir
 
 
-def write_curve(
-    rows: list[dict[str, Any]], out_dir: Path, title: str = "held-out greedy accuracy"
-) -> dict[str, str]:
-    """``curve.csv`` (one row per logged step) and ``curve.png`` (accuracy and reward vs time)."""
+def write_curve(rows: list[dict[str, Any]], out_dir: Path) -> dict[str, str]:
+    """``curve.csv``: one row per logged step (``step``, ``phase``, ``elapsed_s`` first), for
+    spreadsheets and :func:`read_curve`; the plot is the run directory's ``curves.png``
+    (``learner.metrics.write_run``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = sorted(
         {k for r in rows for k in r}, key=lambda k: (k not in ("step", "phase", "elapsed_s"), k)
@@ -118,73 +118,7 @@ def write_curve(
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
-    png_path = out_dir / "curve.png"
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        agentic = any("rollout/tool_rate" in r for r in rows)
-        fig, axes = plt.subplots(
-            1, 2 if agentic else 1, figsize=(12 if agentic else 7, 4), squeeze=False
-        )
-        ax = axes[0][0]
-        ev = [r for r in rows if "eval/accuracy" in r]
-        ax.plot(
-            [r["elapsed_s"] for r in ev],
-            [r["eval/accuracy"] for r in ev],
-            "o-",
-            label="held-out greedy accuracy (first point: before SFT)",
-        )
-        tr = [r for r in rows if "rollout/reward" in r]
-        ax.plot(
-            [r["elapsed_s"] for r in tr],
-            [r["rollout/reward"] for r in tr],
-            ".-",
-            alpha=0.6,
-            label="train sample reward",
-        )
-        sft_end = [r["elapsed_s"] for r in rows if r.get("phase") == "sft"]
-        if sft_end:
-            ax.axvline(max(sft_end), color="gray", ls="--", label="SFT warm-up ends, GRPO starts")
-        ax.set_xlabel("wall-clock seconds")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(title)
-        ax.legend(loc="center left", fontsize=8)
-        if agentic:
-            _tool_panel(axes[0][1], rows)
-        fig.tight_layout()
-        fig.savefig(png_path, dpi=100)
-        plt.close(fig)
-    except ImportError:  # matplotlib is in the llm extra; the CSV is the record
-        log.warning("matplotlib not installed; wrote %s only", csv_path)
-        return {"csv": str(csv_path)}
-    return {"csv": str(csv_path), "png": str(png_path)}
-
-
-def _tool_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
-    """Tool-call rate and turns per episode over training (agentic runs)."""
-    tr = [r for r in rows if "rollout/tool_rate" in r]
-    steps = [r["step"] for r in tr]
-    ax.plot(
-        steps,
-        [r["rollout/tool_rate"] for r in tr],
-        ".-",
-        label="episodes with a tool call (train samples)",
-    )
-    ax.plot(steps, [r["rollout/turns"] - 1 for r in tr], ".-", label="turns per episode - 1")
-    ev = [r for r in rows if "eval/tool_rate" in r and r.get("phase") == "rl"]
-    ax.plot(
-        [r["step"] for r in ev],
-        [r["eval/tool_rate"] for r in ev],
-        "o--",
-        label="held-out tool-call rate (greedy)",
-    )
-    ax.set_xlabel("RL step")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("tool use over training")
-    ax.legend(fontsize=8)
+    return {"csv": str(csv_path)}
 
 
 def read_curve(path: Path) -> list[dict[str, Any]]:

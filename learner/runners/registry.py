@@ -28,6 +28,7 @@ RUNNERS: Registry[RunnerSpec] = Registry("runner")
 # runner name -> module that registers it (imported on first use)
 RUNNER_MODULES: dict[str, str] = {
     "embodied": "learner.runners.embodied",
+    "encoder_pretrain": "learner.runners.encoder_pretrain",
     "reasoning": "learner.runners.reasoning",
     "offpolicy": "learner.runners.offpolicy",
     "offline": "learner.runners.offline",

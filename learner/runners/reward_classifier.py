@@ -10,12 +10,12 @@ them are left out (almost there: neither label), every other frame is negative. 
 split is by episode, so near-identical neighbouring frames never sit on both sides. The
 checkpoint is an ordinary policy checkpoint (model ``success_classifier``, one "action" =
 ``p_success``): ``rlinf serve --checkpoint RUN_DIR`` serves it, and the robot PC's reward node
-(``rlinf_ros/nodes/reward.py``) asks it over the policy wire. ``rlinf train configs/reward_classifier.yaml``.
+(``rlinf_ros/nodes/reward.py``) asks it over the policy wire.
+``rlinf train configs/reward_classifier.yaml``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -27,9 +27,14 @@ import torch
 
 from learner.cluster import ClusterConfig
 from learner.models import PolicySpec, build_policy, obs_to_tensors
+from learner.offline.supervised import ClassifierLearner
+from learner.runners.budget import Budget
+from learner.runners.fit import Every, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
+from learner.sections import RunConfig, TrainLoopConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
+from rlinf_data.demos import open_demos
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,7 @@ class ClassifierModel:
 
 
 @dataclass
-class ClassifierTrain:
+class ClassifierTrain(TrainLoopConfig):
     epochs: int = field(default=30, metadata=_h("passes over the training frames"))
     batch_size: int = field(default=64, metadata=_h("frames per update"))
     lr: float = field(default=1e-3, metadata=_h("Adam learning rate"))
@@ -87,7 +92,9 @@ class ClassifierTrain:
 
 
 @dataclass
-class RewardClassifierConfig:
+class RewardClassifierConfig(RunConfig):
+    """The reward classifier (``runner: reward_classifier``): one local process, no env."""
+
     runner: str = field(default="reward_classifier", metadata=_h("runner registry name"))
     name: str = field(default="reward_classifier", metadata=_h("run name (logs)"))
     seed: int = field(default=0, metadata=_h("global seed"))
@@ -109,19 +116,15 @@ class RewardClassifierConfig:
 
 def labelled_frames(store_path: str, camera: str, last_k: int, margin: int = 0) -> dict[str, Any]:
     """Frames, states, labels and the episode of each frame (final observations included);
-    ``margin`` frames before a success's positives are dropped."""
-    from rlinf_data.store import EpisodeStore
-
-    store = EpisodeStore(store_path, mode="r")
-    if len(store) == 0:
-        raise ConfigError(f"key 'data.store': {store_path!r} holds no episodes")
+    ``margin`` frames before a success's positives are dropped. Episodes come from the one demo
+    reader (:mod:`rlinf_data.demos`: an episode store or a LeRobot dataset, stepless ones
+    skipped)."""
+    need = [f"images/{camera}"] if camera else ["camera"]  # '' = each episode's first camera
+    hint = "record frames of a camera and name it in data.camera"
+    demos = open_demos(store_path, key="data.store", need=need, hint=hint)
     images, states, labels, episodes = [], [], [], []
-    for i in range(len(store)):
-        ep = store.read(i)
-        cams = [k.split("/", 1)[1] for k in ep.steps if k.startswith("images/")]
-        cam = camera or (cams[0] if cams else "")
-        if f"images/{cam}" not in ep.steps:
-            raise ConfigError(f"key 'data.camera': episode {i} has no camera {cam!r} (has {cams})")
+    for i, ep in enumerate(demos.each()):
+        cam = camera or next(iter(ep.info.layout.cameras))
         frames, st = ep.steps[f"images/{cam}"], ep.steps["state"]
         if ep.final is not None:
             frames = np.concatenate([frames, ep.final[f"images/{cam}"][None]])
@@ -188,6 +191,8 @@ def _predict(model: Any, data: dict[str, Any], rows: np.ndarray) -> np.ndarray:
 def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     """Train, validate, checkpoint; returns the metrics (``val_accuracy``, ``checkpoint``...)."""
     from learner.checkpoint import save_checkpoint
+    from learner.metrics import checkpoint_dir, write_run
+    from rlinf_contracts.config import to_dict
 
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
@@ -208,38 +213,42 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     )
     y = torch.as_tensor(data["label"])
     n_pos = float(data["label"][train].sum())
-    pos_weight = torch.tensor((len(train) - n_pos) / max(n_pos, 1.0))  # balance the rare positives
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
-    history, epoch, best, best_state = [], 0, -1.0, None
-    for epoch in range(1, cfg.train.epochs + 1):
-        model.train()
-        for rows in np.array_split(
-            rng.permutation(train), max(1, len(train) // cfg.train.batch_size)
-        ):
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                model.logits(_batch(data, rows)), y[rows], pos_weight=pos_weight
-            )
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    # the rare positives weigh negatives / positives of the training split
+    learner = ClassifierLearner(model, cfg.train.lr, (len(train) - n_pos) / max(n_pos, 1.0))
+    per_epoch, queue = max(1, len(train) // cfg.train.batch_size), []
+
+    def draw() -> tuple[dict[str, Any], torch.Tensor]:
+        if not queue:  # a new epoch: the training frames in a fresh order
+            queue.extend(np.array_split(rng.permutation(train), per_epoch))
+        rows = queue.pop(0)
+        return _batch(data, rows), y[rows]
+
+    history: list[dict[str, float]] = []
+    best: dict[str, Any] = {"row": None, "state": None}
+
+    def validate(step: int, metrics: dict[str, float]) -> None:
+        epoch = step // per_epoch
         model.eval()
+        p_val = _predict(model, data, val)
         row = {
+            "iteration": float(epoch),
             "epoch": float(epoch),
-            "train/loss": float(loss),
+            "updates": float(step),
+            "time/wall_s": time.perf_counter() - t0,
+            "train/loss": metrics["loss"],
             **{
                 f"val/{k}": v
-                for k, v in accuracy(
-                    _predict(model, data, val), data["label"][val], cfg.train.threshold
-                ).items()
+                for k, v in accuracy(p_val, data["label"][val], cfg.train.threshold).items()
             },
         }
         history.append(row)
-        if row["val/balanced_accuracy"] > best:  # keep the best epoch on the held-out episodes
-            best, best_state = (
-                row["val/balanced_accuracy"],
-                {k: v.clone() for k, v in model.state_dict().items()},
-            )
-            best_row = row
+        if (
+            best["row"] is None
+            or row["val/balanced_accuracy"] > best["row"]["val/balanced_accuracy"]
+        ):
+            # keep the best epoch on the held-out episodes
+            best["row"] = row
+            best["state"] = {k: v.clone() for k, v in model.state_dict().items()}
         log.info(
             "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f)",
             epoch,
@@ -247,8 +256,10 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
             row["val/accuracy"],
             row["val/balanced_accuracy"],
         )
-        if time.perf_counter() - t0 > cfg.train.time_budget_s:
-            break
+
+    budget = Budget(cfg.train.time_budget_s, t0)
+    fit(learner, draw, cfg.train.epochs * per_epoch, [Every(per_epoch, validate)], budget)
+    epoch, best_state, best_row = len(history), best["state"], best["row"]
     out = Path(cfg.train.out_dir)
     model.load_state_dict(best_state)
     final = best_row
@@ -263,15 +274,19 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
         "elapsed_s": time.perf_counter() - t0,
     }
     ckpt = save_checkpoint(
-        out / "checkpoints" / f"epoch_{epoch:04d}",
+        checkpoint_dir(out, epoch),
         model,
         iteration=epoch,
         weight_version=1,
+        config=to_dict(cfg),
         metrics=metrics,
     )
-    metrics["checkpoint"] = str(ckpt)
-    (out / "metrics.json").write_text(json.dumps({"final": metrics, "history": history}, indent=1))
-    return metrics
+    metrics.update(
+        checkpoint=str(ckpt),
+        iterations=epoch,
+        eval={"val": {k.removeprefix("val/"): v for k, v in final.items() if "val/" in k}},
+    )
+    return write_run(out, "reward_classifier", metrics, history, title=cfg.name, tensorboard=True)
 
 
 RUNNERS.add(

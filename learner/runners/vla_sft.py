@@ -1,7 +1,8 @@
 """The VLA SFT stage (``runner: vla_sft``): supervised fine-tuning on demonstrations, before RL::
 
     rlinf collect franka_language/mix --obs-mode state+rgb --out runs/demos/lang ... (oracle demos)
-    episode store --> (state, image, instruction, action chunk) batches --> model.sft_loss --> checkpoint
+    episode store --> (state, image, instruction, action chunk) batches --> model.sft_loss -->
+    checkpoint
                                                                                     |
     PPO / GRPO (runner: embodied, train.init_from: <this out_dir>) <----------------+
 
@@ -25,18 +26,22 @@ from learner.cluster import ClusterConfig
 
 # imported before any env starts: it picks a headless MuJoCo GL default
 from learner.eval.embodied import evaluate_config
+from learner.offline.supervised import SFTLearner
 from learner.runners.budget import Budget
-from learner.runners.config import EnvConfig, EvalConfig, ModelConfig
+from learner.runners.config import ModelConfig, PolicyRunConfig
+from learner.runners.fit import Every, Rows, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
+from learner.sections import BudgetedTrainConfig, EnvConfig
 from learner.sections import h as _h
 from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
+from rlinf_data.demos import open_demos
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class SFTConfig:
+class SFTDataConfig:
     demos: str = field(
         default="",
         metadata=_h(
@@ -53,33 +58,30 @@ class SFTConfig:
     def validate(self) -> None:
         if not self.demos:
             raise ConfigError(
-                "key 'sft.demos' is required: the episode store to learn from "
-                "(record one with 'rlinf collect franka_language/mix --obs-mode state+rgb --out DIR')"
+                "key 'sft.demos' is required: the episode store to learn from (record one with "
+                "'rlinf collect franka_language/mix --obs-mode state+rgb --out DIR')"
             )
         if self.steps < 1 or self.batch_size < 1 or self.lr <= 0:
             raise ConfigError("keys 'sft.steps' >= 1, 'sft.batch_size' >= 1 and 'sft.lr' > 0")
 
 
 @dataclass
-class SFTTrainConfig:
+class SFTTrainConfig(BudgetedTrainConfig):
     out_dir: str = field(
         default="runs/vla_sft", metadata=_h("run directory: checkpoints/, metrics.json, curves.png")
     )
     log_every: int = field(default=100, metadata=_h("steps between two metrics rows"))
-    final_eval: bool = field(
-        default=True, metadata=_h("evaluate the final policy on held-out seeds")
-    )
-    progress: bool = field(default=True, metadata=_h("show a console progress bar"))
     time_budget_s: float | None = field(
         default=None, metadata=_h("wall-clock bound (s) on the final eval's deadline")
     )
 
 
 @dataclass
-class VLASFTConfig:
+class VLASFTConfig(PolicyRunConfig):
+    """The VLA SFT stage (``runner: vla_sft``): supervised action chunks, one local process."""
+
     runner: str = field(default="vla_sft", metadata=_h("runner registry name"))
     name: str = field(default="vla_sft", metadata=_h("run name (logs)"))
-    seed: int = field(default=0, metadata=_h("global seed"))
     cluster: ClusterConfig = field(
         default_factory=ClusterConfig, metadata=_h("Ray cluster (unused: one local process)")
     )
@@ -96,9 +98,8 @@ class VLASFTConfig:
         default_factory=lambda: ModelConfig(name="vla_tokens", hidden=[256, 256]),
         metadata=_h("the VLA"),
     )
-    sft: SFTConfig = field(default_factory=SFTConfig, metadata=_h("data and optimisation"))
+    sft: SFTDataConfig = field(default_factory=SFTDataConfig, metadata=_h("data and optimisation"))
     train: SFTTrainConfig = field(default_factory=SFTTrainConfig, metadata=_h("outputs"))
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata=_h("held-out evaluation"))
 
     def validate(self) -> None:
         self.sft.validate()
@@ -124,22 +125,17 @@ class DemoSet:
 
 
 def load_demos(path: str, camera: str, chunk: int, max_episodes: int | None = None) -> DemoSet:
-    """Read the store; a clear error when the camera or the instruction is missing."""
-    from learner.offline.data import read_episodes
-
-    episodes = read_episodes(path)[:max_episodes]
+    """The demos (:mod:`rlinf_data.demos`) as chunk targets; an error names a missing camera
+    or instruction."""
     key = f"images/{camera}"
-    if key not in episodes[0].steps:
-        raise ConfigError(
-            f"key 'sft.demos': episodes in {path} have no {key!r} (fields: {sorted(episodes[0].steps)}); "
-            "record them with --obs-mode state+rgb and the env's camera"
-        )
+    demos = open_demos(
+        path,
+        key="sft.demos",
+        need=[key, "instruction"],
+        hint="record them with --obs-mode state+rgb, the env's camera and one instruction each",
+    )
     states, images, chunks, texts = [], [], [], []
-    for ep in episodes:
-        if not ep.info.instruction:
-            raise ConfigError(
-                f"key 'sft.demos': an episode in {path} has no instruction; a VLA needs one per episode"
-            )
+    for ep in demos.episodes(max_episodes):
         act = ep.steps["action"].astype(np.float32)
         idx = np.minimum(np.arange(len(act))[:, None] + np.arange(chunk)[None], len(act) - 1)
         states.append(ep.steps["state"].astype(np.float32))
@@ -156,14 +152,15 @@ def load_demos(path: str, camera: str, chunk: int, max_episodes: int | None = No
 
 def _train(cfg: VLASFTConfig) -> dict[str, Any]:
     from learner.actor.trainer import make_policy, policy_spec
-    from learner.checkpoint import checkpoint_dir, save_checkpoint
+    from learner.checkpoint import save_checkpoint
+    from learner.metrics import checkpoint_dir
     from learner.rollout.envs import build_env
     from learner.runners.offpolicy import write_outputs
     from rlinf_contracts.config import to_dict
 
-    budget, t0 = Budget.start(cfg.train.time_budget_s), time.perf_counter()
+    budget, rows = Budget.start(cfg.train.time_budget_s), Rows()
     env = build_env(cfg.env.name, 1, **cfg.env.factory_kwargs())
-    policy = make_policy(cfg, policy_spec(cfg, env.spec))  # type: ignore[arg-type]  (same model/seed sections)
+    policy = make_policy(cfg, policy_spec(cfg, env.spec))
     env.close()
     if not hasattr(policy, "sft_loss"):
         raise ConfigError(
@@ -172,25 +169,21 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
     camera = next(iter(policy.spec.cameras))
     data = load_demos(cfg.sft.demos, camera, cfg.model.chunk, cfg.sft.max_episodes)
     policy.update_normalizer(torch.as_tensor(data.states), data.instructions.tolist())
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.sft.lr)
-    rng, history = np.random.default_rng(cfg.seed), []
-    policy.train()
-    for step in range(1, cfg.sft.steps + 1):
-        obs, target = data.batch(rng.integers(len(data.states), size=cfg.sft.batch_size), camera)
-        loss = policy.sft_loss(obs, target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step % cfg.train.log_every == 0 or step == cfg.sft.steps:
-            history.append(
-                {
-                    "iteration": float(len(history)),
-                    "updates": float(step),
-                    "train/sft_loss": float(loss.detach()),
-                    "time/wall_s": time.perf_counter() - t0,
-                }
-            )
-            log.info("sft step %d loss %.4f", step, float(loss.detach()))
+    learner, rng = SFTLearner(policy, cfg.sft.lr), np.random.default_rng(cfg.seed)
+
+    def draw() -> tuple[dict[str, Any], torch.Tensor]:
+        return data.batch(rng.integers(len(data.states), size=cfg.sft.batch_size), camera)
+
+    def log_step(step: int, metrics: dict[str, float]) -> None:
+        log.info("sft step %d loss %.4f", step, metrics["sft_loss"])
+
+    fit(
+        learner,
+        draw,
+        cfg.sft.steps,
+        [Every(cfg.train.log_every, rows), Every(cfg.train.log_every, log_step)],
+    )
+    history = rows.history
     policy.eval()
     path = save_checkpoint(
         checkpoint_dir(cfg.train.out_dir, cfg.sft.steps),
@@ -203,10 +196,11 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
     final: dict[str, Any] = {
         **history[-1],
         "checkpoint": str(path),
+        "iterations": len(history),
         "demo_steps": len(data.states),
         "out_dir": cfg.train.out_dir,
         "in_process": True,
-        "train_s": time.perf_counter() - t0,
+        "train_s": time.perf_counter() - rows.t0,
     }
     if cfg.train.final_eval:
         final["eval"] = evaluate_config(
@@ -218,8 +212,7 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
             progress=cfg.train.progress,
         )
     final["elapsed_s"] = budget.elapsed()
-    write_outputs(cfg, history, final)
-    return final
+    return write_outputs(cfg, "vla_sft", history, final)
 
 
 class SFTWorker(Worker):

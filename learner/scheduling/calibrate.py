@@ -74,7 +74,8 @@ class Calibration:
     )  # the channel loop's reference run (embodied)
 
     def apply(self, prof: Any) -> Any:
-        """``prof`` with this calibration's compute factor and the channel workers' per-step work."""
+        """``prof`` with this calibration's compute factor and the channel workers' per-step
+        work."""
         out = prof.scaled(self.factor)
         if self.loop and hasattr(out, "loop_env_x"):
             out = dataclasses.replace(
@@ -243,7 +244,8 @@ def calibrate_loop(
         updates,
     )
     log.info(
-        "loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, hop %.1f ms",
+        "loop calibration: %s measured %.3f s (predicted now %.3f s): env x %.2f, infer x %.2f, "
+        "hop %.1f ms",
         pred.candidate.label,
         measured,
         check.iteration_s,

@@ -13,6 +13,7 @@ placement is fused). Candidates are generated from the slot count, so the same c
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,16 @@ class Candidate:
     def overrides(self) -> dict[str, Any]:
         """The config keys this candidate sets (embodied: rollout.*; reasoning: train.driver)."""
         return {"placement": dict(self.placement), **self.extra}
+
+
+def with_candidate(cfg: Any, cand: Candidate) -> Any:
+    """A copy of ``cfg`` with the candidate's placement and knobs set."""
+    out = copy.deepcopy(cfg)
+    for key, value in cand.overrides().items():
+        obj, *path = key.split(".")
+        target = out if not path else getattr(out, obj)
+        setattr(target, path[-1] if path else obj, value)
+    return out
 
 
 def _span(lo: int, hi: int) -> str:

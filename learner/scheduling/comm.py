@@ -90,7 +90,8 @@ class CommProfile:
 
 
 class PingWorker(Worker):
-    """One side of the ping-pong: ``serve`` echoes, ``drive`` times steps of ``streams`` messages."""
+    """One side of the ping-pong: ``serve`` echoes, ``drive`` times steps of ``streams``
+    messages."""
 
     def serve(self, ch: Any, n: int, streams: int, back: Any = None) -> int:
         back = back or ch

@@ -92,11 +92,11 @@ def _step(
 ) -> tuple[dict[str, float], int]:
     idx = [rng.randrange(len(data.train)) for _ in range(n)]
     t0 = time.perf_counter()
-    batch = rollout.generate(
-        [data.train[i].prompt for i in idx], [data.train[i].answer for i in idx], version
+    batch = rollout.run_iteration(
+        version, [data.train[i].prompt for i in idx], [data.train[i].answer for i in idx]
     )
     t1 = time.perf_counter()
-    batch = reward.score(batch)
+    batch = reward.side.score(batch)
     t2 = time.perf_counter()
     m = actor.train([batch])
     t3 = time.perf_counter()
@@ -113,8 +113,12 @@ def profile_reasoning(cfg: Any, *, refresh: bool = False) -> ReasoningProfile:
     """The GRPO workload's profile (cached per workload)."""
     import torch
 
+    from learner.actor.worker import ActorWorker
+    from learner.llm.generation import LLMGeneration
+    from learner.llm.learner import ReasoningLearner
+    from learner.llm.scoring import Scorer
+    from learner.rollout.workers import EnvWorker, RolloutWorker
     from learner.runners.reasoning_io import prepare_data
-    from learner.runners.reasoning_workers import ActorWorker, RewardWorker, RolloutWorker
     from learner.weights import WeightStore
 
     key = workload_key("reasoning", _workload(cfg))
@@ -130,10 +134,10 @@ def profile_reasoning(cfg: Any, *, refresh: bool = False) -> ReasoningProfile:
             data = prepare_data(c, Path(tmp))
             store = WeightStore.in_process("sched-profile")
             actor, rollout = (
-                ActorWorker(c, data.tokenizer_dir, store),
-                RolloutWorker(c, data.tokenizer_dir, store),
+                ActorWorker(ReasoningLearner, c, data.tokenizer_dir, store=store),
+                RolloutWorker(LLMGeneration, c, data.tokenizer_dir, store=store),
             )
-            reward, rng = RewardWorker(c), random.Random(0)
+            reward, rng = EnvWorker(Scorer, c), random.Random(0)
             version, ref0 = actor.publish(), reference_s()
             runs = []
             for _ in range(3):
@@ -196,7 +200,7 @@ def measure_reasoning(
 ) -> float:
     """Median seconds per RL step of ``cand`` on the real runner (SFT and eval off)."""
     from learner.runners import get_runner
-    from learner.scheduling.plan import with_candidate
+    from learner.scheduling.candidates import with_candidate
 
     with tempfile.TemporaryDirectory() as tmp:
         c = with_candidate(_short_cfg(cfg, tmp, warmup + iterations + 1), cand)

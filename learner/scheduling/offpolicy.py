@@ -224,12 +224,13 @@ def predict_offpolicy(
 def measure_offpolicy(
     cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 1
 ) -> float:
-    """Seconds per ``log_every`` transitions of ``cand`` on the real runner, after warm-up: the slope
-    of wall time over env steps across the measured rows (async rows arrive per whole episode)."""
+    """Seconds per ``log_every`` transitions of ``cand`` on the real runner, after warm-up: the
+    slope of wall time over env steps across the measured rows (async rows arrive per whole
+    episode)."""
     from learner.cluster import InProcess
     from learner.offpolicy.topology import runs_in_process
     from learner.runners import get_runner
-    from learner.scheduling.plan import with_candidate
+    from learner.scheduling.candidates import with_candidate
 
     c = with_candidate(cfg, cand)
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,6 @@ for a few iterations on the real runner and returns the median iteration time af
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -17,9 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from learner.scheduling.candidates import Candidate, embodied_candidates, reasoning_candidates
+from learner.scheduling.candidates import (
+    Candidate,
+    embodied_candidates,
+    reasoning_candidates,
+    with_candidate,
+)
 from learner.scheduling.cost import Prediction, predict_embodied
 from learner.scheduling.curves import reference_s
+from learner.sections import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -31,26 +36,28 @@ def physical_cores() -> int:
         return os.cpu_count() or 1
 
 
-def runner_kind(cfg: Any) -> str:
-    return getattr(cfg, "runner", "embodied")
+def runner_kind(cfg: RunConfig) -> str:
+    """The runner a config is for; an unnamed one is planned as the embodied runner."""
+    return cfg.runner or "embodied"
 
 
-def with_candidate(cfg: Any, cand: Candidate) -> Any:
-    """A copy of ``cfg`` with the candidate's placement and knobs set."""
-    out = copy.deepcopy(cfg)
-    for key, value in cand.overrides().items():
-        obj, *path = key.split(".")
-        target = out if not path else getattr(out, obj)
-        setattr(target, path[-1] if path else obj, value)
-    return out
+def run_length(cfg: RunConfig) -> int:
+    """Iterations (embodied), steps (reasoning) or metrics rows (off-policy) of the configured
+    run."""
+    from learner.offpolicy.config import OffPolicyConfig
+    from learner.runners.config import EmbodiedConfig
+    from learner.runners.reasoning_config import ReasoningConfig
 
-
-def run_length(cfg: Any) -> int:
-    """Iterations (embodied), steps (reasoning) or metrics rows (off-policy) of the configured run."""
-    train = cfg.train
-    if runner_kind(cfg) == "offpolicy":
-        return max(1, train.env_steps // max(train.log_every, 1))
-    return int(getattr(train, "iterations", getattr(train, "steps", 1)))
+    if isinstance(cfg, OffPolicyConfig):
+        return max(1, cfg.train.env_steps // max(cfg.train.log_every, 1))
+    if isinstance(cfg, ReasoningConfig):
+        return cfg.train.steps
+    if isinstance(cfg, EmbodiedConfig):
+        return cfg.train.iterations
+    raise TypeError(
+        f"placement planning covers the embodied, reasoning and offpolicy runners, "
+        f"not {type(cfg).__name__} (runner {cfg.runner!r})"
+    )
 
 
 def profile_of(cfg: Any, refresh: bool = False) -> Any:
@@ -153,8 +160,8 @@ LAST_PHASES: dict[str, float] = {}
 def measure(
     cfg: Any, cand: Candidate, cluster: Any, *, iterations: int = 4, warmup: int = 2
 ) -> float:
-    """Median iteration (embodied) / step (reasoning) / metrics-row (off-policy) seconds of ``cand``,
-    after ``warmup``."""
+    """Median iteration (embodied) / step (reasoning) / metrics-row (off-policy) seconds of
+    ``cand``, after ``warmup``."""
     LAST_PHASES.clear()
     if runner_kind(cfg) == "offpolicy":
         from learner.scheduling.offpolicy import measure_offpolicy

@@ -148,9 +148,9 @@ def _profile_batch(cfg: Any, b: int, steps: int, prof: EmbodiedProfile, n: int) 
         trainer = Trainer(cfg, policy_spec(cfg, stages.spec), 0, 1)
         t2 = time.perf_counter()
         stages.reset(cfg.seed, 0, 0)
-        prof.env_step.points[b], prof.infer.points[b] = _time_steps(stages, trainer.policy, n)
+        prof.env_step.points[b], prof.infer.points[b] = _time_steps(stages, trainer.policy(), n)
         traj = collect_inline(
-            trainer.policy,
+            trainer.policy(),
             stages,
             steps,
             cfg.algorithm.gamma,
@@ -159,13 +159,13 @@ def _profile_batch(cfg: Any, b: int, steps: int, prof: EmbodiedProfile, n: int) 
             first_stream=0,
             single_episode=cfg.algorithm.single_episode,
         )
-        trainer.train(traj, 0)  # warm-up: optimizer state, allocator
+        trainer.update(traj)  # warm-up: optimizer state, allocator
         t3 = time.perf_counter()
-        trainer.train(traj, 1)
+        trainer.update(traj)
         prof.train.points[b] = time.perf_counter() - t3
         if b == prof.num_envs:
             t4 = time.perf_counter()
-            state = cpu_state_dict(trainer.policy)
+            state = cpu_state_dict(trainer.policy())
             prof.publish_s = time.perf_counter() - t4
             prof.weight_bytes = _nbytes(state)
             prof.obs_bytes_per_env = _nbytes(stages.obs[0]) // b

@@ -3,12 +3,13 @@
 In the on-policy channel topology every iteration has two phases on disjoint work: env +
 rollout produce the trajectories, then the actor trains on them while env and rollout wait
 for the new weights (the rollout worker's ``sync_weights`` blocks on version v+1). A
-:class:`ReallocatingActorWorker` therefore widens its CPU affinity and torch threads to the
-env and rollout slots (``lend``) for the update -- the trajectories are all in, so those slots
-are idle -- and gives them back before publishing. The data, the order of updates and the
-weight versions are exactly those of the static placement: the guarantee that iteration i+1
-samples with the weights trained on iteration i is untouched; only the threads of the update
-change (so floating-point sums may differ in the last bits from a static run).
+:class:`~learner.actor.worker.ActorWorker` built with ``lend`` therefore widens its CPU
+affinity and torch threads (:func:`widened`) to the env and rollout slots for the update -- the
+trajectories are all in, so those slots are idle -- and gives them back before publishing. The
+data, the order of updates and the weight versions are exactly those of the static placement:
+the guarantee that iteration i+1 samples with the weights trained on iteration i is untouched;
+only the threads of the update change (so floating-point sums may differ in the last bits from a
+static run).
 
 ``rollout.reallocate: true`` turns it on (``learner.runners.topology``); with several actor
 ranks the lent slots are dealt out round-robin. On GPU slots the same move needs the actor to
@@ -20,11 +21,10 @@ shard onto the lent GPUs (not built: ``lend`` is ignored there and the log says 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import Any
-
-from learner.actor.worker import ActorWorker
+from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -37,40 +37,21 @@ def lent_slots(
     return tuple(pool[rank::ranks])
 
 
-class ReallocatingActorWorker(ActorWorker):
-    """An :class:`ActorWorker` that trains on its own slots plus ``lend`` (see the module doc)."""
+@contextlib.contextmanager
+def widened(lend: tuple[int, ...]) -> Iterator[None]:
+    """This process runs on its own cores plus ``lend`` (and as many torch threads) inside."""
+    if not lend or not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    import torch
 
-    def __init__(self, *args: Any, lend: tuple[int, ...] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lend = tuple(lend)
-        self.widened_s = 0.0
-        train = self.trainer.train
-
-        def train_widened(traj: Any, iteration: int) -> dict[str, float]:
-            with self._widened():
-                return train(traj, iteration)
-
-        self.trainer.train = train_widened  # type: ignore[method-assign]
-
-    def _widened(self) -> Any:
-        import contextlib
-
-        import torch
-
-        @contextlib.contextmanager
-        def ctx() -> Any:
-            if not self.lend or not hasattr(os, "sched_getaffinity"):
-                yield
-                return
-            cores = os.cpu_count() or 1
-            saved, threads = os.sched_getaffinity(0), torch.get_num_threads()
-            wide = saved | {s % cores for s in self.lend}
-            try:
-                os.sched_setaffinity(0, wide)
-                torch.set_num_threads(len(wide))
-                yield
-            finally:
-                os.sched_setaffinity(0, saved)
-                torch.set_num_threads(threads)
-
-        return ctx()
+    cores = os.cpu_count() or 1
+    saved, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    wide = saved | {s % cores for s in lend}
+    try:
+        os.sched_setaffinity(0, wide)
+        torch.set_num_threads(len(wide))
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
+        torch.set_num_threads(threads)

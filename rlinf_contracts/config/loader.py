@@ -22,7 +22,8 @@ rules, the same for every command:
 >>> apply_overrides(cfg, ["~cams.front"])
 Traceback (most recent call last):
 ...
-rlinf_contracts.config.errors.ConfigError: cannot delete 'cams.front': no such key (keys there: wrist)
+rlinf_contracts.config.errors.ConfigError: cannot delete 'cams.front': no such key (keys there:
+wrist)
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _resolved(base: DictConfig, where: Any) -> dict[str, Any]:
         raise ConfigError(f"bad config {where}: {e}") from None
     if not isinstance(out, dict):
         raise ConfigError(f"config {where} must be a mapping at the top level")
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # a dict of str keys: YAML mapping keys
 
 
 def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import types
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from rlinf_contracts.config.errors import ConfigError
 
@@ -86,7 +86,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             f"key '{path}' cannot be null: give a mapping (e.g. {path}={{...}}) or leave the key "
             "out for its default"
         )
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(
                 f"key '{path}' expects a mapping ({tp.__name__}), got {type(value).__name__}"
@@ -134,7 +134,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
 def from_dict(cls: type[T], data: dict[str, Any] | None, path: str = "") -> T:
     """Instantiate dataclass ``cls`` from ``data``; every unknown key or bad type is an error."""
     data = dict(data or {})
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    # cls is a dataclass type (T stays unbound so callers keep their own type variables)
+    fields = {f.name: f for f in dataclasses.fields(cast(Any, cls)) if f.init}
     hints = get_type_hints(cls)
     for key in data:
         if key not in fields:
@@ -176,13 +177,14 @@ def to_dict(obj: Any) -> Any:
 
 
 def help_text(cls: type, prefix: str = "") -> list[str]:
-    """One line per leaf key: ``key (type, default): help`` — printed by ``rlinf train --help-config``."""
+    """One line per leaf key: ``key (type, default): help`` — printed by ``rlinf train
+    --help-config``."""
     lines = []
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         key = _join(prefix, f.name)
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             lines.extend(help_text(tp, key))
             continue
         default = (

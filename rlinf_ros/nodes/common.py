@@ -4,8 +4,8 @@ Why our own signal handling: a node must stop its driver (hold the arm, close th
 before exiting on SIGINT / SIGTERM from ``rlinf ros up`` or a test; rclpy's default handler
 would raise inside a callback instead. We disable it, set a flag, and leave the spin loop.
 Teardown is bounded: if closing the driver, destroying the node or the interpreter's exit
-(DDS participants, GL contexts) has not finished ``shutdown_grace_s`` (a graph setting) after the signal,
-the node prints every thread's stack and exits 1 -- a launcher or a test sees a stopped node
+(DDS participants, GL contexts) has not finished ``shutdown_grace_s`` (a graph setting) after the
+signal, the node prints every thread's stack and exits 1 -- a launcher or a test sees a stopped node
 and where it hung, not a process it has to SIGKILL blind.
 
 Time: every node reads its node clock (:func:`now_s`, ``create_timer``) for what measures robot
@@ -55,7 +55,7 @@ def now_s(node: Any) -> float:
     return node.get_clock().now().nanoseconds * 1e-9
 
 
-def sensor_qos():  # type: ignore[no-untyped-def]
+def sensor_qos():
     """Best-effort subscriber QoS: matches both reliable and best-effort sensor publishers."""
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -66,7 +66,7 @@ def sensor_qos():  # type: ignore[no-untyped-def]
     )
 
 
-def reliable_qos(depth: int = 5):  # type: ignore[no-untyped-def]
+def reliable_qos(depth: int = 5):
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     return QoSProfile(
@@ -81,7 +81,8 @@ LeafPath = (
 
 
 def _param_value(value: Any) -> Any:
-    """A leaf as a ROS parameter value: arrays are homogeneous, so ints beside floats become floats."""
+    """A leaf as a ROS parameter value: arrays are homogeneous, so ints beside floats become
+    floats."""
     if isinstance(value, (list, tuple)):
         items = list(value)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
@@ -133,9 +134,8 @@ def _leaves(
     ):
         for i, v in enumerate(value):  # `-p` names may not have a part that starts with a digit
             _leaves(v, f"{name}_{i}", (*path, i), help_text, out)
-    elif is_secret(
-        name
-    ):  # readable by anyone on the domain as a parameter: read from file / env only
+    # readable by anyone on the domain as a parameter: read from file / env only
+    elif is_secret(name):
         log.debug("config field %s is a secret; never a ROS parameter", name)
     elif _representable(_ros_default(_param_value(value))):
         out[name] = (path, _param_value(value), help_text)
@@ -187,8 +187,9 @@ def _plain(value: Any) -> Any:
 
 def declare_config(node: Any, cfg: C, skip: tuple[str, ...] = NOT_PARAMETERS) -> C:
     """Declare every leaf of ``cfg`` but secrets (:func:`rlinf_ros.secrets.is_secret`: never
-    parameters, see :mod:`rlinf_ros.secrets`) as a read-only ROS parameter (YAML value as default) and
-    return ``cfg`` rebuilt with the overrides (``--ros-args -p k:=v``, a launch file's parameters).
+    parameters, see :mod:`rlinf_ros.secrets`) as a read-only ROS parameter (YAML value as default)
+    and return ``cfg`` rebuilt with the overrides (``--ros-args -p k:=v``, a launch file's
+    parameters).
 
     Why two passes: ``-p camera.fps:=5`` parses as an integer, which ROS would refuse for a
     float parameter; we read overrides loosely, convert them with the typed walker (which names
@@ -236,9 +237,9 @@ def _reject_unknown_overrides(node: Any, skip: tuple[str, ...]) -> None:
     secret = sorted(n for n in overrides if is_secret(n))
     if secret:
         raise ConfigError(
-            f"node {node.get_name()!r}: {secret} would be secret ROS parameters, readable by anyone on "
-            "the domain; name a file or an environment variable in the YAML instead (e.g. "
-            "api_key_file / api_key_env)"
+            f"node {node.get_name()!r}: {secret} would be secret ROS parameters, readable by "
+            "anyone on the domain; name a file or an environment variable in the YAML "
+            "instead (e.g. api_key_file / api_key_env)"
         )
     unknown = sorted(
         n
@@ -256,7 +257,8 @@ def _reject_unknown_overrides(node: Any, skip: tuple[str, ...]) -> None:
 
 
 def split_ros_args(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``(our args, ROS args)``: every ``--ros-args ... [--]`` block goes to rclpy, markers included.
+    """``(our args, ROS args)``: every ``--ros-args ... [--]`` block goes to rclpy, markers
+    included.
 
     >>> split_ros_args(["--config", "g.yaml", "--ros-args", "-p", "fps:=5", "--", "x=1"])
     (['--config', 'g.yaml', 'x=1'], ['--ros-args', '-p', 'fps:=5', '--'])
@@ -378,7 +380,7 @@ def run_node(
         rclpy.try_shutdown()
         return 2
     executor = SingleThreadedExecutor()
-    executor.add_node(node)  # type: ignore[arg-type]
+    executor.add_node(node)  # type: ignore[arg-type]  # a Node subclass
     log.info("%s node up (ROS_DOMAIN_ID=%s)", kind, os.environ.get("ROS_DOMAIN_ID", "0"))
     try:
         while not stop.is_set() and rclpy.ok():
@@ -387,8 +389,8 @@ def run_node(
         close = getattr(node, "close", None)
         if callable(close):
             close()
-        executor.remove_node(node)  # type: ignore[arg-type]
-        node.destroy_node()  # type: ignore[attr-defined]
+        executor.remove_node(node)  # type: ignore[arg-type]  # as add_node
+        node.destroy_node()  # type: ignore[attr-defined]  # a Node subclass
         rclpy.try_shutdown()
     log.info("%s node stopped", kind)
     return 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -49,6 +50,17 @@ def subscribe_episodes(
         except TransitionError as e:
             log.warning("ignoring an episode event: %s", e)
 
+    def on_judge(msg: String) -> None:
+        try:
+            report = json.loads(msg.data)
+        except json.JSONDecodeError:
+            log.warning("ignoring a malformed reward judge report")
+            return
+        if isinstance(report, dict):
+            asm.annotations["reward_judge"] = report
+
+    if src.judge_topic:
+        node.create_subscription(String, src.judge_topic, on_judge, reliable_qos(10))
     node.create_subscription(UInt8MultiArray, src.step_topic, on_step, reliable_qos(100))
     node.create_subscription(String, src.event_topic, on_event, reliable_qos(10))
     # an end event waiting for records the client never sends: settles once nothing was heard for

@@ -3,11 +3,11 @@
 Subscribes to ``joint_states``, the gripper joint states, each arm's end-effector pose, the task
 inputs the robot spec needs (a ``PoseStamped`` goal on ``task/goal``, an object pose), the task
 instruction (``std_msgs/String`` on ``task/instruction``; it goes out as ``instruction`` in every
-observation, what a language-conditioned policy reads) and one Image topic per camera; matches joints and images within ``slop_s``
-(:class:`rlinf_ros.sync.ApproxTimeSync`); builds the state vector the spec describes (the same
-features the simulator computes, ``rlinf_ros.robot_io``); sends it over the wire from a
-background thread; and decodes the answer with the spec's control law into one
-``JointTrajectory`` point per control tick (arm joints plus ``<prefix>finger_joint1``).
+observation, what a language-conditioned policy reads) and one Image topic per camera; matches
+joints and images within ``slop_s`` (:class:`rlinf_ros.sync.ApproxTimeSync`); builds the state
+vector the spec describes (the same features the simulator computes, ``rlinf_ros.robot_io``); sends
+it over the wire from a background thread; and decodes the answer with the spec's control law into
+one ``JointTrajectory`` point per control tick (arm joints plus ``<prefix>finger_joint1``).
 
 On connect the client announces its robot spec; a server whose policy was trained for another
 layout refuses it once (``refused`` in the status, both layouts in the log) and the client does
@@ -31,6 +31,7 @@ and ``infer_timeout_s`` are wall time: they bound a network round trip and a com
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -128,7 +129,8 @@ class PolicyClientNode(Node):
         )
         self._set: Any = None  # lock-step: the newest set, and the command that answered it
         self._answer: tuple[float, JointTrajectory] | None = None
-        # lock-step waits for the twin's next set, which waits on our answer (a computation): wall time
+        # lock-step waits for the twin's next set, which waits on our answer (a computation): wall
+        # time
         self._last_set, self._warned_sets = time.monotonic(), False
         self._grippers = [0.0] * n
         self._poses: list[Any] = [None] * n
@@ -155,9 +157,9 @@ class PolicyClientNode(Node):
         # lock-step: a chunk is executed whole before the next observation is sent (prefetch 0),
         # as the simulator's eval executes it, and each tick waits for its answer
         self.loop = PolicyLoop(
-            self.worker,
+            self.worker,  # type: ignore[arg-type]  # None only when teleop_only: nothing is inferred
             self.io,
-            prefetch=0 if self.lockstep else 1,  # type: ignore[arg-type]
+            prefetch=0 if self.lockstep else 1,
             max_wait_s=cfg.infer_timeout_s if self.lockstep else cfg.max_wait_fraction / self.hz,
             rtc=None if self.lockstep else cfg.rtc,
             clock=self.now,
@@ -182,7 +184,8 @@ class PolicyClientNode(Node):
         )
 
     def now(self) -> float:
-        """The node clock (s): stamps, observation age, teleop freshness; simulated under use_sim_time."""
+        """The node clock (s): stamps, observation age, teleop freshness; simulated under
+        use_sim_time."""
         return now_s(self)
 
     def _subscribe(self, cfg: PolicyClientConfig) -> None:
@@ -192,7 +195,7 @@ class PolicyClientNode(Node):
         )
         for i, topic in enumerate(cfg.ee_pose_topics[: len(self._poses)]):
             self.create_subscription(
-                PoseStamped, topic, lambda m, i=i: self._on_pose(i, m), sensor_qos()
+                PoseStamped, topic, functools.partial(self._on_pose, i), sensor_qos()
             )
         if needs(self.spec, "goal_pos"):
             self.create_subscription(PoseStamped, cfg.goal_topic, self._on_goal, reliable_qos(1))
@@ -202,11 +205,10 @@ class PolicyClientNode(Node):
             self.create_subscription(PoseArray, cfg.objects_topic, self._on_objects, sensor_qos())
         for cam, topic in cfg.cameras.items():
             self.create_subscription(
-                Image, topic, lambda m, c=cam: self._on_image(c, m), sensor_qos()
+                Image, topic, functools.partial(self._on_image, cam), sensor_qos()
             )
-        if (
-            cfg.instruction_topic
-        ):  # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
+        # volatile: also hears `ros2 topic pub`; the task node re-sends per episode
+        if cfg.instruction_topic:
             self.create_subscription(
                 String, cfg.instruction_topic, self._on_instruction, reliable_qos(1)
             )
@@ -371,8 +373,9 @@ class PolicyClientNode(Node):
         if found is None and self.episode and now - self._last_set > 10.0 and not self._warned_sets:
             self._warned_sets = True  # e.g. a real-time robot: its topics never share one stamp
             log.warning(
-                "lock-step: no observation set (joints, gripper, pose, objects, cameras under one stamp) "
-                "for 10 s; the robot node must run lock-step too (robot.scene.lockstep: true)"
+                "lock-step: no observation set (joints, gripper, pose, objects, cameras "
+                "under one stamp) for 10 s; the robot node must run lock-step too "
+                "(robot.scene.lockstep: true)"
             )
         if found is not None:
             self._last_set = now

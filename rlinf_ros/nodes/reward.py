@@ -9,6 +9,14 @@
 - ``source: events``: the sim twin's success flag and the human's success / failure keys
   (both already published as ``EpisodeEvent`` ends on ``episode/event``) as reward 1 / 0.
 
+With the classifier, the human's keys (and any other judge's end on ``episode/event``) still
+decide: the first verdict of an episode stands (``rlinf_ros.reward_sources.EpisodeVerdict``),
+so a key pressed before the classifier's success is the episode's reward. With ``judge_topic``
+(the sim twin's success flag, which is not the reward) every scored frame is paired with the
+judge's newest flag; per ``judge_window`` frames the classifier's false-positive / false-negative
+rates go out as JSON on ``judge_stats_topic`` and as one log line (the streamer carries them to
+the learner's metrics). No judge topic, no report.
+
 The classifier is asked from a worker thread: a slow or lost server delays rewards, never the
 executor; every request has ``timeout_s`` and the client reconnects with back-off. Its pace
 (``rate_hz``) and timeouts are wall time: they bound a computation and a network round trip; a
@@ -18,6 +26,7 @@ stamps are the node clock's.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 
@@ -43,7 +52,14 @@ from rlinf_ros.nodes.common import (
     sensor_qos,
 )
 from rlinf_ros.online_config import RewardNodeConfig
-from rlinf_ros.reward_sources import ClassifierReward, SuccessLatch, event_reward
+from rlinf_ros.reward_sources import (
+    ClassifierReward,
+    EpisodeVerdict,
+    JudgeRates,
+    JudgeWindow,
+    SuccessLatch,
+    event_reward,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +79,19 @@ class RewardNode(Node):
         self._frame_id = 0
         self._stop = threading.Event()
         self.latch = SuccessLatch(cfg.consecutive)
+        self.verdict = EpisodeVerdict(self.latch)
+        self._lock = threading.Lock()  # the verdict: frames on the worker, events on the executor
         self.scored = 0
+        self._judge: bool | None = None  # the judge's newest flag (None: no judge heard yet)
+        self.judge_window = JudgeWindow(cfg.judge_window)
+        self.last_rates: JudgeRates | None = None
         if cfg.source == "classifier":
             self.create_subscription(Image, cfg.image_topic, self._on_image, sensor_qos())
+            if cfg.judge_topic:
+                self.pub_judge = self.create_publisher(
+                    String, cfg.judge_stats_topic, reliable_qos(10)
+                )
+                self.create_subscription(Float64, cfg.judge_topic, self._on_judge, reliable_qos(10))
             self._thread = threading.Thread(
                 target=self._classify_loop, name="reward-classifier", daemon=True
             )
@@ -77,16 +103,47 @@ class RewardNode(Node):
         self.pub_success.publish(Bool(data=bool(success)))
 
     def _on_event(self, msg: String) -> None:
-        if self.cfg.source != "events":
-            return
         try:
             ev = event_from_json(msg.data)
         except (TransitionError, ValueError) as e:
             log.warning("reward: bad episode event: %s", e)
             return
+        if self.cfg.source == "classifier":  # a human key / another judge before the classifier
+            with self._lock:
+                verdict = self.verdict.on_event(ev)
+            if verdict is not None:
+                log.info("reward: episode decided by %s (%.0f)", verdict.by, verdict.reward)
+                self._publish(verdict.reward, verdict.success)
+            return
         reward = event_reward(ev)
         if reward is not None:
             self._publish(reward, reward > 0)
+
+    def _on_judge(self, msg: Float64) -> None:
+        self._judge = msg.data > 0.5
+
+    def _compare(self, success: bool) -> None:
+        """Pair a scored frame with the judge's flag; report each full window."""
+        if self._judge is None:
+            return
+        rates = self.judge_window.add(success, self._judge)
+        if rates is None:
+            return
+        self.last_rates = rates
+        report = {**rates.to_dict(), "window": self.judge_window.windows}
+        self.pub_judge.publish(String(data=json.dumps(report)))
+        log.info(
+            "reward classifier vs judge, window %d (%d frames): FP rate %s (%d/%d), "
+            "FN rate %s (%d/%d)",
+            self.judge_window.windows,
+            rates.n,
+            "-" if rates.fp_rate is None else f"{rates.fp_rate:.3f}",
+            rates.false_pos,
+            rates.judge_neg,
+            "-" if rates.fn_rate is None else f"{rates.fn_rate:.3f}",
+            rates.false_neg,
+            rates.judge_pos,
+        )
 
     def _on_image(self, msg: Image) -> None:
         try:
@@ -118,16 +175,20 @@ class RewardNode(Node):
                 p, ok = scorer.score(self._frame)
             except ClientStopped:
                 return
-            success = self.latch.update(ok)
+            with self._lock:
+                verdict = self.verdict.on_score(ok)
             self.scored += 1
             self.pub_p.publish(Float64(data=p))
-            self._publish(1.0 if success else 0.0, success)
-            if success and self.cfg.end_episode and self.latch.run == self.cfg.consecutive:
+            self._compare(ok)
+            if verdict is None:
+                continue  # the episode's verdict is in (a human key, or our success): silent
+            self._publish(verdict.reward, verdict.success)
+            if verdict.end and self.cfg.end_episode:
                 now = now_s(self)
-                for ev in (
-                    EpisodeEvent("end", success=True, reason="classifier", stamp=now),
-                    EpisodeEvent("begin", stamp=now),
-                ):
+                events = [EpisodeEvent("end", success=True, reason="classifier", stamp=now)]
+                if self.cfg.begin_episode:
+                    events.append(EpisodeEvent("begin", stamp=now))
+                for ev in events:
                     self.pub_event.publish(String(data=event_to_json(ev)))
 
     def close(self) -> None:

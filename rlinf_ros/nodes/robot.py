@@ -4,8 +4,9 @@ Publishes ``joint_states`` (JointState), ``franka_gripper/joint_states`` (finger
 the width), the end-effector ``current_pose`` (PoseStamped) and ``robot_state`` (std_msgs/String
 JSON: mode, errors, e-stop, safety counters). Accepts ``JointTrajectory`` (arm joints, and the
 gripper through ``<prefix>finger_joint1``) and ``PoseStamped`` targets. ``std_srvs/Trigger``
-services: ``estop``, ``reset_estop``, ``error_recovery``, ``franka_gripper/{homing,open,grasp,stop}``
-(with two arms, gripper services and the pose topics are prefixed by the arm name).
+services: ``estop``, ``reset_estop``, ``error_recovery``,
+``franka_gripper/{homing,open,grasp,stop}`` (with two arms, gripper services and the pose topics are
+prefixed by the arm name).
 
 Bridge mode (an arm with ``backend: bridge``, ``rlinf_ros/bridge_io.py``): the arm is an existing
 ros2_control / franka_ros2 stack; its ``/joint_states`` come in, each safe target goes out to its
@@ -31,6 +32,7 @@ advances one control step per applied action, so it excludes ``sim_clock``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -38,7 +40,8 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from rclpy.clock import Clock, ClockType
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
@@ -99,7 +102,7 @@ class RobotNode(Node):
             self.create_subscription(
                 PoseStamped,
                 self._arm_topic(i, t.target_pose),
-                lambda m, i=i: self._on_target_pose(i, m),
+                functools.partial(self._on_target_pose, i),
                 reliable_qos(10),
             )
         if any(hasattr(a.backend, "reset_pose") for a in self.arms):  # simulated twins only
@@ -130,9 +133,7 @@ class RobotNode(Node):
     # ---- time ---------------------------------------------------------------------------
     def _start_sim_clock(self) -> None:
         """Own the simulated time: physics timestep, steps per driver period, arms on this clock."""
-        models = [
-            a.backend.fm.model for a in self.arms if getattr(a.backend, "fm", None) is not None
-        ]
+        models = [fm.model for a in self.arms if (fm := getattr(a.backend, "fm", None)) is not None]
         period = 1.0 / self.cfg.driver_hz
         self.sim_dt = (
             float(models[0].opt.timestep) if models else period
@@ -162,7 +163,7 @@ class RobotNode(Node):
         self.sim_steps += self._steps_per_tick
         msg = ClockMsg()
         msg.clock.sec, msg.clock.nanosec = divmod(round(self.now() * 1e9), 1_000_000_000)
-        self.pub_clock.publish(msg)  # type: ignore[union-attr]
+        self.pub_clock.publish(msg)  # type: ignore[union-attr]  # only with sim_clock
 
     # ---- naming -------------------------------------------------------------------------
     def _arm_topic(self, i: int, topic: str) -> str:
@@ -228,9 +229,8 @@ class RobotNode(Node):
 
     # ---- commands -----------------------------------------------------------------------
     def _on_trajectory(self, msg: JointTrajectory) -> None:
-        if (
-            self.scene is not None and self.scene.lockstep
-        ):  # a lock-step twin: one control step per action
+        # a lock-step twin: one control step per action
+        if self.scene is not None and self.scene.lockstep:
             self.stats["trajectories" if self.scene.command(msg) else "stale_trajectories"] += 1
             return
         now = self.now()
@@ -264,7 +264,7 @@ class RobotNode(Node):
                 if finger in names
                 else arm.state().gripper.width
             )
-            arm.backend.reset_pose(q, width)
+            arm.backend.reset_pose(q, width)  # type: ignore[attr-defined]  # a simulated arm's
             self.trajectories[i] = None
             self._gripper_cmd[i] = None
             arm.safety.forget_target()
@@ -301,7 +301,8 @@ class RobotNode(Node):
         if self.pub_clock is not None:
             self._advance_sim_clock()
         if not all(b.ready for b in self._bridged):
-            return  # bridge mode: no measured state to check or command from before the stack's first
+            # bridge mode: no measured state to check or command from before the stack's first
+            return
         now = self.now()
         for i, arm in enumerate(self.arms):
             traj = self.trajectories[i]
@@ -312,9 +313,8 @@ class RobotNode(Node):
                 if "stale_refused" in out.events:
                     self.trajectories[i] = None
                     self.stats["stale_trajectories"] += 1
-                elif (
-                    now >= traj.end and "velocity_limit" not in out.events
-                ):  # else: still walking there
+                # else: still walking there
+                elif now >= traj.end and "velocity_limit" not in out.events:
                     self.trajectories[i] = None
                     arm.settle()
             arm.tick()
@@ -354,12 +354,11 @@ class RobotNode(Node):
                 "holding": arm.holding,
                 "safety": arm.counters,
             }
-            if (
-                arm.backend in self._bridged
-            ):  # bridge mode: where the EE pose comes from, commands sent
+            bridge = next((b for b in self._bridged if b is arm.backend), None)
+            if bridge is not None:  # bridge mode: where the EE pose comes from, commands sent
                 out[arm.name]["bridge"] = {
-                    "ee_pose_source": arm.backend.ee_pose_source,
-                    "sent": arm.backend.sent,
+                    "ee_pose_source": bridge.ee_pose_source,
+                    "sent": bridge.sent,
                 }
         return {"arms": out, **self.stats}
 

@@ -115,7 +115,7 @@ class SceneTopics:
         stamp = stamp_to_sec(msg.header.stamp)
         if self.stamp is None or abs(stamp - self.stamp) > 1e-6:
             self.stale_commands += 1
-            if self.stale_commands == 50 and self.stepper.steps == 0:  # type: ignore[union-attr]
+            if self.stale_commands == 50 and self.stepper.steps == 0:  # type: ignore[union-attr]  # lock-step
                 log.warning(
                     "lock-step twin: 50 commands, none stamped with an observation set it sent; "
                     "the sender must run lock-step too (policy_client.lockstep: true)"
@@ -133,7 +133,7 @@ class SceneTopics:
         except ConversionError as e:
             log.warning("lock-step: rejected command: %s", e)
             return False
-        out = self.stepper.apply(q, width)  # type: ignore[union-attr]
+        out = self.stepper.apply(q, width)  # type: ignore[union-attr]  # lock-step only
         if out.refused:
             log.warning("lock-step: command refused (%s); not stepping", ", ".join(out.events))
             return False
@@ -141,7 +141,8 @@ class SceneTopics:
         return True
 
     def publish_set(self, stamp: float | None = None) -> None:
-        """One observation set under one stamp: scene report, objects, joints / gripper / pose, frames."""
+        """One observation set under one stamp: scene report, objects, joints / gripper / pose,
+        frames."""
         self.stamp = self.node.now() if stamp is None else stamp
         self._sent_at = (
             time.monotonic()
@@ -195,9 +196,10 @@ class SceneTopics:
         }
         if self.lockstep:
             st = self.stepper
+            assert st is not None  # lock-step twins build their stepper in __init__
             info.update(
                 success=st.success_step is not None, steps=st.steps, success_step=st.success_step
-            )  # type: ignore[union-attr]
+            )
         return info
 
     def _publish_report(self) -> None:
@@ -217,7 +219,7 @@ class SceneTopics:
             pose = Pose()
             pose.position.x, pose.position.y, pose.position.z = (float(v) for v in p)
             pose.orientation.w = 1.0
-            msg.poses.append(pose)
+            msg.poses.append(pose)  # type: ignore[attr-defined]  # a list at run time
         self.pub_objects.publish(msg)
         self.pub_scene.publish(String(data=json.dumps(info)))
 

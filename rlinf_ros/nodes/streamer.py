@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 class StreamerNode(Node):
     def __init__(self, cfg: StreamerNodeConfig, graph: RosGraphConfig) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
-        # `stream` stays YAML-only; the token is read from a file / the environment, never a parameter
+        # `stream` stays YAML-only; the token is read from a file / the environment, never a
+        # parameter
         cfg = declare_config(self, cfg, skip=(*NOT_PARAMETERS, "stream"))
         self.cfg = cfg
         self.streamer = TransitionStreamer(cfg.resolved_stream()).start()

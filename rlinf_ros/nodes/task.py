@@ -17,11 +17,15 @@ language`` the robot node runs the simulator's scene: each episode starts with a
 same for a single-task twin (``arms[*].scene: mujoco_franka/push``, ``TaskSceneTwin``): the scene's
 target is the push goal (relayed on ``task/goal``), and the first object slot of ``sim/objects``
 is relayed as the ``PoseStamped`` object pose on ``task/object_pose`` (same stamp, base frame),
-which the policy client's ``object_pos`` features read. Results go out as JSON on ``task/status`` and, after
-``episodes`` episodes, to ``results_path``. Everything runs from one timer: the executor thread
-never blocks. Warm-up, homing timeouts and the step count of an episode read the node clock:
-under ``use_sim_time`` an episode of ``max_steps`` lasts ``max_steps / control_hz`` simulated
-seconds however slowly the machine runs them.
+which the policy client's ``object_pos`` features read. With ``judge_ends_episodes: false`` the
+twin's verdict is not the reward: it goes out only on ``task/reward`` (the judge a learned reward
+is scored against), an episode ends at ``max_steps`` (``truncated``, never a success) or when
+someone else ends it on ``episode/event`` (the reward classifier, a human key); the task node
+logs its judge's verdict for it and resets the scene for the next. Results go out as JSON on
+``task/status`` and, after ``episodes`` episodes, to ``results_path``. Everything runs from one
+timer: the executor thread never blocks. Warm-up, homing timeouts and the step count of an
+episode read the node clock: under ``use_sim_time`` an episode of ``max_steps`` lasts
+``max_steps / control_hz`` simulated seconds however slowly the machine runs them.
 """
 
 from __future__ import annotations
@@ -39,7 +43,12 @@ from std_msgs.msg import Float64, String
 from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
-from rlinf_contracts.transitions import EpisodeEvent, event_to_json
+from rlinf_contracts.transitions import (
+    EpisodeEvent,
+    TransitionError,
+    event_from_json,
+    event_to_json,
+)
 from rlinf_ros.config import RosGraphConfig, TaskNodeConfig
 from rlinf_ros.conversions import (
     ConversionError,
@@ -85,6 +94,7 @@ class TaskNode(Node):
         self.log = EpisodeLog()
         self.state, self.t_state = "pause", now_s(self)
         self.goal = np.zeros(3)
+        self._ok, self._dist, self._steps = False, float("inf"), 0  # the running episode's
         self.instruction = ""
         self.home_target = np.asarray(cfg.home, dtype=np.float64)
         self._pending: Any = None
@@ -103,6 +113,8 @@ class TaskNode(Node):
             if cfg.reward_topic
             else None
         )
+        if not cfg.judge_ends_episodes:  # another judge ends episodes: follow it
+            self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.scene: dict[str, Any] = {}
         self.scene_episode = 0  # the scene episode this task episode waits for / runs
@@ -142,7 +154,7 @@ class TaskNode(Node):
             return
         out = PoseStamped()
         out.header = msg.header
-        out.pose = msg.poses[0]
+        out.pose = msg.poses[0]  # type: ignore[index]  # a list at run time
         self.pub_object.publish(out)
 
     def _scene_ready(self) -> bool:
@@ -151,9 +163,8 @@ class TaskNode(Node):
             return True
         if self.scene.get("episode", -1) < self.scene_episode:
             now = now_s(self)
-            if (
-                now - self._last_scene_req >= 0.5
-            ):  # re-sent until served (robot node ignores repeats)
+            # re-sent until served (robot node ignores repeats)
+            if now - self._last_scene_req >= 0.5:
                 self._last_scene_req = now
                 self.pub_new_episode.publish(String(data=str(self.scene_episode)))
             return False
@@ -190,9 +201,8 @@ class TaskNode(Node):
         if now_s(self) - self._t_up < self.cfg.warmup_s:
             return  # let the other nodes of the graph discover each other before the first episode
         if self._call_enable(False):
-            if getattr(
-                self.judge, "uses_scene", False
-            ):  # the simulator's reset: layout, colours, instruction
+            # the simulator's reset: layout, colours, instruction
+            if getattr(self.judge, "uses_scene", False):
                 self.scene_episode = max(self.scene_episode, int(self.scene.get("episode", 0))) + 1
                 self._last_scene_req = float("-inf")  # sent by _scene_ready
             self.home_target = np.asarray(self.cfg.home) + self.rng.normal(
@@ -202,9 +212,8 @@ class TaskNode(Node):
             self._enter("homing")
 
     def _on_homing(self) -> None:
-        if getattr(
-            self.judge, "uses_scene", False
-        ):  # the scene's reset put the arm where the simulator does
+        # the scene's reset put the arm where the simulator does
+        if getattr(self.judge, "uses_scene", False):
             if self._scene_ready():
                 self._publish_goal()
                 self._enter("start")
@@ -259,9 +268,8 @@ class TaskNode(Node):
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
         msg.pose.orientation.w = 1.0
         self.pub_goal.publish(msg)
-        if (
-            self.instruction
-        ):  # with the goal, before the client is enabled: the episode's first request has it
+        # with the goal, before the client is enabled: the episode's first request has it
+        if self.instruction:
             self.pub_instruction.publish(String(data=self.instruction))
 
     def _on_start(self) -> None:
@@ -283,36 +291,50 @@ class TaskNode(Node):
             ok = self.ee is not None and self.judge.success(self.ee, self.goal)
         if self.pub_reward is not None:  # the twin knows success: a reward source of its own
             self.pub_reward.publish(Float64(data=1.0 if ok else 0.0))
-        if ok or steps >= self.cfg.max_steps:
-            self.log.add(ok, steps, dist, self.goal)
-            summary = self.log.summary()
-            log.info(
-                "episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
-                summary["episodes"] - 1,
-                "success" if ok else "timeout",
-                steps,
-                dist,
-                summary["success_rate"],
-                summary["episodes"],
-            )
-            self.pub_status.publish(
-                String(data=json.dumps({k: v for k, v in summary.items() if k != "results"}))
-            )
+        self._ok, self._dist, self._steps = ok, dist, steps
+        if steps >= self.cfg.max_steps or ok and self.cfg.judge_ends_episodes:
+            # the episode's reward when the judge ends episodes; else a timeout, never a success
+            self._close(ok, publish_success=ok and self.cfg.judge_ends_episodes)
+
+    def _on_event(self, msg: String) -> None:
+        """Another judge's end (``judge_ends_episodes`` false): this episode is over; reset."""
+        try:
+            ev = event_from_json(msg.data)
+        except TransitionError:
+            return
+        if ev.kind == "end" and self.state == "running":
+            log.info("episode ended by %s (success %s)", ev.reason or "an event", ev.success)
+            self._close(self._ok, publish_success=None)
+
+    def _close(self, ok: bool, publish_success: bool | None) -> None:
+        """Log the episode (``ok``: this task's own verdict), send its end event with
+        ``publish_success`` (None: someone else ended it) and move on."""
+        self.log.add(ok, self._steps, self._dist, self.goal)
+        summary = self.log.summary()
+        log.info(
+            "episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
+            summary["episodes"] - 1,
+            "success" if ok else "timeout",
+            self._steps,
+            self._dist,
+            summary["success_rate"],
+            summary["episodes"],
+        )
+        self.pub_status.publish(
+            String(data=json.dumps({k: v for k, v in summary.items() if k != "results"}))
+        )
+        if publish_success is not None:  # the recorder / streamer label it
             end = EpisodeEvent(
                 "end",
-                status="complete" if ok else "truncated",
-                success=ok,
-                reason="success" if ok else "timeout",
+                status="complete" if publish_success else "truncated",
+                success=publish_success,
+                reason="success" if publish_success else "timeout",
                 stamp=now_s(self),
             )
-            self.pub_event.publish(
-                String(data=event_to_json(end))
-            )  # the recorder / streamer label it
-            self._enter(
-                "done"
-                if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes
-                else "pause"
-            )
+            self.pub_event.publish(String(data=event_to_json(end)))
+        self._enter(
+            "done" if self.cfg.episodes and summary["episodes"] >= self.cfg.episodes else "pause"
+        )
 
     def _on_done(self) -> None:
         if self._call_enable(False):

@@ -73,19 +73,23 @@ class TeleopNode(Node):
             pass
 
     def _on_pose(self, msg: PoseStamped) -> None:
-        if hasattr(self.device, "on_pose"):
-            self.device.on_pose(pose_from_msg(msg).position)
+        on_pose = getattr(self.device, "on_pose", None)  # a device that follows the hand
+        if on_pose is not None:
+            on_pose(pose_from_msg(msg).position)
 
     def _on_goal(self, msg: PoseStamped) -> None:
-        if hasattr(self.device, "on_goal"):
-            self.device.on_goal(pose_from_msg(msg).position)
+        on_goal = getattr(self.device, "on_goal", None)  # a device that steers to the goal
+        if on_goal is not None:
+            on_goal(pose_from_msg(msg).position)
 
     def _on_object(self, msg: PoseStamped) -> None:
-        self.device.on_object(pose_from_msg(msg).position)  # type: ignore[attr-defined]
+        # subscribed only for a device that has on_object (the scripted push oracle)
+        self.device.on_object(pose_from_msg(msg).position)  # type: ignore[attr-defined]  # see above
 
     def _on_leader(self, msg: JointState) -> None:
         try:
-            self.device.on_joints(joint_state_to_arrays(msg, self.joints)[0])  # type: ignore[attr-defined]
+            q = joint_state_to_arrays(msg, self.joints)[0]
+            self.device.on_joints(q)  # type: ignore[attr-defined]  # subscribed for a leader arm only
         except ConversionError as e:
             log.warning("leader joint states: %s", e)
 

@@ -8,7 +8,8 @@ robot base frame, scaled by the spec's ``pos_scale`` / ``rot_scale`` on the robo
 drives); ``events`` are key presses: ``success``, ``failure``, ``rerecord``.
 
 >>> from rlinf_contracts.spec import RobotSpec
->>> spec = RobotSpec.from_dict({"state": [["joint_pos", 7]], "action": {"control": "ee_delta", "dim": 7}})
+>>> spec = RobotSpec.from_dict({"state": [["joint_pos", 7]],
+...                             "action": {"control": "ee_delta", "dim": 7}})
 >>> to_action(TeleopInput(twist=np.r_[1.0, 0, 0, 0, 0, 0], gripper=-1.0), spec).tolist()
 [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
 """

@@ -1,9 +1,10 @@
 """Leader arm: a second arm (or a kinesthetic device) whose joints the follower mirrors.
 
-The teleop node feeds each ``sensor_msgs/JointState`` of ``leader_topic`` to :meth:`LeaderArm.on_joints`;
-``read`` gives those joints as absolute targets (the spec's ``joint_position`` action, or
-``joint_delta`` toward them). The leader's gripper joint, when present, sets the gripper. While
-the leader is moving (above ``move_threshold`` rad since the last read) the human intervenes.
+The teleop node feeds each ``sensor_msgs/JointState`` of ``leader_topic`` to
+:meth:`LeaderArm.on_joints`; ``read`` gives those joints as absolute targets (the spec's
+``joint_position`` action, or ``joint_delta`` toward them). The leader's gripper joint, when
+present, sets the gripper. While the leader is moving (above ``move_threshold`` rad since the last
+read) the human intervenes.
 """
 
 from __future__ import annotations

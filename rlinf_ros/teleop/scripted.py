@@ -2,12 +2,12 @@
 
 It reads the end-effector pose and the goal (both in the robot base frame, as the teleop node
 receives them) and commands a twist toward the goal (the reach oracle in EE terms). Modes
-(``teleop.script``; ``task: push`` picks :class:`ScriptedPush`, the push oracle): ``always: true`` drives every tick (teleop-only demonstrations);
-otherwise it watches and takes over when the policy *drifts* -- the distance to the goal has
-not shrunk by ``progress_m`` within ``patience_s``, or (with ``regress_m`` set) the hand has
-moved more than ``regress_m`` farther from the goal than its closest approach this episode
-(off the path, at once) -- and hands back once within ``release_m`` (HG-DAgger with a scripted
-human).
+(``teleop.script``; ``task: push`` picks :class:`ScriptedPush`, the push oracle): ``always: true``
+drives every tick (teleop-only demonstrations); otherwise it watches and takes over when the policy
+*drifts* -- the distance to the goal has not shrunk by ``progress_m`` within ``patience_s``, or
+(with ``regress_m`` set) the hand has moved more than ``regress_m`` farther from the goal than its
+closest approach this episode (off the path, at once) -- and hands back once within ``release_m``
+(HG-DAgger with a scripted human).
 
 >>> s = ScriptedReach(pos_scale=0.05, always=True, clock=lambda: 0.0)
 >>> s.on_pose(np.zeros(3)); s.on_goal(np.array([0.01, 0.0, -0.2]))
@@ -100,16 +100,16 @@ class ScriptedPush(ScriptedReach):
     def target(self) -> np.ndarray:
         """Where the hand should go next (the push oracle's way points)."""
         obj, ee = self.obj, self.ee
-        direction = self.goal[:2] - obj[:2]  # type: ignore[index]
+        direction = self.goal[:2] - obj[:2]  # type: ignore[index]  # obj / ee set before target()
         direction = direction / max(float(np.linalg.norm(direction)), 1e-6)
-        pre = obj[:2] - direction * 0.06  # type: ignore[index]
-        rel = obj[:2] - ee[:2]  # type: ignore[index]
+        pre = obj[:2] - direction * 0.06  # type: ignore[index]  # obj / ee set before target()
+        rel = obj[:2] - ee[:2]  # type: ignore[index]  # obj / ee set before target()
         along = float(rel @ direction)
         lateral = float(np.linalg.norm(rel - along * direction))
-        low = obj[2] + 0.005  # type: ignore[index]
-        if 0.02 < along < 0.09 and lateral < 0.02 and abs(ee[2] - low) < 0.02:  # type: ignore[index]
+        low = obj[2] + 0.005  # type: ignore[index]  # obj / ee set before target()
+        if 0.02 < along < 0.09 and lateral < 0.02 and abs(ee[2] - low) < 0.02:  # type: ignore[index]  # obj / ee set before target()
             return np.array([*(obj[:2] + direction * 0.05), low])  # type: ignore[index]  # pushing
-        if np.linalg.norm(ee[:2] - pre) > 0.015:  # type: ignore[index]
+        if np.linalg.norm(ee[:2] - pre) > 0.015:  # type: ignore[index]  # obj / ee set before target()
             return np.array([*pre, obj[2] + 0.08])  # type: ignore[index]  # hover behind the object
         return np.array([*pre, low])  # descend behind it
 

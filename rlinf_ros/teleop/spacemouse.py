@@ -30,7 +30,8 @@ class SpaceMouse:
                 ) from e
             if not pyspacemouse.open():
                 raise RuntimeError(
-                    "no SpaceMouse found (plugged in? udev rule giving read access to /dev/hidraw*?)"
+                    "no SpaceMouse found (plugged in? udev rule giving read access to "
+                    "/dev/hidraw*?)"
                 )
             backend = pyspacemouse
         self.backend, self.pos_speed, self.rot_speed, self.deadband = (

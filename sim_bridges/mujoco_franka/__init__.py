@@ -20,7 +20,8 @@ from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
 
 @register_env("mujoco_franka")
 def make_franka_env(task: str = "reach", num_envs: int = 1, **kwargs: Any) -> FrankaVectorEnv:
-    """Factory behind ``make_env("mujoco_franka/<task>", ...)``; unknown tasks list the known ones."""
+    """Factory behind ``make_env("mujoco_franka/<task>", ...)``; unknown tasks list the known
+    ones."""
     get_task(task or "reach")  # fail early with the task list
     return FrankaVectorEnv(FrankaEnvConfig.from_kwargs(task or "reach", num_envs, **kwargs))
 

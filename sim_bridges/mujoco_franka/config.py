@@ -90,7 +90,8 @@ class FrankaEnvConfig:
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise TypeError(
-                f"unknown mujoco_franka option(s) {unknown}; known options: {sorted(names - {'task', 'num_envs'})}"
+                f"unknown mujoco_franka option(s) {unknown}; known options: "
+                f"{sorted(names - {'task', 'num_envs'})}"
             )
         if kwargs.get("obs_mode") in OBS_ALIASES:
             kwargs["obs_mode"] = OBS_ALIASES[kwargs["obs_mode"]]

@@ -91,7 +91,8 @@ def site_rotations(fm: FrankaModel, datas: list[mujoco.MjData]) -> np.ndarray:
 def dls_step(
     jac: np.ndarray, err: np.ndarray, q: np.ndarray, damping: float, nullspace_gain: float
 ) -> np.ndarray:
-    """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to this model's home."""
+    """One damped-least-squares IK step ``dq [B, 7]`` with a null-space pull to this model's
+    home."""
     return contract_dls_step(jac, err, q, damping, nullspace_gain, HOME_QPOS)
 
 
@@ -129,10 +130,3 @@ def arm_targets(
         fm.arm_upper,
         cfg.control_hz,
     )
-
-
-def ee_quat(fm: FrankaModel, d: mujoco.MjData) -> np.ndarray:
-    """EE site orientation as a unit quaternion (w, x, y, z)."""
-    quat = np.empty(4)
-    mujoco.mju_mat2Quat(quat, d.site_xmat[fm.ee_site])
-    return quat

@@ -46,7 +46,8 @@ MIXES: dict[str, dict[str, float]] = {
 
 @dataclass(frozen=True)
 class LanguageSplit:
-    """One evaluation split of the language family: the physics / vision knobs and the vocabulary."""
+    """One evaluation split of the language family: the physics / vision knobs and the
+    vocabulary."""
 
     ood: OODConfig
     vocab: str = "train"
@@ -116,9 +117,8 @@ class LanguageVectorEnv(FrankaVectorEnv):
         super().__init__(cfg)
         self.task: LanguageTask
         self.task.configure(MIXES[mix], vocab, colour_only)
-        self.spec = dataclasses.replace(
-            self.spec, instruction=""
-        )  # per env: see obs["instruction"]
+        # per env: see obs["instruction"]
+        self.spec = dataclasses.replace(self.spec, instruction="")
         if self._rig is not None:
             self._rig.close()
             self._rig = LanguageRig(*cfg.image_hw, cfg.robot_look)
@@ -155,7 +155,7 @@ def parse_language_ood(ood: None | str | dict[str, Any]) -> tuple[OODConfig, str
     -> (OOD config, vocabulary)."""
     if ood is None:
         ood = "train"
-    knobs = {"split": ood} if isinstance(ood, str) else dict(ood)
+    knobs: dict[str, Any] = {"split": ood} if isinstance(ood, str) else dict(ood)
     name = knobs.pop("split", "train")
     if name not in LANGUAGE_SPLITS:
         raise ConfigError(

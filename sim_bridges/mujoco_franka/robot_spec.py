@@ -29,17 +29,16 @@ ROBOT_FIELDS = (
 )
 
 
-def franka_robot_spec(
-    cfg: FrankaEnvConfig, task: FrankaTask, control: ControlConfig
-) -> RobotSpec:
-    """The spec of ``mujoco_franka/<task>`` with these options (image-only envs zero the task part)."""
+def franka_robot_spec(cfg: FrankaEnvConfig, task: FrankaTask, control: ControlConfig) -> RobotSpec:
+    """The spec of ``mujoco_franka/<task>`` with these options (image-only envs zero the task
+    part)."""
     task_fields = tuple(
         StateField(f.name, f.size, zeroed=not cfg.uses_state) for f in task.state_fields
     )
     if sum(f.size for f in task_fields) != task.feature_dim:
         raise ValueError(
-            f"task '{task.name}' declares state_fields of {sum(f.size for f in task_fields)} floats "
-            f"but feature_dim={task.feature_dim}"
+            f"task '{task.name}' declares state_fields of {sum(f.size for f in task_fields)} "
+            f"floats but feature_dim={task.feature_dim}"
         )
     h, w = cfg.image_hw
     return RobotSpec(
@@ -50,6 +49,6 @@ def franka_robot_spec(
         robot="panda",
         task=f"mujoco_franka/{task.name}",
         instruction=task.instruction,
-        base_position=tuple(float(x) for x in ROBOT_BASE),
+        base_position=(float(ROBOT_BASE[0]), float(ROBOT_BASE[1]), float(ROBOT_BASE[2])),
         home=tuple(float(x) for x in HOME_QPOS),
     )

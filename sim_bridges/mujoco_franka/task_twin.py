@@ -11,13 +11,18 @@ mujoco_franka/<task>``) and asks it for what a lab's perception would report:
   ``object_pos`` / ``object_minus_ee`` / ``goal_minus_object`` features read;
 - ``target_position()``: the task's goal marker (push: where the puck must go; reach: the target),
   sent in the ``sim/scene`` report and relayed by the task node on ``task/goal`` (``goal_pos``);
-- ``success()``: the task's own success test on the current physics state.
+- ``success()``: the task's own success test on the current physics state;
+- ``render(camera)``: a scene camera (``third``, ``wrist``) as the env renders its ``rgb``
+  observations (same renderer settings, ``image_size`` px): the frames a camera-only policy and
+  the reward classifier see on the twin, cube and goal marker included.
 
 Episodes are the env's own reset (arm home + noise, object, goal), drawn as for held-out seed
 ``seed + k - 1`` like the language twin.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -28,13 +33,26 @@ from sim_bridges.mujoco_franka.twin import EnvSceneTwin
 class TaskSceneTwin(EnvSceneTwin):
     """One ``mujoco_franka/<task>`` env; ``fm`` / ``data`` are its MuJoCo state."""
 
-    def __init__(self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos") -> None:
+    def __init__(
+        self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos", image_size: int = 64
+    ) -> None:
         from rlinf_contracts.env_registry import make_env
 
         self._adopt(
             make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control), seed
         )
         self.task = self.env.task
+        self.image_size = image_size
+        self._rig: Any = None  # built on the first render (a state-only twin never renders)
+
+    def render(self, camera: str) -> np.ndarray:
+        """uint8 ``[image_size, image_size, 3]`` of ``camera`` as the env's ``rgb`` observation."""
+        if self._rig is None:
+            from sim_bridges.mujoco_franka.render import CameraRig, camera_id
+
+            camera_id(self.fm, camera)  # a clear error naming the scene's cameras
+            self._rig = CameraRig(self.image_size, self.image_size, self.env.cfg.robot_look)
+        return self._rig.render([self.fm], [self.data], camera, [None])[0].copy()
 
     @property
     def instruction(self) -> str:
@@ -65,4 +83,6 @@ class TaskSceneTwin(EnvSceneTwin):
         return np.asarray(self.env._state(0), dtype=np.float64).copy()
 
     def close(self) -> None:
+        if self._rig is not None:
+            self._rig.close()
         self.env.close()

@@ -1,4 +1,5 @@
-"""The language scene as the world of a ROS 2 twin: one ``franka_language`` env the robot node steps.
+"""The language scene as the world of a ROS 2 twin: one ``franka_language`` env the robot node
+steps.
 
 Why the env itself and not a second copy of its scene: the twin must show the policy what the
 simulator showed it — the same objects, per-episode colours, lighting, camera and success test.
@@ -37,7 +38,8 @@ class EnvSceneTwin:
 
     def new_episode(self, number: int | None = None) -> None:
         """The simulator's reset of this env as episode ``number`` (default: the next): arm home
-        (+ the simulator's noise) and the task's objects, drawn as for seed ``seed + number - 1``."""
+        (+ the simulator's noise) and the task's objects, drawn as for seed ``seed + number -
+        1``."""
         number = self.episodes + 1 if number is None else int(number)
         self.env._rngs[0] = np.random.default_rng(self.seed + number - 1)
         self.env._reset_one(0)
@@ -46,15 +48,16 @@ class EnvSceneTwin:
 
 
 class LanguageSceneTwin(EnvSceneTwin):
-    """One ``franka_language/<mix>`` env on split ``split``; ``fm`` / ``data`` are its MuJoCo state."""
+    """One ``franka_language/<mix>`` env on split ``split``; ``fm`` / ``data`` are its MuJoCo
+    state."""
 
     def __init__(
         self, mix: str = "mix", split: str = "id", image_size: int = 64, seed: int = 0
     ) -> None:
         """``seed``: episode ``k`` (1, 2, ...) is the one ``rlinf eval`` draws for held-out seed
-        ``seed + k - 1`` (its env ``i`` of round ``r`` is reset with ``seed + r * n + i``), so a twin
-        run with ``seed = eval.seed_offset`` replays the sim eval's episodes: same layouts, colours,
-        instructions and start poses."""
+        ``seed + k - 1`` (its env ``i`` of round ``r`` is reset with ``seed + r * n + i``), so a
+        twin run with ``seed = eval.seed_offset`` replays the sim eval's episodes: same layouts,
+        colours, instructions and start poses."""
         from rlinf_contracts.env_registry import make_env
 
         ood = {} if split in ("id", "train") else {"ood": split}
@@ -90,7 +93,8 @@ class LanguageSceneTwin(EnvSceneTwin):
         return bool(self.env.task.evaluate(self.fm, self.data, ee)[0])
 
     def render(self, camera: str) -> np.ndarray:
-        """uint8 ``[H, W, 3]`` of ``camera`` as the env renders its observation (episode colours)."""
+        """uint8 ``[H, W, 3]`` of ``camera`` as the env renders its observation (episode
+        colours)."""
         rig = self.env._rig
         return rig.render([self.fm], [self.data], camera, [self.env._visuals[0]])[0].copy()
 

@@ -277,7 +277,8 @@ class FrankaVectorEnv(SteppedVectorEnv):
     def _observe(
         self, idx: np.ndarray | None = None, obs: Observation | None = None
     ) -> Observation:
-        """Batched obs of all envs, or (with ``idx`` and ``obs``) refresh rows ``idx`` of ``obs``."""
+        """Batched obs of all envs, or (with ``idx`` and ``obs``) refresh rows ``idx`` of
+        ``obs``."""
         if obs is None or idx is None:
             b, (h, w) = self.num_envs, self.cfg.image_hw
             obs = {

@@ -74,7 +74,8 @@ def test_every_shipped_config_validates(capsys):
         if path.name.startswith("ros_"):
             continue  # ROS graph configs are validated by `rlinf ros` (tests/rlinf_ros)
         if path.name.startswith("vla_") and path.stem.endswith("_gpu"):
-            # full-size VLA training configs: the checkpoint is not on this machine, the error names the key
+            # full-size VLA training configs: the checkpoint is not on this machine, the error names
+            # the key
             assert main(["train", str(path), "--dry-run"]) == 2, path
             assert "key 'adapter.checkpoint': no checkpoint directory" in capsys.readouterr().err
             continue
@@ -93,11 +94,13 @@ def test_config_subcommand_lists_keys_with_help(capsys):
     [
         (
             ["env.name=franka_language/hadr", "--dry-run"],
-            "key 'env.name': unknown franka_language task 'hadr'. Did you mean 'franka_language/hard'?",
+            "key 'env.name': unknown franka_language task 'hadr'. Did you mean "
+            "'franka_language/hard'?",
         ),
         (
             ["eval.env=franka_language/mixx", "--dry-run"],
-            "key 'eval.env': unknown franka_language task 'mixx'. Did you mean 'franka_language/mix'?",
+            "key 'eval.env': unknown franka_language task 'mixx'. Did you mean "
+            "'franka_language/mix'?",
         ),
         # model kwargs are the model's to check: it does so when built, before any rollout
         (
@@ -107,7 +110,8 @@ def test_config_subcommand_lists_keys_with_help(capsys):
                 "train.init_from=null",
                 "env.num_envs=2",
             ],
-            "config error: model 'vla_flow': model.kwargs.slot_camera needs pos: [x, y, z] and look_at",
+            "config error: model 'vla_flow': model.kwargs.slot_camera needs pos: [x, y, z] and "
+            "look_at",
         ),
     ],
 )

@@ -92,7 +92,7 @@ def test_bad_files_and_overrides(tmp_path):
 def test_help_text_lists_leaf_keys_with_help():
     lines = help_text(Top)
     assert "actor.lr (float, default 0.001): learning rate" in lines
-    assert any(l.startswith("resume (str | null") for l in lines)
+    assert any(line.startswith("resume (str | null") for line in lines)
 
 
 @dataclass

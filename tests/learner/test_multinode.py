@@ -36,7 +36,9 @@ QUERY = """
 import json, sys, ray
 ray.init(address=sys.argv[1], namespace="rlinf", configure_logging=False, log_to_driver=False)
 from ray._private import state
-print(json.dumps([{"cls": a["ActorClassName"], "node": a["Address"]["NodeID"]} for a in state.actors().values()]))
+print(json.dumps([
+    {"cls": a["ActorClassName"], "node": a["Address"]["NodeID"]} for a in state.actors().values()
+]))
 """
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from learner.algorithms import ADVANTAGES
-from learner.llm.actor import ActorConfig as LLMActorConfig
-from learner.llm.algo import AlgorithmConfig as LLMAlgorithmConfig
+from learner.llm.actor import LLMActorConfig
+from learner.llm.algo import LLMAlgorithmConfig
 from learner.runners.config import AlgorithmConfig, EmbodiedConfig
 from learner.sections import OptimConfig, PolicyAlgorithmConfig
 from rlinf_contracts.config import ConfigError, from_dict, to_dict

@@ -11,7 +11,8 @@ import ray
 import torch
 import torch.multiprocessing as mp
 
-from learner.weights import GlooBroadcast, WeightStore, WeightTimeout, free_port
+from learner.weights import WeightStore, WeightTimeout
+from tests.learner.gloo_broadcast import GlooBroadcast, free_port
 
 _ids = itertools.count()
 

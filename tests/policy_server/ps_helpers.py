@@ -39,7 +39,8 @@ class PointDist:
 
 
 class LinearPolicy(Policy):
-    """actions = W @ state + b as [chunk, A]; state == 999 in its first entry raises (to test errors)."""
+    """actions = W @ state + b as [chunk, A]; state == 999 in its first entry raises (to test
+    errors)."""
 
     def __init__(
         self,

@@ -26,7 +26,8 @@ CLIENTS = 3
 
 
 class Misbehaving:
-    """A served policy whose ``infer`` output is broken in the way ``mode`` says (``ok``: correct)."""
+    """A served policy whose ``infer`` output is broken in the way ``mode`` says (``ok``:
+    correct)."""
 
     def __init__(self) -> None:
         self.inner = TorchPolicy(LinearPolicy())

@@ -130,8 +130,7 @@ def test_live_server_answers_2000_fuzzed_frames_clearly():
             and report.outcomes["actions"] > 0
         )
         assert srv.server.metrics.errors["bad_request_unexpected"] == 0
-        with (
-            running_server() as other
-        ):  # an unrelated server is unaffected, and this one still serves
+        # an unrelated server is unaffected, and this one still serves
+        with running_server() as other:
             assert other.server.metrics.requests == 0
         assert fuzz_server(srv.url, frames=1, seed=3).ok

@@ -10,9 +10,9 @@ import pytest
 import torch
 from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 
-from learner.serving import state_dict_to_bytes
 from policy_server.client import PolicyClient
 from policy_server.push import WeightPusher, WeightPushError, push_weights
+from rlinf_contracts.weight_blob import weights_to_bytes
 
 NUM_CLIENTS, NUM_SWAPS = 8, 20
 
@@ -88,7 +88,7 @@ def test_concurrent_clients_with_20_swaps_every_response_matches_its_version():
 
 def test_unauthenticated_or_wrong_token_push_is_refused_and_logged(caplog):
     policy = LinearPolicy()
-    data = state_dict_to_bytes(version_weights(policy, 1))
+    data = weights_to_bytes(version_weights(policy, 1))
     with running_server(policy, weights_token=TOKEN) as srv:
         with pytest.raises(WeightPushError, match="HTTP 401"):
             _push_without_header(srv.url)

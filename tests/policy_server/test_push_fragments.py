@@ -10,10 +10,10 @@ import numpy as np
 from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 
 import policy_server.server as server_module
-from learner.serving import state_dict_to_bytes
 from policy_server.client import PolicyClient, open_sync
 from policy_server.messages import WeightAck, WeightPush
 from policy_server.push import weights_url
+from rlinf_contracts.weight_blob import weights_to_bytes
 from rlinf_contracts.wire import packb, unpackb
 
 
@@ -36,9 +36,7 @@ def test_fragmented_push_is_applied_and_text_push_refused(monkeypatch):
         try:
             ws.recv(timeout=10)  # server metadata
             frame = packb(
-                WeightPush(
-                    data=state_dict_to_bytes(version_weights(policy, 5)), version=5
-                ).to_wire()
+                WeightPush(data=weights_to_bytes(version_weights(policy, 5)), version=5).to_wire()
             )
             n = max(1, len(frame) // 7)
             ws.send(
@@ -57,7 +55,7 @@ def test_fragmented_push_is_applied_and_text_push_refused(monkeypatch):
         assert out["weight_version"] == 5
         np.testing.assert_allclose(out["actions"], expected_actions(state, 5), rtol=1e-6)
         assert srv.server.metrics.refused_pushes == 1
-    # both pushes were decoded in the weight-loading thread, not on the event loop that serves robots
+    # both pushes were decoded in the weight-loading thread, not on the event loop serving robots
     assert len(threads) == 2 and all(t.startswith("policy-weights") for t in threads), threads
 
 

@@ -55,8 +55,8 @@ def test_mismatched_client_is_refused_once_naming_both_layouts() -> None:
         assert time.monotonic() - t0 < 1.0  # final at once: no back-off retries
         msg = str(err.value)
         assert (
-            "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) "
-            "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
+            "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) "
+            "gripper_width(1) goal_pos(3) goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
         )
         assert (
             "Policy: state[30]" in msg and "Robot: state[8] = joint_pos(7) gripper_width(1)" in msg

@@ -47,8 +47,8 @@ def test_scalars_tuples_bytes_and_refusals():
 
 def test_codec_imports_only_numpy_and_msgpack():
     code = (
-        "import sys; import rlinf_contracts.wire, policy_server.messages; "
-        "bad = [m for m in ('torch', 'websockets', 'learner', 'ray') if m in sys.modules]; print(bad)"
+        "import sys; import rlinf_contracts.wire, policy_server.messages; bad = [m for m in "
+        "('torch', 'websockets', 'learner', 'ray') if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

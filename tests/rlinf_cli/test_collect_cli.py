@@ -123,7 +123,8 @@ def test_ros_collect_only_success_discards_this_runs_failures_only(
             )
         )
         w.end(success=False)  # an earlier failure: not this collection's to discard
-    # two control steps to within 1 mm of the goal: no reach succeeds, every episode of this run fails
+    # two control steps to within 1 mm of the goal: no reach succeeds, every episode of this run
+    # fails
     rc = main(
         _ros_args(
             out,

@@ -50,7 +50,7 @@ CASES = [
         "policy_client.server_url",
         "expected ws://",
     ),
-    (["config", "foo"], "key 'runner'", "Known: embodied, offline, offpolicy, reasoning"),
+    (["config", "foo"], "key 'runner'", "Known: embodied, encoder_pretrain, offline, offpolicy"),
     (["eval", "/nonexistent/run"], "no checkpoint at", "checkpoints/"),
 ]
 

@@ -97,8 +97,8 @@ def test_mismatch_names_both_layouts() -> None:
         check_compatible(reach, joints)
     msg = str(err.value)
     assert (
-        "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) gripper_width(1) goal_pos(3) "
-        "goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
+        "state layout differs: ee_pos(3) ee_rot6d(6) joint_pos(7) joint_vel(7) "
+        "gripper_width(1) goal_pos(3) goal_minus_ee(3) vs joint_pos(7) gripper_width(1)" in msg
     )
     assert "action differs: ee_delta[7]" in msg and "vs joint_delta[8]" in msg
     assert "cameras differ: none vs camera(224x224)" in msg

@@ -1,6 +1,6 @@
 """Run by test_lerobot.py in a subprocess: LeRobot's ``LeRobotDataset`` reads an export and every
-value is compared with the episode store it came from. Usage: ``lerobot_reader_check.py ROOT STORE``.
-See test_lerobot.py for why a subprocess and when the frame decoder is PyAV."""
+value is compared with the episode store it came from. Usage: ``lerobot_reader_check.py ROOT
+STORE``. See test_lerobot.py for why a subprocess and when the frame decoder is PyAV."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ def load_lerobot():
 
     try:
         import torchvision  # noqa: F401
-    except (
-        RuntimeError
-    ):  # a CUDA torchvision next to a CPU torch: declare the ops its meta code needs
+    except RuntimeError:
+        # a CUDA torchvision next to a CPU torch: declare the ops its meta code needs
         lib = torch.library.Library("torchvision", "DEF")
         lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
         lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
@@ -33,7 +32,8 @@ _keep: list = []
 
 
 def pyav_decode(video_path, timestamps, tolerance_s, backend=None):
-    """LeRobot's ``decode_video_frames`` contract: float32 [N, C, H, W] in [0, 1] at ``timestamps``."""
+    """LeRobot's ``decode_video_frames`` contract: float32 [N, C, H, W] in [0, 1] at
+    ``timestamps``."""
     import av
     import torch
 

@@ -83,9 +83,8 @@ def main() -> int:
     print(f"resuming at seq {start}", flush=True)
     marks = [m for m in (start, start + 40) if m < a.total]  # progress the SIGKILL test waits for
     while s.spool.next_seq < a.total:
-        if (
-            a.ahead and s.spool.next_seq - s.acked > a.ahead
-        ):  # the run stays in its middle until acked
+        # the run stays in its middle until acked
+        if a.ahead and s.spool.next_seq - s.acked > a.ahead:
             time.sleep(0.01)
         else:
             assert s.put(item(s.spool.next_seq))

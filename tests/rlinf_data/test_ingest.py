@@ -115,7 +115,7 @@ def test_streamer_survives_a_learner_restart(tmp_path: Path, monkeypatch) -> Non
     assert _stored_ids(tmp_path / "s") == _expected(total)
 
 
-def _wait(cond, what: str, s, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def _wait(cond, what: str, s, timeout: float = 30.0) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if cond():

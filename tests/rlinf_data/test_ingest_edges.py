@@ -29,7 +29,7 @@ TOKEN = "t0k3n"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _server(tmp_path: Path, **kw) -> IngestServer:  # type: ignore[no-untyped-def]
+def _server(tmp_path: Path, **kw) -> IngestServer:
     return IngestServer(IngestConfig(store=str(tmp_path / "s"), port=0, token=TOKEN, **kw))
 
 

@@ -38,7 +38,7 @@ def _kill(p: subprocess.Popen) -> None:
     p.wait(timeout=10)
 
 
-def _wait(cond, what: str, tmp_path: Path, timeout_s: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _wait(cond, what: str, tmp_path: Path, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:

@@ -1,4 +1,5 @@
-"""Replay buffer: exact n-step returns, terminal vs truncated, mixing shares, wrap-around, restore."""
+"""Replay buffer: exact n-step returns, terminal vs truncated, mixing shares, wrap-around,
+restore."""
 
 from __future__ import annotations
 

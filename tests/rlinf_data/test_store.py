@@ -131,8 +131,8 @@ RECORDER = textwrap.dedent("""
     w = store.begin(EpisodeInfo(task="push", layout=StepLayout(4, 2, {"wrist": (8, 6)})))
     i = 0
     while True:
-        w.append(Step(state=np.full(4, i, np.float32), action=np.full(2, -i, np.float32), reward=0.5 * i,
-                      images={"wrist": np.full((8, 6, 3), i % 256, np.uint8)}))
+        w.append(Step(state=np.full(4, i, np.float32), action=np.full(2, -i, np.float32),
+                      reward=0.5 * i, images={"wrist": np.full((8, 6, 3), i % 256, np.uint8)}))
         print(i, flush=True)  # step i is committed
         i += 1
 """)

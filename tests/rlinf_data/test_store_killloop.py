@@ -65,7 +65,8 @@ def _cpu() -> float:
 
 
 def _round(child: Callable[[Callable[[str], None]], None], timer_s: float) -> list[str]:
-    """Fork ``child(report)``, SIGKILL it after ``timer_s`` unless its hook did; its report lines."""
+    """Fork ``child(report)``, SIGKILL it after ``timer_s`` unless its hook did; its report
+    lines."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the writer: never returns into pytest
@@ -162,7 +163,8 @@ def _check_store(path: Path, expected: dict[int, dict], only: set[int] | None = 
             if want["flight"] == "d" and (
                 ep not in pos or len(store.read(pos[ep])) == 0 < want["steps"]
             ):
-                continue  # its discard committed before the kill (and a begin in flight may reuse its index)
+                # its discard committed before the kill (and a begin in flight may reuse its index)
+                continue
             assert ep in pos, f"episode {ep} was begun (reported) but is missing ({mode}): {names}"
             got = store.read(pos[ep])
             n = want["steps"]
@@ -204,7 +206,8 @@ def _store_loop(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
             _check_store(path, expected)
             path, expected = tmp_path / f"store{k}", {}
         point = rng.choice(STORE_POINTS) if rng.random() < 0.75 else None
-        # the per-step points land anywhere in an episode; the rarer ones at their first or second hit
+        # the per-step points land anywhere in an episode; the rarer ones at their first or second
+        # hit
         occurrence = (
             rng.randint(1, 20)
             if point in ("append.rows_written", "commit.tmp_written")
@@ -243,8 +246,8 @@ def test_store_survives_sigkill_at_any_point(tmp_path: Path) -> None:
     t, cpu = time.perf_counter(), _cpu()
     hits = _store_loop(tmp_path, rounds=60, seed=1)
     print(
-        f"store kill loop: 60 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-        f"kills by point {hits}"
+        f"store kill loop: 60 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} "
+        f"s CPU), kills by point {hits}"
     )
     assert sum(hits.values()) == 60 and len(hits) == len(STORE_POINTS) + 1
 
@@ -254,8 +257,8 @@ def test_store_survives_sigkill_200_rounds(tmp_path: Path) -> None:
     t, cpu = time.perf_counter(), _cpu()
     hits = _store_loop(tmp_path, rounds=200, seed=2)
     print(
-        f"store kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-        f"kills by point {hits}"
+        f"store kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} "
+        f"s CPU), kills by point {hits}"
     )
     assert sum(hits.values()) == 200 and len(hits) == len(STORE_POINTS) + 1
 
@@ -342,8 +345,8 @@ def test_spool_survives_sigkill_at_any_point(tmp_path: Path) -> None:
     t, cpu = time.perf_counter(), _cpu()
     hits = _spool_loop(tmp_path, rounds=200, seed=3)
     print(
-        f"spool kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} s CPU), "
-        f"kills by point {hits}"
+        f"spool kill loop: 200 rounds in {time.perf_counter() - t:.1f} s ({_cpu() - cpu:.1f} "
+        f"s CPU), kills by point {hits}"
     )
     assert sum(hits.values()) == 200 and len(hits) == len(SPOOL_POINTS) + 1
 

@@ -32,7 +32,8 @@ def _good(store: EpisodeStore, n: int, source: str = "online") -> int:
 
 def _legacy_torn_store(path: Path) -> Path:
     """Episode 0 good, 1 a group without ``info`` (the old two-write begin killed between its
-    writes), 2 a directory without ``zarr.json`` (killed while the group itself was written), 3 good."""
+    writes), 2 a directory without ``zarr.json`` (killed while the group itself was written), 3
+    good."""
     store = EpisodeStore(path)
     _good(store, 2)
     g = zarr.open_group(str(path), mode="a")["episodes"].create_group("000001")
@@ -51,11 +52,11 @@ class _Learner:  # what OffPolicyLearner.refill touches
         self.replay = ReplayBuffer(LAYOUT, ReplayConfig(capacity=100, mix={"online": 1.0}))
         self.added: list[int] = []
 
-    def ingest_episode(self, ep, count: bool = True) -> None:  # type: ignore[no-untyped-def]
+    def ingest_episode(self, ep, count: bool = True) -> None:
         self.replay.add_episode(ep, "online")
         self.added.append(len(ep))
 
-    def add_interventions(self, ep) -> None:  # type: ignore[no-untyped-def]
+    def add_interventions(self, ep) -> None:
         pass
 
 
@@ -81,7 +82,7 @@ def test_torn_groups_read_as_empty_aborted_in_every_reader(tmp_path: Path, caplo
     from learner.offpolicy.learner import OffPolicyLearner, load_demos
 
     stub = _Learner()
-    assert OffPolicyLearner.refill(stub, path) == 2 and stub.added == [2, 3]  # type: ignore[arg-type]
+    assert OffPolicyLearner.refill(stub, path) == 2 and stub.added == [2, 3]  # type: ignore[arg-type]  # a stub
     from rlinf_data.replay import ReplayBuffer, ReplayConfig
 
     assert (
@@ -128,7 +129,7 @@ class _Killed(BaseException):
     """Stands for SIGKILL at a crash point (nothing of the writer runs after it)."""
 
 
-def _raise_at(point: str, occurrence: int = 1):  # type: ignore[no-untyped-def]
+def _raise_at(point: str, occurrence: int = 1):
     seen = {"n": 0}
 
     def hook(name: str) -> None:
@@ -141,7 +142,7 @@ def _raise_at(point: str, occurrence: int = 1):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def crash(monkeypatch):  # type: ignore[no-untyped-def]
+def crash(monkeypatch):
     def arm(point: str, occurrence: int = 1) -> None:
         monkeypatch.setattr(commit, "TEST_CRASH_HOOK", _raise_at(point, occurrence))
 

@@ -153,7 +153,8 @@ class Probe:
         )
 
     def call_trigger(self, name: str, timeout: float = 30.0) -> tuple[bool, str]:
-        """Call a ``std_srvs/Trigger`` service: ``(success, message)``; fails if it does not answer."""
+        """Call a ``std_srvs/Trigger`` service: ``(success, message)``; fails if it does not
+        answer."""
         from std_srvs.srv import Trigger
 
         client = self.node.create_client(Trigger, name)

@@ -1,11 +1,12 @@
-"""A real PolicyServer (policy_server.server) serving a scripted numpy policy, as a process of its own.
+"""A real PolicyServer (policy_server.server) serving a scripted numpy policy, as a process of its
+own.
 
-Used by the end-to-end tests and benchmarks/ros_loop.py: ``python tests/rlinf_ros/scripted_policy_server.py
---port P --camera camera:224x224``. The policy is plain numpy (the server serves any object with
-a robot spec and ``infer``), so it also runs in a robot-PC install without torch. Its action is
-a smooth joint-space sine wave (phase advancing per request) with the gripper unchanged, so the
-arm moves visibly and predictably; its robot spec is the ROS policy client's joint-delta layout
-(state 8 = 7 joints + gripper, the given cameras).
+Used by the end-to-end tests and benchmarks/ros_loop.py: ``python
+tests/rlinf_ros/scripted_policy_server.py --port P --camera camera:224x224``. The policy is plain
+numpy (the server serves any object with a robot spec and ``infer``), so it also runs in a robot-PC
+install without torch. Its action is a smooth joint-space sine wave (phase advancing per request)
+with the gripper unchanged, so the arm moves visibly and predictably; its robot spec is the ROS
+policy client's joint-delta layout (state 8 = 7 joints + gripper, the given cameras).
 """
 
 from __future__ import annotations

@@ -123,7 +123,6 @@ def test_camera_node_publishes_recorded_episode_frames(tmp_path: Path, ros_domai
     assert len(got) >= 10, f"only {len(got)} frames in 60 s"
     assert all(f.shape == (24, 32, 3) for f in got)
     k0 = int(got[0][0, 0, 0]) // 10 - 1  # discovery may swallow the first frames
-    for i, f in enumerate(
-        got
-    ):  # consecutive frames in episode order, wrapping around, pixels intact
+    # consecutive frames in episode order, wrapping around, pixels intact
+    for i, f in enumerate(got):
         assert np.array_equal(f, frames[(k0 + i) % 4]), [int(g[0, 0, 0]) for g in got]

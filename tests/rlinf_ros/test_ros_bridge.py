@@ -108,8 +108,8 @@ def test_bridge_trajectory_controller_safety_watchdog_estop(
 
         # a 4 s move sent once (sender then silent): the watchdog stops it at watchdog_ms (200 ms),
         # and no command the stack receives breaks the speed limit (0.3 x dq_max). Waited for by
-        # events, not a fixed sleep: the stale refusal, then the stack's arm at the last target sent.
-        # (How far it gets within the watchdog in real time: benchmarks/ros_rates.py.)
+        # events, not a fixed sleep: the stale refusal, then the stack's arm at the last target
+        # sent. (How far it gets within the watchdog in real time: benchmarks/ros_rates.py.)
         q1, n0 = stack[-1][1].copy(), len(sent)
         cmd.publish(
             trajectory_msg(NAMES, (q1 + np.array([1.0, 0, 0, 0, 0, 0, 0]))[None], np.array([4.0]))
@@ -133,9 +133,10 @@ def test_bridge_trajectory_controller_safety_watchdog_estop(
         )
         targets = np.array([s[1] for s in sent[n0:]])
         steps = np.diff(targets[:, 0])
-        # per received command toward the goal (+): <= 3 driver periods' worth (a late tick may carry
-        # 2; one more when a command is lost or late on DDS). A step back is the watchdog's hold at
-        # the arm's measured position, which trails the target by more under load: not a speed-up.
+        # per received command toward the goal (+): <= 3 driver periods' worth (a late tick may
+        # carry 2; one more when a command is lost or late on DDS). A step back is the watchdog's
+        # hold at the arm's measured position, which trails the target by more under load: not a
+        # speed-up.
         assert len(steps) == 0 or steps.max() <= 0.3 * PANDA_DQ_MAX[0] * 0.03 + 1e-6, steps
         # and on average the arm keeps to the limit over the whole cut-off move
         times = np.array([s[0] for s in sent[n0:]])

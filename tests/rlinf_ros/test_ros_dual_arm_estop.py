@@ -86,14 +86,13 @@ def test_estop_service_stops_both_arms_and_reset_reenables_them(
         start = time.time()
         duration = [4.0]
 
-        def send() -> (
-            None
-        ):  # the sender stays alive (re-sends), so the watchdog never stops the move
+        # the sender stays alive (re-sends), so the watchdog never stops the move
+        def send() -> None:
             pub.publish(trajectory_msg(names, goal[None], np.array(duration), stamp=start))
 
-        moved = lambda side: (
-            np.abs(q()[:7] - q0[:7] if side == "left" else q()[7:] - q0[7:]).max() > 0.05
-        )
+        def moved(side: str) -> bool:
+            return np.abs(q()[:7] - q0[:7] if side == "left" else q()[7:] - q0[7:]).max() > 0.05
+
         _poll(lambda: moved("left") and moved("right"), 30, "both arms moving", procs, send)
         assert not np.allclose(q(), goal, atol=0.05)  # still on the way
 

@@ -45,7 +45,8 @@ def _joint_range(samples: list, t0: float, t1: float) -> float:
 
 
 def _tracking_error(commands: list, joints: list, lag: float = 0.25) -> float:
-    """Median |q(t + lag) - commanded target(t)| over policy commands (max over joints); t: stamps."""
+    """Median |q(t + lag) - commanded target(t)| over policy commands (max over joints); t:
+    stamps."""
     jt = np.array([t for t, _ in joints])
     jq = np.array([q for _, q in joints])
     errs = []
@@ -74,7 +75,8 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(
         probe = Probe()
         clock = probe.record_clock()
         status = probe.record(String, "policy_client/status", lambda m: json.loads(m.data))
-        # (stamp on /clock, value): the robot's joints and the client's commands, both in simulated time
+        # (stamp on /clock, value): the robot's joints and the client's commands, both in simulated
+        # time
         joints = probe.record_stamped(
             JointState, "joint_states", lambda m: np.array(m.position[:7])
         )
@@ -84,7 +86,8 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(
             lambda m: np.array(m.points[-1].positions[:7]),
         )
 
-        # 1. the closed loop runs >= 100 policy steps, one command per control period (0.1 s of /clock)
+        # 1. the closed loop runs >= 100 policy steps, one command per control period (0.1 s of
+        # /clock)
         probe.wait_for(
             lambda: status and status[-1][1]["policy_steps"] >= 110, 180, "110 policy steps", procs
         )

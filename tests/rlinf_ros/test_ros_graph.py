@@ -193,7 +193,8 @@ def test_rlinf_ros_up_starts_the_graph_and_stops_it_on_sigint(
         )
         if proc.poll() is not None:
             pytest.fail(
-                f"`rlinf ros up` exited early ({proc.returncode}):\n{proc.communicate()[0].decode()}"
+                "`rlinf ros up` exited early "
+                f"({proc.returncode}):\n{proc.communicate()[0].decode()}"
             )
         assert joints[-1][1] == [f"panda_joint{i}" for i in range(1, 8)]
         assert images[-1][1] == ("rgb8", 224, 224)

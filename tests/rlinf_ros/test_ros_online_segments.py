@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from learner.offpolicy.remote import Segments, intervention_parts
+from learner.offpolicy.learner import intervention_parts
+from learner.offpolicy.remote import Segments
 from rlinf_contracts.config import ConfigError, from_dict
 from rlinf_contracts.episode import StepLayout
 from rlinf_data.ingest import IngestedTransition
@@ -65,7 +66,8 @@ def test_segments_close_on_end_on_a_hole_and_per_robot() -> None:
         and ep.info.status == "complete"
     )
     assert ep.final["state"][0] == 3  # the next observation of the last step
-    # a hole in r1's seqs (feed items dropped) cuts its segment: the part before bootstraps from its final obs
+    # a hole in r1's seqs (feed items dropped) cuts its segment: the part before bootstraps from its
+    # final obs
     cut = seg.add(_t(5, 0, robot="r1"))
     assert (
         len(cut) == 1
@@ -132,7 +134,8 @@ def test_config_errors_name_the_key(monkeypatch, tmp_path) -> None:
         _cfg(ingest={"enabled": True, "token_file": str(tmp_path / "missing")})
     cfg = _cfg(ingest={"enabled": True}, push={"url": "ws://h:1", "token_file": __file__})
     assert cfg.ingest.enabled and cfg.push.every_updates == 50
-    # a weights token the policy server would refuse (< 8 characters) stops the learner before it trains
+    # a weights token the policy server would refuse (< 8 characters) stops the learner before it
+    # trains
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "short7c")
     with pytest.raises(ConfigError, match=r"push.token_file.*RLINF_WEIGHTS_TOKEN.*shorter than 8"):
         _cfg(ingest={"enabled": True}, push={"url": "ws://h:1"})

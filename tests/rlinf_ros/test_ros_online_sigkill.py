@@ -211,7 +211,8 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(
             "the restarted streamer to reconnect",
             procs,
         )
-        # the learner is killed once it has stored items of the restarted stream (the driver holds then)
+        # the learner is killed once it has stored items of the restarted stream (the driver holds
+        # then)
         wait_for(
             lambda: "past the resume point" in driver_log.read_text(),
             120,
@@ -276,7 +277,8 @@ def test_sigkill_streamer_and_learner_lose_and_duplicate_nothing(
     for ep in store:  # each store episode is a run of consecutive seqs from its seq0
         seq0 = int(ep.info.extra["seq0"])
         assert np.array_equal(ep.steps["state"][:, 0], np.arange(seq0, seq0 + len(ep))), seq0
-    # the resumed learner refilled its replay from the store and went on counting past the checkpoint
+    # the resumed learner refilled its replay from the store and went on counting past the
+    # checkpoint
     line = logs.split("resumed from ")[1].splitlines()[
         0
     ]  # "<ckpt>: N env steps, U updates, replay R online rows"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_ros_args_are_split_from_ours() -> None:
     ]
 
 
-def _node_with(overrides: dict[str, object]):  # type: ignore[no-untyped-def]
+def _node_with(overrides: dict[str, object]):
     import rclpy
     from rclpy.node import Node
     from rclpy.parameter import Parameter
@@ -180,11 +181,11 @@ def test_camera_node_takes_ros_args_parameters(tmp_path: Path, ros_domain_id: in
             ns = step * 50_000_000
             publish_clock(ns)
             if step % 5 == 0:
-                probe.wait_for(lambda: frame_at(ns), 60, f"the frame at {ns * 1e-9:.2f} s", procs)
+                at_ns = functools.partial(frame_at, ns)
+                probe.wait_for(at_ns, 60, f"the frame at {ns * 1e-9:.2f} s", procs)
         stamps = [t for t, _ in images]
-        assert stamps == pytest.approx([0.25 * k for k in range(1, 9)]), (
-            stamps
-        )  # fps 4, not the YAML's 20
+        # fps 4, not the YAML's 20
+        assert stamps == pytest.approx([0.25 * k for k in range(1, 9)]), stamps
         assert all(w == 40 for _, w in images)
     finally:
         probe.close()

@@ -145,8 +145,8 @@ def test_reward_node_events_source_twin_flag_and_human_keys(
             EpisodeEvent("end", status="truncated", reason="failure"),  # marker: 0.0
             EpisodeEvent("end", success=True, reason="success"),  # twin / key y
             EpisodeEvent("begin"),  # no reward
-            EpisodeEvent("end", status="truncated", reason="failure"),
-        ):  # key n
+            EpisodeEvent("end", status="truncated", reason="failure"),  # key n
+        ):
             pub.publish(String(data=event_to_json(ev)))
         probe.wait_for(
             lambda: sum(v == 0.0 for _, v in reward) >= 2, 30, "the checked rewards", procs

@@ -164,9 +164,8 @@ def test_policy_client_key_is_no_parameter_nor_argv_and_still_authenticates(
         ServerConfig(host="127.0.0.1", port=0, max_wait_ms=0.0, api_key=KEY),
     )
     with ServerThread(server) as srv:
-        with pytest.raises(
-            PolicyServerUnavailable, match="401"
-        ):  # the server really requires the key
+        # the server really requires the key
+        with pytest.raises(PolicyServerUnavailable, match="401"):
             PolicyClient(srv.url, retries=0, connect_timeout_s=30.0)
         path = _write(
             tmp_path,
@@ -219,7 +218,8 @@ def test_a_secret_given_as_a_ros_parameter_stops_the_node(ros_domain_id: int) ->
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
-    try:  # `--ros-args -p api_key:=...` or a launch file's parameters: refused, the value never echoed
+    # `--ros-args -p api_key:=...` or a launch file's parameters: refused, the value never echoed
+    try:
         node = rclpy.create_node(
             "policy_client", context=ctx, parameter_overrides=[Parameter("api_key", value=KEY)]
         )

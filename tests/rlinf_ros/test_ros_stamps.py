@@ -109,7 +109,8 @@ def test_robot_and_policy_client_nodes_publish_stamped_messages(ros_domain_id: i
         for key, samples in got.items():
             assert len(samples) >= 5, f"only {len(samples)} {key} arrived"
             assert all(t_start <= stamp <= arrived for arrived, stamp in samples), (
-                f"{key} stamps are not the time of publication: {[(s, a) for a, s in samples[:5]]}, start {t_start}"
+                f"{key} stamps are not the time of publication: "
+                f"{[(s, a) for a, s in samples[:5]]}, start {t_start}"
             )
     finally:
         for node in nodes:

@@ -71,9 +71,8 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(
             time.sleep(0.5)
         assert (tmp_path / "episodes.json").exists(), procs.logs()
 
-        def collected() -> (
-            bool
-        ):  # the last end event reached the recorder (store and status) and the learner
+        def collected() -> bool:
+            """The last end event reached the recorder (store and status) and the learner."""
             try:
                 return (
                     all(

@@ -124,7 +124,8 @@ def test_tiny_vla_actions_flow_and_the_instruction_arrives(tmp_path, ros_domain_
         pub = probe.node.create_publisher(String, "task/instruction", 1)
 
         # 1. the configured instruction reaches the model; its actions come back as commands
-        # (the probe may discover the command topic after the client's first commands: wait for both)
+        # (the probe may discover the command topic after the client's first commands: wait for
+        # both)
         probe.wait_for(
             lambda: bool(status) and status[-1][1]["policy_steps"] >= 10 and len(commands) >= 10,
             90,

@@ -32,7 +32,8 @@ STEPS = 12
 
 
 def _twin(seed: int):
-    # the safety settings of configs/ros_sim_franka_language.yaml, read from it so the two cannot drift
+    # the safety settings of configs/ros_sim_franka_language.yaml, read from it so the two cannot
+    # drift
     safety = load_graph_config(ROOT / "configs/ros_sim_franka_language.yaml").robot.arms[0].safety
     arm = make_arm(
         ArmConfig(name="panda", scene="franka_language/mix", scene_seed=seed, safety=safety)
@@ -115,7 +116,8 @@ def test_lockstep_twin_replays_the_simulator_step_for_step():
 
 def test_lockstep_counts_the_first_success_where_the_simulator_terminates():
     """The oracle's episode on the simulator ends in success at step k (terminate_on_success);
-    the same actions on the lock-step twin: its first success is step k (what the task node scores)."""
+    the same actions on the lock-step twin: its first success is step k (what the task node
+    scores)."""
     from rlinf_contracts.env_registry import make_env
     from sim_bridges.mujoco_franka.oracle import oracle_action
 

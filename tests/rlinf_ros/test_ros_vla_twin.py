@@ -79,7 +79,8 @@ def test_twin_episodes_replay_the_sim_evals_held_out_seeds():
             ),
         )
         np.testing.assert_allclose(arm.state().q, env.datas[0].qpos[env.fms[0].arm_qpos])
-        # colours too (frames are compared in the test above: two GL renderers in one process disagree)
+        # colours too (frames are compared in the test above: two GL renderers in one process
+        # disagree)
         assert twin.env.task.episode(twin.data).colours == env.task.episode(env.datas[0]).colours
         env.close()
 

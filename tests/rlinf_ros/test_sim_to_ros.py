@@ -115,11 +115,13 @@ def test_a_checkpoint_trained_in_sim_drives_the_ros_twin(
     logs = procs.logs()
     assert summary["episodes"] == EPISODES
     assert abs(summary["success_rate"] - sim_success) <= 0.1, (
-        f"ROS twin success {summary['success_rate']:.2f} vs simulator {sim_success:.2f}: {summary['results']}\n{logs}"
+        f"ROS twin success {summary['success_rate']:.2f} vs simulator {sim_success:.2f}: "
+        f"{summary['results']}\n{logs}"
     )
     assert "robot spec refused" not in logs and "cannot build the observation" not in logs
     print(
-        f"ROS twin: {summary['successes']}/{summary['episodes']} reached; simulator eval {sim_success:.2f}"
+        f"ROS twin: {summary['successes']}/{summary['episodes']} reached; simulator eval "
+        f"{sim_success:.2f}"
     )
 
 

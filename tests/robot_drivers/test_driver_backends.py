@@ -18,12 +18,12 @@ from rlinf_contracts.rotations import (
 )
 from robot_drivers.arm import DriverError, FrankaArm
 from robot_drivers.cameras import CameraConfig, CameraError, SimCamera, make_camera
-from robot_drivers.dual_arm import DualArm
 from robot_drivers.factory import ArmConfig, make_arm
 from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.libfranka_arm import LibfrankaArmBackend, error_names, o_t_ee_to_pose
 from robot_drivers.sim_arm import KinematicArmBackend
 from robot_drivers.types import PANDA_HOME, RobotMode
+from tests.robot_drivers.dual_arm import DualArm
 
 
 def test_rotation_helpers_round_trip() -> None:
@@ -55,7 +55,8 @@ def sim_arm() -> FrankaArm:
 
 @pytest.mark.sim
 def test_dh_kinematics_match_the_mujoco_panda(sim_arm: FrankaArm) -> None:
-    """Our numpy FK and the MuJoCo model agree, so the safety workspace box means the same in sim."""
+    """Our numpy FK and the MuJoCo model agree, so the safety workspace box means the same in
+    sim."""
     rng = np.random.default_rng(1)
     backend = sim_arm.backend
     for _ in range(5):

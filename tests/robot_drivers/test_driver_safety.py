@@ -65,7 +65,8 @@ def test_step_per_command_and_velocity_are_limited() -> None:
     out = layer.filter_joint_positions(q + 0.5, q, dt=0.01)
     v_step = np.asarray(cfg.dq_max) * 0.5 * 0.01
     # speed binds, and the move is scaled as a whole (its direction kept): every joint moves by
-    # the binding joint's limit, the slowest joints' v_step (clipping joint by joint would bend the path)
+    # the binding joint's limit, the slowest joints' v_step (clipping joint by joint would bend the
+    # path)
     assert np.allclose(out.target - q, v_step.min()) and out.events == ("velocity_limit",)
     assert np.all(np.abs(out.target - q) <= v_step + 1e-12)
     # the next step is measured from the previous target while the arm lags it (servo error),
@@ -106,7 +107,7 @@ def test_non_finite_targets_are_refused() -> None:
 
 
 def test_stale_commands_make_the_arm_hold(arm: FrankaArm, clock: FakeClock) -> None:
-    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]
+    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]  # sim backend
     q0 = arm.state().q
     arm.tick()
     arm.move_joints(q0 + 0.1)
@@ -152,7 +153,7 @@ def test_estop_latch_refuses_motion_until_reset(arm: FrankaArm, clock: FakeClock
 
 
 def test_robot_error_refuses_commands_until_recovery(arm: FrankaArm) -> None:
-    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]
+    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]  # sim backend
     backend.inject_error()
     q = arm.state().q
     assert arm.move_joints(q + 0.01).refused
@@ -239,7 +240,7 @@ def test_bunched_ticks_do_not_exceed_the_speed_limit(clock: FakeClock) -> None:
 def test_non_finite_commands_are_refused_with_a_reason_and_the_arm_held(
     arm: FrankaArm, clock: FakeClock, bad: float
 ) -> None:
-    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]
+    backend: KinematicArmBackend = arm.backend  # type: ignore[assignment]  # sim backend
     q0 = arm.state().q
     target = q0.copy()
     target[2] = bad
@@ -350,8 +351,9 @@ def test_gripper_width_is_clamped_to_its_range(
     arm: FrankaArm, clock: FakeClock, width: float, expected: float
 ) -> None:
     assert arm.gripper_move(width)
-    assert arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
-    assert arm.gripper_grasp(width) and arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]
+    assert arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]  # kinematic
+    assert arm.gripper_grasp(width)
+    assert arm.backend.width_target == pytest.approx(expected)  # type: ignore[attr-defined]  # kinematic
     assert arm.counters.get("gripper_limit", 0) == (0 if width == expected else 2)
 
 
@@ -412,9 +414,8 @@ def test_a_velocity_command_not_refreshed_stops_at_the_watchdog(
     )
     moved = arm.state().q[0] - q0[0]
     assert moved > 0.02  # it did run at the commanded speed until then
-    for _ in range(
-        ticks_to_watchdog
-    ):  # then it stops and stays: no more drift along the old velocity
+    # then it stops and stays: no more drift along the old velocity
+    for _ in range(ticks_to_watchdog):
         clock.t += period
         arm.tick()
     settled = arm.state().q[0]

@@ -19,7 +19,10 @@ class AgentConfig:
     tools: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "enabled tools by tag (learner.llm.tools.TOOLS: calc, python, search); empty = single-turn"
+            "help": (
+                "enabled tools by tag (learner.llm.tools.TOOLS: calc, python, search); empty = "
+                "single-turn"
+            )
         },
     )
     max_turns: int = field(
@@ -46,7 +49,10 @@ class AgentConfig:
     disable_execution: bool = field(
         default=False,
         metadata={
-            "help": "ablation: a call ends the episode unanswered (SFT + RL without tools); attempts still count as tool calls"
+            "help": (
+                "ablation: a call ends the episode unanswered (SFT + RL without tools); attempts "
+                "still count as tool calls"
+            )
         },
     )
 
@@ -59,7 +65,8 @@ class AgentConfig:
         for name in self.tool_options:
             if name not in self.tools:
                 raise ConfigError(
-                    f"agent.tool_options.{name} is set but {name!r} is not in agent.tools {self.tools}"
+                    f"agent.tool_options.{name} is set but {name!r} is not in agent.tools "
+                    f"{self.tools}"
                 )
         if self.max_turns < 1:
             raise ConfigError(f"agent.max_turns must be >= 1, got {self.max_turns}")

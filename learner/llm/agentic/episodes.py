@@ -60,22 +60,27 @@ def _turn(
     agent: AgentConfig,
     last_turn: bool,
 ) -> list[tuple[int, ToolCall]]:
-    """One model turn for the live episodes; returns the calls to execute."""
-    room = min(agent.max_total_tokens - len(eps[i].response) for i in live)
+    """One model turn for the live episodes; returns the calls to execute.
+
+    One generation call for all of them, as long as the roomiest episode allows; each episode's
+    tokens are then cut to its own room. (A shared budget of the *least* room let one episode
+    whose tool output nearly filled it cut every other episode's answer short.)"""
+    rooms = [agent.max_total_tokens - len(eps[i].response) for i in live]
     p = dataclasses.replace(
         params,
         n=1,
-        max_new_tokens=max(1, min(params.max_new_tokens, room)),
+        max_new_tokens=max(1, min(params.max_new_tokens, max(rooms))),
         stop=tuple(params.stop) + stop_strings(tools),
     )
     out = backend.generate_ids([eps[i].prompt + eps[i].response for i in live], p)
     calls = []
     for j, i in enumerate(live):
         ep = eps[i]
-        ids = out.response_ids[j]
-        ep.add(ids, out.logprobs[j], backend.tokenizer.decode(ids, skip_special_tokens=True), True)
+        room = max(1, rooms[j])
+        ids, lps = out.response_ids[j][:room], out.logprobs[j][:room]
+        ep.add(ids, lps, backend.tokenizer.decode(ids, skip_special_tokens=True), True)
         ep.turns += 1
-        ep.finish = out.finish_reasons[j]
+        ep.finish = out.finish_reasons[j] if len(out.response_ids[j]) <= room else "length"
         call = parse_tool_call(ep.text, tools) if ep.finish == "stop" else None
         if call is not None and not last_turn and len(ep.response) < agent.max_total_tokens:
             calls.append((i, call))

@@ -39,7 +39,8 @@ def episode_scores(
 def turn_reward_tensor(
     turn_rewards: Sequence[Sequence[tuple[int, float]]], width: int
 ) -> torch.Tensor:
-    """``[N, width]`` dense per-turn rewards, each on its turn's last model token (token-level estimators)."""
+    """``[N, width]`` dense per-turn rewards, each on its turn's last model token (token-level
+    estimators)."""
     out = torch.zeros(len(turn_rewards), width)
     for i, rows in enumerate(turn_rewards):
         for t, r in rows:

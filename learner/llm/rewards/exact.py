@@ -37,7 +37,8 @@ def exact_string_reward(response: str, reference: str) -> float:
 
 @REWARDS.register("format")
 def format_reward(response: str, reference: str = "") -> float:
-    """1.0 if the response ends in a final answer (``\\boxed{..}`` present or ``= N`` at the end)."""
+    """1.0 if the response ends in a final answer (``\\boxed{..}`` present or ``= N`` at the
+    end)."""
     text = response.strip()
     if extract_boxed(text) is not None:
         return 1.0

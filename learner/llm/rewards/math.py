@@ -55,7 +55,7 @@ def math_verify_reward(response: str, reference: str) -> float:
     if _mv_parse is None or _mv_verify is None:
         if not getattr(math_verify_reward, "_warned", False):
             log.warning("math-verify not installed (pip install math-verify); using numeric match")
-            math_verify_reward._warned = True  # type: ignore[attr-defined]
+            math_verify_reward._warned = True  # type: ignore[attr-defined]  # warn-once flag
         ref = normalize_number(reference)
         return float(ref is not None and extract_final_number(response) == ref)
     t = _timeouts()

@@ -94,7 +94,8 @@ class RolloutBatch:
 
     @staticmethod
     def concat(batches: Sequence[RolloutBatch]) -> RolloutBatch:
-        """Join micro-batches; prompt indices are kept as they are (they index the caller's prompts)."""
+        """Join micro-batches; prompt indices are kept as they are (they index the caller's
+        prompts)."""
         if not batches:
             raise ValueError("RolloutBatch.concat needs at least one batch")
         out = RolloutBatch([], [], [], [], [], [], min(b.weight_version for b in batches), {})
@@ -123,7 +124,8 @@ class RolloutBackend(abc.ABC):
     def generate_ids(
         self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
     ) -> RolloutBatch:
-        """Sample from token-id prompts (multi-turn episodes continue from ids, never re-tokenized)."""
+        """Sample from token-id prompts (multi-turn episodes continue from ids, never
+        re-tokenized)."""
         raise NotImplementedError(
             f"{type(self).__name__} cannot continue from token ids (needed by agent.tools)"
         )
@@ -132,10 +134,10 @@ class RolloutBackend(abc.ABC):
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
         """Load the actor's weights (full state dict, HF parameter names) as ``version``."""
 
-    def offload(self) -> None:
+    def offload(self) -> None:  # noqa: B027  # a no-op default, not abstract: CPU backends keep it
         """Release accelerator memory while another component (the actor) trains. No-op on CPU."""
 
-    def onload(self) -> None:
+    def onload(self) -> None:  # noqa: B027  # a no-op default, not abstract: CPU backends keep it
         """Take accelerator memory back before the next generation. No-op on CPU."""
 
 

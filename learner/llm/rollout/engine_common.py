@@ -28,7 +28,8 @@ def engine_param_name(name: str) -> str | None:
     'model.layers.0.self_attn.q_proj.weight'
     >>> engine_param_name("base_model.model.model.layers.0.mlp.up_proj.base_layer.weight")
     'model.layers.0.mlp.up_proj.weight'
-    >>> engine_param_name("base_model.model.model.layers.0.mlp.up_proj.lora_A.default.weight") is None
+    >>> lora = "base_model.model.model.layers.0.mlp.up_proj.lora_A.default.weight"
+    >>> engine_param_name(lora) is None
     True
     """
     changed = True

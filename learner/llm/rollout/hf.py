@@ -206,7 +206,8 @@ class HFRolloutBackend(RolloutBackend):
         text_stops: tuple[str, ...] = (),
         tokenizer: Any = None,
     ) -> tuple[list[list[int]], list[list[float]], list[str]]:
-        """Cut each row after its first stop token or stop string (kept: it is a sampled action too)."""
+        """Cut each row after its first stop token or stop string (kept: it is a sampled action
+        too)."""
         resp, out_lp, reasons = [], [], []
         stops = set(stop.tolist())
         for row_t, row_lp in zip(toks.tolist(), lps.tolist()):

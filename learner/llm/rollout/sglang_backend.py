@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 def sglang_sampling_params(params: SamplingParams) -> dict[str, Any]:
     """Our SamplingParams -> SGLang's ``sampling_params`` dict (``top_k=-1`` is off).
 
-    >>> sglang_sampling_params(SamplingParams(max_new_tokens=8, stop_token_ids=(2,)))["stop_token_ids"]
+    >>> params = SamplingParams(max_new_tokens=8, stop_token_ids=(2,))
+    >>> sglang_sampling_params(params)["stop_token_ids"]
     [2]
     """
     sp: dict[str, Any] = {

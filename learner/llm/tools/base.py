@@ -31,7 +31,7 @@ class Tool(abc.ABC):
     def __call__(self, args: str) -> str:
         """Output text of the call ``args``; raise :class:`ToolError` to report a bad call."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  # a no-op default, not abstract: most tools hold nothing
         """Release resources (temp dirs, models)."""
 
 

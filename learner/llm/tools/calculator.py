@@ -75,7 +75,8 @@ def calculate(
     expr: str, max_len: int = 200, max_digits: int = 200, max_exp: int = 64, width: int = 0
 ) -> str:
     """Exact value of ``expr`` as text (see the module doc); whole results are zero-padded to
-    ``width`` digits (``width=4``: ``0056``), a fixed-width output a tiny model can copy by position."""
+    ``width`` digits (``width=4``: ``0056``), a fixed-width output a tiny model can copy by
+    position."""
     expr = expr.strip().replace("^", "**").replace("×", "*").replace("x", "*")
     expr = re.sub(r"(?<![\d.])0+(?=\d)", "", expr)  # 07*08 is 7*8 (Python rejects leading zeros)
     if not expr:

@@ -8,7 +8,8 @@ Limits, each enforced by the operating system or the interpreter, not by trust:
   caps any file it writes, and a PEP 578 audit hook (:mod:`learner.llm.tools.sandbox_child`)
   refuses ``open`` / listing / renaming outside that dir;
 - **network / processes**: the hook refuses every ``socket.*``, ``subprocess.*``, ``os.exec*``,
-  ``os.fork``, ``os.system`` and ``ctypes.*`` event; ``-I -S`` ignores environment and site-packages.
+  ``os.fork``, ``os.system`` and ``ctypes.*`` event; ``-I -S`` ignores environment and
+  site-packages.
 
 Not a security boundary against a determined attacker with native code (there is no
 ``unshare`` / seccomp here); it contains what a policy model writes by mistake or by reward

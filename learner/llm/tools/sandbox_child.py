@@ -97,7 +97,8 @@ def _install_guard(root: str) -> None:
     def inside(p: object) -> bool:
         if isinstance(p, int) or p is None:
             return True  # an already-open descriptor (stdio)
-        path = os.path.realpath(os.path.join(root, os.fsdecode(p)))  # type: ignore[arg-type]
+        name = os.fsdecode(p)  # type: ignore[arg-type]  # int and None returned above: a path
+        path = os.path.realpath(os.path.join(root, name))
         return path == root or path.startswith(root + os.sep)
 
     def hook(event: str, args: tuple) -> None:
@@ -123,7 +124,8 @@ def _run(code: str) -> None:
     env = {"__name__": "__main__"}
     exec(compile(tree, "<sandbox>", "exec"), env)
     if show:
-        value = eval(compile(ast.Expression(last.value), "<sandbox>", "eval"), env)  # type: ignore[union-attr]
+        expr = ast.Expression(last.value)  # type: ignore[union-attr]  # show: last is an ast.Expr
+        value = eval(compile(expr, "<sandbox>", "eval"), env)
         if value is not None:
             print(repr(value))
 

@@ -51,5 +51,6 @@ class ActionTokenizer:
         return self.centres[idx]
 
     def bin_index(self, token_ids: np.ndarray) -> np.ndarray:
-        """Token ids -> 0-based index among the ``n_bins`` action tokens (for a restricted softmax)."""
+        """Token ids -> 0-based index among the ``n_bins`` action tokens (for a restricted
+        softmax)."""
         return np.asarray(token_ids, dtype=np.int64) - self.first_id

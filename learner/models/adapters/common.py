@@ -1,4 +1,4 @@
-"""What the VLA adapters share: the adapter base, prompt tokens, image input, LoRA, loading, serving.
+"""What the VLA adapters share: adapter base, prompt tokens, image input, LoRA, loading, serving.
 
 Why a byte tokenizer: the real checkpoints ship their SentencePiece tokenizers, which cannot be
 downloaded here; tests and tiny models use UTF-8 bytes mapped to ids ``3..258`` (0 pad, 1 BOS,
@@ -45,7 +45,8 @@ def images_tensor(
     mean: tuple[float, ...],
     std: tuple[float, ...],
 ) -> torch.Tensor:
-    """uint8 ``images/<cam>`` [B, H, W, 3] -> float [B, n_cams, 3, size, size], resized and normalised."""
+    """uint8 ``images/<cam>`` [B, H, W, 3] -> float [B, n_cams, 3, size, size], resized and
+    normalised."""
     imgs = obs.get("images") or {}
     missing = [c for c in cameras if c not in imgs]
     if missing:
@@ -144,7 +145,8 @@ class VlaAdapter(nn.Module, abc.ABC):
     key_renames: tuple[tuple[str, str], ...] = ()  # older exports' prefixes -> ours
 
     def load_state_dict_file(self, path: str | Path, strict: bool = True) -> int:
-        """Load safetensors whose keys are the real checkpoint's (a file, or a directory of shards)."""
+        """Load safetensors whose keys are the real checkpoint's (a file, or a directory of
+        shards)."""
         state = read_safetensors(path)
         for old, new in self.key_renames:
             state = {k.replace(old, new): v for k, v in state.items()}

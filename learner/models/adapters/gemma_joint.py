@@ -1,4 +1,4 @@
-"""π0's mixture of two transformers: PaliGemma's Gemma on the prefix, the action expert on the suffix.
+"""π0's two-transformer mixture: PaliGemma's Gemma on the prefix, the action expert on the suffix.
 
 Why hand-written layers over ``transformers`` modules: in π0 both Gemmas share every attention
 layer (the expert's queries see the VLM's keys and values; widths may differ, heads and head
@@ -37,12 +37,13 @@ def _norm(
     norm: nn.Module, x: torch.Tensor, cond: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(norm, AdaRMSNorm):
-        return norm(x, cond)  # type: ignore[arg-type]
+        return norm(x, cond)  # type: ignore[arg-type]  # adaRMS layers always get cond
     return norm(x), None
 
 
 def rope(x: torch.Tensor, pos: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """Rotary embedding of ``x`` [B, heads, L, hd] at positions ``pos`` [B, L] (rotate-half form)."""
+    """Rotary embedding of ``x`` [B, heads, L, hd] at positions ``pos`` [B, L] (rotate-half
+    form)."""
     hd = x.shape[-1]
     inv = 1.0 / theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd)
     freqs = pos.float()[..., None] * inv
@@ -122,7 +123,8 @@ def suffix_pass(
 
 
 def block_mask(valid: torch.Tensor, ar: torch.Tensor) -> torch.Tensor:
-    """openpi's attention rule: token i sees token j iff ``cumsum(ar)[j] <= cumsum(ar)[i]`` and j is real.
+    """openpi's attention rule: token i sees token j iff ``cumsum(ar)[j] <= cumsum(ar)[i]`` and j is
+    real.
 
     ``valid`` [B, L] bool, ``ar`` [L] int (1 starts a new causal block). Returns [B, L, L] bool.
     """

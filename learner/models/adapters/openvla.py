@@ -51,7 +51,8 @@ def openvla_prompt(tokenizer: Any, instruction: str, real_tokenizer: bool) -> li
     return ids
 
 
-# per-backbone pixel statistics (ImageNet for DINOv2, 0.5 / 0.5 for SigLIP), as OpenVLA's processor uses
+# per-backbone pixel statistics (ImageNet for DINOv2, 0.5 / 0.5 for SigLIP), as OpenVLA's
+# processor uses
 DINO_MEAN, DINO_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIGLIP_MEAN, SIGLIP_STD = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
 
@@ -129,7 +130,8 @@ class OpenVlaConfig:
         key = self.unnorm_key or (next(iter(data)) if len(data) == 1 else "")
         if key not in data:
             raise ValueError(
-                f"unnorm_key {self.unnorm_key!r} is not in {self.norm_stats_path} (has {sorted(data)})"
+                f"unnorm_key {self.unnorm_key!r} is not in {self.norm_stats_path} (has "
+                f"{sorted(data)})"
             )
         return data[key]["action"]
 
@@ -173,7 +175,8 @@ class PrismaticVla(nn.Module):
         )
 
     def patches(self, images: torch.Tensor) -> torch.Tensor:
-        """[B, 3, S, S] raw-normalised-to-[0,1]-then-per-backbone images -> projected patches [B, N, D]."""
+        """[B, 3, S, S] raw-normalised-to-[0,1]-then-per-backbone images -> projected patches
+        [B, N, D]."""
         dino = self.vision_backbone["featurizer"](images[:, 0])
         sig = self.vision_backbone["fused_featurizer"](images[:, 1])
         return self.projector(torch.cat([dino, sig], -1))
@@ -181,7 +184,8 @@ class PrismaticVla(nn.Module):
     def embed(
         self, ids: list[list[int]], patches: torch.Tensor, extra: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``BOS, patches, [extra tokens], prompt`` per sample, left-padded: (embeds [B, L, D], mask [B, L])."""
+        """``BOS, patches, [extra tokens], prompt`` per sample, left-padded:
+        (embeds [B, L, D], mask [B, L])."""
         emb = self.language_model.get_input_embeddings()
         seqs = []
         for i, s in enumerate(ids):
@@ -280,7 +284,8 @@ class OpenVlaAdapter(PrismaticVla, VlaAdapter):
         )
 
     def log_prob(self, obs: dict[str, Any], extras: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Teacher-forced log-prob [B] of ``extras["tokens"]`` [B, 7] (one forward, differentiable)."""
+        """Teacher-forced log-prob [B] of ``extras["tokens"]`` [B, 7] (one forward,
+        differentiable)."""
         tokens = torch.as_tensor(extras["tokens"], dtype=torch.long).to(self.device)
         ids, patches = self._prompt(obs)
         embeds, mask = self.embed(ids, patches)

@@ -37,7 +37,8 @@ from learner.models.adapters.common import (
 from learner.models.adapters.gemma_joint import AdaRMSNorm, block_mask, prefix_pass, suffix_pass
 from learner.models.adapters.normalization import normalize, unnormalize
 
-# openpi's checkpoints were converted with an older transformers whose SigLIP sat under ``vision_model``
+# openpi's checkpoints were converted with an older transformers whose SigLIP sat under
+# ``vision_model``
 KEY_RENAMES = (("vision_tower.vision_model.", "vision_tower."),)
 
 
@@ -82,7 +83,10 @@ class Pi0Config:
     norm_stats: dict[str, Any] = field(
         default_factory=dict,
         metadata={
-            "help": "{state: {...}, actions: {...}} as openpi's norm_stats.json (mean/std for π0, q01/q99 for π0.5)"
+            "help": (
+                "{state: {...}, actions: {...}} as openpi's norm_stats.json (mean/std for π0, "
+                "q01/q99 for π0.5)"
+            )
         },
     )
     checkpoint: str = field(
@@ -234,7 +238,8 @@ class Pi0Adapter(VlaAdapter):
     def encode_prefix(
         self, obs: dict[str, Any]
     ) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Images + prompt through PaliGemma once: (per-layer K/V, validity [B, Lp], positions, state)."""
+        """Images + prompt through PaliGemma once: (per-layer K/V, validity [B, Lp], positions,
+        state)."""
         cfg, pg = self.cfg, self.paligemma_with_expert.paligemma
         state = normalize(
             cfg.scheme, np.asarray(obs["state"], dtype=np.float64), cfg.norm_stats["state"]
@@ -340,7 +345,8 @@ class Pi0Adapter(VlaAdapter):
         )
 
     def log_prob(self, obs: dict[str, Any], extras: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Log-density [B] of a stored denoising chain under the current weights (noise-injected SDE)."""
+        """Log-density [B] of a stored denoising chain under the current weights (noise-injected
+        SDE)."""
         prefix = self.encode_prefix(obs)
         chain = torch.as_tensor(extras["chain"]).to(self.device, self.dtype)
         return flow.chain_log_prob(lambda x, t: self.velocity(prefix, x, t), chain, self.cfg.sigma)

@@ -12,6 +12,7 @@ import abc
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import mujoco
 import numpy as np
@@ -21,10 +22,12 @@ from rlinf_contracts.spec import StateField
 from sim_bridges.mujoco_franka.model import TABLE_HEIGHT, FrankaModel, ObjectSpec
 
 TASKS: dict[str, type[FrankaTask]] = {}
+TaskT = TypeVar("TaskT", bound="type[FrankaTask]")
 
 
-def register_task(name: str) -> Callable[[type[FrankaTask]], type[FrankaTask]]:
-    def deco(cls: type[FrankaTask]) -> type[FrankaTask]:
+def register_task(name: str) -> Callable[[TaskT], TaskT]:
+    # generic, so a registered class keeps its own type (its methods beyond FrankaTask's)
+    def deco(cls: TaskT) -> TaskT:
         cls.name = name
         TASKS[name] = cls
         return cls

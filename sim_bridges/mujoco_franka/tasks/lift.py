@@ -76,7 +76,7 @@ class LiftTask(FrankaTask):
     default_max_steps = 80
 
     def reset(self, fm: FrankaModel, d: mujoco.MjData, rng: np.random.Generator) -> None:
-        obj = self.place_object(fm, d, rng, OBJECT_BOX, max_yaw=np.pi / 4)
+        self.place_object(fm, d, rng, OBJECT_BOX, max_yaw=np.pi / 4)
 
     def features(self, fm: FrankaModel, d: mujoco.MjData, ee: np.ndarray) -> np.ndarray:
         obj = body_pos(fm, d, "object")

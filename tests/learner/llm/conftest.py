@@ -15,9 +15,9 @@ def tiny_tok():
 
 @pytest.fixture
 def tiny_model(tiny_tok):
-    from learner.llm.model import ModelConfig, build_model
+    from learner.llm.model import LLMModelConfig, build_model
 
     return build_model(
-        ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=3),
+        LLMModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=3),
         tiny_tok,
     )

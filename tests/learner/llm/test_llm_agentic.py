@@ -189,10 +189,10 @@ def test_engine_adapters_map_the_multi_turn_stop():
 
 
 def test_dense_turn_rewards_reach_token_level_advantages():
-    from learner.llm.algo import AlgorithmConfig, token_advantages, token_rewards
+    from learner.llm.algo import LLMAlgorithmConfig, token_advantages, token_rewards
     from rlinf_contracts.config import from_dict
 
-    algo = from_dict(AlgorithmConfig, {"adv": "reinforce_pp", "gamma": 1.0})
+    algo = from_dict(LLMAlgorithmConfig, {"adv": "reinforce_pp", "gamma": 1.0})
     mask = torch.tensor(
         [[1.0, 1.0, 0.0, 0.0, 1.0]]
     )  # two model tokens, two tool tokens, one model token
@@ -222,3 +222,33 @@ def test_agent_config_names_bad_keys():
     assert (
         parse_tool_call("so 1</calc>", agent.tools) is None
     )  # a closing tag without its opening one
+
+
+def test_one_episode_near_its_budget_does_not_cut_the_others(tag_tok):
+    """Each episode's turn is cut to its own room, not to the least room of the batch."""
+
+    class Bounded(ScriptedBackend):  # honours max_new_tokens like a real engine
+        def generate_ids(self, prompt_ids, params):
+            out = super().generate_ids(prompt_ids, params)
+            out.response_ids = [r[: params.max_new_tokens] for r in out.response_ids]
+            out.logprobs = [lp[: params.max_new_tokens] for lp in out.logprobs]
+            return out
+
+    class TwoResults:
+        def execute(self, calls):  # a long result for the first episode, a short one after
+            return [Observation("1" * 12 if k == 0 else "5") for k in range(len(calls))]
+
+    enc = lambda s: tag_tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    t1, answer = enc("<calc>2+3</calc>"), enc("12345")
+    long_obs = enc(format_observation("1" * 12))
+    budget = len(t1) + len(long_obs) + 2  # room for 2 answer tokens in the first episode
+    out = run_episodes(
+        Bounded(tag_tok, ["<calc>2+3</calc>", "12345"]),
+        [enc("02+03="), enc("01+04=")],
+        SamplingParams(n=1, max_new_tokens=8),
+        TwoResults(),
+        AgentConfig(tools=["calc"], max_turns=2, max_total_tokens=budget),
+    )
+    assert len(out.response_ids[0]) == budget and out.finish_reasons[0] == "length"
+    assert out.extra["final_texts"][1] == "12345"  # the other episode answers in full
+    assert out.response_ids[1][-len(answer) :] == answer

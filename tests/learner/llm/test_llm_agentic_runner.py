@@ -1,4 +1,5 @@
-"""The reasoning runner with agent.tools: a few agentic steps end to end, and held-out evaluation rules."""
+"""The reasoning runner with agent.tools: a few agentic steps end to end, and held-out evaluation
+rules."""
 
 from __future__ import annotations
 

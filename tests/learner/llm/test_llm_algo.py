@@ -14,8 +14,8 @@ from learner.algorithms import (
     overlong_penalty,
     ppo_policy_loss,
 )
-from learner.llm.actor import ActorConfig, ActorTrainer
-from learner.llm.algo import AlgorithmConfig, keep_mask, shape_scores, token_advantages
+from learner.llm.actor import ActorTrainer, LLMActorConfig
+from learner.llm.algo import LLMAlgorithmConfig, keep_mask, shape_scores, token_advantages
 from learner.llm.batch import make_train_batch, response_logprobs
 from rlinf_contracts.config import ConfigError, from_dict
 
@@ -37,8 +37,10 @@ def _batch(tok, n=6, seed=0):
 )
 @pytest.mark.parametrize("micro_batch", [0, 2, 4])
 def test_actor_loss_equals_library_loss(tiny_model, tiny_tok, agg_mode, micro_batch):
-    algo = AlgorithmConfig(clip_low=0.2, clip_high=0.28, agg_mode=agg_mode)
-    trainer = ActorTrainer(tiny_model, ActorConfig(micro_batch=micro_batch), algo, max_new_tokens=4)
+    algo = LLMAlgorithmConfig(clip_low=0.2, clip_high=0.28, agg_mode=agg_mode)
+    trainer = ActorTrainer(
+        tiny_model, LLMActorConfig(micro_batch=micro_batch), algo, max_new_tokens=4
+    )
     tb = _batch(tiny_tok)
     g = torch.Generator().manual_seed(1)
     old = (
@@ -65,16 +67,16 @@ def test_actor_loss_equals_library_loss(tiny_model, tiny_tok, agg_mode, micro_ba
 
 
 def test_micro_batched_gradient_equals_full_batch(tiny_tok):
-    from learner.llm.model import ModelConfig, build_model
+    from learner.llm.model import LLMModelConfig, build_model
 
     grads = []
     for mb in (0, 2):
         model = build_model(
-            ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=5),
+            LLMModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=5),
             tiny_tok,
         )
         trainer = ActorTrainer(
-            model, ActorConfig(micro_batch=mb), AlgorithmConfig(), max_new_tokens=4
+            model, LLMActorConfig(micro_batch=mb), LLMAlgorithmConfig(), max_new_tokens=4
         )
         tb = _batch(tiny_tok)
         old = trainer.logprobs(tb) - 0.1 * tb.response_mask
@@ -89,8 +91,8 @@ def test_micro_batched_gradient_equals_full_batch(tiny_tok):
 
 
 def test_kl_term_is_library_kl_loss(tiny_model, tiny_tok):
-    algo = AlgorithmConfig(kl_coef=0.5, kl_kind="k3")
-    trainer = ActorTrainer(tiny_model, ActorConfig(), algo, max_new_tokens=4)
+    algo = LLMAlgorithmConfig(kl_coef=0.5, kl_kind="k3")
+    trainer = ActorTrainer(tiny_model, LLMActorConfig(), algo, max_new_tokens=4)
     tb = _batch(tiny_tok)
     old = trainer.logprobs(tb)
     ref_lp = (old - 0.2) * tb.response_mask
@@ -105,7 +107,7 @@ def test_kl_term_is_library_kl_loss(tiny_model, tiny_tok):
 def test_grpo_token_advantages_broadcast_group_advantage():
     mask = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
     scores = torch.tensor([1.0, 0.0, 0.0, 0.0])
-    adv = token_advantages(AlgorithmConfig(adv="grpo"), scores, mask, group_size=2)
+    adv = token_advantages(LLMAlgorithmConfig(adv="grpo"), scores, mask, group_size=2)
     per_sample = grpo_advantages(scores, 2)
     assert torch.allclose(adv, per_sample[:, None] * mask)
     assert torch.all(adv[2:] == 0)  # all-equal group: no signal
@@ -114,14 +116,14 @@ def test_grpo_token_advantages_broadcast_group_advantage():
 def test_reinforce_pp_token_advantages_are_whitened():
     mask = torch.tensor([[1.0, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]])
     adv = token_advantages(
-        AlgorithmConfig(adv="reinforce_pp"), torch.tensor([1.0, 0, 1, 0]), mask, 2
+        LLMAlgorithmConfig(adv="reinforce_pp"), torch.tensor([1.0, 0, 1, 0]), mask, 2
     )
     valid = adv[mask.bool()]
     assert valid.mean().abs() < 1e-5 and (valid.std() - 1).abs() < 1e-4
 
 
 def test_dapo_pieces_come_from_the_library():
-    algo = AlgorithmConfig(dynamic_sampling=True, overlong_buffer=2, overlong_factor=1.0)
+    algo = LLMAlgorithmConfig(dynamic_sampling=True, overlong_buffer=2, overlong_factor=1.0)
     scores = torch.tensor([1.0, 1.0, 0.0, 1.0])
     assert torch.equal(keep_mask(algo, scores, 2), dynamic_sampling_mask(scores, 2))
     lengths = torch.tensor([2.0, 3.0, 4.0, 4.0])
@@ -132,15 +134,15 @@ def test_dapo_pieces_come_from_the_library():
 
 def test_algorithm_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="algorithm.adv='grop'"):
-        from_dict(AlgorithmConfig, {"adv": "grop"})
+        from_dict(LLMAlgorithmConfig, {"adv": "grop"})
     with pytest.raises(ConfigError, match="agg_mode"):
-        from_dict(AlgorithmConfig, {"agg_mode": "mean"})
+        from_dict(LLMAlgorithmConfig, {"agg_mode": "mean"})
     with pytest.raises(ConfigError, match="critic"):
-        from_dict(AlgorithmConfig, {"adv": "gae"})
+        from_dict(LLMAlgorithmConfig, {"adv": "gae"})
 
 
 def test_sft_step_reduces_loss(tiny_model, tiny_tok):
-    trainer = ActorTrainer(tiny_model, ActorConfig(lr=1e-2), AlgorithmConfig())
+    trainer = ActorTrainer(tiny_model, LLMActorConfig(lr=1e-2), LLMAlgorithmConfig())
     enc = lambda s: tiny_tok(s, add_special_tokens=False).input_ids  # noqa: E731
     tb = make_train_batch(
         [enc("1+2="), enc("3+4=")], [enc("003"), enc("007")], tiny_tok.pad_token_id

@@ -106,8 +106,8 @@ def test_vllm_output_parsing():
             outputs=[comp([1, 2], [-0.1, -0.2], "stop"), comp([3], [-0.3], "length")],
         )
     ]
-    p, r, l, t, why = vllm_outputs_to_lists(outs)
-    assert p == [[5, 6], [5, 6]] and r == [[1, 2], [3]] and l == [[-0.1, -0.2], [-0.3]]
+    p, r, logps, t, why = vllm_outputs_to_lists(outs)
+    assert p == [[5, 6], [5, 6]] and r == [[1, 2], [3]] and logps == [[-0.1, -0.2], [-0.3]]
     assert why == ["stop", "length"]
     missing = [
         SimpleNamespace(

@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from learner.algorithms import gae, global_normalizer, value_loss, whiten
-from learner.llm.actor import ActorConfig, ActorTrainer
-from learner.llm.algo import AlgorithmConfig, gae_advantages, token_advantages, token_rewards
-from learner.llm.batch import make_train_batch
+from learner.llm.actor import ActorTrainer, LLMActorConfig
+from learner.llm.algo import LLMAlgorithmConfig, gae_advantages, token_advantages, token_rewards
+from learner.llm.batch import PolicyBatch, make_train_batch
 from learner.llm.critic import CriticConfig, CriticTrainer, build_critic
-from learner.llm.model import ModelConfig, build_model
+from learner.llm.model import LLMModelConfig, build_model
 from rlinf_contracts.config import ConfigError, from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[3]
-MODEL_CFG = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=3)
+MODEL_CFG = LLMModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=3)
 
 
 def _batch(tok, n=6, seed=0):
@@ -33,9 +33,9 @@ def _batch(tok, n=6, seed=0):
     return make_train_batch(prompts, responses, tok.pad_token_id)
 
 
-def _ppo_algo(**kw) -> AlgorithmConfig:
+def _ppo_algo(**kw) -> LLMAlgorithmConfig:
     return from_dict(
-        AlgorithmConfig, {"adv": "gae", "critic": {"lr": 1e-2, "value_clip": 0.2}, **kw}
+        LLMAlgorithmConfig, {"adv": "gae", "critic": {"lr": 1e-2, "value_clip": 0.2}, **kw}
     )
 
 
@@ -73,7 +73,8 @@ def test_critic_loss_equals_library_value_loss(tiny_tok, tiny_model, micro_batch
 
 
 def test_critic_values_align_with_response_tokens(tiny_tok, tiny_model):
-    """V_t reads the hidden state before token t: a value depends on the prefix, never on token t itself."""
+    """V_t reads the hidden state before token t: a value depends on the prefix, never on token t
+    itself."""
     ccfg = CriticConfig()
     critic = CriticTrainer(build_critic(MODEL_CFG, ccfg, tiny_tok, tiny_model), ccfg)
     enc = lambda s: tiny_tok(s, add_special_tokens=False).input_ids  # noqa: E731
@@ -131,7 +132,9 @@ def test_ppo_step_trains_actor_and_critic(tiny_tok):
     assert torch.equal(
         backbone_before, torch.cat([p.detach().flatten() for p in actor_model.model.parameters()])
     )
-    trainer = ActorTrainer(actor_model, ActorConfig(lr=1e-3), algo, max_new_tokens=4, critic=critic)
+    trainer = ActorTrainer(
+        actor_model, LLMActorConfig(lr=1e-3), algo, max_new_tokens=4, critic=critic
+    )
     tb = _batch(tiny_tok)
     scores = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
     old = trainer.logprobs(tb)
@@ -139,17 +142,17 @@ def test_ppo_step_trains_actor_and_critic(tiny_tok):
     adv, returns = gae_advantages(algo, scores, tb.response_mask, values, old)
     a0, c0 = _flat(actor_model), _flat(critic.model)
     first, _ = critic.accumulate(tb, values, returns, backward=False)
-    metrics = trainer.update(tb, old, adv, old_values=values, returns=returns)
+    metrics = trainer.update(PolicyBatch(tb, old, adv, old_values=values, returns=returns))
     assert not torch.equal(a0, _flat(actor_model)) and not torch.equal(c0, _flat(critic.model))
     assert metrics["critic/loss"] == pytest.approx(first, rel=1e-5)  # loss before the (only) step
     assert {"actor/loss", "critic/grad_norm", "critic/vf_clip_frac"} <= set(metrics)
     for _ in range(5):  # a few more critic updates on the same fixed batch
-        critic.update(tb, critic.values(tb), returns)
+        critic.update(PolicyBatch(tb, old, adv, old_values=critic.values(tb), returns=returns))
     last, _ = critic.accumulate(tb, critic.values(tb), returns, backward=False)
     assert last < 0.5 * first
     with pytest.raises(ValueError, match="critic"):
-        ActorTrainer(build_model(MODEL_CFG, tiny_tok), ActorConfig(), algo).update(
-            tb, old, adv, old_values=values, returns=returns
+        ActorTrainer(build_model(MODEL_CFG, tiny_tok), LLMActorConfig(), algo).update(
+            PolicyBatch(tb, old, adv, old_values=values, returns=returns)
         )
 
 
@@ -193,18 +196,19 @@ def test_ppo_config_validates_and_bad_combinations_name_the_key():
             load_config(ROOT / "configs/llm_ppo_arith.yaml", ["algorithm.critic=null"]),
         )
     with pytest.raises(ConfigError, match=r"algorithm.critic is set but algorithm.adv='grpo'"):
-        from_dict(AlgorithmConfig, {"adv": "grpo", "critic": {}})
+        from_dict(LLMAlgorithmConfig, {"adv": "grpo", "critic": {}})
     with pytest.raises(ConfigError, match=r"algorithm.critic.value_clip must be > 0"):
-        from_dict(AlgorithmConfig, {"adv": "gae", "critic": {"value_clip": -1.0}})
+        from_dict(LLMAlgorithmConfig, {"adv": "gae", "critic": {"value_clip": -1.0}})
     with pytest.raises(ConfigError, match="algorithm.lam"):
-        from_dict(AlgorithmConfig, {"adv": "gae", "critic": {}, "lam": 1.5})
+        from_dict(LLMAlgorithmConfig, {"adv": "gae", "critic": {}, "lam": 1.5})
     with pytest.raises(ConfigError, match="unknown key 'algorithm.critic.lrr'"):
-        from_dict(AlgorithmConfig, {"adv": "gae", "critic": {"lrr": 1.0}}, path="algorithm")
+        from_dict(LLMAlgorithmConfig, {"adv": "gae", "critic": {"lrr": 1.0}}, path="algorithm")
 
 
 @pytest.mark.ray
 def test_ppo_worker_groups_keep_the_critic_in_the_actor_process(ray_cluster, tmp_path):
-    """Disaggregated worker groups: the critic lives in the actor worker, no extra group is placed."""
+    """Disaggregated worker groups: the critic lives in the actor worker, no extra group is
+    placed."""
     from learner.runners.reasoning import ReasoningConfig, run
 
     raw = load_config(

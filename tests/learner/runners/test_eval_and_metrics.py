@@ -87,10 +87,10 @@ def test_progress_bar_shows_the_time_left_under_a_wall_clock_budget(tmp_path) ->
     """A run the budget ends shows when it will stop, not tqdm's ETA for its step count."""
     logger = MetricsLogger(tmp_path, total=200, tensorboard=False, progress=True, time_budget_s=300)
     logger.log(0, {"success_rate": 0.25})
-    post = str(logger.bar.postfix)  # type: ignore[union-attr]
+    post = str(logger.bar.postfix)  # type: ignore[union-attr]  # progress=True: a bar
     logger.close()
     assert "succ=0.25" in post and ("budget_left=4:5" in post or "budget_left=5:00" in post), post
     plain = MetricsLogger(tmp_path / "b", total=2, tensorboard=False, progress=True)
     plain.log(0, {"success_rate": 0.25})
-    assert "budget_left" not in str(plain.bar.postfix)  # type: ignore[union-attr]
+    assert "budget_left" not in str(plain.bar.postfix)  # type: ignore[union-attr]  # progress=True: a bar
     plain.close()

@@ -53,8 +53,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             [
                 f"data.store={store}",
                 f"train.out_dir={tmp / 'run'}",
-                # all epochs whatever the load: the config's 45 s budget cut training short on a busy machine
-                # (how fast it learns is the benchmark's business, not a test's)
+                # all epochs whatever the load: the config's 45 s budget cut training short on a
+                # busy machine (how fast it learns is the benchmark's business, not a test's)
                 "train.time_budget_s=600",
             ],
         ),

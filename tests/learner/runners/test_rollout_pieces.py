@@ -1,4 +1,5 @@
-"""Rollout building blocks without Ray: toy env contract, trajectories, GRPO groups, PPO learning."""
+"""Rollout building blocks without Ray: toy env contract, trajectories, GRPO groups, PPO
+learning."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from learner.actor.ppo import PPOLearner
+from learner.actor.ppo import PPOLearner, TensorBatch
 from learner.actor.trainer import Trainer, policy_spec
 from learner.rollout.collect import collect_inline
 from learner.rollout.envs import GroupedVectorEnv, StageEnvs, build_env, stage_seed
@@ -135,8 +136,9 @@ def _toy_cfg(**over) -> EmbodiedConfig:
 
 @pytest.mark.parametrize("adv", ["gae", "grpo", "grpo-prefix", "grpo-revisit"])
 def test_in_process_training_learns_toy_reach(adv: str) -> None:
-    """``grpo-prefix``: groups replay their leader's first 0..3 steps, then branch (fewer steps train, 10 more
-    iterations); ``grpo-revisit``: half the groups may re-run start states whose group all failed."""
+    """``grpo-prefix``: groups replay their leader's first 0..3 steps, then branch (fewer steps
+    train, 10 more iterations); ``grpo-revisit``: half the groups may re-run start states whose
+    group all failed."""
     torch.set_num_threads(1)
     prefix = 3 if adv == "grpo-prefix" else 0
     revisit = FailedStates(0.5, 2, capacity=4) if adv == "grpo-revisit" else None
@@ -155,7 +157,7 @@ def test_in_process_training_learns_toy_reach(adv: str) -> None:
             envs.reset(cfg.seed, it, 0)
         steps = 16 if adv == "gae" else 20
         traj = collect_inline(
-            trainer.policy,
+            trainer.policy(),
             envs,
             steps,
             cfg.algorithm.gamma,
@@ -168,15 +170,13 @@ def test_in_process_training_learns_toy_reach(adv: str) -> None:
         if adv == "grpo":
             assert len(traj.stats.successes) == 16  # exactly one episode per row
         rates.append(traj.stats.summary().get("success_rate", 0.0))
-        trainer.train(traj, it)
+        trainer.update(traj)
     assert np.mean(rates[-5:]) > max(0.8, np.mean(rates[:3]) + 0.2), rates
 
 
 def _batch(
     scores: list[float], lengths: list[int], state_dim: int, horizon: int = 8
 ) -> TensorBatch:
-    from learner.actor.ppo import TensorBatch
-
     n = len(scores)
     mask = torch.zeros(n, horizon)
     for i, L in enumerate(lengths):
@@ -210,7 +210,7 @@ def test_update_advantages_are_not_shifted_by_episode_length(
 
     cfg = _toy_cfg()
     envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
-    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
+    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy()
     # group 1: one short success, three long failures; group 2: four long failures
     b = _batch(
         [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [2, 8, 8, 8, 8, 8, 8, 8], envs.spec.state_dim
@@ -222,8 +222,13 @@ def test_update_advantages_are_not_shifted_by_episode_length(
         ActorConfig(epochs=1, minibatches=1),
     )
     seen: list[torch.Tensor] = []
-    learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
-    learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+
+    def record(obs, actions, logp, v, a, *rest):
+        seen.append(a)
+        return {}
+
+    learner._step = record  # type: ignore[method-assign]  # record the advantages the step gets
+    learner.update(None)  # type: ignore[arg-type]  # from_trajectory is stubbed: b
     got = torch.sort(seen[0]).values
     if adv == "grpo":
         want = torch.sort(torch.tensor([1.5] * 2 + [-0.5] * 24 + [0.0] * 32)).values
@@ -233,13 +238,13 @@ def test_update_advantages_are_not_shifted_by_episode_length(
 
 
 def test_seq_mean_aggregation_weighs_each_episode_alike(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``algorithm.agg_mode=seq-mean-token-mean``: a 2-step success and an 8-step failure of the same
-    group carry the same total weight in the update (step-mean would give the failure 4x)."""
+    """``algorithm.agg_mode=seq-mean-token-mean``: a 2-step success and an 8-step failure of the
+    same group carry the same total weight in the update (step-mean would give the failure 4x)."""
     from learner.actor.ppo import TensorBatch
 
     cfg = _toy_cfg()
     envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
-    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
+    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy()
     lengths = [2, 8, 8, 8, 8, 8, 8, 8]
     b = _batch([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], lengths, envs.spec.state_dim)
     monkeypatch.setattr(TensorBatch, "from_trajectory", classmethod(lambda cls, t: b))
@@ -249,8 +254,13 @@ def test_seq_mean_aggregation_weighs_each_episode_alike(monkeypatch: pytest.Monk
         ActorConfig(epochs=1, minibatches=1),
     )
     seen: list[torch.Tensor] = []
-    learner._step = lambda obs, actions, logp, v, a, *rest: seen.append(a) or {}  # type: ignore[method-assign]
-    learner.update(None, 0, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+
+    def record(obs, actions, logp, v, a, *rest):
+        seen.append(a)
+        return {}
+
+    learner._step = record  # type: ignore[method-assign]  # record the advantages the step gets
+    learner.update(None)  # type: ignore[arg-type]  # from_trajectory is stubbed: b
     got, n = seen[0], sum(lengths)
     scale = n / len(lengths)  # the step-mean of the weighted advantages is the mean over episodes
     count = lambda v: int(torch.isclose(got, torch.tensor(v), atol=1e-5).sum())  # noqa: E731
@@ -277,12 +287,17 @@ def test_ppo_learner_minibatches_cover_every_sample_once_per_epoch() -> None:
     envs = StageEnvs(cfg.env.name, 8, 1, **cfg.env.factory_kwargs())
     envs.reset(0, 0, 0)
     trainer = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1)
-    traj = collect_inline(trainer.policy, envs, 5, 0.9, seed=0, iteration=0, first_stream=0)
-    learner = PPOLearner(trainer.policy, AlgorithmConfig(), ActorConfig(epochs=2, minibatches=3))
+    traj = collect_inline(trainer.policy(), envs, 5, 0.9, seed=0, iteration=0, first_stream=0)
+    learner = PPOLearner(trainer.policy(), AlgorithmConfig(), ActorConfig(epochs=2, minibatches=3))
     calls = []
     orig = learner._step
-    learner._step = lambda obs, *a: calls.append(len(obs["state"])) or orig(obs, *a)  # type: ignore[method-assign]
-    learner.update(traj, 0, torch.Generator().manual_seed(0))
+
+    def counted(obs, *a):
+        calls.append(len(obs["state"]))
+        return orig(obs, *a)
+
+    learner._step = counted  # type: ignore[method-assign]  # count the rows per step
+    learner.update(traj)
     assert calls == [14, 13, 13, 14, 13, 13]  # 40 samples, 3 minibatches, 2 epochs
 
 

@@ -49,7 +49,7 @@ def test_mujoco_groups_stay_identical_through_the_shared_prefix_then_branch() ->
     torch.manual_seed(0)
     cfg = _cfg(shared_prefix=4)
     envs = StageEnvs(cfg.env.name, 6, 1, 2, **cfg.env.factory_kwargs())
-    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy
+    policy = Trainer(cfg, policy_spec(cfg, envs.spec), 0, 1).policy()
     envs.reset(cfg.seed, 3, 0)
     steps = 6
     traj = collect_inline(

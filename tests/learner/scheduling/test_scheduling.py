@@ -1,13 +1,13 @@
 """Scheduler: cost curves, the cost model's formulas on exact numbers, candidates, `placement:
-auto` (resolved at config build time, key named in errors), what-if laws, reallocation slots,
-and `rlinf schedule` on a seeded profile cache (no profiling, no Ray)."""
+auto` (resolved by the planning step after validation, key named in errors), what-if laws,
+reallocation slots, and `rlinf schedule` on a seeded profile cache (no profiling, no Ray)."""
 
 from __future__ import annotations
 
 import pytest
 
 from learner.scheduling import whatif
-from learner.scheduling.auto import DEFAULT_COMM
+from learner.scheduling.auto import DEFAULT_COMM, plan
 from learner.scheduling.candidates import embodied_candidates, reasoning_candidates
 from learner.scheduling.comm import CommProfile
 from learner.scheduling.cost import predict_embodied
@@ -18,9 +18,9 @@ from rlinf_contracts.config import ConfigError, from_dict
 
 
 def _profile(num_envs: int = 32) -> EmbodiedProfile:
-    lin = lambda per, fixed: Curve(
-        {b: fixed + per * b for b in (num_envs, num_envs // 2, num_envs // 4)}
-    )
+    def lin(per: float, fixed: float) -> Curve:
+        return Curve({b: fixed + per * b for b in (num_envs, num_envs // 2, num_envs // 4)})
+
     return EmbodiedProfile(
         num_envs,
         10,
@@ -100,10 +100,10 @@ def seeded_cache(tmp_path, monkeypatch):
     return raw
 
 
-def test_placement_auto_resolves_when_the_config_is_built(seeded_cache):
+def test_placement_auto_resolves_in_the_planning_step(seeded_cache):
     from learner.runners.config import EmbodiedConfig
 
-    cfg = from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"})
+    cfg = plan(from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"}))
     assert isinstance(cfg.placement, dict)
     assert {n for k in cfg.placement for n in k.split(",")} == {"env", "rollout", "actor"}
     assert cfg.rollout.pipeline_stages in (1, 2)
@@ -115,8 +115,11 @@ def test_placement_auto_errors_name_the_key(seeded_cache):
     with pytest.raises(ConfigError, match="placement"):
         from_dict(EmbodiedConfig, {**seeded_cache, "placement": "fastest"})
     with pytest.raises(ConfigError, match="placement.*cluster.address"):
-        from_dict(
-            EmbodiedConfig, {**seeded_cache, "placement": "auto", "cluster": {"address": "auto"}}
+        plan(
+            from_dict(
+                EmbodiedConfig,
+                {**seeded_cache, "placement": "auto", "cluster": {"address": "auto"}},
+            )
         )
 
 
@@ -154,18 +157,16 @@ def test_reallocating_actor_widens_only_for_the_update():
 
     import torch
 
-    from learner.scheduling.realloc import ReallocatingActorWorker
+    from learner.scheduling.realloc import widened
 
     if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
     saved, threads = os.sched_getaffinity(0), torch.get_num_threads()
     own = min(saved)
     other = max(saved)
-    w = object.__new__(ReallocatingActorWorker)
-    w.lend = (other,)
     os.sched_setaffinity(0, {own})
     try:
-        with w._widened():
+        with widened((other,)):
             inside = os.sched_getaffinity(0)
         assert inside == {own, other % (os.cpu_count() or 1)} and os.sched_getaffinity(0) == {own}
     finally:
@@ -244,7 +245,7 @@ def test_placement_auto_uses_a_cached_calibration(seeded_cache):
         _key(cfg, 2),
         Calibration(1.0, CommProfile.from_dict(slow_channels), "fused x1 d1").to_dict(),
     )
-    chosen = from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"})
+    chosen = plan(from_dict(EmbodiedConfig, {**seeded_cache, "placement": "auto"}))
     assert (
         chosen.rollout.fuse_collocated and len(chosen.placement) == 1
     )  # 0.5 s hops: no channel placement wins
@@ -305,7 +306,7 @@ def test_offpolicy_placement_auto_picks_the_predicted_best(tmp_path, monkeypatch
             workload_key("offpolicy", _workload(from_dict(OffPolicyConfig, raw))),
             prof.__dict__ | {"step_s": prof.step_s.to_dict()},
         )
-        cfg = from_dict(OffPolicyConfig, {**raw, "placement": "auto"})
+        cfg = plan(from_dict(OffPolicyConfig, {**raw, "placement": "auto"}))
         # learner-bound rows move the env off the learner's core; env-bound ones stay in one process
         assert cfg.placement == want
     with pytest.raises(ConfigError, match="placement"):
@@ -324,7 +325,8 @@ def test_channel_step_counts_the_channel_actors_cpu_and_the_runner_hop(seeded_ca
         {p.candidate.label: p for p in rank(cfg, 2, comm=x, load_factor=False)}
         for x in (base, costly, hop)
     )
-    # collocated d2: 4 streams' message CPU (0.05 s each in the channel actors) over 2 cores bounds the step
+    # collocated d2: 4 streams' message CPU (0.05 s each in the channel actors) over 2 cores bounds
+    # the step
     assert c["collocated d2"].breakdown["step"] >= 4 * 0.05 / 2
     assert c["collocated d2"].iteration_s > b["collocated d2"].iteration_s
     assert c["fused x1 d1"].iteration_s == pytest.approx(

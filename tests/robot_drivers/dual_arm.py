@@ -7,6 +7,9 @@ Layout of the flat state / command vector (ALOHA-style, per arm: joints then gri
 n = 7 for Franka arms (16 entries), n = 6 for 6-DoF arms (the 14-dim ALOHA layout). Gripper
 entries are opening widths in metres. Each arm keeps its own safety layer; an e-stop on the
 pair latches both.
+
+Why in tests: the ROS robot node drives a list of arms itself (``rlinf_ros.nodes.robot``); this
+composition is what the driver tests check the two-arm naming and layout with.
 """
 
 from __future__ import annotations

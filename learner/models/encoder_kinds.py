@@ -1,0 +1,287 @@
+"""Pixel encoder kinds of the off-policy actor: a registry, the frozen pretrained encoder, weights.
+
+``model.encoder.kind`` picks an entry of :data:`ENCODER_KINDS`; every entry builds
+``(num_cameras, hw, channels, out_dim, **options) -> nn.Module`` mapping a list of
+``uint8 [B, H, W, 3]`` camera images to ``[B, out_dim]``:
+
+* ``cnn`` (registered by :mod:`learner.models.offpolicy`): the trainable DrQ encoder, trained by
+  the critic loss on randomly shifted pixels in every batch.
+* ``frozen``: :class:`FrozenEncoder` -- a pretrained :class:`KeypointBackbone` that never trains,
+  then a small trainable head (linear, LayerNorm, tanh; the critic trains it like the DrQ head).
+
+Why frozen features are cached: the backbone is the expensive part of a pixel update and its
+output for a frame never changes, so the off-policy learner computes it once, when the frame
+enters the replay (:mod:`learner.offpolicy.feature_replay`), and an update then costs about a
+state update (the head is one small linear layer). A cached observation is one flat vector
+``[state | backbone features]``; :func:`encode_cached` is how the policy's encoder reads it.
+
+Why a keypoint backbone (convs, then a spatial softmax giving each channel's expected image
+``(x, y)``): push from pixels must locate a small cube and the goal marker, and a spatial softmax
+keeps *where* a feature fires in a handful of numbers (Levine et al. 2016; Finn et al. 2016
+pretrained the same bottleneck as a deep spatial autoencoder for pushing), so the cached vector is
+small (``2 x channels[-1]`` per camera) and the replay stays cheap.
+
+Weights (``model.encoder.weights``): a checkpoint directory of ``rlinf train
+configs/encoder_pretrain.yaml`` (or its run directory: the latest checkpoint), a ``.safetensors``
+file or a torch state dict (``.pt`` / ``.pth``) whose keys are the backbone's; a mismatch raises
+:class:`EncoderWeightsError` naming the missing, unexpected and mis-shaped keys.
+
+>>> enc = ENCODER_KINDS.get("frozen")(2, (32, 32), (8, 8), 16)
+>>> imgs = [torch.zeros(3, 32, 32, 3, dtype=torch.uint8)] * 2
+>>> enc(imgs).shape, enc.feature_dim, sum(p.requires_grad for p in enc.backbone.parameters())
+(torch.Size([3, 16]), 32, 0)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from rlinf_contracts.registry import Registry
+
+log = logging.getLogger(__name__)
+
+ENCODER_KINDS: Registry[Callable[..., nn.Module]] = Registry("model.encoder.kind")
+BACKBONE_WEIGHTS = "model.safetensors"
+
+
+def to_unit(images: Tensor) -> Tensor:
+    """``uint8 [N, H, W, 3]`` -> ``float [N, 3, H, W]`` in ``[-0.5, 0.5]`` (the encoders' input)."""
+    return images.permute(0, 3, 1, 2).float() / 255.0 - 0.5
+
+
+class SpatialSoftmax(nn.Module):
+    """``[N, C, H, W]`` -> ``[N, 2C]``: each channel's expected ``(x, y)`` under its softmax."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, c, h, w = x.shape
+        p = torch.softmax(x.flatten(2), dim=-1).view(n, c, h, w)
+        ys = torch.linspace(-1.0, 1.0, h, device=x.device, dtype=p.dtype)
+        xs = torch.linspace(-1.0, 1.0, w, device=x.device, dtype=p.dtype)
+        ex = (p.sum(2) * xs).sum(-1)
+        ey = (p.sum(3) * ys).sum(-1)
+        return torch.cat([ex, ey], dim=-1)
+
+
+class KeypointBackbone(nn.Module):
+    """One camera ``float [N, 3, H, W]`` -> ``[N, 2 * channels[-1]]`` keypoints.
+
+    The first conv has stride 2, the others stride 1 (the spatial softmax needs a map fine
+    enough to place a 4 cm cube); the same weights serve every camera and any image size.
+    """
+
+    def __init__(self, channels: Sequence[int] = (16, 16, 32)) -> None:
+        super().__init__()
+        if not channels:
+            raise ValueError("KeypointBackbone needs at least one conv layer")
+        layers: list[nn.Module] = []
+        c_in = 3
+        for i, c in enumerate(channels):
+            layers.append(nn.Conv2d(c_in, c, kernel_size=3, stride=2 if i == 0 else 1, padding=1))
+            if i < len(channels) - 1:
+                layers.append(nn.ReLU(True))
+            c_in = c
+        self.convs = nn.Sequential(*layers)
+        self.keypoints = SpatialSoftmax()
+        self.out_dim = 2 * int(channels[-1])
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.keypoints(self.convs(x))
+
+
+def shifted(images: Tensor, pad: int, generator: torch.Generator | None) -> Tensor:
+    """``uint8 [N, H, W, 3]`` shifted by up to ``pad`` px per sample (edge pad + random crop)."""
+    if pad <= 0:
+        return images
+    n, h, w, _ = images.shape
+    x = nn.functional.pad(images.permute(0, 3, 1, 2).float(), (pad,) * 4, mode="replicate")
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).tolist()
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).tolist()
+    out = torch.stack([x[i, :, y : y + h, z : z + w] for i, (y, z) in enumerate(zip(dy, dx))])
+    return out.permute(0, 2, 3, 1).to(torch.uint8)
+
+
+@ENCODER_KINDS.register("frozen")
+class FrozenEncoder(nn.Module):
+    """Pretrained backbone (never trained) per camera, then a trainable linear-LayerNorm-tanh head.
+
+    ``channels`` is the *backbone's* conv channels (it must match the weights loaded into it).
+    """
+
+    caches_features = True  # the off-policy learner stores backbone features, not pixels
+
+    def __init__(
+        self,
+        num_cameras: int,
+        hw: tuple[int, int],
+        channels: tuple[int, ...] = (16, 16, 32),
+        out_dim: int = 50,
+    ) -> None:
+        super().__init__()
+        self.backbone = KeypointBackbone(channels).requires_grad_(False)
+        self.num_cameras, self.hw = num_cameras, tuple(hw)
+        self.feature_dim = num_cameras * self.backbone.out_dim
+        self.head = nn.Sequential(
+            nn.Linear(self.feature_dim, out_dim), nn.LayerNorm(out_dim), nn.Tanh()
+        )
+        self.out_dim = out_dim
+        self.backbone_calls = 0  # backbone forward passes (tests count them)
+
+    def train(self, mode: bool = True) -> FrozenEncoder:
+        super().train(mode)
+        self.backbone.eval()  # frozen: no train-mode behaviour ever
+        return self
+
+    @torch.no_grad()
+    def features(self, images: Sequence[Tensor]) -> Tensor:
+        """Backbone features ``[B, feature_dim]`` of one image per camera (one batched pass)."""
+        b = images[0].shape[0]
+        self.backbone_calls += 1
+        out = self.backbone(to_unit(torch.cat(list(images), dim=0)))
+        return torch.cat(out.split(b, dim=0), dim=-1)
+
+    @torch.no_grad()
+    def cached_views(
+        self, images: Sequence[Tensor], views: int, pad: int, generator: torch.Generator | None
+    ) -> Tensor:
+        """``[B, views * feature_dim]``: view 0 unshifted, the others shifted by up to ``pad`` px
+        (DrQ's augmentation, computed once per frame), all views in one backbone pass."""
+        stacked = [
+            torch.cat([img] + [shifted(img, pad, generator) for _ in range(views - 1)])
+            for img in images
+        ]
+        b = images[0].shape[0]
+        return torch.cat(self.features(stacked).split(b, dim=0), dim=-1)
+
+    def from_features(self, features: Tensor) -> Tensor:
+        return self.head(features)
+
+    def forward(self, images: list[Tensor]) -> Tensor:
+        return self.head(self.features(images))
+
+
+def encode_cached(pixels: nn.Module, flat: Tensor, state_dim: int) -> Tensor:
+    """``[state | cached backbone features]`` -> ``[state | head(features)]`` (what the policy's
+    encoder does with a replay batch of a feature-caching kind)."""
+    if not getattr(pixels, "caches_features", False):
+        raise TypeError(
+            f"{type(pixels).__name__} reads images, not cached features: give it "
+            "{'state', 'images'} observations (only model.encoder.kind: frozen caches features)"
+        )
+    return torch.cat([flat[:, :state_dim], pixels.from_features(flat[:, state_dim:])], dim=-1)
+
+
+def build_pixel_encoder(
+    kind: str,
+    num_cameras: int,
+    hw: tuple[int, int],
+    channels: tuple[int, ...],
+    out_dim: int,
+    **options: Any,
+) -> nn.Module:
+    """The encoder registered as ``kind`` (unknown kinds fail with the known ones)."""
+    return ENCODER_KINDS.get(kind)(num_cameras, hw, tuple(channels), out_dim, **options)
+
+
+# ---------------------------------------------------------------------------- weights
+class EncoderWeightsError(ValueError):
+    """Weights that do not fit the encoder; the message names the keys and what to change."""
+
+
+def weights_file(path: str | Path) -> Path:
+    """The tensor file meant by ``path``: itself, a checkpoint directory's ``model.safetensors``,
+    or the latest checkpoint's under a run / ``checkpoints`` directory."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if (p / BACKBONE_WEIGHTS).is_file():
+        return p / BACKBONE_WEIGHTS
+    found = sorted(p.glob(f"**/iter_*/{BACKBONE_WEIGHTS}")) if p.is_dir() else []
+    if found:
+        return found[-1]
+    raise EncoderWeightsError(
+        f"key 'model.encoder.weights': no weights at {str(path)!r}; expected a .safetensors / .pt "
+        "file, a checkpoint directory or the run directory of 'rlinf train "
+        "configs/encoder_pretrain.yaml'"
+    )
+
+
+def read_state(path: str | Path) -> dict[str, Tensor]:
+    """A state dict from ``path`` (safetensors, or a torch file read with ``weights_only``)."""
+    f = weights_file(path)
+    if f.suffix == ".safetensors":
+        return load_file(str(f))
+    state = torch.load(str(f), map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise EncoderWeightsError(f"key 'model.encoder.weights': {f} holds no state dict")
+    return state.get("state_dict", state)
+
+
+def _strip_prefix(state: dict[str, Tensor], want: set[str]) -> dict[str, Tensor]:
+    """Keys as the module names them when the file nests them (``backbone.``, ``encoder.``)."""
+    if set(state) & want:
+        return state
+    for prefix in ("backbone.", "encoder.backbone.", "encoder."):
+        cut = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+        if set(cut) & want:
+            return cut
+    return state
+
+
+def load_weights(module: nn.Module, path: str | Path, what: str = "frozen encoder") -> None:
+    """Load ``path`` into ``module`` strictly; mismatches raise :class:`EncoderWeightsError`."""
+    own = module.state_dict()
+    state = _strip_prefix(read_state(path), set(own))
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [
+        f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in sorted(set(own) & set(state))
+        if tuple(state[k].shape) != tuple(own[k].shape)
+    ]
+    if missing or unexpected or shapes:
+        raise EncoderWeightsError(
+            f"key 'model.encoder.weights': {path} does not match the {what}: missing keys "
+            f"{missing}, unexpected keys {unexpected}, shape mismatches {shapes}; set "
+            "model.encoder.channels to the architecture the weights were trained with"
+        )
+    module.load_state_dict({k: state[k].to(own[k].dtype) for k in own})
+
+
+def load_pretrained(pixels: nn.Module | None, weights: str | None) -> None:
+    """Load ``weights`` into a frozen encoder's backbone (no-op for kinds without one)."""
+    backbone = getattr(pixels, "backbone", None)
+    if backbone is None or not weights:
+        return
+    load_weights(backbone, weights)
+    log.info("frozen encoder: backbone weights from %s", weights)
+
+
+def feature_rng(seed: int) -> torch.Generator:
+    """The generator of the cached shifts (seeded: a rerun caches the same views)."""
+    return torch.Generator().manual_seed(int(np.uint32(seed)))
+
+
+__all__ = [
+    "ENCODER_KINDS",
+    "EncoderWeightsError",
+    "FrozenEncoder",
+    "KeypointBackbone",
+    "SpatialSoftmax",
+    "build_pixel_encoder",
+    "encode_cached",
+    "feature_rng",
+    "load_pretrained",
+    "load_weights",
+    "read_state",
+    "shifted",
+    "to_unit",
+    "weights_file",
+]
