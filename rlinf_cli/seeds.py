@@ -30,6 +30,7 @@ from rlinf_cli.errors import PreflightError
 
 if TYPE_CHECKING:
     from learner.eval.seed_report import SeedFailure, SeedRun
+    from learner.sections import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def concurrency(n_seeds: int, cores_per_seed: int | None, free: int) -> int:
     return max(1, min(n_seeds, free // max(1, cores_per_seed)))
 
 
-def cores_per_seed(spec: Any, cfg: Any) -> int | None:
+def cores_per_seed(spec: Any, cfg: RunConfig) -> int | None:
     """Cores one seed needs when it runs as one local CPU process (the highest slot its placement
     names + 1, so the placement stays valid on a seed's own cores); None otherwise."""
     from learner.cluster import expected_slots
@@ -95,10 +96,10 @@ def cores_per_seed(spec: Any, cfg: Any) -> int | None:
     slots = expected_slots(cfg.cluster)
     if slots is None or slots[1] != "cpu" or spec.in_process is None:
         return None
-    if not spec.in_process(cfg, slots[0]):
-        return None
+    if not spec.in_process(cfg, slots[0]) or isinstance(cfg.placement, str):
+        return None  # `placement: auto` is planned per seed, so its cores are not known here
     try:
-        placement = parse_placement(getattr(cfg, "placement", {}), slots[0])
+        placement = parse_placement(cfg.placement, slots[0])
     except PlacementError:
         return None
     used = [s for p in placement.components.values() for s in p.slots]
@@ -144,20 +145,19 @@ def seed_plan(
     overrides: list[str],
     seeds: list[int],
     spec: Any,
-    cfg: Any,
+    cfg: RunConfig,
     ray_address: str | None = None,
 ) -> SeedPlan:
     """The plan for a built config; a config ``--seeds`` cannot repeat is a one-line error."""
-    if getattr(getattr(cfg, "train", None), "resume", None):
+    # not every runner can resume (the base train section has no `resume`): a capability check
+    if getattr(cfg.train, "resume", None):
         raise PreflightError(
             "--seeds cannot resume: train.resume names one run, and each seed writes its own "
             "seed_<k>/ (resume a seed with `rlinf train CONFIG seed=K train.out_dir=DIR/seed_K "
             "train.resume=...`)"
         )
     if not hasattr(cfg, "seed"):
-        raise PreflightError(
-            f"--seeds: runner '{getattr(cfg, 'runner', '?')}' has no 'seed' key to vary"
-        )
+        raise PreflightError(f"--seeds: runner '{cfg.runner}' has no 'seed' key to vary")
     extra = ["--ray-address", ray_address] if ray_address else []
     quiet = ["train.progress=false"] if hasattr(cfg.train, "progress") else []
     need = cores_per_seed(spec, cfg)

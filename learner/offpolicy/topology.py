@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
-from learner.offpolicy.workers import EnvWorker, LearnerWorker
+from learner.offpolicy.workers import CollectorWorker, LearnerWorker
 from learner.placement import Placement, PlacementError, parse_placement
 from learner.runners.topology import topologies
 from rlinf_contracts.config import ConfigError
@@ -126,7 +126,7 @@ class Async:
         self.store = WeightStore.create(self.store_name)
         try:
             self.envs = WorkerGroup.launch(
-                EnvWorker, f"{cfg.name}-env", cluster, placement["env"], cfg
+                CollectorWorker, f"{cfg.name}-env", cluster, placement["env"], cfg
             )
             self.groups.append(self.envs)
             spec = self.envs.execute_on([0], "env_spec").wait()[0]

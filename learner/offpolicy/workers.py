@@ -6,9 +6,11 @@
   two bursts of updates) or :class:`EpisodeFeed` (env workers elsewhere, finished episodes
   through a bounded channel; weights go back through the run's ``WeightStore`` every
   ``train.publish_every`` updates).
-* :class:`EnvWorker` steps its share of the envs with the newest weights it has, for as long as
-  the run lasts (the runner stops it once the learner is done). The bounded channel
-  (``train.queue_episodes``) keeps it from running far ahead of a slower learner.
+* :class:`CollectorWorker` (env + acting policy in one process, unlike the on-policy
+  :class:`~learner.rollout.workers.EnvWorker`, which only steps envs) steps its share of the envs
+  with the newest weights it has, for as long as the run lasts (the runner stops it once the
+  learner is done). The bounded channel (``train.queue_episodes``) keeps it from running far
+  ahead of a slower learner.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class LearnerWorker(Worker):
         self.loop.close()
 
 
-class EnvWorker(Worker):
+class CollectorWorker(Worker):
     """Steps ``env.num_envs / world_size`` envs with the newest published actor, forever."""
 
     def __init__(self, cfg: OffPolicyConfig) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from learner.actor.trainer import Trainer, policy_spec
@@ -65,6 +65,34 @@ class FusedWorker(ActorWorker):
 
     def close(self) -> None:
         self.envs.close()
+
+
+class TrainFnWorker(Worker):
+    """Runs one whole training function in a placed process: the runners whose run is a single
+    :func:`~learner.runners.fit.fit` loop (offline, VLA SFT) need no worker class of their own."""
+
+    def __init__(self, train_fn: Callable[[Any], dict[str, Any]], cfg: Any) -> None:
+        self.train_fn, self.cfg = train_fn, cfg
+
+    def train(self) -> dict[str, Any]:
+        return self.train_fn(self.cfg)
+
+
+def run_placed(
+    train_fn: Callable[[Any], dict[str, Any]], cfg: Any, cluster: Any, name: str
+) -> dict[str, Any]:
+    """``train_fn(cfg)`` in one local process pinned like a fused worker (the ``learner`` slot's
+    cores and torch threads), which are given back afterwards."""
+    from learner.placement import parse_placement
+
+    placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
+    group = InProcessGroup(
+        TrainFnWorker, name, placement["learner"], cluster.slot_kind, train_fn, cfg
+    )
+    try:
+        return group.call("train").wait()[0]
+    finally:
+        group.shutdown()
 
 
 class _Done:

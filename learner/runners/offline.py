@@ -30,7 +30,6 @@ from learner.rollout.envs import build_env
 from learner.runners.budget import Budget
 from learner.runners.fit import Every, Rows, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
-from learner.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +37,9 @@ log = logging.getLogger(__name__)
 def run(cfg: OfflineConfig, cluster: Any) -> dict[str, Any]:
     """Train per ``cfg`` in one local process pinned like a fused worker (its slot's cores and
     torch threads); returns the final metrics (incl. held-out eval)."""
-    from learner.placement import parse_placement
-    from learner.runners.fused import InProcessGroup
+    from learner.runners.fused import run_placed
 
-    placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
-    group = InProcessGroup(
-        OfflineWorker, f"{cfg.name}-offline", placement["learner"], cluster.slot_kind, cfg
-    )
-    try:
-        return group.call("train").wait()[0]
-    finally:
-        group.shutdown()
-
-
-class OfflineWorker(Worker):
-    def __init__(self, cfg: OfflineConfig) -> None:
-        self.cfg = cfg
-
-    def train(self) -> dict[str, Any]:
-        return _train(self.cfg)
+    return run_placed(_train, cfg, cluster, f"{cfg.name}-offline")
 
 
 def _train(cfg: OfflineConfig) -> dict[str, Any]:

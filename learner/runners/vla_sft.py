@@ -33,7 +33,6 @@ from learner.runners.fit import Every, Rows, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
 from learner.sections import BudgetedTrainConfig, EnvConfig
 from learner.sections import h as _h
-from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
 from rlinf_data.demos import open_demos
 
@@ -215,27 +214,11 @@ def _train(cfg: VLASFTConfig) -> dict[str, Any]:
     return write_outputs(cfg, "vla_sft", history, final)
 
 
-class SFTWorker(Worker):
-    def __init__(self, cfg: VLASFTConfig) -> None:
-        self.cfg = cfg
-
-    def train(self) -> dict[str, Any]:
-        return _train(self.cfg)
-
-
 def run(cfg: VLASFTConfig, cluster: Any) -> dict[str, Any]:
     """SFT in one local process pinned like a fused worker (its slot's cores and torch threads)."""
-    from learner.placement import parse_placement
-    from learner.runners.fused import InProcessGroup
+    from learner.runners.fused import run_placed
 
-    placement = parse_placement(cfg.placement, cluster.num_slots, ["learner"])
-    group = InProcessGroup(
-        SFTWorker, f"{cfg.name}-sft", placement["learner"], cluster.slot_kind, cfg
-    )
-    try:
-        return group.call("train").wait()[0]
-    finally:
-        group.shutdown()
+    return run_placed(_train, cfg, cluster, f"{cfg.name}-sft")
 
 
 RUNNERS.add(
