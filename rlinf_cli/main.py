@@ -16,6 +16,7 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 
 from rlinf_cli.errors import USER_ERRORS, describe
 
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
             importlib.import_module(module).add_parser(sub)
         except ModuleNotFoundError as e:  # an optional part not installed / not built
             logging.getLogger(__name__).debug("subcommand %s unavailable: %s", name, e)
+    # no prefix matching: `--seed 3` (meant as the override `seed=3`) must not run `--seeds 3`
+    for p in [parser, *sub.choices.values()]:
+        p.allow_abbrev = False
     return parser
 
 
@@ -75,17 +79,50 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         hint = f"; did you mean {close[0]!r}?" if close else ""
         parser.error(f"unknown command {words[0]!r}{hint} (commands: {', '.join(SUBCOMMANDS)})")
     args, extra = parser.parse_known_args(argv)
-    target = next((a for a in _OVERRIDE_ATTRS if isinstance(getattr(args, a, None), list)), None)
+    target = target_attr(args)
     flags = [
         w
         for w in extra
         if w.startswith("-") or target is None or ("=" not in w and not w.startswith("~"))
     ]
     if flags:
-        parser.error(f"unrecognized arguments: {' '.join(flags)}")
+        parser.error(f"unrecognized arguments: {' '.join(flags)}{_flag_hint(parser, args, flags)}")
     if target is not None:
         setattr(args, target, [*getattr(args, target), *extra])
     return args
+
+
+def _flag_hint(parser: argparse.ArgumentParser, args: argparse.Namespace, flags: list[str]) -> str:
+    """ "; did you mean ...": the command's own flag closest to the first unknown one, and the
+    ``key=value`` override when the flag names a config key (``--seed 3`` -> ``seed=3``)."""
+    command = getattr(args, "command", None)
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    own = subs[0].choices.get(command) if subs and command else None
+    known = [o for a in (own or parser)._actions for o in a.option_strings]
+    name = flags[0].split("=", 1)[0]
+    close = difflib.get_close_matches(name, known, n=1)
+    hints = [f"the flag {close[0]}"] if close else []
+    key = name[2:].replace("-", "_")
+    if target_attr(args) is not None and key in _config_keys(getattr(args, "config", None)):
+        hints.append(f"the override {key}=VALUE")
+    return f"; did you mean {' or '.join(hints)}?" if hints else ""
+
+
+def _config_keys(path: str | None) -> set[str]:
+    """Top-level keys of the command's YAML config (empty when there is none or it is unreadable:
+    the hint is a courtesy, the real error comes later with its own message)."""
+    try:
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text()) if path else None
+    except (OSError, ValueError, yaml.YAMLError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()
+
+
+def target_attr(args: argparse.Namespace) -> str | None:
+    """The attribute holding the command's ``key=value`` overrides, if it takes any."""
+    return next((a for a in _OVERRIDE_ATTRS if isinstance(getattr(args, a, None), list)), None)
 
 
 def _default_environment() -> None:

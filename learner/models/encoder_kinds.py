@@ -44,6 +44,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
+from rlinf_contracts.config import ConfigError
 from rlinf_contracts.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,11 @@ def build_pixel_encoder(
 
 
 # ---------------------------------------------------------------------------- weights
-class EncoderWeightsError(ValueError):
-    """Weights that do not fit the encoder; the message names the keys and what to change."""
+class EncoderWeightsError(ConfigError):
+    """Weights that do not fit the encoder; the message names the keys and what to change.
+
+    A :class:`~rlinf_contracts.config.ConfigError`: the weights are named by the config
+    (``model.encoder.weights``), so the CLI reports it as one line naming that key."""
 
 
 def weights_file(path: str | Path) -> Path:

@@ -130,6 +130,22 @@ def test_unknown_flags_are_still_errors(capsys):
 @pytest.mark.parametrize(
     "argv, hint",
     [
+        # no prefix matching: `--seed 3` must not run three seeds as `--seeds 3` would
+        (["train", C, "--seed", "3"], "did you mean the flag --seeds or the override seed=VALUE?"),
+        (["train", C, "--sedes", "3"], "did you mean the flag --seeds?"),
+    ],
+)
+def test_an_unknown_flag_gets_the_close_flag_or_override(argv, hint, capsys, cluster_starts):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and cluster_starts == []
+    err = capsys.readouterr().err
+    assert hint in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
         (["evl", "runs/x"], "did you mean 'eval'?"),
         (["-v", "trian", C], "did you mean 'train'?"),
         (["zzz"], "unknown command 'zzz' (commands: train, eval,"),
