@@ -81,9 +81,9 @@ path, not rendering."""
 
 # ---- the weight-push server (a process of its own) ---------------------------------------------
 def state_spec() -> object:
-    """The policy client's state-only joint-delta layout (rlinf_ros.config.JOINT_DELTA_SPEC)."""
+    """The policy client's state-only joint-delta layout (``JOINT_DELTA_SPEC``)."""
     from rlinf_contracts.spec import RobotSpec
-    from rlinf_ros.config import JOINT_DELTA_SPEC
+    from rlinf_ros.policy_client_config import JOINT_DELTA_SPEC
 
     return RobotSpec.from_dict(JOINT_DELTA_SPEC)
 
@@ -243,8 +243,8 @@ def jitter_run(tmp: Path, hz: float, seconds: float, push_every: float, hidden: 
     from trajectory_msgs.msg import JointTrajectory
 
     from policy_server.push import WeightPusher, _to_bytes
-    from rlinf_ros.config import JOINT_DELTA_SPEC
     from rlinf_ros.conversions import stamp_to_sec
+    from rlinf_ros.policy_client_config import JOINT_DELTA_SPEC
 
     port = free_port()
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_camera.yaml").read_text())
