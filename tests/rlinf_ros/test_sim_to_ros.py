@@ -129,7 +129,8 @@ def test_a_policy_trained_for_another_robot_is_refused_once(
     tmp_path: Path, ros_domain_id: int
 ) -> None:
     """The first policy client's failure, now: a joint-delta ROS client meets a server whose
-    policy expects the 30-D reach state. One refusal naming both layouts, status ``refused``, no reconnect loop."""
+    policy expects the 30-D reach state. One refusal naming both layouts, status ``refused``, no
+    reconnect loop."""
     from ros_procs import Probe
     from std_msgs.msg import String
 
