@@ -14,6 +14,9 @@ Control modes (``ActionSpace.control``; the last entry is always the gripper, -1
 - ``joint_delta``: ``[dq1..dq7, grip]`` — ``joint_scale`` rad per step at |a| = 1.
 - ``joint_position``: ``[q1..q7, grip]`` — [-1, 1] mapped onto the joint limits.
 
+``ee_impedance`` (``[dx, dy, dz, grip]``) is not decoded here: it moves a Cartesian impedance
+target that a torque loop tracks with :func:`rlinf_contracts.impedance.impedance_torques`.
+
 End-effector modes take one damped-least-squares step on the Jacobian per control step, plus a
 null-space pull toward ``home`` so the redundant 7th joint does not drift.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
-from rlinf_contracts.spec import ActionSpace
+from rlinf_contracts.spec import ActionSpace, SpecError
 
 GRIPPER_MAX_WIDTH = 0.08  # m, Franka Hand
 PANDA_Q_MIN = np.array([-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973])
@@ -136,6 +139,11 @@ class ActionDecoder:
 
     def __init__(self, space: ActionSpace, home: np.ndarray, control_hz: float = 20.0) -> None:
         space.validate()
+        if space.control == "ee_impedance":
+            raise SpecError(
+                "action.control='ee_impedance' is applied by a torque loop "
+                "(rlinf_contracts.impedance), not decoded to joint targets"
+            )
         self.space = space
         self.control_hz = control_hz
         self.home = np.asarray(home, dtype=np.float64)

@@ -25,11 +25,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from rlinf_contracts.impedance import ImpedanceGains
+
 # the controllers a robot spec may name; what each means is in rlinf_contracts.control
 # ``raw``: numbers with no declared meaning (ad-hoc models, other frameworks' policies); no robot
 # side can decode them, so a robot spec never matches a raw policy
-CONTROL_MODES = ("ee_delta", "ee_delta_pos", "joint_delta", "joint_position", "raw")
-ACTION_DIMS = {"ee_delta": 7, "ee_delta_pos": 4, "joint_delta": 8, "joint_position": 8, "raw": 1}
+# ``ee_impedance``: ``[dx, dy, dz, grip]`` moves a Cartesian impedance target; a torque loop runs
+# the law of rlinf_contracts.impedance with the gains in ``ActionSpace.impedance``
+CONTROL_MODES = ("ee_delta", "ee_delta_pos", "ee_impedance", "joint_delta", "joint_position", "raw")
+ACTION_DIMS = {
+    "ee_delta": 7,
+    "ee_delta_pos": 4,
+    "ee_impedance": 4,
+    "joint_delta": 8,
+    "joint_position": 8,
+    "raw": 1,
+}
 
 
 class SpecError(ValueError):
@@ -67,6 +78,15 @@ class ActionSpace:
     # a step's joint move is scaled down (direction kept) to at most this fraction of the Franka
     # joint speed limits; 0 = unlimited. Without it a simulated arm moves faster than the real one
     max_joint_speed: float = 0.0
+    # the torque law's gains (ee_impedance only; None elsewhere, filled with defaults for it)
+    impedance: ImpedanceGains | None = None
+
+    def __post_init__(self) -> None:
+        # a map (from to_dict / the wire) becomes typed gains; ee_impedance always carries gains
+        if isinstance(self.impedance, dict) or (
+            self.impedance is None and self.control == "ee_impedance"
+        ):
+            object.__setattr__(self, "impedance", ImpedanceGains.from_dict(self.impedance))
 
     def validate(self) -> None:
         if self.control not in CONTROL_MODES:
@@ -80,6 +100,8 @@ class ActionSpace:
             raise SpecError(f"action.dim must be >= 1, got {self.dim}")
         if self.chunk < 1:
             raise SpecError(f"action.chunk must be >= 1, got {self.chunk}")
+        if self.impedance is not None:
+            self.impedance.validate()
 
     def label(self) -> str:
         return f"action[{self.dim}] {self.control} x{self.chunk}"
@@ -90,6 +112,9 @@ class ActionSpace:
             return (self.control, self.dim)
         if self.control.startswith("joint"):
             return (self.control, self.dim, self.joint_scale, self.max_joint_speed)
+        if self.control == "ee_impedance":
+            gains = self.impedance or ImpedanceGains()
+            return (self.control, self.dim, self.pos_scale, *sorted(gains.to_dict().items()))
         return (
             self.control,
             self.dim,
@@ -236,6 +261,10 @@ class RobotSpec:
         d["cameras"] = [[c.name, c.height, c.width] for c in self.cameras]
         d["base_position"] = list(self.base_position)
         d["home"] = list(self.home)
+        if self.action.impedance is None:  # specs of other modes keep their layout
+            del d["action"]["impedance"]
+        else:
+            d["action"]["impedance"] = self.action.impedance.to_dict()
         return d
 
     @classmethod
@@ -270,6 +299,13 @@ def _action_label(a: ActionSpace) -> str:
     speed = f" max_joint_speed={a.max_joint_speed:g}" if a.max_joint_speed else ""
     if a.control.startswith("joint"):
         return f"{a.control}[{a.dim}] joint_scale={a.joint_scale:g}{speed}"
+    if a.control == "ee_impedance":
+        g = a.impedance or ImpedanceGains()
+        return (
+            f"{a.control}[{a.dim}] pos_scale={a.pos_scale:g} stiffness={g.stiffness_pos:g}/"
+            f"{g.stiffness_rot:g} damping={g.damping_pos:g}/{g.damping_rot:g} "
+            f"max_force={g.max_force:g}"
+        )
     return (
         f"{a.control}[{a.dim}] pos_scale={a.pos_scale:g} rot_scale={a.rot_scale:g} "
         f"ik_damping={a.ik_damping:g} nullspace_gain={a.nullspace_gain:g}{speed}"

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlinf_contracts.impedance import ImpedanceGains
 from sim_bridges.mujoco_franka.control import CONTROL_MODES
 from sim_bridges.mujoco_franka.ood import OODConfig, parse_ood
 
@@ -29,7 +30,9 @@ class FrankaEnvConfig:
     task: str = "reach"
     num_envs: int = 1
     obs_mode: str = "state"  # state | rgb | state+rgb
-    control: str | None = None  # ee_delta | ee_delta_pos | joint_delta
+    control: str | None = None  # ee_delta | ee_delta_pos | joint_delta | ee_impedance
+    # ee_impedance gains (rlinf_contracts.impedance.ImpedanceGains fields); None = defaults
+    impedance: ImpedanceGains | None = None
     control_hz: float = 20.0
     physics_dt: float | None = None
     substeps: int | None = None
@@ -95,6 +98,10 @@ class FrankaEnvConfig:
             )
         if kwargs.get("obs_mode") in OBS_ALIASES:
             kwargs["obs_mode"] = OBS_ALIASES[kwargs["obs_mode"]]
+        if "impedance" in kwargs:
+            kwargs["impedance"] = ImpedanceGains.from_dict(
+                kwargs["impedance"], "env.kwargs.impedance"
+            )
         if "ood" in kwargs:
             kwargs["ood"] = parse_ood(kwargs["ood"])
         if "cameras" in kwargs:

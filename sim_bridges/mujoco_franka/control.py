@@ -10,6 +10,8 @@ Action layouts (the last entry is always the gripper: -1 closed, +1 fully open):
   ``pos_scale`` metres and rotation by ``rot_scale`` radians per control step (world frame).
 - ``ee_delta_pos``: ``[dx, dy, dz, grip]`` — orientation held at its value on reset.
 - ``joint_delta``: ``[dq1..dq7, grip]`` scaled by ``joint_scale`` radians per control step.
+- ``ee_impedance``: ``[dx, dy, dz, grip]`` moves a Cartesian impedance target; no joint target
+  at all: :mod:`.torque_loop` applies the law's torques on every physics substep.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import numpy as np
 
 from rlinf_contracts.control import dls_step as contract_dls_step
 from rlinf_contracts.control import ee_joint_targets, joint_joint_targets
+from rlinf_contracts.impedance import ImpedanceGains
 from rlinf_contracts.spec import ActionSpace
 from sim_bridges.mujoco_franka.model import GRIPPER_MAX_WIDTH, HOME_QPOS, FrankaModel
 
-CONTROL_MODES = ("ee_delta", "ee_delta_pos", "joint_delta")
-ACTION_DIMS = {"ee_delta": 7, "ee_delta_pos": 4, "joint_delta": 8}
+CONTROL_MODES = ("ee_delta", "ee_delta_pos", "joint_delta", "ee_impedance")
+ACTION_DIMS = {"ee_delta": 7, "ee_delta_pos": 4, "joint_delta": 8, "ee_impedance": 4}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class ControlConfig:
     nullspace_gain: float = 0.2
     max_joint_speed: float = 1.0  # fraction of the Franka joint speed limits a step may command
     control_hz: float = 20.0  # the period the speed limit applies to
+    impedance: ImpedanceGains | None = None  # ee_impedance gains (None: the defaults)
 
     def __post_init__(self) -> None:
         if self.mode not in CONTROL_MODES:
@@ -65,6 +69,7 @@ class ControlConfig:
             ik_damping=self.damping,
             nullspace_gain=self.nullspace_gain,
             max_joint_speed=self.max_joint_speed,
+            impedance=self.impedance if self.mode == "ee_impedance" else None,
         )
 
 

@@ -11,12 +11,22 @@ default joint impedance, critical damping, torque limits of the real Panda: 87 N
 firmware does. A joint target is then tracked inside ``mj_step`` with no Python per substep,
 and both joint-delta and end-effector-delta control reduce to "set a joint target".
 Nothing is downloaded: every file comes from the installed ``robosuite`` wheel.
+
+Why torque motors in ``arm_actuation="torque"`` scenes: Cartesian impedance control
+(``ee_impedance``) commands joint *torques* from a law evaluated on every physics substep.
+Zeroing the position actuators' gains or writing ``qfrc_applied`` over them would leave a
+second controller in the model; motors (``gear`` 1, force-limited to the Panda's torque
+limits) make ``ctrl`` the commanded torque, exactly what libfranka's torque interface takes.
+Body gravity compensation is off there: the torque loop adds MuJoCo's bias force
+(``qfrc_bias``: gravity and Coriolis of the arm) itself, as Franka's firmware adds gravity to a
+commanded torque, so compensation is not counted twice.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +46,8 @@ GRIPPER_MAX_WIDTH = 0.08
 TABLE_HEIGHT = 0.0  # world z of the table top; the robot base sits on the table
 ROBOT_BASE = (-0.56, 0.0, TABLE_HEIGHT)
 TABLE_HALF = (0.45, 0.6, 0.025)
+WORKSPACE_CENTER = (-0.08, 0.0, TABLE_HEIGHT)  # middle of where the tasks place objects
+FRONT_CAMERA_POS = (0.42, 0.0, 0.62)
 EE_SITE = "gripper0_grip_site"
 # geom groups: robosuite puts robot collision meshes in 0 and detailed visual meshes in 1; our
 # table, objects and markers go in 2 so either robot look can be rendered with them
@@ -77,6 +89,10 @@ class SceneOptions:
     extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(
         default_factory=dict
     )
+    arm_actuation: str = "position"  # position (joint targets) | torque (motors, see above)
+    # task-specific scene parts (static fixtures, held tools): module-level functions called
+    # with the MjSpec after the table and objects are added
+    builders: tuple[Callable[[mujoco.MjSpec], None], ...] = ()
 
 
 @dataclass
@@ -123,13 +139,29 @@ def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
     return idx
 
 
-def _arm_spec(assets: Path) -> mujoco.MjSpec:
+ARM_ACTUATIONS = ("position", "torque")
+
+
+def arm_actuator_name(joint: str, actuation: str) -> str:
+    return f"{'pos' if actuation == 'position' else 'tau'}_{joint}"
+
+
+def _arm_spec(assets: Path, actuation: str = "position") -> mujoco.MjSpec:
+    if actuation not in ARM_ACTUATIONS:
+        raise ValueError(f"arm_actuation={actuation!r}; use one of {ARM_ACTUATIONS}")
     spec = mujoco.MjSpec.from_file(str(assets / "robots" / "panda" / "robot.xml"))
     for act in list(spec.actuators):
         spec.delete(act)
     for i, name in enumerate(ARM_JOINTS):
-        act = spec.add_actuator(name=f"pos_{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        act.set_to_position(kp=float(ARM_KP[i]), dampratio=ARM_DAMPRATIO)
+        act = spec.add_actuator(
+            name=arm_actuator_name(name, actuation),
+            target=name,
+            trntype=mujoco.mjtTrn.mjTRN_JOINT,
+        )
+        if actuation == "position":
+            act.set_to_position(kp=float(ARM_KP[i]), dampratio=ARM_DAMPRATIO)
+        else:
+            act.set_to_motor()
         act.forcelimited = True
         act.forcerange = [-ARM_FORCE_LIMITS[i], ARM_FORCE_LIMITS[i]]
         act.ctrllimited = False
@@ -224,14 +256,36 @@ def _add_cameras(spec: mujoco.MjSpec, extra: dict) -> None:
         mode=mujoco.mjtCamLight.mjCAMLIGHT_TARGETBODY,
         targetbody="table_center",
     )
+    # front view over the workspace from the far side of the table, looking down at about 50 deg:
+    # the cube and the goal marker span ~5 px at 64 px (~2 px in `third`), which is what a
+    # camera-only policy needs to place them (a bench's front camera frames the task the same way)
+    world.add_camera(
+        name="front",
+        pos=list(FRONT_CAMERA_POS),
+        quat=list(_look_at(FRONT_CAMERA_POS, WORKSPACE_CENTER)),
+        fovy=45.0,
+    )
     for name, (pos, quat) in extra.items():
         world.add_camera(name=name, pos=list(pos), quat=list(quat))
+
+
+def _look_at(pos: tuple[float, ...], target: tuple[float, ...]) -> np.ndarray:
+    """Quaternion (w, x, y, z) of a camera at ``pos`` looking at ``target``, image up ~ world z
+    (a MuJoCo camera looks along its -z axis with +y up)."""
+    back = np.asarray(pos, float) - np.asarray(target, float)
+    z = back / np.linalg.norm(back)
+    x = np.cross([0.0, 0.0, 1.0], z)
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.stack([x, y, z], axis=1).flatten())
+    return quat
 
 
 def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     """Compose arm + gripper + table + objects + markers + cameras into one ``MjSpec``."""
     assets = robosuite_assets_dir()
-    spec = _arm_spec(assets)
+    spec = _arm_spec(assets, options.arm_actuation)
     spec.option.timestep = options.timestep
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.visual.global_.offwidth = max(options.offscreen_size[1], 640)
@@ -245,7 +299,9 @@ def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     gripper = mujoco.MjSpec.from_file(str(assets / "grippers" / "panda_gripper.xml"))
     spec.attach(gripper, prefix="gripper0_", site=mount)
     for body in spec.bodies:  # the Franka controller compensates gravity of arm and hand
-        if body.name.startswith(("link", "right_hand", "gripper0_")):
+        if options.arm_actuation == "position" and body.name.startswith(
+            ("link", "right_hand", "gripper0_")
+        ):
             body.gravcomp = 1.0
     _colour_collision_geoms(spec)
     spec.worldbody.add_body(name="table_center", pos=[0.0, 0.0, TABLE_HEIGHT + 0.1])
@@ -255,6 +311,8 @@ def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     for marker in options.markers:
         _add_marker(spec, marker)
     _add_cameras(spec, options.extra_cameras)
+    for build in options.builders:
+        build(spec)
     return spec
 
 
@@ -279,7 +337,7 @@ def compile_scene(options: SceneOptions | None = None) -> FrankaModel:
         model=model,
         arm_qpos=np.array([m.jnt_qposadr[j] for j in arm_j]),
         arm_dof=np.array([m.jnt_dofadr[j] for j in arm_j]),
-        arm_act=np.array([act(f"pos_{n}") for n in ARM_JOINTS]),
+        arm_act=np.array([act(arm_actuator_name(n, options.arm_actuation)) for n in ARM_JOINTS]),
         grip_qpos=np.array([m.jnt_qposadr[j] for j in grip_j]),
         grip_act=np.array(
             [act("gripper0_gripper_finger_joint1"), act("gripper0_gripper_finger_joint2")]

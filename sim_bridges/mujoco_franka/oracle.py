@@ -1,8 +1,9 @@
 """Scripted expert actions for any Franka env, in that env's own action layout.
 
 Each task's ``oracle`` says where the EE should go (metres) and what the gripper should do;
-this module turns that into normalised actions for ``ee_delta``, ``ee_delta_pos`` or
-``joint_delta`` control. Used by tests (success is reachable), DAgger and teleop baselines.
+this module turns that into normalised actions for ``ee_delta``, ``ee_delta_pos``,
+``ee_impedance`` (the displacement moves the impedance target) or ``joint_delta`` control.
+Used by tests (success is reachable), DAgger and teleop baselines.
 """
 
 from __future__ import annotations

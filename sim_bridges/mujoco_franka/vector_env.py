@@ -7,7 +7,11 @@ Parallelism across cores comes from running several env workers, not from this c
 
 State vector (float32): ``ee_pos(3) ee_rot6d(6) q(7) dq(7) gripper_width(1)`` then the task's
 features (reach: ``target(3) target-ee(3)``; push: ``obj, obj-ee, goal, goal-obj``; lift:
-``obj, obj-ee, height``).
+``obj, obj-ee, height``; insert: ``hole, hole-ee``).
+
+``ee_impedance`` control, and tasks that measure contact force (insert), step the physics
+substep by substep (:mod:`.torque_loop`); every other env keeps one ``mj_step`` call per
+control step.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from rlinf_contracts.env import EnvSpec, Observation
+from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.env import EnvSpec, Observation, StepResult
+from rlinf_contracts.impedance import ImpedanceGains
 from rlinf_contracts.stepping import Rows, RowStep, SteppedVectorEnv, copy_obs
 from sim_bridges.mujoco_franka.config import SHAPING_SCALE, FrankaEnvConfig
 from sim_bridges.mujoco_franka.control import ACTION_DIMS, ControlConfig, arm_targets, gripper_ctrl
@@ -34,6 +40,7 @@ from sim_bridges.mujoco_franka.ood import VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
 from sim_bridges.mujoco_franka.robot_spec import franka_robot_spec
 from sim_bridges.mujoco_franka.tasks import FrankaTask, get_task
+from sim_bridges.mujoco_franka.torque_loop import ImpedanceLoop, contact_force
 
 log = logging.getLogger(__name__)
 ROBOT_STATE_DIM = 24
@@ -48,6 +55,8 @@ def cached_model(options: SceneOptions) -> FrankaModel:
         options.timestep,
         options.table_rgba,
         tuple(sorted(options.extra_cameras.items())),
+        options.arm_actuation,
+        options.builders,
     )
     if key not in _MODEL_CACHE:
         _MODEL_CACHE[key] = compile_scene(options)
@@ -110,9 +119,17 @@ class FrankaVectorEnv(SteppedVectorEnv):
         task_cls = get_task(cfg.task)
         self.task: FrankaTask = task_cls(pos_scale=cfg.ood.pos_scale, pos_shift=cfg.ood.pos_shift)
         self.control = ControlConfig(
-            mode=cfg.control or self.task.default_control, control_hz=cfg.control_hz
+            mode=cfg.control or self.task.default_control,
+            control_hz=cfg.control_hz,
+            impedance=cfg.impedance,
         )
         dt, self.substeps = cfg.timing()
+        torque = self.control.mode == "ee_impedance"
+        if cfg.impedance is not None and not torque:
+            raise ConfigError(
+                f"env.kwargs.impedance is set but control is {self.control.mode!r}; "
+                "impedance gains apply to control=ee_impedance only"
+            )
         shapes = cfg.ood.object_shapes if self.task.needs_object else ("box",)
         self.fms: list[FrankaModel] = []
         for i in range(cfg.num_envs):
@@ -121,6 +138,8 @@ class FrankaVectorEnv(SteppedVectorEnv):
                 markers=self.task.markers,
                 timestep=dt,
                 extra_cameras=dict(self.task.extra_cameras),
+                arm_actuation="torque" if torque else "position",
+                builders=tuple(self.task.scene_builders),
             )
             self.fms.append(cached_model(opts))
         self.datas = [mujoco.MjData(fm.model) for fm in self.fms]
@@ -157,6 +176,22 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self._sources = [_row_sources(fm, d, self.task) for fm, d in zip(self.fms, self.datas)]
         self._ctrl_views = [_ctrl_target(fm, d) for fm, d in zip(self.fms, self.datas)]
         self._models = [fm.model for fm in self.fms]
+        # ee_impedance: the law runs on every physics substep (torque_loop); tasks that measure
+        # contact force need the per-substep loop too, in any mode
+        self._impedance = (
+            ImpedanceLoop(
+                self.control.action_space.impedance or ImpedanceGains(),
+                b,
+                self.control.pos_scale,
+                dt,
+            )
+            if torque
+            else None
+        )
+        self._contact_geoms = [self.task.contact_geoms(fm) for fm in self.fms]
+        self._per_substep = torque or any(len(g) for g in self._contact_geoms)
+        self.peak_contact_force = np.zeros(b)  # N, this episode's peak per env
+        self._ended_peak = np.zeros(b)  # the peak of each env's last finished episode
 
     # ----------------------------------------------------------------- reset
     def reset(self, seed: int | Sequence[int] | None = None) -> Observation:
@@ -164,6 +199,8 @@ class FrankaVectorEnv(SteppedVectorEnv):
         return super().reset(self.cfg.seed if seed is None and self._needs_reset else seed)
 
     def _reset_rows(self, rows: np.ndarray) -> None:
+        self._ended_peak[rows] = self.peak_contact_force[rows]
+        self.peak_contact_force[rows] = 0.0
         for i in rows.tolist():
             self._reset_one(i)
         _, dense = self._refresh(rows)  # _raw and state rows of all reset envs in one batch
@@ -180,6 +217,8 @@ class FrankaVectorEnv(SteppedVectorEnv):
         self.task.reset(fm, d, rng)
         mujoco.mj_forward(fm.model, d)
         self._target_rot[i] = d.site_xmat[fm.ee_site].reshape(3, 3)
+        if self._impedance is not None:
+            self._impedance.reset(i, fm, d, self._target_rot[i])
         if self.cfg.ood.varies_vision:
             self._visuals[i] = sample_visuals(self.cfg.ood, rng)
 
@@ -215,6 +254,38 @@ class FrankaVectorEnv(SteppedVectorEnv):
         ids = idx.tolist()
         datas = [self.datas[i] for i in ids]
         raw = self._raw[sel]  # kinematics of the previous step1 / reset, still current
+        if self._impedance is not None:
+            self._impedance.set_targets(ids, raw[:, _RAW_EE], acts[:, :3].astype(np.float64))
+            grip = gripper_ctrl(acts[:, -1])
+            for j, i in enumerate(ids):
+                datas[j].ctrl[self.fms[i].grip_act] = grip[j]
+        else:
+            self._set_joint_targets(ids, sel, datas, raw, acts)
+        if self._per_substep:
+            self._substeps(ids, datas)
+            return self._refresh(idx, sel)
+        nsub = self.substeps - 1
+        models = self._models
+        for j, i in enumerate(ids):
+            model, d = models[i], datas[j]
+            # step2 first: the position/velocity stage of this step was done by the previous
+            # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
+            # with no extra pass; the physics is exactly mj_step(nstep=substeps)
+            mujoco.mj_step2(model, d)
+            if nsub > 0:
+                mujoco.mj_step(model, d, nstep=nsub)
+            mujoco.mj_step1(model, d)
+        return self._refresh(idx, sel)
+
+    def _set_joint_targets(
+        self,
+        ids: list[int],
+        sel: np.ndarray | slice,
+        datas: list[mujoco.MjData],
+        raw: np.ndarray,
+        acts: np.ndarray,
+    ) -> None:
+        """Position-controlled modes: the controller's joint and finger targets into ``ctrl``."""
         rots = self._target_rot[sel]
         # all envs share kinematics, so any env's FrankaModel indexes them
         targets = arm_targets(
@@ -228,19 +299,35 @@ class FrankaVectorEnv(SteppedVectorEnv):
         )
         self._target_rot[sel] = rots
         ctrl = np.concatenate([targets, gripper_ctrl(acts[:, -1])], axis=1)
-        nsub = self.substeps - 1
-        models, ctrl_views = self._models, self._ctrl_views
         for j, i in enumerate(ids):
-            model, d = models[i], datas[j]
-            ctrl_views[i][:] = ctrl[j]
-            # step2 first: the position/velocity stage of this step was done by the previous
-            # step1 (or mj_forward on reset), so obs, reward and Jacobians read fresh kinematics
-            # with no extra pass; the physics is exactly mj_step(nstep=substeps)
-            mujoco.mj_step2(model, d)
-            if nsub > 0:
-                mujoco.mj_step(model, d, nstep=nsub)
-            mujoco.mj_step1(model, d)
-        return self._refresh(idx, sel)
+            self._ctrl_views[i][:] = ctrl[j]
+
+    def _substeps(self, ids: list[int], datas: list[mujoco.MjData]) -> None:
+        """The physics of one control step, substep by substep: the impedance law's torques
+        before each (torque control), the task's contact force after each."""
+        imp, models, peak = self._impedance, self._models, self.peak_contact_force
+        for _ in range(self.substeps):
+            tau = None if imp is None else imp.torques(self.fms[0], datas, ids)
+            for j, i in enumerate(ids):
+                d = datas[j]
+                if imp is not None and tau is not None:
+                    imp.apply(self.fms[i], d, tau[j])
+                mujoco.mj_step2(models[i], d)
+                # between step2 and step1: contacts and constraint forces of the same step
+                # (step1 detects new contacts, their forces come with the next step2)
+                if len(self._contact_geoms[i]):
+                    force = contact_force(models[i], d, self._contact_geoms[i])
+                    peak[i] = max(peak[i], force)
+                mujoco.mj_step1(models[i], d)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """The contract's step; envs whose task measures contact force add
+        ``info["peak_contact_force"]`` (N): each finished episode's peak, 0 for running ones."""
+        out = super().step(actions)
+        if self._per_substep and any(len(g) for g in self._contact_geoms):
+            done = out[2] | out[3]
+            out[4]["peak_contact_force"] = np.where(done, self._ended_peak, 0.0)
+        return out
 
     def _refresh(
         self, idx: np.ndarray, sel: np.ndarray | slice | None = None

@@ -158,7 +158,7 @@ def test_control_rate_and_substeps() -> None:
 
 
 def test_unknown_task_and_option_errors_are_clear() -> None:
-    with pytest.raises(UnknownEnvError, match="Known tasks: language, lift, push, reach"):
+    with pytest.raises(UnknownEnvError, match="Known tasks: insert, language, lift, push, reach"):
         make_env("mujoco_franka/reech", num_envs=1)
     with pytest.raises(TypeError, match="unknown mujoco_franka option.*'obs_mod'"):
         make_env("mujoco_franka/reach", num_envs=1, obs_mod="state")

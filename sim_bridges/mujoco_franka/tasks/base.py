@@ -93,6 +93,14 @@ class FrankaTask(abc.ABC):
     needs_object: bool = False
     # cameras this task adds to the scene: name -> (pos, quat), e.g. a close view of its objects
     extra_cameras: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    # scene parts beyond objects and markers (fixtures, a held tool): SceneOptions.builders
+    scene_builders: tuple[Callable[[mujoco.MjSpec], None], ...] = ()
+
+    def contact_geoms(self, fm: FrankaModel) -> np.ndarray:
+        """Geom ids whose contact force the env measures on every physics substep (peak per
+        episode in ``info["peak_contact_force"]``); empty = none measured (no per-substep
+        loop, the fast path)."""
+        return np.zeros(0, dtype=int)
 
     def __init__(
         self, pos_scale: float = 1.0, pos_shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
