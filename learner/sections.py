@@ -166,11 +166,22 @@ class OptimConfig:
     minibatches: int = field(
         default=4, metadata=h("optimizer steps per epoch (the batch is split)")
     )
+    strategy: str = field(
+        default="ddp",
+        metadata=h(
+            "how actor ranks share the model (learner.actor.strategies): ddp keeps a full copy "
+            "per rank and all-reduces gradients; fsdp shards parameters, gradients and "
+            "optimiser state over the ranks (FSDP2, sharded checkpoints)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         apply_aliases(self, "actor")
 
     def validate(self) -> None:
+        from learner.actor.strategies import check_strategy  # torch.distributed: only when checked
+
+        check_strategy(self.strategy)
         if self.lr <= 0:
             raise ConfigError(f"key 'actor.lr' must be > 0, got {self.lr}")
         if self.epochs < 1 or self.minibatches < 1:

@@ -1,5 +1,10 @@
 """Gradient averaging across actor ranks with ``torch.distributed`` (gloo on CPU, NCCL on GPU).
 
+``actor.strategy: ddp`` (:mod:`learner.actor.strategies`): every rank holds the whole model;
+:class:`GradSync` is also the base of the sharded strategy (:mod:`learner.actor.fsdp`), so its
+methods beyond the all-reduce (``wrap``, ``full_state_dict``, ``save_train_state``...) are the
+replicated answers to what a strategy is asked.
+
 Why not DistributedDataParallel: the actor's step loop is tiny and explicit, so one
 ``all_reduce`` over a flattened gradient per minibatch is simpler than wrapping the model,
 and it works unchanged for a single rank (every call is a no-op when ``world_size == 1``).
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,6 +33,9 @@ def free_address() -> str:
 
 class GradSync:
     """All-reduce helper for one process group; inert for a single rank."""
+
+    name = "ddp"
+    collective_state = False  # rank 0 alone can read or save the (replicated) weights
 
     def __init__(self, rank: int, world_size: int) -> None:
         self.rank, self.world_size = rank, world_size
@@ -81,6 +90,33 @@ class GradSync:
         t = t.clone()
         dist.all_reduce(t)
         return t
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Nothing to wrap: the all-reduce runs by hand in :meth:`average_grads`."""
+        return model
+
+    def clip_grad_norm(self, params: list[torch.nn.Parameter], max_norm: float) -> float:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+
+    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """Owned CPU copies of the (replicated) weights."""
+        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    def load_full_state_dict(
+        self, model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bool = True
+    ) -> None:
+        model.load_state_dict(state, strict=strict)
+
+    def save_train_state(self, path: Any, model: torch.nn.Module, optimizer: Any) -> bool:
+        """No sharded state: the single-file checkpoint holds the model and the optimiser."""
+        return False
+
+    def load_train_state(self, path: Any, model: torch.nn.Module, optimizer: Any) -> bool:
+        return False
+
+    def barrier(self) -> None:
+        if self.world_size > 1 and dist.is_initialized():
+            dist.barrier()
 
     def close(self) -> None:
         if self.world_size > 1 and dist.is_initialized():

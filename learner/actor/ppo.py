@@ -164,12 +164,16 @@ class PPOLearner:
         self.total_iterations = max(1, total_iterations)
         self.sync = sync or GradSync(0, 1)
         self.seed, self.iteration = seed, 0
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        groups = lr_groups(policy, dict(actor.lr_scale))
-        self.optimizer = torch.optim.Adam(
-            [{"params": ps, "scale": sc} for sc, ps in groups.items()], lr=actor.lr, eps=1e-5
-        )
+        self._make_optimizer()
         self._set_lr(0)
+
+    def _make_optimizer(self) -> None:
+        """Adam over the trainable parameters; again after a strategy replaced them (sharding)."""
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        groups = lr_groups(self.model, dict(self.cfg.lr_scale))
+        self.optimizer = torch.optim.Adam(
+            [{"params": ps, "scale": sc} for sc, ps in groups.items()], lr=self.cfg.lr, eps=1e-5
+        )
 
     def _set_lr(self, iteration: int) -> None:
         frac = 1.0 - iteration / self.total_iterations if self.cfg.anneal_lr else 1.0
@@ -290,9 +294,9 @@ class PPOLearner:
                 "entropy": float(entropy.detach()),
             }
         self.sync.average_grads(self.params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.algo.max_grad_norm)
+        grad_norm = self.sync.clip_grad_norm(self.params, self.algo.max_grad_norm)
         self.optimizer.step()
-        return {**metrics, "grad_norm": float(grad_norm)}
+        return {**metrics, "grad_norm": grad_norm}
 
     def _global_mean(self, values: list[float]) -> float:
         t = self.sync.sum(

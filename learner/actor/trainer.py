@@ -12,9 +12,11 @@ import logging
 from typing import Any
 
 import torch
+from torch.distributed.tensor import DTensor
 
-from learner.actor.ddp import GradSync, free_address
+from learner.actor.ddp import free_address
 from learner.actor.ppo import PPOLearner, names_under
+from learner.actor.strategies import make_strategy
 from learner.checkpoint import load_checkpoint, save_checkpoint
 from learner.models import Policy, PolicySpec, build_policy
 from learner.rollout.collect import derive_seed
@@ -73,7 +75,7 @@ class Trainer(PPOLearner):
             cfg.algorithm,
             cfg.actor,
             cfg.train.iterations,
-            GradSync(rank, world_size),
+            make_strategy(cfg.actor.strategy, rank, world_size),
             seed=cfg.seed,
         )
         self.run_cfg, self.rank = cfg, rank
@@ -91,43 +93,90 @@ class Trainer(PPOLearner):
             return items[0]
         return collate([t for _, t in sorted(items, key=lambda item: item[0])])  # type: ignore[misc]  # the one-trajectory case returned above
 
+    @property
+    def collective_state(self) -> bool:
+        """Whether reading or saving the weights needs every rank (``actor.strategy: fsdp``)."""
+        return bool(self.sync.collective_state) and self.sync.world_size > 1
+
     def publish_state(self) -> dict[str, torch.Tensor]:
-        return cpu_state_dict(self.policy())
+        """CPU weights on rank 0 (a gather across ranks when sharded; empty on the others)."""
+        return self.sync.full_state_dict(self.policy())
 
     def dist_address(self) -> str:
         return free_address()
 
     def init_dist(self, address: str) -> None:
+        """Join the actor group, then let the strategy wrap the model; a sharding one replaced
+        the parameters, so the optimiser is rebuilt on them."""
         self.sync.init(address)
+        self.model = self.sync.wrap(self.model)
+        if self.collective_state:
+            self._make_optimizer()
+            self._set_lr(self.iteration)
 
     def save(
         self, path: str, iteration: int, weight_version: int, metrics: dict[str, float]
     ) -> str:
-        """Write a checkpoint (rank 0; ranks hold identical weights)."""
-        from learner.checkpoint import rng_state
+        """Write a checkpoint: rank 0 the single-file layout (with the optimiser when it is
+        whole); under a sharded strategy every rank then adds its model and optimiser shards
+        (``sharded/``), which :meth:`load` prefers."""
+        from learner.checkpoint import rng_state, write_checkpoint
 
-        save_checkpoint(
-            path,
-            self.policy(),
-            iteration=iteration,
-            weight_version=weight_version,
-            optimizer=self.optimizer,
-            config=to_dict(self.run_cfg),
-            metrics=metrics,
-            rng=rng_state(),
-        )
+        if not self.collective_state:
+            if self.rank == 0:
+                save_checkpoint(
+                    path,
+                    self.policy(),
+                    iteration=iteration,
+                    weight_version=weight_version,
+                    optimizer=self.optimizer,
+                    config=to_dict(self.run_cfg),
+                    metrics=metrics,
+                    rng=rng_state(),
+                )
+            return path
+        policy = self.policy()
+        full = self.sync.full_state_dict(policy)
+        if self.rank == 0:
+            write_checkpoint(
+                path,
+                full,
+                {
+                    "name": getattr(policy, "model_name", "mlp"),
+                    "kwargs": getattr(policy, "model_kwargs", {}),
+                },
+                iteration=iteration,
+                weight_version=weight_version,
+                spec=policy.spec.to_dict(),
+                config=to_dict(self.run_cfg),
+                metrics=metrics,
+                rng=rng_state(),
+            )
+        self.sync.barrier()  # the directory exists (and is final) before the shards go in
+        self.sync.save_train_state(path, policy, self.optimizer)
         return path
 
     def load(self, path: str) -> dict[str, Any]:
         """Restore model, optimiser and iteration; returns the checkpoint meta (iteration...)."""
         ckpt = load_checkpoint(path)
-        self.load_state_dict(
-            {
-                "model": ckpt.model_state,
-                "optimizer": ckpt.optimizer_state,
-                "iteration": int(ckpt.meta["iteration"]),
-            }
-        )
+        if not self.collective_state:
+            self.load_state_dict(
+                {
+                    "model": ckpt.model_state,
+                    "optimizer": ckpt.optimizer_state,
+                    "iteration": int(ckpt.meta["iteration"]),
+                }
+            )
+        elif not self.sync.load_train_state(ckpt.path, self.policy(), self.optimizer):
+            self.sync.load_full_state_dict(self.policy(), ckpt.model_state)
+            self.iteration = int(ckpt.meta["iteration"])
+            log.warning(
+                "%s holds no sharded optimiser state (a run with another actor.strategy): "
+                "weights restored, Adam moments start fresh",
+                ckpt.path,
+            )
+        else:
+            self.iteration = int(ckpt.meta["iteration"])
         return {
             k: v for k, v in ckpt.meta.items() if k in ("iteration", "weight_version", "metrics")
         }
@@ -142,7 +191,10 @@ class Trainer(PPOLearner):
         ckpt = load_checkpoint(path)
         state = dict(ckpt.model_state)
         skip = list(self.run_cfg.train.init_skip)
-        if skip:
+        if skip and self.collective_state:  # the own values are shards: leave them where they are
+            kept = names_under(list(self.policy().state_dict()), skip, "train.init_skip", "tensor")
+            state = {k: v for k, v in state.items() if k not in kept}
+        elif skip:
             own = self.policy().state_dict()
             kept = names_under(list(own), skip, "train.init_skip", "tensor")
             state.update({k: own[k] for k in kept})
@@ -152,8 +204,8 @@ class Trainer(PPOLearner):
                 kept[:8],
             )
         try:
-            self.policy().load_state_dict(state)
-        except RuntimeError as e:
+            self.sync.load_full_state_dict(self.policy(), state, strict=not skip)
+        except (RuntimeError, KeyError) as e:
             raise ValueError(
                 f"train.init_from={path!r} does not fit model.name={self.run_cfg.model.name!r} "
                 f"with this env: {str(e).splitlines()[0]}"
@@ -161,5 +213,10 @@ class Trainer(PPOLearner):
         return path
 
     def param_vector(self) -> torch.Tensor:
-        """All trainable parameters, flattened (tests compare it across iterations / ranks)."""
-        return torch.cat([p.detach().reshape(-1) for p in self.policy().parameters()]).clone()
+        """All trainable parameters, flattened (tests compare it across iterations / ranks); a
+        gather when sharded, so every rank calls it."""
+        full = [
+            p.detach().full_tensor() if isinstance(p, DTensor) else p.detach()  # type: ignore[attr-defined]  # the isinstance picks DTensor
+            for p in self.policy().parameters()
+        ]
+        return torch.cat([p.reshape(-1) for p in full]).clone()

@@ -73,6 +73,12 @@ class ActorWorker(WeightPublisher, Worker):
     def publish_state(self) -> dict[str, torch.Tensor]:
         return self.learner.publish_state()
 
+    def publish(self) -> int:
+        """Rank 0 publishes; under a sharded strategy every rank joins the gather first."""
+        if self.rank != 0 and getattr(self.learner, "collective_state", False):
+            self.learner.publish_state()
+        return super().publish()
+
     def train_stream(self, inp: Any, key: Any, count: int, timeout: float | None) -> dict[str, Any]:
         """Take ``count`` items of ``key`` from channel ``inp`` (each prepared as it arrives),
         then :meth:`train` on them."""
@@ -96,7 +102,8 @@ class ActorWorker(WeightPublisher, Worker):
         return {**out, "weight_version": self.publish()}
 
     def save(self, path: str, iteration: int, metrics: dict[str, Any] | None = None) -> str:
-        """Rank 0 writes the checkpoint (ranks hold identical weights)."""
+        """Rank 0 writes the checkpoint (ranks hold identical weights); under a sharded strategy
+        every rank is called and writes its shards beside it."""
         return self.learner.save(path, iteration, self.version, dict(metrics or {}))
 
     def load(self, path: str) -> dict[str, Any]:

@@ -139,7 +139,8 @@ class _Run:
 
     def save(self, iteration: int, metrics: dict[str, float]) -> Path:
         path = checkpoint_dir(self.cfg.train.out_dir, iteration)
-        self.trainers.execute_on([0], "save", str(path), iteration, metrics).wait()
+        # every rank: a sharded (fsdp) strategy writes each rank's shards; ddp writes on rank 0
+        self.trainers.call("save", str(path), iteration, metrics).wait()
         return path
 
 
