@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from learner.live.config import LiveSection
 from learner.sections import BudgetedTrainConfig, EnvConfig, EnvRunConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
@@ -512,6 +513,10 @@ class OffPolicyConfig(EnvRunConfig):
     push: PushSection = field(
         default_factory=PushSection, metadata=_h("push weights to a policy server every N updates")
     )
+    live: LiveSection = field(
+        default_factory=LiveSection,
+        metadata=_h("a local web page + console line of the robots learning (learner.live)"),
+    )
 
     def validate(self) -> None:
         from learner.placement import check_placement_value, is_auto
@@ -551,4 +556,8 @@ class OffPolicyConfig(EnvRunConfig):
             raise ConfigError(
                 "key 'push.url' is for robots learning online (ingest.enabled: true); simulated "
                 "runs publish weights to their env workers"
+            )
+        if self.live.enabled and not self.ingest.enabled:
+            raise ConfigError(
+                "key 'live.enabled' shows robots learning online: it needs ingest.enabled: true"
             )

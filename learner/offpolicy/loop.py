@@ -55,6 +55,7 @@ class TrainLoop:
         self.iteration, self.version = 0, 0
         self.history: list[dict[str, float]] = []
         self.recent: deque[tuple[bool, float]] = deque(maxlen=100)
+        self.budget: Budget | None = None  # the running budget (the live view shows time left)
         if cfg.train.resume:
             self._resume(cfg.train.resume)
             self.history = prior_history(cfg.train.out_dir, self.iteration)
@@ -85,6 +86,7 @@ class TrainLoop:
         history."""
         cfg, core = self.cfg, self.core
         budget, logger = Budget.start(seconds_left), self._logger()
+        self.budget = budget
         wall0 = self.history[-1].get("time/wall_s", 0.0) if self.history else 0.0
         checkpoints = Cadence.after(cfg.train.checkpoint_every, core.env_steps)
         while core.env_steps < cfg.train.env_steps and not budget.training_over():

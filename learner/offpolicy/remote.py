@@ -187,6 +187,7 @@ class RobotFeed:
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
         self.judge = JudgeReports()  # the reward classifier's FP / FN rates, where robots send them
+        self.live: Any = None  # learner.live.recorder.LiveRecorder: sees transitions and episodes
         info = {"ingest_url": self.ingest.url, "store": ingest_store(cfg), "push_url": cfg.push.url}
         Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
         log.info(
@@ -217,10 +218,14 @@ class RobotFeed:
         for t in items:
             if t.info:  # an episode's first step: its info may carry a reward judge report
                 self.judge.add(t.robot_id, t.info.get("extra", {}).get("reward_judge"))
+            if self.live is not None:
+                self.live.transition(t)
             for ep in self.segments.add(t):
                 self._ingest(core, ep)
                 if ep.info.status != "aborted":
                     finished.append(ep)
+                    if self.live is not None:
+                        self.live.episode(ep)
         core.pending = self._queued()
         self._pay_in_slices(core)
         return finished
@@ -334,6 +339,7 @@ class RemoteLearnerWorker(Worker):
         self._initial(cfg)
         self.source = RobotFeed(cfg, self.core, spec, step_s)
         self.loop.extra_metrics = self.source.metrics
+        self.live = _live(cfg, self.loop, self.source)
 
     def _initial(self, cfg: OffPolicyConfig) -> None:
         """Pretrain on the demos (fresh runs only) and write the servable first actor."""
@@ -353,11 +359,38 @@ class RemoteLearnerWorker(Worker):
         path = Path(cfg.train.out_dir) / INITIAL
         if not path.exists():
             save(core, path, 0, 0, to_dict(cfg), {}, None)
-            log.info("initial actor written: serve it with 'rlinf serve --checkpoint %s'", path)
+            log.info(
+                "initial actor written: serve it with "
+                "'rlinf serve --checkpoint %s server.deterministic=false'",
+                path,
+            )
 
     def train(self, seconds_left: float | None) -> dict[str, Any]:
         return self.loop.run(self.source, seconds_left)
 
     def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
         self.source.close()
         self.loop.close()
+
+
+def _live(cfg: OffPolicyConfig, loop: TrainLoop, feed: RobotFeed) -> Any:
+    """The started live view (``learner.live``) tapping ``feed``; None without ``live.enabled``."""
+    if not cfg.live.enabled:
+        return None
+    from learner.live.config import resolve_token
+    from learner.live.recorder import LiveRecorder
+
+    live = LiveRecorder(
+        cfg.live,
+        resolve_token(cfg.live.token_file, cfg.ingest.token_file),
+        cfg.train.out_dir,
+        cfg.name,
+        rows=lambda: loop.history,
+        budget_left=lambda: None if loop.budget is None else loop.budget.left(),
+        reward_source=cfg.ingest.reward,
+        utd_ratio=cfg.algorithm.utd_ratio,
+    )
+    feed.live = live.start()
+    return live

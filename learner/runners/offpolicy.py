@@ -60,6 +60,10 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
     }
     if cfg.train.final_eval:
         final["eval"] = final_eval(cfg, result["checkpoint"], budget)
+        if cfg.live.enabled:  # the run's static live page shows it too
+            from learner.live.recorder import add_final_eval
+
+            add_final_eval(cfg.train.out_dir, final["eval"])
     final["elapsed_s"] = budget.elapsed()
     return write_outputs(cfg, "offpolicy", result["history"], final, cfg.train.tensorboard)
 
