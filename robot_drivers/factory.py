@@ -17,6 +17,10 @@ class ArmConfig:
     name: str = field(default="arm", metadata={"help": "arm name (logs, dual-arm side)"})
     backend: str = field(default="sim", metadata={"help": "sim | kinematic | libfranka | bridge"})
     ip: str = field(default="", metadata={"help": "robot IP (libfranka)"})
+    realtime: str = field(
+        default="enforce",
+        metadata={"help": "libfranka: enforce (PREEMPT_RT kernel) | ignore (franky-sim)"},
+    )
     joint_prefix: str = field(
         default="panda_", metadata={"help": "joint names are <prefix>joint1..7"}
     )
@@ -127,7 +131,7 @@ def _kinematic(cfg: ArmConfig) -> ArmBackend:
 def _libfranka(cfg: ArmConfig) -> ArmBackend:
     from robot_drivers.libfranka_arm import LibfrankaArmBackend
 
-    return LibfrankaArmBackend(cfg.ip)
+    return LibfrankaArmBackend(cfg.ip, realtime=cfg.realtime)
 
 
 def _bridge(cfg: ArmConfig) -> ArmBackend:

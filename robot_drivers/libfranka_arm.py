@@ -1,12 +1,26 @@
 """Real Franka backend over pylibfranka (import-guarded: this file imports without it).
 
-libfranka's control loop must answer every 1 ms, so it runs in its own thread: each cycle it
-reads the state, moves an internal command one step of a
-:class:`~robot_drivers.motion.ReferenceShaper` (velocity and acceleration limited) towards the
-newest safety-filtered target (or at the commanded joint velocity) and writes ``JointPositions``.
-Callers only set targets; they never block the loop. A ``ControlException`` (a reflex) ends
-the loop, the state reports REFLEX with the error, and :meth:`recover` runs
-``automatic_error_recovery()`` and restarts the loop.
+libfranka's control loop must answer every 1 ms, so it runs in its own thread, in one of two
+modes (:class:`_PositionMode`, :class:`_TorqueMode`), one at a time:
+
+- joint positions (the default): each cycle reads the state, moves an internal command one step
+  of a :class:`~robot_drivers.motion.ReferenceShaper` (velocity and acceleration limited)
+  towards the newest safety-filtered target (or at the commanded joint velocity) and writes
+  ``JointPositions``. Callers only set targets; they never block the loop.
+- torques (:meth:`LibfrankaArmBackend.start_torque_control`): each cycle calls a torque law
+  (:mod:`robot_drivers.torque_control`; any callable, e.g. the Cartesian impedance law) and
+  writes its torques, limited in size and rate, plus Coriolis. A joint command or
+  :meth:`~LibfrankaArmBackend.hold` (the watchdog, the e-stop) ends it: position mode holds.
+
+An exception in the loop (a ``ControlException`` reflex, a ``NetworkException``, a torque law
+error) ends it; the state reports REFLEX with the robot's error flags (else the exception) and
+:meth:`~LibfrankaArmBackend.recover` runs ``automatic_error_recovery()`` -- over a fresh
+connection when the old one was lost (libfranka's ``Robot`` is unusable after a network error)
+-- and restarts the position loop.
+
+pylibfranka's calls keep Python's GIL while they block (``readOnce`` up to one cycle, a gripper
+move for the whole move), so other Python threads of the process slow the loop down and vice
+versa: see docs/real_franka.md.
 """
 
 from __future__ import annotations
@@ -15,16 +29,34 @@ import importlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.config.errors import ConfigError
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend, DriverError
 from robot_drivers.motion import ReferenceShaper
+from robot_drivers.torque_control import TorqueInput, TorqueLaw, limit_torques
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
 
 log = logging.getLogger(__name__)
+
+# arm.realtime -> extra arguments of pylibfranka.Robot(ip, ...). "enforce" is libfranka's own
+# default (it refuses a kernel without PREEMPT_RT); "ignore" is for simulators and bench tests.
+REALTIME: dict[str, Callable[[Any], tuple[Any, ...]]] = {
+    "enforce": lambda fr: (),
+    "ignore": lambda fr: (fr.RealtimeConfig.kIgnore,),
+}
+# pylibfranka exception name on connect -> what to check (appended to the DriverError)
+CONNECT_HINTS: dict[str, str] = {
+    "RealtimeException": (
+        " -- run the robot PC on a PREEMPT_RT kernel, or set arm.realtime: ignore (simulators, "
+        "franky-sim; never a real robot)"
+    ),
+    "NetworkException": " -- check arm.ip, the cable, and that FCI is activated in Desk",
+}
 
 
 def import_pylibfranka() -> Any:
@@ -32,8 +64,9 @@ def import_pylibfranka() -> Any:
         return importlib.import_module("pylibfranka")
     except ImportError as e:
         raise DriverError(
-            "backend 'libfranka' needs pylibfranka (built against your robot's libfranka version; "
-            "see https://github.com/frankarobotics/libfranka); use backend 'sim' without a robot"
+            "backend 'libfranka' needs pylibfranka (pip install 'rlinf-ros[franka]'; its "
+            "libfranka must match the robot's system version, see docs/real_franka.md); "
+            "use backend 'sim' without a robot"
         ) from e
 
 
@@ -54,8 +87,69 @@ def error_names(errors: Any) -> tuple[str, ...]:
     )
 
 
+class _PositionMode:
+    """Joint position streaming through a :class:`ReferenceShaper` to the newest target."""
+
+    name = "position"
+
+    def __init__(self, arm: LibfrankaArmBackend) -> None:
+        self.arm = arm
+        self.shaper: ReferenceShaper | None = None
+
+    def start(self) -> Any:
+        return self.arm.robot.start_joint_position_control(
+            self.arm._fr.ControllerMode.JointImpedance
+        )
+
+    def step(self, state: Any) -> Any:
+        arm = self.arm
+        if self.shaper is None:
+            # velocity- and acceleration-limited, braking before the joint limits: no jump in
+            # speed for the robot's own controller to reflex on
+            q = np.asarray(state.q, dtype=np.float64)
+            self.shaper = ReferenceShaper(q, speed_fraction=arm.max_speed_fraction)
+        with arm._lock:
+            velocity, target = arm._velocity, arm._target
+        if velocity is not None:
+            cmd = self.shaper.step(1e-3, velocity=velocity)
+        else:
+            cmd = self.shaper.step(
+                1e-3, goal=target if target is not None else self.shaper.position
+            )
+        return arm._fr.JointPositions(cmd.tolist())
+
+
+class _TorqueMode:
+    """Torques of a law, limited by :func:`limit_torques`, plus Coriolis if asked."""
+
+    name = "torque"
+
+    def __init__(self, arm: LibfrankaArmBackend, law: TorqueLaw, compensate_coriolis: bool) -> None:
+        self.arm, self.law, self.compensate_coriolis = arm, law, compensate_coriolis
+        self.tau = np.zeros(7)  # the law's last torque after limiting: ramps up from zero
+
+    def start(self) -> Any:
+        if self.arm._model is None:
+            self.arm._model = self.arm.robot.load_model()
+        return self.arm.robot.start_torque_control()
+
+    def step(self, state: Any) -> Any:
+        model = self.arm._model
+        inp = TorqueInput(
+            q=np.asarray(state.q, dtype=np.float64),
+            dq=np.asarray(state.dq, dtype=np.float64),
+            o_t_ee=np.asarray(state.O_T_EE, dtype=np.float64).reshape(4, 4).T,
+            jacobian=np.asarray(model.zero_jacobian(state), dtype=np.float64).reshape(7, 6).T,
+            mass=np.asarray(model.mass(state), dtype=np.float64).reshape(7, 7).T,
+            tau_prev=self.tau.copy(),
+        )
+        self.tau = limit_torques(self.law(inp), self.tau, dt=inp.dt)
+        cmd = self.tau + np.asarray(model.coriolis(state)) if self.compensate_coriolis else self.tau
+        return self.arm._fr.Torques(cmd.tolist())
+
+
 class LibfrankaArmBackend(ArmBackend):
-    """A Franka (FR3 / Panda) over pylibfranka with an in-thread 1 kHz joint position loop."""
+    """A Franka (FR3 / Panda) over pylibfranka with an in-thread 1 kHz control loop."""
 
     def __init__(
         self,
@@ -64,78 +158,162 @@ class LibfrankaArmBackend(ArmBackend):
         collision_torque: tuple[float, float] = (20.0, 40.0),
         collision_force: tuple[float, float] = (10.0, 20.0),
         joint_impedance: tuple[float, ...] = (3000, 3000, 3000, 2500, 2500, 2000, 2000),
+        realtime: str = "enforce",
     ) -> None:
         if not ip:
             raise DriverError("backend 'libfranka' needs the robot's IP (arm.ip in the config)")
+        if realtime not in REALTIME:
+            raise ConfigError(
+                f"arm.realtime={realtime!r}: use one of {sorted(REALTIME)} (enforce on the "
+                "robot PC's PREEMPT_RT kernel, ignore for franky-sim)"
+            )
         self.ip = ip
+        self.realtime = realtime
         self.max_speed_fraction = max_speed_fraction
         self.step_max = np.asarray(PANDA_DQ_MAX) * max_speed_fraction * 1e-3  # rad per 1 ms cycle
         self.collision_torque = collision_torque
         self.collision_force = collision_force
         self.joint_impedance = joint_impedance
+        self.robot: Any = None
+        self.gripper: Any = None
+        self._model: Any = None
         self._lock = threading.Lock()
         self._state: Any = None
         self._target: np.ndarray | None = None
         self._velocity: np.ndarray | None = None
         self._errors: tuple[str, ...] = ()
+        self._connection_lost = False
         self._running = False
+        self._mode: _PositionMode | _TorqueMode | None = None
         self._thread: threading.Thread | None = None
+        self.cycles = 0  # control cycles run (all loops); a stalled loop stops counting
 
+    # ---- connection ---------------------------------------------------------------------
     def connect(self) -> None:
-        fr = self._fr = import_pylibfranka()
-        self.robot = fr.Robot(self.ip)
-        self.gripper = fr.Gripper(self.ip)
+        self._fr = import_pylibfranka()
+        self._open()
+        self.gripper = self._fr.Gripper(self.ip)
+        self._start(_PositionMode(self))
+
+    def _open(self) -> None:
+        """(Re)connect the arm and set its collision thresholds and joint impedance."""
+        fr = self._fr
+        self.robot = self._model = None  # the old connection closes before the new one opens
+        try:
+            self.robot = fr.Robot(self.ip, *REALTIME[self.realtime](fr))
+        except Exception as e:
+            hint = CONNECT_HINTS.get(type(e).__name__, "")
+            raise DriverError(f"libfranka arm at {self.ip}: {type(e).__name__}: {e}{hint}") from e
         lo_t, hi_t = self.collision_torque
         lo_f, hi_f = self.collision_force
         self.robot.set_collision_behavior([lo_t] * 7, [hi_t] * 7, [lo_f] * 6, [hi_f] * 6)
         self.robot.set_joint_impedance(list(self.joint_impedance))
-        self._state = self.robot.read_once()
-        self._target = np.asarray(self._state.q, dtype=np.float64)
-        self._start_loop()
-
-    def _start_loop(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._loop, name=f"libfranka-{self.ip}", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        fr = self._fr
-        try:
-            ctrl = self.robot.start_joint_position_control(fr.ControllerMode.JointImpedance)
-            state, _ = ctrl.readOnce()
-            cmd = np.asarray(state.q, dtype=np.float64)
-            # velocity- and acceleration-limited, braking before the joint limits: no jump in
-            # speed for the robot's own controller to reflex on
-            shaper = ReferenceShaper(cmd, speed_fraction=self.max_speed_fraction)
-            while self._running:
-                state, duration = ctrl.readOnce()
-                with self._lock:
-                    self._state = state
-                    velocity = self._velocity
-                    target = self._target if self._target is not None else cmd
-                if velocity is not None:
-                    cmd = shaper.step(1e-3, velocity=velocity)
-                else:
-                    cmd = shaper.step(1e-3, goal=target)
-                ctrl.writeOnce(fr.JointPositions(cmd.tolist()))
-        except Exception as e:  # ControlException / NetworkException: the robot stopped itself
-            with self._lock:
-                self._errors = error_names(
-                    getattr(self.robot.read_once(), "current_errors", None)
-                ) or (f"{type(e).__name__}: {e}",)
-            log.error("libfranka control loop stopped: %s", e)
-        finally:
-            self._running = False
+        self._connection_lost = False
+        with self._lock:
+            self._state = self.robot.read_once()
+            self._target = np.asarray(self._state.q, dtype=np.float64)
+            self._velocity = None
 
     def disconnect(self) -> None:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
+        self._stop()
         try:
             self.robot.stop()
         except Exception as e:
             log.warning("robot.stop() failed on disconnect: %s", e)
+        # a robot (and franky-sim) serves one client at a time: close ours now
+        self.robot = self.gripper = self._model = None
 
+    # ---- the control loop ---------------------------------------------------------------
+    @property
+    def robot_state(self) -> Any:
+        """The newest libfranka ``RobotState`` (``q_d``: the joints last commanded, ...)."""
+        with self._lock:
+            return self._state
+
+    @property
+    def control_mode(self) -> str:
+        """``position`` / ``torque`` while a loop runs, ``stopped`` otherwise."""
+        mode = self._mode
+        return mode.name if self._running and mode is not None else "stopped"
+
+    def _start(self, mode: _PositionMode | _TorqueMode) -> None:
+        with self._lock:
+            self._errors = ()
+        self._mode, self._running = mode, True
+        self._thread = threading.Thread(
+            target=self._loop, args=(mode,), name=f"libfranka-{self.ip}", daemon=True
+        )
+        self._thread.start()
+
+    def _stop(self) -> None:
+        """End the loop; a healthy one finishes its motion (``motion_finished``) first."""
+        self._running = False
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)  # readOnce gives up after 1 s without the robot
+
+    def _run(self, mode: _PositionMode | _TorqueMode) -> None:
+        ctrl = mode.start()
+        try:
+            while True:
+                state, _ = ctrl.readOnce()
+                with self._lock:
+                    self._state = state
+                cmd = mode.step(state)
+                if not self._running:
+                    cmd.motion_finished = True
+                    ctrl.writeOnce(cmd)
+                    return
+                ctrl.writeOnce(cmd)
+                self.cycles += 1
+        finally:
+            ctrl = None  # release the control lock before anyone reads the robot again
+
+    def _loop(self, mode: _PositionMode | _TorqueMode) -> None:
+        failure = ""
+        try:
+            self._run(mode)
+        except Exception as e:  # ControlException (reflex), NetworkException, a law's error
+            failure = f"{type(e).__name__}: {e}"
+            self._connection_lost = type(e).__name__ == "NetworkException"
+        if failure:
+            errors = () if self._connection_lost else self._robot_errors()
+            with self._lock:
+                self._errors = errors or (failure,)
+            log.error("libfranka %s loop stopped: %s (errors %s)", mode.name, failure, errors)
+        self._running = False
+
+    def _robot_errors(self) -> tuple[str, ...]:
+        try:
+            return error_names(getattr(self.robot.read_once(), "current_errors", None))
+        except Exception as e:
+            log.warning("could not read the robot's errors: %s", e)
+            return ()
+
+    def _position(self) -> None:
+        """Back to position mode, holding still, if a torque loop runs."""
+        if isinstance(self._mode, _TorqueMode) and self._running:
+            self._stop()
+            self.hold_here()
+            self._start(_PositionMode(self))
+
+    def hold_here(self) -> None:
+        with self._lock:
+            self._velocity = None
+            self._target = np.asarray(self._state.q, dtype=np.float64).copy()
+
+    # ---- torque streaming ---------------------------------------------------------------
+    def start_torque_control(self, law: TorqueLaw, compensate_coriolis: bool = True) -> None:
+        """Stream ``law``'s torques at 1 kHz instead of joint positions (see module doc)."""
+        if self._errors:
+            raise DriverError(f"robot has errors {list(self._errors)}: call recover() first")
+        self._stop()
+        self._start(_TorqueMode(self, law, compensate_coriolis))
+
+    def stop_torque_control(self) -> None:
+        """Back to the joint position loop, holding where the arm is."""
+        self._position()
+
+    # ---- ArmBackend ---------------------------------------------------------------------
     def read_state(self) -> ArmState:
         with self._lock:
             s, errors = self._state, self._errors
@@ -155,17 +333,18 @@ class LibfrankaArmBackend(ArmBackend):
         )
 
     def command_joint_positions(self, q: np.ndarray) -> None:
+        self._position()
         with self._lock:
             self._target, self._velocity = np.asarray(q, dtype=np.float64).copy(), None
 
     def command_joint_velocities(self, dq: np.ndarray) -> None:
+        self._position()
         with self._lock:
             self._velocity = np.asarray(dq, dtype=np.float64).copy()
 
     def hold(self) -> None:
-        with self._lock:
-            self._velocity = None
-            self._target = np.asarray(self._state.q, dtype=np.float64).copy()
+        self._position()
+        self.hold_here()
 
     def gripper_move(self, width: float, speed: float) -> bool:
         return bool(self.gripper.move(width, speed))
@@ -182,17 +361,27 @@ class LibfrankaArmBackend(ArmBackend):
         return bool(self.gripper.stop())
 
     def recover(self) -> bool:
-        self._running = False
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
+        self._stop()
         try:
-            self.robot.automatic_error_recovery()
+            self._recover_robot()
         except Exception as e:
             log.error("automatic_error_recovery failed: %s", e)
             return False
+        self._start(_PositionMode(self))
+        return True
+
+    def _recover_robot(self) -> None:
+        """``automatic_error_recovery()``; over a new connection if the old one is lost."""
+        if self._connection_lost:
+            self._open()
+        try:
+            self.robot.automatic_error_recovery()
+        except Exception as e:
+            if type(e).__name__ != "NetworkException":
+                raise
+            log.warning("connection to %s lost (%s): reconnecting", self.ip, e)
+            self._open()
+            self.robot.automatic_error_recovery()
         with self._lock:
-            self._errors = ()
             self._state = self.robot.read_once()
             self._target, self._velocity = np.asarray(self._state.q, dtype=np.float64), None
-        self._start_loop()
-        return True

@@ -11,6 +11,8 @@ PYTHON="${PYTHON:-python3}"
 EXTRAS="${EXTRAS:-learner,sim,robot,llm,maniskill,dev}"
 TORCH_PIN="torch==2.13.0"
 APT_PACKAGES=(libosmesa6 libgl1 libegl1 libglfw3 libusb-1.0-0 ffmpeg)
+# chromium: the headless browser of the live view's tests (tests/learner/live), dev extra only
+if [[ ",$EXTRAS," == *",dev,"* ]]; then APT_PACKAGES+=(chromium); fi
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 
@@ -35,7 +37,8 @@ install_apt() {
 }
 
 stamp_inputs() {
-    cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" "$ROOT/scripts/install_maniskill.sh"
+    cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" "$ROOT/scripts/install_maniskill.sh" \
+        "$ROOT/scripts/install_franky_sim.sh"
     echo "$EXTRAS"
 }
 
@@ -69,6 +72,9 @@ main() {
         bash "$ROOT/scripts/install_maniskill.sh" "$VENV"
     fi
     if [[ ",$EXTRAS," == *",dev,"* ]]; then
+        # franky-sim, the simulated Franka of the libfranka backend's tests, in a venv of its
+        # own (it pins mujoco 4; see scripts/install_franky_sim.sh and docs/real_franka.md)
+        bash "$ROOT/scripts/install_franky_sim.sh"
         # openpi-client pins numpy<2 in its metadata but runs on numpy 2: it is the reference
         # client of our policy server in the tests, so install it without its pins.
         "${pip[@]}" --no-deps "openpi-client==0.1.2"
