@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,7 @@ def ray_init_s() -> float:
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "rlinf_startup_bench"
+    shutil.rmtree(tmp, ignore_errors=True)  # fresh run dirs: rlinf train refuses a used out_dir
     cases = {
         "in-process (rlinf train default)": lambda i: first_iteration_s(
             [], str(tmp / f"inproc{i}")

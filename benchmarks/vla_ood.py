@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,10 +46,11 @@ def _train(
     """One ``rlinf train`` run; (final metrics, history, wall seconds, 1-min load at the end)."""
     from rlinf_cli.main import main
 
+    out_dir = next(o.split("=", 1)[1] for o in overrides if o.startswith("train.out_dir="))
+    shutil.rmtree(out_dir, ignore_errors=True)  # retrained from scratch: no earlier run's files
     t0 = time.perf_counter()
     if main(["train", config, *overrides]) != 0:
         raise RuntimeError(f"rlinf train {config} {' '.join(overrides)} failed")
-    out_dir = next(o.split("=", 1)[1] for o in overrides if o.startswith("train.out_dir="))
     data = json.loads((Path(out_dir) / "metrics.json").read_text())
     return data["final"], data["history"], time.perf_counter() - t0, _load()
 

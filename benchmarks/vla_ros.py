@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -91,6 +92,7 @@ def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
         ):
             raise RuntimeError("demo collection failed")
     out = work / "tokens_sft"
+    shutil.rmtree(out, ignore_errors=True)  # retrained from scratch: no earlier run's files
     if (
         main(
             [

@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return run_ros(args)
     from tqdm import tqdm
 
+    from rlinf_cli.collect_ros import failures_warning
     from rlinf_contracts.config import load_config
     from rlinf_contracts.env_registry import make_env
     from rlinf_data.store import EpisodeStore
@@ -110,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         attempts,
         successes / max(attempts, 1),
     )
+    warning = failures_warning(kept, successes, args.only_success)
+    if warning:
+        log.warning("collect: %s", warning)
     if kept < args.episodes:
         log.error(
             "only %d of %d successful episodes within %d attempts; raise --max-attempts or "

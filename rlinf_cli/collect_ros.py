@@ -11,7 +11,10 @@ the graph once ``--episodes`` episodes were kept (re-recorded ones do not count;
 ``--only-success`` only successful ones count, at most ``--max-attempts`` episodes, default 5x).
 Once the graph has stopped, the episodes this run recorded that were interrupted (the one in
 flight at the stop) are discarded, and with ``--only-success`` the failed ones too; the last
-log line counts what was kept and discarded. Registered in ``rlinf_cli/collect.py``: a
+log line counts what was kept and discarded, and without ``--only-success`` a warning names the
+failed episodes kept as demonstrations (they teach the failure too) and the flag that keeps only
+successes. The bar, its ``failed`` count and the summary all read the recorder's episodes, so
+they agree. Registered in ``rlinf_cli/collect.py``: a
 positional argument ending in ``.yaml`` selects this source.
 """
 
@@ -44,6 +47,10 @@ class Counts:
     failed_discarded: int = 0
     interrupted_discarded: int = 0
 
+    @property
+    def failed_kept(self) -> int:
+        return self.kept - self.successes
+
     def describe(self, out: Path) -> str:
         return (
             f"{self.kept} episodes kept in {out} ({self.successes} successful); discarded "
@@ -51,9 +58,22 @@ class Counts:
         )
 
 
+def failures_warning(kept: int, successes: int, only_success: bool) -> str | None:
+    """One line when failed episodes were kept as demonstrations (a demo store teaches what it
+    holds, failures too), with the fix; ``None`` when every kept episode succeeded."""
+    failed = kept - successes
+    if only_success or failed <= 0:
+        return None
+    return (
+        f"{failed} of {kept} kept episodes failed and are in the store as demonstrations; "
+        "collect with --only-success (and --max-attempts N) to keep only successful ones"
+    )
+
+
 def run_ros(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from rlinf_cli.preflight import check_streamer_token
     from rlinf_ros.config import load_graph_config
     from rlinf_ros.graph import Graph, graph_env, node_commands
 
@@ -72,6 +92,7 @@ def run_ros(args: argparse.Namespace) -> int:
         f"recorder.status_path={status_path}",
     ]
     cfg = load_graph_config(args.env, overrides)
+    check_streamer_token(cfg)
     if cfg.task.enabled:
         overrides.append(
             f"task.episodes={budget + 1}"
@@ -98,6 +119,9 @@ def run_ros(args: argparse.Namespace) -> int:
         graph.stop()
     counts = settle(out, first, only_success)
     log.info("collect: %s", counts.describe(out))
+    warning = failures_warning(counts.kept, counts.successes, only_success)
+    if warning:
+        log.warning("collect: %s", warning)
     if rc == 0 and counts.kept < args.episodes:
         log.error("only %d of %d episodes were kept in the store", counts.kept, args.episodes)
         rc = 1
@@ -172,6 +196,7 @@ def _watch(
         rate, ratio = status.get("success_rate"), status.get("intervention_ratio")
         bar.set_postfix(
             success=f"{rate:.2f}" if rate is not None else "-",
+            failed=max(0, done - status.get("successes", 0)),
             intervention=f"{ratio:.2f}" if ratio is not None else "-",
             steps=status.get("steps", 0),
         )

@@ -6,6 +6,9 @@
   LLM reasoning / agentic: accuracy on a dataset; reward classifier: accuracy on its held-out
   episodes). Results (``results.json``) and the video go to ``--out``, by default
   ``<run>/evals/<checkpoint>_seed<S>/``: never into the checkpoint, which stays as trained.
+  The video only with ``--video [PATH]``: rendering costs ten times the episodes themselves.
+  The run's robot-facing sections (``ingest``, ``push``) are switched off: an evaluation opens
+  no ingest and pushes no weights, so it needs none of their tokens.
 - ``rlinf eval --policy-server ws://HOST:PORT CONFIG_OR_RUN [--ood id,vision]`` streams a sim env's
   observations to a running policy server and executes the returned chunks: the path a real
   robot uses. The env is the YAML's, or the run directory's stored config's (``eval.env`` when
@@ -20,6 +23,13 @@ import logging
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+DEFAULT_VIDEO = "<out>/eval.mp4"
+# sections of a stored run config an evaluation never uses, and the values that switch them off:
+# an online run's ingest and weight push would otherwise ask for tokens they never send
+UNUSED_IN_EVAL: dict[str, dict[str, object]] = {
+    "ingest": {"enabled": False, "token_file": None},
+    "push": {"url": "", "token_file": None},
+}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -64,8 +74,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", default=None, help="output folder (default: <run>/evals/<checkpoint>_seed<S>/)"
     )
-    p.add_argument("--video", default=None, help="mp4 path (default: <out>/eval.mp4)")
-    p.add_argument("--no-video", action="store_true", help="do not render a video")
+    p.add_argument(
+        "--video",
+        nargs="?",
+        const=DEFAULT_VIDEO,
+        default=None,
+        metavar="PATH",
+        help="also render a video (default path: <out>/eval.mp4); off by default",
+    )
+    p.add_argument("--no-video", action="store_true", help="no video (the default)")
     p.add_argument(
         "--dataset",
         default=None,
@@ -99,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.episodes is not None and args.episodes < 1:
         raise PreflightError(f"--episodes must be >= 1, got {args.episodes}")
+    _take_video_override(args)
     _resolve_target(args)
     if args.policy_server:
         return _eval_server(args)
@@ -115,19 +133,49 @@ def _eval_embodied(ckpt: Path, args: argparse.Namespace, seed: int, out: Path) -
     """Success per OOD split in the sim env the run trained on (PPO / GRPO, off-policy, offline,
     VLA SFT: every checkpoint that acts)."""
     from learner.eval.embodied import evaluate_checkpoint
-    from rlinf_contracts.config import parse_overrides
 
     splits = args.ood.split(",") if args.ood else None
-    video = "" if args.no_video else (args.video or str(out / "eval.mp4"))
     return evaluate_checkpoint(
         str(ckpt),
         episodes=args.episodes,
         seed=seed,
         ood_splits=splits,
-        video_path=video,
-        overrides=parse_overrides(args.overrides),
+        video_path=video_path(args, out),
+        overrides=eval_overrides(args.overrides, _read_meta(ckpt).get("config") or {}),
         progress=True,
     )
+
+
+def video_path(args: argparse.Namespace, out: Path) -> str:
+    """The mp4 to write, or "" for none (the default; ``--no-video`` wins over ``--video``)."""
+    if args.no_video or args.video is None:
+        return ""
+    return str(out / "eval.mp4") if args.video == DEFAULT_VIDEO else args.video
+
+
+def eval_overrides(overrides: list[str], stored: dict) -> dict:
+    """The user's ``key=value`` overrides over :data:`UNUSED_IN_EVAL` (only the sections the
+    stored config has: another runner's config would refuse an unknown section)."""
+    from rlinf_contracts.config import parse_overrides
+
+    off = {k: dict(v) for k, v in UNUSED_IN_EVAL.items() if isinstance(stored.get(k), dict)}
+    return _merged(off, parse_overrides(overrides))
+
+
+def _merged(base: dict, over: dict) -> dict:
+    """``over`` onto ``base``, nested sections merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def _take_video_override(args: argparse.Namespace) -> None:
+    """``--video key=value``: argparse gave the first override to the optional PATH."""
+    if args.video and "=" in args.video and not args.video.endswith(".mp4"):
+        args.overrides = [args.video, *args.overrides]
+        args.video = DEFAULT_VIDEO
 
 
 def _eval_llm(ckpt: Path, args: argparse.Namespace, seed: int, out: Path) -> dict:
@@ -220,13 +268,12 @@ def _eval_server(args: argparse.Namespace) -> int:
     from learner.runners.config import EnvConfig, EvalConfig
     from policy_server.sim_eval import run_sim_eval
     from rlinf_cli.preflight import check_env_name, check_ws_url
-    from rlinf_contracts.config import from_dict, load_config, parse_overrides
+    from rlinf_contracts.config import from_dict, load_config
 
     check_ws_url(args.policy_server, "--policy-server", must_listen=True)
     if Path(args.target).is_dir():  # a run / checkpoint directory: the config it was trained with
-        cfg = checkpoint_config(
-            _checkpoint_meta(Path(args.target)), parse_overrides(args.overrides)
-        )
+        meta = _checkpoint_meta(Path(args.target))
+        cfg = checkpoint_config(meta, eval_overrides(args.overrides, meta.get("config") or {}))
     else:
         raw = load_config(args.target, args.overrides)
         cfg = SimpleNamespace(

@@ -10,14 +10,23 @@ lines naming the key and the fix:
   when the config is built), LLM rewards, with "did you mean";
 - paths: ``train.resume``, data files of the reasoning runner;
 - URLs: a policy server (``ws://HOST:PORT``) must be well formed and, for ``rlinf eval``,
-  listening; ``--ray-address`` must name a running cluster.
+  listening; ``--ray-address`` must name a running cluster;
+- listen ports: the ingest of a learner (``ingest.port``) and the policy server of ``rlinf
+  serve`` (``server.port``) must be free *before* anything loads: a busy port found when the
+  learner opens its ingest costs the whole start-up and demo pretraining first;
+- ``train.out_dir``: a directory that already holds a run is refused unless the run resumes it
+  (:func:`check_out_dir`): a second run there would reuse the first one's initial actor and
+  episode store and leave its checkpoints beside the new ones.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import logging
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -27,6 +36,9 @@ from rlinf_cli.errors import PreflightError
 log = logging.getLogger(__name__)
 PLACEMENT_COMPONENTS = {"EmbodiedConfig": ("env", "rollout", "actor")}
 GPU_ONLY_BACKENDS = ("vllm", "sglang")
+# written into a run's out_dir by a launcher just before the run starts (``rlinf train --seeds``
+# opens ``<out_dir>/seed_<k>/train.log`` for the seed's own ``rlinf train``): not a previous run
+LAUNCHER_FILES = frozenset({"train.log"})
 
 
 def _near(name: str, known: list[str]) -> str:
@@ -125,6 +137,14 @@ def check_ws_url(url: str, key: str, must_listen: bool) -> None:
         ) from None
 
 
+def check_streamer_token(graph: Any, only: list[str] | None = None) -> None:
+    """A graph whose streamer starts needs its ingest token now, not when the node is up: the
+    same read the node does (file or environment, inherited by the nodes), without the value."""
+    streamer = graph.streamer
+    if streamer.enabled and (only is None or streamer.name in only):
+        streamer.resolved_stream()  # ConfigError naming streamer.token_file / the variable
+
+
 def check_cluster(cluster: Any) -> None:
     if cluster.address:
         from learner.cluster import check_address
@@ -149,12 +169,119 @@ def _runs_elsewhere(cfg: Any) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class ListenPort:
+    """A TCP port something of ours will listen on, and how a user picks another."""
+
+    key: str  # the config key (and flag) that names it, e.g. "ingest.port"
+    host: str
+    port: int
+    pick: str  # the fix, e.g. "ingest.port=8101 ... and the robots' streamer.stream.url"
+
+
+def check_listen_port(lp: ListenPort) -> None:
+    """Bind ``host:port`` the way the server will (``SO_REUSEADDR``, as asyncio / websockets do)
+    and let go at once: a port another process listens on fails here, a port in TIME_WAIT does
+    not. Port 0 (the system picks a free one) is always free."""
+    if lp.port == 0:
+        return
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            lp.host, lp.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(addr)
+    except OSError as e:
+        raise PreflightError(_port_message(lp, e)) from None
+
+
+def _port_message(lp: ListenPort, e: OSError) -> str:
+    if e.errno == errno.EADDRINUSE:
+        why = (
+            f"port {lp.port} on {lp.host} is already in use (another learner or server still "
+            f"running? `ss -ltnp 'sport = :{lp.port}'` names it)"
+        )
+    else:
+        why = f"cannot listen on {lp.host}:{lp.port} ({e.strerror or e})"
+    return f"key '{lp.key}': {why}; stop it or pick another port: {lp.pick}"
+
+
+def _another(port: int) -> int:
+    return port + 1 if port < 65535 else port - 1
+
+
+def _ingest_port(cfg: Any) -> ListenPort | None:
+    ingest = getattr(cfg, "ingest", None)
+    if ingest is None or not getattr(ingest, "enabled", False):
+        return None
+    other = _another(ingest.port)
+    return ListenPort(
+        "ingest.port",
+        ingest.host,
+        ingest.port,
+        f"ingest.port={other} (0 picks a free one, written to <out_dir>/ingest.json) and "
+        f"streamer.stream.url=ws://HOST:{other}/transitions on the robots",
+    )
+
+
+# what a runner config may listen on: each returns the port or None when the config opens none
+TRAIN_LISTEN_PORTS: tuple[Callable[[Any], ListenPort | None], ...] = (_ingest_port,)
+
+
+def check_train_ports(cfg: Any) -> None:
+    for find in TRAIN_LISTEN_PORTS:
+        lp = find(cfg)
+        if lp is not None:
+            check_listen_port(lp)
+
+
+def serve_port(server: Any) -> ListenPort:
+    """The policy server's port (``ServerConfig``), with the fix ``rlinf serve`` takes."""
+    other = _another(server.port)
+    return ListenPort(
+        "server.port",
+        server.host,
+        server.port,
+        f"--port {other} (or server.port={other}; 0 picks a free one) and "
+        f"policy_client.server_url / push.url=ws://HOST:{other} on its clients",
+    )
+
+
+def previous_run(out_dir: Path) -> list[str]:
+    """What a run directory already holds (sorted names; launcher files do not count)."""
+    if not out_dir.is_dir():
+        return []
+    return sorted(p.name for p in out_dir.iterdir() if p.name not in LAUNCHER_FILES)
+
+
+def check_out_dir(train: Any) -> None:
+    """A non-empty ``train.out_dir`` is refused unless ``train.resume`` is set: a second run
+    there would silently reuse the first one's ``initial`` actor and episode store, overwrite
+    its ``metrics.json`` and leave its later checkpoints beside the new ones."""
+    out = Path(train.out_dir)
+    if getattr(train, "resume", None):
+        return
+    if out.exists() and not out.is_dir():
+        raise PreflightError(f"key 'train.out_dir': {out} is a file, not a directory")
+    held = previous_run(out)
+    if not held:
+        return
+    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+    resume = "continue it with train.resume=true, " if hasattr(train, "resume") else ""
+    raise PreflightError(
+        f"key 'train.out_dir': {out} already holds a run ({shown}); {resume}start a fresh one "
+        f"beside it with --new-run ({out}-YYYYmmdd-HHMMSS), or set another train.out_dir"
+    )
+
+
 def check_train(cfg: Any) -> None:
     """Every check that applies to a runner config (embodied or reasoning)."""
     kind = type(cfg).__name__
     check_cluster(cfg.cluster)
     if _runs_elsewhere(cfg):
         return
+    check_train_ports(cfg)
     check_placement(cfg.placement, PLACEMENT_COMPONENTS.get(kind), cfg.cluster)
     if kind == "EmbodiedConfig":
         check_env_name(cfg.env.name)

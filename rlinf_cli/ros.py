@@ -73,7 +73,7 @@ def check_only(only: list[str] | None, nodes: list[str], config: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlinf_cli.preflight import check_ws_url
+    from rlinf_cli.preflight import check_streamer_token, check_ws_url
     from rlinf_ros.config import load_graph_config
     from rlinf_ros.graph import node_commands, up
 
@@ -90,4 +90,5 @@ def run(args: argparse.Namespace) -> int:
         for n in node_commands(cfg, args.config, args.overrides):
             print(f"{n.name} ({n.kind}): {' '.join(n.argv)}")
         return 0
+    check_streamer_token(cfg, only)
     return up(args.config, args.overrides, only=only, duration_s=args.duration)

@@ -4,8 +4,9 @@
 - ``rlinf serve --config serve.yaml [key=value ...]`` where the YAML has ``checkpoint:`` or
   ``policy: {name, spec, kwargs}`` and an optional ``server:`` section (``ServerConfig`` keys).
 
-Flags override the config file. Secrets never come from the command line (argv is visible to
-every user): ``--api-key-file`` / ``--weights-token-file``, or ``RLINF_API_KEY`` /
+The listen port is checked before the model loads: a busy one is refused with the flag to
+change it. Flags override the config file. Secrets never come from the command line (argv is
+visible to every user): ``--api-key-file`` / ``--weights-token-file``, or ``RLINF_API_KEY`` /
 ``RLINF_WEIGHTS_TOKEN`` (and their ``*_FILE`` forms). Runs until SIGINT (Ctrl-C) or SIGTERM
 (``docker stop``, systemd), then closes every connection with 1001 and exits 0: a requested stop
 is a clean exit, so a supervisor does not count it as a failure.
@@ -168,8 +169,10 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
 
 def run(args: argparse.Namespace) -> int:
     from policy_server.server import PolicyServer
+    from rlinf_cli.preflight import check_listen_port, serve_port
 
     cfg = build_config(args)
+    check_listen_port(serve_port(cfg.server))  # before the model loads, not after
     policy, version, name = load_served_policy(cfg)
     server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
     if cfg.server.weights_token is None:

@@ -3,7 +3,10 @@
 Order: build the typed config (unknown keys, types, names resolved at build time) -> the
 planning step (``placement: auto`` -> a placement: :func:`learner.scheduling.auto.plan`) -> the
 preflight (``rlinf_cli.preflight``: placement against the slots that will exist, env / model
-names, paths, addresses) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
+names, paths, addresses, listen ports) -> ``train.out_dir``: one that already holds a run is
+refused unless ``train.resume`` continues it (``train.resume=true`` means ``train.out_dir``), or
+``--new-run`` moves the run to a fresh ``<out_dir>-YYYYmmdd-HHMMSS`` beside it (``--dry-run``
+only warns: it writes nothing) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
 says the run is one local process (the fused default) -> the runner -> one summary line on
 stdout (``rlinf_cli.summary``). With ``--seeds``, the checks run once here and each seed
 is its own ``rlinf train`` process (``rlinf_cli.seeds``), aggregated into ``<out_dir>/seeds.*``.
@@ -14,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="validate, run every pre-start check, print the resolved config, exit",
     )
     p.add_argument(
+        "--new-run",
+        action="store_true",
+        help="train.out_dir already holds a run: write this one to a fresh "
+        "<out_dir>-YYYYmmdd-HHMMSS beside it (logged) instead",
+    )
+    p.add_argument(
         "--seeds",
         default=None,
         metavar="N|S,S,...",
@@ -56,6 +67,7 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     from rlinf_contracts.config.errors import ConfigError
 
     raw = load_config(config, overrides)
+    resume_here = _take_resume_true(raw)
     # a full-size VLA (configs/vla_*_gpu.yaml): model vla_adapter, checkpoint checked
     if "adapter" in raw:
         from learner.models.vla_adapter_policy import fold_adapter_section
@@ -66,11 +78,69 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
         raise ConfigError(f"key 'runner' expects str, got {name!r}")
     spec = runner_spec(name)
     cfg = from_dict(spec.config_cls, raw)
+    if resume_here:
+        _resume_out_dir(cfg)
     if ray_address:
         cfg.cluster.address = ray_address
     cfg = plan(cfg)  # placement: auto -> the best predicted placement (profiles, cached)
     check_train(cfg)
     return spec, cfg
+
+
+def _take_resume_true(raw: dict[str, Any]) -> bool:
+    """``train.resume=true`` is shorthand for "resume ``train.out_dir``": taken out of ``raw``
+    here (the key itself holds a path) and filled in by :func:`_resume_out_dir`."""
+    train = raw.get("train")
+    if isinstance(train, dict) and train.get("resume") is True:
+        del train["resume"]
+        return True
+    return False
+
+
+def _resume_out_dir(cfg: Any) -> None:
+    from rlinf_cli.errors import PreflightError
+
+    if not hasattr(cfg.train, "resume"):
+        raise PreflightError(
+            f"key 'train.resume': runner '{cfg.runner}' cannot resume; start a fresh run with "
+            "--new-run or set another train.out_dir"
+        )
+    cfg.train.resume = cfg.train.out_dir
+
+
+def new_run_dir(out_dir: str, now: float | None = None) -> str:
+    """``<out_dir>-YYYYmmdd-HHMMSS`` (``-2``, ``-3``... when that exists too): the fresh
+    directory ``--new-run`` writes to, beside the old one."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    base = f"{str(out_dir).rstrip('/')}-{stamp}"
+    candidate, k = base, 1
+    while Path(candidate).exists():
+        k += 1
+        candidate = f"{base}-{k}"
+    return candidate
+
+
+def place_run(cfg: Any, new_run: bool, dry_run: bool) -> None:
+    """Where this run writes: ``--new-run`` moves it beside the old one; a non-empty out_dir
+    without ``train.resume`` is refused (a dry run only warns: it writes nothing there)."""
+    from rlinf_cli.errors import PreflightError
+    from rlinf_cli.preflight import check_out_dir
+
+    if new_run:
+        if getattr(cfg.train, "resume", None):
+            raise PreflightError(
+                "--new-run starts a fresh run and train.resume continues one: give only one"
+            )
+        fresh = new_run_dir(cfg.train.out_dir)
+        log.info("--new-run: writing this run to %s (beside %s)", fresh, cfg.train.out_dir)
+        cfg.train.out_dir = fresh
+        return
+    try:
+        check_out_dir(cfg.train)
+    except PreflightError as e:
+        if not dry_run:
+            raise
+        log.warning("%s (a real run stops here)", e)
 
 
 def open_cluster(spec: Any, cfg: Any) -> Any:
@@ -91,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
     spec, cfg = build(args.config, args.overrides, args.ray_address)
+    place_run(cfg, getattr(args, "new_run", False), args.dry_run)
     plug_in()
     plan = None
     if seeds is not None:

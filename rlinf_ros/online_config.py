@@ -8,6 +8,7 @@ short; ``RosGraphConfig`` has one section per node kind (``streamer:``, ``record
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,18 @@ class StreamerNodeConfig:
             f"(default {TOKEN_ENV})"
         },
     )
+
+    def token_source(self) -> str:
+        """Where :meth:`resolved_stream` takes the token from, as a user sets it (no value)."""
+        from rlinf_ros.secrets import FILE_SUFFIX
+
+        if self.stream.token:
+            return "streamer.stream.token"
+        if self.token_file:
+            return f"streamer.token_file {self.token_file}"
+        if os.environ.get(self.token_env + FILE_SUFFIX):
+            return f"${self.token_env}{FILE_SUFFIX}"
+        return f"${self.token_env}"
 
     def resolved_stream(self) -> StreamerConfig:
         """``stream`` with its token read from ``token_file``, else ``$<token_env>_FILE``, else

@@ -11,6 +11,12 @@ connection (or no ack within ``ack_timeout_s``) means reconnect with exponential
 what it already has without storing it twice. A streamer killed with SIGKILL restarts from its
 spool: nothing it accepted is lost.
 
+A wrong token is not a lost connection: the ingest answers HTTP 401 (403 where a proxy
+forbids), which no retry cures until someone changes a token. The streamer logs that refusal
+once, with the keys to match, reports it in its status (``refused``) and retries only every
+``backoff_max_s`` without logging again: the wrong token may be the learner's, fixed by
+restarting the learner with the robot untouched, and steps keep spooling meanwhile.
+
 A full spool (learner away for long) refuses new items: the episode they belong to is cut --
 an ``aborted`` end is queued for it as soon as there is room and its remaining steps are
 dropped (counted), so no episode is ever spliced across a hole.
@@ -40,6 +46,8 @@ from rlinf_ros.spool import Spool
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "RLINF_INGEST_TOKEN"
+REFUSED_STATUSES = (401, 403)  # the ingest refused the token: retrying as is cannot help
+TOKEN_HINT = f"streamer.token_file, or ${TOKEN_ENV} / ${TOKEN_ENV}_FILE"
 
 
 @dataclass
@@ -79,7 +87,9 @@ class StreamerConfig:
         token = Path(path).read_text().strip() if path else os.environ.get(TOKEN_ENV, "")
         if not token:
             raise ValueError(
-                f"key 'streamer.token' is empty: set it, {TOKEN_ENV} or {TOKEN_ENV}_FILE"
+                f"no ingest token: key 'streamer.stream.token' is empty and {TOKEN_ENV} / "
+                f"{TOKEN_ENV}_FILE are unset (in a graph: 'streamer.token_file' or "
+                "'streamer.token_env')"
             )
         return token
 
@@ -87,9 +97,10 @@ class StreamerConfig:
 class TransitionStreamer:
     """``put(item)`` from the robot's thread; ``start()`` the sender; ``stop()`` at exit."""
 
-    def __init__(self, cfg: StreamerConfig) -> None:
+    def __init__(self, cfg: StreamerConfig, token_hint: str = TOKEN_HINT) -> None:
         self.cfg = cfg
         self._token = cfg.resolve_token()
+        self.token_hint = token_hint  # where this robot's token came from, for a refusal
         self.spool = Spool(
             cfg.spool_dir, int(cfg.spool_max_mb * 2**20), int(cfg.segment_mb * 2**20), cfg.fsync
         )
@@ -113,6 +124,7 @@ class TransitionStreamer:
         }
         self.connected = False
         self.last_error = ""
+        self.refused = ""  # the ingest's refusal of the token, until a connection succeeds
         self._thread = threading.Thread(target=self._run, name="streamer", daemon=True)
 
     # ---- robot side ------------------------------------------------------------------------------
@@ -165,6 +177,7 @@ class TransitionStreamer:
             "spool_mb": round(self.spool.bytes / 2**20, 3),
             "next_seq": self.spool.next_seq,
             "last_error": self.last_error,
+            "refused": self.refused,
         }
 
     # ---- sender thread ---------------------------------------------------------------------------
@@ -209,12 +222,17 @@ class TransitionStreamer:
             try:
                 ws = self._connect()
             except Exception as e:
+                refusal = self._refusal(e)
+                if refusal:
+                    self._refused(refusal)
+                    self._stop.wait(self.cfg.backoff_max_s)
+                    continue
                 self._lost(f"cannot reach {self.cfg.url}: {type(e).__name__}: {clip(str(e), 200)}")
                 self._stop.wait(pause * random.uniform(0.8, 1.2))
                 pause = min(pause * 2, self.cfg.backoff_max_s)
                 continue
             pause = self.cfg.backoff_s
-            self.connected, self.last_error = True, ""
+            self.connected, self.last_error, self.refused = True, "", ""
             self.stats["connects"] += 1
             log.info(
                 "streamer: connected to %s (learner holds seqs up to %d)", self.cfg.url, self.acked
@@ -227,6 +245,25 @@ class TransitionStreamer:
                 )
             finally:
                 ws.close()
+
+    def _refusal(self, e: Exception) -> str:
+        """The message for a refused token (HTTP 401 / 403 on the upgrade), "" for any other
+        failure."""
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        if status not in REFUSED_STATUSES:
+            return ""
+        return (
+            f"the ingest at {self.cfg.url} refused this robot's token (HTTP {status}): the "
+            f"streamer's token ({self.token_hint}) must equal the learner's ('ingest.token_file', "
+            f"or {TOKEN_ENV} / {TOKEN_ENV}_FILE where the learner runs); steps stay spooled, "
+            f"retrying every {self.cfg.backoff_max_s:g} s"
+        )
+
+    def _refused(self, why: str) -> None:
+        if why != self.refused:
+            log.error("streamer: %s", why)
+        self.connected, self.last_error, self.refused = False, why, why
+        self.stats["failures"] += 1
 
     def _lost(self, why: str) -> None:
         if self.connected or why != self.last_error:

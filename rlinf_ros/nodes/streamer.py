@@ -38,7 +38,9 @@ class StreamerNode(Node):
         # parameter
         cfg = declare_config(self, cfg, skip=(*NOT_PARAMETERS, "stream"))
         self.cfg = cfg
-        self.streamer = TransitionStreamer(cfg.resolved_stream()).start()
+        self.streamer = TransitionStreamer(
+            cfg.resolved_stream(), token_hint=cfg.token_source()
+        ).start()
         self.assembler = subscribe_episodes(
             self, cfg.episodes, episode_template(graph, cfg.episodes), StreamSink(self.streamer)
         )

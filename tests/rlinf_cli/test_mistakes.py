@@ -104,10 +104,11 @@ def test_mistake_is_one_or_two_lines_naming_the_key(argv, key, fix, capsys, clus
     assert time.perf_counter() - t0 < 10
 
 
-def test_a_well_formed_train_reaches_the_guarded_cluster_start(cluster_starts):
-    """The guard above sits on the real start path: without a mistake, train gets that far."""
+def test_a_well_formed_train_reaches_the_guarded_cluster_start(cluster_starts, tmp_path):
+    """The guard above sits on the real start path: without a mistake, train gets that far (into
+    a fresh out_dir: the config's own may hold an earlier run, which is refused)."""
     with pytest.raises(ClusterStarted):
-        main(["train", C])
+        main(["train", C, f"train.out_dir={tmp_path / 'run'}"])
     assert cluster_starts == ["open_cluster"]
 
 

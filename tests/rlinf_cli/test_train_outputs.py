@@ -32,7 +32,7 @@ def test_outputs_of_a_tiny_run_and_its_eval(tmp_path, capsys):
     assert final["in_process"] is True and final["topology"] == "fused"
     ckpt = run / "checkpoints" / "iter_000002"
     before = sorted(p.name for p in ckpt.iterdir())
-    assert main(["eval", str(run), "--episodes", "2", "eval.num_envs=2"]) == 0
+    assert main(["eval", str(run), "--episodes", "2", "--video", "eval.num_envs=2"]) == 0
     assert sorted(p.name for p in ckpt.iterdir()) == before  # the checkpoint stays as trained
     result = json.loads((run / "evals" / "iter_000002_seed0" / "results.json").read_text())
     assert result["episodes"] == 2 and (run / "evals" / "iter_000002_seed0" / "eval.mp4").is_file()
