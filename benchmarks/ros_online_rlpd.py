@@ -1,13 +1,15 @@
 """Online RLPD on the ROS 2 sim twin: robot node -> policy server -> streamer -> learner -> weights
 -> policy server, from 20 scripted-teleop demos. Held-out success vs wall time.
 
-    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push] [--demos 20] [--minutes 20]
-                                                   [--eval-episodes 50]
+    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push|push_pixels] [--demos 20]
+                                                   [--minutes 20] [--eval-episodes 50]
 
 ``--task`` picks the twin graph, learner config and scripted human (:data:`TASKS`): reach
-(configs/ros_sim_franka.yaml + ros_online_rlpd.yaml) or push (the push twin,
+(configs/ros_sim_franka.yaml + ros_online_rlpd.yaml), push (the push twin,
 configs/ros_sim_franka_push.yaml + ros_online_rlpd_push.yaml, the scripted pusher,
-``teleop.script.task: push``).
+``teleop.script.task: push``) or push_pixels (camera-only push with a learned reward,
+configs/ros_sim_franka_push_pixels.yaml + ros_online_rlpd_push_pixels.yaml: front + wrist
+cameras, no object pose; see "Camera-only push" below).
 
 Every piece runs as the shipped commands, as real processes (random ROS_DOMAIN_ID):
 
@@ -22,7 +24,15 @@ Every piece runs as the shipped commands, as real processes (random ROS_DOMAIN_I
    of the same task (same scene and physics as the twin, seeds the twin never saw), after the
    run so the evaluation takes no CPU from it. Wall time = checkpoint time - robot start.
 
-Writes benchmarks/results/ros_online_rlpd.{md,json,png}; prints the figures.
+Camera-only push (``push_pixels``) adds, between 1. and 2.: the frozen pixel encoder
+(``runs/encoder_pretrain_front`` when it holds a checkpoint, else a quick ``rlinf train
+configs/encoder_pretrain.yaml`` on the demos' front + wrist frames), the success classifier
+(``rlinf train configs/reward_classifier_push.yaml`` on the demos) served by ``rlinf serve`` on
+the reward node's port, and the reward node in the graph (``source: classifier``; the twin's
+judge only scores it). The results add the classifier's FP / FN rates against the twin's judge
+(the learner's ``reward_judge/*``) and ``learner/transitions_trained_share``.
+
+Writes benchmarks/results/<stem>.{md,json,png}; prints the figures.
 """
 
 from __future__ import annotations
@@ -32,9 +42,10 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -54,12 +65,23 @@ from online_rig import (  # noqa: E402
     TOKENS,
     learner_args,
     start_server,
-    twin_graph,
     wait_for,
 )
 from ros_procs import Procs, free_port  # noqa: E402
 
 STEM = "ros_online_rlpd"
+
+
+@dataclass(frozen=True)
+class PixelEncoder:
+    """The frozen pretrained encoder of a camera-only learner: ``weights`` when it holds a
+    checkpoint (a longer pretraining run), else a quick pretraining on the demos' frames so the
+    benchmark runs from a bare checkout."""
+
+    config: str  # the pretraining config (rlinf train)
+    weights: str  # the preferred run directory (model.encoder.weights)
+    cameras: tuple[str, ...]  # the cameras it is pretrained on (the learner's)
+    quick_updates: int = 200  # the fallback pretraining's length
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,21 @@ class BenchTask:
     script: str  # the scripted human of the demos (teleop device scripted, script.task)
     stem: str  # results file stem
     action: dict | None = None  # robot_spec.action overrides (reach: the learner's ee_delta_pos)
+    # graph overrides of the demo collection (a learned-reward graph: the judge ends the demos,
+    # no reward node: the demos are what the classifier learns from)
+    demo_graph: dict = field(default_factory=dict)
+    classifier: str | None = None  # the success classifier's config: reward node + served model
+    encoder: PixelEncoder | None = None
+
+    @property
+    def reward_source(self) -> str:
+        """Whose verdict the twin's training episodes' success is (the streamed reward)."""
+        return "the classifier's reward" if self.classifier else "the twin's judge"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The graph's node processes: the reward node too when the reward is learned."""
+        return GRAPH_NODES + (("reward",) if self.classifier else ())
 
 
 TASKS = {
@@ -85,8 +122,29 @@ TASKS = {
         "push",
         f"{STEM}_push",
     ),
+    "push_pixels": BenchTask(
+        "configs/ros_sim_franka_push_pixels.yaml",
+        "configs/ros_online_rlpd_push_pixels.yaml",
+        "push",
+        f"{STEM}_push_pixels",
+        demo_graph={"task": {"judge_ends_episodes": True}, "reward": {"enabled": False}},
+        classifier="configs/reward_classifier_push.yaml",
+        encoder=PixelEncoder(
+            "configs/encoder_pretrain.yaml", "runs/encoder_pretrain_front", ("front", "wrist")
+        ),
+    ),
 }
 TASK = TASKS["reach"]
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over`` into ``base`` key by key (nested sections merge, values replace)."""
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            merge(base[k], v)
+        else:
+            base[k] = v
+    return base
 
 
 def task_base() -> dict:
@@ -96,11 +154,12 @@ def task_base() -> dict:
     return cfg
 
 
-def task_graph(work: Path, server_port: int, ingest_port: int) -> Path:
-    """The twin graph of the online run: policy server, endless episodes, streamer on."""
-    if TASK is TASKS["reach"]:
-        return twin_graph(work, server_port, ingest_port)
+def task_graph(work: Path, server_port: int, ingest_port: int, reward_port: int | None) -> Path:
+    """The twin graph of the online run: policy server, endless episodes, streamer on, the
+    reward node asking the classifier served on ``reward_port``."""
     cfg = task_base()
+    if reward_port is not None:
+        cfg["reward"]["server_url"] = f"ws://127.0.0.1:{reward_port}"
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
     cfg["task"].update(episodes=0, results_path=str(work / "episodes.json"))
     cfg["streamer"] = {
@@ -121,9 +180,7 @@ def task_graph(work: Path, server_port: int, ingest_port: int) -> Path:
 
 def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     """``rlinf collect`` on the twin with the scripted human driving every tick."""
-    import subprocess
-
-    cfg = task_base()
+    cfg = merge(task_base(), TASK.demo_graph)
     cfg["task"].update(results_path=str(work / "demo_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = ""
     cfg["teleop"] = {
@@ -136,16 +193,11 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     graph = work / "graph_demos.yaml"
     graph.write_text(yaml.safe_dump(cfg))
     t0 = time.time()
-    with open(work / "collect.log", "ab") as f:
-        rc = subprocess.run(
-            [RLINF, "collect", str(graph), "--episodes", str(n), "--out", str(work / "demos")],
-            cwd=ROOT,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            timeout=120 + 40 * n,
-        ).returncode
-    if rc != 0:
-        raise SystemExit(f"rlinf collect exited {rc}; see {work / 'collect.log'}")
+    run_logged(
+        work / "collect.log",
+        ["collect", str(graph), "--episodes", str(n), "--out", str(work / "demos")],
+        120 + 40 * n,
+    )
     from rlinf_data.store import EpisodeStore
 
     eps = [
@@ -159,7 +211,127 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
     }
 
 
-def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> tuple[float, dict]:
+def run_logged(log: Path, args: list[str], timeout: float) -> None:
+    """One ``rlinf`` command to completion, its output appended to ``log``."""
+    with open(log, "ab") as f:
+        rc = subprocess.run(
+            [RLINF, *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout
+        ).returncode
+    if rc != 0:
+        raise SystemExit(f"rlinf {args[0]} exited {rc}; see {log}")
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return any((run_dir / "checkpoints").glob("*/model.safetensors"))
+
+
+def encoder_weights(work: Path) -> list[str]:
+    """The learner's ``model.encoder.weights`` override: the preferred pretrained encoder when it
+    exists, else a quick one pretrained here on the demos' frames (none for state tasks)."""
+    enc = TASK.encoder
+    if enc is None:
+        return []
+    preferred = ROOT / enc.weights
+    if has_checkpoint(preferred):
+        return [f"model.encoder.weights={preferred}"]
+    out = work / "encoder"
+    cams = ",".join(enc.cameras)
+    t0 = time.time()
+    run_logged(
+        work / "encoder.log",
+        [
+            "train",
+            str(ROOT / enc.config),
+            f"data.stores=[{work / 'demos'}]",
+            f"data.cameras=[{cams}]",
+            f"train.updates={enc.quick_updates}",
+            f"train.out_dir={out}",
+        ],
+        1800,
+    )
+    print(
+        f"encoder: {enc.weights} absent, pretrained {out} in {time.time() - t0:.0f} s", flush=True
+    )
+    return [f"model.encoder.weights={out}"]
+
+
+def train_classifier(work: Path) -> dict:
+    """``rlinf train`` of the task's success classifier on the demos' frames; its metrics."""
+    out = work / "classifier"
+    run_logged(
+        work / "classifier.log",
+        [
+            "train",
+            str(ROOT / TASK.classifier),
+            f"data.store={work / 'demos'}",
+            f"train.out_dir={out}",
+        ],
+        900,
+    )
+    final = json.loads((out / "metrics.json").read_text()).get("final", {})
+    return {k: v for k, v in final.items() if isinstance(v, (int, float))}
+
+
+def serve_classifier(work: Path, procs: Procs) -> int:
+    """``rlinf serve`` of the trained classifier on a free port (the reward node's); the port."""
+    port = free_port()
+    cmd = ["serve", "--checkpoint", str(work / "classifier"), "--port", str(port)]
+    procs.start("classifier_server", [RLINF, *cmd, "--torch-threads", "1"])
+    wait_for(lambda: port_open(port), 120, "the served classifier", procs)
+    return port
+
+
+def learned_reward(work: Path, procs: Procs) -> tuple[dict | None, int | None]:
+    """The task's success classifier trained and served: (its metrics, its port); none for a
+    task whose reward is the twin's judge."""
+    if TASK.classifier is None:
+        return None, None
+    t0 = time.time()
+    metrics = train_classifier(work)
+    metrics["train_s"] = round(time.time() - t0, 1)
+    print(f"classifier: {metrics}", flush=True)
+    return metrics, serve_classifier(work, procs)
+
+
+# the learned reward's figures from the learner's metrics: the classifier against the twin's
+# judge (newest window and totals) and the share of streamed transitions that reached a gradient
+RUN_FIGURES = (
+    "reward_judge/fp_rate",
+    "reward_judge/fn_rate",
+    "reward_judge/total_fp_rate",
+    "reward_judge/total_fn_rate",
+    "reward_judge/windows",
+    "learner/transitions_trained_share",
+)
+
+
+def newest(metrics: dict, keys: tuple[str, ...]) -> dict:
+    """The newest value of each key the run logged: ``final`` first, else the last history entry
+    holding it (a window's rate is logged only when a window closed)."""
+    out = {}
+    for k in keys:
+        vals = [h[k] for h in metrics.get("history", []) if h.get(k) is not None]
+        v = metrics.get("final", {}).get(k, vals[-1] if vals else None)
+        if v is not None:
+            out[k] = round(float(v), 4)
+    return out
+
+
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def online(
+    work: Path,
+    minutes: float,
+    checkpoint_every: int,
+    procs: Procs,
+    overrides: list[str],
+    reward_port: int | None,
+) -> tuple[float, dict]:
     """Learner + server + twin graph until the learner's budget ends; returns (robot start,
     final)."""
     ingest_port, server_port = free_port(), free_port()
@@ -172,13 +344,14 @@ def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> t
         f"train.time_budget_s={minutes * 60 + 60}",
         "train.final_eval=false",
         f"train.checkpoint_every={checkpoint_every}",
+        *overrides,
     )
     args[2] = str(ROOT / TASK.learner)
     procs.start("learner", args)
     start_server(procs, out, server_port)
-    graph = task_graph(work, server_port, ingest_port)
+    graph = task_graph(work, server_port, ingest_port, reward_port)
     t_robot = time.time()
-    for kind in GRAPH_NODES:
+    for kind in TASK.nodes:
         procs.start_node(kind, graph)
     wait_for(
         lambda: procs.procs["learner"].poll() is not None,
@@ -191,7 +364,22 @@ def online(work: Path, minutes: float, checkpoint_every: int, procs: Procs) -> t
     return t_robot, json.loads((out / "metrics.json").read_text())
 
 
-def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
+def rel(path: str) -> str:
+    """``path`` relative to the repository when it lies inside it (results name no home)."""
+    p = Path(path)
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else path
+
+
+def sim_task() -> str:
+    """The simulator task the held-out episodes run: the learner's env, with its obs mode and
+    cameras when it sees pixels."""
+    env = yaml.safe_load((ROOT / TASK.learner).read_text())["env"]
+    cams = env.get("kwargs", {}).get("cameras")
+    mode = env.get("obs_mode", "state")
+    return env["name"] + (f", obs_mode={mode} cameras={cams}" if mode != "state" else "")
+
+
+def heldout(work: Path, t_robot: float, episodes: int, overrides: list[str]) -> list[dict]:
     """Deterministic held-out success of ``initial`` and each checkpoint on the simulator."""
     from learner.checkpoint import load_policy
     from learner.eval.embodied import evaluate_config
@@ -201,7 +389,9 @@ def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
     out = work / "run"
     for k, v in TOKENS.items():
         os.environ.setdefault(k, v)
-    cfg = from_dict(OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url="]))
+    cfg = from_dict(
+        OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url=", *overrides])
+    )
     cfg.train.progress = False
     ckpts = [(0.0, out / "initial")] + sorted(
         (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p)
@@ -230,7 +420,12 @@ def heldout(work: Path, t_robot: float, episodes: int) -> list[dict]:
 
 
 def plot(
-    rows: list[dict], history: list[dict], path: Path, target: float, task: str = "reach"
+    rows: list[dict],
+    history: list[dict],
+    path: Path,
+    target: float,
+    task: str = "reach",
+    reward: str = "the twin's judge",
 ) -> None:
     import matplotlib
 
@@ -246,10 +441,17 @@ def plot(
     )
     twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
     if twin:
-        ax.plot(*zip(*twin), ".--", alpha=0.6, label="twin training episodes (sampled, last 100)")
+        label = f"twin training episodes (last 100, by {reward})"
+        ax.plot(*zip(*twin), ".--", alpha=0.6, label=label)
+    for key, style in (("reward_judge/fp_rate", "x:"), ("reward_judge/fn_rate", "+:")):
+        pts = [(h["time/wall_s"] / 60, h[key]) for h in history if h.get(key) is not None]
+        if pts:
+            ax.plot(
+                *zip(*pts), style, alpha=0.7, label=f"classifier {key.split('/')[1]} (vs judge)"
+            )
     ax.axhline(target, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("wall time since the robot started (min)")
-    ax.set_ylabel("success rate")
+    ax.set_ylabel("success rate (error rate)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(
         f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
@@ -260,10 +462,39 @@ def plot(
     fig.savefig(path, dpi=110)
 
 
+def reward_lines(meta: dict) -> list[str]:
+    """The learned reward's paragraph (none when the reward is the twin's judge)."""
+    clf, fig = meta.get("classifier"), meta.get("run_figures") or {}
+    if not clf:
+        return []
+
+    def f(key: str) -> str:
+        v = fig.get(key)
+        return "n/a" if v is None else f"{v:.3f}"
+
+    share = fig.get("learner/transitions_trained_share")
+    twin = meta.get("twin_success_last100")
+    return [
+        f"Reward: the success classifier (`{meta['classifier_config']}`, trained on the demos' "
+        f"front frames in {clf.get('train_s', 0):.0f} s, val accuracy "
+        f"{clf.get('val_accuracy', float('nan')):.3f}) served by `rlinf serve` to the reward "
+        "node; the twin's success flag only judges it. Against the judge: FP rate "
+        f"{f('reward_judge/fp_rate')}, FN rate {f('reward_judge/fn_rate')} (newest window), "
+        f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "
+        f"({fig.get('reward_judge/windows', 0):.0f} windows; an FN rate is n/a while the judge "
+        "has said success on no frame). The twin's training episodes ended in success by the "
+        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 (its false "
+        "positives are rewards the learner trusts). Streamed transitions that reached "
+        f"a gradient: {'n/a' if share is None else f'{100 * share:.0f}%'}. Pixel encoder: "
+        f"`{meta.get('encoder_weights') or 'none'}`.",
+    ]
+
+
 def render(stem: str, meta: dict, rows: list[dict]) -> str:
     """Write ``results/<stem>.{json,md}`` from a run's meta and held-out rows; returns the
     verdict."""
     task = meta.get("task", "reach")
+    env = meta.get("sim_task", f"mujoco_franka/{task}")  # the learner's env (+ obs mode)
     target, minutes = meta["target"], meta["minutes"]
     hit_s, best = meta.get("first_at_target_s"), meta["best"]
     hit = next((r for r in rows if hit_s is not None and r["wall_s"] == hit_s), None)
@@ -288,13 +519,14 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         f"{meta['updates'] or 0:.0f} updates, {meta['pushes'] or 0:.0f} weight pushes "
         f"({meta['push_failures'] or 0:.0f} failed); ingest duplicates "
         f"{meta['ingest_duplicates'] or 0:.0f}, gaps {meta['ingest_gaps'] or 0:.0f}.",
-        f"Held-out = deterministic actor on the simulator of the same task (mujoco_franka/{task}, "
+        f"Held-out = deterministic actor on the simulator of the same task ({env}, "
         f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run. "
         f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
         "starts "
         "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
         "before `rlinf serve` was up (the pusher retries).",
     ]
+    intro += reward_lines(meta)
     cols = [
         ("checkpoint", lambda r: r["checkpoint"]),
         ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
@@ -346,11 +578,15 @@ def main() -> None:
     try:
         demo = {"reused": True} if demos_kept else collect_demos(work, a.demos, procs)
         print(f"demos: {demo}", flush=True)
-        t_robot, metrics = online(work, a.minutes, a.checkpoint_every, procs)
+        overrides = encoder_weights(work)
+        classifier, reward_port = learned_reward(work, procs)
+        t_robot, metrics = online(
+            work, a.minutes, a.checkpoint_every, procs, overrides, reward_port
+        )
     finally:
         procs.stop_all()
     load1 = os.getloadavg()[0]
-    rows = heldout(work, t_robot, a.eval_episodes)
+    rows = heldout(work, t_robot, a.eval_episodes, overrides)
     final = metrics["final"]
     hit = next(
         (r for r in rows if r["heldout_success"] >= a.target and r["wall_s"] <= a.minutes * 60),
@@ -358,7 +594,7 @@ def main() -> None:
     )
     best = max(rows, key=lambda r: r["heldout_success"])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task)
+    plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task, TASK.reward_source)
     meta = machine_meta(
         task=a.task,
         demo_episodes=a.demos,
@@ -379,7 +615,13 @@ def main() -> None:
         twin_success_last100=final.get("success_rate"),
         first_at_target_s=hit["wall_s"] if hit else None,
         best=best,
+        sim_task=sim_task(),
+        classifier=classifier,
+        classifier_config=TASK.classifier,
+        encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
+        run_figures=newest(metrics, RUN_FIGURES),
     )
+    print(f"run figures: {meta['run_figures']}", flush=True)
     verdict = render(stem, meta, rows)
     print(verdict)
     print((RESULTS / f"{stem}.md").read_text())

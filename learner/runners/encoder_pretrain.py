@@ -92,6 +92,13 @@ class PretrainTrain(TrainLoopConfig):
         default=32, metadata=_h("side of the downsampled frame the decoder reconstructs")
     )
     pad: int = field(default=4, metadata=_h("random shift of the input frames, px (0 = off)"))
+    foreground_weight: float = field(
+        default=0.0,
+        metadata=_h(
+            "extra loss weight of pixels that differ from the batch's median frame, so small "
+            "moving objects are reconstructed, not only the arm and table (0 = plain MSE)"
+        ),
+    )
     log_every: int = field(default=250, metadata=_h("updates between metrics rows (val loss)"))
     time_budget_s: float | None = field(
         default=None, metadata=_h("stop training after this many seconds (null = no bound)")
@@ -102,10 +109,14 @@ class PretrainTrain(TrainLoopConfig):
     )
 
     def validate(self) -> None:
-        if min(self.updates, self.batch_size, self.log_every, self.target_size) < 1 or self.pad < 0:
+        if (
+            min(self.updates, self.batch_size, self.log_every, self.target_size) < 1
+            or self.pad < 0
+            or self.foreground_weight < 0
+        ):
             raise ConfigError(
                 "keys 'train.updates', 'train.batch_size', 'train.log_every', 'train.target_size' "
-                "must be >= 1 and 'train.pad' >= 0"
+                "must be >= 1, 'train.pad' and 'train.foreground_weight' >= 0"
             )
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise ConfigError(f"key 'train.time_budget_s' must be > 0, got {self.time_budget_s}")
@@ -180,7 +191,13 @@ def run(cfg: EncoderPretrainConfig, cluster: Any) -> dict[str, Any]:
         backbone,
         backbone.out_dim,
         cams,
-        AutoencoderConfig(lr=t.lr, target_hw=(t.target_size,) * 2, pad=t.pad, seed=cfg.seed),
+        AutoencoderConfig(
+            lr=t.lr,
+            target_hw=(t.target_size,) * 2,
+            pad=t.pad,
+            seed=cfg.seed,
+            foreground_weight=t.foreground_weight,
+        ),
     )
 
     def frames(rows: np.ndarray) -> dict[str, torch.Tensor]:

@@ -28,7 +28,7 @@ from rlinf_contracts.config import ConfigError
 from rlinf_contracts.env import Observation
 from rlinf_contracts.env_registry import UnknownEnvError, register_env
 from sim_bridges.mujoco_franka.config import FrankaEnvConfig
-from sim_bridges.mujoco_franka.model import FrankaModel
+from sim_bridges.mujoco_franka.model import FrankaModel, look_at
 from sim_bridges.mujoco_franka.ood import OODConfig, VisualState, sample_visuals
 from sim_bridges.mujoco_franka.render import CameraRig
 from sim_bridges.mujoco_franka.tasks.language import COLOURS, SLOTS, LanguageTask
@@ -62,28 +62,6 @@ LANGUAGE_SPLITS: dict[str, LanguageSplit] = {
     ),
 }
 LANGUAGE_SPLITS["id"] = LANGUAGE_SPLITS["train"]
-
-
-def look_at(
-    pos: tuple[float, float, float], target: tuple[float, float, float]
-) -> tuple[float, ...]:
-    """Quaternion (w, x, y, z) of a MuJoCo camera at ``pos`` looking at ``target`` (z up)."""
-    fwd = np.asarray(target, float) - np.asarray(pos, float)
-    fwd /= np.linalg.norm(fwd)
-    right = np.cross(fwd, [0.0, 0.0, 1.0])
-    right /= np.linalg.norm(right)
-    up = np.cross(right, fwd)
-    m = np.stack([right, up, -fwd], axis=1)  # camera x, y, z (it looks along -z)
-    w = np.sqrt(max(1e-12, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2.0
-    q = np.array(
-        [
-            w,
-            (m[2, 1] - m[1, 2]) / (4 * w),
-            (m[0, 2] - m[2, 0]) / (4 * w),
-            (m[1, 0] - m[0, 1]) / (4 * w),
-        ]
-    )
-    return tuple(float(x) for x in q / np.linalg.norm(q))
 
 
 FRONT_CAMERA = ((0.32, 0.0, 0.48), look_at((0.32, 0.0, 0.48), (-0.1, 0.0, 0.0)))

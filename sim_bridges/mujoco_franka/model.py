@@ -258,28 +258,39 @@ def _add_cameras(spec: mujoco.MjSpec, extra: dict) -> None:
     )
     # front view over the workspace from the far side of the table, looking down at about 50 deg:
     # the cube and the goal marker span ~5 px at 64 px (~2 px in `third`), which is what a
-    # camera-only policy needs to place them (a bench's front camera frames the task the same way)
-    world.add_camera(
-        name="front",
-        pos=list(FRONT_CAMERA_POS),
-        quat=list(_look_at(FRONT_CAMERA_POS, WORKSPACE_CENTER)),
-        fovy=45.0,
-    )
+    # camera-only policy needs to place them (a bench's front camera frames the task the same
+    # way). A task's own `front` (the language tasks frame their scene closer) replaces it.
+    if "front" not in extra:
+        world.add_camera(
+            name="front",
+            pos=list(FRONT_CAMERA_POS),
+            quat=list(look_at(FRONT_CAMERA_POS, WORKSPACE_CENTER)),
+            fovy=45.0,
+        )
     for name, (pos, quat) in extra.items():
         world.add_camera(name=name, pos=list(pos), quat=list(quat))
 
 
-def _look_at(pos: tuple[float, ...], target: tuple[float, ...]) -> np.ndarray:
-    """Quaternion (w, x, y, z) of a camera at ``pos`` looking at ``target``, image up ~ world z
-    (a MuJoCo camera looks along its -z axis with +y up)."""
-    back = np.asarray(pos, float) - np.asarray(target, float)
-    z = back / np.linalg.norm(back)
-    x = np.cross([0.0, 0.0, 1.0], z)
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, np.stack([x, y, z], axis=1).flatten())
-    return quat
+def look_at(
+    pos: tuple[float, float, float], target: tuple[float, float, float]
+) -> tuple[float, ...]:
+    """Quaternion (w, x, y, z) of a MuJoCo camera at ``pos`` looking at ``target`` (z up)."""
+    fwd = np.asarray(target, float) - np.asarray(pos, float)
+    fwd /= np.linalg.norm(fwd)
+    right = np.cross(fwd, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, fwd)
+    m = np.stack([right, up, -fwd], axis=1)  # camera x, y, z (it looks along -z)
+    w = np.sqrt(max(1e-12, 1.0 + m[0, 0] + m[1, 1] + m[2, 2])) / 2.0
+    q = np.array(
+        [
+            w,
+            (m[2, 1] - m[1, 2]) / (4 * w),
+            (m[0, 2] - m[2, 0]) / (4 * w),
+            (m[1, 0] - m[0, 1]) / (4 * w),
+        ]
+    )
+    return tuple(float(x) for x in q / np.linalg.norm(q))
 
 
 def build_spec(options: SceneOptions) -> mujoco.MjSpec:

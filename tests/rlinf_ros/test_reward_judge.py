@@ -112,9 +112,9 @@ def test_pixel_graph_config_names_cameras_and_reads_no_object_pose() -> None:
     kinds = [c.kind for c in node_commands(cfg, str(path))]
     assert kinds == ["robot", "policy_client", "task", "streamer", "reward"]
     spec = cfg.policy_client.spec()
-    assert spec.camera_sizes() == {"third": (64, 64), "wrist": (64, 64)}
+    assert spec.camera_sizes() == {"front": (64, 64), "wrist": (64, 64)}
     assert not any(needs(spec, k) for k in ("object_pos", "objects", "goal_pos"))
-    assert set(cfg.policy_client.cameras) == set(cfg.robot.scene.cameras) == {"third", "wrist"}
+    assert set(cfg.policy_client.cameras) == set(cfg.robot.scene.cameras) == {"front", "wrist"}
     assert not cfg.task.judge_ends_episodes and cfg.reward.source == "classifier"
     assert cfg.reward.judge_topic == cfg.task.reward_topic
     assert cfg.reward.image_topic == cfg.robot.scene.cameras[cfg.reward.camera]
@@ -149,6 +149,6 @@ def test_a_server_for_another_layout_refuses_the_camera_only_robot() -> None:
     with ServerThread(PolicyServer(Zero(pixels), ServerConfig(host="127.0.0.1", port=0))) as s:
         with PolicyClient(s.url, robot_spec=pixels) as ok:  # the same spec is admitted
             assert RobotSpec.from_dict(ok.metadata.robot_spec).camera_sizes() == {
-                "third": (64, 64),
+                "front": (64, 64),
                 "wrist": (64, 64),
             }

@@ -56,7 +56,7 @@ def test_served_classifier_rewards_frames_and_reports_rates_against_the_judge(
         "enabled": True,
         "server_url": f"ws://127.0.0.1:{port}",
         "image_topic": "camera/front/image_raw",
-        "camera": "third",
+        "camera": "front",
         "consecutive": 2,
         "rate_hz": 20,
         "end_episode": True,

@@ -15,13 +15,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def write_tiny_store(path: Path, episodes: int = 8, steps: int = 10, size: int = 16) -> None:
     """Episodes of dark frames; a successful episode's last frames (and final) are bright:
-    the classifier's positives under ``last_k`` (the push config's camera ``third``)."""
+    the classifier's positives under ``last_k`` (the push config's camera ``front``)."""
     from rlinf_contracts.episode import EpisodeInfo, StepLayout
     from rlinf_contracts.transitions import StepRecord
     from rlinf_data.store import EpisodeStore
 
     store = EpisodeStore(str(path), mode="a")
-    layout = StepLayout(36, 4, {"third": (size, size), "wrist": (size, size)})
+    layout = StepLayout(36, 4, {"front": (size, size), "wrist": (size, size)})
     rng = np.random.default_rng(0)
     for e in range(episodes):
         success = e % 2 == 0
@@ -37,14 +37,14 @@ def write_tiny_store(path: Path, episodes: int = 8, steps: int = 10, size: int =
                 episode=e,
                 state=np.zeros(36, np.float32),
                 action=np.zeros(4, np.float32),
-                images={"third": frame(bright), "wrist": frame(False)},
+                images={"front": frame(bright), "wrist": frame(False)},
             )
             w.append(
                 rec.step(1.0 if success and i == steps - 1 else 0.0, success and i == steps - 1)
             )
         final = {
             "state": np.zeros(36, np.float32),
-            "images/third": frame(success),
+            "images/front": frame(success),
             "images/wrist": frame(False),
         }
         w.end(status="complete" if success else "truncated", success=success, final=final)
