@@ -1,6 +1,8 @@
 """Bridge mode's ROS side: wire a :class:`~robot_drivers.bridge_arm.BridgeArmBackend` to a stack
-someone already runs (ros2_control ``JointTrajectoryController``, a franka_ros2 Cartesian
-impedance controller).
+someone already runs (ros2_control ``JointTrajectoryController``, franka_ros2's or CRISP's
+Cartesian impedance controller), picked by ``robot.bridge.target`` from
+:mod:`robot_drivers.bridge_controllers`; a compliant target first gets the spec's gains
+(:mod:`rlinf_ros.bridge_gains`). Names and sources: ``docs/bridge_controllers.md``.
 
 In: the stack's ``/joint_states`` (joints picked by name, reordered), franka_ros2's
 ``current_pose`` if configured, a gripper's finger joint states. Out: each safe target of the
@@ -23,6 +25,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
+from rlinf_ros.bridge_gains import apply_gains
 from rlinf_ros.config import BridgeConfig
 from rlinf_ros.conversions import (
     ConversionError,
@@ -33,6 +36,7 @@ from rlinf_ros.conversions import (
 )
 from robot_drivers.arm import FrankaArm
 from robot_drivers.bridge_arm import BridgeArmBackend
+from robot_drivers.bridge_controllers import resolve
 from robot_drivers.types import EEPose
 
 log = logging.getLogger(__name__)
@@ -56,22 +60,32 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
             "(namespaces) for two"
         )
     _, arm, backend = found[0]
-    if cfg.command == "cartesian_pose" and backend.fk is None:
+    target = cfg.target_controller()
+    controller = cfg.controller or target.default_controller
+    ns = cfg.namespace
+    if target.command == "pose" and backend.fk is None:
         raise ConfigError(
-            "key 'robot.bridge.command': cartesian_pose needs kinematics: panda (the safe joint "
-            "target is turned into a pose by forward kinematics); use joint_trajectory"
+            f"key 'robot.bridge.target': {target.name} takes a pose, which needs kinematics: "
+            "panda (the safe joint target is turned into a pose by forward kinematics); use "
+            "franka_joint_trajectory"
+        )
+    if target.takes_gains:  # before the first target: the controller runs the spec's compliance
+        apply_gains(
+            node.context,
+            target.parameter_node(ns, controller),
+            target.gain_values(cfg.gains()),
+            cfg.parameter_timeout_s,
         )
     from rlinf_ros.nodes.common import reliable_qos, sensor_qos
 
     horizon = cfg.point_time_s or 2.0 / driver_hz
-    if cfg.command == "joint_trajectory":
-        topic = f"/{cfg.controller.strip('/')}/joint_trajectory"
+    topic = target.command_topic(ns, controller, configured=cfg.target_pose)
+    if target.command == "joint_trajectory":
         pub = node.create_publisher(JointTrajectory, topic, reliable_qos(10))
         backend.send_joints = lambda q: pub.publish(
             trajectory_msg(backend.joint_names, q[None], np.array([horizon]), stamp=0.0)
         )
     else:
-        topic = cfg.target_pose
         pub = node.create_publisher(PoseStamped, topic, reliable_qos(10))
 
         def send_pose(q: np.ndarray) -> None:
@@ -82,7 +96,8 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
 
         backend.send_joints = send_pose
     if cfg.gripper_command:
-        gpub = node.create_publisher(JointTrajectory, cfg.gripper_command, reliable_qos(10))
+        gtopic = resolve(cfg.gripper_command, ns, controller)
+        gpub = node.create_publisher(JointTrajectory, gtopic, reliable_qos(10))
         finger = arm.gripper_joint_names[0]
         backend.send_gripper = lambda w: (
             gpub.publish(trajectory_msg([finger], np.array([[w / 2]]), np.array([0.5]), stamp=0.0))
@@ -97,20 +112,22 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
             return
         backend.update_joints(q, dq, tau, stamp=arm.now())
 
-    node.create_subscription(JointState, cfg.joint_states, on_joints, sensor_qos())
-    if cfg.ee_pose:
+    joint_states = resolve(cfg.joint_states, ns, controller)
+    ee_pose = resolve(cfg.ee_pose, ns, controller) if cfg.ee_pose else ""
+    node.create_subscription(JointState, joint_states, on_joints, sensor_qos())
+    if ee_pose:
         node.create_subscription(
-            PoseStamped, cfg.ee_pose, lambda m: _on_pose(backend, arm, m), sensor_qos()
+            PoseStamped, ee_pose, lambda m: _on_pose(backend, arm, m), sensor_qos()
         )
     if cfg.gripper_joint_states:
         node.create_subscription(
             JointState,
-            cfg.gripper_joint_states,
+            resolve(cfg.gripper_joint_states, ns, controller),
             lambda m: backend.update_gripper(2.0 * m.position[0]) if len(m.position) else None,
             sensor_qos(),
         )
     pose_note = {
-        "stack": cfg.ee_pose,
+        "stack": ee_pose,
         "fk": "Panda forward kinematics",
         "none": "NONE (no Cartesian features)",
     }
@@ -118,10 +135,10 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
         "bridge: %s joints %s from %s -> %s (%s); EE pose from %s",
         arm.name,
         backend.joint_names,
-        cfg.joint_states,
+        joint_states,
         topic,
-        cfg.command,
-        cfg.ee_pose or pose_note[backend.ee_pose_source],
+        target.name,
+        ee_pose or pose_note[backend.ee_pose_source],
     )
 
 

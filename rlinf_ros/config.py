@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rlinf_contracts.config import ConfigError, from_dict, load_config
+from rlinf_contracts.impedance import ImpedanceGains
+from rlinf_contracts.spec import RobotSpec
 from rlinf_ros.online_config import (
     RecorderNodeConfig,
     RewardNodeConfig,
@@ -25,6 +27,7 @@ from rlinf_ros.online_config import (
 )
 from rlinf_ros.policy_client_config import PolicyClientConfig
 from rlinf_ros.secrets import reject_secret_overrides
+from robot_drivers.bridge_controllers import LEGACY_COMMANDS, BridgeController, bridge_controller
 from robot_drivers.cameras import CameraConfig
 from robot_drivers.factory import ArmConfig
 
@@ -76,14 +79,36 @@ class BridgeConfig:
         default="", metadata={"help": "finger JointState (width = 2 x finger 1); ''"}
     )
     command: str = field(
-        default="joint_trajectory", metadata={"help": "joint_trajectory | cartesian_pose"}
+        default="joint_trajectory",
+        metadata={"help": "joint_trajectory | cartesian_pose (older spelling of 'target')"},
+    )
+    target: str = field(
+        default="",
+        metadata={
+            "help": "the controller the bridge drives, by name (robot_drivers.bridge_controllers:"
+            " franka_joint_trajectory | franka_cartesian_pose | franka_cartesian_impedance | "
+            "crisp_cartesian_impedance); '' = from 'command'"
+        },
+    )
+    namespace: str = field(
+        default="", metadata={"help": "namespace of the controller's node, topics and services"}
     )
     controller: str = field(
-        default="joint_trajectory_controller",
+        default="",
         metadata={
-            "help": "ros2_control JointTrajectoryController name: commands go to "
-            "/<controller>/joint_trajectory"
+            "help": "node name of the controller ('' = the target's usual name, e.g. "
+            "joint_trajectory_controller: commands go to /<controller>/joint_trajectory)"
         },
+    )
+    impedance: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "gains set on a compliant target's parameters at start (ImpedanceGains keys;"
+            " the robot spec's action.impedance, unset keys = its defaults)"
+        },
+    )
+    parameter_timeout_s: float = field(
+        default=10.0, metadata={"help": "wait for the controller's parameter services"}
     )
     target_pose: str = field(
         default="/cartesian_impedance_controller/target_pose",
@@ -105,6 +130,33 @@ class BridgeConfig:
         if self.command not in BRIDGE_COMMANDS:
             raise ConfigError(
                 f"key 'robot.bridge.command' must be one of {BRIDGE_COMMANDS}, got {self.command!r}"
+            )
+        self.target_controller().gain_values(self.gains())
+
+    def target_controller(self) -> BridgeController:
+        """The registered target (``target``, else the one ``command`` names)."""
+        return bridge_controller(self.target or LEGACY_COMMANDS[self.command])
+
+    def gains(self) -> ImpedanceGains:
+        return ImpedanceGains.from_dict(self.impedance, prefix="robot.bridge.impedance")
+
+    def check_spec(self, spec: RobotSpec) -> None:
+        """An ``ee_impedance`` spec needs a pose target, and a compliant one its gains."""
+        action, target = spec.action, self.target_controller()
+        if action.control != "ee_impedance":
+            return
+        if target.command != "pose":
+            raise ConfigError(
+                f"key 'robot.bridge.target': {target.name!r} takes joint trajectories; the robot "
+                "spec's ee_impedance needs a Cartesian target (e.g. crisp_cartesian_impedance)"
+            )
+        gains = self.gains()
+        if target.takes_gains and action.impedance != gains:
+            want, got = (action.impedance or ImpedanceGains()).to_dict(), gains.to_dict()
+            diff = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
+            raise ConfigError(
+                "keys 'policy_client.robot_spec.action.impedance' and 'robot.bridge.impedance' "
+                f"differ (spec, bridge): {diff}; the controller must get the spec's gains"
             )
 
 
@@ -436,7 +488,9 @@ class RosGraphConfig:
                 "set use_sim_time: false"
             )
         if self.policy_client.enabled:
-            self.policy_client.spec()  # a malformed robot spec fails here, before any node starts
+            spec = self.policy_client.spec()  # a malformed spec fails here, before any node starts
+            if self.robot.enabled and any(a.backend == "bridge" for a in self.robot.arms):
+                self.robot.bridge.check_spec(spec)
         names = (
             [c.name for c in self.cameras]
             + ([self.robot.name] if self.robot.enabled else [])
