@@ -34,6 +34,10 @@ blended with the old chunk's remaining rows and integrated from the newest measu
 ``send_prefix`` the request carries the old rows planned from the request tick on
 (``rtc_prefix`` [n, A]) and the expected delay in ticks (``rtc_inference_delay``), for flow
 policies that inpaint them.
+
+The loop logs a state (``policy``, ``hold (waiting)``, ``hold (server_lost)``, ...) when it
+enters it after ``STATE_LOG_INTERVAL_S`` without it; a nominal run flips between holding and
+acting once per chunk, and those flips are summarised in one line per interval.
 """
 
 from __future__ import annotations
@@ -49,11 +53,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rlinf_contracts.event_log import EventSummary
 from rlinf_contracts.features import MissingInput, RobotReading
 from rlinf_ros.robot_io import ARM_DOF, SpecIO
 from rlinf_ros.rtc import RtcConfig, merge_chunk
 
 log = logging.getLogger(__name__)
+STATE_LOG_INTERVAL_S = 60.0
+"""A state the loop entered again within this long is counted, not logged: one summary line
+(``policy loop: hold (waiting) 31 times, policy 31 times in the last 60 s``) per interval."""
+
+
+def _times_entered(state: str, n: int) -> str:
+    return f"{state} {n} time{'' if n == 1 else 's'}"
+
 
 __all__ = ["ARM_DOF", "Command", "InferenceWorker", "PolicyLoop", "SpecRefusal"]
 
@@ -298,6 +311,11 @@ class PolicyLoop:
         # running estimate of the inference delay in ticks (sent to flow policies)
         self._delay_est = 1.0
         self._warned = False
+        # hold <-> policy flips once per chunk in a nominal run: a new state is logged at once,
+        # its repeats once per STATE_LOG_INTERVAL_S (wall time, like the other rate limits)
+        self.states = EventSummary(
+            "policy loop", STATE_LOG_INTERVAL_S, describe=_times_entered, logger=log
+        )
 
     def _rtc_rows(
         self, rtc: RtcConfig, res: InferResult, measured: list[RobotReading] | None
@@ -428,9 +446,11 @@ class PolicyLoop:
             cmd = self._hold(measured, reason)
             if cmd is not None:
                 self.stats.hold_steps += 1
+        self.states.poll()
         if cmd is not None:
             if (cmd.kind, cmd.reason) != (self.stats.mode, self.stats.reason):
-                log.info("policy loop: %s%s", cmd.kind, f" ({cmd.reason})" if cmd.reason else "")
+                state = f"{cmd.kind} ({cmd.reason})" if cmd.reason else cmd.kind
+                self.states.note(state, f"policy loop: {state}")
             self.stats.mode, self.stats.reason = cmd.kind, cmd.reason
             self.last = cmd
         return cmd

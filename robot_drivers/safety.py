@@ -19,8 +19,11 @@ bypassed by a new caller. The layer
   ``dq_max`` or past a position limit is e-stopped by :class:`~robot_drivers.arm.FrankaArm`,
   whatever let it get there.
 
-Every clamp and refusal is counted in :attr:`SafetyLayer.counters` and logged (rate-limited
-per kind so a 1 kHz loop does not flood the log, with the number of suppressed repeats).
+Every clamp and refusal is counted in :attr:`SafetyLayer.counters`. The first of a kind is
+logged at once; its repeats are summarised in one line per ``log_interval_s`` for all kinds
+(``[arm] safety: 12 velocity clamps, 3 workspace clamps in the last 30 s``,
+:class:`rlinf_contracts.event_log.EventSummary`), so a nominal run that clamps on every fast
+command does not flood the log.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlinf_contracts.event_log import EventSummary
 from robot_drivers.kinematics import forward_kinematics
 from robot_drivers.motion import stopping_speed
 from robot_drivers.types import (
@@ -45,6 +49,24 @@ from robot_drivers.types import (
 )
 
 log = logging.getLogger(__name__)
+
+EVENT_WORDS: dict[str, tuple[str, str]] = {
+    "position_limit": ("position clamp", "position clamps"),
+    "velocity_limit": ("velocity clamp", "velocity clamps"),
+    "braking": ("braking slow-down", "braking slow-downs"),
+    "max_step": ("step clamp", "step clamps"),
+    "workspace": ("workspace clamp", "workspace clamps"),
+    "gripper_limit": ("gripper clamp", "gripper clamps"),
+}
+"""How a summary words the count of an event kind; kinds not named here read ``3 x kind``."""
+
+
+def describe_event(kind: str, n: int) -> str:
+    """``describe_event("velocity_limit", 12)`` -> ``12 velocity clamps``."""
+    words = EVENT_WORDS.get(kind)
+    if words is None:
+        return f"{n} x {kind}"
+    return f"{n} {words[0] if n == 1 else words[1]}"
 
 
 class SafetyConfigError(ValueError):
@@ -91,7 +113,11 @@ class SafetyConfig:
         default=PANDA_GRIPPER_MAX_WIDTH, metadata={"help": "gripper opening limit (m)"}
     )
     log_interval_s: float = field(
-        default=1.0, metadata={"help": "min seconds between two logs of one event kind"}
+        default=30.0,
+        metadata={
+            "help": "seconds between two summaries of repeated safety events (the first event "
+            "of a kind is logged at once)"
+        },
     )
 
     def validate(self) -> None:
@@ -154,8 +180,14 @@ class SafetyLayer:
             np.asarray(self.cfg.workspace_max),
         )
         self.counters: collections.Counter[str] = collections.Counter()
-        self._last_log: dict[str, float] = {}
-        self._suppressed: collections.Counter[str] = collections.Counter()
+        self.events = EventSummary(
+            f"[{name}] safety",
+            self.cfg.log_interval_s,
+            clock=clock,
+            describe=describe_event,
+            logger=log,
+            level=logging.WARNING,
+        )
         self._estop_reason: str | None = None
         self.last_command_time: float | None = None  # when the last command went to the backend
         self.last_issued_time: float | None = None  # when the source of the last command was issued
@@ -163,18 +195,9 @@ class SafetyLayer:
 
     # ---- events -------------------------------------------------------------------------
     def record(self, kind: str, detail: str) -> None:
-        """Count an event and log it (at most once per ``log_interval_s`` per kind)."""
+        """Count an event; log it at once if its kind is new, else in the next summary."""
         self.counters[kind] += 1
-        now = self._clock()
-        if now - self._last_log.get(kind, -np.inf) >= self.cfg.log_interval_s:
-            extra = (
-                f" ({self._suppressed[kind]} more since last log)" if self._suppressed[kind] else ""
-            )
-            log.warning("[%s] safety %s: %s%s", self.name, kind, detail, extra)
-            self._last_log[kind] = now
-            self._suppressed[kind] = 0
-        else:
-            self._suppressed[kind] += 1
+        self.events.note(kind, f"[{self.name}] safety {kind}: {detail}")
 
     # ---- e-stop -------------------------------------------------------------------------
     @property
@@ -344,6 +367,7 @@ class SafetyLayer:
         """Why the measured joints break the limits (``None`` when they do not): a joint faster
         than ``dq_max``, or past a position limit on entering it or while still moving outwards
         (an arm stopped past a limit may be reset and moved back in without a new alarm)."""
+        self.events.poll()  # the periodic read: a burst of clamps that stopped is summarised
         q, dq = np.asarray(q, dtype=np.float64), np.asarray(dq, dtype=np.float64)
         if q.shape != (self.cfg.dof,) or dq.shape != (self.cfg.dof,):
             return (

@@ -5,8 +5,10 @@ finish would over-count short episodes, and successful episodes usually end earl
 inflates the success rate. Each round resets all sub-envs from fresh held-out seeds
 (``eval.seed_offset + seed * 100_000 + round * num_envs + i``) and waits for all of them.
 
-A ``deadline`` (``time.perf_counter()`` value, from ``train.time_budget_s``) stops starting new
-rounds once passed; the first round always runs and the result's ``episodes`` is what ran.
+A ``deadline`` (``time.perf_counter()`` value, from ``train.time_budget_s``) starts a round only
+when it fits before the deadline at the longest round measured so far (:func:`round_fits`); the
+first round of each split always runs and the result's ``episodes`` is what ran. A cut eval says
+so once, with the numbers (:class:`EvalCut`).
 ``progress`` shows a bar over episodes. ``rlinf eval`` writes its video and results into its own
 output folder, never into the checkpoint.
 """
@@ -17,6 +19,7 @@ import copy
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,41 @@ class _Recorder:
         return str(path)
 
 
+def round_fits(now: float, deadline: float | None, round_s: float) -> bool:
+    """Whether a round of ``round_s`` started at ``now`` ends by ``deadline`` (None: no bound).
+
+    >>> round_fits(10.0, 20.0, 9.5), round_fits(10.0, 20.0, 10.5), round_fits(10.0, None, 99.0)
+    (True, False, True)
+    """
+    return deadline is None or now + round_s <= deadline
+
+
+@dataclass
+class EvalCut:
+    """Splits the deadline cut short, for one message over all splits.
+
+    >>> c = EvalCut()
+    >>> c.add("id", 25, 50, round_s=48.0, left_s=20.0)
+    >>> c.message()
+    'eval cut by the time budget: id 25 of 50 episodes (a round took 48 s, 20 s were left)'
+    """
+
+    splits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    round_s: float = 0.0
+    left_s: float = 0.0
+
+    def add(self, split: str, done: int, planned: int, round_s: float, left_s: float) -> None:
+        self.splits[split] = (done, planned)
+        self.round_s, self.left_s = max(self.round_s, round_s), left_s
+
+    def message(self) -> str:
+        parts = ", ".join(f"{s} {d} of {n} episodes" for s, (d, n) in self.splits.items())
+        return (
+            f"eval cut by the time budget: {parts} (a round took {self.round_s:.0f} s, "
+            f"{max(0.0, self.left_s):.0f} s were left)"
+        )
+
+
 def _bar(total: int, desc: str, enabled: bool) -> Any:
     if not enabled:
         return None
@@ -129,21 +167,33 @@ def evaluate_policy(
     deadline: float | None = None,
     progress: bool = False,
     desc: str = "eval",
+    cut: EvalCut | None = None,
 ) -> dict[str, Any]:
-    """Deterministic episodes on held-out seeds ``seed + ...``; see the module docstring."""
+    """Deterministic episodes on held-out seeds ``seed + ...``; see the module docstring. A
+    deadline's cut is added to ``cut`` (for the caller's one message) or logged here."""
     n = max(1, min(num_envs, episodes))
     env = build_env(env_name, n, **env_kwargs)
     recorder = _Recorder(min(video_episodes, n)) if video_path else None
     results: list[dict[str, np.ndarray]] = []
     rounds = (episodes + n - 1) // n
     bar = _bar(episodes, desc, progress)
+    longest = 0.0
     try:
         for rnd in range(rounds):
-            if rnd and deadline is not None and time.perf_counter() >= deadline:
-                log.info("eval: time budget reached after %d of %d episodes", rnd * n, episodes)
+            now = time.perf_counter()
+            if rnd and not round_fits(now, deadline, longest):
+                assert deadline is not None
+                own = cut is None
+                cut = cut if cut is not None else EvalCut()
+                cut.add(
+                    desc.removeprefix("eval ").strip(), rnd * n, episodes, longest, deadline - now
+                )
+                if own:
+                    log.warning("%s", cut.message())
                 break
             rec = recorder if rnd < VIDEO_ROUNDS else None
             results.append(_run_round(policy, env, seed + rnd * n, rec))
+            longest = max(longest, time.perf_counter() - now)
             if rec is not None:
                 rec.end_round()
             if bar is not None:
@@ -160,7 +210,7 @@ def evaluate_policy(
         "episode_return": float(take("return").mean()),
         "episode_length": float(take("length").mean()),
     }
-    if recorder is not None:
+    if recorder is not None and video_path:
         out["video"] = recorder.write(video_path, env.spec.control_hz)
     return out
 
@@ -241,6 +291,7 @@ def evaluate_config(
     """Per-split results ``{split: {success_rate, episode_return, ...}}`` for a policy and
     config."""
     results: dict[str, Any] = {}
+    cut = EvalCut()
     for i, split in enumerate(ood_splits or cfg.eval.ood_splits):
         video = None
         if video_path:
@@ -261,6 +312,7 @@ def evaluate_config(
             deadline,
             progress,
             f"eval {split}",
+            cut,
         )
         log.info(
             "eval split %-10s success %.3f over %d episodes",
@@ -268,6 +320,8 @@ def evaluate_config(
             results[split]["success_rate"],
             results[split]["episodes"],
         )
+    if cut.splits:
+        log.warning("%s", cut.message())
     return results
 
 
@@ -294,7 +348,7 @@ def evaluate_checkpoint(
     """
     policy, meta = load_policy(path)
     cfg = checkpoint_config(meta, overrides)
-    episodes = episodes if episodes is not None else cfg.eval.episodes
+    episodes = episodes if episodes is not None else int(cfg.eval.episodes)
     seed = seed if seed is not None else 0
     if video_path is None:
         video_path = str(Path(meta["path"]) / "eval.mp4")
