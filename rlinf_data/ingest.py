@@ -21,6 +21,11 @@ both. A learner killed with SIGKILL loses at most the batch in flight, which was
 acknowledged and is sent again. ``IngestConfig.fsync`` makes the same hold across a power cut. An
 episode interrupted by a learner restart continues in a new store episode (``extra.continues``).
 
+Many robots, one store writer: every connection takes turns at the single store-writer thread
+(see :class:`IngestServer`), so a robot that floods cannot starve the others. A learner that knows
+its step layout passes it (``IngestServer(layout=...)``) and a robot streaming another layout is
+refused with the reason before anything of it is stored.
+
 ROS-free and torch-free (numpy, zarr, websockets), so the learner imports it anywhere.
 """
 
@@ -82,6 +87,13 @@ class IngestConfig:
     hello_timeout_s: float = field(
         default=10.0, metadata={"help": "a connection must say hello within this"}
     )
+    turn_items: int = field(
+        default=16,
+        metadata={
+            "help": "most transitions of one robot stored per turn of the store writer before "
+            "the other robots' batches get theirs (fair drain)"
+        },
+    )
     fsync: bool = field(
         default=False,
         metadata={
@@ -103,6 +115,8 @@ class IngestConfig:
             )
         if not self.store:
             raise ValueError("key 'ingest.store' is empty: name the episode store directory")
+        if self.turn_items < 1:
+            raise ValueError(f"key 'ingest.turn_items' must be >= 1, got {self.turn_items}")
         return self
 
 
@@ -132,6 +146,8 @@ class IngestedTransition:
 @dataclass
 class _Robot:
     last_seq: int = -1
+    stored: int = 0  # steps stored since this ledger opened
+    duplicates: int = 0  # items received again and not stored
     writer: EpisodeWriter | None = None
     episode: int = -1  # robot-local episode of `writer`
     infos: dict[int, dict[str, Any]] = field(
@@ -199,6 +215,7 @@ class Ledger:
             self._write(robot_id, r, t)
             r.last_seq = t.seq
         self.stats["duplicates"] += dup
+        r.duplicates += dup
         self.store.root.attrs[LAST_SEQ_ATTR] = {k: v.last_seq for k, v in self.robots.items()}
         return TransitionAck(acked=r.last_seq, duplicates=dup)
 
@@ -252,6 +269,7 @@ class Ledger:
             )
             w.append(t.step.step(t.reward, t.terminated, t.truncated))
             self.stats["stored"] += 1
+            r.stored += 1
             self._pair(robot_id, r, t, w.info.source)
         if t.end:
             if r.writer is not None and r.episode == t.episode:
@@ -313,20 +331,78 @@ class Ledger:
             )
         )
 
+    def per_robot(self) -> dict[str, dict[str, int]]:
+        """Robot id -> steps stored (since this ledger opened), duplicates, last stored seq.
+        Safe to call from another thread than the writer's (a snapshot of the robots first)."""
+        return {
+            k: {"stored": r.stored, "duplicates": r.duplicates, "last_seq": r.last_seq}
+            for k, r in list(self.robots.items())
+        }
+
     def close(self) -> None:
         for r in self.robots.values():
             if r.writer is not None:  # the robot continues it after a restart
                 self._close(r, "aborted", False, None)
 
 
+def layout_mismatch(layout: StepLayout, t: Transition) -> str:
+    """Why the step of ``t`` does not fit ``layout`` ("" when it does, or when ``t`` has no
+    step): the first of state size, action size, camera names and sizes that differs."""
+    step = t.step
+    if step is None:
+        return ""
+    state, action = np.shape(step.state), np.shape(step.action)
+    if state != (layout.state_dim,):
+        return f"state has shape {state}, the learner's layout wants ({layout.state_dim},)"
+    if action != (layout.action_dim,):
+        return f"action has shape {action}, the learner's layout wants ({layout.action_dim},)"
+    if sorted(step.images) != sorted(layout.cameras):
+        return f"cameras {sorted(step.images)}, the learner's layout has {sorted(layout.cameras)}"
+    for cam, (h, w) in layout.cameras.items():
+        got = np.shape(step.images[cam])
+        if got != (h, w, 3):
+            return f"camera {cam!r} has shape {got}, the learner's layout wants ({h}, {w}, 3)"
+    return ""
+
+
 class IngestServer:
     """``ws://host:port/transitions`` on its own event-loop thread. ``start()`` / ``stop()``;
-    ``feed`` is a bounded queue of :class:`IngestedTransition` (the oldest dropped when full)."""
+    ``feed`` is a bounded queue of :class:`IngestedTransition` (the oldest dropped when full).
+
+    Fairness when one robot floods -- a fair round-robin drain, not a per-robot cap. Every store
+    write goes through one writer thread (one writer per store), whose queue is first come,
+    first served. A connection reads its next frame only after the previous batch is stored and
+    acknowledged, so each robot has at most one job in that queue, and a job stores at most
+    ``turn_items`` transitions: the rest of a larger batch queues again behind every other
+    robot's job. With N robots waiting, each gets one turn of ``<= turn_items`` per cycle, so a
+    robot that floods (huge batches, wide window) takes at most its 1/N of the writer while the
+    others have data. Why not a per-robot cap on queued-but-not-stored transitions: a cap must
+    refuse or drop what is over it, and dropping breaks store-before-ack (the robot would resend,
+    or lose, what it was told nothing about); the round-robin keeps every transition and bounds
+    memory anyway -- what a robot has queued here is at most one frame being stored plus the
+    websocket's receive queue (``max_queue`` frames); beyond that TCP pushes back to the robot's
+    window and its on-disk spool. ``queued`` shows, per robot, the transitions received and not
+    yet stored.
+
+    Heterogeneous robots: with ``layout`` (the learner's step layout) every step is checked
+    before it is stored; a robot whose state / action / camera layout differs is refused -- its
+    batch is answered with the reason as text and its connection closed (code 1008) with that
+    reason, and ``refused`` keeps it per robot. The hello carries only ``robot_id`` and the
+    protocol, so a robot's first step is the earliest point its layout is known; nothing of a
+    refused robot reaches the store. It is checked again on every connection, so a robot
+    restarted with the right layout is accepted.
+    """
 
     def __init__(
-        self, cfg: IngestConfig, on_transition: Callable[[IngestedTransition], None] | None = None
+        self,
+        cfg: IngestConfig,
+        on_transition: Callable[[IngestedTransition], None] | None = None,
+        layout: StepLayout | None = None,
     ) -> None:
         self.cfg = cfg.resolve()
+        self.layout = layout
+        self.queued: dict[str, int] = {}  # robot id -> transitions received, not yet stored
+        self.refused: dict[str, str] = {}  # robot id -> why its last batch was refused
         self.feed: queue.Queue[IngestedTransition] = queue.Queue(maxsize=cfg.feed_size)
         self.dropped_feed = 0
         self._callback = on_transition
@@ -410,7 +486,11 @@ class IngestServer:
                     continue
                 if self._current.get(robot) is not ws:
                     break
-                ack = await loop.run_in_executor(self._io, self.ledger.apply, robot, batch.items)
+                why = self._mismatch(batch.items)
+                if why:
+                    await self._refuse(ws, robot, why)
+                    break
+                ack = await self._store(loop, robot, batch.items)
                 await ws.send(encode(ack))
         except Exception as e:
             log.warning(
@@ -422,6 +502,44 @@ class IngestServer:
         finally:
             if self._current.get(robot) is ws:
                 del self._current[robot]
+
+    def _mismatch(self, items: list[Transition]) -> str:
+        if self.layout is None:
+            return ""
+        for t in items:
+            why = layout_mismatch(self.layout, t)
+            if why:
+                return why
+        return ""
+
+    async def _refuse(self, ws: Any, robot: str, why: str) -> None:
+        reason = f"robot {robot} refused: its {why}"
+        if self.refused.get(robot) != reason:
+            log.error("ingest: %s; nothing of it is stored", reason)
+        self.refused[robot] = reason
+        await ws.send(reason)
+        await ws.close(1008, clip(reason, 120))
+
+    async def _store(
+        self, loop: asyncio.AbstractEventLoop, robot: str, items: list[Transition]
+    ) -> TransitionAck:
+        """Store ``items`` in turns of ``cfg.turn_items`` (see the class docstring); one ack."""
+        self.queued[robot] = self.queued.get(robot, 0) + len(items)
+        self.refused.pop(robot, None)
+        items = sorted(items, key=lambda t: t.seq)
+        step, duplicates = self.cfg.turn_items, 0
+        ack: TransitionAck | None = None
+        try:
+            for i in range(0, max(1, len(items)), step):  # an empty batch: one ack
+                part = items[i : i + step]
+                done = await loop.run_in_executor(self._io, self.ledger.apply, robot, part)
+                duplicates += done.duplicates
+                ack = done
+                self.queued[robot] -= len(part)
+        finally:
+            self.queued[robot] = 0
+        assert ack is not None  # the loop ran at least once
+        return TransitionAck(acked=ack.acked, duplicates=duplicates)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     async def _start(self) -> None:

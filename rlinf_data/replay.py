@@ -16,6 +16,14 @@ its last step is never sampled as a start (its next observation is unknown).
 Mixing (RLPD's symmetric sampling is ``mix={"demo": 0.5, "online": 0.5}``): each batch takes
 ``round(ratio * batch)`` rows from each non-empty source (largest remainders get the leftovers);
 an empty source's share goes to the others in proportion to their ratios.
+
+Per-robot sampling (``ReplayConfig.per_robot``): with many robots feeding one learner, pooled
+sampling (uniform over rows) gives each robot a share of every batch equal to its share of the
+data, so a robot that streams ten times faster -- or floods after a reconnect -- dominates the
+gradients. With ``per_robot`` each source draws a robot uniformly among those with a sampleable
+row, then a row uniformly within that robot. A row's robot is the ``robot_id`` in its episode's
+``info.extra`` (the ingest and the learner's segments set it); rows without one (demos, the
+learner's own env) form one group of their own.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ class ReplayConfig:
     )  # source -> share
     n_step: int = 1
     gamma: float = 0.99
+    per_robot: bool = False  # sample robots uniformly, then rows within a robot (module doc)
     # episode-store source -> buffer sources it feeds on restore (HIL-SERL puts interventions in
     # both); sources not in ``mix`` are skipped
     route: dict[str, tuple[str, ...]] = field(
@@ -92,19 +101,22 @@ class _Ring:
         self.terminated = np.zeros(c, bool)
         self.done = np.zeros(c, bool)  # the episode ended after this row's transition
         self.intervention = np.zeros(c, bool)
+        self.group = np.full(c, -1, np.int32)  # robot of the row (ReplayBuffer.groups); -1: none
         self.has_tr = np.zeros(c, bool)  # this row's transition is written
         self.serial = np.full(c, -1, np.int64)
         self.next = np.full(c, -1, np.int64)
         self.next_serial = np.full(c, -1, np.int64)
         self._valid: np.ndarray | None = None  # cache of valid_rows(), dropped on every write
+        self._by_group: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # same, grouped
 
-    def write_obs(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def write_obs(self, obs: dict[str, np.ndarray], group: int = -1) -> np.ndarray:
         """Store a batch of observations ``{field: [n, ...]}``; returns their rows."""
         n = len(obs["state"])
         rows = (self.cursor + np.arange(n)) % self.capacity
         for k, buf in self.obs.items():
             buf[rows] = obs[k]
-        self._valid = None
+        self.group[rows] = group
+        self._valid = self._by_group = None
         self.has_tr[rows] = False
         self.next[rows] = -1
         self.serial[rows] = self.serial_counter + np.arange(n)
@@ -133,7 +145,7 @@ class _Ring:
         self.next[rows] = next_rows
         self.next_serial[rows] = np.where(next_rows >= 0, self.serial[np.maximum(next_rows, 0)], -1)
         self.has_tr[rows] = True
-        self._valid = None
+        self._valid = self._by_group = None
 
     def linked(self, rows: np.ndarray) -> np.ndarray:
         """Whether each row's next observation is still the one its transition led to."""
@@ -150,6 +162,25 @@ class _Ring:
             self._valid = rows[self.startable(rows)]
         return self._valid
 
+    def grouped_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Valid rows sorted by group, with each group's start offset and row count."""
+        if self._by_group is None:
+            valid = self.valid_rows()
+            order = np.argsort(self.group[valid], kind="stable")
+            rows = valid[order]
+            _, starts, counts = np.unique(self.group[rows], return_index=True, return_counts=True)
+            self._by_group = (rows, starts, counts)
+        return self._by_group
+
+    def draw(self, k: int, rng: np.random.Generator, per_group: bool) -> np.ndarray:
+        """``k`` start rows: uniform over valid rows, or (``per_group``) over groups first."""
+        if not per_group:
+            valid = self.valid_rows()
+            return valid[rng.integers(0, len(valid), size=k)]
+        rows, starts, counts = self.grouped_rows()
+        g = rng.integers(0, len(counts), size=k)
+        return rows[starts[g] + (rng.random(k) * counts[g]).astype(np.int64)]
+
 
 class ReplayBuffer:
     """Per-source rings sampled with fixed mixing ratios; see the module docstring."""
@@ -159,6 +190,14 @@ class ReplayBuffer:
         self.rings = {s: _Ring(layout, self.cfg.capacity) for s in self.cfg.mix}
         # (source, stream) -> (row, serial) of the stream's latest observation, not yet acted on
         self._open: dict[tuple[str, int], tuple[int, int]] = {}
+        self.groups: dict[str, int] = {}  # robot id -> the group number its rows carry
+
+    def group_of(self, episode: Episode) -> int:
+        """The group of ``episode``'s rows: its robot's number, -1 without a ``robot_id``."""
+        robot = episode.info.extra.get("robot_id")
+        if robot is None:
+            return -1
+        return self.groups.setdefault(str(robot), len(self.groups))
 
     def _ring(self, source: str) -> _Ring:
         if source not in self.rings:
@@ -184,7 +223,7 @@ class ReplayBuffer:
         obs = {k: s[k] for k in ring.obs}
         if episode.final is not None:
             obs = {k: np.concatenate([v, episode.final[k][None]]) for k, v in obs.items()}
-        rows = ring.write_obs(obs)
+        rows = ring.write_obs(obs, self.group_of(episode))
         nxt = np.append(rows[1:], -1)[:n]
         done = np.zeros(n, bool)
         done[-1] = True
@@ -280,11 +319,10 @@ class ReplayBuffer:
         for src, k in self.shares(batch_size).items():
             if k:
                 ring = self.rings[src]
-                valid = ring.valid_rows()
                 parts.append(
                     self._targets(
                         ring,
-                        valid[rng.integers(0, len(valid), size=k)],
+                        ring.draw(k, rng, self.cfg.per_robot),
                         list(self.cfg.mix).index(src),
                     )
                 )

@@ -245,6 +245,14 @@ class ReplaySection:
         default=0.5,
         metadata=_h("share of each batch drawn from the demos when there are demos (RLPD: 0.5)"),
     )
+    per_robot: bool = field(
+        default=False,
+        metadata=_h(
+            "false: pooled (every stored transition equally likely); true: each batch draws a "
+            "robot uniformly, then a transition of that robot, so a robot streaming faster or "
+            "flooding after a reconnect does not dominate (rlinf_data.replay)"
+        ),
+    )
 
     def validate(self) -> None:
         if self.capacity < 2 or not 0.0 <= self.demo_ratio < 1.0:

@@ -47,7 +47,9 @@ def replay_config(cfg: OffPolicyConfig) -> ReplayConfig:
     mix = (
         {"demo": r.demo_ratio, "online": 1.0 - r.demo_ratio} if cfg.train.demos else {"online": 1.0}
     )
-    return ReplayConfig(capacity=r.capacity, mix=mix, n_step=a.n_step, gamma=a.gamma)
+    return ReplayConfig(
+        capacity=r.capacity, mix=mix, n_step=a.n_step, gamma=a.gamma, per_robot=r.per_robot
+    )
 
 
 def load_demos(replay: ReplayBuffer, path: str, layout: StepLayout, reward: Any = None) -> int:

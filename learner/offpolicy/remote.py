@@ -176,7 +176,8 @@ class RobotFeed:
             self.ingest = IngestServer(
                 IngestConfig(
                     store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port, token=token
-                )
+                ),
+                layout=core.layout,  # a robot of another layout is refused before it is stored
             ).start()
         except OSError as e:  # port taken, address not on this machine
             raise ConfigError(
@@ -276,6 +277,8 @@ class RobotFeed:
             / max(1, self.stats["transitions"]),
         }
         m.update({f"ingest/{k}": float(v) for k, v in self.ingest.ledger.stats.items()})
+        m["ingest/robots_seen"] = float(len(self.ingest.queued))
+        m["ingest/robots_refused"] = float(len(self.ingest.refused))
         m.update(self.judge.metrics())
         if self.pusher is not None:
             m.update(
