@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "spec": "rlinf_cli.spec",
     "config": "rlinf_cli.config_help",
     "collect": "rlinf_cli.collect",
+    "online": "rlinf_cli.online",
     "convert": "rlinf_cli.convert",
     "schedule": "rlinf_cli.schedule",
     "list": "rlinf_cli.listing",

@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 PLACEMENT_COMPONENTS = {"EmbodiedConfig": ("env", "rollout", "actor")}
 GPU_ONLY_BACKENDS = ("vllm", "sglang")
 # written into a run's out_dir by a launcher just before the run starts (``rlinf train --seeds``
-# opens ``<out_dir>/seed_<k>/train.log`` for the seed's own ``rlinf train``): not a previous run
-LAUNCHER_FILES = frozenset({"train.log"})
+# opens ``<out_dir>/seed_<k>/train.log`` for the seed's own ``rlinf train``; ``rlinf online`` its
+# children's ``logs/`` and the robot's ``spool/``): not a previous run
+LAUNCHER_FILES = frozenset({"train.log", "logs", "spool"})
 
 
 def _near(name: str, known: list[str]) -> str:

@@ -60,7 +60,16 @@ class StreamerNode(Node):
         self.pub_status.publish(String(data=json.dumps(self.status())))
 
     def close(self) -> None:
+        # one line a supervisor reports (``rlinf online``): what this stop left unsent
         self.streamer.stop()
+        spool, backlog = self.streamer.spool, self.streamer.backlog
+        per_step = spool.bytes / max(1, spool.pending_count())  # frames on disk, acked ones too
+        log.info(
+            "streamer: stopped with %d steps unsent (%.3f MB) in %s",
+            backlog,
+            backlog * per_step / 2**20,
+            self.cfg.stream.spool_dir,
+        )
 
 
 def build(cfg: RosGraphConfig, name: str | None) -> StreamerNode:
