@@ -83,6 +83,9 @@ class SceneOptions:
 
     objects: tuple[ObjectSpec, ...] = ()
     markers: tuple[str, ...] = ()  # mocap marker bodies (targets / goals), visual only
+    # markers drawn as flat opaque discs on the table, (name, radius): a goal *region* a camera
+    # sees from any angle (the others are small translucent spheres, for targets in the air)
+    marker_discs: tuple[tuple[str, float], ...] = ()
     timestep: float = 0.005
     table_rgba: tuple[float, float, float, float] = (0.55, 0.45, 0.35, 1.0)
     offscreen_size: tuple[int, int] = (240, 320)  # max (H, W) of offscreen renders
@@ -233,13 +236,14 @@ def _add_object(spec: mujoco.MjSpec, obj: ObjectSpec) -> None:
     )
 
 
-def _add_marker(spec: mujoco.MjSpec, name: str) -> None:
+def _add_marker(spec: mujoco.MjSpec, name: str, disc_radius: float | None = None) -> None:
     body = spec.worldbody.add_body(name=name, mocap=True, pos=[0.0, 0.0, TABLE_HEIGHT + 0.2])
+    disc = disc_radius is not None
     body.add_geom(
         name=f"{name}_geom",
-        type=mujoco.mjtGeom.mjGEOM_SPHERE,
-        size=[0.02, 0, 0],
-        rgba=[0.1, 0.8, 0.2, 0.6],
+        type=mujoco.mjtGeom.mjGEOM_CYLINDER if disc else mujoco.mjtGeom.mjGEOM_SPHERE,
+        size=[disc_radius, 0.001, 0] if disc else [0.02, 0, 0],
+        rgba=[0.1, 0.8, 0.2, 1.0 if disc else 0.6],
         contype=0,
         conaffinity=0,
         group=SCENE_GROUP,
@@ -319,8 +323,9 @@ def build_spec(options: SceneOptions) -> mujoco.MjSpec:
     _add_table(spec, options.table_rgba)
     for obj in options.objects:
         _add_object(spec, obj)
+    discs = dict(options.marker_discs)
     for marker in options.markers:
-        _add_marker(spec, marker)
+        _add_marker(spec, marker, discs.get(marker))
     _add_cameras(spec, options.extra_cameras)
     for build in options.builders:
         build(spec)

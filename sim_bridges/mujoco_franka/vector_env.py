@@ -52,6 +52,7 @@ def cached_model(options: SceneOptions) -> FrankaModel:
     key = (
         options.objects,
         options.markers,
+        options.marker_discs,
         options.timestep,
         options.table_rgba,
         tuple(sorted(options.extra_cameras.items())),
@@ -136,6 +137,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
             opts = SceneOptions(
                 objects=self.task.objects(shapes[i % len(shapes)]),
                 markers=self.task.markers,
+                marker_discs=tuple(self.task.marker_discs),
                 timestep=dt,
                 extra_cameras=dict(self.task.extra_cameras),
                 arm_actuation="torque" if torque else "position",

@@ -46,7 +46,7 @@ def test_pixel_push_state_has_no_object_pose(config: str) -> None:
     cfg, env = env_of(config)
     try:
         assert cfg.env.obs_mode == "rgb"
-        assert sorted(env.spec.cameras) == ["third", "wrist"]
+        assert sorted(env.spec.cameras) == ["front", "wrist"]
         obs = env.reset(seed=0)
         before = obs["state"].copy()
         move_cube_and_goal(env)

@@ -85,6 +85,8 @@ class FrankaTask(abc.ABC):
     name: str = ""
     instruction: str = ""
     markers: tuple[str, ...] = ()
+    # markers drawn as flat discs on the table, (name, radius) (SceneOptions.marker_discs)
+    marker_discs: tuple[tuple[str, float], ...] = ()
     state_fields: tuple[StateField, ...] = ()  # the task part of the state, by feature name
     feature_dim: int = 0
     success_radius: float = 0.05

@@ -220,7 +220,7 @@ def test_new_configs_load_and_validate(name: str) -> None:
 
     cfg = from_dict(get_runner(raw["runner"]).config_cls, raw)
     if name.startswith("sim_"):
-        assert cfg.env.obs_mode == "rgb" and sorted(cfg.env.kwargs["cameras"]) == ["third", "wrist"]
+        assert cfg.env.obs_mode == "rgb" and sorted(cfg.env.kwargs["cameras"]) == ["front", "wrist"]
         assert cfg.model.use_images
         assert cfg.model.encoder.kind == ("cnn" if name.endswith("cnn") else "frozen")
 
@@ -295,6 +295,7 @@ def test_pretraining_runner_runs_two_updates_and_writes_the_run(tmp_path: Path) 
             ROOT / "configs/encoder_pretrain.yaml",
             [
                 f"data.stores=[{store}]",
+                "data.cameras=[third,wrist]",
                 "model.channels=[4,4]",
                 "train.updates=2",
                 "train.batch_size=4",

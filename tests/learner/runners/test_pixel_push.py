@@ -14,7 +14,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.sim]
 
 ROOT = Path(__file__).resolve().parents[3]
-SMALL = ["control=ee_delta_pos", "cameras=[third,wrist]", "image_size=32"]
+SMALL = ["control=ee_delta_pos", "cameras=[front,wrist]", "image_size=32"]
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,6 @@ def test_pixel_push_trains_end_to_end(data: dict[str, Path], config: str) -> Non
     policy, _ = load_policy(out)
     obs = {
         "state": torch.zeros(1, policy.spec.state_dim),
-        "images": {c: torch.zeros(1, 32, 32, 3, dtype=torch.uint8) for c in ("third", "wrist")},
+        "images": {c: torch.zeros(1, 32, 32, 3, dtype=torch.uint8) for c in ("front", "wrist")},
     }
     assert policy(obs).dist.mode().shape == (1, 1, policy.spec.action_dim)
