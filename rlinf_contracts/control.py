@@ -14,8 +14,11 @@ Control modes (``ActionSpace.control``; the last entry is always the gripper, -1
 - ``joint_delta``: ``[dq1..dq7, grip]`` — ``joint_scale`` rad per step at |a| = 1.
 - ``joint_position``: ``[q1..q7, grip]`` — [-1, 1] mapped onto the joint limits.
 
-``ee_impedance`` (``[dx, dy, dz, grip]``) is not decoded here: it moves a Cartesian impedance
-target that a torque loop tracks with :func:`rlinf_contracts.impedance.impedance_torques`.
+``ee_impedance`` (``[dx, dy, dz, grip]``) is not decoded to joint targets: it moves a Cartesian
+impedance target that a torque loop tracks with :func:`rlinf_contracts.impedance.impedance_torques`.
+:class:`ImpedanceTargetDecoder` turns such an action into that target pose (position from
+:func:`~rlinf_contracts.impedance.step_target` on the measured position, orientation held from
+the episode's start), as the simulator's torque loop sets it.
 
 End-effector modes take one damped-least-squares step on the Jacobian per control step, plus a
 null-space pull toward ``home`` so the redundant 7th joint does not drift.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlinf_contracts.impedance import step_target
 from rlinf_contracts.rotations import orientation_error, rotvec_to_matrix
 from rlinf_contracts.spec import ActionSpace, SpecError
 
@@ -188,3 +192,38 @@ class ActionDecoder:
             control_hz=self.control_hz,
         )
         return target[0], width
+
+
+class ImpedanceTargetDecoder:
+    """Per-episode decoder of one arm's ``ee_impedance`` actions into impedance target poses.
+
+    The position target is :func:`~rlinf_contracts.impedance.step_target` of the measured
+    end-effector position; the orientation target is held at the measured orientation when the
+    episode began (:meth:`reset`, else the first decoded step), as the simulator holds it.
+    """
+
+    def __init__(self, space: ActionSpace) -> None:
+        space.validate()
+        if space.control != "ee_impedance":
+            raise SpecError(
+                f"action.control={space.control!r}: impedance targets are for 'ee_impedance'"
+            )
+        self.space = space
+        self.target_rot: np.ndarray | None = None
+
+    def reset(self, rot: np.ndarray | None) -> None:
+        self.target_rot = None if rot is None else np.asarray(rot, dtype=np.float64).copy()
+
+    def decode(
+        self, action: np.ndarray, pos: np.ndarray, rot: np.ndarray
+    ) -> tuple[np.ndarray, float]:
+        """(target pose 4x4 in the frame of ``pos`` / ``rot``, gripper width m) for one action
+        row ``[dx, dy, dz, grip]`` at the measured end-effector position ``pos`` [3] and
+        rotation ``rot`` [3, 3]."""
+        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
+        if self.target_rot is None:
+            self.target_rot = np.asarray(rot, dtype=np.float64).reshape(3, 3).copy()
+        pose = np.eye(4)
+        pose[:3, :3] = self.target_rot
+        pose[:3, 3] = step_target(np.asarray(pos).reshape(3), a[:3], self.space.pos_scale)
+        return pose, float(gripper_width(a[-1]))

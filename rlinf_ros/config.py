@@ -53,7 +53,10 @@ class RobotTopics:
     )
     target_pose: str = field(
         default="cartesian_impedance_controller/target_pose",
-        metadata={"help": "geometry_msgs/PoseStamped target in (IK to joints)"},
+        metadata={
+            "help": "geometry_msgs/PoseStamped target in (IK to joints; ee_impedance arms: the "
+            "torque loop's impedance target)"
+        },
     )
 
 
@@ -491,6 +494,8 @@ class RosGraphConfig:
             spec = self.policy_client.spec()  # a malformed spec fails here, before any node starts
             if self.robot.enabled and any(a.backend == "bridge" for a in self.robot.arms):
                 self.robot.bridge.check_spec(spec)
+            elif self.robot.enabled and spec.action.control == "ee_impedance":
+                _check_impedance_arms(self.robot.arms, spec)
         names = (
             [c.name for c in self.cameras]
             + ([self.robot.name] if self.robot.enabled else [])
@@ -504,6 +509,26 @@ class RosGraphConfig:
         if dup:
             raise ConfigError(
                 f"node names must be unique, {dup} repeats; set robot.name / cameras[*].name"
+            )
+
+
+def _check_impedance_arms(arms: list[ArmConfig], spec: RobotSpec) -> None:
+    """An ``ee_impedance`` policy needs arms whose torque loop runs the spec's gains."""
+    for arm in arms:
+        gains = arm.gains()
+        if gains is None:
+            raise ConfigError(
+                f"key 'robot.arms[{arm.name}].control' is {arm.control!r} but the policy "
+                "client's robot spec uses ee_impedance; set control: ee_impedance (and "
+                "impedance: the spec's action.impedance)"
+            )
+        if gains != spec.action.impedance:
+            want = (spec.action.impedance or ImpedanceGains()).to_dict()
+            got = gains.to_dict()
+            diff = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
+            raise ConfigError(
+                f"keys 'policy_client.robot_spec.action.impedance' and "
+                f"'robot.arms[{arm.name}].impedance' differ (spec, arm): {diff}"
             )
 
 

@@ -92,6 +92,13 @@ class PolicyClientConfig:
         default_factory=lambda: ["franka_robot_state_broadcaster/current_pose"],
         metadata={"help": "PoseStamped of each arm's end effector (base frame)"},
     )
+    target_pose_topics: list[str] = field(
+        default_factory=lambda: ["cartesian_impedance_controller/target_pose"],
+        metadata={
+            "help": "ee_impedance specs: PoseStamped impedance target out, one per arm (the "
+            "robot node's target_pose topic); the gripper still goes out on command_topic"
+        },
+    )
     goal_topic: str = field(
         default="task/goal",
         metadata={
@@ -199,6 +206,18 @@ class PolicyClientConfig:
                 f"key 'policy_client.robot_spec.arms' is {spec.arms} but "
                 f"policy_client.joint_prefixes lists {len(self.joint_prefixes)} arm(s)"
             )
+        if spec.action.control == "ee_impedance":
+            if self.lockstep:
+                raise ConfigError(
+                    "keys 'policy_client.lockstep' and 'policy_client.robot_spec.action.control'"
+                    " = ee_impedance exclude each other: a lock-step twin steps joint targets"
+                )
+            if len(self.target_pose_topics) < spec.arms:
+                raise ConfigError(
+                    f"key 'policy_client.target_pose_topics' lists "
+                    f"{len(self.target_pose_topics)} topic(s); ee_impedance needs one per arm "
+                    f"({spec.arms})"
+                )
         return spec
 
     def validate(self) -> None:

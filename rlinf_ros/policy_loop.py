@@ -83,7 +83,8 @@ class InferClient(Protocol):
 
 @dataclass
 class Command:
-    """Per-arm joint targets [7] and gripper widths (m); ``kind`` is ``policy`` or ``hold``."""
+    """Per-arm joint targets [7] and gripper widths (m); ``kind`` is ``policy`` or ``hold``.
+    ``poses``: ``ee_impedance`` target poses (4x4, base frame) that go out instead of joints."""
 
     joints: list[np.ndarray]
     grippers: list[float]
@@ -93,6 +94,7 @@ class Command:
     first: bool = False  # first step of its chunk
     action: np.ndarray | None = None  # the normalised action row executed (None: a hold)
     version: int = 0  # weight version of the policy that chose it
+    poses: list[np.ndarray] | None = None
 
 
 # ---- inference thread -----------------------------------------------------------------------
@@ -357,7 +359,15 @@ class PolicyLoop:
         version = int(res.response.get("weight_version", 0) or 0)
         rows = np.clip(actions, -1.0, 1.0).astype(np.float32)
         plan = [
-            Command(s.joints, s.grippers, "policy", t_obs=res.t_obs, action=row, version=version)
+            Command(
+                s.joints,
+                s.grippers,
+                "policy",
+                t_obs=res.t_obs,
+                action=row,
+                version=version,
+                poses=s.poses,
+            )
             for s, row in zip(steps, rows)
         ]
         plan[0].first = True
@@ -369,16 +379,25 @@ class PolicyLoop:
 
     def _hold(self, measured: list[RobotReading] | None, reason: str) -> Command | None:
         if self.last is not None:
+            poses = self.last.poses
             return Command(
-                [j.copy() for j in self.last.joints], list(self.last.grippers), "hold", reason
+                [j.copy() for j in self.last.joints],
+                list(self.last.grippers),
+                "hold",
+                reason,
+                poses=None if poses is None else [p.copy() for p in poses],
             )
         if measured is None:
             return None
+        poses = self.io.hold_poses(measured)
+        if self.io.impedance and poses is None:
+            return None  # no pose to hold at yet: command nothing
         return Command(
             [np.asarray(r.q, dtype=np.float64).copy() for r in measured],
             [float(r.gripper_width) for r in measured],
             "hold",
             reason,
+            poses=poses,
         )
 
     def _wants_chunk(self) -> bool:

@@ -10,6 +10,10 @@ The robot reports poses in its base frame; the spec's ``base_position`` shifts C
 features into the frame the policy saw. End-effector actions need a Jacobian: it comes from the
 numpy Franka kinematics (``robot_drivers.kinematics``) evaluated at the *reported* end-effector
 point, so it matches whatever point the robot publishes (hand TCP, a simulator site, ...).
+
+``ee_impedance`` actions become end-effector *target poses* (:class:`ArmTargets.poses`, base
+frame) instead of joint targets: the robot's torque loop (or a compliant controller) tracks
+them with the spec's gains.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlinf_contracts.control import ActionDecoder
+from rlinf_contracts.control import ActionDecoder, ImpedanceTargetDecoder
 from rlinf_contracts.features import MissingInput, RobotReading, build_state
 from rlinf_contracts.rotations import quat_xyzw_to_matrix
 from rlinf_contracts.spec import ACTION_DIMS, RobotSpec
@@ -31,10 +35,13 @@ ARM_DOF = 7
 
 @dataclass
 class ArmTargets:
-    """One control step for every arm: joint targets [7] and gripper widths (m)."""
+    """One control step for every arm: joint targets [7] and gripper widths (m); for
+    ``ee_impedance`` the target poses (4x4, base frame) that replace the joint targets (which
+    then are the measured joints, for the record only)."""
 
     joints: list[np.ndarray]
     grippers: list[float]
+    poses: list[np.ndarray] | None = None
 
 
 def point_jacobian(q: np.ndarray, point: np.ndarray) -> np.ndarray:
@@ -84,8 +91,17 @@ class SpecIO:
             )
         arm_space = replace(spec.action, dim=per_arm)
         home = np.asarray(spec.home or PANDA_HOME, dtype=np.float64)
-        self.decoders = [ActionDecoder(arm_space, home, spec.control_hz) for _ in range(spec.arms)]
         self.per_arm = per_arm
+        # ee_impedance: target poses for a torque loop; every other mode: joint targets
+        self.impedance = spec.action.control == "ee_impedance"
+        self.pose_decoders = (
+            [ImpedanceTargetDecoder(arm_space) for _ in range(spec.arms)] if self.impedance else []
+        )
+        self.decoders = (
+            []
+            if self.impedance
+            else [ActionDecoder(arm_space, home, spec.control_hz) for _ in range(spec.arms)]
+        )
 
     # ---- observations ----------------------------------------------------------------------
     def observation(
@@ -101,8 +117,19 @@ class SpecIO:
     # ---- actions ---------------------------------------------------------------------------
     def begin_episode(self, readings: list[RobotReading] | None = None) -> None:
         """Forget held orientation targets; they are re-taken from the next measured pose."""
-        for k, dec in enumerate(self.decoders):
+        for k, dec in enumerate([*self.decoders, *self.pose_decoders]):
             dec.reset(None if readings is None else readings[k].ee_rot)
+
+    def hold_poses(self, readings: list[RobotReading]) -> list[np.ndarray] | None:
+        """``ee_impedance``: the measured poses as targets (hold still); None without a pose."""
+        if not self.impedance or any(r.ee_pos is None or r.ee_rot is None for r in readings):
+            return None
+        out = []
+        for r in readings:
+            pose = np.eye(4)
+            pose[:3, :3], pose[:3, 3] = r.ee_rot, r.ee_pos
+            out.append(pose)
+        return out
 
     def decode(self, chunk: np.ndarray, readings: list[RobotReading]) -> list[ArmTargets]:
         """Action chunk ``[H, A]`` -> one :class:`ArmTargets` per step, integrated from
@@ -121,6 +148,8 @@ class SpecIO:
             )
         if not np.all(np.isfinite(chunk)):
             raise ValueError("policy actions contain NaN/inf")
+        if self.impedance:
+            return self._decode_poses(chunk, readings)
         states = [_ArmTrack(r) for r in readings]
         for dec, st in zip(self.decoders, states):
             if dec.needs_jacobian and (st.pos is None or st.rot is None):
@@ -142,6 +171,33 @@ class SpecIO:
                 joints.append(target)
                 widths.append(width)
             out.append(ArmTargets(joints, widths))
+        return out
+
+    def _decode_poses(self, chunk: np.ndarray, readings: list[RobotReading]) -> list[ArmTargets]:
+        """``ee_impedance``: step 1's target is :func:`~rlinf_contracts.impedance.step_target`
+        of the measured position; later steps of a chunk (open loop) start from the previous
+        target, as if the arm had reached it."""
+        pos, rot = [], []
+        for r in readings:
+            if r.ee_pos is None or r.ee_rot is None:
+                raise MissingInput(
+                    "ee_impedance actions need the end-effector pose; nothing has reported it "
+                    "yet (robot current_pose topic)"
+                )
+            pos.append(np.asarray(r.ee_pos, dtype=np.float64))
+            rot.append(np.asarray(r.ee_rot, dtype=np.float64))
+        joints = [np.asarray(r.q, dtype=np.float64).copy() for r in readings]
+        out = []
+        for row in np.clip(chunk, -1.0, 1.0):
+            poses, widths = [], []
+            for k, dec in enumerate(self.pose_decoders):
+                pose, width = dec.decode(
+                    row[k * self.per_arm : (k + 1) * self.per_arm], pos[k], rot[k]
+                )
+                pos[k] = pose[:3, 3]
+                poses.append(pose)
+                widths.append(width)
+            out.append(ArmTargets([j.copy() for j in joints], widths, poses))
         return out
 
 

@@ -80,4 +80,5 @@ class HumanTakeover:
             step.grippers,
             "teleop",
             action=np.clip(cmd.action, -1, 1).astype(np.float32),
+            poses=step.poses,
         )

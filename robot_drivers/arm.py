@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rlinf_contracts.impedance import ImpedanceGains
+from robot_drivers.impedance_law import ImpedanceTracking
 from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.safety import SafetyConfig, SafetyLayer
 from robot_drivers.types import ArmState, CommandOutcome, GripperState
@@ -98,8 +100,14 @@ class FrankaArm:
         joint_prefix: str = "panda_",
         clock: Callable[[], float] = time.monotonic,
         command_period_s: float = 0.1,
+        impedance: ImpedanceGains | None = None,
+        home: np.ndarray | None = None,
     ) -> None:
         self.backend = backend
+        # ee_impedance (None: position control only): the gains target poses are tracked with,
+        # and the posture of the law's null-space pull
+        self.impedance = impedance
+        self.home = None if home is None else np.asarray(home, dtype=np.float64)
         self.name = name
         self.joint_prefix = joint_prefix
         self._clock = clock
@@ -230,6 +238,28 @@ class FrankaArm:
             raise ValueError(f"ee delta must have shape (6,), got {delta.shape}")
         st = self.state()
         return self.move_joints(apply_ee_delta(st.q, delta))
+
+    def track_pose(self, pose: np.ndarray, issued_at: float | None = None) -> CommandOutcome:
+        """``ee_impedance``: impedance target ``pose`` (4x4, base frame) for the backend's torque
+        loop, after the safety layer (e-stop, staleness, workspace box); the watchdog and the
+        e-stop end the loop with :meth:`ArmBackend.hold` like any motion."""
+        backend = self.backend
+        if self.impedance is None or not isinstance(backend, ImpedanceTracking):
+            raise DriverError(
+                f"arm {self.name!r}: target poses need control ee_impedance on a backend with a "
+                f"torque loop (libfranka, sim); {type(backend).__name__} has "
+                f"{'none' if not isinstance(backend, ImpedanceTracking) else 'no gains set'}"
+            )
+        st = self.state()
+        refused = self._check_error(st)
+        if refused is not None:
+            return self._done(refused)
+        out = self.safety.filter_pose_target(pose, st.q, issued_at=issued_at)
+        if not out.refused:
+            home = self.home if self.home is not None else st.q
+            backend.command_impedance_target(out.target, self.impedance, home)
+            self._holding = False
+        return self._done(out)
 
     # ---- gripper ------------------------------------------------------------------------
     def _gripper_refused(self, action: str, *values: float) -> bool:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+
+from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.impedance import ImpedanceGains
 from robot_drivers.arm import ArmBackend, DriverError, FrankaArm
+from robot_drivers.impedance_law import ImpedanceTracking
 from robot_drivers.safety import SafetyConfig
 from robot_drivers.types import PANDA_HOME
 
@@ -28,6 +34,21 @@ class ArmConfig:
         default=PANDA_HOME, metadata={"help": "home joint positions (rad)"}
     )
     safety: SafetyConfig = field(default_factory=SafetyConfig)
+    control: str = field(
+        default="position",
+        metadata={
+            "help": "position (joint targets; target poses by IK) | ee_impedance (target poses "
+            "tracked by the Cartesian impedance law in the backend's torque loop: libfranka, "
+            "sim; a bridge's compliant controller is set by robot.bridge instead)"
+        },
+    )
+    impedance: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "control ee_impedance: the law's gains (ImpedanceGains keys; the robot "
+            "spec's action.impedance, unset keys = its defaults)"
+        },
+    )
     command_period_s: float = field(
         default=0.1, metadata={"help": "expected time between commands"}
     )
@@ -65,6 +86,20 @@ class ArmConfig:
             "(eval.seed_offset replays rlinf eval's episodes)"
         },
     )
+
+    def gains(self) -> ImpedanceGains | None:
+        """The impedance gains of an ``ee_impedance`` arm (None for position control)."""
+        if self.control not in ARM_CONTROLS:
+            raise ConfigError(
+                f"key 'robot.arms[{self.name}].control' is {self.control!r}; use one of "
+                f"{list(ARM_CONTROLS)}"
+            )
+        if self.control == "position":
+            return None
+        return ImpedanceGains.from_dict(self.impedance, prefix=f"robot.arms[{self.name}].impedance")
+
+
+ARM_CONTROLS = ("position", "ee_impedance")
 
 
 def _language_scene(cfg: ArmConfig, rest: str) -> Callable[[], object]:
@@ -157,10 +192,24 @@ def make_arm(cfg: ArmConfig) -> FrankaArm:
         raise DriverError(
             f"arm {cfg.name!r}: unknown backend {cfg.backend!r}; known: {sorted(ARM_BACKENDS)}"
         ) from None
+    gains = cfg.gains()
+    backend = factory(cfg)
+    if gains is not None and not isinstance(backend, ImpedanceTracking):
+        raise ConfigError(
+            f"key 'robot.arms[{cfg.name}].control': ee_impedance needs a backend with a torque "
+            f"loop (libfranka, sim); {cfg.backend!r} has none"
+            + (
+                " (bridge: the compliant controller of robot.bridge.target tracks the pose)"
+                if cfg.backend == "bridge"
+                else ""
+            )
+        )
     return FrankaArm(
-        factory(cfg),
+        backend,
         cfg.safety,
         name=cfg.name,
         joint_prefix=cfg.joint_prefix,
         command_period_s=cfg.command_period_s,
+        impedance=gains,
+        home=np.asarray(cfg.home, dtype=np.float64),
     )

@@ -11,6 +11,8 @@ modes (:class:`_PositionMode`, :class:`_TorqueMode`), one at a time:
   (:mod:`robot_drivers.torque_control`; any callable, e.g. the Cartesian impedance law) and
   writes its torques, limited in size and rate, plus Coriolis. A joint command or
   :meth:`~LibfrankaArmBackend.hold` (the watchdog, the e-stop) ends it: position mode holds.
+  :meth:`~LibfrankaArmBackend.command_impedance_target` runs the Cartesian impedance law of
+  ``ee_impedance`` (:mod:`robot_drivers.impedance_law`) this way, moving its target per call.
 
 An exception in the loop (a ``ControlException`` reflex, a ``NetworkException``, a torque law
 error) ends it; the state reports REFLEX with the robot's error flags (else the exception) and
@@ -35,8 +37,10 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.config.errors import ConfigError
+from rlinf_contracts.impedance import ImpedanceGains
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend, DriverError
+from robot_drivers.impedance_law import CartesianImpedanceLaw
 from robot_drivers.motion import ReferenceShaper
 from robot_drivers.torque_control import TorqueInput, TorqueLaw, limit_torques
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
@@ -308,6 +312,18 @@ class LibfrankaArmBackend(ArmBackend):
             raise DriverError(f"robot has errors {list(self._errors)}: call recover() first")
         self._stop()
         self._start(_TorqueMode(self, law, compensate_coriolis))
+
+    def command_impedance_target(
+        self, pose: np.ndarray, gains: ImpedanceGains, home: np.ndarray
+    ) -> None:
+        """Track ``pose`` (4x4, base frame) with the Cartesian impedance law in the torque loop:
+        the first call (or one with other gains) starts it, later calls move its target."""
+        mode = self._mode
+        law = mode.law if isinstance(mode, _TorqueMode) and self._running else None
+        if isinstance(law, CartesianImpedanceLaw) and law.gains == gains:
+            law.set_target(pose)
+            return
+        self.start_torque_control(CartesianImpedanceLaw(gains, home, pose))
 
     def stop_torque_control(self) -> None:
         """Back to the joint position loop, holding where the arm is."""

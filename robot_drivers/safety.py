@@ -395,6 +395,41 @@ class SafetyLayer:
             return f"joint {i + 1} at {q[i]:.4f} rad is past its limits [{lo[i]}, {hi[i]}] rad"
         return None
 
+    def filter_pose_target(
+        self, pose: np.ndarray, q_now: np.ndarray, issued_at: float | None = None
+    ) -> CommandOutcome:
+        """Safe version of an impedance target ``pose`` (4x4, base frame): refused while
+        e-stopped, stale (issued over ``watchdog_ms`` ago) or non-finite; its position clamped
+        into the workspace box (``workspace``). Joint limits and speed are the law's and the
+        measured check's (:meth:`check_measured`): a torque loop has no joint target to clamp."""
+        q_now = np.asarray(q_now, dtype=np.float64)
+        pose = np.asarray(pose, dtype=np.float64)
+        if self.estopped:
+            return self._refuse(q_now, "estop_refused", self.estop_refusal())
+        if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
+            return self._refuse(
+                q_now,
+                "stale_refused",
+                f"target pose issued {(self._clock() - issued_at) * 1000:.0f} ms ago > watchdog "
+                f"{self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding",
+            )
+        if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
+            return self._refuse(q_now, "non_finite", f"bad target pose {pose.tolist()}")
+        events = []
+        safe = pose.copy()
+        if self._fk is not None:  # the box is in the frame of the arm's kinematics
+            safe[:3, 3] = np.clip(pose[:3, 3], self._ws_lo, self._ws_hi)
+        if not np.array_equal(safe, pose):
+            events.append("workspace")
+            self.record(
+                "workspace",
+                f"target position {np.round(pose[:3, 3], 4).tolist()} clamped into box "
+                f"{self._ws_lo.tolist()}..{self._ws_hi.tolist()}",
+            )
+        self.note_command(issued_at=issued_at)
+        self._last_target = None  # the next joint command is measured from the real joints
+        return CommandOutcome(target=safe, events=tuple(events))
+
     def forget_target(self) -> None:
         """After a hold / e-stop / recovery the next move is measured from the real joints."""
         self._last_target = None

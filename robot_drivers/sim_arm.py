@@ -9,6 +9,11 @@
   :class:`~robot_drivers.motion.ReferenceShaper` (velocity and acceleration limited, braking
   before the position limits) -- handed an extreme target directly, the stiff, torque-limited
   servo overshot the joint speed and position limits (:meth:`MujocoArmBackend.step`).
+  ``ee_impedance`` (:meth:`~MujocoArmBackend.command_impedance_target`): the arm actuators
+  become torque motors while the Cartesian impedance law of :mod:`robot_drivers.impedance_law`
+  runs on every physics step, as libfranka's torque loop runs it every millisecond (gravity
+  stays compensated by the scene, as by Franka's firmware; Coriolis is not added). A joint
+  command or ``hold()`` restores the position servos, holding where the arm is.
 - :class:`KinematicArmBackend`: an ideal velocity-limited servo in numpy (no physics, no
   MuJoCo). Why keep it: safety / driver / ROS-conversion tests and dry runs of a node graph
   need an arm that behaves predictably and starts in microseconds.
@@ -23,10 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from rlinf_contracts.impedance import FRANKA_TAU_MAX, ImpedanceGains
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend
+from robot_drivers.impedance_law import CartesianImpedanceLaw
 from robot_drivers.kinematics import forward_kinematics
 from robot_drivers.motion import ReferenceShaper, stopping_speed
+from robot_drivers.torque_control import TorqueInput, limit_torques
 from robot_drivers.types import (
     PANDA_DQ_MAX,
     PANDA_GRIPPER_MAX_WIDTH,
@@ -167,6 +175,11 @@ class MujocoArmBackend(ArmBackend):
         # lock-step twin (robot.scene.lockstep): physics advances only in step_control, one
         # control period per command, never with wall time
         self.lockstep = False
+        # ee_impedance: the law run on every physics step (None: position servos), its last
+        # torque, and the position actuators' parameters to restore on hand-back
+        self._impedance: CartesianImpedanceLaw | None = None
+        self._tau = np.zeros(7)
+        self._servo_prm: tuple[np.ndarray, np.ndarray] | None = None
 
     def connect(self) -> None:
         import mujoco
@@ -239,6 +252,8 @@ class MujocoArmBackend(ArmBackend):
 
     def command_joint_positions(self, q: np.ndarray) -> None:
         with self._lock:
+            if self._impedance is not None:
+                self._sync_reference()
             self._velocity = None
             self._goal = np.asarray(q, dtype=np.float64).copy()
             if self.lockstep:  # the simulator's own step: the target goes to the actuators at once
@@ -247,12 +262,76 @@ class MujocoArmBackend(ArmBackend):
 
     def command_joint_velocities(self, dq: np.ndarray) -> None:
         with self._lock:
+            if self._impedance is not None:
+                self._sync_reference()
             self._velocity = np.asarray(dq, dtype=np.float64).copy()
             self.mode = RobotMode.MOVE
 
     def hold(self) -> None:
         with self._lock:
             self._sync_reference()
+
+    @property
+    def control_mode(self) -> str:
+        """``torque`` while the impedance law drives the arm, else ``position``."""
+        return "torque" if self._impedance is not None else "position"
+
+    def command_impedance_target(
+        self, pose: np.ndarray, gains: ImpedanceGains, home: np.ndarray
+    ) -> None:
+        """Track ``pose`` (4x4, base frame) with the impedance law on every physics step."""
+        with self._lock:
+            self._velocity = None
+            self.mode = RobotMode.MOVE
+            if self._impedance is not None and self._impedance.gains == gains:
+                self._impedance.set_target(pose)
+                return
+            self._impedance = CartesianImpedanceLaw(gains, home, pose)
+            self._tau = np.zeros(7)  # ramps up from zero under the rate limit, as on the robot
+            m, act = self.fm.model, self.fm.arm_act
+            if self._servo_prm is None:
+                self._servo_prm = (m.actuator_gainprm[act].copy(), m.actuator_biasprm[act].copy())
+            m.actuator_gainprm[act] = 0.0
+            m.actuator_gainprm[act, 0] = 1.0  # a motor: ctrl is the joint torque (Nm)
+            m.actuator_biasprm[act] = 0.0
+            self.data.ctrl[act] = 0.0
+
+    def _end_impedance(self) -> None:
+        """Position servos again (their gains restored); the caller sets their target."""
+        if self._servo_prm is not None:
+            m, act = self.fm.model, self.fm.arm_act
+            m.actuator_gainprm[act], m.actuator_biasprm[act] = self._servo_prm
+            self._servo_prm = None
+        self._impedance = None
+
+    def _impedance_step(self, law: CartesianImpedanceLaw) -> None:
+        """One physics step under the law: kinematics of the present state (``mj_step1``), the
+        law in the base frame, torques limited as the libfranka backend limits them, then
+        ``mj_step2``."""
+        mj, m, d, fm = self._mj, self.fm.model, self.data, self.fm
+        mj.mj_step1(m, d)
+        R_base = d.xmat[self._base].reshape(3, 3)
+        o_t_ee = np.eye(4)
+        o_t_ee[:3, 3] = R_base.T @ (d.site_xpos[fm.ee_site] - d.xpos[self._base])
+        o_t_ee[:3, :3] = R_base.T @ d.site_xmat[fm.ee_site].reshape(3, 3)
+        jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mj.mj_jacSite(m, d, jacp, jacr, fm.ee_site)
+        jac = np.vstack([R_base.T @ jacp[:, fm.arm_dof], R_base.T @ jacr[:, fm.arm_dof]])
+        mj.mj_fullM(m, self._M, d.qM)
+        ts = float(m.opt.timestep)
+        inp = TorqueInput(
+            q=d.qpos[fm.arm_qpos].copy(),
+            dq=d.qvel[fm.arm_dof].copy(),
+            o_t_ee=o_t_ee,
+            jacobian=jac,
+            mass=self._M[np.ix_(fm.arm_dof, fm.arm_dof)].copy(),
+            tau_prev=self._tau.copy(),
+            dt=ts,
+        )
+        self._tau = limit_torques(law(inp), self._tau, dt=ts, tau_max=FRANKA_TAU_MAX)
+        d.ctrl[fm.arm_act] = self._tau
+        mj.mj_step2(m, d)
+        self._shaped.follow(d.qpos[fm.arm_qpos], d.qvel[fm.arm_dof])
 
     def gripper_move(self, width: float, speed: float) -> bool:
         with self._lock:
@@ -273,7 +352,8 @@ class MujocoArmBackend(ArmBackend):
 
     def _sync_reference(self) -> None:
         """Stop where the arm is: servo target, shaped reference and goal on the measured joints
-        (hold, e-stop, a pose set from outside)."""
+        (hold, e-stop, a pose set from outside); ends an impedance loop."""
+        self._end_impedance()
         q = self.data.qpos[self.fm.arm_qpos].copy()
         self._velocity = None
         self._goal = q.copy()
@@ -326,6 +406,9 @@ class MujocoArmBackend(ArmBackend):
             m, d, ts = self.fm.model, self.data, self.fm.model.opt.timestep
             fm = self.fm
             for _ in range(max(int(n), 1)):
+                if self._impedance is not None:
+                    self._impedance_step(self._impedance)
+                    continue
                 if self._velocity is None:
                     self._mj.mj_getState(m, d, self._snapshot, self._state_spec)
                     d.ctrl[fm.arm_act] = self._goal
@@ -417,6 +500,7 @@ class MujocoArmBackend(ArmBackend):
             raise ValueError("this simulated arm has no scene with episodes (set the arm's scene)")
         with self._lock:
             self._velocity = None
+            self._end_impedance()
             self.scene.new_episode(number)  # sets the simulator's own actuator targets
             q = self.data.qpos[self.fm.arm_qpos].copy()
             self._goal = q.copy()

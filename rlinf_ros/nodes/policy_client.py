@@ -7,7 +7,10 @@ observation, what a language-conditioned policy reads) and one Image topic per c
 joints and images within ``slop_s`` (:class:`rlinf_ros.sync.ApproxTimeSync`); builds the state
 vector the spec describes (the same features the simulator computes, ``rlinf_ros.robot_io``); sends
 it over the wire from a background thread; and decodes the answer with the spec's control law into
-one ``JointTrajectory`` point per control tick (arm joints plus ``<prefix>finger_joint1``).
+one ``JointTrajectory`` point per control tick (arm joints plus ``<prefix>finger_joint1``). An
+``ee_impedance`` spec sends each arm's impedance target instead, a ``PoseStamped`` (base frame)
+on ``target_pose_topics`` (the robot node's ``target_pose``), and only the finger joint on the
+trajectory topic.
 
 On connect the client announces its robot spec; a server whose policy was trained for another
 layout refuses it once (``refused`` in the status, both layouts in the log) and the client does
@@ -46,6 +49,7 @@ from std_srvs.srv import SetBool
 from trajectory_msgs.msg import JointTrajectory
 
 from rlinf_contracts.features import MissingInput, RobotReading, needs
+from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from rlinf_contracts.transitions import StepRecord, TransitionError, event_from_json
 from rlinf_contracts.wire import packb
 from rlinf_ros.config import PolicyClientConfig, RosGraphConfig
@@ -54,6 +58,7 @@ from rlinf_ros.conversions import (
     image_to_rgb,
     joint_state_to_arrays,
     pose_from_msg,
+    pose_msg,
     stamp_to_sec,
     trajectory_msg,
 )
@@ -70,6 +75,7 @@ from rlinf_ros.policy_loop import ARM_DOF, InferClient, InferenceWorker, PolicyL
 from rlinf_ros.robot_io import SpecIO, reading_from_pose
 from rlinf_ros.sync import ApproxTimeSync
 from rlinf_ros.takeover import HumanTakeover
+from robot_drivers.types import EEPose
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +147,14 @@ class PolicyClientNode(Node):
         self.enabled = True
         self._subscribe(cfg)
         self.pub_cmd = self.create_publisher(JointTrajectory, cfg.command_topic, reliable_qos(10))
+        self.pub_target = (
+            [
+                self.create_publisher(PoseStamped, topic, reliable_qos(10))
+                for topic in cfg.target_pose_topics[:n]
+            ]
+            if self.io.impedance
+            else []
+        )
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_service(SetBool, cfg.enable_service, self._on_enable)
         self.worker = (
@@ -446,8 +460,27 @@ class PolicyClientNode(Node):
             cmd = self.loop.tick(obs, readings, t_obs)
         if cmd is None:
             return
-        self.pub_cmd.publish(self._command_msg(cmd))
+        self._publish_command(cmd)
         self._publish_step(obs, cmd, t_obs)
+
+    def _publish_command(self, cmd: Any) -> None:
+        """Joint targets (+ gripper) as one trajectory point; ``ee_impedance``: the target poses
+        on their topics and the gripper alone on the trajectory topic."""
+        if cmd.poses is None:
+            self.pub_cmd.publish(self._command_msg(cmd))
+            return
+        stamp = self.now()
+        for pub, pose in zip(self.pub_target, cmd.poses):
+            pub.publish(
+                pose_msg(
+                    EEPose(pose[:3, 3], matrix_to_quat_xyzw(pose[:3, :3])),
+                    stamp=stamp,
+                )
+            )
+        widths = np.asarray(cmd.grippers) / 2.0
+        self.pub_cmd.publish(
+            trajectory_msg(self.fingers, widths[None], np.array([1.0 / self.hz]), stamp=stamp)
+        )
 
     def status(self) -> dict[str, Any]:
         w = self.worker

@@ -8,6 +8,11 @@ services: ``estop``, ``reset_estop``, ``error_recovery``,
 ``franka_gripper/{homing,open,grasp,stop}`` (with two arms, gripper services and the pose topics are
 prefixed by the arm name).
 
+``ee_impedance`` arms (``robot.arms[*].control``, libfranka or sim backend): a ``target_pose``
+is not turned into joints but handed to the arm's torque loop, which tracks it with the
+Cartesian impedance law and the arm's gains (:meth:`robot_drivers.arm.FrankaArm.track_pose`);
+the watchdog and the e-stop end that loop (position control holds) like any motion.
+
 Bridge mode (an arm with ``backend: bridge``, ``rlinf_ros/bridge_io.py``): the arm is an existing
 ros2_control / franka_ros2 stack; its ``/joint_states`` come in, each safe target goes out to its
 trajectory or Cartesian controller, and this node publishes the topics above as for any arm.
@@ -127,7 +132,12 @@ class RobotNode(Node):
             self.create_timer(1.0 / cfg.driver_hz, self._tick)
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)
-        self.stats = {"trajectories": 0, "rejected": 0, "stale_trajectories": 0}
+        self.stats = {
+            "trajectories": 0,
+            "rejected": 0,
+            "stale_trajectories": 0,
+            "target_poses": 0,
+        }
         log.info("robot node: arms %s, joints %s", [a.name for a in self.arms], self.joint_names)
 
     # ---- time ---------------------------------------------------------------------------
@@ -287,6 +297,11 @@ class RobotNode(Node):
         goal = np.eye(4)
         goal[:3, :3] = quat_xyzw_to_matrix(pose.quat_xyzw)
         goal[:3, 3] = pose.position
+        if arm.impedance is not None:  # ee_impedance: the torque loop tracks the pose itself
+            self.trajectories[i] = None
+            out = arm.track_pose(goal, issued_at=arm.now())
+            self.stats["target_poses" if not out.refused else "rejected"] += 1
+            return
         q0 = arm.state().q
         q1 = solve_ik(q0, goal, iters=50)
         duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
@@ -352,6 +367,7 @@ class RobotNode(Node):
                 "errors": list(s.errors),
                 "estop": arm.safety.estopped,
                 "holding": arm.holding,
+                "control": getattr(arm.backend, "control_mode", "position"),
                 "safety": arm.counters,
             }
             bridge = next((b for b in self._bridged if b is arm.backend), None)
