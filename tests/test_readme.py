@@ -39,6 +39,10 @@ MAPPED: dict[str, str | None] = {
     "tensorboard --logdir runs": None,  # a third-party viewer of what the tiny run writes
     # tests/rlinf_ros runs it
     "rlinf ros up configs/ros_sim_franka.yaml": "rlinf ros nodes configs/ros_sim_franka.yaml",
+    # tests/rlinf_ros/test_online_command_ros.py runs it (real processes, Ctrl-C)
+    "rlinf online configs/ros_sim_franka_push.yaml configs/ros_online_rlpd_push.yaml": None,
+    # tests/rlinf_data/test_mcap_bags.py converts recorded bags both ways
+    "rlinf convert recording.mcap runs/demos/from_bag": None,
 }
 
 
