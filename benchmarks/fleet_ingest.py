@@ -476,9 +476,9 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
         )
         + f"First limit: {sat[0]['first_limit'] if sat else 'none reached'} -- each stored step "
         f"costs {min(wall):g}-{max(wall):g} ms of the single writer's wall time, of which "
-        f"{min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every field of the step and "
-        "its commit), so one ingest tops out near 1000 / writer-ms tr/s; the event loop, wire "
-        "and robots are far from theirs (robots' process "
+        f"{min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every field and the commit, once "
+        "per turn's batch of a robot's steps), so one ingest tops out near 1000 / writer-ms tr/s; "
+        "the event loop, wire and robots are far from theirs (robots' process "
         f"<= {max(r['cpu_robots'] for r in rows):.0%} of the core, late ticks "
         f"{max(r['robots_late_ticks'] for r in rows)}). The learner falls behind the stored "
         "rate only because it shares the core and the process (interpreter lock) with the "

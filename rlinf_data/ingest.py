@@ -15,11 +15,12 @@ Where seqs live on disk: each store episode's ``info.extra`` holds ``robot_id``,
 and, once ended, ``seq_end``; the root attribute ``ingest_last_seq`` holds each robot's last
 acknowledged seq (written after the steps, so it is never ahead of them). That is the whole
 de-duplication state: it is rebuilt from the store on restart, each step's seq is committed with
-the step itself (one atomic write, :mod:`rlinf_data.store`), so after a kill at any point the
-ledger holds exactly the stored seqs -- a resent item is either stored or a duplicate, never
-both. A learner killed with SIGKILL loses at most the batch in flight, which was not
-acknowledged and is sent again. ``IngestConfig.fsync`` makes the same hold across a power cut. An
-episode interrupted by a learner restart continues in a new store episode (``extra.continues``).
+the step itself (the steps of one episode in one turn are one batch, one atomic write:
+:meth:`~rlinf_data.store.EpisodeWriter.append_steps`), so after a kill at any point the ledger
+holds exactly the stored seqs -- a resent item is either stored or a duplicate, never both.
+A learner killed with SIGKILL loses at most the batch in flight, which was not acknowledged and is
+sent again. ``IngestConfig.fsync`` makes the same hold across a power cut. An episode interrupted
+by a learner restart continues in a new store episode (``extra.continues``).
 
 Many robots, one store writer: every connection takes turns at the single store-writer thread
 (see :class:`IngestServer`), so a robot that floods cannot starve the others. A learner that knows
@@ -46,7 +47,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from rlinf_contracts.episode import EpisodeInfo, StepLayout
+from rlinf_contracts.episode import EpisodeInfo, Step, StepLayout
 from rlinf_contracts.server_logs import quiet_library_log
 from rlinf_contracts.transitions import (
     PATH,
@@ -154,6 +155,15 @@ class _Robot:
         default_factory=dict
     )  # robot episode -> info (to continue one)
     pending: tuple[Transition, str] | None = None  # newest step, waiting for its next observation
+    batch: list[Transition] = field(
+        default_factory=list
+    )  # steps of `writer` received in this turn, stored together by `Ledger._flush`
+
+
+def _step(t: Transition) -> Step:
+    """The store step of a transition that carries one."""
+    assert t.step is not None
+    return t.step.step(t.reward, t.terminated, t.truncated)
 
 
 def _obs(state: np.ndarray, images: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -197,29 +207,38 @@ class Ledger:
         return self._robot(robot_id).last_seq
 
     def apply(self, robot_id: str, items: list[Transition]) -> TransitionAck:
-        """Store the new items of one batch (in seq order); the ack covers all of them."""
+        """Store the new items of one batch (in seq order); the ack covers all of them. The steps
+        of one episode are written as one store batch (one commit), flushed before anything
+        else of the store changes (an episode's end or begin) and before the ack, so the ack
+        never covers an uncommitted step and ``last_seq`` follows the commits only."""
         r = self._robot(robot_id)
-        dup = 0
-        for t in sorted(items, key=lambda t: t.seq):
-            if t.seq <= r.last_seq:
-                dup += 1
-                continue
-            if t.seq != r.last_seq + 1:
-                self.stats["gaps"] += 1
-                log.warning(
-                    "ingest: robot %s skipped seqs %d..%d (its spool overflowed or was deleted)",
-                    robot_id,
-                    r.last_seq + 1,
-                    t.seq - 1,
-                )
-            self._write(robot_id, r, t)
-            r.last_seq = t.seq
+        dup, last = 0, r.last_seq
+        try:
+            for t in sorted(items, key=lambda t: t.seq):
+                if t.seq <= last:
+                    dup += 1
+                    continue
+                if t.seq != last + 1:
+                    self.stats["gaps"] += 1
+                    log.warning(
+                        "ingest: robot %s skipped seqs %d..%d (its spool overflowed or was "
+                        "deleted)",
+                        robot_id,
+                        last + 1,
+                        t.seq - 1,
+                    )
+                self._write(robot_id, r, t)
+                last = t.seq
+            self._flush(robot_id, r)
+        finally:
+            r.batch.clear()  # a failed store: nothing of it counts as stored, the robot resends
         self.stats["duplicates"] += dup
         r.duplicates += dup
         self.store.root.attrs[LAST_SEQ_ATTR] = {k: v.last_seq for k, v in self.robots.items()}
         return TransitionAck(acked=r.last_seq, duplicates=dup)
 
     def _open(self, robot_id: str, r: _Robot, t: Transition) -> EpisodeWriter:
+        self._flush(robot_id, r)
         if r.writer is not None:  # a new episode while one is open: the robot never ended it
             self._close(r, "aborted", False, None)
         info_d = t.info or r.infos.get(t.episode)
@@ -261,33 +280,49 @@ class Ledger:
         w.end(status=status, success=success, final=final if final and w.length else None)
 
     def _write(self, robot_id: str, r: _Robot, t: Transition) -> None:
+        """Take one new item: a step joins the turn's batch of its episode (stored by
+        :meth:`_flush`), an end closes the episode after its batch is stored."""
         if t.step is not None:
-            w = (
-                r.writer
-                if r.writer is not None and r.episode == t.episode
-                else self._open(robot_id, r, t)
-            )
-            w.append(t.step.step(t.reward, t.terminated, t.truncated))
-            self.stats["stored"] += 1
-            r.stored += 1
-            self._pair(robot_id, r, t, w.info.source)
+            if r.writer is None or r.episode != t.episode:
+                self._open(robot_id, r, t)
+            r.batch.append(t)
+            if not t.end:
+                return
+        self._flush(robot_id, r)
         if t.end:
-            if r.writer is not None and r.episode == t.episode:
-                self._close(r, t.end, t.success, t.final, seq_end=t.seq)
-            else:
-                log.warning(
-                    "ingest: robot %s ended episode %d (%s), which has no open store episode here",
-                    robot_id,
-                    t.episode,
-                    t.end,
-                )
-            if r.pending is not None and t.final is not None:
-                step = cast(np.ndarray, t.final.get("state"))  # a final observation has its state
-                images = {
-                    k[len("images/") :]: v for k, v in t.final.items() if k.startswith("images/")
-                }
-                self._emit(robot_id, r, _obs(step, images), last=True, success=bool(t.success))
-            r.pending = None
+            self._end(robot_id, r, t)
+        r.last_seq = t.seq
+
+    def _flush(self, robot_id: str, r: _Robot) -> None:
+        """Store the batch of ``r``'s open episode in one commit; only then count its steps as
+        stored (``last_seq``) and offer them to the consumer."""
+        batch, w = r.batch, r.writer
+        if not batch or w is None:
+            return
+        w.append_steps([_step(t) for t in batch])
+        r.batch = []
+        r.last_seq = batch[-1].seq
+        self.stats["stored"] += len(batch)
+        r.stored += len(batch)
+        for t in batch:
+            self._pair(robot_id, r, t, w.info.source)
+
+    def _end(self, robot_id: str, r: _Robot, t: Transition) -> None:
+        """Close the robot's episode ``t.episode`` as ``t`` says and emit its last step."""
+        if r.writer is not None and r.episode == t.episode:
+            self._close(r, t.end, t.success, t.final, seq_end=t.seq)
+        else:
+            log.warning(
+                "ingest: robot %s ended episode %d (%s), which has no open store episode here",
+                robot_id,
+                t.episode,
+                t.end,
+            )
+        if r.pending is not None and t.final is not None:
+            step = cast(np.ndarray, t.final.get("state"))  # a final observation has its state
+            images = {k[len("images/") :]: v for k, v in t.final.items() if k.startswith("images/")}
+            self._emit(robot_id, r, _obs(step, images), last=True, success=bool(t.success))
+        r.pending = None
 
     def _pair(self, robot_id: str, r: _Robot, t: Transition, source: str) -> None:
         assert t.step is not None

@@ -19,6 +19,17 @@ kill loses at most the step in flight. An episode's end (final observation, arra
 ``episodes/``. Reopening for writing (``mode="a"``) marks an episode found ``open`` as
 ``aborted`` and removes what a kill left half-made. One writer per store at a time.
 
+Batches (``EpisodeWriter.append_steps``, what the ingest stores per turn of its drain): ``k``
+steps of one episode go out as one resize and one write per field (rows ``length`` to
+``length + k``), then one ``zarr.json`` with ``length + k`` -- the same single commit point as a
+step, now for the whole batch. Before that write every row of the batch is at or past the
+committed ``length``, so unreadable; after it, all are committed: a kill between the resize, the
+field writes (each chunk file replaced atomically) and the commit leaves the episode at its
+length before the batch, and ``mode="a"`` trims the uncommitted rows as for a step. Never a
+part of a batch. A turn that spans an episode's end is one batch per episode, committed in seq
+order with the end between them, so a kill leaves a seq prefix of whole batches (each episode's
+own commit), which is all the ingest's ledger needs (it acks after the last commit).
+
 Torn episodes: a store written by an older version can hold an episode directory without
 ``zarr.json`` or without ``info`` (its group was created, then killed before its attributes).
 Every reader takes such an episode as empty with status ``aborted`` (``extra["torn"]`` says
@@ -31,7 +42,10 @@ cut. ``fsync=True`` (``IngestConfig.fsync``) flushes the step's chunk files, the
 point and their directories, before ``append`` returns: about 21 ms per state-only step and
 31 ms with a 64x64 camera (3.5-4.3x), and ~80-100 ms per ``begin``, measured side by side on
 a shared 2-core ext4 machine by ``benchmarks/store_durability.py``
-(``benchmarks/results/store_durability.md``).
+(``benchmarks/results/store_durability.md``). A batch pays the commit and one write per field
+once for all its steps: with full 16-step turns the fleet benchmark's ingest spends 1.8 ms of
+CPU per stored state-only step, against 6.3-7.7 ms step by step
+(``benchmarks/results/fleet_ingest.md``).
 """
 
 from __future__ import annotations
@@ -41,7 +55,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -92,39 +106,61 @@ class EpisodeWriter:
         # every field of the layout is an array of the episode group (pyright sees Array | Group)
         self._arrays = {name: cast(zarr.Array, group[name]) for name in self.layout.fields()}
 
-    def _commit(self) -> None:
-        """The one write that makes the episode's new state visible: its group ``zarr.json``."""
+    def _commit(self, length: int | None = None) -> None:
+        """The one write that makes the episode's new state visible: its group ``zarr.json``
+        (``length``: the committed steps it records, the writer's own by default)."""
         write_atomic(
             self._dir / "zarr.json",
-            group_json({"info": self.info.to_dict(), "length": self.length}),
+            group_json(
+                {"info": self.info.to_dict(), "length": self.length if length is None else length}
+            ),
             self.store.fsync,
         )
 
-    def _chunk_files(self, row: int) -> list[Path]:
-        """The chunk file of every field holding ``row`` (what an fsync of that step covers)."""
+    def _chunk_files(self, start: int, stop: int) -> list[Path]:
+        """The chunk files of every field holding rows ``start`` to ``stop`` (what an fsync of
+        those steps covers)."""
         out = []
         for name, a in self._arrays.items():
-            coords = tuple(row // a.chunks[0] if d == 0 else 0 for d in range(a.ndim))
-            out.append(self._dir / name / a.metadata.encode_chunk_key(coords))
+            rows = a.chunks[0]
+            for c in range(start // rows, (stop - 1) // rows + 1):
+                coords = tuple(c if d == 0 else 0 for d in range(a.ndim))
+                out.append(self._dir / name / a.metadata.encode_chunk_key(coords))
         return out
 
     def append(self, step: Step) -> None:
         """Write one step; it is durable (survives kill -9, and a power cut with ``fsync``) when
         this returns."""
+        self.append_steps([step])
+
+    def append_steps(self, steps: Sequence[Step]) -> None:
+        """Write ``steps`` as one batch: one resize and one write per field, one commit. When
+        this returns all of them are durable; a kill before leaves none of them (the crash-safety
+        argument is in the module docstring). A step that does not fit the layout raises before
+        anything is written."""
         if self.info.status != "open":
             raise EpisodeError(
                 f"episode {self.index} is {self.info.status}; begin a new one to append"
             )
-        values = step.arrays()
-        self.layout.check(values)
-        self._grow(self.length + 1)
-        _rows_async(self._arrays, self.length, values)
+        if not steps:
+            return
+        start, stop = self.length, self.length + len(steps)
+        values = self._stack(steps)
+        self._grow(stop)
+        _rows_async(self._arrays, slice(start, stop), values)
         crash_point("append.rows_written")
         if self.store.fsync:
-            fsync_files(self._chunk_files(self.length))
-        self.length += 1
-        self._commit()  # the commit point of this step
-        self._last = step
+            fsync_files(self._chunk_files(start, stop))
+        self._commit(stop)  # the commit point of the whole batch
+        self.length = stop
+        self._last = steps[-1]
+
+    def _stack(self, steps: Sequence[Step]) -> dict[str, np.ndarray]:
+        """The batch as one array per field (each step checked against the layout first)."""
+        rows = [s.arrays() for s in steps]
+        for values in rows:
+            self.layout.check(values)
+        return {k: np.stack([values[k] for values in rows]) for k in self._arrays}
 
     def _grow(self, rows: int) -> None:
         if rows <= self._capacity:
