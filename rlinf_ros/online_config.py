@@ -115,6 +115,39 @@ class RecorderNodeConfig:
     status_path: str = field(
         default="", metadata={"help": "also write the status JSON here (rlinf collect reads it)"}
     )
+    format: str = field(
+        default="store",
+        metadata={
+            "help": "store | mcap | both: the episode store, a rosbag2 MCAP folder (one file "
+            "per episode, ROS 2 tools and 'rlinf convert' read it), or both"
+        },
+    )
+    mcap_dir: str = field(
+        default="runs/bags", metadata={"help": "rosbag2 folder of the MCAP recording"}
+    )
+    mcap_chunk_kib: int = field(
+        default=1024,
+        metadata={"help": "MCAP chunk size: a killed recorder loses at most the last chunk"},
+    )
+
+    def validate(self) -> None:
+        from rlinf_contracts.config import ConfigError
+
+        if self.format not in RECORDER_FORMATS:
+            raise ConfigError(
+                f"key 'recorder.format' must be one of {list(RECORDER_FORMATS)}, got "
+                f"{self.format!r}"
+            )
+        if self.format != "store" and not self.mcap_dir:
+            raise ConfigError(f"key 'recorder.mcap_dir' is empty; format {self.format!r} needs it")
+        if self.mcap_chunk_kib < 1:
+            raise ConfigError(
+                f"key 'recorder.mcap_chunk_kib' must be >= 1, got {self.mcap_chunk_kib}"
+            )
+
+
+# what the recorder writes: the sinks of each (rlinf_ros.nodes.recorder.SINKS)
+RECORDER_FORMATS = ("store", "mcap", "both")
 
 
 @dataclass

@@ -8,7 +8,8 @@ outcomes come as
 :class:`~rlinf_contracts.transitions.EpisodeEvent` on ``episode/event`` from whoever judges:
 the task node (sim twin), the teleop node (success / failure / re-record keys), a reward
 classifier. :class:`EpisodeAssembler` joins the two into schema steps with reward and done
-flags and hands them to a sink: :class:`StoreSink` (the recorder: a local episode store) or
+flags and hands them to a sink: :class:`StoreSink` (the recorder: a local episode store;
+``rlinf_ros.mcap_sink`` for a rosbag2 MCAP recording, :class:`TeeSink` for both) or
 :class:`StreamSink` (the streamer: ``ws://learner/transitions``). Both nodes run the same
 assembler on the same topics, so the learner's store and the robot's store hold the same steps.
 
@@ -289,6 +290,36 @@ class ListSink:
         self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
     ) -> None:
         self.calls.append(("end", episode, status, success, final))
+
+
+@dataclass
+class TeeSink:
+    """Every call to each of ``sinks``, in order: the recorder writing a store and a bag of the
+    same assembled steps (``recorder.format: both``)."""
+
+    sinks: list[EpisodeSink]
+
+    def begin(self, episode: int, info: EpisodeInfo) -> None:
+        for s in self.sinks:
+            s.begin(episode, info)
+
+    def step(
+        self,
+        episode: int,
+        index: int,
+        record: StepRecord,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+    ) -> None:
+        for s in self.sinks:
+            s.step(episode, index, record, reward, terminated, truncated)
+
+    def end(
+        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
+    ) -> None:
+        for s in self.sinks:
+            s.end(episode, status, success, final)
 
 
 class StoreSink:

@@ -18,7 +18,7 @@ record, so :func:`rlinf_data.bags.read.open_bag` reads the same episodes back.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,15 +147,19 @@ class _Bag:
 
 
 def _step_info(ep: Episode, k: int) -> str:
-    s = ep.steps
+    return step_info_json({key: v[k] for key, v in ep.steps.items()})
+
+
+def step_info_json(step: Mapping[str, Any]) -> str:
+    """A step's scalars as ``step_info`` JSON (also what the recorder's live bags write)."""
     return json.dumps(
         {
-            "reward": float(s["reward"][k]),
-            "terminated": bool(s["terminated"][k]),
-            "truncated": bool(s["truncated"][k]),
-            "intervention": bool(s["intervention"][k]),
-            "policy_version": int(s["policy_version"][k]),
-            "timestamp": float(s["timestamp"][k]),
+            "reward": float(step["reward"]),
+            "terminated": bool(step["terminated"]),
+            "truncated": bool(step["truncated"]),
+            "intervention": bool(step["intervention"]),
+            "policy_version": int(step["policy_version"]),
+            "timestamp": float(step["timestamp"]),
         }
     )
 

@@ -2,7 +2,9 @@
 
 Same inputs as the streamer (``policy_client/step``, ``episode/event``; see
 ``rlinf_ros.recording``), written with :class:`rlinf_data.EpisodeStore` (kill -9 loses at most
-the step in flight). Re-recorded (aborted) episodes are discarded unless ``keep_aborted``.
+the step in flight) and / or, by ``format``, as a rosbag2 MCAP folder
+(:class:`rlinf_ros.mcap_sink.McapSink`). Re-recorded (aborted) episodes are discarded unless
+``keep_aborted``.
 Status JSON -- episodes, successes, success rate, intervention ratio -- on ``recorder/status``
 and, atomically, in ``status_path`` (what ``rlinf collect ... --source ros`` displays).
 """
@@ -11,18 +13,36 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from rclpy.node import Node
 from std_msgs.msg import String
 
 from rlinf_ros.config import RosGraphConfig
+from rlinf_ros.mcap_sink import McapSink
 from rlinf_ros.nodes.common import declare_config, exit_process, reliable_qos, run_node
 from rlinf_ros.nodes.episode_topics import episode_template, subscribe_episodes
 from rlinf_ros.online_config import RecorderNodeConfig
-from rlinf_ros.recording import StoreSink
+from rlinf_ros.recording import EpisodeSink, StoreSink, TeeSink
 
 log = logging.getLogger(__name__)
+
+
+def _store(cfg: RecorderNodeConfig) -> StoreSink:
+    return StoreSink(cfg.store, discard_aborted=not cfg.keep_aborted)
+
+
+def _mcap(cfg: RecorderNodeConfig) -> McapSink:
+    return McapSink(cfg.mcap_dir, not cfg.keep_aborted, chunk_kib=cfg.mcap_chunk_kib)
+
+
+# recorder.format -> the sinks it writes (rlinf_ros.online_config.RECORDER_FORMATS)
+SINKS: dict[str, tuple[Callable[[RecorderNodeConfig], EpisodeSink], ...]] = {
+    "store": (_store,),
+    "mcap": (_mcap,),
+    "both": (_store, _mcap),
+}
 
 
 class RecorderNode(Node):
@@ -30,21 +50,31 @@ class RecorderNode(Node):
         super().__init__(cfg.name, namespace=cfg.namespace or None)
         cfg = declare_config(self, cfg)
         self.cfg = cfg
-        self.sink = StoreSink(cfg.store, discard_aborted=not cfg.keep_aborted)
+        self.sinks = [make(cfg) for make in SINKS[cfg.format]]
+        self.sink = self.sinks[0] if len(self.sinks) == 1 else TeeSink(self.sinks)
         self.assembler = subscribe_episodes(
             self, cfg.episodes, episode_template(graph, cfg.episodes), self.sink
         )
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
         self.create_timer(0.5, self._publish_status)
-        log.info("recorder: %s episodes into %s", cfg.episodes.source, cfg.store)
+        where = {"store": cfg.store, "mcap": cfg.mcap_dir, "both": f"{cfg.store}, {cfg.mcap_dir}"}
+        log.info("recorder: %s episodes into %s", cfg.episodes.source, where[cfg.format])
 
     def status(self) -> dict:
-        return {
-            **self.assembler.stats.summary(),
-            "open": self.assembler.current is not None,
-            "store": self.cfg.store,
-            "stored": len(self.sink.store),
-        }
+        out = {**self.assembler.stats.summary(), "open": self.assembler.current is not None}
+        for sink in self.sinks:
+            if isinstance(sink, StoreSink):
+                out.update(store=self.cfg.store, stored=len(sink.store))
+            elif isinstance(sink, McapSink):
+                out.update(mcap_dir=self.cfg.mcap_dir, bags=len(sink))
+        return out
+
+    def close(self) -> None:
+        """Finish an MCAP file still open (run_node calls this on shutdown)."""
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if callable(close):
+                close()
 
     def _publish_status(self) -> None:
         text = json.dumps(self.status())
