@@ -11,7 +11,10 @@ cluster has them, CPU cores otherwise):
 - ``<ranks>@<resource>`` -- as ``<ranks>``, each process also needing one unit of a custom Ray
   resource, so it runs on the node that offers it: ``env: 1@robot:franka0`` puts the env worker
   on the robot PC that joined with ``ray start --resources '{"robot:franka0": 1}'`` (one unit
-  per process: two processes never drive one arm)
+  per process: two processes never drive one arm). A fleet is the same rule: every robot PC
+  offers one unit of one label (``--resources '{"fleet:env": 1}'``), and ``env: 0-2@fleet:env``
+  asks for three processes of one unit each, so Ray puts one on each of three robot PCs; the
+  learner takes a label only its node offers (``learner,replay: 0@learner_node``)
 
 Several components can share a key: ``"env,rollout": 0-1``. The mode follows from the sets:
 identical slot sets everywhere = collocated, pairwise disjoint = disaggregated, anything else =
@@ -29,6 +32,9 @@ hybrid.
 [[0, 1], [2, 3]]
 >>> parse_placement({"env": "1@robot:franka0", "rollout,actor": 0}, num_slots=2)["env"].resources
 {'robot:franka0': 1.0}
+>>> fleet = parse_placement({"learner,replay": "0@learner_node", "env": "1-2@fleet:env"}, 3)
+>>> fleet["env"].num_processes, fleet["env"].resources, fleet["learner"].resources
+(2, {'fleet:env': 1.0}, {'learner_node': 1.0})
 >>> parse_placement({"actor": "0-4"}, num_slots=4)
 Traceback (most recent call last):
 ...

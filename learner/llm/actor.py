@@ -49,6 +49,11 @@ class LLMActorConfig(OptimConfig):
 
     def validate(self) -> None:
         super().validate()
+        if self.strategy != "ddp":  # one actor process: a sharding strategy would be ignored
+            raise ConfigError(
+                f"key 'actor.strategy'={self.strategy!r} is not supported by runner reasoning yet "
+                "(its actor is one process); use ddp"
+            )
         if self.micro_batch < 0:
             raise ConfigError(
                 f"actor.micro_batch must be >= 0 (0 = whole mini-batch), got {self.micro_batch}"

@@ -134,7 +134,9 @@ class _Run:
                 start,
                 meta["weight_version"],
             )
-        version = self.trainers.execute_on([0], "publish").wait()[0]
+        # every rank: a sharded (fsdp) strategy gathers the full weights on all ranks; rank 0
+        # publishes them
+        version = self.trainers.call("publish").wait()[0]
         return start, version
 
     def save(self, iteration: int, metrics: dict[str, float]) -> Path:
