@@ -7,7 +7,14 @@ critic ensemble, pixel encoder) and times ``update`` on a fixed batch:
   ``configs/sim_franka_push_sac.yaml``);
 * ``pixels 64`` / ``pixels 128``: DrQ from one camera with the repository's CNN (16-32-32,
   50 features, batch 64, random shift pad 4, ``configs/sim_franka_reach_image_sac.yaml``);
-* ``features``: an MLP on a 256-D feature vector (256x256, batch 256), the frozen-encoder case.
+* ``features``: an MLP on a 256-D feature vector (256x256, batch 256);
+* ``pixels 64 x2``: the camera-only push's sizes with DrQ (two 64 px cameras, proprioception 24,
+  batch 128: the CNN runs on every sampled image, ``configs/sim_franka_push_rlpd_pixels_cnn.yaml``);
+* ``frozen 64 x2``: the same observations through the frozen pretrained encoder
+  (``configs/sim_franka_push_rlpd_pixels.yaml``): the backbone ran once per frame when it entered
+  the replay, so an update reads cached keypoints (128 per camera pair) and trains the head. It has
+  no *before* of its own: its before column is ``pixels 64 x2`` on the before path, the update a
+  two-camera pixel run cost there.
 
 The *before* path is a ``git worktree`` of ``--baseline`` (default ``HEAD``: the commit before
 the faster update); the *after* path is this checkout. Every measurement is its own subprocess
@@ -46,7 +53,13 @@ CASES: dict[str, tuple[int, int, int, int, int]] = {
     "pixels 64": (20, 64, 128, 64, 12),
     "pixels 128": (20, 128, 128, 64, 4),
     "features": (256, 0, 256, 256, 100),
+    "pixels 64 x2": (24, 64, 128, 128, 6),
+    "frozen 64 x2": (24, 64, 128, 128, 200),
 }
+# cases measured on the before path as another case (a path that did not exist before)
+BEFORE_AS = {"frozen 64 x2": "pixels 64 x2"}
+CAMERA_SETS = {"pixels 64 x2": ["front", "wrist"], "frozen 64 x2": ["front", "wrist"]}
+FROZEN = {"frozen 64 x2"}
 
 
 def child(tree: str, case: str, updates: int) -> None:
@@ -63,10 +76,22 @@ def child(tree: str, case: str, updates: int) -> None:
 
     torch.set_num_threads(1)
     obs_dim, px, hidden, batch, _ = CASES[case]
-    cams = {"third": (px, px)} if px else {}
-    model = {"hidden": [hidden, hidden], "critic_hidden": [hidden, hidden]}
+    names = CAMERA_SETS.get(case, ["third"])
+    cams = {c: (px, px) for c in names} if px else {}
+    model: dict = {"hidden": [hidden, hidden], "critic_hidden": [hidden, hidden]}
     if px:
         model.update(use_images=True, cnn_channels=[16, 32, 32], image_feat_dim=50, augment_pad=4)
+    flat_dim = obs_dim
+    if case in FROZEN:  # random backbone weights: the update's cost does not depend on them
+        from safetensors.torch import save_file
+
+        from learner.models.encoder_kinds import KeypointBackbone
+
+        backbone = KeypointBackbone((16, 16, 32))
+        weights = Path(tempfile.mkdtemp()) / "backbone.safetensors"
+        save_file(backbone.state_dict(), str(weights))
+        model["encoder"] = {"kind": "frozen", "weights": str(weights), "channels": [16, 16, 32]}
+        flat_dim = obs_dim + len(names) * backbone.out_dim
     cfg = from_dict(
         OffPolicyConfig,
         {
@@ -80,9 +105,10 @@ def child(tree: str, case: str, updates: int) -> None:
     rng = np.random.default_rng(0)
 
     def obs() -> dict:
-        o = {"state": rng.standard_normal((batch, obs_dim)).astype(np.float32), "images": {}}
-        if px:
-            o["images"]["third"] = rng.integers(0, 255, (batch, px, px, 3), np.uint8)
+        o = {"state": rng.standard_normal((batch, flat_dim)).astype(np.float32), "images": {}}
+        if px and case not in FROZEN:
+            for c in names:
+                o["images"][c] = rng.integers(0, 255, (batch, px, px, 3), np.uint8)
         return o
 
     sample = {
@@ -92,7 +118,8 @@ def child(tree: str, case: str, updates: int) -> None:
         "reward": rng.standard_normal(batch).astype(np.float32),
         "discount": np.full(batch, 0.97, np.float32),
     }
-    b = to_batch(sample, ["third"] if px else [], 4 if px else 0, rng)
+    image_cams = names if px and case not in FROZEN else []
+    b = to_batch(sample, image_cams, 4 if image_cams else 0, rng)
     for _ in range(max(3, updates // 10)):  # warm-up: optimiser state, allocator
         learner.update(b)
     c0, w0 = time.process_time(), time.perf_counter()
@@ -198,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
                     n = max(2, CASES[case][4] // (4 if a.quick else 1))
                     order = [("before", before), ("after", ROOT)]
                     for name, tree in order if r % 2 == 0 else order[::-1]:
-                        res.setdefault((case, name), []).append(measure(tree, case, n, a.core))
+                        as_case = BEFORE_AS.get(case, case) if name == "before" else case
+                        m = max(2, CASES[as_case][4] // (4 if a.quick else 1))
+                        res.setdefault((case, name), []).append(
+                            measure(tree, as_case, m if as_case != case else n, a.core)
+                        )
                         print(f"repeat {r + 1} {case} {name}: {res[(case, name)][-1]}", flush=True)
         finally:
             subprocess.run(
