@@ -45,7 +45,7 @@ class GradSync:
         if self.world_size == 1 or self.ready:
             self.ready = True
             return
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = self.backend()
         dist.init_process_group(
             backend,
             init_method=f"tcp://{address}",
@@ -61,6 +61,10 @@ class GradSync:
             backend,
             address,
         )
+
+    def backend(self) -> str:
+        """The process group's backend: NCCL for CUDA gradients, else gloo."""
+        return "nccl" if torch.cuda.is_available() else "gloo"
 
     def _check(self) -> None:
         if not self.ready:

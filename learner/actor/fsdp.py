@@ -19,12 +19,10 @@ checkpoint ``rlinf serve`` loads, in one process).
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -119,22 +117,10 @@ class FSDPStrategy(GradSync):
     def sharded(self) -> bool:
         return self.mesh is not None
 
-    def init(self, address: str, timeout_s: float = 120.0) -> None:
-        if self.world_size == 1 or self.ready:
-            self.ready = True
-            return
-        # CPU tensors over gloo, CUDA tensors over NCCL, in one group: the embodied trainer's
-        # policies live on CPU while an LLM actor lives on its GPU
-        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://{address}",
-            rank=self.rank,
-            world_size=self.world_size,
-            timeout=timedelta(seconds=timeout_s),
-        )
-        self.ready = True
-        log.info("actor rank %d/%d joined %s group (fsdp)", self.rank, self.world_size, backend)
+    def backend(self) -> str:
+        """CPU tensors over gloo, CUDA tensors over NCCL, in one group: the embodied trainer's
+        policies live on CPU while an LLM actor lives on its GPU."""
+        return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
 
     def wrap(self, model: nn.Module) -> nn.Module:
         """Shard ``model`` in place: each of :func:`shard_units`, then the root. Returns it."""
