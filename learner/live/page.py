@@ -102,6 +102,7 @@ def _learner_card(s: Snapshot) -> str:
         + failures
         + _stat("updates", "updates", str(s.updates))
         + "<h2>Ingest vs learner</h2>"
+        + _stat("transitions stored", "ingest-stored", _v(s.ingest_stored, "d"))
         + _stat("ingest, transitions/s", "ingest-rate", _v(s.ingest_rate, ".1f"))
         + _stat("learner, transitions/s", "learner-rate", _v(s.learner_rate, ".1f"))
         + _stat("backlog, updates", "backlog", _v(s.backlog, ".0f"))

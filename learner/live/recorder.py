@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 LIVE_DIR, INDEX, SNAPSHOT_JSON, FRAMES = "live", "index.html", "snapshot.json", "frames"
 MAX_EPISODES = 100_000  # episode records kept for the per-robot tallies (a few MB at most)
 REFRESH_S = 5.0  # the served page reloads itself this often
+RATE_ROWS = 64  # newest metrics rows a snapshot sees (the newest is the one it shows)
 
 
 def frame_file(f: FrameView) -> str:
@@ -144,7 +145,9 @@ class LiveRecorder:
 
     # ---- the view -----------------------------------------------------------------------------
     def snapshot(self, finished: bool = False) -> Snapshot:
-        rows = list(self.rows()[-2:])  # the loop appends; a slice of a list is read atomically
+        # the loop appends; a slice of a list is read atomically. The rates look back past a
+        # burst of rows logged at once (snapshot._earlier): a few dozen rows are plenty
+        rows = list(self.rows()[-RATE_ROWS:])
         with self._lock:
             episodes = list(self._episodes)
         return build_snapshot(

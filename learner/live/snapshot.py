@@ -13,10 +13,11 @@ Where each number comes from (keys of the newest row unless said otherwise):
   ``last_n`` episode records; per robot and per episode: the records;
 * ``ingest/intervention_ratio``; ``weight_version`` (the policy version robots run),
   ``push/pushes`` / ``push/failures``;
-* rates between the two newest rows over ``time/wall_s``: ingest = stored steps
-  (``ingest/stored``) per second, learner = transitions paid per second (``updates`` /
-  ``utd_ratio``); ``learner/backlog``, ``learner/utd_effective``,
-  ``learner/transitions_trained_share`` (``learner.offpolicy.utd``);
+* ``ingest/stored`` (robot steps in the learner's store, acknowledged to the robots); rates
+  from the newest row of an earlier moment (fewer ``env_steps``) to the newest, over
+  ``time/wall_s``: ingest = stored steps per second, learner
+  = transitions paid per second (``updates`` / ``utd_ratio``); ``learner/backlog``,
+  ``learner/utd_effective``, ``learner/transitions_trained_share`` (``learner.offpolicy.utd``);
 * reward: the configured source (``ingest.reward``) and the classifier's agreement with the
   judge, ``reward_judge/fp_rate`` / ``fn_rate`` when robots report them
   (``learner.offpolicy.reward_judge``);
@@ -28,6 +29,11 @@ Where each number comes from (keys of the newest row unless said otherwise):
 >>> s = build_snapshot(rows, [], run="demo", utd_ratio=2.0)
 >>> s.ingest_rate, s.learner_rate, s.backlog, s.policy_version, s.success_rate
 (16.0, 10.0, 40.0, 7, 0.5)
+>>> burst = [{"env_steps": 40, "time/wall_s": 10.0, "ingest/stored": 40},  # then 80 at once:
+...          {"env_steps": 120, "time/wall_s": 14.0, "ingest/stored": 120},  # two rows
+...          {"env_steps": 120, "time/wall_s": 14.0, "ingest/stored": 120}]
+>>> build_snapshot(burst, [], run="demo").ingest_rate
+20.0
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ class Snapshot:
     policy_version: int = 0
     pushes: int | None = None
     push_failures: int | None = None
+    ingest_stored: int | None = None
     ingest_rate: float | None = None
     learner_rate: float | None = None
     backlog: float | None = None
@@ -132,11 +139,25 @@ def _int(row: Mapping[str, Any], key: str) -> int | None:
     return None if v is None else int(v)
 
 
+def _earlier(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The row rates start from: the newest earlier row with fewer ``env_steps``. Why not simply
+    the previous row: data arriving in a burst logs several rows at once (one per ``log_every``
+    of the steps that came), all with the same counters, and a rate between two of them is 0
+    over a few microseconds, not the ingest's."""
+    now = _num(rows[-1], "env_steps") if rows else None
+    for r in reversed(rows[:-1]):
+        if now is None or _num(r, "env_steps") != now:
+            return r
+    return None
+
+
 def _rate(rows: Sequence[Mapping[str, Any]], key: str, scale: float = 1.0) -> float | None:
-    """``key`` per second between the two newest rows (``time/wall_s``), divided by ``scale``."""
-    if len(rows) < 2 or scale <= 0:
+    """``key`` per second from :func:`_earlier`'s row to the newest (``time/wall_s``), divided
+    by ``scale``."""
+    a = _earlier(rows)
+    if a is None or scale <= 0:
         return None
-    a, b = rows[-2], rows[-1]
+    b = rows[-1]
     va, vb, ta, tb = _num(a, key), _num(b, key), _num(a, "time/wall_s"), _num(b, "time/wall_s")
     if va is None or vb is None or ta is None or tb is None or tb <= ta:
         return None
@@ -175,6 +196,13 @@ def _robots(episodes: Sequence[EpisodeRecord], last_n: int) -> tuple[RobotView, 
     )
 
 
+def _episodes(row: Mapping[str, Any], episodes: Sequence[EpisodeRecord]) -> int:
+    """The row's episode count (the page's numbers are one row's); the records' only before a
+    row counts episodes -- a row's ``0`` is a figure of its moment, not a missing one."""
+    n = _int(row, "episodes")
+    return len(episodes) if n is None else n
+
+
 def build_snapshot(
     rows: Sequence[Mapping[str, Any]],
     episodes: Sequence[EpisodeRecord],
@@ -202,7 +230,7 @@ def build_snapshot(
         finished=finished,
         env_steps=_int(row, "env_steps") or 0,
         updates=_int(row, "updates") or 0,
-        episodes=_int(row, "episodes") or len(episodes),
+        episodes=_episodes(row, episodes),
         success_rate=_num(row, "success_rate"),
         last_n=last_n,
         success_last_n=_mean([e.success for e in newest]),
@@ -213,6 +241,7 @@ def build_snapshot(
         policy_version=_int(row, "weight_version") or 0,
         pushes=_int(row, "push/pushes"),
         push_failures=_int(row, "push/failures"),
+        ingest_stored=_int(row, "ingest/stored"),
         ingest_rate=_rate(rows, "ingest/stored"),
         learner_rate=_rate(rows, "updates", utd_ratio),
         backlog=_num(row, "learner/backlog"),

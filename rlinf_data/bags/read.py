@@ -7,7 +7,13 @@ tick ``t`` the observation is the newest sample stamped at or before ``t`` (near
 the action of step ``t`` is the newest command stamped before the next tick -- the command in
 force over the step, which a robot publishes a little after the observation it answers. Ticks
 without a command yet are dropped. Stamps come from the message header (the acquisition time),
-the bag's log time for header-less messages.
+the bag's log time for header-less messages. The rate: the topic map's ``control_hz`` when it
+names one, else the ``control_hz`` an episode's ``rlinf/episode`` metadata recorded (the rate
+its steps were written at), else the robot spec's, else 10 Hz.
+
+Topic names: ``ros2 bag record`` stores fully qualified names (``/joint_states``), the topic map
+and the recorder use relative ones (``joint_states``); a map's topic matches the bag's topic
+of either spelling.
 
 Where episodes start and end (:class:`~rlinf_data.bags.topics.TopicMap` ``split``): at the
 robot graph's ``begin`` / ``end`` EpisodeEvent JSON, at pauses of the state stream, or the
@@ -26,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +177,14 @@ class BagEpisodes:
     windows: list[Window]
     infos: dict[int, dict[str, Any]] = field(default_factory=dict)
     skipped: int = 0
+    default_hz: float = 10.0  # the spec's rate: episodes without recorded rate and map rate
+
+    def control_hz(self, index: int) -> float:
+        """Episode ``index``'s rate: the map's, else the recorded one, else the default."""
+        recorded = self.infos.get(index, {}).get("control_hz")
+        if isinstance(recorded, (int, float)) and recorded > 0:
+            return self.tmap.control_hz or float(recorded)
+        return self.tmap.control_hz or self.default_hz
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -361,6 +375,32 @@ def _recorded_cameras(files: list[Path]) -> list[str]:
     return list(out)
 
 
+def _other_spelling(topic: str) -> str:
+    """``/a/b`` <-> ``a/b``: a name as ``ros2 bag record`` stores it and as a map writes it."""
+    return topic[1:] if topic.startswith("/") else "/" + topic
+
+
+def _in_bag(topic: str, topics: dict[str, str]) -> str:
+    """``topic`` as the bag spells it (``topic`` itself when the bag has neither spelling)."""
+    if not topic or topic in topics or _other_spelling(topic) not in topics:
+        return topic
+    return _other_spelling(topic)
+
+
+def _spelled_as_in_bag(tmap: TopicMap, topics: dict[str, str]) -> TopicMap:
+    """``tmap`` with each topic renamed to the bag's spelling of it."""
+    src = lambda s: replace(s, topic=_in_bag(s.topic, topics))  # noqa: E731
+    return replace(
+        tmap,
+        state=tuple(src(s) for s in tmap.state),
+        action=src(tmap.action),
+        cameras={c: _in_bag(t, topics) for c, t in tmap.cameras.items()},
+        events=_in_bag(tmap.events, topics),
+        step_info=_in_bag(tmap.step_info, topics),
+        reward=_in_bag(tmap.reward, topics),
+    )
+
+
 def open_bag(
     path: str | Path, tmap: TopicMap | None = None, spec: RobotSpec | None = None
 ) -> BagEpisodes:
@@ -368,17 +408,20 @@ def open_bag(
 
     ``spec``: the robot that recorded it (rate, sizes checked, stored with each episode).
     Raises :class:`BagError` naming the topic or key for a bag the map does not fit."""
-    tmap = (tmap or TopicMap()).with_rate(spec.control_hz if spec is not None else 10.0)
+    tmap = tmap or TopicMap()
     files = bag_files(path)
     topics = bag_topics(path)
     cams = [c.name for c in spec.cameras] if spec is not None else _recorded_cameras(files)
-    tmap = tmap.with_default_cameras(cams, topics)
+    either = {**topics, **{_other_spelling(t): ty for t, ty in topics.items()}}
+    tmap = _spelled_as_in_bag(tmap.with_default_cameras(cams, either), topics)
     _check_topics(topics, tmap, Path(path))
     try:
         streams, infos = _read_streams(files, _consumers(tmap, topics))
     except UnknownNameError as e:  # pragma: no cover - _check_topics refused the type already
         raise BagError(str(e)) from None
-    return BagEpisodes(Path(path), topics, tmap, spec, streams, _windows(tmap, streams), infos)
+    default_hz = spec.control_hz if spec is not None else 10.0
+    windows = _windows(tmap, streams)
+    return BagEpisodes(Path(path), topics, tmap, spec, streams, windows, infos, 0, default_hz)
 
 
 def _vectors(stream: Samples, idx: np.ndarray, key: str, path: Path) -> np.ndarray:
@@ -390,7 +433,8 @@ def _vectors(stream: Samples, idx: np.ndarray, key: str, path: Path) -> np.ndarr
 
 
 def _episode(bag: BagEpisodes, index: int, w: Window) -> Episode | None:
-    tm, s, period = bag.tmap, bag.streams, bag.tmap.period_ns
+    tm, s, hz = bag.tmap, bag.streams, bag.control_hz(index)
+    period = round(1e9 / hz)
     obs_keys = [f"state/{i}" for i in range(len(tm.state))] + [f"images/{c}" for c in tm.cameras]
     firsts = [s[k].within(w.begin, w.end) for k in obs_keys]
     if any(not len(f) for f in firsts):
@@ -420,11 +464,11 @@ def _episode(bag: BagEpisodes, index: int, w: Window) -> Episode | None:
         if len({f.shape for f in frames}) > 1:
             raise BagError(f"bag {bag.path}: camera {cam!r} changes size within an episode")
         steps[f"images/{cam}"] = np.stack(frames)
-    steps.update(_scalars(bag, w, ticks))
+    steps.update(_scalars(bag, w, ticks, period))
     final = _final(bag, w, int(ticks[-1]))
     cams = {c: tuple(steps[f"images/{c}"].shape[1:3]) for c in tm.cameras}
     layout = StepLayout(steps["state"].shape[1], steps["action"].shape[1], cams)
-    info = _info(bag, index, w, layout)
+    info = _info(bag, index, w, layout, hz)
     episode = Episode(info, steps, final)
     try:
         episode.validate()
@@ -435,7 +479,7 @@ def _episode(bag: BagEpisodes, index: int, w: Window) -> Episode | None:
     return episode
 
 
-def _scalars(bag: BagEpisodes, w: Window, ticks: np.ndarray) -> dict[str, np.ndarray]:
+def _scalars(bag: BagEpisodes, w: Window, ticks: np.ndarray, period: int) -> dict[str, np.ndarray]:
     n, s = len(ticks), bag.streams
     info = s.get("step_info")
     if info is not None and len(info.within(w.begin, w.end)):
@@ -454,7 +498,7 @@ def _scalars(bag: BagEpisodes, w: Window, ticks: np.ndarray) -> dict[str, np.nda
         }
     reward = np.zeros(n, np.float32)
     if "reward" in s:
-        r = s["reward"].at(ticks + bag.tmap.period_ns, w.begin, before=True)
+        r = s["reward"].at(ticks + period, w.begin, before=True)
         fresh = (r >= 0) & (s["reward"].stamps[np.maximum(r, 0)] >= ticks)
         reward[fresh] = [s["reward"].values[i] for i in r[fresh]]
     terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
@@ -490,7 +534,9 @@ def _final(bag: BagEpisodes, w: Window, last_tick: int) -> dict[str, np.ndarray]
     return final
 
 
-def _info(bag: BagEpisodes, index: int, w: Window, layout: StepLayout) -> EpisodeInfo:
+def _info(
+    bag: BagEpisodes, index: int, w: Window, layout: StepLayout, control_hz: float
+) -> EpisodeInfo:
     if index in bag.infos:
         try:
             info = EpisodeInfo.from_dict(bag.infos[index])
@@ -522,7 +568,7 @@ def _info(bag: BagEpisodes, index: int, w: Window, layout: StepLayout) -> Episod
         layout=layout,
         robot=spec.to_dict() if spec is not None else None,
         instruction=spec.instruction if spec is not None else "",
-        control_hz=bag.tmap.control_hz,
+        control_hz=control_hz,
         source="demo",
         success=bool(event is not None and event.success),
         status=event.status if event is not None else "truncated",
