@@ -105,7 +105,7 @@ class _Learner:
         q = [c(torch.cat([obs, act], 1)).squeeze(1) for c in self.critics]
         loss_c = sum(((qi - target) ** 2).mean() for qi in q)
         self.opt_c.zero_grad()
-        loss_c.backward()  # type: ignore[union-attr]
+        loss_c.backward()  # type: ignore[union-attr]  # the critic output is a tensor here
         self.opt_c.step()
         a = torch.tanh(self.actor(obs)[:, :ACTION_DIM])
         loss_a = -self.critics[0](torch.cat([obs, a], 1)).mean()

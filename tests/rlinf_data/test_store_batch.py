@@ -75,7 +75,7 @@ def _assert_same(a: EpisodeStore, b: EpisodeStore) -> None:
             assert np.array_equal(x.steps[k], y.steps[k]), k
         assert (x.final is None) == (y.final is None)
         for k in x.final or {}:
-            assert np.array_equal(x.final[k], y.final[k]), k  # type: ignore[index]
+            assert np.array_equal(x.final[k], y.final[k]), k  # type: ignore[index]  # final is set for these episodes
 
 
 @pytest.mark.parametrize("fsync", [False, True])

@@ -48,17 +48,17 @@ def test_orientation_is_held_from_the_episode_start_and_chunks_continue_from_tar
     turned = rotvec_to_matrix(np.array([[0.0, 0.0, 0.5]]))[0] @ ROT
     chunk = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0]])
     first, second = io.decode(chunk, [reading(rot=turned)])
-    assert np.array_equal(first.poses[0][:3, :3], ROT)  # type: ignore[index]
-    assert np.array_equal(first.poses[0][:3, 3], step_target(POS, chunk[0, :3], 0.02))  # type: ignore[index]
+    assert np.array_equal(first.poses[0][:3, :3], ROT)  # type: ignore[index]  # poses is set for impedance actions
+    assert np.array_equal(first.poses[0][:3, 3], step_target(POS, chunk[0, :3], 0.02))  # type: ignore[index]  # poses is set for impedance actions
     assert np.array_equal(
-        second.poses[0][:3, 3],  # type: ignore[index]
-        step_target(first.poses[0][:3, 3], chunk[1, :3], 0.02),  # type: ignore[index]
+        second.poses[0][:3, 3],  # type: ignore[index]  # poses is set for impedance actions
+        step_target(first.poses[0][:3, 3], chunk[1, :3], 0.02),  # type: ignore[index]  # poses is set for impedance actions
     )
 
 
 def test_no_pose_yet_is_a_missing_input_not_a_crash() -> None:
     with pytest.raises(MissingInput, match="current_pose"):
-        SpecIO(SPEC).decode(np.zeros((1, 4)), [reading(pos=None, rot=None)])  # type: ignore[arg-type]
+        SpecIO(SPEC).decode(np.zeros((1, 4)), [reading(pos=None, rot=None)])  # type: ignore[arg-type]  # a reading without a pose on purpose
 
 
 def test_the_decoder_refuses_other_modes() -> None:
@@ -94,7 +94,7 @@ def test_the_loop_holds_the_measured_pose_then_the_last_target() -> None:
     assert np.allclose(act.poses[0][:3, 3], POS - [0, 0, 0.02])
     again = loop.tick(None, [reading(pos=POS + 0.1)], None)
     assert again is not None and again.kind == "hold"
-    assert np.array_equal(again.poses[0][:3, 3], act.poses[0][:3, 3])  # type: ignore[index]
+    assert np.array_equal(again.poses[0][:3, 3], act.poses[0][:3, 3])  # type: ignore[index]  # poses is set for impedance actions
 
 
 def _graph(arm: dict, impedance: dict | None = None) -> RosGraphConfig:

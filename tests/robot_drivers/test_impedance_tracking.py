@@ -43,7 +43,7 @@ def run(arm: FrankaArm, clock: _Clock, seconds: float, send: Callable[[], object
         if send is not None:
             send()
         clock.t += 0.01
-        backend.step(round(0.01 / dt))  # type: ignore[attr-defined]
+        backend.step(round(0.01 / dt))  # type: ignore[attr-defined]  # the concrete backend's attribute
         arm.tick(clock.t)
 
 
@@ -60,13 +60,13 @@ def test_tracks_a_target_pose_then_the_watchdog_hands_back_to_position_control()
     goal = start.copy()
     goal[:3, 3] += [0.03, -0.02, 0.04]
     run(arm, clock, 1.5, lambda: arm.track_pose(goal, issued_at=clock.t))
-    assert arm.backend.control_mode == "torque"  # type: ignore[attr-defined]
+    assert arm.backend.control_mode == "torque"  # type: ignore[attr-defined]  # the concrete backend's attribute
     reached = pose_of(arm)
     assert np.linalg.norm(reached[:3, 3] - goal[:3, 3]) < 2e-3
     assert np.allclose(reached[:3, :3], start[:3, :3], atol=1e-2)
     run(arm, clock, 0.5)  # the sender went quiet: the watchdog holds, in position control
     assert arm.counters["stale_hold"] == 1 and arm.holding
-    assert arm.backend.control_mode == "position"  # type: ignore[attr-defined]
+    assert arm.backend.control_mode == "position"  # type: ignore[attr-defined]  # the concrete backend's attribute
     held = pose_of(arm)[:3, 3]
     run(arm, clock, 0.5)
     assert np.linalg.norm(pose_of(arm)[:3, 3] - held) < 1e-3
@@ -88,9 +88,9 @@ def test_estop_ends_the_torque_loop_and_refuses_targets() -> None:
     goal = pose_of(arm)
     goal[2, 3] += 0.05
     run(arm, clock, 0.1, lambda: arm.track_pose(goal, issued_at=clock.t))
-    assert arm.backend.control_mode == "torque"  # type: ignore[attr-defined]
+    assert arm.backend.control_mode == "torque"  # type: ignore[attr-defined]  # the concrete backend's attribute
     arm.estop("test")
-    assert arm.backend.control_mode == "position"  # type: ignore[attr-defined]
+    assert arm.backend.control_mode == "position"  # type: ignore[attr-defined]  # the concrete backend's attribute
     out = arm.track_pose(goal, issued_at=clock.t)
     assert out.refused and "e-stop" in out.reason
     stopped = pose_of(arm)[:3, 3]
@@ -106,7 +106,7 @@ def test_stale_and_non_finite_targets_are_refused() -> None:
     arm.reset_estop()
     assert "non_finite" in arm.track_pose(np.full((4, 4), np.nan)).events
     with pytest.raises(ValueError, match="4x4"):
-        CartesianImpedanceLaw(arm.impedance, np.zeros(7), np.eye(3))  # type: ignore[arg-type]
+        CartesianImpedanceLaw(arm.impedance, np.zeros(7), np.eye(3))  # type: ignore[arg-type]  # a wrong argument on purpose
 
 
 @pytest.mark.parametrize("backend", ["kinematic", "bridge"])

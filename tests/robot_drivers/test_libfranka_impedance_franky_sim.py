@@ -57,11 +57,11 @@ def test_impedance_law_tracks_a_target_pose_and_hands_back_on_hold(arm: FrankaAr
         return float(np.linalg.norm(pose_of(arm)[:3, 3] - goal[:3, 3])) < 5e-3
 
     wait_for(tracked, f"the end effector at {np.round(goal[:3, 3], 3).tolist()}")
-    assert backend.control_mode == "torque"  # type: ignore[attr-defined]
+    assert backend.control_mode == "torque"  # type: ignore[attr-defined]  # the concrete backend's attribute
     assert np.allclose(pose_of(arm)[:3, :3], start[:3, :3], atol=0.05)
     stale = arm.counters.get("stale_hold", 0)
     wait_for(
-        lambda: backend.control_mode == "position",  # type: ignore[attr-defined]
+        lambda: backend.control_mode == "position",  # type: ignore[attr-defined]  # the concrete backend's attribute
         "the watchdog's hand-back",
         arm,
     )
