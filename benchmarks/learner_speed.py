@@ -187,8 +187,8 @@ def render(data: dict) -> None:
         "test_fast_update.py checks losses and gradients against the reference formulation).",
         "The frozen encoder moves the image cost out of the update: its backbone runs once per "
         "frame when the frame enters the replay (two 64 px cameras x 4 shifted views: about 3.1 "
-        "CPU ms per frame on the CPU above), so one transition at UTD 1 costs about 3.1 + 3.5 ms where "
-        "DrQ's two-camera update costs 90-130 ms.",
+        "CPU ms per frame on the CPU above), so one transition at UTD 1 costs about 3.1 + 3.5 "
+        "ms where DrQ's two-camera update costs 90-130 ms.",
     ]
     write_table(STEM, "Off-policy update speed on one CPU core", intro, meta, data["rows"], COLUMNS)
 
