@@ -55,11 +55,12 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
 
-from bench_results import RESULTS, now_utc, provenance, run_command  # noqa: E402
+from bench_results import RESULTS, now_utc, run_command  # noqa: E402
 from ros_loop import raw_round_trip  # noqa: E402
+from ros_online_report import write_results  # noqa: E402
+from ros_online_server import TOKEN, FragmentingPusher, build_mlp, serve_main  # noqa: E402
 from ros_procs import Probe, Procs, free_port  # noqa: E402
 
-TOKEN = "bench-weights-token"
 COMMAND_TOPIC = "joint_trajectory_controller/joint_trajectory"
 NOTES = """\
 Findings. Chunk 1 (a fresh inference every control tick) in both parts; periods from the policy
@@ -77,84 +78,6 @@ periods (the event loop never copies more than one fragment at a time); on a dep
 learner pushes from the GPU box and the loop does not share its cores. (b) The recorded camera
 source costs a copy per frame, so the 30 Hz loop with a 224x224 image is bounded by the ROS
 path, not rendering."""
-
-
-# ---- the weight-push server (a process of its own) ---------------------------------------------
-def state_spec() -> object:
-    """The policy client's state-only joint-delta layout (``JOINT_DELTA_SPEC``)."""
-    from rlinf_contracts.spec import RobotSpec
-    from rlinf_ros.policy_client_config import JOINT_DELTA_SPEC
-
-    return RobotSpec.from_dict(JOINT_DELTA_SPEC)
-
-
-def build_mlp(hidden: list[int]) -> object:
-    from learner.models import PolicySpec, build_policy
-
-    spec = state_spec()
-    return build_policy(
-        "mlp",
-        PolicySpec(state_dim=spec.state_dim, action_dim=spec.action_dim, chunk=1, robot=spec),
-        hidden=hidden,
-    )
-
-
-def serve_main(port: int, hidden: list[int]) -> None:
-    """A real PolicyServer serving a torch MLP (TorchPolicy) that accepts pushes on /weights."""
-    import asyncio
-    import logging
-
-    import torch
-
-    from learner.serving import TorchPolicy
-    from policy_server.config import ServerConfig
-    from policy_server.server import PolicyServer
-    from rlinf_cli.serve import serve_until_signal
-
-    torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s server %(levelname)s %(message)s")
-    server = PolicyServer(
-        TorchPolicy(build_mlp(hidden), threads=1),
-        ServerConfig(host="127.0.0.1", port=port, max_wait_ms=0.0, weights_token=TOKEN),
-    )
-    asyncio.run(serve_until_signal(server))  # the same shutdown as `rlinf serve`
-
-
-class FragmentingPusher:
-    """A weight pusher that sends each push as one message in ``fragment`` -byte wire fragments.
-
-    Same wire protocol and auth as :class:`policy_server.push.WeightPusher` (which sends one
-    frame per push); the server joins and decodes fragments in its weight thread, so no large
-    copy runs on the event loop that answers the robots (policy_server.hotswap.decode_push).
-    """
-
-    def __init__(self, url: str, token: str, fragment: int = 1 << 18) -> None:
-        from policy_server.client import open_sync
-        from policy_server.push import weights_url
-
-        self.fragment = fragment
-        self._ws = open_sync(
-            weights_url(url),
-            additional_headers={"Authorization": f"Bearer {token}"},
-            max_size=None,
-            compression=None,
-        )
-        self._ws.recv(timeout=60)  # server metadata
-
-    def push(self, weights: bytes | dict, version: int) -> object:
-        from policy_server.messages import WeightAck, WeightPush
-        from policy_server.push import _to_bytes
-        from rlinf_contracts.wire import packb, unpackb
-
-        frame = memoryview(packb(WeightPush(data=_to_bytes(weights), version=version).to_wire()))
-        self._ws.send(frame[i : i + self.fragment] for i in range(0, len(frame), self.fragment))
-        reply = self._ws.recv(timeout=60)
-        if isinstance(reply, str):
-            raise RuntimeError(reply)
-        return WeightAck.from_wire(unpackb(reply))
-
-    def close(self) -> None:
-        self._ws.close()
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -428,115 +351,6 @@ def camera_run(tmp: Path, hz: float, seconds: float) -> dict:
         "infer_ms_p50": d["infer_ms_p50"],
         "load_avg_1m": round(os.getloadavg()[0], 1),
     }
-
-
-# ---- report -------------------------------------------------------------------------------------
-def jitter_lines(j: dict) -> list[str]:
-    """The (a) table of one served model size."""
-    lines = [
-        f"### Torch MLP {j['mlp_hidden']}: {j['weights_mb']} MB of weights per push",
-        "",
-        "| periods | count | long | long rate | longest ms | hold ticks | hold rate |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    rows = [
-        ("no-push phase, all", j["no_push_phase"]["all"]),
-        ("push phase, all", j["push_phase"]["all"]),
-        ("push phase, overlapping a *whole* push", j["push_phase"].get("whole")),
-        ("push phase, overlapping a *fragmented* push", j["push_phase"].get("fragmented")),
-        ("push phase, no push in flight", j["push_phase"]["none"]),
-    ]
-    for name, g in rows:
-        if g:
-            lines.append(
-                f"| {name} | {g['n']} | {g['long']} | {g['long_rate']:.1%} | {g['max_ms']} | "
-                f"{g.get('holds', '-')} | {g.get('hold_rate', 0):.1%} |"
-            )
-    na, pa = j["no_push_phase"]["all"], j["push_phase"]["all"]
-    lines += [
-        "",
-        f"Period median / p99 / max: no pushes {na['median']} / {na['p99']} / {na['max']} ms; "
-        "with pushes "
-        f"{pa['median']} / {pa['p99']} / {pa['max']} ms. Hold ticks by the policy client's own "
-        "counter: "
-        f"{j['no_push_phase']['hold_steps']} without pushes, {j['push_phase']['hold_steps']} with "
-        f"(of {j['no_push_phase']['policy_steps'] + j['no_push_phase']['hold_steps']} / "
-        f"{j['push_phase']['policy_steps'] + j['push_phase']['hold_steps']} ticks).",
-        "",
-    ]
-    for name, pu in j["pushes"].items():
-        lines.append(
-            f"- {name} pushes: {pu['n']}, push -> ack median {pu['round_trip_ms'].get('median')} "
-            "ms "
-            f"(max {pu['round_trip_ms'].get('max')}), server load into the spare median "
-            f"{pu['server_load_ms'].get('median')} ms"
-        )
-    return lines + ["", f"Load average {j['load_avg_1m']} at the end of this run.", ""]
-
-
-def _facts(result: dict) -> dict:
-    m = result["machine"]
-    return {
-        "command": result.get("command"),
-        "machine": m.get("arch"),
-        "cpus": m.get("cpus"),
-        "date": result.get("date"),
-    }
-
-
-def write_results(result: dict) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ros_online.json").write_text(json.dumps(result, indent=2))
-    runs, c, raw = result["jitter"], result["camera"], result["raw_round_trip_ms"]
-    runs = [runs] if isinstance(runs, dict) else runs  # results written before --sizes
-    j = runs[0]
-    lines = [
-        "# Online loop on the sim twin (benchmarks/ros_online.py)",
-        "",
-        *(f"{line}\n" for line in provenance(_facts(result))),
-        "The machine is shared with other jobs; 1-min load average per row.",
-        "",
-        f"## (a) Control-loop period while weights are pushed ({j['control_hz']:g} Hz, nominal "
-        f"{j['nominal_ms']} ms)",
-        "",
-        "A torch MLP served by `PolicyServer` (state-only joint-delta policy client, sim robot "
-        "node). "
-        f"{j['seconds_no_push']:g} s without pushes, then {j['seconds_push']:g} s with a push "
-        "every "
-        f"{j['push_every_s']:g} s from a thread of the benchmark process, taking turns: *whole* = "
-        "`WeightPusher` (one frame per push), *fragmented* = the same push as 256 KB wire "
-        "fragments. A period "
-        "overlaps a push if it overlaps [sent - 1 period, acked + 1 period]. Long = > 1.5 x "
-        "nominal. A hold "
-        "tick re-sends the previous target (no answer within the client's wait, 0.6 of a period).",
-        "",
-    ]
-    for j in runs:
-        lines += jitter_lines(j)
-    lines += [
-        f"## (b) Camera loop with a recorded 224x224 source ({c['target_hz']:g} Hz)",
-        "",
-        "Raw rclpy round trip (publish -> echo process -> back), same run:",
-        "",
-        "| message | p50 ms | p99 ms |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {k} | {v['p50']} | {v['p99']} |" for k, v in raw.items()]
-    oc = c["obs_to_command_ms"]
-    lines += [
-        "",
-        "| target Hz | achieved Hz | policy steps | fresh obs/s | camera fps | obs->command p50 / "
-        "p99 ms | "
-        "server infer p50 ms | load avg | sustained |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {c['target_hz']:g} | {c['achieved_hz']} | {c['policy_fraction']:.0%} | "
-        f"{c['fresh_obs_hz']} | "
-        f"{c['camera_fps']:g} | {oc['p50']:.1f} / {oc['p99']:.1f} | {c['infer_ms_p50']:.1f} | "
-        f"{c['load_avg_1m']} | {'yes' if c['sustained'] else 'no'} |",
-    ]
-    lines += ["", result["notes"]]
-    (RESULTS / "ros_online.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 def main() -> None:

@@ -27,13 +27,8 @@ step. Writes ``benchmarks/results/vla_ros.{md,json}``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,7 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.append(str(ROOT / "benchmarks"))
 
-from bench_results import load, machine_meta, write_table  # noqa: E402
+from bench_results import load, machine_meta  # noqa: E402
+from vla_ros_procs import served_eval, twin_eval  # noqa: E402
+from vla_ros_report import render  # noqa: E402
 
 TOLERANCE = 0.1
 
@@ -54,12 +51,6 @@ def _load() -> str:
         return f"{os.getloadavg()[0]:.1f}"
     except OSError:
         return "?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
@@ -250,205 +241,6 @@ def replay_divergence(ckpt: str, split: str, steps: int = 40) -> dict[str, Any]:
     }
 
 
-class WirePolicy:
-    """``act`` of a learner policy, answered by a policy server: each row of the batch is one
-    client connection (one robot each) sending the canonical observation map — state, the
-    camera frames and the instruction — and getting its chunk back. Lets ``rlinf eval``'s own
-    loop (``evaluate_policy``: the same held-out episodes) run through the wire."""
-
-    def __init__(self, url: str, n: int) -> None:
-        from policy_server.client import PolicyClient
-
-        self.url, self.n = url, n
-        self.clients = [PolicyClient(url) for _ in range(n)]
-        self.requests = 0
-        self.round_trip_ms: list[float] = []
-
-    def act(self, obs: dict[str, Any], deterministic: bool = True) -> tuple[Any, Any, None]:
-        import numpy as np
-
-        out = []
-        t0 = time.perf_counter()
-        for i in range(len(obs["state"])):
-            req = {
-                "state": obs["state"][i],
-                "images": {c: v[i] for c, v in (obs.get("images") or {}).items()},
-                "instruction": (obs.get("instruction") or [""] * len(obs["state"]))[i],
-            }
-            out.append(np.asarray(self.clients[i % self.n].infer(req)["actions"], np.float32))
-        self.requests += len(out)
-        self.round_trip_ms.append((time.perf_counter() - t0) * 1e3 / max(len(out), 1))
-        return np.stack(out), np.zeros(len(out)), None
-
-    def close(self) -> None:
-        for c in self.clients:
-            c.close()
-
-
-def served_eval(ckpt: str, split: str, episodes: int, log_dir: Path) -> dict[str, Any]:
-    """``rlinf serve --checkpoint CKPT`` in a process; ``rlinf eval``'s loop on the same held-out
-    episodes with every action from the server (:class:`WirePolicy`)."""
-    import numpy as np
-
-    from learner.checkpoint import load_policy
-    from learner.eval.embodied import checkpoint_config, evaluate_policy, split_kwargs
-
-    _, meta = load_policy(ckpt)
-    cfg = checkpoint_config(meta)
-    server = _Server(ckpt, log_dir)
-    remote = WirePolicy(server.url, min(cfg.eval.num_envs, episodes))
-    try:
-        t0 = time.perf_counter()
-        r = evaluate_policy(
-            remote,
-            cfg.eval.env or cfg.env.name,
-            split_kwargs(cfg, split),
-            episodes,
-            cfg.eval.seed_offset,
-            cfg.eval.num_envs,
-        )
-        return {
-            "success_rate": r["success_rate"],
-            "episodes": r["episodes"],
-            "wall_s": time.perf_counter() - t0,
-            "requests": remote.requests,
-            "round_trip_ms_p50": float(np.median(remote.round_trip_ms)),
-        }
-    finally:
-        remote.close()
-        server.stop()
-
-
-class _Server:
-    """``rlinf serve --checkpoint`` in its own process group, listening on a free port."""
-
-    def __init__(self, ckpt: str, log_dir: Path) -> None:
-        self.port = _free_port()
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log = open(log_dir / "serve.log", "ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rlinf_cli.main",
-                "serve",
-                "--checkpoint",
-                ckpt,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            cwd=ROOT,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"rlinf serve exited ({self.proc.returncode}); see {log_dir / 'serve.log'}"
-                )
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.5)
-        raise RuntimeError("rlinf serve did not listen within 120 s")
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        _stop_group(self.proc)
-        self.log.close()
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-
-
-def twin_eval(
-    ckpt: str,
-    split: str,
-    episodes: int,
-    log_dir: Path,
-    timeout_s: float = 1800,
-    control_hz: float = 0.0,
-) -> dict[str, Any]:
-    """``rlinf serve`` + the ROS 2 twin of ``configs/ros_sim_franka_language.yaml`` (robot, policy
-    client and task nodes as processes, a random ROS_DOMAIN_ID); the task node's episode results."""
-    import random
-
-    import yaml
-
-    from learner.checkpoint import load_policy
-    from learner.eval.embodied import checkpoint_config
-
-    log_dir.mkdir(parents=True, exist_ok=True)
-    seed_offset = checkpoint_config(load_policy(ckpt)[1]).eval.seed_offset
-    server = _Server(ckpt, log_dir)
-    cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_language.yaml").read_text())
-    cfg["robot"]["arms"][0]["scene_seed"] = (
-        seed_offset  # replay the sim eval's episodes (same held-out seeds)
-    )
-    cfg["policy_client"]["server_url"] = server.url
-    if split not in ("id", "train"):
-        cfg["robot"]["arms"][0]["scene"] = f"franka_language/mix:{split}"
-    results = log_dir / "episodes.json"
-    results.unlink(missing_ok=True)
-    cfg["task"].update(episodes=episodes, results_path=str(results.resolve()))
-    if control_hz:  # default: the config's rate (20 Hz, the training rate)
-        cfg["policy_client"]["control_hz"] = cfg["task"]["control_hz"] = control_hz
-    config = log_dir / "graph.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 101)), "PYTHONUNBUFFERED": "1"}
-    procs = []
-    t0 = time.perf_counter()
-    try:
-        for kind in ("robot", "policy_client", "task"):
-            log = open(log_dir / f"{kind}.log", "wb")
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", f"rlinf_ros.nodes.{kind}", "--config", str(config)],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        while not results.exists():
-            if time.perf_counter() - t0 > timeout_s:
-                raise RuntimeError(
-                    f"the twin did not finish {episodes} episodes in {timeout_s:.0f} s; logs in "
-                    f"{log_dir}"
-                )
-            dead = [p.args[2] for p in procs if p.poll() is not None]
-            if dead:
-                raise RuntimeError(f"twin node(s) exited: {dead}; logs in {log_dir}")
-            time.sleep(1.0)
-        summary = json.loads(results.read_text())
-    finally:
-        for p in procs:
-            _stop_group(p)
-        server.stop()
-    per_episode = "".join("1" if r["success"] else "0" for r in summary.get("results", []))
-    return {
-        "success_rate": summary["success_rate"],
-        "episodes": summary["episodes"],
-        "wall_s": time.perf_counter() - t0,
-        "per_episode": per_episode,
-    }
-
-
 def _paired(a: str, b: str) -> str:
     """How many of the paired episodes two runs agree on, and which differ (1-based)."""
     n = min(len(a), len(b))
@@ -561,84 +353,6 @@ def main() -> None:
         replay=replay,
     )
     render(args.stem, meta, rows)
-
-
-def _checkpoint_given(meta: dict[str, Any]) -> bool:
-    """Whether the run evaluated a given checkpoint (``--checkpoint``) rather than SFT one."""
-    return any(a.split("=")[0] == "--checkpoint" for a in shlex.split(meta.get("command", "")))
-
-
-def render(stem: str, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """``results/<stem>.{json,md}`` from a run's meta and rows (also the ``--from-json`` path)."""
-    replay = meta["replay"]
-    lock, rt, late = replay["lockstep"], replay["realtime"], replay["realtime_obs_1_step_old"]
-    sim = rows[0]
-    twins = [r for r in rows if r["path"].startswith("ROS 2 twin")]
-    checkpoint = (
-        f"One small-VLA checkpoint (`{meta['checkpoint']}`, given with `--checkpoint`) "
-        if _checkpoint_given(meta)
-        else f"One small-VLA checkpoint (`vla_tokens`, SFT {meta['sft_steps']} steps on oracle "
-        "demos of `franka_language/mix`, 64 px front camera, MiniLM instruction embedding) "
-    )
-    intro = [
-        checkpoint + f"evaluated on split `{meta['split']}`, "
-        f"{meta['episodes']} held-out episodes each way, same seeds. `benchmarks/vla_ros.py`.",
-        f"**Verdict: {meta['verdict']}.**",
-        "`sim`: `rlinf eval` with the model in process. `served`: `rlinf serve --checkpoint` in "
-        "its own process and `rlinf eval`'s loop on the same held-out episodes with every action "
-        "from the server (per sub-env one connection sending state + image + instruction in the "
-        "canonical observation map).",
-        "`ROS 2 twin`: `rlinf serve --checkpoint` + `configs/ros_sim_franka_language.yaml` as "
-        "processes on one DDS domain: the robot node's MuJoCo arm runs the franka_language env's "
-        "own scene (objects, per-episode colours, instruction, success test) and publishes joints, "
-        "EE pose, the object slots (PoseArray) and the 64 px front camera; the task node resets "
-        "the scene per episode and relays the instruction; the policy client builds the 33-D "
-        "state from topics and sends state + image + instruction to the server. The twin replays "
-        "the sim eval's episodes (scene_seed = eval.seed_offset), so `sim` and each twin run are "
-        "paired episode by episode. The twin runs in **lock-step** (`robot.scene.lockstep`, "
-        "`policy_client.lockstep`): each observation set goes out under one stamp, the command "
-        "answering it carries that stamp, and the robot node then advances the physics exactly "
-        "one simulator control step (10 x 5 ms) with the target applied at once "
-        "(`robot_drivers.lockstep.LockstepStepper`); episodes are scored by the twin's own step "
-        "count (first success within 40 steps, as `terminate_on_success`).",
-        "Why lock-step (measured, open-loop replay of sim eval episode 1: the checkpoint's own "
-        "actions replayed on the twin's arm, the observation the client would build compared with "
-        "the simulator's each step): lock-step: observations identical (state to 1e-4, every "
-        "pixel) after each of the first "
-        f"{(lock['first_step_off'] or lock['steps'] + 1) - 1} of {lock['steps']} steps; the first "
-        "difference follows the first command the safety layer changed (step "
-        f"{lock['first_safety_step']}; its events in lock-step: "
-        f"{lock['safety_events'] or 'none'}: the workspace box shortens moves toward the table "
-        "that the simulator, which has no such box, makes), max |state diff| "
-        f"{lock['state_err_max']:.3f} and mean |pixel diff| {lock['pixel_err_mean']:.2f} over "
-        "the episode; the real-time robot node's execution (one-point trajectory ramped over the "
-        "period by the 100 Hz driver, safety speed limit per 10 ms tick): "
-        f"{rt['state_err_step1']:.3f} after the first step, {rt['state_err_max']:.3f} max, pixels "
-        f"{rt['pixel_err_mean']:.2f}, safety events {rt['safety_events']}; acting on the "
-        f"observation one step old as well: {late['state_err_max']:.3f} max, pixels "
-        f"{late['pixel_err_mean']:.2f}. (Max over the 33 state entries: metres, radians, rad/s.)",
-        f"Per episode (1 = success): sim `{sim['per_episode']}`; "
-        + "; ".join(
-            f"twin run {k + 1} `{t['per_episode']}` (agrees with sim on {t['paired_with_sim']})"
-            for k, t in enumerate(twins)
-        )
-        + ".",
-    ]
-    cols = [
-        ("path", lambda r: r["path"]),
-        ("success", lambda r: f"{r['success_rate']:.3f}"),
-        ("episodes", lambda r: r["episodes"]),
-        ("wall s", lambda r: f"{r['wall_s']:.0f}"),
-        ("load", lambda r: r["load_1min"]),
-    ]
-    write_table(
-        stem,
-        "Small VLA: in-process sim eval vs served over the wire vs the ROS 2 twin",
-        intro,
-        meta,
-        rows,
-        cols,
-    )
 
 
 if __name__ == "__main__":
