@@ -45,7 +45,6 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -58,82 +57,18 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from bench_results import RESULTS, load, machine_meta, write_table  # noqa: E402
+from bench_results import RESULTS, load, machine_meta  # noqa: E402
 from online_rig import (  # noqa: E402
-    GRAPH_NODES,
     RLINF,
     TOKENS,
     learner_args,
     start_server,
     wait_for,
 )
+from ros_online_rlpd_render import plot, render  # noqa: E402
+from ros_online_rlpd_tasks import TASKS  # noqa: E402
 from ros_procs import Procs, free_port  # noqa: E402
 
-STEM = "ros_online_rlpd"
-
-
-@dataclass(frozen=True)
-class PixelEncoder:
-    """The frozen pretrained encoder of a camera-only learner: ``weights`` when it holds a
-    checkpoint (a longer pretraining run), else a quick pretraining on the demos' frames so the
-    benchmark runs from a bare checkout."""
-
-    config: str  # the pretraining config (rlinf train)
-    weights: str  # the preferred run directory (model.encoder.weights)
-    cameras: tuple[str, ...]  # the cameras it is pretrained on (the learner's)
-    quick_updates: int = 200  # the fallback pretraining's length
-
-
-@dataclass(frozen=True)
-class BenchTask:
-    graph: str  # the twin graph (robot node world, policy client spec, task judge)
-    learner: str  # the learner config (env = the simulated task of the robot spec)
-    script: str  # the scripted human of the demos (teleop device scripted, script.task)
-    stem: str  # results file stem
-    action: dict | None = None  # robot_spec.action overrides (reach: the learner's ee_delta_pos)
-    # graph overrides of the demo collection (a learned-reward graph: the judge ends the demos,
-    # no reward node: the demos are what the classifier learns from)
-    demo_graph: dict = field(default_factory=dict)
-    classifier: str | None = None  # the success classifier's config: reward node + served model
-    encoder: PixelEncoder | None = None
-
-    @property
-    def reward_source(self) -> str:
-        """Whose verdict the twin's training episodes' success is (the streamed reward)."""
-        return "the classifier's reward" if self.classifier else "the twin's judge"
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """The graph's node processes: the reward node too when the reward is learned."""
-        return GRAPH_NODES + (("reward",) if self.classifier else ())
-
-
-TASKS = {
-    "reach": BenchTask(
-        "configs/ros_sim_franka.yaml",
-        "configs/ros_online_rlpd.yaml",
-        "reach",
-        STEM,
-        {"control": "ee_delta_pos", "dim": 4},
-    ),
-    "push": BenchTask(
-        "configs/ros_sim_franka_push.yaml",
-        "configs/ros_online_rlpd_push.yaml",
-        "push",
-        f"{STEM}_push",
-    ),
-    "push_pixels": BenchTask(
-        "configs/ros_sim_franka_push_pixels.yaml",
-        "configs/ros_online_rlpd_push_pixels.yaml",
-        "push",
-        f"{STEM}_push_pixels",
-        demo_graph={"task": {"judge_ends_episodes": True}, "reward": {"enabled": False}},
-        classifier="configs/reward_classifier_push.yaml",
-        encoder=PixelEncoder(
-            "configs/encoder_pretrain.yaml", "runs/encoder_pretrain_front", ("front", "wrist")
-        ),
-    ),
-}
 TASK = TASKS["reach"]
 
 
@@ -417,125 +352,6 @@ def heldout(work: Path, t_robot: float, episodes: int, overrides: list[str]) -> 
         )
         print(json.dumps(rows[-1]), flush=True)
     return rows
-
-
-def plot(
-    rows: list[dict],
-    history: list[dict],
-    path: Path,
-    target: float,
-    task: str = "reach",
-    reward: str = "the twin's judge",
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(
-        [r["wall_s"] / 60 for r in rows],
-        [r["heldout_success"] for r in rows],
-        "o-",
-        label="held-out success (sim, deterministic)",
-    )
-    twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
-    if twin:
-        label = f"twin training episodes (last 100, by {reward})"
-        ax.plot(*zip(*twin), ".--", alpha=0.6, label=label)
-    for key, style in (("reward_judge/fp_rate", "x:"), ("reward_judge/fn_rate", "+:")):
-        pts = [(h["time/wall_s"] / 60, h[key]) for h in history if h.get(key) is not None]
-        if pts:
-            ax.plot(
-                *zip(*pts), style, alpha=0.7, label=f"classifier {key.split('/')[1]} (vs judge)"
-            )
-    ax.axhline(target, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("wall time since the robot started (min)")
-    ax.set_ylabel("success rate (error rate)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(
-        f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
-        fontsize=9,
-    )
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def reward_lines(meta: dict) -> list[str]:
-    """The learned reward's paragraph (none when the reward is the twin's judge)."""
-    clf, fig = meta.get("classifier"), meta.get("run_figures") or {}
-    if not clf:
-        return []
-
-    def f(key: str) -> str:
-        v = fig.get(key)
-        return "n/a" if v is None else f"{v:.3f}"
-
-    share = fig.get("learner/transitions_trained_share")
-    twin = meta.get("twin_success_last100")
-    return [
-        f"Reward: the success classifier (`{meta['classifier_config']}`, trained on the demos' "
-        f"front frames in {clf.get('train_s', 0):.0f} s, val accuracy "
-        f"{clf.get('val_accuracy', float('nan')):.3f}) served by `rlinf serve` to the reward "
-        "node; the twin's success flag only judges it. Against the judge: FP rate "
-        f"{f('reward_judge/fp_rate')}, FN rate {f('reward_judge/fn_rate')} (newest window), "
-        f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "
-        f"({fig.get('reward_judge/windows', 0):.0f} windows; an FN rate is n/a while the judge "
-        "has said success on no frame). The twin's training episodes ended in success by the "
-        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 (its false "
-        "positives are rewards the learner trusts). Streamed transitions that reached "
-        f"a gradient: {'n/a' if share is None else f'{100 * share:.0f}%'}. Pixel encoder: "
-        f"`{meta.get('encoder_weights') or 'none'}`.",
-    ]
-
-
-def render(stem: str, meta: dict, rows: list[dict]) -> str:
-    """Write ``results/<stem>.{json,md}`` from a run's meta and held-out rows; returns the
-    verdict."""
-    task = meta.get("task", "reach")
-    env = meta.get("sim_task", f"mujoco_franka/{task}")  # the learner's env (+ obs mode)
-    target, minutes = meta["target"], meta["minutes"]
-    hit_s, best = meta.get("first_at_target_s"), meta["best"]
-    hit = next((r for r in rows if hit_s is not None and r["wall_s"] == hit_s), None)
-    verdict = f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> " + (
-        f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {target} met)"
-        if hit
-        else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min "
-        f"(target {target} NOT met)"
-    )
-    intro = [
-        f"`benchmarks/ros_online_rlpd.py`: {meta['demo_episodes']} scripted-teleop demos "
-        "collected on "
-        f"the twin with `rlinf collect`, then online RLPD (`{meta['learner']}`, {minutes:g} min) "
-        "through robot node -> policy server -> streamer -> learner -> weights -> policy server, "
-        "all "
-        f"real processes over DDS on a {meta['cpus']}-core machine shared with other jobs (1-min "
-        "load "
-        f"{meta['load_1min_start']:.1f} at start, {meta['load_1min_end']:.1f} at end). One run "
-        "(one "
-        "seed).",
-        f"Result: {verdict}. {meta['transitions'] or 0:.0f} transitions streamed, "
-        f"{meta['updates'] or 0:.0f} updates, {meta['pushes'] or 0:.0f} weight pushes "
-        f"({meta['push_failures'] or 0:.0f} failed); ingest duplicates "
-        f"{meta['ingest_duplicates'] or 0:.0f}, gaps {meta['ingest_gaps'] or 0:.0f}.",
-        f"Held-out = deterministic actor on the simulator of the same task ({env}, "
-        f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run. "
-        f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
-        "starts "
-        "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
-        "before `rlinf serve` was up (the pusher retries).",
-    ]
-    intro += reward_lines(meta)
-    cols = [
-        ("checkpoint", lambda r: r["checkpoint"]),
-        ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
-        ("transitions", lambda r: r["transitions"]),
-        ("updates", lambda r: r["updates"]),
-        ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
-    ]
-    write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({task})", intro, meta, rows, cols)
-    return verdict
 
 
 def main() -> None:

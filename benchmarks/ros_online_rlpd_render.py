@@ -1,0 +1,132 @@
+"""The results of ``benchmarks/ros_online_rlpd.py``: the held-out success curve (``.png``)
+and the ``results/<stem>.{json,md}`` write-up of a run (the learned reward's paragraph too).
+
+Why it exists: rendering is a job of its own (``--from-json`` re-renders the results without a
+run), apart from running the twin, learner and held-out evaluation in ``ros_online_rlpd.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench_results import write_table
+
+
+def plot(
+    rows: list[dict],
+    history: list[dict],
+    path: Path,
+    target: float,
+    task: str = "reach",
+    reward: str = "the twin's judge",
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(
+        [r["wall_s"] / 60 for r in rows],
+        [r["heldout_success"] for r in rows],
+        "o-",
+        label="held-out success (sim, deterministic)",
+    )
+    twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
+    if twin:
+        label = f"twin training episodes (last 100, by {reward})"
+        ax.plot(*zip(*twin), ".--", alpha=0.6, label=label)
+    for key, style in (("reward_judge/fp_rate", "x:"), ("reward_judge/fn_rate", "+:")):
+        pts = [(h["time/wall_s"] / 60, h[key]) for h in history if h.get(key) is not None]
+        if pts:
+            ax.plot(
+                *zip(*pts), style, alpha=0.7, label=f"classifier {key.split('/')[1]} (vs judge)"
+            )
+    ax.axhline(target, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("wall time since the robot started (min)")
+    ax.set_ylabel("success rate (error rate)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(
+        f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
+        fontsize=9,
+    )
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def reward_lines(meta: dict) -> list[str]:
+    """The learned reward's paragraph (none when the reward is the twin's judge)."""
+    clf, fig = meta.get("classifier"), meta.get("run_figures") or {}
+    if not clf:
+        return []
+
+    def f(key: str) -> str:
+        v = fig.get(key)
+        return "n/a" if v is None else f"{v:.3f}"
+
+    share = fig.get("learner/transitions_trained_share")
+    twin = meta.get("twin_success_last100")
+    return [
+        f"Reward: the success classifier (`{meta['classifier_config']}`, trained on the demos' "
+        f"front frames in {clf.get('train_s', 0):.0f} s, val accuracy "
+        f"{clf.get('val_accuracy', float('nan')):.3f}) served by `rlinf serve` to the reward "
+        "node; the twin's success flag only judges it. Against the judge: FP rate "
+        f"{f('reward_judge/fp_rate')}, FN rate {f('reward_judge/fn_rate')} (newest window), "
+        f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "
+        f"({fig.get('reward_judge/windows', 0):.0f} windows; an FN rate is n/a while the judge "
+        "has said success on no frame). The twin's training episodes ended in success by the "
+        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 (its false "
+        "positives are rewards the learner trusts). Streamed transitions that reached "
+        f"a gradient: {'n/a' if share is None else f'{100 * share:.0f}%'}. Pixel encoder: "
+        f"`{meta.get('encoder_weights') or 'none'}`.",
+    ]
+
+
+def render(stem: str, meta: dict, rows: list[dict]) -> str:
+    """Write ``results/<stem>.{json,md}`` from a run's meta and held-out rows; returns the
+    verdict."""
+    task = meta.get("task", "reach")
+    env = meta.get("sim_task", f"mujoco_franka/{task}")  # the learner's env (+ obs mode)
+    target, minutes = meta["target"], meta["minutes"]
+    hit_s, best = meta.get("first_at_target_s"), meta["best"]
+    hit = next((r for r in rows if hit_s is not None and r["wall_s"] == hit_s), None)
+    verdict = f"held-out success {rows[0]['heldout_success']:.2f} (demos only) -> " + (
+        f"{hit['heldout_success']:.2f} at {hit['wall_s'] / 60:.1f} min (target {target} met)"
+        if hit
+        else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min "
+        f"(target {target} NOT met)"
+    )
+    intro = [
+        f"`benchmarks/ros_online_rlpd.py`: {meta['demo_episodes']} scripted-teleop demos "
+        "collected on "
+        f"the twin with `rlinf collect`, then online RLPD (`{meta['learner']}`, {minutes:g} min) "
+        "through robot node -> policy server -> streamer -> learner -> weights -> policy server, "
+        "all "
+        f"real processes over DDS on a {meta['cpus']}-core machine shared with other jobs (1-min "
+        "load "
+        f"{meta['load_1min_start']:.1f} at start, {meta['load_1min_end']:.1f} at end). One run "
+        "(one "
+        "seed).",
+        f"Result: {verdict}. {meta['transitions'] or 0:.0f} transitions streamed, "
+        f"{meta['updates'] or 0:.0f} updates, {meta['pushes'] or 0:.0f} weight pushes "
+        f"({meta['push_failures'] or 0:.0f} failed); ingest duplicates "
+        f"{meta['ingest_duplicates'] or 0:.0f}, gaps {meta['ingest_gaps'] or 0:.0f}.",
+        f"Held-out = deterministic actor on the simulator of the same task ({env}, "
+        f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run. "
+        f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
+        "starts "
+        "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
+        "before `rlinf serve` was up (the pusher retries).",
+    ]
+    intro += reward_lines(meta)
+    intro += list(meta.get("notes", []))  # what a reader of the run noted (load, what it shows)
+    cols = [
+        ("checkpoint", lambda r: r["checkpoint"]),
+        ("wall (min)", lambda r: f"{r['wall_s'] / 60:.1f}"),
+        ("transitions", lambda r: r["transitions"]),
+        ("updates", lambda r: r["updates"]),
+        ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
+    ]
+    write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({task})", intro, meta, rows, cols)
+    return verdict
