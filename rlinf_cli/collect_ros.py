@@ -13,8 +13,10 @@ Once the graph has stopped, the episodes this run recorded that were interrupted
 flight at the stop) are discarded, and with ``--only-success`` the failed ones too; the last
 log line counts what was kept and discarded, and without ``--only-success`` a warning names the
 failed episodes kept as demonstrations (they teach the failure too) and the flag that keeps only
-successes. The bar, its ``failed`` count and the summary all read the recorder's episodes, so
-they agree. Registered in ``rlinf_cli/collect.py``: a
+successes. One count: the bar (kept, ``failed``, ``aborted``) reads the episodes the recorder
+wrote with their success flag (its status file), the summary reads the same episodes in the
+store, and the task node only logs its verdicts; re-recorded (aborted) episodes are counted as
+aborted, never as demonstrations. Registered in ``rlinf_cli/collect.py``: a
 positional argument ending in ``.yaml`` selects this source.
 """
 
@@ -46,6 +48,7 @@ class Counts:
     successes: int = 0
     failed_discarded: int = 0
     interrupted_discarded: int = 0
+    aborted: int = 0  # re-recorded: the recorder never wrote them (its status file counts them)
 
     @property
     def failed_kept(self) -> int:
@@ -54,7 +57,8 @@ class Counts:
     def describe(self, out: Path) -> str:
         return (
             f"{self.kept} episodes kept in {out} ({self.successes} successful); discarded "
-            f"{self.failed_discarded} failed, {self.interrupted_discarded} interrupted"
+            f"{self.failed_discarded} failed, {self.interrupted_discarded} interrupted; "
+            f"{self.aborted} aborted (re-recorded, never kept)"
         )
 
 
@@ -118,6 +122,7 @@ def run_ros(args: argparse.Namespace) -> int:
         bar.close()
         graph.stop()
     counts = settle(out, first, only_success)
+    counts.aborted = int(_read(status_path).get("aborted", 0))  # the recorder's final count
     log.info("collect: %s", counts.describe(out))
     warning = failures_warning(counts.kept, counts.successes, only_success)
     if warning:
@@ -188,15 +193,15 @@ def _watch(
             )
             return 1
         status = _read(status_path)
-        done = (
-            status.get("episodes", 0) - status.get("aborted", 0) - (1 if status.get("open") else 0)
-        )
-        kept = max(0, min(status.get("successes", 0) if only_success else done, episodes))
+        # the recorder's written episodes, each with its success flag (rlinf_ros.nodes.recorder)
+        done, successes = status.get("written", 0), status.get("successes", 0)
+        kept = max(0, min(successes if only_success else done, episodes))
         bar.n = kept
         rate, ratio = status.get("success_rate"), status.get("intervention_ratio")
         bar.set_postfix(
             success=f"{rate:.2f}" if rate is not None else "-",
-            failed=max(0, done - status.get("successes", 0)),
+            failed=status.get("failures", 0),
+            aborted=status.get("aborted", 0),
             intervention=f"{ratio:.2f}" if ratio is not None else "-",
             steps=status.get("steps", 0),
         )

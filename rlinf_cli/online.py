@@ -15,7 +15,10 @@ made on first use and handed to the children as ``*_FILE`` variables. One line p
 child's log is in ``<train.out_dir>/logs/``. Ctrl-C (or SIGTERM) stops everything in reverse:
 the robot graph first (its streamer reports the steps it could not send), then the server, then
 the learner (it writes its final checkpoint). When the learner ends by itself (its budget), the
-rest is stopped the same way.
+rest is stopped the same way. Every refusal (``rlinf_cli.online_checks``: ``train.out_dir``
+holding a run, a busy port, an unusable token, missing demos on a GPU box) comes before the first
+child starts; ``--dry-run`` runs the same checks, prints the commands and exits, writing nothing
+(a token file it would make is named, not made).
 """
 
 from __future__ import annotations
@@ -86,6 +89,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ingest-port", type=int, default=None, help="default: ingest.port (bench)")
     p.add_argument("--server-port", type=int, default=None, help="default: push.url's (bench)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every check a start runs (out_dir, ports, tokens, demos), print the commands, "
+        "exit; starts and writes nothing",
+    )
     p.add_argument(
         "--learner-stop-timeout",
         type=float,
@@ -163,28 +172,37 @@ def build_request(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlinf_cli.errors import PreflightError
+    from rlinf_cli.online_checks import check_start, check_tokens
     from rlinf_cli.secret_files import child_env, copy_line, display, token_file
 
     request = build_request(args)
     the_plan = plan(request)
-    if args.role == "learner" and request.demos_have < request.demos_wanted:
-        raise PreflightError(
-            f"key 'train.demos': {request.demos} holds {request.demos_have} successful demos of "
-            f"--demos {request.demos_wanted}; record them on the robot PC (rlinf online ... --role "
-            f"robot) and copy them here: rsync -a {args.peer}:{request.demos}/ {request.demos}/"
-        )
-    tokens = [token_file(env, name) for env, name in the_plan.tokens]
+    check_start(request, the_plan)
+    dry = bool(getattr(args, "dry_run", False))
+    tokens = [token_file(env, name, create=not dry) for env, name in the_plan.tokens]
+    check_tokens(tokens)
     say = _printer()
     for t in tokens:
         if t.given:
             say(f"token {t.env}: from ${t.given}")
             continue
-        made = "created" if t.created else "using"
+        made = "created" if t.created else ("would create" if not t.path.is_file() else "using")
         say(f"token {t.env}: {made} {display(t.path)} (mode 0600, never printed)")
         if args.role != "all" and t.env == "RLINF_INGEST_TOKEN":  # both machines hold it
             say(f"  the peer needs the same file: {copy_line(t.path, args.peer)}")
+    if dry:
+        return describe(the_plan, say)
     return execute(the_plan, child_env(tokens), say)
+
+
+def describe(the_plan: Plan, say: Callable[[str], None]) -> int:
+    """``--dry-run``: every check passed; the commands a real start would run, in order."""
+    n = len(the_plan.stages)
+    for k, stage in enumerate(the_plan.stages, 1):
+        why = f" ({stage.why})" if stage.why else ""
+        say(f"[{k}/{n}] {stage.name}{why}: {stage.command()}  > {stage.log}")
+    say("dry run: every check passed; nothing started, nothing written")
+    return 0
 
 
 def _printer() -> Callable[[str], None]:

@@ -99,6 +99,12 @@ class Request:
     overrides: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stage -> key=value
     learner_stop_timeout_s: float = 600.0
 
+    @property
+    def bind_host(self) -> str:
+        """Where the learner's ingest and the policy server listen: every interface on a bench
+        GPU box (the robot PC dials in), loopback when everything runs on one machine."""
+        return "0.0.0.0" if self.role == "learner" else "127.0.0.1"
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -164,11 +170,9 @@ def _collect(r: Request, log_dir: Path) -> Stage | None:
 
 
 def _learner(r: Request, log_dir: Path) -> Stage:
-    bench = r.role == "learner"
     argv = (
         "train", r.learner, "train.progress=false", *r.overrides.get("learner", ()),
-        f"train.out_dir={r.run_dir}", f"ingest.port={r.ingest_port}",
-        f"ingest.host={'0.0.0.0' if bench else '127.0.0.1'}",
+        f"train.out_dir={r.run_dir}", f"ingest.port={r.ingest_port}", f"ingest.host={r.bind_host}",
         f"push.url=ws://127.0.0.1:{r.server_port}",
         *(["train.resume=true"] if r.resume else []),
     )  # fmt: skip
@@ -184,9 +188,8 @@ def _learner(r: Request, log_dir: Path) -> Stage:
 
 
 def _server(r: Request, log_dir: Path) -> Stage:
-    host = "0.0.0.0" if r.role == "learner" else "127.0.0.1"
     argv = (
-        "serve", "--checkpoint", str(r.run_dir / "initial"), "--host", host,
+        "serve", "--checkpoint", str(r.run_dir / "initial"), "--host", r.bind_host,
         "--port", str(r.server_port),
         # sampled actions: the robot explores
         "server.deterministic=false", *r.overrides.get("server", ()),

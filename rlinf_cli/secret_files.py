@@ -60,6 +60,16 @@ def token_file(env: str, name: str, create: bool = True) -> TokenFile:
     return TokenFile(env, path, created=True)
 
 
+def read_token(t: TokenFile) -> str | None:
+    """The token's value as a child will read it (surrounding whitespace stripped); ``None`` for
+    a file of ours not made yet (a dry run makes none). ``OSError`` when the file is unreadable."""
+    if t.given and not t.given.endswith("_FILE"):
+        return os.environ.get(t.given, "").strip()
+    if not t.given and not t.path.is_file():
+        return None
+    return t.path.read_text().strip()
+
+
 def child_env(tokens: list[TokenFile]) -> dict[str, str]:
     """The variables a child needs to read the tokens (file names only, never values)."""
     return {f"{t.env}_FILE": str(t.path) for t in tokens if not t.given}

@@ -6,7 +6,8 @@ preflight (``rlinf_cli.preflight``: placement against the slots that will exist,
 names, paths, addresses, listen ports) -> ``train.out_dir``: one that already holds a run is
 refused unless ``train.resume`` continues it (``train.resume=true`` means ``train.out_dir``), or
 ``--new-run`` moves the run to a fresh ``<out_dir>-YYYYmmdd-HHMMSS`` beside it (``--dry-run``
-only warns: it writes nothing) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
+refuses it the same way: a dry run exists to catch the mistake before a real start, and writes
+nothing either way) -> ``--dry-run`` stops here -> a Ray cluster, or none when the runner
 says the run is one local process (the fused default) -> the runner -> one summary line on
 stdout (``rlinf_cli.summary``). With ``--seeds``, the checks run once here and each seed
 is its own ``rlinf train`` process (``rlinf_cli.seeds``), aggregated into ``<out_dir>/seeds.*``.
@@ -120,9 +121,10 @@ def new_run_dir(out_dir: str, now: float | None = None) -> str:
     return candidate
 
 
-def place_run(cfg: Any, new_run: bool, dry_run: bool) -> None:
+def place_run(cfg: Any, new_run: bool) -> None:
     """Where this run writes: ``--new-run`` moves it beside the old one; a non-empty out_dir
-    without ``train.resume`` is refused (a dry run only warns: it writes nothing there)."""
+    without ``train.resume`` is refused, by a dry run too (the same message and fix: a dry run
+    that passed must not be followed by a real run that stops here). Nothing is created."""
     from rlinf_cli.errors import PreflightError
     from rlinf_cli.preflight import check_out_dir
 
@@ -135,12 +137,7 @@ def place_run(cfg: Any, new_run: bool, dry_run: bool) -> None:
         log.info("--new-run: writing this run to %s (beside %s)", fresh, cfg.train.out_dir)
         cfg.train.out_dir = fresh
         return
-    try:
-        check_out_dir(cfg.train)
-    except PreflightError as e:
-        if not dry_run:
-            raise
-        log.warning("%s (a real run stops here)", e)
+    check_out_dir(cfg.train)
 
 
 def open_cluster(spec: Any, cfg: Any) -> Any:
@@ -161,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
     spec, cfg = build(args.config, args.overrides, args.ray_address)
-    place_run(cfg, getattr(args, "new_run", False), args.dry_run)
+    place_run(cfg, getattr(args, "new_run", False))
     plug_in()
     plan = None
     if seeds is not None:

@@ -62,15 +62,28 @@ JUDGES.add(
 
 @dataclass
 class EpisodeLog:
-    """Per-episode outcomes of one run and the summary the node publishes."""
+    """Per-episode verdicts of one run's judge and the summary the node publishes.
+
+    An episode someone else ended as ``aborted`` (a re-record) is kept as such: it is neither a
+    success nor a failure, never counts toward ``episodes`` or the success rate, and is written
+    nowhere as a demonstration (the recorder discards it)."""
 
     results: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, success: bool, steps: int, final_distance: float, goal: np.ndarray) -> None:
+    def add(
+        self,
+        success: bool,
+        steps: int,
+        final_distance: float,
+        goal: np.ndarray,
+        status: str = "",
+    ) -> None:
+        status = status or ("complete" if success else "truncated")
         self.results.append(
             {
                 "episode": len(self.results),
-                "success": bool(success),
+                "status": status,
+                "success": bool(success) and status != "aborted",
                 "steps": int(steps),
                 "final_distance": round(float(final_distance), 4),
                 "goal": [round(float(x), 4) for x in goal],
@@ -78,11 +91,13 @@ class EpisodeLog:
         )
 
     def summary(self) -> dict[str, Any]:
-        n = len(self.results)
-        wins = sum(r["success"] for r in self.results)
+        judged = [r for r in self.results if r["status"] != "aborted"]
+        n, wins = len(judged), sum(r["success"] for r in judged)
         return {
             "episodes": n,
             "successes": wins,
+            "failures": n - wins,
+            "aborted": len(self.results) - n,
             "success_rate": wins / n if n else None,
             "results": self.results,
         }

@@ -91,17 +91,37 @@ class EpisodeSink(Protocol):
 
 @dataclass
 class RecordingStats:
+    """What the assembler handed its sink, by outcome: the one count of episodes a run reports.
+
+    ``written`` episodes ended with a verdict and were handed to the sink to keep (``successes``
+    + ``failures``, each with its success flag); ``aborted`` ones (re-recorded, or too short to
+    hold a step) are no demonstration; ``episodes`` also counts the one still open."""
+
     episodes: int = 0
     successes: int = 0
+    failures: int = 0
     aborted: int = 0
     steps: int = 0
     interventions: int = 0
 
+    @property
+    def written(self) -> int:
+        return self.successes + self.failures
+
+    def describe(self) -> str:
+        """One line: ``4 episodes written (3 successful, 1 failed), 1 aborted``."""
+        return (
+            f"{self.written} episodes written ({self.successes} successful, {self.failures} "
+            f"failed), {self.aborted} aborted"
+        )
+
     def summary(self) -> dict[str, Any]:
-        done = self.episodes - self.aborted
+        done = self.written
         return {
             "episodes": self.episodes,
+            "written": done,
             "successes": self.successes,
+            "failures": self.failures,
             "aborted": self.aborted,
             "success_rate": self.successes / done if done else None,
             "steps": self.steps,
@@ -261,6 +281,7 @@ class EpisodeAssembler:
                 self._emit(rec, 0.0, False, False)
         self.sink.end(self.current, status, success, final)
         self.stats.successes += int(success)
+        self.stats.failures += int(not success and status != "aborted")
         self.stats.aborted += int(status == "aborted")
         self.ended, self.current = self.current, None
         self._tail = []

@@ -177,15 +177,16 @@ def test_rollout_log_prob_is_the_update_log_prob(name, chunk):
 
 def test_gpu_configs_validate_on_a_cpu_up_to_the_checkpoint(tmp_path, capsys):
     for cfg in ("vla_openvla_gpu", "vla_pi0_gpu"):
-        path = str(ROOT / f"configs/{cfg}.yaml")
-        assert main(["train", path, "--dry-run"]) == 2
+        # an out_dir of its own: a dry run refuses the default runs/<name> once it holds a run
+        path, out = str(ROOT / f"configs/{cfg}.yaml"), f"train.out_dir={tmp_path / 'out' / cfg}"
+        assert main(["train", path, "--dry-run", out]) == 2
         assert "key 'adapter.checkpoint': no checkpoint directory" in capsys.readouterr().err
         ckpt = tmp_path / cfg
         ckpt.mkdir()
         (ckpt / "model-00001.safetensors").write_bytes(b"")
         for f in ("dataset_statistics.json", "norm_stats.json"):
             (ckpt / f).write_text("{}")
-        assert main(["train", path, "--dry-run", f"adapter.checkpoint={ckpt}"]) == 0
+        assert main(["train", path, "--dry-run", f"adapter.checkpoint={ckpt}", out]) == 0
         resolved = json.loads(capsys.readouterr().out)
         assert resolved["model"]["name"] == "vla_adapter"
         assert resolved["model"]["kwargs"]["adapter"]["device"] == "cuda"

@@ -110,7 +110,10 @@ class Runner:
             ), text
             return
         if not real:
-            self.rlinf([*argv, "--dry-run"] if "--dry-run" not in argv else argv)
+            # a dry run refuses an out_dir that holds a run (as the run would): after `make demo`
+            # the default runs/<name> does, so the check points at a fresh folder of its own
+            dry_out = f"train.out_dir={self.run_dir.parent / 'dry' / Path(argv[1]).stem}"
+            self.rlinf([*argv, dry_out] + ([] if "--dry-run" in argv else ["--dry-run"]))
             return
         self.rlinf(
             [

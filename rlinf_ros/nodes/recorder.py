@@ -5,8 +5,11 @@ Same inputs as the streamer (``policy_client/step``, ``episode/event``; see
 the step in flight) and / or, by ``format``, as a rosbag2 MCAP folder
 (:class:`rlinf_ros.mcap_sink.McapSink`). Re-recorded (aborted) episodes are discarded unless
 ``keep_aborted``.
-Status JSON -- episodes, successes, success rate, intervention ratio -- on ``recorder/status``
-and, atomically, in ``status_path`` (what ``rlinf collect ... --source ros`` displays).
+Status JSON -- episodes written with their outcome (``written`` = ``successes`` + ``failures``),
+``aborted``, success rate, intervention ratio -- on ``recorder/status`` and, atomically, in
+``status_path`` (what ``rlinf collect`` shows; written once more when the node stops), and one
+log line each time an episode ends. These are the run's episode counts: the task node only
+judges, and ``rlinf collect``'s bar and summary read what the recorder wrote.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class RecorderNode(Node):
             self, cfg.episodes, episode_template(graph, cfg.episodes), self.sink
         )
         self.pub_status = self.create_publisher(String, cfg.status_topic, reliable_qos(1))
+        self._ended = 0  # episodes ended (written + aborted) when the last line was logged
         self.create_timer(0.5, self._publish_status)
         where = {"store": cfg.store, "mcap": cfg.mcap_dir, "both": f"{cfg.store}, {cfg.mcap_dir}"}
         log.info("recorder: %s episodes into %s", cfg.episodes.source, where[cfg.format])
@@ -70,15 +74,24 @@ class RecorderNode(Node):
         return out
 
     def close(self) -> None:
-        """Finish an MCAP file still open (run_node calls this on shutdown)."""
+        """Finish an MCAP file still open and leave the final counts in ``status_path`` (run_node
+        calls this on shutdown)."""
         for sink in self.sinks:
             close = getattr(sink, "close", None)
             if callable(close):
                 close()
+        self._write_status(json.dumps(self.status()))
 
     def _publish_status(self) -> None:
+        stats = self.assembler.stats
+        if stats.written + stats.aborted != self._ended:
+            self._ended = stats.written + stats.aborted
+            log.info("recorder: %s", stats.describe())
         text = json.dumps(self.status())
         self.pub_status.publish(String(data=text))
+        self._write_status(text)
+
+    def _write_status(self, text: str) -> None:
         if self.cfg.status_path:
             path = Path(self.cfg.status_path)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,12 @@ twin's verdict is not the reward: it goes out only on ``task/reward`` (the judge
 is scored against), an episode ends at ``max_steps`` (``truncated``, never a success) or when
 someone else ends it on ``episode/event`` (the reward classifier, a human key); the task node
 logs its judge's verdict for it and resets the scene for the next. Results go out as JSON on
-``task/status`` and, after ``episodes`` episodes, to ``results_path``. Everything runs from one
-timer: the executor thread never blocks. Warm-up, homing timeouts and the step count of an
+``task/status`` and, after ``episodes`` episodes, to ``results_path``; an episode another judge
+ends as ``aborted`` (a re-record) is logged as aborted, never as a success or failure. The node
+logs its verdict per episode; when the graph runs a recorder, the running counts are the
+recorder's (what it wrote, ``rlinf_ros.nodes.recorder``), so the task node adds none of its
+own to the line (``rlinf collect``'s bar and summary read the same episodes). Everything runs
+from one timer: the executor thread never blocks. Warm-up, homing timeouts and the step count of an
 episode read the node clock: under ``use_sim_time`` an episode of ``max_steps`` lasts
 ``max_steps / control_hz`` simulated seconds however slowly the machine runs them.
 """
@@ -80,10 +84,11 @@ OBJECT_TOPIC = (
 
 
 class TaskNode(Node):
-    def __init__(self, cfg: TaskNodeConfig) -> None:
+    def __init__(self, cfg: TaskNodeConfig, recorded: bool = False) -> None:
         super().__init__(cfg.name, namespace=cfg.namespace or None)
         cfg = declare_config(self, cfg)
         self.cfg = cfg
+        self.recorded = recorded  # a recorder in the graph counts the episodes it writes
         self.judge = JUDGES.get(cfg.task)(cfg)
         self.rng = np.random.default_rng(cfg.seed)
         self.base = np.asarray(cfg.base_position, dtype=np.float64)
@@ -304,21 +309,28 @@ class TaskNode(Node):
             return
         if ev.kind == "end" and self.state == "running":
             log.info("episode ended by %s (success %s)", ev.reason or "an event", ev.success)
-            self._close(self._ok, publish_success=None)
+            self._close(self._ok, publish_success=None, status=ev.status)
 
-    def _close(self, ok: bool, publish_success: bool | None) -> None:
-        """Log the episode (``ok``: this task's own verdict), send its end event with
-        ``publish_success`` (None: someone else ended it) and move on."""
-        self.log.add(ok, self._steps, self._dist, self.goal)
+    def _close(self, ok: bool, publish_success: bool | None, status: str = "") -> None:
+        """Log the episode (``ok``: this task's own verdict; ``status`` ``aborted`` when someone
+        else threw it away), send its end event with ``publish_success`` (None: someone else
+        ended it) and move on."""
+        aborted = status == "aborted"
+        self.log.add(ok, self._steps, self._dist, self.goal, "aborted" if aborted else "")
         summary = self.log.summary()
+        verdict = "aborted" if aborted else ("success" if ok else "timeout")
+        tally = (
+            ""
+            if self.recorded or not summary["episodes"]
+            else f"; judged success rate {summary['success_rate']:.2f} over {summary['episodes']}"
+        )
         log.info(
-            "episode %d: %s after %d steps (distance %.3f m); success rate %.2f over %d",
-            summary["episodes"] - 1,
-            "success" if ok else "timeout",
+            "episode %d judged %s after %d steps (distance %.3f m)%s",
+            len(summary["results"]) - 1,
+            verdict,
             self._steps,
             self._dist,
-            summary["success_rate"],
-            summary["episodes"],
+            tally,
         )
         self.pub_status.publish(
             String(data=json.dumps({k: v for k, v in summary.items() if k != "results"}))
@@ -346,7 +358,12 @@ class TaskNode(Node):
 
     def _finish(self) -> None:
         summary = self.log.summary()
-        log.info("task done: %d/%d episodes succeeded", summary["successes"], summary["episodes"])
+        log.info(
+            "task done: %d/%d judged episodes succeeded (%d aborted)",
+            summary["successes"],
+            summary["episodes"],
+            summary["aborted"],
+        )
         if self.cfg.results_path:
             path = Path(self.cfg.results_path)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -358,7 +375,7 @@ class TaskNode(Node):
 def build(cfg: RosGraphConfig, name: str | None) -> TaskNode:
     if not cfg.task.enabled:
         raise ValueError("task.enabled is false in this config; nothing to start")
-    return TaskNode(cfg.task)
+    return TaskNode(cfg.task, recorded=cfg.recorder.enabled)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ def test_help_lists_the_subcommands():
         assert f"    {sub}" in out.stdout
 
 
-def test_dry_run_resolves_config_with_overrides(capsys):
+def test_dry_run_resolves_config_with_overrides(capsys, tmp_path):
     assert (
         main(
             [
@@ -26,6 +26,7 @@ def test_dry_run_resolves_config_with_overrides(capsys):
                 "configs/sim_franka_reach_ppo.yaml",
                 "actor.lr=3e-4",
                 "placement.env,rollout,actor=0",
+                f"train.out_dir={tmp_path}",  # the default runs/<name> may hold a run
                 "--dry-run",
             ]
         )
@@ -67,19 +68,21 @@ def test_missing_files_are_reported_not_raised(capsys, tmp_path):
     assert "no checkpoint at" in capsys.readouterr().err
 
 
-def test_every_shipped_config_validates(capsys):
+def test_every_shipped_config_validates(capsys, tmp_path):
     from pathlib import Path
 
     for path in sorted(Path("configs").glob("*.yaml")):
+        # a fresh out_dir: a dry run refuses one that already holds a run, as the real run does
+        out = f"train.out_dir={tmp_path / path.stem}"
         if path.name.startswith("ros_"):
             continue  # ROS graph configs are validated by `rlinf ros` (tests/rlinf_ros)
         if path.name.startswith("vla_") and path.stem.endswith("_gpu"):
             # full-size VLA training configs: the checkpoint is not on this machine, the error names
             # the key
-            assert main(["train", str(path), "--dry-run"]) == 2, path
+            assert main(["train", str(path), out, "--dry-run"]) == 2, path
             assert "key 'adapter.checkpoint': no checkpoint directory" in capsys.readouterr().err
             continue
-        assert main(["train", str(path), "--dry-run"]) == 0, path
+        assert main(["train", str(path), out, "--dry-run"]) == 0, path
     capsys.readouterr()
 
 
@@ -115,11 +118,12 @@ def test_config_subcommand_lists_keys_with_help(capsys):
         ),
     ],
 )
-def test_language_vla_config_errors_name_the_key(overrides, message, capsys):
+def test_language_vla_config_errors_name_the_key(overrides, message, capsys, tmp_path):
     import os
 
     cores = os.sched_getaffinity(0)
-    assert main(["train", "configs/sim_franka_language_vla_flow_ppo.yaml", *overrides]) == 2
+    out = f"train.out_dir={tmp_path}"  # the default runs/<name> may hold a run
+    assert main(["train", "configs/sim_franka_language_vla_flow_ppo.yaml", *overrides, out]) == 2
     assert message in capsys.readouterr().err
     # a run that fails while its in-process worker starts gives the process its cores back
     assert os.sched_getaffinity(0) == cores

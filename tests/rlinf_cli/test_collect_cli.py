@@ -66,7 +66,9 @@ def test_sim_collect_only_success_keeps_only_successes_and_reports_the_discarded
     assert kept == successes == len(episodes) == 2
     assert all(ep.info.success for ep in episodes), [ep.info.success for ep in episodes]
     assert discarded >= 1  # the run really met failures, and they are gone from the store
-    attempts = int(re.search(r"\((\d+) attempts", caplog.text).group(1))
+    found = re.search(r"\((\d+) attempts", caplog.text)
+    assert found, caplog.text[-2000:]
+    attempts = int(found.group(1))
     assert attempts == kept + discarded
 
 
@@ -144,3 +146,36 @@ def test_ros_collect_only_success_discards_this_runs_failures_only(
         0,
     ) and failed >= 2  # every finished attempt failed and was discarded
     assert [ep.info.task for ep in _episodes(out)] == ["earlier"]
+
+
+@pytest.mark.ros
+def test_ros_collect_summary_store_recorder_and_judge_agree(
+    tmp_path: Path,
+    ros_domain_id: int,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """One episode count: the summary, the store, the recorder's status (the bar's source) and
+    the task node's verdicts name the same episodes with the same success flags."""
+    pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
+    import json
+
+    caplog.set_level(logging.INFO)
+    out = tmp_path / "demos"
+    # a short reach (20 steps): some episodes of the scripted human succeed, some may time out
+    assert main(_ros_args(out, "--episodes", "3", "task.max_steps=20")) == 0
+    kept, successes, failed, interrupted = _report(caplog, ROS_REPORT)
+    episodes = _episodes(out)
+    flags = [bool(ep.info.success) for ep in episodes]
+    assert kept == len(episodes) >= 3 and successes == sum(flags) and failed == 0
+    status = json.loads((tmp_path / ".demos.collect.json").read_text())
+    assert (status["written"], status["successes"]) == (kept, successes), status
+    assert status["failures"] == kept - successes and status["aborted"] == 0, status
+    logs = capfd.readouterr()
+    text = logs.out + logs.err
+    recorded = re.findall(r"recorder: (\d+) episodes written \((\d+) successful", text)
+    assert recorded and tuple(map(int, recorded[-1])) == (kept, successes), recorded
+    judged = re.findall(r"episode \d+ judged (success|timeout|aborted)", text)
+    verdicts = [v == "success" for v in judged if v != "aborted"]
+    # the judge may have ended one more episode that was still being written at the stop
+    assert verdicts[: len(flags)] == flags and len(verdicts) - len(flags) in (0, 1), judged

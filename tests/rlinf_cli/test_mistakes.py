@@ -112,10 +112,12 @@ def test_a_well_formed_train_reaches_the_guarded_cluster_start(cluster_starts, t
     assert cluster_starts == ["open_cluster"]
 
 
-def test_flags_may_come_before_overrides(capsys):
+def test_flags_may_come_before_overrides(capsys, tmp_path):
     import json
 
-    assert main(["train", C, "--dry-run", "actor.lr=1e-3", "placement.env=0"]) == 0
+    # out_dir of its own: a dry run refuses the default runs/<name> once a run has written there
+    out = f"train.out_dir={tmp_path}"
+    assert main(["train", C, "--dry-run", "actor.lr=1e-3", "placement.env=0", out]) == 0
     cfg = json.loads(capsys.readouterr().out)
     assert cfg["actor"]["lr"] == 1e-3
     assert cfg["placement"] == {"rollout,actor": "0", "env": 0}

@@ -168,12 +168,24 @@ def test_new_run_and_resume_exclude_each_other(starts, tmp_path, capsys):
     assert "give only one" in _one_line(capsys)
 
 
-def test_dry_run_only_warns_about_a_non_empty_out_dir(tmp_path, capsys, caplog):
+def test_dry_run_refuses_a_non_empty_out_dir_as_the_run_does(starts, tmp_path, capsys):
     out = _previous_run(tmp_path / "run")
-    assert main(["train", REACH, f"train.out_dir={out}", "--dry-run"]) == 0
-    assert json.loads(capsys.readouterr().out)["train"]["out_dir"] == str(out)
-    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("already holds a run" in m and "a real run stops here" in m for m in warned)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["train", REACH, f"train.out_dir={out}"]) == 2
+    refused = _one_line(capsys)
+    assert main(["train", REACH, f"train.out_dir={out}", "--dry-run"]) == 2
+    assert _one_line(capsys) == refused  # the same message, with the same fixes
+    assert "train.resume=true" in refused and "--new-run" in refused, refused
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert starts == []
+
+
+def test_dry_run_of_a_new_run_passes_and_writes_nothing(starts, tmp_path, capsys):
+    out = _previous_run(tmp_path / "run")
+    assert main(["train", REACH, f"train.out_dir={out}", "--new-run", "--dry-run"]) == 0
+    fresh = json.loads(capsys.readouterr().out)["train"]["out_dir"]
+    assert fresh.startswith(f"{out}-") and not Path(fresh).exists()
+    assert starts == []
 
 
 def test_a_seed_log_written_by_the_launcher_is_not_a_previous_run(starts, tmp_path):
@@ -295,3 +307,77 @@ def test_the_learners_serve_hint_samples_actions_as_the_runbook_says():
     assert "server.deterministic=false" in hint.group(1)
     runbook = (ROOT / "docs/robot_online_rl.md").read_text()
     assert "/initial server.deterministic=false" in runbook
+
+
+# ---- rlinf online: the dry run refuses what the real run refuses ---------------------------------
+GRAPH = str(ROOT / "configs/ros_sim_franka_push.yaml")
+PUSH = str(ROOT / "configs/ros_online_rlpd_push.yaml")
+
+
+@pytest.fixture
+def online(tmp_path, monkeypatch, no_tokens) -> list:
+    """``rlinf online`` of the push twin into ``tmp_path``: the children's start recorded and
+    stopped; tokens made (by a real run) in ``tmp_path/secrets``."""
+    monkeypatch.setenv("RLINF_SECRETS_DIR", str(tmp_path / "secrets"))
+    started: list = []
+    monkeypatch.setattr("rlinf_cli.online.execute", lambda plan, env, say: started.append(plan))
+    return started
+
+
+def _online(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "online", GRAPH, PUSH, "--teleop", "scripted",
+        f"learner:train.out_dir={tmp_path / 'run'}", f"learner:train.demos={tmp_path / 'demos'}",
+        *extra,
+    ]  # fmt: skip
+
+
+def _tree(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*"))
+
+
+REFUSALS = {
+    "out_dir": ([], "key 'train.out_dir'", "--new-run"),
+    "ingest port": (["--ingest-port", "{busy}"], "key 'ingest.port': port {busy}", "--ingest-port"),
+    "server port": (["--server-port", "{busy}"], "key 'push.url': port {busy}", "--server-port"),
+    "token file": ([], "token RLINF_WEIGHTS_TOKEN: cannot read", "unset RLINF_WEIGHTS_TOKEN_FILE"),
+    "short token": ([], "token RLINF_INGEST_TOKEN ($RLINF_INGEST_TOKEN) is too short", "longer"),
+    "bench demos": (["--role", "learner", "--peer", "robot-pc"], "key 'train.demos'", "rsync"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_online_dry_run_refuses_what_the_run_refuses(
+    case, online, busy_port, tmp_path, monkeypatch, capsys
+):
+    extra, message, fix = (
+        [w.format(busy=busy_port) for w in REFUSALS[case][0]],
+        *(s.format(busy=busy_port) for s in REFUSALS[case][1:]),
+    )
+    if case == "out_dir":
+        _previous_run(tmp_path / "run")
+    if case == "token file":
+        monkeypatch.setenv("RLINF_WEIGHTS_TOKEN_FILE", str(tmp_path / "missing_token"))
+    if case == "short token":
+        monkeypatch.setenv("RLINF_INGEST_TOKEN", "short")
+    before = _tree(tmp_path)
+    assert main([*_online(tmp_path, *extra), "--dry-run"]) == 2
+    dry = _one_line(capsys)
+    assert message in dry and fix in dry, dry
+    assert _tree(tmp_path) == before  # the dry run wrote nothing
+    assert main(_online(tmp_path, *extra)) == 2
+    assert _one_line(capsys) == dry  # the real run: the same refusal, before any child
+    assert online == []
+
+
+def test_online_dry_run_prints_the_commands_and_writes_nothing(online, tmp_path, capsys):
+    assert main([*_online(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would create" in out and "dry run: every check passed" in out, out
+    for stage in ("collect", "learner", "server", "graph"):
+        assert f"] {stage} (" in out, out
+    assert _tree(tmp_path) == [] and online == []  # no token file, no run directory, no child
+    main(_online(tmp_path))
+    assert len(online) == 1  # the real run, the same checks passed, gets to its children
+    made = sorted(p.name for p in (tmp_path / "secrets").iterdir())
+    assert made == ["ingest_token", "weights_token"]
