@@ -47,6 +47,15 @@ def machine_meta(**extra: Any) -> dict[str, Any]:
     }
 
 
+def load_1min() -> str:
+    """The 1-minute load average as a result cell (``?`` where the system has none): a figure
+    measured on a busy machine says so beside it."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
 def provenance(meta: dict[str, Any]) -> list[str]:
     """The lines a results file opens with: command, machine, date (those the meta holds)."""
     lines = []

@@ -27,17 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_results import RESULTS, keep_run_facts, load, machine_meta, write_table  # noqa: E402
+from bench_results import (  # noqa: E402
+    RESULTS,
+    keep_run_facts,
+    load,
+    load_1min,
+    machine_meta,
+    write_table,
+)
+from vla_demos import collect_language_demos  # noqa: E402
 
 SPLITS = ("id", "vision", "semantic", "position")
 STAGES = ("sft", "ppo", "grpo")
-
-
-def _load() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except OSError:
-        return "?"
 
 
 def _train(
@@ -52,7 +53,7 @@ def _train(
     if main(["train", config, *overrides]) != 0:
         raise RuntimeError(f"rlinf train {config} {' '.join(overrides)} failed")
     data = json.loads((Path(out_dir) / "metrics.json").read_text())
-    return data["final"], data["history"], time.perf_counter() - t0, _load()
+    return data["final"], data["history"], time.perf_counter() - t0, load_1min()
 
 
 def curve_of(history: list[dict[str, Any]], min_episodes: int = 20) -> list[tuple[float, float]]:
@@ -67,33 +68,15 @@ def curve_of(history: list[dict[str, Any]], min_episodes: int = 20) -> list[tupl
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from rlinf_cli.main import main
 
     work = Path(args.work)
     demos = work / "demos"
     if not demos.exists():
         t0 = time.perf_counter()
-        if (
-            main(
-                [
-                    "collect",
-                    "franka_language/mix",
-                    "--episodes",
-                    str(args.demos),
-                    "--obs-mode",
-                    "state+rgb",
-                    "--noise",
-                    "0.1",
-                    "--out",
-                    str(demos),
-                    "cameras=[front]",
-                    f"image_size={args.image_size}",
-                ]
-            )
-            != 0
-        ):
-            raise RuntimeError("demo collection failed")
-        print(f"collected {args.demos} demos in {time.perf_counter() - t0:.0f} s (load {_load()})")
+        collect_language_demos(demos, args.demos, args.image_size)
+        print(
+            f"collected {args.demos} demos in {time.perf_counter() - t0:.0f} s (load {load_1min()})"
+        )
     common = [
         f"env.kwargs.image_size={args.image_size}",
         "train.progress=false",

@@ -27,7 +27,6 @@ step. Writes ``benchmarks/results/vla_ros.{md,json}``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -39,18 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.append(str(ROOT / "benchmarks"))
 
-from bench_results import load, machine_meta  # noqa: E402
+from bench_results import load, load_1min, machine_meta  # noqa: E402
+from vla_demos import collect_language_demos  # noqa: E402
 from vla_ros_procs import served_eval, twin_eval  # noqa: E402
 from vla_ros_report import render  # noqa: E402
 
 TOLERANCE = 0.1
-
-
-def _load() -> str:
-    try:
-        return f"{os.getloadavg()[0]:.1f}"
-    except OSError:
-        return "?"
 
 
 def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
@@ -62,26 +55,7 @@ def train_checkpoint(args: argparse.Namespace) -> tuple[str, float]:
     demos = Path(args.demos_dir) if args.demos_dir else work / "demos"
     t0 = time.perf_counter()
     if not demos.exists():
-        if (
-            main(
-                [
-                    "collect",
-                    "franka_language/mix",
-                    "--episodes",
-                    str(args.demos),
-                    "--obs-mode",
-                    "state+rgb",
-                    "--noise",
-                    "0.1",
-                    "--out",
-                    str(demos),
-                    "cameras=[front]",
-                    "image_size=64",
-                ]
-            )
-            != 0
-        ):
-            raise RuntimeError("demo collection failed")
+        collect_language_demos(demos, args.demos, 64)
     out = work / "tokens_sft"
     shutil.rmtree(out, ignore_errors=True)  # retrained from scratch: no earlier run's files
     if (
@@ -279,7 +253,7 @@ def main() -> None:
     ckpt = args.checkpoint
     if not ckpt:
         ckpt, sft_s = train_checkpoint(args)
-        print(f"SFT checkpoint {ckpt} in {sft_s:.0f} s (load {_load()})", flush=True)
+        print(f"SFT checkpoint {ckpt} in {sft_s:.0f} s (load {load_1min()})", flush=True)
     replay = replay_divergence(ckpt, args.split)
     for mode, r in replay.items():
         print(
@@ -291,10 +265,10 @@ def main() -> None:
         )
     rows = []
     sim = sim_eval(ckpt, args.split, args.episodes)
-    rows.append({"path": "sim (rlinf eval, in process)", **sim, "load_1min": _load()})
+    rows.append({"path": "sim (rlinf eval, in process)", **sim, "load_1min": load_1min()})
     print(
         f"sim eval:    success {sim['success_rate']:.3f} over {sim['episodes']} episodes (load "
-        f"{_load()})",
+        f"{load_1min()})",
         flush=True,
     )
     served = served_eval(ckpt, args.split, args.episodes, Path(args.work) / "logs")
@@ -302,13 +276,13 @@ def main() -> None:
         {
             "path": "served (rlinf serve; rlinf eval's loop over ws://)",
             **served,
-            "load_1min": _load(),
+            "load_1min": load_1min(),
         }
     )
     print(
         f"served eval: success {served['success_rate']:.3f} over {served['episodes']} episodes, "
         "round trip "
-        f"p50 {served['round_trip_ms_p50']:.0f} ms (load {_load()})",
+        f"p50 {served['round_trip_ms_p50']:.0f} ms (load {load_1min()})",
         flush=True,
     )
     twins = []
@@ -321,14 +295,14 @@ def main() -> None:
                 "path": f"ROS 2 twin, lock-step, run {k + 1} "
                 "(rlinf serve + robot / policy client / task nodes)",
                 **twin,
-                "load_1min": _load(),
+                "load_1min": load_1min(),
             }
         )
         print(
             f"ROS 2 twin run {k + 1}: success {twin['success_rate']:.3f} over {twin['episodes']} "
             "episodes, "
             f"{twin['wall_s']:.0f} s; episodes agreeing with sim {twin['paired_with_sim']} (load "
-            f"{_load()})",
+            f"{load_1min()})",
             flush=True,
         )
     rates = [t["success_rate"] for t in twins]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -282,15 +282,9 @@ class ReplayBuffer:
         return out
 
     def restore(self, episodes: Iterable[Episode]) -> int:
-        """Refill from stored episodes (e.g. ``EpisodeStore``) after a restart, each routed by its
-        ``info.source`` through ``cfg.route``; returns the number of episodes added."""
-        count = 0
-        for ep in episodes:
-            for dest in self.cfg.route.get(ep.info.source, ()):
-                if dest in self.rings:
-                    self.add_episode(ep, dest)
-            count += 1
-        return count
+        """Refill from stored episodes (e.g. ``EpisodeStore``) after a restart
+        (:func:`restore_routed`)."""
+        return restore_routed(self, episodes)
 
     # --------------------------------------------------------------- sampling
     def shares(self, batch_size: int) -> dict[str, int]:
@@ -371,3 +365,30 @@ class ReplayBuffer:
             "intervention": ring.intervention[rows],
             "source": np.full(len(rows), source_id, np.int64),
         }
+
+
+class RoutedReplay(Protocol):
+    """What :func:`restore_routed` needs of a replay: its routing and rings, and how it adds an
+    episode (a :class:`ReplayBuffer`, or a wrapper storing something else per frame)."""
+
+    @property
+    def cfg(self) -> ReplayConfig: ...
+
+    @property
+    def rings(self) -> dict[str, Any]: ...
+
+    def add_episode(self, episode: Episode, source: str) -> None: ...
+
+
+def restore_routed(replay: RoutedReplay, episodes: Iterable[Episode]) -> int:
+    """Refill ``replay`` from stored episodes after a restart, each routed by its ``info.source``
+    through ``cfg.route`` to the rings the replay has, and added by the replay's own
+    ``add_episode`` (so a wrapper's per-frame work happens on the way in); returns the number of
+    episodes read."""
+    count = 0
+    for ep in episodes:
+        for dest in replay.cfg.route.get(ep.info.source, ()):
+            if dest in replay.rings:
+                replay.add_episode(ep, dest)
+        count += 1
+    return count

@@ -29,13 +29,14 @@ from typing import Any
 import numpy as np
 
 from rlinf_contracts.episode import EpisodeInfo
-from rlinf_contracts.transitions import EpisodeEvent, StepRecord, event_to_json
+from rlinf_contracts.transitions import EpisodeEvent, event_to_json
 from rlinf_data.bags import msgdefs
 from rlinf_data.bags.messages import IMAGE_TYPES
 from rlinf_data.bags.read import META_EPISODE
 from rlinf_data.bags.topics import TopicMap
 from rlinf_data.bags.write import IMAGE_TYPE, STRING_TYPE, _encoder, _splits, step_info_json
 from rlinf_ros.bag_metadata import write_metadata
+from rlinf_ros.recording import AssembledEnd, AssembledStep
 
 FILE_PATTERN = "episode_*.mcap"
 
@@ -106,16 +107,8 @@ class McapSink:
         self._open = bag
         write_metadata(self.dir, self.files())
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
-        bag = self._open
+    def step(self, step: AssembledStep) -> None:
+        bag, record, index = self._open, step.record, step.index
         if bag is None:
             return
         if bag.t0 is None:
@@ -129,18 +122,17 @@ class McapSink:
         action = np.asarray(record.action, np.float64)
         tm = self.tmap
         bag.put(tm.action.topic, tm.action.type, self.action_enc(action, t, tm.action), t)
-        step = record.step(reward, terminated, truncated)
-        bag.put(tm.step_info, STRING_TYPE, {"data": step_info_json(step.arrays())}, t)
+        arrays = record.step(step.reward, step.terminated, step.truncated).arrays()
+        bag.put(tm.step_info, STRING_TYPE, {"data": step_info_json(arrays)}, t)
         bag.steps = index + 1
         bag.file.flush()
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None:
+    def end(self, end: AssembledEnd) -> None:
         bag, self._open = self._open, None
         if bag is None:
             return
-        if status == "aborted" and self.discard_aborted:
+        status, success, final = end.status, end.success, end.final
+        if end.discarded(self.discard_aborted):
             bag.close()
             bag.path.unlink(missing_ok=True)
             write_metadata(self.dir, self.files())

@@ -71,22 +71,44 @@ class EpisodeTemplate:
         )
 
 
+@dataclass(frozen=True)
+class AssembledStep:
+    """One schema step as the assembler hands it to a sink.
+
+    Why one value and not six arguments: every sink, and the tee fanning a step out to several,
+    takes the very same step; naming its parts once keeps the sinks from restating them."""
+
+    episode: int  # the robot's episode number
+    index: int  # the step's place in its episode
+    record: StepRecord
+    reward: float
+    terminated: bool
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class AssembledEnd:
+    """An episode's close as the assembler hands it to a sink: ``status`` is ``complete``,
+    ``truncated`` or ``aborted``; ``final`` the final observation (None when aborted or when the
+    episode holds no whole step)."""
+
+    episode: int
+    status: str
+    success: bool
+    final: dict[str, np.ndarray] | None
+
+    def discarded(self, discard_aborted: bool) -> bool:
+        """Whether a sink keeping episodes throws this one away: a re-record (aborted) when the
+        sink discards those."""
+        return self.status == "aborted" and discard_aborted
+
+
 class EpisodeSink(Protocol):
     def begin(self, episode: int, info: EpisodeInfo) -> None: ...
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None: ...
+    def step(self, step: AssembledStep) -> None: ...
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None: ...
+    def end(self, end: AssembledEnd) -> None: ...
 
 
 @dataclass
@@ -259,7 +281,7 @@ class EpisodeAssembler:
 
     def _emit(self, rec: StepRecord, reward: float, terminated: bool, truncated: bool) -> None:
         assert self.current is not None
-        self.sink.step(self.current, self.index, rec, reward, terminated, truncated)
+        self.sink.step(AssembledStep(self.current, self.index, rec, reward, terminated, truncated))
         self.index += 1
         self.stats.steps += 1
         self.stats.interventions += int(rec.intervention)
@@ -279,7 +301,7 @@ class EpisodeAssembler:
         elif status != "aborted":
             for rec in self._tail[:-1]:
                 self._emit(rec, 0.0, False, False)
-        self.sink.end(self.current, status, success, final)
+        self.sink.end(AssembledEnd(self.current, status, success, final))
         self.stats.successes += int(success)
         self.stats.failures += int(not success and status != "aborted")
         self.stats.aborted += int(status == "aborted")
@@ -296,21 +318,13 @@ class ListSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self.calls.append(("begin", episode))
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
-        self.calls.append(("step", float(record.state[0]), reward, terminated, truncated))
+    def step(self, step: AssembledStep) -> None:
+        self.calls.append(
+            ("step", float(step.record.state[0]), step.reward, step.terminated, step.truncated)
+        )
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None:
-        self.calls.append(("end", episode, status, success, final))
+    def end(self, end: AssembledEnd) -> None:
+        self.calls.append(("end", end.episode, end.status, end.success, end.final))
 
 
 @dataclass
@@ -324,23 +338,13 @@ class TeeSink:
         for s in self.sinks:
             s.begin(episode, info)
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
+    def step(self, step: AssembledStep) -> None:
         for s in self.sinks:
-            s.step(episode, index, record, reward, terminated, truncated)
+            s.step(step)
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None:
+    def end(self, end: AssembledEnd) -> None:
         for s in self.sinks:
-            s.end(episode, status, success, final)
+            s.end(end)
 
 
 class StoreSink:
@@ -356,23 +360,13 @@ class StoreSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self._writer = self.store.begin(info)
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
-        self._writer.append(record.step(reward, terminated, truncated))
+    def step(self, step: AssembledStep) -> None:
+        self._writer.append(step.record.step(step.reward, step.terminated, step.truncated))
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None:
+    def end(self, end: AssembledEnd) -> None:
         w, self._writer = self._writer, None
-        index = w.end(status=status, success=success, final=final if w.length else None)
-        if status == "aborted" and self.discard_aborted:  # a re-record: the operator threw it away
+        index = w.end(status=end.status, success=end.success, final=end.final if w.length else None)
+        if end.discarded(self.discard_aborted):  # a re-record: the operator threw it away
             self.store.discard(index)
 
 
@@ -387,34 +381,25 @@ class StreamSink:
     def begin(self, episode: int, info: EpisodeInfo) -> None:
         self._info, self._index = info.to_dict(), 0
 
-    def step(
-        self,
-        episode: int,
-        index: int,
-        record: StepRecord,
-        reward: float,
-        terminated: bool,
-        truncated: bool,
-    ) -> None:
+    def step(self, step: AssembledStep) -> None:
         self.streamer.put(
             Transition(
                 seq=0,
-                episode=episode,
-                index=index,
-                step=record,
-                reward=reward,
-                terminated=terminated,
-                truncated=truncated,
-                info=self._info if index == 0 else None,
+                episode=step.episode,
+                index=step.index,
+                step=step.record,
+                reward=step.reward,
+                terminated=step.terminated,
+                truncated=step.truncated,
+                info=self._info if step.index == 0 else None,
             )
         )
-        self._index = index + 1
+        self._index = step.index + 1
 
-    def end(
-        self, episode: int, status: str, success: bool, final: dict[str, np.ndarray] | None
-    ) -> None:
+    def end(self, end: AssembledEnd) -> None:
+        e, i = end, self._index  # the end item takes the index after the episode's last step
         self.streamer.put(
             Transition(
-                seq=0, episode=episode, index=self._index, end=status, success=success, final=final
+                seq=0, episode=e.episode, index=i, end=e.status, success=e.success, final=e.final
             )
         )

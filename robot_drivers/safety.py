@@ -247,6 +247,26 @@ class SafetyLayer:
             reason=detail,
         )
 
+    def _refuse_held(
+        self, q_now: np.ndarray, issued_at: float | None, what: str
+    ) -> CommandOutcome | None:
+        """The refusals every kind of command meets first, whatever it asks: none is taken while
+        e-stopped, and none whose source was issued over ``watchdog_ms`` ago (``what`` names the
+        command in the reason); None when the command may be filtered."""
+        if self.estopped:
+            return self._refuse(q_now, "estop_refused", self.estop_refusal())
+        if issued_at is None:
+            return None
+        age_ms = (self._clock() - issued_at) * 1000.0
+        if age_ms <= self.cfg.watchdog_ms:
+            return None
+        return self._refuse(
+            q_now,
+            "stale_refused",
+            f"{what} issued {age_ms:.0f} ms ago > watchdog {self.cfg.watchdog_ms:.0f} ms "
+            "(its sender went quiet); holding",
+        )
+
     def _outside(self, q: np.ndarray) -> float:
         """Distance (m) of the end effector at joints ``q`` outside the workspace box (0 inside)."""
         if self._fk is None:
@@ -285,15 +305,9 @@ class SafetyLayer:
         """
         q_now = np.asarray(q_now, dtype=np.float64)
         target = np.asarray(target, dtype=np.float64)
-        if self.estopped:
-            return self._refuse(q_now, "estop_refused", self.estop_refusal())
-        if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
-            return self._refuse(
-                q_now,
-                "stale_refused",
-                f"command issued {(self._clock() - issued_at) * 1000:.0f} ms "
-                f"ago > watchdog {self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding",
-            )
+        refused = self._refuse_held(q_now, issued_at, "command")
+        if refused is not None:
+            return refused
         if target.shape != q_now.shape:
             return self._refuse(q_now, "bad_shape", f"target shape {target.shape} != {q_now.shape}")
         if not np.all(np.isfinite(target)):
@@ -404,15 +418,9 @@ class SafetyLayer:
         measured check's (:meth:`check_measured`): a torque loop has no joint target to clamp."""
         q_now = np.asarray(q_now, dtype=np.float64)
         pose = np.asarray(pose, dtype=np.float64)
-        if self.estopped:
-            return self._refuse(q_now, "estop_refused", self.estop_refusal())
-        if issued_at is not None and (self._clock() - issued_at) * 1000.0 > self.cfg.watchdog_ms:
-            return self._refuse(
-                q_now,
-                "stale_refused",
-                f"target pose issued {(self._clock() - issued_at) * 1000:.0f} ms ago > watchdog "
-                f"{self.cfg.watchdog_ms:.0f} ms (its sender went quiet); holding",
-            )
+        refused = self._refuse_held(q_now, issued_at, "target pose")
+        if refused is not None:
+            return refused
         if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
             return self._refuse(q_now, "non_finite", f"bad target pose {pose.tolist()}")
         events = []

@@ -325,6 +325,24 @@ def evaluate_config(
     return results
 
 
+def final_eval(cfg: Any, checkpoint: str | Path, deadline: float | None = None) -> dict[str, Any]:
+    """Held-out success of a run's last checkpoint (its deterministic actor), ``eval.episodes`` per
+    split, on the run's own config: the closing figure every training runner adds to its metrics
+    (``train.final_eval``). A video goes to ``<out_dir>/eval.mp4`` with ``eval.video``; rounds
+    that would end past ``deadline`` (the run's time budget) are not started."""
+    policy, _ = load_policy(checkpoint)
+    video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
+    return evaluate_config(
+        policy,
+        cfg,
+        cfg.eval.episodes,
+        seed=0,
+        video_path=video,
+        deadline=deadline,
+        progress=cfg.train.progress,
+    )
+
+
 def evaluate_checkpoint(
     path: str,
     episodes: int | None = None,

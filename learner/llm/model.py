@@ -71,38 +71,34 @@ class LLMModelConfig:
 ARCHITECTURES: Registry[Any] = Registry("tiny LM architecture")
 
 
+def _tiny_sizes(cfg: LLMModelConfig, vocab_size: int, special: dict[str, int]) -> dict[str, Any]:
+    """The sizes of a tiny model, by the names every transformers decoder config shares: one
+    mapping from ``model.*`` whichever architecture is picked (full attention, tied embeddings)."""
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": cfg.hidden_size,
+        "num_hidden_layers": cfg.num_layers,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_heads,
+        "intermediate_size": cfg.intermediate_size,
+        "max_position_embeddings": cfg.max_position,
+        "tie_word_embeddings": True,
+        **special,
+    }
+
+
 @ARCHITECTURES.register("llama")
 def _llama_config(cfg: LLMModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
     from transformers import LlamaConfig
 
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_heads,
-        intermediate_size=cfg.intermediate_size,
-        max_position_embeddings=cfg.max_position,
-        tie_word_embeddings=True,
-        **special,
-    )
+    return LlamaConfig(**_tiny_sizes(cfg, vocab_size, special))
 
 
 @ARCHITECTURES.register("qwen2")
 def _qwen2_config(cfg: LLMModelConfig, vocab_size: int, special: dict[str, int]) -> Any:
     from transformers import Qwen2Config
 
-    return Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_heads,
-        intermediate_size=cfg.intermediate_size,
-        max_position_embeddings=cfg.max_position,
-        tie_word_embeddings=True,
-        **special,
-    )
+    return Qwen2Config(**_tiny_sizes(cfg, vocab_size, special))
 
 
 def _dtype(name: str) -> torch.dtype:

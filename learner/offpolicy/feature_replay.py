@@ -31,7 +31,7 @@ import torch
 
 from learner.models.encoder_kinds import feature_rng
 from rlinf_contracts.episode import Episode, StepLayout
-from rlinf_data.replay import ReplayBuffer, ReplayConfig
+from rlinf_data.replay import ReplayBuffer, ReplayConfig, restore_routed
 
 
 class FeatureReplay:
@@ -144,13 +144,8 @@ class FeatureReplay:
         self.inner.add_episode(Episode(episode.info, steps, final), source)
 
     def restore(self, episodes: Iterable[Episode]) -> int:
-        count = 0
-        for ep in episodes:
-            for dest in self.cfg.route.get(ep.info.source, ()):
-                if dest in self.rings:
-                    self.add_episode(ep, dest)
-            count += 1
-        return count
+        """:meth:`ReplayBuffer.restore`, every frame encoded on the way in (:meth:`add_episode`)."""
+        return restore_routed(self, episodes)
 
     # --------------------------------------------------------------- sampling
     def pick_view(self, flat: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -30,10 +30,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from learner.checkpoint import load_policy
-
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
-from learner.eval.embodied import evaluate_config
+from learner.eval.embodied import final_eval
 from learner.metrics import checkpoint_dir, prior_history, write_run
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
@@ -258,7 +256,7 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
             "out_dir": cfg.train.out_dir,
         }
         if cfg.train.final_eval:
-            final["eval"] = _final_eval(cfg, final_path, budget)
+            final["eval"] = final_eval(cfg, final_path, budget.deadline)
         final["elapsed_s"] = budget.elapsed()
         return write_run(
             cfg.train.out_dir,
@@ -274,20 +272,6 @@ def run(cfg: EmbodiedConfig, cluster: Any) -> dict[str, Any]:
             logger.close()
         r.topo.shutdown()
         r.store.close()
-
-
-def _final_eval(cfg: EmbodiedConfig, path: Path, budget: Budget) -> dict[str, Any]:
-    policy, _ = load_policy(path)
-    video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
-    return evaluate_config(
-        policy,
-        cfg,
-        cfg.eval.episodes,
-        seed=0,
-        video_path=video,
-        deadline=budget.deadline,
-        progress=cfg.train.progress,
-    )
 
 
 RUNNERS.add("embodied", RunnerSpec(config_cls=EmbodiedConfig, run=run, in_process=in_process))

@@ -80,8 +80,9 @@ def _finish(
     cfg: OfflineConfig, policy: Any, history: list[dict], budget: Budget, n_episodes: int
 ) -> dict[str, Any]:
     from learner.checkpoint import write_checkpoint
+    from learner.eval.embodied import final_eval
     from learner.metrics import checkpoint_dir
-    from learner.runners.offpolicy import final_eval, write_outputs
+    from learner.runners.offpolicy import write_outputs
     from rlinf_contracts.config import to_dict
 
     path = write_checkpoint(
@@ -103,7 +104,7 @@ def _finish(
         "in_process": True,
     }
     if cfg.train.final_eval:
-        final["eval"] = final_eval(cfg, str(path), budget)
+        final["eval"] = final_eval(cfg, path, budget.deadline)
     final["elapsed_s"] = budget.elapsed()
     return write_outputs(cfg, "offline", history, final, cfg.train.tensorboard)
 

@@ -22,11 +22,10 @@ replay refilled from the episode store.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
-from learner.eval.embodied import evaluate_config
+from learner.eval.embodied import final_eval
 from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
 from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, select
 from learner.placement import parse_placement
@@ -59,30 +58,13 @@ def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
         "out_dir": cfg.train.out_dir,
     }
     if cfg.train.final_eval:
-        final["eval"] = final_eval(cfg, result["checkpoint"], budget)
+        final["eval"] = final_eval(cfg, result["checkpoint"], budget.deadline)
         if cfg.live.enabled:  # the run's static live page shows it too
             from learner.live.recorder import add_final_eval
 
             add_final_eval(cfg.train.out_dir, final["eval"])
     final["elapsed_s"] = budget.elapsed()
     return write_outputs(cfg, "offpolicy", result["history"], final, cfg.train.tensorboard)
-
-
-def final_eval(cfg: Any, checkpoint: str, budget: Budget) -> dict[str, Any]:
-    """Held-out success of a checkpoint's deterministic actor (``eval.episodes`` per split)."""
-    from learner.checkpoint import load_policy
-
-    policy, _ = load_policy(checkpoint)
-    video = str(Path(cfg.train.out_dir) / "eval.mp4") if cfg.eval.video else None
-    return evaluate_config(
-        policy,
-        cfg,
-        cfg.eval.episodes,
-        seed=0,
-        video_path=video,
-        deadline=budget.deadline,
-        progress=cfg.train.progress,
-    )
 
 
 def write_outputs(

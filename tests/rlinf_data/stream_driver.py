@@ -51,6 +51,27 @@ def item(seq: int) -> Transition:
     )
 
 
+def start_streamer(url: str, spool: str) -> TransitionStreamer:
+    """The robot side of a SIGKILL driver, logging as ``driver``: a streamer of robot ``arm0``
+    spooling to ``spool``, with a small window and batch and short backoffs, so kills land
+    between acks and a restart reconnects within a second or so."""
+    logging.basicConfig(
+        level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s"
+    )
+    return TransitionStreamer(
+        StreamerConfig(
+            url=url,
+            spool_dir=spool,
+            robot_id="arm0",
+            window=32,
+            batch=8,
+            backoff_s=0.2,
+            backoff_max_s=1.0,
+            ack_timeout_s=5.0,
+        )
+    ).start()
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--url", required=True)
@@ -64,21 +85,7 @@ def main() -> int:
         help="most items produced past the learner's ack (0: no limit)",
     )
     a = p.parse_args()
-    logging.basicConfig(
-        level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s"
-    )
-    s = TransitionStreamer(
-        StreamerConfig(
-            url=a.url,
-            spool_dir=a.spool,
-            robot_id="arm0",
-            window=32,
-            batch=8,
-            backoff_s=0.2,
-            backoff_max_s=1.0,
-            ack_timeout_s=5.0,
-        )
-    ).start()
+    s = start_streamer(a.url, a.spool)
     start = s.spool.next_seq
     print(f"resuming at seq {start}", flush=True)
     marks = [m for m in (start, start + 40) if m < a.total]  # progress the SIGKILL test waits for

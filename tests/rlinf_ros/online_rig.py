@@ -1,9 +1,11 @@
 """The online-RL rig of the ``test_ros_online_*`` tests and ``benchmarks/ros_online_rlpd.py``:
 learner (``rlinf train configs/ros_online_rlpd.yaml``) + policy server (``rlinf serve`` of the
-learner's initial actor) + the ROS 2 sim twin graph with the streamer on, as real processes."""
+learner's initial actor) + the ROS 2 sim twin graph with the streamer on, as real processes; and
+the one-command form of the same loop (``rlinf online`` on the push twin, :func:`online_push`)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,6 +100,46 @@ def twin_graph(
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+# the tiny learner of the one-command runs: small nets, updates from the first steps, no eval
+# and no checkpoints on the way; each test adds its time budget and what it watches
+TINY_ONLINE_LEARNER = (
+    "learner:train.final_eval=false",
+    "learner:ingest.pretrain_updates=5",
+    "learner:model.hidden=[32,32]",
+    "learner:model.critic_hidden=[32,32]",
+    "learner:env.num_envs=1",
+    "learner:train.learning_starts=20",
+    "learner:algorithm.batch_size=32",
+    "learner:train.log_every=40",
+    "learner:train.checkpoint_every=0",
+    "learner:train.tensorboard=false",
+)
+
+
+def online_push(
+    tmp_path: Path, monkeypatch: Any, *overrides: str
+) -> tuple[subprocess.Popen, Path, Path]:
+    """``rlinf online`` of the push twin started in the background: the scripted human records
+    one demo (up to 20 attempts: it fails some pushes on a loaded machine), the learner writes
+    to ``tmp_path/run``, ``overrides`` go to the command as given; the run makes its own tokens
+    in ``tmp_path/secrets`` (none comes from the environment). Returns (the process, the run
+    folder, the file holding its console output)."""
+    monkeypatch.setenv("RLINF_SECRETS_DIR", str(tmp_path / "secrets"))
+    for var in TOKENS:
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var + "_FILE", raising=False)
+    run, demos, out = tmp_path / "run", tmp_path / "demos", tmp_path / "online.txt"
+    argv = [
+        sys.executable, "-m", "rlinf_cli.main", "online",
+        "configs/ros_sim_franka_push.yaml", "configs/ros_online_rlpd_push.yaml",
+        "--teleop", "scripted", "--demos", "1", "--max-attempts", "20",
+        f"learner:train.out_dir={run}", f"learner:train.demos={demos}", *overrides,
+    ]  # fmt: skip
+    with open(out, "wb") as f:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    return proc, run, out
 
 
 def learner_args(

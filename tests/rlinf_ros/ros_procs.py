@@ -1,4 +1,5 @@
-"""Helpers to run node graphs as real processes in tests and benchmarks (always cleaned up)."""
+"""Helpers to run node graphs as real processes in tests and benchmarks (always cleaned up), and
+the stand-in nodes those tests start as scripts (:func:`spin_standin`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,39 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def spin_standin(make_node: Callable[[], Any]) -> None:
+    """A stand-in node's script body: rclpy up, ``make_node()`` spun until Ctrl-C or an external
+    shutdown (the test stopping it), then the node destroyed and rclpy shut down."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init()
+    node = make_node()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def kinematic_dual_arm(tmp_path: Path, sim_clock: bool = False) -> Path:
+    """``configs/ros_dual_arm.yaml`` with both arms kinematic (the same graph minus physics: fast
+    on a loaded machine), written under ``tmp_path``; with ``sim_clock`` the robot node runs on
+    simulated time (its watchdog counts driver ticks, not wall time)."""
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "configs/ros_dual_arm.yaml").read_text())
+    for arm in cfg["robot"]["arms"]:
+        arm["backend"] = "kinematic"
+    if sim_clock:
+        cfg["use_sim_time"], cfg["robot"]["sim_clock"] = True, True
+    path = tmp_path / "dual.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 def free_port() -> int:

@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import rclpy
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from ros_procs import spin_standin
 from sensor_msgs.msg import JointState
 
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
@@ -127,15 +127,7 @@ def main() -> None:
     ap.add_argument("--prefix", default="fr3_")
     ap.add_argument("--no-gains", action="store_true", help="declare none of the gain parameters")
     args = ap.parse_args()
-    rclpy.init()
-    node = StandInCompliant(args)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_standin(lambda: StandInCompliant(args))
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import rclpy
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from ros_procs import spin_standin
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
@@ -94,15 +94,7 @@ def main() -> None:
         "--pose", action="store_true", help="publish current_pose like franka_ros2's broadcaster"
     )
     args = ap.parse_args()
-    rclpy.init()
-    node = StandInStack(args)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    spin_standin(lambda: StandInStack(args))
 
 
 if __name__ == "__main__":

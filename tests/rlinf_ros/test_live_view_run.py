@@ -16,7 +16,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,23 +26,14 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from ros_procs import ROOT
+from online_rig import TINY_ONLINE_LEARNER, online_push
 
 pytestmark = [pytest.mark.slow, pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(900)]
 
 BUDGET_S = 150  # the learner's: the run ends by itself, a minute or so after robots stream
 LEARNER = (
     f"learner:train.time_budget_s={BUDGET_S}",
-    "learner:train.final_eval=false",
-    "learner:ingest.pretrain_updates=5",
-    "learner:model.hidden=[32,32]",
-    "learner:model.critic_hidden=[32,32]",
-    "learner:env.num_envs=1",
-    "learner:train.learning_starts=20",
-    "learner:algorithm.batch_size=32",
-    "learner:train.log_every=40",
-    "learner:train.checkpoint_every=0",
-    "learner:train.tensorboard=false",
+    *TINY_ONLINE_LEARNER,
     "learner:push.every_updates=20",
     "learner:live.enabled=true",
     "learner:live.port=0",
@@ -128,19 +118,7 @@ def live_url(run: Path) -> str | None:
 def test_live_page_during_a_twin_run_and_its_static_copy_match_metrics(
     tmp_path: Path, ros_domain_id: int, monkeypatch
 ) -> None:
-    monkeypatch.setenv("RLINF_SECRETS_DIR", str(tmp_path / "secrets"))
-    for var in ("RLINF_INGEST_TOKEN", "RLINF_WEIGHTS_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-        monkeypatch.delenv(var + "_FILE", raising=False)
-    run, demos, out = tmp_path / "run", tmp_path / "demos", tmp_path / "online.txt"
-    argv = [
-        sys.executable, "-m", "rlinf_cli.main", "online",
-        "configs/ros_sim_franka_push.yaml", "configs/ros_online_rlpd_push.yaml",
-        "--teleop", "scripted", "--demos", "1", "--max-attempts", "20",
-        f"learner:train.out_dir={run}", f"learner:train.demos={demos}", *LEARNER,
-    ]  # fmt: skip
-    with open(out, "wb") as f:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    proc, run, out = online_push(tmp_path, monkeypatch, *LEARNER)
     try:
         running = during_the_run(run, tmp_path, proc)
         rc = proc.wait(timeout=BUDGET_S + 300)  # the learner's budget ends the run

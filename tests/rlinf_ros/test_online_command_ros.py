@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,22 +19,13 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from ros_procs import ROOT
+from online_rig import TINY_ONLINE_LEARNER, online_push
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.timeout(600)]
 
 TINY_LEARNER = (
     "learner:train.time_budget_s=400",  # Ctrl-C ends it, not the budget
-    "learner:train.final_eval=false",
-    "learner:ingest.pretrain_updates=5",
-    "learner:model.hidden=[32,32]",
-    "learner:model.critic_hidden=[32,32]",
-    "learner:env.num_envs=1",
-    "learner:train.learning_starts=20",
-    "learner:algorithm.batch_size=32",
-    "learner:train.log_every=40",
-    "learner:train.checkpoint_every=0",
-    "learner:train.tensorboard=false",
+    *TINY_ONLINE_LEARNER,
     "server:--torch-threads=1",
 )
 
@@ -71,20 +61,7 @@ def wait_for(cond, timeout: float, what: str, out: Path, proc: subprocess.Popen)
 def test_one_command_runs_the_loop_and_ctrl_c_stops_it(
     tmp_path: Path, ros_domain_id: int, monkeypatch
 ) -> None:
-    monkeypatch.setenv("RLINF_SECRETS_DIR", str(tmp_path / "secrets"))
-    for var in ("RLINF_INGEST_TOKEN", "RLINF_WEIGHTS_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-        monkeypatch.delenv(var + "_FILE", raising=False)
-    run, demos, out = tmp_path / "run", tmp_path / "demos", tmp_path / "online.txt"
-    argv = [
-        sys.executable, "-m", "rlinf_cli.main", "online",
-        "configs/ros_sim_franka_push.yaml", "configs/ros_online_rlpd_push.yaml",
-        # the scripted human fails some pushes on a loaded machine: room for retries
-        "--teleop", "scripted", "--demos", "1", "--max-attempts", "20",
-        f"learner:train.out_dir={run}", f"learner:train.demos={demos}", *TINY_LEARNER,
-    ]  # fmt: skip
-    with open(out, "wb") as f:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    proc, run, out = online_push(tmp_path, monkeypatch, *TINY_LEARNER)
     try:
         store = run / "episodes" / "episodes"
         wait_for(

@@ -11,15 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import Probe, Procs
+from ros_procs import Probe, Procs, kinematic_dual_arm
 
 pytestmark = [pytest.mark.ros]
 
-ROOT = Path(__file__).resolve().parents[2]
 SIDES = ("left", "right")
 
 
@@ -45,15 +43,10 @@ def test_estop_service_stops_both_arms_and_reset_reenables_them(
 
     from rlinf_ros.conversions import trajectory_msg
 
-    cfg = yaml.safe_load((ROOT / "configs/ros_dual_arm.yaml").read_text())
-    for arm in cfg["robot"]["arms"]:
-        arm["backend"] = "kinematic"  # the dual-arm graph without physics: fast on a loaded machine
-    path = tmp_path / "dual.yaml"
-    path.write_text(yaml.safe_dump(cfg))
     procs = Procs(tmp_path)
     probe = None
     try:
-        procs.start_node("robot", path)
+        procs.start_node("robot", kinematic_dual_arm(tmp_path))
         probe = Probe()
         joints = probe.record(
             JointState, "joint_states", lambda m: (list(m.name), np.array(m.position))

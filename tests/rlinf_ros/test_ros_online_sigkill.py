@@ -73,25 +73,10 @@ def drive(
     waits to be killed; a restarted run, once the learner has acknowledged past its resume point
     and at least seq ``hold_acked`` (enough for a checkpoint), stops putting until the file
     ``release`` exists (the test has killed the learner), then goes on spooling."""
-    import logging
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rlinf_data"))
+    from stream_driver import start_streamer  # pyright: ignore[reportMissingImports]  # put on the path above
 
-    from rlinf_ros.streaming import StreamerConfig, TransitionStreamer
-
-    logging.basicConfig(
-        level="INFO", format="%(asctime)s driver %(levelname)s %(name)s: %(message)s"
-    )
-    s = TransitionStreamer(
-        StreamerConfig(
-            url=url,
-            spool_dir=spool,
-            robot_id="arm0",
-            window=32,
-            batch=8,
-            backoff_s=0.2,
-            backoff_max_s=1.0,
-            ack_timeout_s=5.0,
-        )
-    ).start()
+    s = start_streamer(url, spool)
     start = s.spool.next_seq
     print(f"resuming at seq {start}", flush=True)
     first_ack = False

@@ -12,7 +12,7 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
-from ros_procs import Probe, Procs
+from ros_procs import Probe, Procs, kinematic_dual_arm
 
 from robot_drivers.types import PANDA_HOME
 
@@ -144,21 +144,10 @@ def test_dual_arm_robot_node_names_and_routes_commands_per_arm(
 
     from rlinf_ros.conversions import trajectory_msg
 
-    cfg = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "configs/ros_dual_arm.yaml").read_text()
-    )
-    for arm in cfg["robot"]["arms"]:
-        arm["backend"] = "kinematic"  # the same graph, minus physics, to stay fast
-    cfg["use_sim_time"], cfg["robot"]["sim_clock"] = (
-        True,
-        True,
-    )  # watchdog in driver ticks, not wall time
-    path = tmp_path / "dual.yaml"
-    path.write_text(yaml.safe_dump(cfg))
     procs = Procs(tmp_path)
     probe = None
     try:
-        procs.start_node("robot", path)
+        procs.start_node("robot", kinematic_dual_arm(tmp_path, sim_clock=True))
         probe = Probe()
         joints = probe.record(
             JointState, "joint_states", lambda m: (list(m.name), np.array(m.position))

@@ -2,17 +2,29 @@
 
 They are the parts of an engine adapter that can be wrong without a GPU: how actor weight
 names map onto the engine's, how a big state dict is cut into bounded transfers, how prompts
-are grouped into requests, and how engine outputs become a :class:`RolloutBatch`.
+are grouped into requests, and how engine outputs become a :class:`RolloutBatch`; and what every
+adapter does the same way whatever its engine (:class:`EngineRolloutBackend`): which config keys
+build it and how a text prompt reaches the engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["engine_param_name", "weight_chunks", "request_batches", "finish_reason"]
+from learner.llm.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+
+__all__ = [
+    "EngineRolloutBackend",
+    "EngineSpec",
+    "engine_param_name",
+    "weight_chunks",
+    "request_batches",
+    "finish_reason",
+]
 
 # wrappers that add a prefix to every parameter name (DDP / FSDP / torch.compile / peft)
 _PREFIXES = ("module.", "_orig_mod.", "_fsdp_wrapped_module.", "base_model.model.")
@@ -102,3 +114,56 @@ def finish_reason(raw: Any) -> str:
 
 def flatten(xs: Iterable[Iterable[Any]]) -> list[Any]:
     return [x for group in xs for x in group]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What starts a GPU engine, whichever: the model to serve and its share of the GPU(s).
+
+    ``max_requests`` caps the requests of one engine call (0: all prompts in one call)."""
+
+    model_path: str
+    gpu_memory_utilization: float = 0.5
+    tensor_parallel: int = 1
+    dtype: str = "bfloat16"
+    max_requests: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> EngineSpec:
+        """The ``model`` / ``rollout`` sections of an LLM run's config."""
+        return cls(
+            cfg.model.path,
+            cfg.rollout.gpu_memory_utilization,
+            cfg.rollout.tensor_parallel,
+            cfg.model.dtype,
+        )
+
+
+class EngineRolloutBackend(RolloutBackend):
+    """A GPU engine adapter: built from a run's config (:meth:`from_config`), text prompts
+    tokenized here and sent as token ids, so a first turn and a multi-turn context (already ids)
+    take the one path of :meth:`generate_ids`, which each adapter writes for its engine."""
+
+    def __init__(self, spec: EngineSpec, tokenizer: Any) -> None:
+        self.spec, self.tokenizer = spec, tokenizer
+        self.max_requests = spec.max_requests
+        self.weight_version = 0
+        self.model = None  # the engine's model lives inside the engine
+
+    @classmethod
+    def config_extras(cls, cfg: Any) -> dict[str, Any]:
+        """Keyword arguments an adapter takes from the config beyond :class:`EngineSpec`."""
+        return {}
+
+    @classmethod
+    def from_config(cls, cfg: Any, tokenizer_dir: str) -> EngineRolloutBackend:
+        from learner.llm.tokenizer import load_tokenizer
+
+        return cls(
+            EngineSpec.from_config(cfg), load_tokenizer(tokenizer_dir), **cls.config_extras(cfg)
+        )
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
+        return self.generate_ids(
+            [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params
+        )

@@ -12,8 +12,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBackend, RolloutBatch, SamplingParams
-from learner.llm.rollout.engine_common import finish_reason, request_batches, weight_chunks
+from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBatch, SamplingParams
+from learner.llm.rollout.engine_common import (
+    EngineRolloutBackend,
+    EngineSpec,
+    finish_reason,
+    request_batches,
+    weight_chunks,
+)
 
 __all__ = ["SGLangRolloutBackend", "sglang_sampling_params", "sglang_outputs_to_lists"]
 
@@ -64,16 +70,10 @@ def sglang_outputs_to_lists(
 
 
 @ROLLOUT_BACKENDS.register("sglang")
-class SGLangRolloutBackend(RolloutBackend):
-    def __init__(
-        self,
-        model_path: str,
-        tokenizer: Any,
-        gpu_memory_utilization: float = 0.5,
-        tensor_parallel: int = 1,
-        dtype: str = "bfloat16",
-        max_requests: int = 0,
-    ) -> None:
+class SGLangRolloutBackend(EngineRolloutBackend):
+    """SGLang ``Engine`` in this process (one rollout worker = one engine)."""
+
+    def __init__(self, spec: EngineSpec, tokenizer: Any) -> None:
         try:
             import sglang
         except ImportError as e:
@@ -81,28 +81,13 @@ class SGLangRolloutBackend(RolloutBackend):
                 "rollout.backend=sglang needs SGLang on a CUDA machine: pip install "
                 "'sglang[all]' (or use rollout.backend=hf on a CPU)"
             ) from e
-        self.tokenizer = tokenizer
-        self.max_requests = max_requests
-        self.weight_version = 0
+        super().__init__(spec, tokenizer)
         self.engine = sglang.Engine(
-            model_path=model_path,
-            tp_size=tensor_parallel,
-            dtype=dtype,
-            mem_fraction_static=gpu_memory_utilization,
+            model_path=spec.model_path,
+            tp_size=spec.tensor_parallel,
+            dtype=spec.dtype,
+            mem_fraction_static=spec.gpu_memory_utilization,
             enable_memory_saver=True,
-        )
-        self.model = None
-
-    @classmethod
-    def from_config(cls, cfg: Any, tokenizer_dir: str) -> SGLangRolloutBackend:
-        from learner.llm.tokenizer import load_tokenizer
-
-        return cls(
-            cfg.model.path,
-            load_tokenizer(tokenizer_dir),
-            cfg.rollout.gpu_memory_utilization,
-            cfg.rollout.tensor_parallel,
-            cfg.model.dtype,
         )
 
     def update_weights(self, state_dict: dict[str, Any], version: int) -> None:
@@ -116,11 +101,6 @@ class SGLangRolloutBackend(RolloutBackend):
 
     def onload(self) -> None:
         self.engine.resume_memory_occupation()
-
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        return self.generate_ids(
-            [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params
-        )
 
     def generate_ids(
         self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams

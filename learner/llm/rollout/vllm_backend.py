@@ -13,8 +13,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBackend, RolloutBatch, SamplingParams
-from learner.llm.rollout.engine_common import finish_reason, request_batches, weight_chunks
+from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBatch, SamplingParams
+from learner.llm.rollout.engine_common import (
+    EngineRolloutBackend,
+    EngineSpec,
+    finish_reason,
+    request_batches,
+    weight_chunks,
+)
 
 __all__ = ["VLLMRolloutBackend", "vllm_sampling_kwargs", "vllm_outputs_to_lists"]
 
@@ -76,18 +82,14 @@ def _sampled_logprob(step: dict[int, Any], token: int) -> float:
 
 
 @ROLLOUT_BACKENDS.register("vllm")
-class VLLMRolloutBackend(RolloutBackend):
+class VLLMRolloutBackend(EngineRolloutBackend):
     """vLLM ``LLM`` engine in this process (one rollout worker = one engine)."""
 
     def __init__(
         self,
-        model_path: str,
+        spec: EngineSpec,
         tokenizer: Any,
-        gpu_memory_utilization: float = 0.5,
-        tensor_parallel: int = 1,
-        dtype: str = "bfloat16",
         max_model_len: int | None = None,
-        max_requests: int = 0,
         enable_sleep: bool = True,
     ) -> None:
         try:
@@ -99,33 +101,21 @@ class VLLMRolloutBackend(RolloutBackend):
             ) from e
         # weights are pushed into the engine's model object, so it must live in this process
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.tokenizer = tokenizer
-        self.max_requests = max_requests
-        self.weight_version = 0
+        super().__init__(spec, tokenizer)
         self._vllm = vllm
         self.llm = vllm.LLM(
-            model=model_path,
-            tensor_parallel_size=tensor_parallel,
-            dtype=dtype,
-            gpu_memory_utilization=gpu_memory_utilization,
+            model=spec.model_path,
+            tensor_parallel_size=spec.tensor_parallel,
+            dtype=spec.dtype,
+            gpu_memory_utilization=spec.gpu_memory_utilization,
             max_model_len=max_model_len,
             enable_sleep_mode=enable_sleep,
         )
         self._sleep_ok = enable_sleep
-        self.model = None  # the engine's model lives inside vLLM
 
     @classmethod
-    def from_config(cls, cfg: Any, tokenizer_dir: str) -> VLLMRolloutBackend:
-        from learner.llm.tokenizer import load_tokenizer
-
-        return cls(
-            cfg.model.path,
-            load_tokenizer(tokenizer_dir),
-            cfg.rollout.gpu_memory_utilization,
-            cfg.rollout.tensor_parallel,
-            cfg.model.dtype,
-            cfg.model.max_position,
-        )
+    def config_extras(cls, cfg: Any) -> dict[str, Any]:
+        return {"max_model_len": cfg.model.max_position}
 
     def _engine_model(self) -> Any:
         engine = self.llm.llm_engine
@@ -159,11 +149,6 @@ class VLLMRolloutBackend(RolloutBackend):
     def onload(self) -> None:
         if self._sleep_ok:
             self.llm.wake_up()
-
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> RolloutBatch:
-        return self.generate_ids(
-            [list(self.tokenizer(p, add_special_tokens=False).input_ids) for p in prompts], params
-        )
 
     def generate_ids(
         self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams

@@ -10,6 +10,7 @@ import torch
 
 from learner.llm.rollout import ROLLOUT_BACKENDS, SamplingParams
 from learner.llm.rollout.engine_common import (
+    EngineSpec,
     engine_param_name,
     finish_reason,
     request_batches,
@@ -147,7 +148,7 @@ def test_sglang_output_parsing():
 )
 def test_vllm_missing_gives_clear_error():
     with pytest.raises(ImportError, match="rollout.backend=hf"):
-        ROLLOUT_BACKENDS.get("vllm")("some/model", None)
+        ROLLOUT_BACKENDS.get("vllm")(EngineSpec("some/model"), None)
 
 
 @pytest.mark.skipif(
@@ -156,4 +157,4 @@ def test_vllm_missing_gives_clear_error():
 )
 def test_sglang_missing_gives_clear_error():
     with pytest.raises(ImportError, match="rollout.backend=hf"):
-        ROLLOUT_BACKENDS.get("sglang")("some/model", None)
+        ROLLOUT_BACKENDS.get("sglang")(EngineSpec("some/model"), None)
