@@ -15,7 +15,12 @@ gives is listed: the comment lines above the command that name the key. One with
 is a finding (fix the runbook, or let the config carry the value). Writes
 ``benchmarks/results/runbook_count.{json,md}``.
 
-    python benchmarks/runbook_count.py [--before 2bf92c8]
+    python benchmarks/runbook_count.py [--before 2bf92c8] [--run runs/ros_online_rlpd_push]
+
+``--run`` adds what the one command reached: the run directory that ``rlinf online`` (the
+runbook's command) wrote, read from its ``metrics.json`` (held-out success of the final
+evaluation, robot transitions, the share of them that reached a gradient, wall time), with the
+1-min load average range given by ``--load``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK = "docs/robot_online_rl.md"
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_results import machine_meta  # noqa: E402
+
 TWIN_GRAPH = "configs/ros_sim_franka_push.yaml"
 LONG_RUNNING = ("train", "serve", "ros", "online")  # rlinf subcommands that run until stopped
 OVERRIDE = re.compile(r"^[A-Za-z_][\w.\[\]]*=")
@@ -147,6 +155,45 @@ def overrides_with_reasons(markdown: str) -> list[dict]:
     return out
 
 
+def run_figures(run_dir: Path) -> dict:
+    """What a finished ``rlinf online`` run reached, from its ``metrics.json``."""
+    final = json.loads((run_dir / "metrics.json").read_text())["final"]
+    heldout = final.get("eval", {}).get("id", {})
+    return {
+        "run_dir": str(run_dir),
+        "heldout_success": heldout.get("success_rate"),
+        "heldout_episodes": heldout.get("episodes"),
+        "robot_transitions": int(final.get("ingest/transitions", final.get("env_steps", 0))),
+        "robot_episodes": int(final.get("episodes", 0)),
+        "transitions_trained_share": final.get("learner/transitions_trained_share"),
+        "utd_effective": final.get("learner/utd_effective"),
+        "learner_updates": int(final.get("updates", 0)),
+        "weight_pushes": int(final.get("push/pushes", 0)),
+        "learner_wall_s": round(float(final.get("elapsed_s", 0.0)), 1),
+    }
+
+
+def render_run(run: dict, load: str) -> list[str]:
+    share = run["transitions_trained_share"]
+    return [
+        "",
+        "The one command, run to its budget (the learner config's `train.time_budget_s`):",
+        "",
+        "| | |",
+        "|---|---:|",
+        f"| held-out success (final eval) | {run['heldout_success']} "
+        f"({run['heldout_episodes']} episodes) |",
+        f"| robot transitions / episodes | {run['robot_transitions']:,} / "
+        f"{run['robot_episodes']} |",
+        f"| share of the robot's transitions that reached a gradient | "
+        f"{'-' if share is None else f'{share:.3f}'} |",
+        f"| learner updates / weight pushes | {run['learner_updates']:,} / "
+        f"{run['weight_pushes']} |",
+        f"| learner wall time | {run['learner_wall_s']} s |",
+        *([f"| 1-min load average during the run | {load} |"] if load else []),
+    ]
+
+
 def render(before: dict, after: dict, rev: str, reasons: list[dict]) -> str:
     rows = ("commands", "terminals", "overrides", "flags", "exported_variables", "characters")
     lines = [
@@ -182,7 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--before", default="2bf92c8", help="commit of the runbook before (git show)")
     ap.add_argument("--out", default=str(RESULTS), help="results directory")
+    ap.add_argument("--run", default=None, help="the run directory `rlinf online` wrote")
+    ap.add_argument("--load", default="", help="the 1-min load range during that run")
     args = ap.parse_args(argv)
+    run_dir = Path(args.run) if args.run else None
+    if run_dir is not None and not (run_dir / "metrics.json").is_file():
+        print(f"runbook_count: --run {run_dir} holds no metrics.json (a finished run writes it)")
+        return 2
     try:
         old = subprocess.run(
             ["git", "show", f"{args.before}:{RUNBOOK}"],
@@ -197,11 +250,27 @@ def main(argv: list[str] | None = None) -> int:
     now = (ROOT / RUNBOOK).read_text()
     before, after = count(old), count(now)
     reasons = overrides_with_reasons(now)
-    result = {"before_commit": args.before, "before": before, "now": after, "overrides": reasons}
+    run = run_figures(run_dir) if run_dir is not None else None
+    result = {
+        "before_commit": args.before,
+        "before": before,
+        "now": after,
+        "overrides": reasons,
+        "run": run,
+        "load": args.load,
+        "meta": machine_meta(),
+    }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "runbook_count.json").write_text(json.dumps(result, indent=1) + "\n")
+    meta = result["meta"]
     text = render(before, after, args.before, reasons)
+    text += (
+        f"\nCommand: `{meta['command']}`; machine: {meta['machine']}, {meta['cpus']} CPUs; "
+        f"date: {meta['date']}\n"
+    )
+    if run is not None:
+        text += "\n".join(render_run(run, args.load)) + "\n"
     (out / "runbook_count.md").write_text(text)
     print(text, end="")
     missing = [r["override"] for r in reasons if not r["reason"]]
