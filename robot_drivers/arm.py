@@ -102,8 +102,12 @@ class FrankaArm:
         command_period_s: float = 0.1,
         impedance: ImpedanceGains | None = None,
         home: np.ndarray | None = None,
+        gripper_deadband: float = 1e-3,
     ) -> None:
         self.backend = backend
+        # a streamed gripper width closer than this (m) to the last one sent is not sent: a
+        # hardware gripper move blocks for the whole motion (see the robot node's gripper path)
+        self.gripper_deadband = gripper_deadband
         # ee_impedance (None: position control only): the gains target poses are tracked with,
         # and the posture of the law's null-space pull
         self.impedance = impedance

@@ -52,6 +52,14 @@ class ArmConfig:
     command_period_s: float = field(
         default=0.1, metadata={"help": "expected time between commands"}
     )
+    gripper_deadband: float = field(
+        default=1e-3,
+        metadata={
+            "help": "a streamed gripper width (a trajectory's finger joint: a policy's per-step "
+            "output) moves the gripper only when it differs from the last width sent by more "
+            "than this (m); libfranka's moves block the robot node (docs/real_franka.md)"
+        },
+    )
     joints: list[str] = field(
         default_factory=list,
         metadata={
@@ -212,4 +220,5 @@ def make_arm(cfg: ArmConfig) -> FrankaArm:
         command_period_s=cfg.command_period_s,
         impedance=gains,
         home=np.asarray(cfg.home, dtype=np.float64),
+        gripper_deadband=cfg.gripper_deadband,
     )

@@ -11,6 +11,10 @@ near pi).
 >>> T = forward_kinematics(np.array(PANDA_HOME))
 >>> (np.round(T[:3, 3], 3) + 0.0).tolist()   # the well-known "ready" pose of the hand's TCP
 [0.307, 0.0, 0.487]
+
+The end-effector frame a policy sees (:data:`F_T_GRIP_SITE`) is not that TCP but the MuJoCo
+twin's grip site, the frame every policy of this project is trained on; libfranka's ``O_T_EE``
+is converted to it by :func:`grip_site_from_o_t_ee` (docs/real_franka.md, "End-effector frame").
 """
 
 from __future__ import annotations
@@ -40,6 +44,49 @@ _DH = np.array(
 _FLANGE_D = 0.107
 _HAND_TCP_D = 0.1034
 _HAND_YAW = -np.pi / 4
+
+
+# The end-effector frame of the robot spec's ``ee_pos`` / ``ee_rot6d`` (and of ArmState.ee_pose on
+# the sim and libfranka backends): the MuJoCo twin's ``gripper0_grip_site`` (robosuite's Panda
+# hand, between the fingertips), in the flange frame (link 8, as ``tcp_d=0`` without the hand's
+# yaw): 96.5 mm along z, turned -135.03 deg about z. libfranka's default ``O_T_EE`` (Desk's
+# Franka Hand TCP, ``forward_kinematics``: 103.4 mm, -45 deg) lies 6.9 mm further out, turned
+# +90.03 deg about z from it. Taken from the compiled MuJoCo scene (tests/robot_drivers/
+# test_ee_frame.py checks both numbers against it).
+GRIP_SITE_D = 0.0965
+GRIP_SITE_YAW = -2.356687114568431
+
+
+def _flange_to(d: float, yaw: float) -> np.ndarray:
+    c, s = np.cos(yaw), np.sin(yaw)
+    T = np.eye(4)
+    T[:2, :2] = [[c, -s], [s, c]]
+    T[2, 3] = d
+    return T
+
+
+F_T_GRIP_SITE = _flange_to(GRIP_SITE_D, GRIP_SITE_YAW)
+"""Flange -> grip site (4x4)."""
+F_T_HAND_TCP = _flange_to(_HAND_TCP_D, _HAND_YAW)
+"""Flange -> the Franka Hand's TCP: libfranka's ``F_T_EE`` with Desk's default hand settings."""
+
+
+def grip_site_from_o_t_ee(o_t_ee: np.ndarray, f_t_ee: np.ndarray = F_T_HAND_TCP) -> np.ndarray:
+    """Base -> grip site (4x4) from libfranka's ``O_T_EE`` and ``F_T_EE`` (4x4 each): through the
+    flange, so the result does not depend on the end effector configured in Desk.
+
+    >>> q = np.array(PANDA_HOME)
+    >>> site = grip_site_from_o_t_ee(forward_kinematics(q))
+    >>> round(float(site[2, 3] - forward_kinematics(q)[2, 3]), 4)   # hand pointing down
+    0.0069
+    """
+    return np.asarray(o_t_ee, dtype=np.float64) @ np.linalg.solve(f_t_ee, F_T_GRIP_SITE)
+
+
+def o_t_ee_from_grip_site(site: np.ndarray, f_t_ee: np.ndarray = F_T_HAND_TCP) -> np.ndarray:
+    """The inverse of :func:`grip_site_from_o_t_ee`: the ``O_T_EE`` at which the grip site is at
+    ``site`` (e.g. an impedance target, given in the grip-site frame)."""
+    return np.asarray(site, dtype=np.float64) @ np.linalg.solve(F_T_GRIP_SITE, f_t_ee)
 
 
 def _mdh(a: float, d: float, alpha: float, theta: float) -> np.ndarray:
@@ -127,3 +174,29 @@ def apply_ee_delta(q: np.ndarray, delta: np.ndarray, tcp_d: float = _HAND_TCP_D)
     goal[:3, 3] += np.asarray(delta[:3])
     goal[:3, :3] = rotvec_to_matrix(np.asarray(delta[3:6])) @ T[:3, :3]
     return solve_ik(q, goal, tcp_d=tcp_d)
+
+
+def lift_first(
+    q: np.ndarray, goal: np.ndarray, lift: float = 0.05, samples: int = 20
+) -> np.ndarray:
+    """The next joint target of a move from ``q`` to ``goal`` (e.g. an episode reset) that never
+    sweeps the hand down: ``goal`` itself when the straight joint path keeps the TCP at or above
+    the lower of its two ends, else ``q`` with the TCP raised by ``lift`` m (orientation kept).
+
+    Why: from a tilted hand the straight joint path home can dip 10-15 cm below both ends -- into
+    the table, and through the safety layer's workspace floor, which stops the arm on the floor
+    for good (every re-planned path dips again). Re-planned from where the arm is (the task node
+    re-sends its reset every 0.1 s), this lifts until the straight path is clear, then goes.
+
+    >>> q = np.array(PANDA_HOME)
+    >>> bool(np.array_equal(lift_first(q, q + 0.1), q + 0.1))   # a short move: straight
+    True
+    """
+    q = np.asarray(q, dtype=np.float64)
+    goal = np.asarray(goal, dtype=np.float64)
+    z = [forward_kinematics(q + s * (goal - q))[2, 3] for s in np.linspace(0.0, 1.0, samples + 1)]
+    if min(z) >= min(z[0], z[-1]) - 1e-3:
+        return goal
+    up = forward_kinematics(q)
+    up[2, 3] += lift
+    return solve_ik(q, up)

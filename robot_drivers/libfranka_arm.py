@@ -20,9 +20,15 @@ error) ends it; the state reports REFLEX with the robot's error flags (else the 
 connection when the old one was lost (libfranka's ``Robot`` is unusable after a network error)
 -- and restarts the position loop.
 
+End-effector frame: :meth:`~LibfrankaArmBackend.read_state` reports the grip site the
+simulator's policies were trained on (:func:`robot_drivers.kinematics.grip_site_from_o_t_ee` of
+``O_T_EE`` and ``F_T_EE``), not ``O_T_EE`` itself; impedance targets come in that frame and are
+turned back into ``O_T_EE`` targets for the torque loop, which runs on libfranka's own frame.
+
 pylibfranka's calls keep Python's GIL while they block (``readOnce`` up to one cycle, a gripper
 move for the whole move), so other Python threads of the process slow the loop down and vice
-versa: see docs/real_franka.md.
+versa: see docs/real_franka.md. So the gripper's state is read at most every
+``gripper_poll_s`` (and after each gripper command), not on every state read.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from rlinf_contracts.impedance import ImpedanceGains
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend, DriverError
 from robot_drivers.impedance_law import CartesianImpedanceLaw
+from robot_drivers.kinematics import grip_site_from_o_t_ee, o_t_ee_from_grip_site
 from robot_drivers.motion import ReferenceShaper
 from robot_drivers.torque_control import TorqueInput, TorqueLaw, limit_torques
 from robot_drivers.types import PANDA_DQ_MAX, ArmState, EEPose, GripperState, RobotMode
@@ -74,9 +81,15 @@ def import_pylibfranka() -> Any:
         ) from e
 
 
-def o_t_ee_to_pose(o_t_ee: Any) -> EEPose:
-    """libfranka's column-major 16-vector ``O_T_EE`` -> :class:`EEPose`."""
-    T = np.asarray(o_t_ee, dtype=np.float64).reshape(4, 4).T
+def column_major(m: Any) -> np.ndarray:
+    """libfranka's column-major 16-vector (``O_T_EE``, ``F_T_EE``, ...) -> 4x4."""
+    return np.asarray(m, dtype=np.float64).reshape(4, 4).T
+
+
+def grip_site_pose(state: Any) -> EEPose:
+    """The end-effector pose a policy sees -- the grip site -- from a ``RobotState``'s ``O_T_EE``
+    and ``F_T_EE`` (:func:`robot_drivers.kinematics.grip_site_from_o_t_ee`)."""
+    T = grip_site_from_o_t_ee(column_major(state.O_T_EE), column_major(state.F_T_EE))
     return EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3]))
 
 
@@ -142,7 +155,7 @@ class _TorqueMode:
         inp = TorqueInput(
             q=np.asarray(state.q, dtype=np.float64),
             dq=np.asarray(state.dq, dtype=np.float64),
-            o_t_ee=np.asarray(state.O_T_EE, dtype=np.float64).reshape(4, 4).T,
+            o_t_ee=column_major(state.O_T_EE),
             jacobian=np.asarray(model.zero_jacobian(state), dtype=np.float64).reshape(7, 6).T,
             mass=np.asarray(model.mass(state), dtype=np.float64).reshape(7, 7).T,
             tau_prev=self.tau.copy(),
@@ -163,6 +176,7 @@ class LibfrankaArmBackend(ArmBackend):
         collision_force: tuple[float, float] = (10.0, 20.0),
         joint_impedance: tuple[float, ...] = (3000, 3000, 3000, 2500, 2500, 2000, 2000),
         realtime: str = "enforce",
+        gripper_poll_s: float = 0.1,
     ) -> None:
         if not ip:
             raise DriverError("backend 'libfranka' needs the robot's IP (arm.ip in the config)")
@@ -178,6 +192,11 @@ class LibfrankaArmBackend(ArmBackend):
         self.collision_torque = collision_torque
         self.collision_force = collision_force
         self.joint_impedance = joint_impedance
+        # Gripper.read_once() blocks (GIL held) until the hand's next status: read at most this
+        # often, and after every gripper command (the width only changes through them)
+        self.gripper_poll_s = gripper_poll_s
+        self._gripper_state: GripperState | None = None
+        self._gripper_read_at = 0.0
         self.robot: Any = None
         self.gripper: Any = None
         self._model: Any = None
@@ -320,6 +339,10 @@ class LibfrankaArmBackend(ArmBackend):
         the first call (or one with other gains) starts it, later calls move its target."""
         mode = self._mode
         law = mode.law if isinstance(mode, _TorqueMode) and self._running else None
+        # ``pose`` is a grip-site pose (the frame read_state reports); the law tracks O_T_EE
+        with self._lock:
+            f_t_ee = column_major(self._state.F_T_EE)
+        pose = o_t_ee_from_grip_site(pose, f_t_ee)
         if isinstance(law, CartesianImpedanceLaw) and law.gains == gains:
             law.set_target(pose)
             return
@@ -336,13 +359,12 @@ class LibfrankaArmBackend(ArmBackend):
         mode = RobotMode(int(getattr(s.robot_mode, "value", s.robot_mode)))
         if errors and mode != RobotMode.USER_STOPPED:
             mode = RobotMode.REFLEX
-        g = self.gripper.read_once()
         return ArmState(
             q=np.asarray(s.q, dtype=np.float64),
             dq=np.asarray(s.dq, dtype=np.float64),
             tau_j=np.asarray(s.tau_J, dtype=np.float64),
-            ee_pose=o_t_ee_to_pose(s.O_T_EE),
-            gripper=GripperState(float(g.width), float(g.max_width), bool(g.is_grasped)),
+            ee_pose=grip_site_pose(s),
+            gripper=self._gripper_reading(),
             mode=mode,
             errors=errors,
             stamp=time.monotonic(),
@@ -362,19 +384,39 @@ class LibfrankaArmBackend(ArmBackend):
         self._position()
         self.hold_here()
 
+    def _gripper_reading(self) -> GripperState:
+        now = time.monotonic()
+        if self._gripper_state is None or now - self._gripper_read_at >= self.gripper_poll_s:
+            g = self.gripper.read_once()
+            self._gripper_state = GripperState(
+                float(g.width), float(g.max_width), bool(g.is_grasped)
+            )
+            self._gripper_read_at = now
+        return self._gripper_state
+
+    def _gripper_command(self, call: Callable[[], Any]) -> bool:
+        """A blocking gripper call (the whole motion, GIL held); the next state read re-reads the
+        width it left."""
+        try:
+            return bool(call())
+        finally:
+            self._gripper_state = None
+
     def gripper_move(self, width: float, speed: float) -> bool:
-        return bool(self.gripper.move(width, speed))
+        return self._gripper_command(lambda: self.gripper.move(width, speed))
 
     def gripper_grasp(
         self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
     ) -> bool:
-        return bool(self.gripper.grasp(width, speed, force, epsilon_inner, epsilon_outer))
+        return self._gripper_command(
+            lambda: self.gripper.grasp(width, speed, force, epsilon_inner, epsilon_outer)
+        )
 
     def gripper_homing(self) -> bool:
-        return bool(self.gripper.homing())
+        return self._gripper_command(self.gripper.homing)
 
     def gripper_stop(self) -> bool:
-        return bool(self.gripper.stop())
+        return self._gripper_command(self.gripper.stop)
 
     def recover(self) -> bool:
         self._stop()

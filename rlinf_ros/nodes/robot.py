@@ -281,9 +281,11 @@ class RobotNode(Node):
             arm.settle()
 
     def _command_gripper(self, i: int, width: float) -> None:
-        last = self._gripper_cmd[i]
-        if last is None or abs(last - width) > 1e-3:  # hardware grippers dislike a move per tick
-            if self.arms[i].gripper_move(width):
+        last, arm = self._gripper_cmd[i], self.arms[i]
+        # a policy's width changes every step; a hardware move blocks this node (libfranka: the
+        # whole process) for the motion: only a change beyond the arm's deadband moves it
+        if last is None or abs(last - width) > arm.gripper_deadband:
+            if arm.gripper_move(width):
                 self._gripper_cmd[i] = width
 
     def _on_target_pose(self, i: int, msg: PoseStamped) -> None:

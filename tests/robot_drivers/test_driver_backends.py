@@ -19,8 +19,8 @@ from rlinf_contracts.rotations import (
 from robot_drivers.arm import DriverError, FrankaArm
 from robot_drivers.cameras import CameraConfig, CameraError, SimCamera, make_camera
 from robot_drivers.factory import ArmConfig, make_arm
-from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
-from robot_drivers.libfranka_arm import LibfrankaArmBackend, error_names, o_t_ee_to_pose
+from robot_drivers.kinematics import F_T_HAND_TCP, apply_ee_delta, forward_kinematics
+from robot_drivers.libfranka_arm import LibfrankaArmBackend, error_names, grip_site_pose
 from robot_drivers.sim_arm import KinematicArmBackend
 from robot_drivers.types import PANDA_HOME, RobotMode
 from tests.robot_drivers.dual_arm import DualArm
@@ -132,6 +132,7 @@ class _State:
         T = np.eye(4)
         T[:3, 3] = [0.3, 0.1, 0.5]
         self.O_T_EE = T.T.reshape(-1).tolist()  # column-major like libfranka
+        self.F_T_EE = F_T_HAND_TCP.T.reshape(-1).tolist()  # Desk's Franka Hand
         self.robot_mode = 2
         self.current_errors = types.SimpleNamespace(
             joint_position_limits_violation=False, cartesian_reflex=False
@@ -191,9 +192,11 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
 
     class Gripper:
         def __init__(self, ip):
-            self.width = 0.08
+            self.width, self.reads = 0.08, 0
+            fr.gripper = self
 
         def read_once(self):
+            self.reads += 1
             return types.SimpleNamespace(width=self.width, max_width=0.08, is_grasped=False)
 
         def move(self, width, speed):
@@ -218,8 +221,12 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
 
 
 def test_libfranka_pose_and_error_helpers() -> None:
-    pose = o_t_ee_to_pose(_State(list(PANDA_HOME)).O_T_EE)
-    assert np.allclose(pose.position, [0.3, 0.1, 0.5]) and np.allclose(pose.quat_xyzw, [0, 0, 0, 1])
+    """The reported pose is the grip site: O_T_EE (here the hand TCP at [0.3, 0.1, 0.5], axes
+    of the base) moved 6.9 mm back along its z and turned -90 degrees about it."""
+    pose = grip_site_pose(_State(list(PANDA_HOME)))
+    assert np.allclose(pose.position, [0.3, 0.1, 0.5 - 0.0069])
+    turn = matrix_to_rotvec(quat_xyzw_to_matrix(pose.quat_xyzw))
+    assert np.allclose(turn, [0.0, 0.0, -np.pi / 2], atol=1e-3)
     assert error_names(types.SimpleNamespace(a=True, b=False, c=True)) == ("a", "c")
 
 
@@ -243,6 +250,23 @@ def test_libfranka_backend_streams_bounded_position_steps(monkeypatch) -> None:
     finally:
         arm.disconnect()
     assert ("stop",) in robot.calls
+
+
+def test_libfranka_reads_the_gripper_at_its_poll_rate_and_after_each_command(monkeypatch) -> None:
+    """Gripper.read_once() blocks (GIL held) until the hand's next status: a state read per
+    driver tick must not cost one; a gripper command is seen at the next read."""
+    fr = _fake_pylibfranka()
+    monkeypatch.setitem(sys.modules, "pylibfranka", fr)
+    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2", gripper_poll_s=60.0))
+    arm.connect()
+    try:
+        for _ in range(50):
+            arm.state()
+        assert fr.gripper.reads == 1
+        assert arm.gripper_move(0.03) and arm.state().gripper.width == pytest.approx(0.03)
+        assert fr.gripper.reads == 2
+    finally:
+        arm.disconnect()
 
 
 def test_libfranka_reflex_reports_error_and_recovers(monkeypatch) -> None:
