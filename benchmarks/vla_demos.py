@@ -15,19 +15,8 @@ def collect_language_demos(out: Path, episodes: int, image_size: int) -> None:
     ``image_size`` px, action noise 0.1) into ``out``; RuntimeError when collection fails."""
     from rlinf_cli.main import main
 
-    argv = [
-        "collect",
-        "franka_language/mix",
-        "--episodes",
-        str(episodes),
-        "--obs-mode",
-        "state+rgb",
-        "--noise",
-        "0.1",
-        "--out",
-        str(out),
-        "cameras=[front]",
-        f"image_size={image_size}",
-    ]
+    demo_args = "--obs-mode state+rgb --noise 0.1 cameras=[front]"
+    argv = ["collect", "franka_language/mix", "--episodes", str(episodes), *demo_args.split()]
+    argv += ["--out", str(out), f"image_size={image_size}"]
     if main(argv) != 0:
         raise RuntimeError("demo collection failed")
