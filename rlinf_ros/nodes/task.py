@@ -69,6 +69,7 @@ from rlinf_ros.nodes.common import (
     run_node,
     sensor_qos,
 )
+from robot_drivers.kinematics import lift_first
 
 log = logging.getLogger(__name__)
 
@@ -255,11 +256,14 @@ class TaskNode(Node):
                 msg.header.stamp = self.get_clock().now().to_msg()
                 self.pub_reset.publish(msg)
                 return
-            duration = max(0.5, err / 1.0)  # ~1 rad/s on the joint furthest away
+            # a real arm goes home by a path that never sweeps the hand down (through the table
+            # and the safety layer's workspace floor, where it would stop for good)
+            target = lift_first(self.q, self.home_target)
+            duration = max(0.5, float(np.max(np.abs(target - self.q))))  # ~1 rad/s at most
             self.pub_cmd.publish(
                 trajectory_msg(
                     [*self.joints, self.finger],
-                    point[None],
+                    np.append(target, 0.04)[None],
                     np.array([duration]),
                     stamp=now_s(self),
                 )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from robot_drivers.arm import FrankaArm
-from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
 from robot_drivers.safety import SafetyConfig, SafetyConfigError, SafetyLayer
 from robot_drivers.sim_arm import KinematicArmBackend
 from robot_drivers.types import PANDA_HOME, PANDA_Q_MAX
@@ -78,6 +78,34 @@ def test_step_per_command_and_velocity_are_limited() -> None:
     v = layer.filter_joint_velocities(np.full(7, 10.0), q, dt=0.01)
     assert np.allclose(v.target, np.asarray(cfg.dq_max) * 0.5)
     assert "velocity_limit" in v.events
+
+
+def test_a_move_into_the_workspace_floor_slides_along_it() -> None:
+    """Down and forward into the floor: the hand stays on the floor and still moves forward (as
+    the table let it in simulation), where shortening the move would stop it dead."""
+    q = np.array(PANDA_HOME)
+    T0 = forward_kinematics(q)
+    floor = T0[2, 3] - 0.01
+    layer = SafetyLayer(
+        SafetyConfig(workspace_min=(0.15, -0.6, floor), max_joint_step=1.0, velocity_scale=1.0)
+    )
+    target = apply_ee_delta(q, np.array([0.05, 0.0, -0.05, 0.0, 0.0, 0.0]))
+    out = layer.filter_joint_positions(target, q, dt=1.0)
+    assert "workspace" in out.events and layer.counters["workspace"] == 1
+    T1 = forward_kinematics(out.target)
+    assert floor - 1e-6 <= T1[2, 3] < floor + 2e-3  # on the floor
+    assert T1[0, 3] - T0[0, 3] > 0.04  # most of the 5 cm forward kept
+    # a servo settled just below the floor: the same move comes back onto it, and forward
+    sagged = SafetyLayer(
+        SafetyConfig(
+            workspace_min=(0.15, -0.6, T0[2, 3] + 0.002), max_joint_step=1.0, velocity_scale=1.0
+        )
+    )
+    T2 = forward_kinematics(sagged.filter_joint_positions(target, q, dt=1.0).target)
+    assert T2[2, 3] >= T0[2, 3] + 0.002 - 1e-6 and T2[0, 3] - T0[0, 3] > 0.04
+    # far below it: sliding onto it would be a longer move than the one asked for: held
+    low = SafetyLayer(SafetyConfig(workspace_min=(0.15, -0.6, T0[2, 3] + 0.1), max_joint_step=1.0))
+    assert np.array_equal(low.filter_joint_positions(target, q, dt=1.0).target, q)
 
 
 def test_workspace_box_shortens_a_move_that_leaves_it() -> None:

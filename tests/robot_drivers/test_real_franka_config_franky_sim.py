@@ -5,7 +5,10 @@ this one runs the shipped real-robot graph (robot node over libfranka, policy cl
 with the demo's reach policy served by ``rlinf serve``, changed only by the overrides
 docs/real_franka.md lists for franky-sim (:data:`FRANKY_SIM_OVERRIDES`, each with its reason
 there). A checkpoint is trained here (the demo config, 100 iterations: reaches in simulation)
-so the test can ask for more than plumbing: the arm moves toward each episode's goal.
+so the test can ask for more than plumbing: the task node scores most episodes a success (the
+end effector within ``task.success_radius`` of the goal), as the simulator does -- which needs
+the simulator's end-effector frame, no gripper stalls and a control rate the arm can follow
+(docs/real_franka.md). Measured before those: 0 of 10.
 franky-sim's own state, read over libfranka before and after the graph ran, shows that the
 robot node's ``joint_states`` are franky-sim's joints and that the commanded targets moved them.
 """
@@ -31,7 +34,8 @@ CONFIG = "configs/ros_real_franka.yaml"
 # what docs/real_franka.md tells a user to add for franky-sim (the address is the fixture's)
 FRANKY_SIM_OVERRIDES = ["robot.arms[0].realtime=ignore", "cameras=[]"]
 TRAIN_ITERATIONS = 100  # the demo config reaches ~0.98 success in simulation by then
-EPISODES = 3
+EPISODES = 5
+MIN_SUCCESSES = 3  # most of them (measured: 6-10 of 10 on a loaded 2-core machine)
 ARM_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
 
 
@@ -142,7 +146,7 @@ def wait_at_rest(last: Any, lock: Any, timeout: float = 60.0) -> np.ndarray:
 @pytest.mark.ros
 @pytest.mark.sim
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)
 def test_ros_up_drives_franky_sim_with_the_demo_policy(
     reach_run: Path,  # trained first: an idle franky-sim would take CPU from the training
     franky_sim: FrankySim,  # noqa: F811 -- the fixture above
@@ -228,19 +232,19 @@ def test_ros_up_drives_franky_sim_with_the_demo_policy(
         )
         status = client[-1][1]
         assert status["connected"] and status["refused"] == "", status
-        probe.wait_for(
+        probe.wait_for(  # an episode: up to 40 s (100 steps at 2.5 Hz), its reset ~10-25 s
             live(lambda: bool(task) and task[-1][1]["episodes"] >= EPISODES),
-            300,
+            900,
             f"{EPISODES} reach episodes",
             procs,
         )
         with probe.lock:
             summary = task[-1][1]
             episodes = reached_goals(list(goals), list(poses), list(task))
-        # the policy's commands moved the arm toward every goal (reaching it within the task's
-        # 5 cm needs the simulator's end-effector frame: docs/real_franka.md, franky-sim)
+        # the policy's commands moved the arm toward every goal, and reached most of them
         assert len(episodes) >= EPISODES, (episodes, summary)
         assert all(d_min < d0 - 0.01 for d0, d_min in episodes), (episodes, summary)
+        assert summary["successes"] >= MIN_SUCCESSES, (episodes, summary)
         # the operator's e-stop: the arm holds where it is, so franky-sim's joints can be
         # compared with the last published ones once the graph is down
         ok, message = probe.call_trigger("estop")
