@@ -61,6 +61,10 @@ EVENT_WORDS: dict[str, tuple[str, str]] = {
     "gripper_limit": ("gripper clamp", "gripper clamps"),
 }
 """How a summary words the count of an event kind; kinds not named here read ``3 x kind``."""
+SLIDE_TOLERANCE_M = 0.01
+"""A position target beyond the workspace box slides along it while the measured end effector is
+at most this far outside (m): a servo pushed against a face settles a few mm past it (measured:
+3 mm on franky-sim); farther out, only moves that come back pass."""
 
 
 def describe_event(kind: str, n: int) -> str:
@@ -286,13 +290,15 @@ class SafetyLayer:
         Why not only shorten the move: a policy pushing down and forward against the box floor
         would stop dead (every target is below it), where in simulation the table stopped the
         hand and it slid on to its goal (measured on franky-sim: the demo reach policy stuck on
-        the floor 15 cm short of low goals). Never a longer end-effector move than the one asked
-        for (no motion the caller did not command; an arm far outside only comes back as
-        :meth:`_workspace` allows); what this does not mend is shortened there.
+        the floor 15 cm short of low goals). Only while the measured arm is inside the box or
+        within :data:`SLIDE_TOLERANCE_M` of it (a servo settles a little past the face it is
+        pushed against); an arm farther out only comes back as :meth:`_workspace` allows, and
+        what this does not mend is shortened there.
         """
         if self._fk is None or self._outside(target) == 0.0:
             return target
-        p_now, p_asked = self._fk(q_now)[:3, 3], self._fk(target)[:3, 3]
+        if self._outside(q_now) > SLIDE_TOLERANCE_M:
+            return target
         q = target.copy()
         for _ in range(3):
             p = self._fk(q)[:3, 3]
@@ -305,9 +311,7 @@ class SafetyLayer:
                 dq[j] = 1e-6
                 jac[:, j] = (self._fk(q + dq)[:3, 3] - p) / 1e-6
             q = q + jac.T @ np.linalg.solve(jac @ jac.T + 1e-6 * np.eye(3), err)
-        q = np.clip(q, self._lo, self._hi)
-        reach = np.linalg.norm(self._fk(q)[:3, 3] - p_now)
-        return q if reach <= np.linalg.norm(p_asked - p_now) + 1e-9 else target
+        return np.clip(q, self._lo, self._hi)
 
     def _workspace(self, q_now: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, bool]:
         """Shrink the move towards ``q_now`` until the target EE is inside the box (bisection)."""
@@ -354,15 +358,6 @@ class SafetyLayer:
                 f"joints {np.flatnonzero(clamped != target).tolist()} "
                 f"clamped {np.round(target, 4).tolist()} -> {np.round(clamped, 4).tolist()}",
             )
-        slid = self._slide(q_now, clamped)
-        if slid is not clamped:
-            events.append("workspace")
-            self.record(
-                "workspace",
-                f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
-                "slid along it",
-            )
-            clamped = slid
         # speed: relative to the previous target while the arm tracks it (a servo lags its
         # target by a steady error that must not count as speed), else to the measured joints
         ref = q_now
@@ -398,6 +393,15 @@ class SafetyLayer:
                 f"target {np.round(np.abs(limited - q_now).max(), 4)} rad from the measured "
                 f"joints > max_joint_step {self.cfg.max_joint_step}; shortened",
             )
+        slid = self._slide(q_now, stepped)
+        if slid is not stepped:  # the step (what goes out now) slides; still within the speed
+            events.append("workspace")
+            self.record(
+                "workspace",
+                f"end effector would leave box {self._ws_lo.tolist()}..{self._ws_hi.tolist()}; "
+                "slid along it",
+            )
+            stepped = _limit_move(q_now, _limit_move(ref, slid, v_step), self.cfg.max_joint_step)
         safe, ws = self._workspace(q_now, stepped)
         if ws and "workspace" not in events:
             events.append("workspace")

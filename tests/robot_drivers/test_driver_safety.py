@@ -103,7 +103,13 @@ def test_a_move_into_the_workspace_floor_slides_along_it() -> None:
     )
     T2 = forward_kinematics(sagged.filter_joint_positions(target, q, dt=1.0).target)
     assert T2[2, 3] >= T0[2, 3] + 0.002 - 1e-6 and T2[0, 3] - T0[0, 3] > 0.04
-    # far below it: sliding onto it would be a longer move than the one asked for: held
+    # ... tick by tick too: a 1 mm step forward and down from 3 mm under the floor goes forward
+    q_sag = apply_ee_delta(q, np.array([0.0, 0.0, -0.003, 0.0, 0.0, 0.0]))
+    tick = apply_ee_delta(q_sag, np.array([0.001, 0.0, -0.001, 0.0, 0.0, 0.0]))
+    on_floor = SafetyLayer(SafetyConfig(workspace_min=(0.15, -0.6, T0[2, 3]), max_joint_step=1.0))
+    T3 = forward_kinematics(on_floor.filter_joint_positions(tick, q_sag, dt=0.01).target)
+    assert T3[2, 3] >= T0[2, 3] - 1e-6 and T3[0, 3] - T0[0, 3] > 0.0005
+    # far below it (farther than SLIDE_TOLERANCE_M): only moves that come back pass: held
     low = SafetyLayer(SafetyConfig(workspace_min=(0.15, -0.6, T0[2, 3] + 0.1), max_joint_step=1.0))
     assert np.array_equal(low.filter_joint_positions(target, q, dt=1.0).target, q)
 
