@@ -402,7 +402,9 @@ class TaskNodeConfig:
             "help": "true: the twin's success ends the episode (its flag is the reward); false: "
             "the flag is only reported (reward_topic: the judge a learned reward is compared "
             "with), episodes end at max_steps or on another's end on event_topic (the reward "
-            "classifier, a human key), which the task node follows with the next reset"
+            "classifier, a human key), which the task node follows with the next reset. Either "
+            "way a re-record (an aborted end on event_topic) discards the running episode and "
+            "redoes it"
         },
     )
 

@@ -16,6 +16,17 @@ Per control tick (:meth:`PolicyLoop.tick`):
    tick waits up to ``max_wait_s`` for the answer, so a fast server's action goes out in the
    same tick as its observation (latency = observation age + round trip, not + one period).
 
+A one-step policy (answers of one row, ``chunk: 1``) acts on the observation of the tick it is
+applied at, as in simulation, where each action answers the state it is applied to. An answer
+that missed its tick's wait is loaded at the start of the next tick; that row was computed from
+an older observation, so it does not count as something left to execute: the tick still sends
+its own observation and waits for the answer, which replaces the late row. Only when that answer
+misses the wait too does the late row go out (one tick old, ``late_steps`` in the stats), rather
+than a hold: a server slower than the wait still moves the arm, one tick behind. Every wait that
+ends without its answer is counted (``missed_waits``). Without this,
+one missed wait would leave every later answer arriving between ticks and the client acting on
+the previous tick's observation for the rest of the episode.
+
 What an action means comes from the robot spec (``rlinf_ros.robot_io.SpecIO``): joint deltas,
 absolute joints or end-effector deltas, decoded by the same control law as in simulation.
 
@@ -257,6 +268,8 @@ class InferenceWorker:
 class LoopStats:
     policy_steps: int = 0
     hold_steps: int = 0
+    late_steps: int = 0  # one-step policy: a row from an earlier tick's observation went out
+    missed_waits: int = 0  # ticks whose bounded wait for their own answer ran out
     chunks: int = 0
     bad_chunks: int = 0
     mode: str = "hold"
@@ -279,6 +292,8 @@ class LoopStats:
             "reason": self.reason,
             "policy_steps": self.policy_steps,
             "hold_steps": self.hold_steps,
+            "late_steps": self.late_steps,
+            "missed_waits": self.missed_waits,
             "chunks": self.chunks,
             "bad_chunks": self.bad_chunks,
             "latency_ms_p50": pct(self.latencies_ms, 50),
@@ -405,6 +420,17 @@ class PolicyLoop:
             return len(self._plan) <= self.prefetch
         return not self._plan or self._since_load >= self.rtc.execute_horizon
 
+    def _late(self, t_obs: float) -> bool:
+        """The plan is one unexecuted row of a one-step answer to an observation older than
+        ``t_obs`` (it missed its own tick's wait): this tick asks again on its own observation.
+        Rows of a longer chunk are planned for later ticks, and RTC schedules its own requests."""
+        return (
+            self.rtc is None
+            and len(self._plan) == 1
+            and self._plan[0].first
+            and self._plan[0].t_obs < t_obs
+        )
+
     def _request(self, obs: dict[str, Any]) -> dict[str, Any]:
         """The observation, plus (RTC with ``send_prefix``) the rows committed from this tick on."""
         if self.rtc is None or not self.rtc.send_prefix or not self._plan:
@@ -435,19 +461,17 @@ class PolicyLoop:
     ) -> Command | None:
         """One control step. ``measured``: one reading per arm of ``obs`` (None: no data yet)."""
         self._load(self.worker.take(), measured)
+        stamp = t_obs if t_obs is not None else self._clock()
         if obs is not None and measured is not None and self._wants_chunk():
-            sent = self.worker.submit(
-                self._request(obs),
-                measured,
-                t_obs if t_obs is not None else self._clock(),
-                self._tick,
-            )
-            if sent and not self._plan and self.max_wait_s > 0:
-                # nothing left to execute: wait (bounded) so this tick acts on this observation
-                self.worker.wait(self.max_wait_s)
+            sent = self.worker.submit(self._request(obs), measured, stamp, self._tick)
+            if sent and (not self._plan or self._late(stamp)) and self.max_wait_s > 0:
+                # nothing (or only a late one-step row) left to execute: wait (bounded) so this
+                # tick acts on this observation
+                self.stats.missed_waits += int(not self.worker.wait(self.max_wait_s))
                 self._load(self.worker.take(), measured)
         self._tick += 1
         if self._plan:
+            self.stats.late_steps += int(obs is not None and self._late(stamp))
             cmd = self._plan.popleft()
             self._since_load += 1
             self.stats.policy_steps += 1

@@ -22,8 +22,10 @@ twin's verdict is not the reward: it goes out only on ``task/reward`` (the judge
 is scored against), an episode ends at ``max_steps`` (``truncated``, never a success) or when
 someone else ends it on ``episode/event`` (the reward classifier, a human key); the task node
 logs its judge's verdict for it and resets the scene for the next. Results go out as JSON on
-``task/status`` and, after ``episodes`` episodes, to ``results_path``; an episode another judge
-ends as ``aborted`` (a re-record) is logged as aborted, never as a success or failure. The node
+``task/status`` and, after ``episodes`` episodes, to ``results_path``. A re-record (an end as
+``aborted`` on ``episode/event``, the teleop node's key) is followed whichever judge ends
+episodes: the episode is logged as aborted, never as a success or failure, the scene resets and
+the episode is redone (it does not count toward ``episodes``). The node
 logs its verdict per episode; when the graph runs a recorder, the running counts are the
 recorder's (what it wrote, ``rlinf_ros.nodes.recorder``), so the task node adds none of its
 own to the line (``rlinf collect``'s bar and summary read the same episodes). Everything runs
@@ -119,8 +121,9 @@ class TaskNode(Node):
             if cfg.reward_topic
             else None
         )
-        if not cfg.judge_ends_episodes:  # another judge ends episodes: follow it
-            self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
+        # another judge's ends (judge_ends_episodes false) and, in either mode, a re-record: the
+        # operator throws the running episode away, so it is redone whoever judges it
+        self.create_subscription(String, cfg.event_topic, self._on_event, reliable_qos(10))
         self.enable = self.create_client(SetBool, cfg.enable_service)
         self.scene: dict[str, Any] = {}
         self.scene_episode = 0  # the scene episode this task episode waits for / runs
@@ -306,10 +309,17 @@ class TaskNode(Node):
             self._close(ok, publish_success=ok and self.cfg.judge_ends_episodes)
 
     def _on_event(self, msg: String) -> None:
-        """Another judge's end (``judge_ends_episodes`` false): this episode is over; reset."""
+        """Another's end of the running episode: reset for the next. With ``judge_ends_episodes``
+        false every end is followed (the classifier's, a human key); with it true this node's
+        judge decides success and failure, and only a re-record (``aborted``: the operator threw
+        the episode away) is followed. An aborted episode counts toward neither ``episodes`` nor
+        the success rate, so it is redone. This node's own ends come back here too, after it has
+        left ``running``."""
         try:
             ev = event_from_json(msg.data)
         except TransitionError:
+            return
+        if self.cfg.judge_ends_episodes and ev.status != "aborted":
             return
         if ev.kind == "end" and self.state == "running":
             log.info("episode ended by %s (success %s)", ev.reason or "an event", ev.success)

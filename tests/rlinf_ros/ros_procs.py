@@ -63,18 +63,26 @@ class Procs:
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def start(self, name: str, args: list[str], stdin: int | None = None) -> subprocess.Popen:
+        """``stdin=subprocess.PIPE``: the test types into the process (a keyboard device)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         log = open(self.log_dir / f"{name}.log", "ab")
         p = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=env,
+            stdin=stdin,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.procs[name] = p
         return p
 
-    def start_node(self, kind: str, config: Path, *overrides: str) -> subprocess.Popen:
+    def start_node(
+        self, kind: str, config: Path, *overrides: str, stdin: int | None = None
+    ) -> subprocess.Popen:
         return self.start(
-            kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides]
+            kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides], stdin
         )
 
     def start_server(
@@ -198,7 +206,9 @@ class Probe:
         while not fut.done() and time.time() < deadline:
             time.sleep(0.01)
         assert fut.done(), f"service {name} did not answer within {timeout} s"
-        return fut.result().success, fut.result().message
+        result = fut.result()
+        assert result is not None, f"service {name} failed: {fut.exception()}"
+        return result.success, result.message
 
     def wait_for(
         self, cond: Callable[[], bool], timeout: float, what: str, procs: Procs | None = None

@@ -6,7 +6,9 @@ tick commands does not depend on how the machine schedules the thread."""
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -134,6 +136,7 @@ def test_loop_runs_the_policy_then_holds_on_loss_and_resumes() -> None:
             c.joints[0][0] == pytest.approx(q[0] + 0.01) for c in policy
         )  # base = measured q
         assert all(c.grippers[0] == pytest.approx(0.08) for c in policy)
+        assert loop.last is not None
         last_target = loop.last.joints[0].copy()
 
         server.kill()
@@ -163,6 +166,7 @@ def test_loop_holds_measured_joints_until_the_first_chunk() -> None:
     try:
         assert loop.tick(None, None, None) is None  # nothing known yet: publish nothing
         cmd = loop.tick({"state": q}, measured(q), time.time())
+        assert cmd is not None
         assert cmd.kind == "hold" and np.allclose(cmd.joints[0], q) and cmd.reason == "server_lost"
     finally:
         worker.stop()
@@ -198,6 +202,7 @@ def test_a_tick_with_nothing_to_execute_acts_on_its_own_observation() -> None:
     q = np.array(PANDA_HOME)
     try:
         cmd = loop.tick({"state": q}, measured(q), t_obs)
+        assert cmd is not None
         assert cmd.kind == "policy" and cmd.t_obs == t_obs and cmd.first
         assert loop.stats.summary()["command_ms_p50"] == pytest.approx(250.0)
     finally:
@@ -221,5 +226,97 @@ def test_ee_chunk_before_any_pose_report_is_discarded_not_a_crash() -> None:
         cmds = run_ticks(loop, q, 10)  # measured readings carry joints only, no ee pose
         assert not [c for c in cmds if c is not None and c.kind == "policy"]
         assert loop.stats.bad_chunks >= 1
+    finally:
+        worker.stop()
+
+
+class EchoServer:
+    """Answers one row whose first value is the observation's counter / 100 (``state[0]``), so a
+    command names the observation it was computed from; ``gate`` cleared holds the answers back
+    (a server that misses the tick's wait) until the test sets it."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def connect(self) -> EchoServer:
+        return self
+
+    def infer(self, obs: dict) -> dict:
+        assert self.gate.wait(60.0), "the test never released the answer"
+        row = np.zeros(8)
+        row[0] = float(obs["state"][0]) / 100.0
+        return {"actions": row[None]}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_one_step_policy_acts_on_the_observation_of_its_tick_after_a_missed_wait() -> None:
+    """Chunk 1 at the node's settings (prefetch 1, a bounded wait): tick 0's answer misses the
+    wait (hold), tick 1's too (tick 0's row goes out one tick late, counted); from then on the
+    answers come in time and every tick executes the row computed from its own observation --
+    a late row never leaves the client acting on the previous tick's observation."""
+    server = EchoServer()
+    worker = InferenceWorker(server.connect, reconnect_s=0.05)
+    loop = PolicyLoop(connected(worker), joint_io(0.01), prefetch=1)
+    q = np.array(PANDA_HOME)
+
+    def tick(k: int, wait_s: float) -> Any:
+        loop.max_wait_s = wait_s  # the server is held back (gate) or answers at once
+        return loop.tick({"state": np.array([float(k)])}, measured(q), 1000.0 + k)
+
+    def answered() -> None:
+        server.gate.set()
+        poll(lambda: not worker.busy, "the held-back answer")
+
+    try:
+        server.gate.clear()
+        first = tick(0, 0.01)
+        assert first.kind == "hold" and first.reason == "waiting"
+        answered()
+        server.gate.clear()
+        late = tick(1, 0.01)  # tick 1's own answer is held back too: tick 0's row, counted
+        assert late.kind == "policy" and late.t_obs == 1000.0
+        assert late.action[0] == pytest.approx(0.0)
+        assert loop.stats.late_steps == 1
+        answered()  # tick 1's answer arrives between ticks: it is late for tick 2
+        cmds = []
+        for k in range(2, 8):  # a wait long enough for any machine (it ends when the answer is in)
+            cmds.append(tick(k, 60.0))
+            poll(
+                lambda: not worker.busy, "the request in flight to be answered"
+            )  # as between ticks
+        assert [c.kind for c in cmds] == ["policy"] * 6
+        assert [round(float(c.action[0]) * 100) for c in cmds] == list(range(2, 8))
+        assert [c.t_obs for c in cmds] == [1000.0 + k for k in range(2, 8)]
+        summary = loop.stats.summary()
+        assert (summary["late_steps"], summary["missed_waits"]) == (1, 2)  # ticks 0 and 1 missed
+    finally:
+        server.gate.set()
+        worker.stop()
+
+
+def test_chunked_policies_keep_requesting_ahead() -> None:
+    """Longer chunks are unaffected: the next chunk is requested with one step left (prefetch)
+    and that step goes out without waiting for it."""
+    chunk = 3
+
+    class Chunked(EchoServer):
+        def infer(self, obs: dict) -> dict:
+            return {"actions": np.repeat(super().infer(obs)["actions"], chunk, axis=0)}
+
+    chunked = Chunked()
+    worker = InferenceWorker(chunked.connect, reconnect_s=0.05)
+    loop = PolicyLoop(connected(worker), joint_io(0.01), prefetch=1, max_wait_s=60.0)
+    q = np.array(PANDA_HOME)
+    try:
+        cmds = []
+        for k in range(6):
+            cmds.append(loop.tick({"state": np.array([float(k)])}, measured(q), 1000.0 + k))
+            poll(lambda: not worker.busy, "the request in flight to be answered")
+        # rows of tick 0's chunk at ticks 0-2 (tick 2 requests the next), then tick 2's chunk
+        assert [round(float(c.action[0]) * 100) for c in cmds] == [0, 0, 0, 2, 2, 2]
+        assert loop.stats.late_steps == 0
     finally:
         worker.stop()

@@ -1,6 +1,8 @@
 """Over real DDS: robot node (kinematic arm) + policy client in teleop-only mode + scripted
 teleop + task node (judge) + recorder: demonstrations land in the episode store with rewards,
-done flags and intervention labels; the streamer node streams the same steps to an ingest.
+done flags and intervention labels; the streamer node streams the same steps to an ingest. The
+keyboard's re-record key throws the running episode away and the task node redoes it, also when
+its own judge ends episodes.
 
 The graph runs on the robot node's simulated clock (``use_sim_time``, ``robot.sim_clock``): the
 episodes' steps, stamps and the recorder's settle wait are the same however loaded the machine.
@@ -9,6 +11,7 @@ The task's seed draws goals at least 0.22 m from the hand, several teleop steps 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,7 +26,8 @@ from ros_procs import ROOT, Procs
 pytestmark = [pytest.mark.ros]
 
 
-def _graph(tmp_path: Path, episodes: int, ingest_url: str) -> Path:
+def _graph(tmp_path: Path, episodes: int, ingest_url: str | None) -> Path:
+    """The teleop-only twin; ``ingest_url`` None: no streamer."""
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka.yaml").read_text())
     cfg["use_sim_time"] = True  # every node on the robot node's /clock
     cfg["robot"]["sim_clock"] = True
@@ -38,9 +42,9 @@ def _graph(tmp_path: Path, episodes: int, ingest_url: str) -> Path:
         "status_path": str(tmp_path / "rec.json"),
     }
     cfg["streamer"] = {
-        "enabled": True,
+        "enabled": ingest_url is not None,
         "stream": {
-            "url": ingest_url,
+            "url": ingest_url or "",
             "token": "tok",
             "robot_id": "twin0",
             "spool_dir": str(tmp_path / "spool"),
@@ -118,4 +122,67 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(
             len(b),
         )  # exactly the robot's steps
         assert np.array_equal(a.steps["action"], b.steps["action"])
+        assert a.final is not None and b.final is not None
         assert np.array_equal(a.final["state"], b.final["state"])
+
+
+def test_rerecord_key_redoes_the_episode_the_task_judges(
+    tmp_path: Path, ros_domain_id: int
+) -> None:
+    """``task.judge_ends_episodes: true`` and a keyboard teleop that holds the arm still (every
+    episode times out): ``x`` typed during the first episode closes it as aborted -- neither a
+    success nor a failure, written nowhere -- and the task node resets the scene and runs it
+    again, so ``episodes`` judged episodes still follow."""
+    from rlinf_data.store import EpisodeStore
+
+    episodes = 2
+    path = _graph(tmp_path, episodes, None)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["teleop"] = {"enabled": True, "device": "keyboard", "always_intervene": True}
+    cfg["task"].update(judge_ends_episodes=True, max_steps=40)  # 4 s of simulated time each
+    path.write_text(yaml.safe_dump(cfg))
+    rec_status = tmp_path / "rec.json"
+
+    def recorder() -> dict:
+        try:
+            return json.loads(rec_status.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    procs = Procs(tmp_path)
+    try:
+        for kind in ("robot", "policy_client", "recorder", "task"):
+            procs.start_node(kind, path)
+        keyboard = procs.start_node("teleop", path, stdin=subprocess.PIPE)
+        deadline = time.time() + 120
+        while time.time() < deadline and not recorder().get("open"):
+            assert all(p.poll() is None for p in procs.procs.values()), procs.logs()
+            time.sleep(0.2)
+        status = recorder()
+        assert status.get("open") and status["episodes"] == 1, (status, procs.logs())
+        assert keyboard.stdin is not None
+        keyboard.stdin.write(b"x")  # the first episode's steps are being recorded: re-record it
+        keyboard.stdin.close()
+        deadline = time.time() + 180
+        while time.time() < deadline and not (tmp_path / "episodes.json").exists():
+            assert all(p.poll() is None for p in procs.procs.values()), procs.logs()
+            time.sleep(0.5)
+        assert (tmp_path / "episodes.json").exists(), procs.logs()
+        deadline = time.time() + 60
+        while time.time() < deadline and recorder().get("written", 0) < episodes:
+            time.sleep(0.5)
+    finally:
+        codes = procs.stop_all()
+    assert codes == dict.fromkeys(codes, 0), f"{codes}\n{procs.logs()}"
+    results = json.loads((tmp_path / "episodes.json").read_text())
+    # the re-recorded episode is logged as such, then redone: two judged episodes after it
+    assert [r["status"] for r in results["results"]] == ["aborted", "truncated", "truncated"], (
+        results
+    )
+    assert (results["episodes"], results["aborted"], results["successes"]) == (episodes, 1, 0)
+    assert not results["results"][0]["success"]
+    status = recorder()
+    assert status["written"] == episodes and status["successes"] == 0, status
+    assert status["aborted"] >= 1, status  # the re-recorded steps were discarded
+    kept = [ep for ep in EpisodeStore(tmp_path / "demos", mode="r") if ep.info.status != "open"]
+    assert [ep.info.status for ep in kept] == ["truncated"] * episodes
