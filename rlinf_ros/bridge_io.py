@@ -8,7 +8,8 @@ In: the stack's ``/joint_states`` (joints picked by name, reordered), franka_ros
 ``current_pose`` if configured, a gripper's finger joint states. Out: each safe target of the
 robot node's driver tick, as a one-point ``JointTrajectory`` on ``/<controller>/joint_trajectory``
 (``time_from_start`` = ``point_time_s``), or as a ``PoseStamped`` (forward kinematics of the safe
-joint target; Panda / FR3 only) on the Cartesian controller's topic. The robot node keeps
+joint target in the controller's end-effector frame, ``robot.arms[0].stack_ee_frame``; Panda /
+FR3 only) on the Cartesian controller's topic. The robot node keeps
 publishing our own names (``joint_states``, ``current_pose``, ``robot_state``) in its namespace,
 so the policy client, recorder and teleop nodes see a bridged arm as any other.
 """
@@ -24,7 +25,6 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from rlinf_contracts.config import ConfigError
-from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from rlinf_ros.bridge_gains import apply_gains
 from rlinf_ros.config import BridgeConfig
 from rlinf_ros.conversions import (
@@ -37,7 +37,6 @@ from rlinf_ros.conversions import (
 from robot_drivers.arm import FrankaArm
 from robot_drivers.bridge_arm import BridgeArmBackend
 from robot_drivers.bridge_controllers import resolve
-from robot_drivers.types import EEPose
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +87,8 @@ def attach_bridges(node: Any, arms: list[FrankaArm], cfg: BridgeConfig, driver_h
     else:
         pub = node.create_publisher(PoseStamped, topic, reliable_qos(10))
 
-        def send_pose(q: np.ndarray) -> None:
-            T = backend.fk(q)  # type: ignore[misc]  # fk is a callable attribute, not a method
-            pub.publish(
-                pose_msg(EEPose(T[:3, 3], matrix_to_quat_xyzw(T[:3, :3])), frame_id=cfg.frame_id)
-            )
+        def send_pose(q: np.ndarray) -> None:  # in the controller's frame (stack_ee_frame)
+            pub.publish(pose_msg(backend.controller_pose(q), frame_id=cfg.frame_id))
 
         backend.send_joints = send_pose
     if cfg.gripper_command:

@@ -16,6 +16,13 @@ End-effector pose: the stack's (franka_ros2's ``current_pose``) when it sends on
 kinematics where ``kinematics: panda`` (Franka Panda / FR3), else none -- other arms get a
 zero pose and ``ee_pose_source == "none"``; their specs must not use Cartesian features.
 
+End-effector frame (Panda / FR3): the pose read reports the grip site the simulator's policies
+were trained on, as every backend does, not the stack's frame. The stack's pose and the pose
+targets of its Cartesian controller are in ``ee_frame``, a name of
+:data:`robot_drivers.kinematics.EE_FRAMES` (``hand_tcp``: franka_ros2's ``O_T_EE`` with Desk's
+Franka Hand, CRISP's ``fr3_hand_tcp``); :meth:`BridgeArmBackend.controller_pose` turns a safe
+joint target into that frame's pose. Other arms' poses pass as the stack gives them.
+
 >>> sent = []
 >>> arm = BridgeArmBackend(joint_names=[f"fr3_joint{i}" for i in range(1, 8)],
 ...                        send_joints=sent.append, clock=lambda: 10.0)
@@ -26,6 +33,9 @@ zero pose and ``ee_pose_source == "none"``; their specs must not use Cartesian f
 ((), 'fk')
 >>> arm.command_joint_positions(np.full(7, 0.1)); np.round(sent[-1], 2).tolist()
 [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+>>> site, tcp = arm.read_state().ee_pose, arm.controller_pose(np.zeros(7))  # hand TCP: 6.9 mm out
+>>> round(float(np.linalg.norm(tcp.position - site.position)), 4)
+0.0069
 """
 
 from __future__ import annotations
@@ -36,9 +46,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rlinf_contracts.rotations import matrix_to_quat_xyzw
-from robot_drivers.arm import ArmBackend
-from robot_drivers.kinematics import forward_kinematics
+from rlinf_contracts.rotations import matrix_to_quat_xyzw, quat_xyzw_to_matrix
+from robot_drivers.arm import ArmBackend, DriverError
+from robot_drivers.kinematics import (
+    EE_FRAMES,
+    forward_kinematics,
+    grip_site_from_o_t_ee,
+    o_t_ee_from_grip_site,
+)
 from robot_drivers.types import PANDA_GRIPPER_MAX_WIDTH, ArmState, EEPose, GripperState, RobotMode
 
 log = logging.getLogger(__name__)
@@ -61,11 +76,17 @@ class BridgeArmBackend(ArmBackend):
         kinematics: str = "panda",
         state_timeout_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        ee_frame: str = "hand_tcp",
     ) -> None:
         if kinematics not in KINEMATICS:
             raise ValueError(
                 f"bridge kinematics {kinematics!r} unknown; known: {sorted(KINEMATICS)}"
             )
+        if ee_frame not in EE_FRAMES:
+            raise ValueError(f"bridge ee frame {ee_frame!r} unknown; known: {sorted(EE_FRAMES)}")
+        # the frame of the stack's pose and of its Cartesian targets, from the flange
+        self.ee_frame = ee_frame
+        self.f_t_ee = EE_FRAMES[ee_frame]
         self.joint_names = list(joint_names)
         self.dof = len(self.joint_names)
         self.send_joints = send_joints
@@ -96,8 +117,8 @@ class BridgeArmBackend(ArmBackend):
         self._stamp = self._clock() if stamp is None else stamp
 
     def update_pose(self, pose: EEPose, stamp: float | None = None) -> None:
-        """The stack's own end-effector pose (franka_ros2 ``current_pose``); preferred to FK while
-        fresh."""
+        """The stack's own end-effector pose (franka_ros2 ``current_pose``), in ``ee_frame``;
+        preferred to FK while fresh."""
         self._pose, self._pose_stamp = pose, (self._clock() if stamp is None else stamp)
 
     def update_gripper(self, width: float) -> None:
@@ -117,11 +138,25 @@ class BridgeArmBackend(ArmBackend):
     def _ee_pose(self, q: np.ndarray) -> EEPose:
         source = self.ee_pose_source
         if source == "stack":
-            return self._pose  # type: ignore[return-value]  # "stack" is chosen once a pose came
+            pose: EEPose = self._pose  # type: ignore[assignment]  # "stack": a pose came
+            if self.fk is None:  # another arm: no grip site to convert to
+                return pose
+            return _ee(grip_site_from_o_t_ee(_matrix(pose), self.f_t_ee))
         if source == "fk":
-            T = self.fk(q)  # type: ignore[misc]  # fk is a callable attribute, not a method
-            return EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3]))
+            return _ee(self._grip_site(q))
         return EEPose(np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0]))
+
+    def _grip_site(self, q: np.ndarray) -> np.ndarray:
+        """Base -> grip site at joints ``q``; ``fk`` (``panda``) is the hand TCP's kinematics."""
+        if self.fk is None:
+            raise DriverError("bridge: a Cartesian pose needs kinematics: panda; this arm has none")
+        return grip_site_from_o_t_ee(self.fk(q))
+
+    def controller_pose(self, q: np.ndarray) -> EEPose:
+        """The target of a Cartesian controller for the safe joint target ``q``: the grip site
+        there, in the controller's frame ``ee_frame`` -- the pose that frame has at ``q``, so the
+        controller's arm ends where the joint target puts the grip site."""
+        return _ee(o_t_ee_from_grip_site(self._grip_site(q), self.f_t_ee))
 
     def _errors(self) -> tuple[str, ...]:
         if self._q is None:
@@ -180,3 +215,13 @@ class BridgeArmBackend(ArmBackend):
         """The stack's own recovery (franka_ros2 error_recovery) is not ours to call: report fresh
         state."""
         return not self._errors()
+
+
+def _matrix(pose: EEPose) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = quat_xyzw_to_matrix(pose.quat_xyzw), pose.position
+    return T
+
+
+def _ee(T: np.ndarray) -> EEPose:
+    return EEPose(T[:3, 3].copy(), matrix_to_quat_xyzw(T[:3, :3]))

@@ -12,6 +12,7 @@ from rlinf_contracts.config.errors import ConfigError
 from rlinf_contracts.impedance import ImpedanceGains
 from robot_drivers.arm import ArmBackend, DriverError, FrankaArm
 from robot_drivers.impedance_law import ImpedanceTracking
+from robot_drivers.kinematics import EE_FRAMES
 from robot_drivers.safety import SafetyConfig
 from robot_drivers.types import PANDA_HOME
 
@@ -76,6 +77,17 @@ class ArmConfig:
     )
     state_timeout_s: float = field(
         default=0.5, metadata={"help": "bridge: older joint states count as an error"}
+    )
+    stack_ee_frame: str = field(
+        default="hand_tcp",
+        metadata={
+            "help": "bridge, kinematics panda: the end-effector frame of the stack's pose topic "
+            "and of its Cartesian controller's targets (robot_drivers.kinematics.EE_FRAMES: "
+            "hand_tcp | flange | grip_site); converted to / from the grip site the arm reports. "
+            "hand_tcp is what franka_ros2 ships (O_T_EE with Desk's Franka Hand; CRISP's "
+            "fr3_hand_tcp); flange where Desk sets no end effector or CRISP's "
+            "end_effector_frame is the last link"
+        },
     )
     scene: str = field(
         default="",
@@ -181,7 +193,17 @@ def _bridge(cfg: ArmConfig) -> ArmBackend:
     from robot_drivers.bridge_arm import BridgeArmBackend
 
     joints = list(cfg.joints) or [f"{cfg.joint_prefix}joint{i}" for i in range(1, 8)]
-    return BridgeArmBackend(joints, kinematics=cfg.kinematics, state_timeout_s=cfg.state_timeout_s)
+    if cfg.stack_ee_frame not in EE_FRAMES:
+        raise ConfigError(
+            f"key 'robot.arms[{cfg.name}].stack_ee_frame' is {cfg.stack_ee_frame!r}; use one of "
+            f"{sorted(EE_FRAMES)} (the frame the stack's pose and Cartesian controller use)"
+        )
+    return BridgeArmBackend(
+        joints,
+        kinematics=cfg.kinematics,
+        state_timeout_s=cfg.state_timeout_s,
+        ee_frame=cfg.stack_ee_frame,
+    )
 
 
 ARM_BACKENDS: dict[str, Callable[[ArmConfig], ArmBackend]] = {

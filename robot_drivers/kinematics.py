@@ -47,12 +47,12 @@ _HAND_YAW = -np.pi / 4
 
 
 # The end-effector frame of the robot spec's ``ee_pos`` / ``ee_rot6d`` (and of ArmState.ee_pose on
-# the sim and libfranka backends): the MuJoCo twin's ``gripper0_grip_site`` (robosuite's Panda
-# hand, between the fingertips), in the flange frame (link 8, as ``tcp_d=0`` without the hand's
-# yaw): 96.5 mm along z, turned -135.03 deg about z. libfranka's default ``O_T_EE`` (Desk's
-# Franka Hand TCP, ``forward_kinematics``: 103.4 mm, -45 deg) lies 6.9 mm further out, turned
-# +90.03 deg about z from it. Taken from the compiled MuJoCo scene (tests/robot_drivers/
-# test_ee_frame.py checks both numbers against it).
+# every Panda backend: sim, libfranka, kinematic, bridge): the MuJoCo twin's
+# ``gripper0_grip_site`` (robosuite's Panda hand, between the fingertips), in the flange frame
+# (link 8, as ``tcp_d=0`` without the hand's yaw): 96.5 mm along z, turned -135.03 deg about z.
+# libfranka's default ``O_T_EE`` (Desk's Franka Hand TCP, ``forward_kinematics``: 103.4 mm,
+# -45 deg) lies 6.9 mm further out, turned +90.03 deg about z from it. Taken from the compiled
+# MuJoCo scene (tests/robot_drivers/test_ee_frame.py checks both numbers against it).
 GRIP_SITE_D = 0.0965
 GRIP_SITE_YAW = -2.356687114568431
 
@@ -69,6 +69,25 @@ F_T_GRIP_SITE = _flange_to(GRIP_SITE_D, GRIP_SITE_YAW)
 """Flange -> grip site (4x4)."""
 F_T_HAND_TCP = _flange_to(_HAND_TCP_D, _HAND_YAW)
 """Flange -> the Franka Hand's TCP: libfranka's ``F_T_EE`` with Desk's default hand settings."""
+
+
+EE_FRAMES: dict[str, np.ndarray] = {
+    "hand_tcp": F_T_HAND_TCP,
+    "flange": np.eye(4),
+    "grip_site": F_T_GRIP_SITE,
+}
+"""Flange -> an end-effector frame a controller we do not own may use, by name. Why names: the
+frame is set on the controller's side -- franka_ros2 reports and tracks libfranka's ``O_T_EE``,
+whose ``F_T_EE`` is the end effector configured in Desk (``hand_tcp``: the Franka Hand's TCP,
+also franka_description's ``fr3_hand_tcp`` link; ``flange``: no end effector, ``fr3_link8``),
+CRISP its ``end_effector_frame`` parameter (one of those links) -- so a bridge names it in its
+config and converts with :func:`grip_site_from_o_t_ee` / :func:`o_t_ee_from_grip_site`."""
+
+
+def grip_site_fk(q: np.ndarray) -> np.ndarray:
+    """Base -> grip site (4x4) at joints ``q``: the end-effector pose a policy sees, from the
+    Panda forward kinematics (what the numpy-only backends report)."""
+    return grip_site_from_o_t_ee(forward_kinematics(q))
 
 
 def grip_site_from_o_t_ee(o_t_ee: np.ndarray, f_t_ee: np.ndarray = F_T_HAND_TCP) -> np.ndarray:

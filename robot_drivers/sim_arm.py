@@ -16,7 +16,9 @@
   command or ``hold()`` restores the position servos, holding where the arm is.
 - :class:`KinematicArmBackend`: an ideal velocity-limited servo in numpy (no physics, no
   MuJoCo). Why keep it: safety / driver / ROS-conversion tests and dry runs of a node graph
-  need an arm that behaves predictably and starts in microseconds.
+  need an arm that behaves predictably and starts in microseconds. It reports the grip site as
+  the other backends do (:func:`robot_drivers.kinematics.grip_site_fk`), so a policy or task
+  checked on it sees the frame it was trained in.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from rlinf_contracts.impedance import FRANKA_TAU_MAX, ImpedanceGains
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend
 from robot_drivers.impedance_law import CartesianImpedanceLaw
-from robot_drivers.kinematics import forward_kinematics
+from robot_drivers.kinematics import grip_site_fk
 from robot_drivers.motion import ReferenceShaper, stopping_speed
 from robot_drivers.torque_control import TorqueInput, limit_torques
 from robot_drivers.types import (
@@ -70,7 +72,7 @@ class KinematicArmBackend(ArmBackend):
         self._t: float | None = None
 
     def read_state(self) -> ArmState:
-        T = forward_kinematics(self.q)
+        T = grip_site_fk(self.q)
         return ArmState(
             q=self.q.copy(),
             dq=self.dq.copy(),

@@ -68,7 +68,7 @@ from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable
 from rlinf_ros.nodes.scene_twin import attach_scene
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import make_arm
-from robot_drivers.kinematics import quat_xyzw_to_matrix, solve_ik
+from robot_drivers.kinematics import o_t_ee_from_grip_site, quat_xyzw_to_matrix, solve_ik
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,8 @@ class RobotNode(Node):
             self.stats["target_poses" if not out.refused else "rejected"] += 1
             return
         q0 = arm.state().q
-        q1 = solve_ik(q0, goal, iters=50)
+        # the goal is a grip-site pose (the frame current_pose reports); the IK moves the hand TCP
+        q1 = solve_ik(q0, o_t_ee_from_grip_site(goal), iters=50)
         duration = max(float(np.max(np.abs(q1 - q0))) / 0.5, 1.0 / self.cfg.driver_hz)  # ~0.5 rad/s
         now = self.now()
         self.trajectories[i] = Trajectory(

@@ -1,6 +1,7 @@
 """Bridge mode over real DDS: our robot node on top of a stand-in ros2_control / franka_ros2 stack
 (``standin_stack.py``: /joint_states at 100 Hz, a JointTrajectoryController and a Cartesian
-target topic, standard messages only), with the safety layer in the command path."""
+target topic, standard messages only), with the safety layer in the command path. The stack
+speaks the Franka Hand's TCP (franka_ros2's ``O_T_EE``); our node reports the grip site."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
 from ros_procs import ROOT, Probe, Procs
 
-from robot_drivers.kinematics import forward_kinematics
-from robot_drivers.types import PANDA_DQ_MAX, PANDA_HOME
+from rlinf_contracts.rotations import quat_xyzw_to_matrix
+from robot_drivers.kinematics import forward_kinematics, grip_site_fk, grip_site_from_o_t_ee
+from robot_drivers.types import PANDA_DQ_MAX, PANDA_HOME, EEPose
 
 pytestmark = [pytest.mark.ros]
 
 NAMES = [f"fr3_joint{i}" for i in range(1, 8)]
+
+
+def _matrix(pose: EEPose) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = quat_xyzw_to_matrix(pose.quat_xyzw), pose.position
+    return T
 
 
 def _config(tmp_path: Path, **bridge: object) -> Path:
@@ -89,7 +97,8 @@ def test_bridge_trajectory_controller_safety_watchdog_estop(
         )
         names, q0 = ours[-1][1]
         assert names == NAMES and np.allclose(q0, PANDA_HOME, atol=1e-6)
-        assert np.allclose(pose[-1][1].position, forward_kinematics(q0)[:3, 3], atol=1e-6)
+        assert np.allclose(pose[-1][1].position, grip_site_fk(q0)[:3, 3], atol=1e-6)
+        assert np.allclose(_matrix(pose[-1][1])[:3, :3], grip_site_fk(q0)[:3, :3], atol=1e-6)
         assert state[-1][1]["arms"]["fr3"]["bridge"]["ee_pose_source"] == "fk"
 
         # a move within the limits reaches the stack's controller and the stack's arm follows
@@ -181,6 +190,12 @@ def test_bridge_cartesian_controller_and_stack_pose_and_stale_stack(
         _start(tmp_path, procs, _config(tmp_path, command="cartesian_pose"), "--pose")
         probe = Probe()
         stack = probe.record(JointState, "/joint_states", lambda m: np.array(m.position))
+        stack_pose = probe.record(
+            PoseStamped, "/franka_robot_state_broadcaster/current_pose", pose_from_msg
+        )
+        ours = probe.record(
+            PoseStamped, "/rlinf/franka_robot_state_broadcaster/current_pose", pose_from_msg
+        )
         targets = probe.record(
             PoseStamped, "/cartesian_impedance_controller/target_pose", pose_from_msg
         )
@@ -203,6 +218,13 @@ def test_bridge_cartesian_controller_and_stack_pose_and_stale_stack(
             "bridge up",
             procs,
         )
+        # the stack's hand-TCP pose comes out of our node as the grip site (6.9 mm further in)
+        probe.wait_for(lambda: bool(stack_pose and ours), 10, "stack's and our current_pose", procs)
+        with probe.lock:
+            hand, site = _matrix(stack_pose[-1][1]), _matrix(ours[-1][1])
+        assert np.allclose(site, grip_site_from_o_t_ee(hand), atol=1e-6)
+        assert np.linalg.norm(site[:3, 3] - hand[:3, 3]) == pytest.approx(0.0069, abs=1e-4)
+
         q0 = stack[-1][1].copy()
         goal = q0 + np.array([0.0, 0.05, 0.0, 0.05, 0.0, 0.0, 0.0])
         cmd.publish(trajectory_msg(NAMES, goal[None], np.array([0.15])))
@@ -214,7 +236,11 @@ def test_bridge_cartesian_controller_and_stack_pose_and_stale_stack(
             "stack EE at the FK of the safe joint target",
             procs,
         )
-        assert np.linalg.norm(targets[-1][1].position - want) < 1e-3
+        # the target goes out in the controller's frame (the hand TCP), the grip site's twin
+        sent = _matrix(targets[-1][1])
+        assert np.linalg.norm(sent[:3, 3] - want) < 1e-3
+        assert np.allclose(sent[:3, :3], forward_kinematics(goal)[:3, :3], atol=1e-3)
+        assert np.linalg.norm(grip_site_from_o_t_ee(sent)[:3, 3] - grip_site_fk(goal)[:3, 3]) < 1e-3
 
         procs.kill("stack")  # the stack dies: our node reports it, the policy client would stop
         probe.wait_for(

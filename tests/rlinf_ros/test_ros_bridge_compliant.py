@@ -2,7 +2,9 @@
 CRISP's Cartesian controller and franka_ros2's FR3 Cartesian impedance example
 (``standin_compliant.py``, upstream names, standard messages). The bridge writes the spec's gains
 through the controller's parameter services (read back here), streams the safe targets as poses,
-and the stand-in's arm follows; a controller without the gain parameters is refused at start."""
+and the stand-in's arm follows; a controller without the gain parameters is refused at start. The
+stand-ins speak the Franka Hand's TCP (franka_ros2's ``O_T_EE``, CRISP's ``fr3_hand_tcp``); a
+grip-site goal sent to our node reaches them as the TCP's pose and comes back as the goal."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ from rlinf_contracts.spec import RobotSpec
 
 pytestmark = [pytest.mark.ros]
 
+# the stand-in's own current_pose (the hand TCP), per flavor
+STACK_POSE = {
+    "crisp": "/left/current_pose",
+    "franka": "/franka_robot_state_broadcaster/current_pose",
+}
 # flavor -> (bridge overrides, controller node, stack's joint_states, parameter -> spec gain)
 CASES = {
     "crisp": (
@@ -78,7 +85,9 @@ def test_bridge_sets_gains_and_streams_poses_the_arm_follows(
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import JointState
 
+    from rlinf_contracts.rotations import quat_xyzw_to_matrix
     from rlinf_ros.conversions import pose_from_msg, pose_msg
+    from robot_drivers.kinematics import o_t_ee_from_grip_site
     from robot_drivers.types import EEPose
 
     bridge, node, joint_states, params = CASES[flavor]
@@ -98,6 +107,7 @@ def test_bridge_sets_gains_and_streams_poses_the_arm_follows(
         ours = probe.record(
             PoseStamped, "/rlinf/franka_robot_state_broadcaster/current_pose", pose_from_msg
         )
+        hand = probe.record(PoseStamped, STACK_POSE[flavor], pose_from_msg)
         target_in = probe.node.create_publisher(
             PoseStamped, "/rlinf/cartesian_impedance_controller/target_pose", 10
         )
@@ -124,6 +134,13 @@ def test_bridge_sets_gains_and_streams_poses_the_arm_follows(
             with probe.lock:
                 reached = np.linalg.norm(ours[-1][1].position - goal.position) < 3e-3
         assert reached, f"arm at {ours[-1][1].position}, goal {goal.position}\n{procs.logs()}"
+        # ... with its hand's TCP (the controller's frame) where the goal puts it
+        site = np.eye(4)
+        site[:3, :3], site[:3, 3] = quat_xyzw_to_matrix(goal.quat_xyzw), goal.position
+        tcp = o_t_ee_from_grip_site(site)[:3, 3]
+        with probe.lock:
+            at = hand[-1][1].position
+        assert np.linalg.norm(at - tcp) < 4e-3 and np.linalg.norm(at - goal.position) > 5e-3, at
     finally:
         if probe is not None:
             probe.close()
