@@ -189,21 +189,35 @@ class _OpenBag:
         self.schemas: dict[str, int] = {}
         self.channels: dict[str, int] = {}
         self.classes: dict[str, Any] = {}
+        self.sizers: dict[str, Any] = {}  # type -> its CDR encoder (the exact payload length)
         self.splits: list[slice] = []
         self.t0: int | None = None
         self.steps = 0
 
     def put(self, topic: str, type_name: str, data: dict[str, Any], t: int) -> None:
         if type_name not in self.schemas:
-            text = msgdefs.msgdef(type_name).encode()
-            self.schemas[type_name] = self.writer.register_schema(type_name, "ros2msg", text)
+            from mcap_ros2._dynamic import serialize_dynamic  # the encoder mcap_ros2.writer uses
+
+            text = msgdefs.msgdef(type_name)
+            self.schemas[type_name] = self.writer.register_schema(
+                type_name, "ros2msg", text.encode()
+            )
             self.classes[type_name] = ros_class(type_name)
+            self.sizers[type_name] = serialize_dynamic(type_name, text)[type_name]
         if topic not in self.channels:
             self.channels[topic] = self.writer.register_channel(
                 topic, "cdr", self.schemas[type_name]
             )
         payload = self.serialize(to_ros(self.classes[type_name], data))
-        self.writer.add_message(self.channels[topic], log_time=t, data=payload, publish_time=t)
+        # rmw_fastrtps sizes a serialised message by its estimate: a JointState with empty
+        # velocity / effort comes out 8 bytes long past its CDR end, of uninitialised memory.
+        # Strict readers refuse that (rosbags: "CDR message size mismatch"; Foxglove's decoder
+        # reports trailing bytes, its sign of a schema that is not the payload's), so the
+        # payload is cut at the CDR length of the same message encoded from its schema text.
+        size = len(self.sizers[type_name](data))
+        self.writer.add_message(
+            self.channels[topic], log_time=t, data=payload[:size], publish_time=t
+        )
 
     def close(self) -> None:
         self.writer.finish()

@@ -11,8 +11,14 @@ PYTHON="${PYTHON:-python3}"
 EXTRAS="${EXTRAS:-learner,sim,robot,llm,maniskill,dev}"
 TORCH_PIN="torch==2.13.0"
 APT_PACKAGES=(libosmesa6 libgl1 libegl1 libglfw3 libusb-1.0-0 ffmpeg)
-# chromium: the headless browser of the live view's tests (tests/learner/live), dev extra only
-if [[ ",$EXTRAS," == *",dev,"* ]]; then APT_PACKAGES+=(chromium); fi
+# chromium: the headless browser of the live view's tests (tests/learner/live); node and npm: the
+# Foxglove libraries that read the recorder's bags (tests/foxglove). Dev extra only. npm only when
+# missing: a NodeSource nodejs bundles its own npm and conflicts with Debian's package.
+if [[ ",$EXTRAS," == *",dev,"* ]]; then
+    APT_PACKAGES+=(chromium)
+    command -v node >/dev/null || APT_PACKAGES+=(nodejs)
+    command -v npm >/dev/null || APT_PACKAGES+=(npm)
+fi
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 
@@ -36,6 +42,25 @@ install_apt() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Foxglove's MCAP and ROS 2 readers at the lock's versions (tests/rlinf_ros/test_bag_foxglove.py),
+# reinstalled only when node_modules is missing or the lock changed.
+install_foxglove_reader() {
+    local dir="$ROOT/tests/foxglove"
+    local stamp="$dir/node_modules/.lock-stamp"
+    local want
+    want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        return
+    fi
+    if ! command -v npm >/dev/null; then
+        log "WARNING: no npm; install nodejs and npm, then run: npm ci --prefix tests/foxglove"
+        return
+    fi
+    log "installing Foxglove's bag readers (npm ci --prefix tests/foxglove)"
+    npm ci --prefix "$dir" --silent --no-audit --no-fund >/dev/null
+    echo "$want" >"$stamp"
+}
+
 stamp_inputs() {
     cat "$ROOT/pyproject.toml" "$ROOT/scripts/bootstrap.sh" "$ROOT/scripts/install_maniskill.sh" \
         "$ROOT/scripts/install_franky_sim.sh"
@@ -44,6 +69,7 @@ stamp_inputs() {
 
 main() {
     install_apt
+    if [[ ",$EXTRAS," == *",dev,"* ]]; then install_foxglove_reader; fi
     local stamp="$VENV/.bootstrap-stamp"
     local want
     want="$(stamp_inputs | sha256sum | cut -d' ' -f1)"
