@@ -72,13 +72,22 @@ class SpatialSoftmax(nn.Module):
 
 
 class KeypointBackbone(nn.Module):
-    """One camera ``float [N, 3, H, W]`` -> ``[N, 2 * channels[-1]]`` keypoints.
+    """One camera ``float [N, 3, H, W]`` -> ``[N, 2 * channels[-1]]`` keypoints, plus with
+    ``grid = g > 0`` each channel's softmax mass pooled over a ``g x g`` grid (``g * g *
+    channels[-1]`` more numbers).
 
     The first conv has stride 2, the others stride 1 (the spatial softmax needs a map fine
     enough to place a 4 cm cube); the same weights serve every camera and any image size.
+
+    Why the grid: a keypoint is the *mean* of its channel's softmax, so a channel that fires on
+    two things (the cube and the goal disc are both "foreground" to the autoencoder) reports a
+    point between them, where neither is. The pooled mass keeps both modes -- which cells the
+    channel fires in -- and the trainable head reads whichever the task needs (a soft spatial
+    histogram, in the spirit of the learned spatial embeddings real-robot RL puts on a frozen
+    feature map). The weights are the same; only the readout changes.
     """
 
-    def __init__(self, channels: Sequence[int] = (16, 16, 32)) -> None:
+    def __init__(self, channels: Sequence[int] = (16, 16, 32), grid: int = 0) -> None:
         super().__init__()
         if not channels:
             raise ValueError("KeypointBackbone needs at least one conv layer")
@@ -91,10 +100,19 @@ class KeypointBackbone(nn.Module):
             c_in = c
         self.convs = nn.Sequential(*layers)
         self.keypoints = SpatialSoftmax()
-        self.out_dim = 2 * int(channels[-1])
+        self.grid = int(grid)
+        self.out_dim = (2 + self.grid * self.grid) * int(channels[-1])
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.keypoints(self.convs(x))
+        maps = self.convs(x)
+        points = self.keypoints(maps)
+        if self.grid <= 0:
+            return points
+        mass = torch.softmax(maps.flatten(2), dim=-1).view_as(maps)
+        cells = nn.functional.adaptive_avg_pool2d(mass, self.grid) * (
+            mass[0, 0].numel() / self.grid**2
+        )
+        return torch.cat([points, cells.flatten(1)], dim=-1)
 
 
 def shifted(images: Tensor, pad: int, generator: torch.Generator | None) -> Tensor:
@@ -107,6 +125,27 @@ def shifted(images: Tensor, pad: int, generator: torch.Generator | None) -> Tens
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).tolist()
     out = torch.stack([x[i, :, y : y + h, z : z + w] for i, (y, z) in enumerate(zip(dy, dx))])
     return out.permute(0, 2, 3, 1).to(torch.uint8)
+
+
+FROZEN_HEADS: Registry[Callable[[int, int], tuple[nn.Module, int]]] = Registry("model.encoder.head")
+
+
+@FROZEN_HEADS.register("linear")
+def linear_head(feature_dim: int, out_dim: int) -> tuple[nn.Module, int]:
+    """DrQ's projection (linear, LayerNorm, tanh) to ``out_dim``, trained by the critic."""
+    head = nn.Sequential(nn.Linear(feature_dim, out_dim), nn.LayerNorm(out_dim), nn.Tanh())
+    return head, out_dim
+
+
+@FROZEN_HEADS.register("raw")
+def raw_head(feature_dim: int, out_dim: int) -> tuple[nn.Module, int]:
+    """The keypoint coordinates themselves, as the policy's MLPs read a state vector.
+
+    Why: keypoints are already a few meaningful numbers in ``[-1, 1]`` (where the cube, the goal
+    and the fingers are), like the task features of a state observation; a projection that
+    mixes and renormalises them, trained from scratch by the critic, is one more thing the
+    critic must learn before the policy sees where anything is."""
+    return nn.Identity(), feature_dim
 
 
 @ENCODER_KINDS.register("frozen")
@@ -124,15 +163,14 @@ class FrozenEncoder(nn.Module):
         hw: tuple[int, int],
         channels: tuple[int, ...] = (16, 16, 32),
         out_dim: int = 50,
+        grid: int = 0,
+        head: str = "linear",
     ) -> None:
         super().__init__()
-        self.backbone = KeypointBackbone(channels).requires_grad_(False)
+        self.backbone = KeypointBackbone(channels, grid).requires_grad_(False)
         self.num_cameras, self.hw = num_cameras, tuple(hw)
         self.feature_dim = num_cameras * self.backbone.out_dim
-        self.head = nn.Sequential(
-            nn.Linear(self.feature_dim, out_dim), nn.LayerNorm(out_dim), nn.Tanh()
-        )
-        self.out_dim = out_dim
+        self.head, self.out_dim = FROZEN_HEADS.get(head)(self.feature_dim, out_dim)
         self.backbone_calls = 0  # backbone forward passes (tests count them)
 
     def train(self, mode: bool = True) -> FrozenEncoder:
@@ -276,6 +314,7 @@ def feature_rng(seed: int) -> torch.Generator:
 __all__ = [
     "ENCODER_KINDS",
     "EncoderWeightsError",
+    "FROZEN_HEADS",
     "FrozenEncoder",
     "KeypointBackbone",
     "SpatialSoftmax",

@@ -91,7 +91,7 @@ class ObsEncoder(nn.Module):
             self.pixels = build_pixel_encoder(
                 kind, len(self.cameras), sizes.pop(), tuple(chans), image_feat_dim, **opts
             )
-            self.out_dim += image_feat_dim
+            self.out_dim += int(getattr(self.pixels, "out_dim", image_feat_dim))
 
     def forward(self, obs: Tensor | dict[str, Any]) -> Tensor:
         if isinstance(obs, Tensor):  # a replay batch: the state, plus cached features if any

@@ -57,6 +57,20 @@ class EncoderSection:
         default_factory=lambda: [16, 16, 32],
         metadata=_h("frozen: the backbone's conv channels (must match the weights)"),
     )
+    grid: int = field(
+        default=0,
+        metadata=_h(
+            "frozen: also read each keypoint channel's softmax mass over a grid x grid grid "
+            "(0 = keypoints only); a channel firing on two objects keeps both places"
+        ),
+    )
+    head: str = field(
+        default="linear",
+        metadata=_h(
+            "frozen: what the policy reads of the features -- linear: a trained projection "
+            "(linear, LayerNorm, tanh) to model.image_feat_dim | raw: the features themselves"
+        ),
+    )
     cached_views: int = field(
         default=4,
         metadata=_h(
@@ -75,23 +89,37 @@ class EncoderSection:
                     f"key 'model.encoder.kind'={self.kind!r} is unknown; choose one of "
                     f"{ENCODER_KINDS.names()}"
                 )
+        if self.kind == "frozen":
+            from learner.models.encoder_kinds import FROZEN_HEADS
+
+            if self.head not in FROZEN_HEADS.names():
+                raise ConfigError(
+                    f"key 'model.encoder.head'={self.head!r} is unknown; choose one of "
+                    f"{FROZEN_HEADS.names()}"
+                )
         if self.kind == "frozen" and not self.weights:
             raise ConfigError(
                 "key 'model.encoder.weights' is required by model.encoder.kind=frozen (a frozen "
                 "random backbone learns nothing); pretrain one with 'rlinf train "
                 "configs/encoder_pretrain.yaml'"
             )
-        if not self.channels or self.cached_views < 1:
+        if not self.channels or self.cached_views < 1 or not 0 <= self.grid <= 16:
             raise ConfigError(
                 f"keys 'model.encoder.channels' (>= 1 layer) / 'model.encoder.cached_views' (>= 1) "
-                f"out of range: {self.channels}, {self.cached_views}"
+                f"/ 'model.encoder.grid' (0-16) out of range: {self.channels}, "
+                f"{self.cached_views}, {self.grid}"
             )
 
     def build_kwargs(self) -> dict[str, Any] | None:
         """The policy's ``encoder`` kwarg (None for cnn: today's kwargs, unchanged)."""
         if self.kind == "cnn":
             return None
-        return {"kind": self.kind, "channels": list(self.channels)}
+        kw: dict[str, Any] = {"kind": self.kind, "channels": list(self.channels)}
+        if self.grid:
+            kw["grid"] = self.grid
+        if self.head != "linear":
+            kw["head"] = self.head
+        return kw
 
 
 @dataclass

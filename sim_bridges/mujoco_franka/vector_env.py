@@ -389,6 +389,12 @@ class FrankaVectorEnv(SteppedVectorEnv):
         return obs
 
     # ---------------------------------------------------------------- extras
+    def true_state(self) -> np.ndarray:
+        """State rows ``[B, state_dim]`` with the task features (object and goal poses) as of the
+        last step, also in rgb mode, where the observation zeroes them: for judges and
+        diagnostics that score a camera-only policy against the scene, never for the policy."""
+        return self._state_buf.copy()
+
     def ee_positions(self) -> np.ndarray:
         """EE site positions ``[B, 3]`` (world, metres)."""
         return np.stack([d.site_xpos[fm.ee_site].copy() for fm, d in zip(self.fms, self.datas)])

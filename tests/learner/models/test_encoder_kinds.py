@@ -225,6 +225,58 @@ def test_new_configs_load_and_validate(name: str) -> None:
         assert cfg.model.encoder.kind == ("cnn" if name.endswith("cnn") else "frozen")
 
 
+def test_grid_readout_keeps_both_places_a_channel_fires() -> None:
+    """A keypoint is the mean of its channel's softmax: two blobs read as one point between them.
+    The grid readout keeps the mass in both cells, and adds no weights (the same file loads)."""
+    net = KeypointBackbone((4,), grid=2)
+    assert set(net.state_dict()) == set(KeypointBackbone((4,)).state_dict())
+    net.convs = torch.nn.Identity()  # feed the softmax a map directly: channels = 3
+    maps = torch.full((1, 3, 8, 8), -50.0)
+    maps[0, 0, 1, 1] = maps[0, 0, 6, 6] = 50.0  # channel 0: top-left and bottom-right
+    out = net(maps)
+    assert out.shape == (1, (2 + 4) * 3)
+    x, y = out[0, 0], out[0, 3]
+    assert abs(float(x)) < 1e-4 and abs(float(y)) < 1e-4  # the keypoint: the empty middle
+    cells = out[0, 6:].view(3, 2, 2)
+    assert torch.allclose(cells.sum((1, 2)), torch.ones(3))  # each channel's mass, all of it
+    assert torch.allclose(cells[0], torch.tensor([[0.5, 0.0], [0.0, 0.5]]), atol=1e-4)
+
+
+def test_grid_is_a_config_key_with_a_range() -> None:
+    from learner.offpolicy.config import OffPolicyConfig
+
+    raw = load_config(ROOT / "configs/sim_franka_push_rlpd_pixels.yaml", ["model.encoder.grid=4"])
+    cfg = from_dict(OffPolicyConfig, raw)
+    assert cfg.model.encoder.build_kwargs() == {
+        "kind": "frozen",
+        "channels": [16, 16, 32],
+        "grid": 4,
+    }
+    enc = FrozenEncoder(2, (16, 16), (4, 4), 8, grid=4)
+    assert enc.feature_dim == 2 * (2 + 16) * 4
+    raw["model"]["encoder"]["grid"] = 40
+    with pytest.raises(ConfigError, match="model.encoder.grid"):
+        from_dict(OffPolicyConfig, raw)
+
+
+def test_raw_head_hands_the_policy_the_features_themselves() -> None:
+    enc = FrozenEncoder(2, (16, 16), (4, 4), 8, head="raw")
+    imgs = [torch.randint(0, 255, (3, 16, 16, 3), dtype=torch.uint8)] * 2
+    assert enc.out_dim == enc.feature_dim == 2 * 8
+    assert torch.equal(enc(imgs), enc.features(imgs))
+    assert not list(enc.head.parameters())
+    encoder = {"kind": "frozen", "channels": [4, 4], "head": "raw"}
+    pol = SquashedGaussianPolicy(spec(), use_images=True, encoder=encoder)
+    assert pol.encoder.out_dim == 5 + 16
+    from learner.offpolicy.config import OffPolicyConfig
+
+    with pytest.raises(ConfigError, match="model.encoder.head"):
+        from_dict(
+            OffPolicyConfig,
+            {"model": {"encoder": {"kind": "frozen", "weights": "x", "head": "mlp"}}},
+        )
+
+
 def test_frozen_kind_needs_weights_and_images() -> None:
     from learner.offpolicy.config import OffPolicyConfig
 
