@@ -71,6 +71,12 @@ class ArmBackend(abc.ABC):
     def gripper_stop(self) -> bool:
         return True
 
+    def gripper_wait(self, timeout_s: float = 5.0) -> bool:
+        """Wait (at most ``timeout_s``) for the last gripper command; True when it succeeded.
+        A backend whose gripper commands return before the motion ends (libfranka's gripper
+        process) waits here; the others finished in the call."""
+        return True
+
     @abc.abstractmethod
     def recover(self) -> bool:
         """Clear robot errors (reflexes) so commands are accepted again."""
@@ -306,6 +312,10 @@ class FrankaArm:
 
     def gripper_state(self) -> GripperState:
         return self.state().gripper
+
+    def gripper_wait(self, timeout_s: float = 5.0) -> bool:
+        """Wait for the last gripper command to finish (a reset that homes the hand)."""
+        return self.backend.gripper_wait(timeout_s)
 
     # ---- e-stop, recovery, watchdog -----------------------------------------------------
     def estop(self, reason: str = "requested") -> None:

@@ -61,6 +61,15 @@ class ArmConfig:
             "than this (m); libfranka's moves block the robot node (docs/real_franka.md)"
         },
     )
+    gripper_process: bool = field(
+        default=True,
+        metadata={
+            "help": "libfranka: run the Franka Hand's calls in a process of their own "
+            "(robot_drivers.gripper_worker): pylibfranka holds Python's GIL for a whole gripper "
+            "motion, which in the control process stalls the 1 kHz loop into a reflex; "
+            "gripper commands then return at once (docs/real_franka.md)"
+        },
+    )
     joints: list[str] = field(
         default_factory=list,
         metadata={
@@ -186,7 +195,7 @@ def _kinematic(cfg: ArmConfig) -> ArmBackend:
 def _libfranka(cfg: ArmConfig) -> ArmBackend:
     from robot_drivers.libfranka_arm import LibfrankaArmBackend
 
-    return LibfrankaArmBackend(cfg.ip, realtime=cfg.realtime)
+    return LibfrankaArmBackend(cfg.ip, realtime=cfg.realtime, gripper_process=cfg.gripper_process)
 
 
 def _bridge(cfg: ArmConfig) -> ArmBackend:

@@ -27,8 +27,16 @@ turned back into ``O_T_EE`` targets for the torque loop, which runs on libfranka
 
 pylibfranka's calls keep Python's GIL while they block (``readOnce`` up to one cycle, a gripper
 move for the whole move), so other Python threads of the process slow the loop down and vice
-versa: see docs/real_franka.md. So the gripper's state is read at most every
-``gripper_poll_s`` (and after each gripper command), not on every state read.
+versa: see docs/real_franka.md. So the gripper runs in a process of its own by default
+(``gripper_process``, :mod:`robot_drivers.gripper_worker`): its commands return at once and its
+state is the worker's latest; a dead worker is a ``gripper_lost`` error of the arm (motion is
+refused until :meth:`~LibfrankaArmBackend.recover` restarts it). In the control process
+(``gripper_process=False``) each command blocks the loop for its motion and the gripper's state
+is read at most every ``gripper_poll_s`` (and after each gripper command).
+
+The loop keeps libfranka's own timing: :attr:`~LibfrankaArmBackend.max_period_s` (the longest
+robot time between two cycles, 1 ms when none was missed) and
+:attr:`~LibfrankaArmBackend.missed_cycles` (robot cycles without a command from us).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from rlinf_contracts.config.errors import ConfigError
 from rlinf_contracts.impedance import ImpedanceGains
 from rlinf_contracts.rotations import matrix_to_quat_xyzw
 from robot_drivers.arm import ArmBackend, DriverError
+from robot_drivers.gripper_worker import GRIPPER_CALLS, GripperLost, GripperWorker
 from robot_drivers.impedance_law import CartesianImpedanceLaw
 from robot_drivers.kinematics import grip_site_from_o_t_ee, o_t_ee_from_grip_site
 from robot_drivers.motion import ReferenceShaper
@@ -165,6 +174,107 @@ class _TorqueMode:
         return self.arm._fr.Torques(cmd.tolist())
 
 
+class ThreadGripper:
+    """The gripper called in the control process: each command blocks for its whole motion
+    with the GIL held (the 1 kHz loop stalls meanwhile); the state is polled."""
+
+    def __init__(self, arm: LibfrankaArmBackend) -> None:
+        self.arm = arm
+        self.gripper: Any = None
+        self._state: GripperState | None = None
+        self._read_at = 0.0
+
+    def open(self) -> None:
+        self.gripper = self.arm._fr.Gripper(self.arm.ip)
+
+    def reading(self) -> tuple[GripperState, tuple[str, ...]]:
+        # Gripper.read_once() blocks (GIL held) until the hand's next status: read at most every
+        # gripper_poll_s, and after every command (the width only changes through them)
+        now = time.monotonic()
+        if self._state is None or now - self._read_at >= self.arm.gripper_poll_s:
+            g = self.gripper.read_once()
+            self._state = GripperState(float(g.width), float(g.max_width), bool(g.is_grasped))
+            self._read_at = now
+        return self._state, ()
+
+    def command(self, kind: str, *args: float) -> bool:
+        try:
+            return bool(GRIPPER_CALLS[kind](self.gripper, args))
+        finally:
+            self._state = None
+
+    def wait(self, timeout_s: float) -> bool:
+        return True  # commands finish in the call
+
+    def recover(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.gripper = None
+
+
+class ProcessGripper:
+    """The gripper in a worker process (:class:`~robot_drivers.gripper_worker.GripperWorker`):
+    commands return once sent; a dead worker is reported as a ``gripper_lost`` error."""
+
+    def __init__(self, arm: LibfrankaArmBackend) -> None:
+        self.arm = arm
+        self.worker = self._worker()
+        self.lost = ""
+
+    def _worker(self) -> GripperWorker:
+        a = self.arm
+        return GripperWorker(a.ip, poll_s=a.gripper_poll_s, gripper_class=a.gripper_class)
+
+    def open(self) -> None:
+        self.worker.start()
+
+    def _lose(self, e: GripperLost) -> None:
+        if not self.lost:
+            log.error("%s", e)
+        self.lost = str(e)
+
+    def reading(self) -> tuple[GripperState, tuple[str, ...]]:
+        try:
+            return self.worker.snapshot().state, ()
+        except GripperLost as e:
+            self._lose(e)
+            return self.worker.last.state, (f"gripper_lost: {self.lost}",)
+
+    def command(self, kind: str, *args: float) -> bool:
+        try:
+            self.worker.send(kind, *args)
+            return True
+        except GripperLost as e:
+            self._lose(e)
+            return False
+
+    def wait(self, timeout_s: float) -> bool:
+        try:
+            return self.worker.wait(timeout_s=timeout_s)
+        except GripperLost as e:
+            self._lose(e)
+            return False
+
+    def recover(self) -> None:
+        """A fresh worker in place of a dead one."""
+        if self.lost or not self.worker.alive:
+            self.worker.close()
+            self.worker = self._worker()
+            self.worker.start()
+            self.lost = ""
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+# arm.gripper_process -> where the gripper's blocking calls run
+GRIPPER_LINKS: dict[bool, Callable[[LibfrankaArmBackend], ThreadGripper | ProcessGripper]] = {
+    True: ProcessGripper,
+    False: ThreadGripper,
+}
+
+
 class LibfrankaArmBackend(ArmBackend):
     """A Franka (FR3 / Panda) over pylibfranka with an in-thread 1 kHz control loop."""
 
@@ -177,6 +287,8 @@ class LibfrankaArmBackend(ArmBackend):
         joint_impedance: tuple[float, ...] = (3000, 3000, 3000, 2500, 2500, 2000, 2000),
         realtime: str = "enforce",
         gripper_poll_s: float = 0.1,
+        gripper_process: bool = True,
+        gripper_class: str = "pylibfranka:Gripper",
     ) -> None:
         if not ip:
             raise DriverError("backend 'libfranka' needs the robot's IP (arm.ip in the config)")
@@ -192,13 +304,15 @@ class LibfrankaArmBackend(ArmBackend):
         self.collision_torque = collision_torque
         self.collision_force = collision_force
         self.joint_impedance = joint_impedance
-        # Gripper.read_once() blocks (GIL held) until the hand's next status: read at most this
-        # often, and after every gripper command (the width only changes through them)
+        # Gripper.read_once() blocks (GIL held) until the hand's next status: the worker (or, in
+        # this process, a state read) reads it at most this often, and after every command
         self.gripper_poll_s = gripper_poll_s
-        self._gripper_state: GripperState | None = None
-        self._gripper_read_at = 0.0
+        # a gripper motion holds the GIL for its length: in a process of its own it cannot
+        # stall the 1 kHz loop (module doc); gripper_class is what that process opens
+        self.gripper_process = gripper_process
+        self.gripper_class = gripper_class
+        self.gripper: ThreadGripper | ProcessGripper = GRIPPER_LINKS[gripper_process](self)
         self.robot: Any = None
-        self.gripper: Any = None
         self._model: Any = None
         self._lock = threading.Lock()
         self._state: Any = None
@@ -210,12 +324,19 @@ class LibfrankaArmBackend(ArmBackend):
         self._mode: _PositionMode | _TorqueMode | None = None
         self._thread: threading.Thread | None = None
         self.cycles = 0  # control cycles run (all loops); a stalled loop stops counting
+        self.max_period_s = 0.0  # the longest robot time between two cycles (libfranka's own)
+        self.missed_cycles = 0  # robot cycles that passed without a command of ours
 
     # ---- connection ---------------------------------------------------------------------
     def connect(self) -> None:
         self._fr = import_pylibfranka()
         self._open()
-        self.gripper = self._fr.Gripper(self.ip)
+        try:
+            self.gripper.open()
+        except DriverError:
+            raise
+        except Exception as e:
+            raise DriverError(f"libfranka gripper at {self.ip}: {type(e).__name__}: {e}") from e
         self._start(_PositionMode(self))
 
     def _open(self) -> None:
@@ -243,8 +364,9 @@ class LibfrankaArmBackend(ArmBackend):
             self.robot.stop()
         except Exception as e:
             log.warning("robot.stop() failed on disconnect: %s", e)
+        self.gripper.close()
         # a robot (and franky-sim) serves one client at a time: close ours now
-        self.robot = self.gripper = self._model = None
+        self.robot = self._model = None
 
     # ---- the control loop ---------------------------------------------------------------
     @property
@@ -276,11 +398,15 @@ class LibfrankaArmBackend(ArmBackend):
 
     def _run(self, mode: _PositionMode | _TorqueMode) -> None:
         ctrl = mode.start()
+        first = True  # the first period counts from before the loop: not a cycle of it
         try:
             while True:
-                state, _ = ctrl.readOnce()
+                state, period = ctrl.readOnce()
                 with self._lock:
                     self._state = state
+                if not first:
+                    self._time(period.to_sec())
+                first = False
                 cmd = mode.step(state)
                 if not self._running:
                     cmd.motion_finished = True
@@ -290,6 +416,14 @@ class LibfrankaArmBackend(ArmBackend):
                 self.cycles += 1
         finally:
             ctrl = None  # release the control lock before anyone reads the robot again
+
+    def _time(self, period_s: float) -> None:
+        self.max_period_s = max(self.max_period_s, period_s)
+        self.missed_cycles += max(round(period_s * 1e3) - 1, 0)
+
+    def reset_timing(self) -> None:
+        """Start :attr:`max_period_s` and :attr:`missed_cycles` afresh."""
+        self.max_period_s, self.missed_cycles = 0.0, 0
 
     def _loop(self, mode: _PositionMode | _TorqueMode) -> None:
         failure = ""
@@ -356,6 +490,8 @@ class LibfrankaArmBackend(ArmBackend):
     def read_state(self) -> ArmState:
         with self._lock:
             s, errors = self._state, self._errors
+        gripper, gripper_errors = self.gripper.reading()
+        errors += gripper_errors
         mode = RobotMode(int(getattr(s.robot_mode, "value", s.robot_mode)))
         if errors and mode != RobotMode.USER_STOPPED:
             mode = RobotMode.REFLEX
@@ -364,7 +500,7 @@ class LibfrankaArmBackend(ArmBackend):
             dq=np.asarray(s.dq, dtype=np.float64),
             tau_j=np.asarray(s.tau_J, dtype=np.float64),
             ee_pose=grip_site_pose(s),
-            gripper=self._gripper_reading(),
+            gripper=gripper,
             mode=mode,
             errors=errors,
             stamp=time.monotonic(),
@@ -384,39 +520,24 @@ class LibfrankaArmBackend(ArmBackend):
         self._position()
         self.hold_here()
 
-    def _gripper_reading(self) -> GripperState:
-        now = time.monotonic()
-        if self._gripper_state is None or now - self._gripper_read_at >= self.gripper_poll_s:
-            g = self.gripper.read_once()
-            self._gripper_state = GripperState(
-                float(g.width), float(g.max_width), bool(g.is_grasped)
-            )
-            self._gripper_read_at = now
-        return self._gripper_state
-
-    def _gripper_command(self, call: Callable[[], Any]) -> bool:
-        """A blocking gripper call (the whole motion, GIL held); the next state read re-reads the
-        width it left."""
-        try:
-            return bool(call())
-        finally:
-            self._gripper_state = None
-
     def gripper_move(self, width: float, speed: float) -> bool:
-        return self._gripper_command(lambda: self.gripper.move(width, speed))
+        return self.gripper.command("move", width, speed)
 
     def gripper_grasp(
         self, width: float, speed: float, force: float, epsilon_inner: float, epsilon_outer: float
     ) -> bool:
-        return self._gripper_command(
-            lambda: self.gripper.grasp(width, speed, force, epsilon_inner, epsilon_outer)
-        )
+        return self.gripper.command("grasp", width, speed, force, epsilon_inner, epsilon_outer)
 
     def gripper_homing(self) -> bool:
-        return self._gripper_command(self.gripper.homing)
+        return self.gripper.command("homing")
 
     def gripper_stop(self) -> bool:
-        return self._gripper_command(self.gripper.stop)
+        return self.gripper.command("stop")
+
+    def gripper_wait(self, timeout_s: float = 5.0) -> bool:
+        """Wait for the last gripper command (in a worker process: at most ``timeout_s``);
+        True when it succeeded."""
+        return self.gripper.wait(timeout_s)
 
     def recover(self) -> bool:
         self._stop()
@@ -426,6 +547,11 @@ class LibfrankaArmBackend(ArmBackend):
             log.error("automatic_error_recovery failed: %s", e)
             return False
         self._start(_PositionMode(self))
+        try:
+            self.gripper.recover()
+        except DriverError as e:
+            log.error("gripper not recovered: %s", e)
+            return False
         return True
 
     def _recover_robot(self) -> None:

@@ -390,10 +390,15 @@ class RobotNode(Node):
             arm.disconnect()
 
 
+# a gripper service answers once the motion is done: the libfranka backend's gripper commands
+# return when sent (its gripper runs in a process of its own), so the service waits, this long
+GRIPPER_SERVICE_WAIT_S = 10.0
+
+
 def _answer(arm: FrankaArm, action: str, call: Callable[[], bool]) -> tuple[bool, str]:
     """A gripper service's reply: done, or why not (the driver's refusal, e.g. an active e-stop)."""
     arm.last_refusal = ""
-    if call():
+    if call() and arm.gripper_wait(GRIPPER_SERVICE_WAIT_S):
         return True, f"{action} done"
     return (
         False,

@@ -157,7 +157,7 @@ def _fake_pylibfranka(fail_after: int | None = None) -> types.ModuleType:
                 self.robot.state.current_errors.cartesian_reflex = True
                 raise ControlException("cartesian_reflex")
             time.sleep(0.0005)
-            return self.robot.state, 0.001
+            return self.robot.state, types.SimpleNamespace(to_sec=lambda: 0.001)
 
         def writeOnce(self, cmd):
             fr.written.append(cmd.q)
@@ -233,7 +233,7 @@ def test_libfranka_pose_and_error_helpers() -> None:
 def test_libfranka_backend_streams_bounded_position_steps(monkeypatch) -> None:
     fr = _fake_pylibfranka()
     monkeypatch.setitem(sys.modules, "pylibfranka", fr)
-    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2"))
+    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2", gripper_process=False))
     arm.connect()
     try:
         robot = arm.backend.robot
@@ -257,7 +257,7 @@ def test_libfranka_reads_the_gripper_at_its_poll_rate_and_after_each_command(mon
     driver tick must not cost one; a gripper command is seen at the next read."""
     fr = _fake_pylibfranka()
     monkeypatch.setitem(sys.modules, "pylibfranka", fr)
-    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2", gripper_poll_s=60.0))
+    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2", gripper_poll_s=60.0, gripper_process=False))
     arm.connect()
     try:
         for _ in range(50):
@@ -272,7 +272,7 @@ def test_libfranka_reads_the_gripper_at_its_poll_rate_and_after_each_command(mon
 def test_libfranka_reflex_reports_error_and_recovers(monkeypatch) -> None:
     fr = _fake_pylibfranka(fail_after=5)
     monkeypatch.setitem(sys.modules, "pylibfranka", fr)
-    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2"))
+    arm = FrankaArm(LibfrankaArmBackend("172.16.0.2", gripper_process=False))
     arm.connect()
     arm.backend._thread.join(timeout=2)
     st = arm.state()

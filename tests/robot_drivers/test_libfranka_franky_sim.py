@@ -19,6 +19,7 @@ import pytest
 from rlinf_contracts.config.errors import ConfigError
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import ArmConfig, make_arm
+from robot_drivers.libfranka_arm import LibfrankaArmBackend
 from robot_drivers.safety import SafetyConfig
 from robot_drivers.torque_control import JointPDLaw, TorqueInput, TorqueLawError, limit_torques
 from robot_drivers.types import PANDA_HOME, RobotMode
@@ -97,16 +98,56 @@ def test_homes_and_streams_joint_positions_to_a_target(arm: FrankaArm) -> None:
 
 
 def test_gripper_moves_grasps_and_homes(arm: FrankaArm) -> None:
-    assert arm.gripper_move(0.07, 0.05)
+    # the gripper runs in a process of its own (arm.gripper_process): a command returns once
+    # sent, gripper_wait waits for its motion
+    assert arm.gripper_move(0.07, 0.05) and arm.gripper_wait(DEADLINE_S)
     assert arm.gripper_state().width == pytest.approx(0.07, abs=0.005)
-    assert arm.gripper_move(0.02, 0.05)
+    assert arm.gripper_move(0.02, 0.05) and arm.gripper_wait(DEADLINE_S)
     assert arm.gripper_state().width == pytest.approx(0.02, abs=0.005)
     # nothing between the fingers: closing to 1 cm is a successful grasp of a 1 cm "object"
     assert arm.gripper_grasp(0.01, 0.05, force=20.0, epsilon_inner=0.01, epsilon_outer=0.01)
-    assert arm.gripper_homing()
+    assert arm.gripper_wait(DEADLINE_S)
+    assert arm.gripper_homing() and arm.gripper_wait(DEADLINE_S)
     # homing measures the opening (franky-sim then returns to the width before homing, where
     # the Franka Hand stays open)
     assert 0.07 < arm.gripper_state().max_width <= 0.08
+
+
+# A gripper motion in the control process stalled the loop for the whole motion (libfranka's
+# period up to 575 ms on franky-sim); in its process the loop keeps its 1 ms period. This bound
+# (20 periods) leaves a busy CPU's scheduling room and still fails on any gripper motion.
+MAX_PERIOD_S = 0.020
+
+
+def test_gripper_motions_never_stall_the_control_loop(arm: FrankaArm) -> None:
+    """The arm streams joint targets while the gripper moves six times: the loop's period
+    (robot time between cycles, libfranka's ``duration``: a stalled loop shows as a long one
+    however slow the simulator's clock runs) stays near 1 ms, no robot cycle goes without a
+    command from us (beyond the bound), the robot reports no error, and every width is reached."""
+    backend = arm.backend
+    assert isinstance(backend, LibfrankaArmBackend) and backend.gripper_process
+    home = np.array(PANDA_HOME)
+    drive_to(arm, home)
+    backend.reset_timing()
+    cycles = backend.cycles
+    for k, width in enumerate((0.02, 0.07, 0.03, 0.08, 0.01, 0.06)):
+        target = home + np.array([0, 0, 0, 0.05 if k % 2 else -0.05, 0, 0, 0])
+        assert arm.gripper_move(width, 0.1)
+        # the arm keeps moving while the gripper does: the next command waits for the motion
+        wait_for(
+            lambda t=target, w=width: (
+                not arm.move_joints(t).refused and abs(arm.gripper_state().width - w) < 0.005
+            ),
+            f"gripper at {width} m while the arm streams",
+            arm,
+        )
+        assert arm.gripper_wait(DEADLINE_S)
+    st = arm.state()
+    assert st.errors == () and backend.control_mode == "position"
+    assert backend.cycles - cycles > 1000  # the loop ran through all six motions
+    assert backend.max_period_s <= MAX_PERIOD_S, backend.max_period_s
+    assert backend.missed_cycles <= (backend.cycles - cycles) * 0.02, backend.missed_cycles
+    drive_to(arm, home)
 
 
 def test_watchdog_stops_the_arm_when_its_caller_goes_silent(arm: FrankaArm) -> None:
