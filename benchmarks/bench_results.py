@@ -7,6 +7,7 @@ Every results file opens with what produced it: the command, the machine and the
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -111,6 +112,20 @@ def write_table(
         lines += [paragraph, ""]
     lines += table(columns, rows)
     (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
+
+
+def labelled_paths(ap: argparse.ArgumentParser, items: list[str]) -> list[tuple[str, str]]:
+    """``LABEL=PATH`` arguments as ``(label, path)``; a missing label or path, or a path that does
+    not exist, is the parser's usage error (exit 2), before anything is loaded."""
+    out = []
+    for item in items:
+        label, _, path = item.partition("=")
+        if not label or not path:
+            ap.error(f"give LABEL=PATH (a run directory or checkpoint), got {item!r}")
+        if not Path(path).exists():
+            ap.error(f"{path}: no such run directory or checkpoint")
+        out.append((label, path))
+    return out
 
 
 MIN_SEEDS = 3

@@ -27,7 +27,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_results import load_1min, machine_meta, write_table  # noqa: E402
+from bench_results import labelled_paths, load_1min, machine_meta, write_table  # noqa: E402
 
 ROBOT_STATE_DIM = 24  # the Franka family's proprioception, then the push task's features
 OBJ, OBJ_MINUS_EE, GOAL_MINUS_OBJ = slice(24, 27), slice(27, 30), slice(33, 35)
@@ -141,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=100)
     args = ap.parse_args(argv)
     rows = []
-    for item in args.policies:
-        label, _, path = item.partition("=")
-        if not path:
-            ap.error(f"{item!r}: give LABEL=PATH")
+    for label, path in labelled_paths(ap, args.policies):
         rows.append(summarize(label, evaluate(path, args.episodes)))
         print(rows[-1], flush=True)
     columns = [

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_results import machine_meta, write_table  # noqa: E402
+from bench_results import labelled_paths, machine_meta, write_table  # noqa: E402
 
 DEFAULT = (
     "sft=runs/bench_vla_ood/flow_sft",
@@ -104,12 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=192, help="ID episodes per checkpoint")
     args = ap.parse_args(argv)
     rows = []
-    for item in args.checkpoints:
-        label, _, path = item.partition("=")
-        if not path:
-            ap.error(f"give checkpoints as label=path, got {item!r}")
-        if not Path(path).exists():
-            ap.error(f"{path}: no such run directory or checkpoint")
+    for label, path in labelled_paths(ap, args.checkpoints):
         t0 = time.perf_counter()
         row = {
             "label": label,

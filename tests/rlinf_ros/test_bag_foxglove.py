@@ -27,21 +27,14 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mcap_ros2", reason="needs the robot extra (mcap, mcap-ros2-support)")
 
+from mcap_rig import SPEC, T0, H, W
+
 from rlinf_contracts.episode import StepLayout
 from rlinf_contracts.spec import RobotSpec
 from rlinf_contracts.transitions import EpisodeEvent, StepRecord
 
 FOXGLOVE = Path(__file__).resolve().parents[1] / "foxglove"
 READER = FOXGLOVE / "read_bag.mjs"
-H, W = 12, 16
-SPEC = {
-    "task": "pick",
-    "control_hz": 10,
-    "state": [["joint_pos", 7], ["gripper_width", 1]],
-    "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05},
-    "cameras": [["wrist", H, W]],
-}
-T0 = 1_000.0  # s: the first observation's stamp
 STEPS = 6  # records of the episode; the newest becomes its final observation
 # every topic the recorder writes for this spec, with the type rosbag2 would name
 TYPES = {

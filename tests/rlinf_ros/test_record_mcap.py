@@ -20,20 +20,12 @@ import yaml
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 pytest.importorskip("mcap_ros2", reason="needs the robot extra (mcap, mcap-ros2-support)")
 
+from mcap_rig import SPEC, T0, H, W
+
 from rlinf_contracts.config import ConfigError, from_dict
 from rlinf_contracts.episode import Episode
 from rlinf_contracts.spec import RobotSpec
 from rlinf_contracts.transitions import EpisodeEvent, StepRecord
-
-H, W = 12, 16
-SPEC = {
-    "task": "pick",
-    "control_hz": 10,
-    "state": [["joint_pos", 7], ["gripper_width", 1]],
-    "action": {"control": "joint_delta", "dim": 8, "joint_scale": 0.05},
-    "cameras": [["wrist", H, W]],
-}
-T0 = 1_000.0  # s: observation stamps of the synthetic client (node clock)
 
 
 def _record(e: int, k: int) -> StepRecord:
