@@ -40,6 +40,12 @@ IN_DISTRIBUTION = ("id", "train")
 VIDEO_ROUNDS = 3  # the video shows the first rounds, ``eval.video_episodes`` envs side by side
 
 
+EPISODE_PEAKS = {"peak_contact_force": "peak_contact_force_n"}
+"""Per-episode peaks an env may report in ``info`` when an episode ends (contact tasks: the
+largest contact force on the fixture, N), summarised per split as median and max: success alone
+hides a policy that gets there by ramming."""
+
+
 def _run_round(
     policy: Policy, env: Any, seed: int, recorder: _Recorder | None
 ) -> dict[str, np.ndarray]:
@@ -47,6 +53,7 @@ def _run_round(
     obs = env.reset(seed)
     alive = np.ones(n, bool)
     out = {"success": np.zeros(n, bool), "return": np.zeros(n), "length": np.zeros(n)}
+    out.update({key: np.full(n, np.nan) for key in EPISODE_PEAKS})
     if recorder:
         recorder.add(env, alive)
     for _ in range(4 * env.spec.max_episode_steps + 10):
@@ -56,6 +63,8 @@ def _run_round(
         out["success"][ended] = np.asarray(info["success"])[ended]
         out["return"][ended] = np.asarray(info.get("episode_return", np.zeros(n)))[ended]
         out["length"][ended] = np.asarray(info.get("episode_length", np.zeros(n)))[ended]
+        for key in EPISODE_PEAKS.keys() & info.keys():
+            out[key][ended] = np.asarray(info[key], np.float64)[ended]
         alive &= ~ended
         if recorder:
             recorder.add(env, alive)
@@ -210,6 +219,11 @@ def evaluate_policy(
         "episode_return": float(take("return").mean()),
         "episode_length": float(take("length").mean()),
     }
+    for key, name in EPISODE_PEAKS.items():
+        peaks = take(key)
+        if np.isfinite(peaks).any():  # the env reports it: its median and worst episode
+            out[f"{name}_median"] = float(np.nanmedian(peaks))
+            out[f"{name}_max"] = float(np.nanmax(peaks))
     if recorder is not None and video_path:
         out["video"] = recorder.write(video_path, env.spec.control_hz)
     return out

@@ -94,3 +94,28 @@ def test_progress_bar_shows_the_time_left_under_a_wall_clock_budget(tmp_path) ->
     plain.log(0, {"success_rate": 0.25})
     assert "budget_left" not in str(plain.bar.postfix)  # type: ignore[union-attr]  # progress=True: a bar
     plain.close()
+
+
+class _PushDown:
+    """Drives the held peg straight down, onto the fixture or into the hole."""
+
+    def act(self, obs, deterministic=True):
+        a = np.tile(np.array([0.0, 0.0, -1.0, -1.0], np.float32), (len(obs["state"]), 1, 1))
+        return a, np.zeros(len(a)), None
+
+
+@pytest.mark.sim
+def test_eval_reports_the_peak_contact_force_of_envs_that_measure_it() -> None:
+    out = evaluate_policy(
+        _PushDown(),
+        "mujoco_franka/insert",
+        {"control": "ee_impedance", "max_episode_steps": 15},
+        episodes=2,
+        seed=1_000_000_000,
+        num_envs=2,
+    )
+    assert out["peak_contact_force_n_max"] >= out["peak_contact_force_n_median"] > 0.0
+    toy = evaluate_policy(
+        _GoalSeeker(), "toy/point_reach", {"max_episode_steps": 40}, episodes=2, seed=0, num_envs=2
+    )
+    assert not [k for k in toy if k.startswith("peak_")]  # a task without contact says nothing
