@@ -15,10 +15,12 @@ made on first use and handed to the children as ``*_FILE`` variables. One line p
 child's log is in ``<train.out_dir>/logs/``. Ctrl-C (or SIGTERM) stops everything in reverse:
 the robot graph first (its streamer reports the steps it could not send), then the server, then
 the learner (it writes its final checkpoint). When the learner ends by itself (its budget), the
-rest is stopped the same way. Every refusal (``rlinf_cli.online_checks``: ``train.out_dir``
-holding a run, a busy port, an unusable token, missing demos on a GPU box) comes before the first
-child starts; ``--dry-run`` runs the same checks, prints the commands and exits, writing nothing
-(a token file it would make is named, not made).
+rest is stopped the same way; a child that ends early is reported with the error line of its
+log (``rlinf_cli.online_logs``). Every refusal (``rlinf_cli.online_checks``: ``train.out_dir``
+holding a run, an unknown ``--teleop`` device, a stage config its child would refuse (a mistyped
+``STAGE:`` key), a busy port, an unusable token, missing demos on a GPU box) comes before the
+first child starts; ``--dry-run`` runs the same checks, prints the commands and exits, writing
+nothing (a token file it would make is named, not made).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlinf_cli.online_logs import child_error, log_size
 from rlinf_cli.online_plan import ROLES, Plan, Request, Stage, plan, split_overrides
 from rlinf_cli.proc_group import Child, ProcessGroup
 
@@ -126,6 +129,7 @@ def build_request(args: argparse.Namespace) -> Request:
     from urllib.parse import urlparse
 
     from rlinf_cli.errors import PreflightError
+    from rlinf_cli.online_configs import naming
     from rlinf_cli.preflight import previous_run
     from rlinf_cli.train import new_run_dir
     from rlinf_contracts.config import load_config
@@ -136,7 +140,8 @@ def build_request(args: argparse.Namespace) -> Request:
     if args.resume and args.new_run:
         raise PreflightError("--resume continues a run and --new-run starts one: give only one")
     overrides = split_overrides(args.overrides)
-    raw = load_config(args.learner, list(overrides.get("learner", ())))
+    with naming("learner"):
+        raw = load_config(args.learner, list(overrides.get("learner", ())))
     train, ingest = raw.get("train") or {}, raw.get("ingest") or {}
     run_dir = Path(train.get("out_dir") or f"runs/{raw.get('name', 'online')}").resolve()
     if args.new_run:
@@ -146,7 +151,8 @@ def build_request(args: argparse.Namespace) -> Request:
             f"key 'train.out_dir': {run_dir} already holds a run; continue it with --resume, or "
             "start a fresh one beside it with --new-run"
         )
-    graph = load_graph_config(args.graph, list(overrides.get("graph", ())))
+    with naming("graph"):
+        graph = load_graph_config(args.graph, list(overrides.get("graph", ())))
     demos = Path(train.get("demos") or "runs/demos/online").resolve()
     local = args.role == "all"
     push_port = urlparse(str((raw.get("push") or {}).get("url", ""))).port or 8000
@@ -246,6 +252,7 @@ class Supervisor:
         self.plan, self.env, self.say = the_plan, env, say
         self.group = ProcessGroup()
         self.stop = threading.Event()
+        self.log_start: dict[str, int] = {}  # stage -> where its lines of this start begin
 
     def _signal(self, signum: int, _frame: Any) -> None:
         if not self.stop.is_set():
@@ -276,6 +283,7 @@ class Supervisor:
                 return 130
             why = f" ({stage.why})" if stage.why else ""
             self.say(f"[{k}/{n}] {stage.name}{why}: {stage.command()}  > {stage.log}")
+            self.log_start[stage.name] = log_size(stage.log)
             child = self.group.start(Child(stage.name, child_argv(stage), stage.log, self.env))
             rc = self._wait_ready(stage, child)
             if rc:
@@ -291,7 +299,7 @@ class Supervisor:
                 return 130
             dead = self._dead()
             if dead is not None:
-                self.say(f"{dead.name} exited with code {dead.returncode}; see {dead.log_path}")
+                self._report(dead)
                 return 1
             if deadline is not None and time.monotonic() > deadline:
                 self.say(f"{stage.name} not {stage.ready.describe()} after {timeout:.0f} s; "
@@ -308,10 +316,16 @@ class Supervisor:
                 if dead.name == "learner" and dead.returncode == 0:
                     self.say("learner finished (its budget); stopping the rest")
                     return 0
-                self.say(f"{dead.name} exited with code {dead.returncode}; see {dead.log_path}")
+                self._report(dead)
                 return 1
             self.stop.wait(0.5)
         return 0
+
+    def _report(self, dead: Child) -> None:
+        """The exit code and the child's own reason (its log's error line), then the log."""
+        why = child_error(dead.log_path, self.log_start.get(dead.name, 0))
+        self.say(f"{dead.name} exited with code {dead.returncode}" + (f": {why}" if why else ""))
+        self.say(f"  full log: {dead.log_path}")
 
     def _dead(self) -> Child | None:
         """A started child that ended: any long-running one, or a run-to-the-end one that

@@ -4,6 +4,9 @@ Why one list for both: a dry run exists to catch the mistakes a real start would
 refuse exactly what the real run refuses, with the same message and fix. Refused here (each a
 :class:`~rlinf_cli.errors.PreflightError` of one line naming the key or flag and the fix):
 
+- a ``--teleop`` that names no teleop device, whether or not demos are collected this time;
+- a stage config its child would refuse (a mistyped key in a ``STAGE:`` override, a bad value):
+  each stage's command line validated by its command's own loader (``rlinf_cli.online_configs``);
 - a bench GPU box (``--role learner``) without the successful demos the learner starts from;
 - a listen port already taken (the learner's ingest, the policy server): found here rather than
   by the learner child after its start-up, or by the server child after the learner's initial
@@ -18,13 +21,33 @@ both runs do first. None of these checks writes anything.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from rlinf_cli.errors import PreflightError
+from rlinf_cli.online_configs import check_stage_configs
 from rlinf_cli.online_plan import Plan, Request
 from rlinf_cli.preflight import ListenPort, check_listen_port
 from rlinf_cli.secret_files import TokenFile, read_token
 from rlinf_contracts.wire import MIN_SECRET_CHARS
+
+
+def _teleop_device(r: Request, p: Plan) -> None:
+    """The device the demos are recorded with; checked even when the demos are there already, so
+    a typo does not wait for the day they are missing."""
+    from rlinf_ros.online_config import TELEOP_DEVICES
+
+    if r.teleop not in TELEOP_DEVICES:
+        near = difflib.get_close_matches(r.teleop, TELEOP_DEVICES, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise PreflightError(
+            f"--teleop {r.teleop!r} is not a teleop device; {hint}"
+            f"devices: {', '.join(TELEOP_DEVICES)}"
+        )
+
+
+def _stage_configs(r: Request, p: Plan) -> None:
+    check_stage_configs(p)
 
 
 def _demos_on_the_bench(r: Request, p: Plan) -> None:
@@ -60,7 +83,12 @@ def _listen_ports(r: Request, p: Plan) -> None:
 
 
 # the checks of a request and its plan, in the order a start meets them
-CHECKS: tuple[Callable[[Request, Plan], None], ...] = (_demos_on_the_bench, _listen_ports)
+CHECKS: tuple[Callable[[Request, Plan], None], ...] = (
+    _teleop_device,
+    _stage_configs,
+    _demos_on_the_bench,
+    _listen_ports,
+)
 
 
 def check_start(r: Request, p: Plan) -> None:

@@ -111,8 +111,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def build_config(args: argparse.Namespace) -> ServeConfig:
-    """Merge YAML, overrides and flags into a validated :class:`ServeConfig`."""
+def build_config(args: argparse.Namespace, env_secrets: bool = True) -> ServeConfig:
+    """Merge YAML, overrides and flags into a validated :class:`ServeConfig`; ``env_secrets``
+    False reads no secret (``rlinf online`` checks the config before the token files exist)."""
     from policy_server.config import ServerConfig
     from rlinf_contracts.config import ConfigError, from_dict, load_config
 
@@ -133,8 +134,10 @@ def build_config(args: argparse.Namespace) -> ServeConfig:
     if getattr(args, "device", None):
         raw["device"] = args.device
     cfg = from_dict(ServeConfig, raw)
-    cfg.server = from_dict(ServerConfig, server_raw, path="server").with_env_secrets()
-    cfg.server.validate()
+    cfg.server = from_dict(ServerConfig, server_raw, path="server")
+    if env_secrets:
+        cfg.server = cfg.server.with_env_secrets()
+        cfg.server.validate()
     if (cfg.checkpoint is None) == (cfg.policy is None):
         raise ConfigError(
             "give exactly one of --checkpoint PATH (or 'checkpoint:' in the config) "

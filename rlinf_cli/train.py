@@ -63,6 +63,19 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     """(runner spec, typed config) with every pre-start check passed."""
     from learner.scheduling.auto import plan
     from rlinf_cli.preflight import check_train
+
+    spec, cfg = typed_config(config, overrides)
+    if ray_address:
+        cfg.cluster.address = ray_address
+    cfg = plan(cfg)  # placement: auto -> the best predicted placement (profiles, cached)
+    check_train(cfg)
+    return spec, cfg
+
+
+def typed_config(config: str, overrides: list[str]) -> tuple[Any, Any]:
+    """(runner spec, typed config): the file and overrides validated against the runner's
+    config class, nothing checked against this machine and nothing written (``rlinf online``
+    runs it before any child starts, to refuse a mistyped key then rather than minutes later)."""
     from rlinf_cli.runner_lookup import runner_spec
     from rlinf_contracts.config import from_dict, load_config
     from rlinf_contracts.config.errors import ConfigError
@@ -81,10 +94,6 @@ def build(config: str, overrides: list[str], ray_address: str | None = None) -> 
     cfg = from_dict(spec.config_cls, raw)
     if resume_here:
         _resume_out_dir(cfg)
-    if ray_address:
-        cfg.cluster.address = ray_address
-    cfg = plan(cfg)  # placement: auto -> the best predicted placement (profiles, cached)
-    check_train(cfg)
     return spec, cfg
 
 

@@ -134,6 +134,19 @@ def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, A
     return _resolved(base, "(overrides)")
 
 
+def _nearest_file(p: Path) -> str:
+    """ "; did you mean DIR/NAME?" for a file beside ``p`` with a close name ("" when none):
+    a config path is typed by hand, and a one-letter slip should not send the user to ``ls``."""
+    import difflib
+
+    try:
+        names = [f.name for f in p.parent.iterdir() if f.is_file()]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(p.name, names, n=1)
+    return f"; did you mean {p.parent / near[0]}?" if near else ""
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
     """YAML file (optional) + overrides -> plain resolved dict, ready for ``from_dict``.
 
@@ -144,7 +157,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
+            raise ConfigError(f"config file not found: {p}{_nearest_file(p)}")
         try:
             base = OmegaConf.load(p)
         except Exception as e:  # yaml errors carry line numbers; keep them

@@ -177,6 +177,13 @@ def on_int(*_):
     sys.exit(0)
 signal.signal(signal.SIGINT, on_int)
 say("start")
+if mode == "refuse":  # as rlinf train refuses a key: a log line, then its one-line error
+    print("12:00:00 I rlinf_cli.train: loading the config", flush=True)
+    print("rlinf train: config error: unknown key 'x.y'. Did you mean 'x.z'?", file=sys.stderr)
+    print("", flush=True)
+    sys.exit(2)
+if mode == "crash":
+    raise ValueError("the replay is empty")
 (trace.parent / f"{name}.up").touch()
 if mode == "exit0":
     sys.exit(0)
@@ -267,3 +274,30 @@ def test_a_failed_collect_starts_nothing_else(tmp_path: Path, monkeypatch) -> No
     rc, trace, lines = run_stand_ins(tmp_path, monkeypatch, {"collect": "exit1"}, interrupt=False)
     assert rc == 1 and trace == ["start collect"]
     assert "collect exited with code 1" in " ".join(lines)
+
+
+def test_a_child_that_refuses_its_config_is_reported_with_its_own_error(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The child's one-line refusal is printed beside its exit code (and the log named); an
+    older run's error in the same (appended) log is not taken for this one's."""
+    logs = tmp_path / "run" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "learner.log").write_text("rlinf train: config error: an older run's mistake\n")
+    modes = {"collect": "exit0", "learner": "refuse"}
+    rc, trace, lines = run_stand_ins(tmp_path, monkeypatch, modes, interrupt=False)
+    assert rc == 1 and trace == ["start collect", "start learner"], lines
+    assert (
+        "learner exited with code 2: rlinf train: config error: unknown key 'x.y'. "
+        "Did you mean 'x.z'?"
+    ) in lines, lines
+    assert f"  full log: {logs / 'learner.log'}" in lines
+    assert not any("older run" in ln for ln in lines), lines
+
+
+def test_a_crashed_child_is_reported_with_the_last_line_of_its_traceback(
+    tmp_path: Path, monkeypatch
+) -> None:
+    rc, _, lines = run_stand_ins(tmp_path, monkeypatch, {"collect": "crash"}, interrupt=False)
+    assert rc == 1
+    assert "collect exited with code 1: ValueError: the replay is empty" in lines, lines

@@ -343,6 +343,21 @@ REFUSALS = {
     "token file": ([], "token RLINF_WEIGHTS_TOKEN: cannot read", "unset RLINF_WEIGHTS_TOKEN_FILE"),
     "short token": ([], "token RLINF_INGEST_TOKEN ($RLINF_INGEST_TOKEN) is too short", "longer"),
     "bench demos": (["--role", "learner", "--peer", "robot-pc"], "key 'train.demos'", "rsync"),
+    # a key the child would refuse minutes later (after the demos): refused by its stage's loader
+    "learner key": (
+        ["learner:train.time_budget=300"],
+        "learner: unknown key 'train.time_budget'",
+        "Did you mean 'train.time_budget_s'?",
+    ),
+    "collect key": (
+        ["collect:teleop.devce=x"],
+        "collect: unknown key 'teleop.devce'",
+        "teleop.device",
+    ),
+    "server key": (["server:server.max_bach=8"], "server: unknown key", "'server.max_batch'"),
+    "server value": (["server:server.max_batch=0"], "server: key 'server.max_batch'", ">= 1"),
+    # demos already there (no collect stage): the device is still checked
+    "teleop device": (["--teleop", "scriptd"], "--teleop 'scriptd'", "did you mean 'scripted'"),
 }
 
 
@@ -360,6 +375,8 @@ def test_online_dry_run_refuses_what_the_run_refuses(
         monkeypatch.setenv("RLINF_WEIGHTS_TOKEN_FILE", str(tmp_path / "missing_token"))
     if case == "short token":
         monkeypatch.setenv("RLINF_INGEST_TOKEN", "short")
+    if case == "teleop device":
+        monkeypatch.setattr("rlinf_cli.online.count_successes", lambda store: 20)
     before = _tree(tmp_path)
     assert main([*_online(tmp_path, *extra), "--dry-run"]) == 2
     dry = _one_line(capsys)
@@ -368,6 +385,8 @@ def test_online_dry_run_refuses_what_the_run_refuses(
     assert main(_online(tmp_path, *extra)) == 2
     assert _one_line(capsys) == dry  # the real run: the same refusal, before any child
     assert online == []
+    if "token" not in case:  # refused before the real run makes its token files
+        assert _tree(tmp_path) == before
 
 
 def test_online_dry_run_prints_the_commands_and_writes_nothing(online, tmp_path, capsys):
@@ -381,3 +400,19 @@ def test_online_dry_run_prints_the_commands_and_writes_nothing(online, tmp_path,
     assert len(online) == 1  # the real run, the same checks passed, gets to its children
     made = sorted(p.name for p in (tmp_path / "secrets").iterdir())
     assert made == ["ingest_token", "weights_token"]
+
+
+TYPOS = {"graph": (GRAPH, "ros_sim_franka_psh.yaml"), "learner": (PUSH, "ros_online_rlpd_pus.yaml")}
+
+
+@pytest.mark.parametrize("stage", list(TYPOS))
+def test_online_names_the_config_file_meant(stage, online, tmp_path, capsys):
+    """A config path one slip away from a file beside it: refused naming that file, by the dry
+    run and the real run alike, before anything is made."""
+    meant, typo = TYPOS[stage]
+    words = [str(ROOT / "configs" / typo) if w == meant else w for w in _online(tmp_path)]
+    for dry in (["--dry-run"], []):
+        assert main([*words, *dry]) == 2
+        err = _one_line(capsys)
+        assert f"{stage}: config file not found" in err and f"did you mean {meant}?" in err, err
+    assert _tree(tmp_path) == [] and online == []
