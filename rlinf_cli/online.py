@@ -362,7 +362,8 @@ def backlog_line(graph_log: Path) -> str:
     if not found:
         return f"spool backlog: not reported by the streamer (see {graph_log})"
     steps, mb, where = found[-1]
-    return f"spool backlog: {steps} steps ({mb} MB) unsent, kept in {where}"
+    unit = "step" if steps == "1" else "steps"
+    return f"spool backlog: {steps} {unit} ({mb} MB) unsent, kept in {where}"
 
 
 def execute(the_plan: Plan, env: dict[str, str], say: Callable[[str], None]) -> int:

@@ -158,6 +158,10 @@ def test_the_streamers_backlog_line_is_read_from_the_graph_log(tmp_path: Path) -
         "x streamer INFO __main__: streamer: stopped with 42 steps unsent (0.125 MB) in /s/r0\n"
     )
     assert online.backlog_line(log) == "spool backlog: 42 steps (0.125 MB) unsent, kept in /s/r0"
+    log.write_text(
+        "x streamer INFO __main__: streamer: stopped with 1 steps unsent (0.0 MB) in /s\n"
+    )
+    assert online.backlog_line(log) == "spool backlog: 1 step (0.0 MB) unsent, kept in /s"
     log.write_text("nothing\n")
     assert "not reported" in online.backlog_line(log)
 

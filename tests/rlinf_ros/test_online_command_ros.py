@@ -93,7 +93,7 @@ def test_one_command_runs_the_loop_and_ctrl_c_stops_it(
         "server stopped (exit code 0)",
         "learner stopped (exit code 0)",
     ], text
-    assert any(ln.startswith("spool backlog: ") and "steps" in ln for ln in lines), text
+    assert any(ln.startswith("spool backlog: ") and " step" in ln for ln in lines), text
     assert running_with(str(run)) == []
     # the learner took the robot's steps and wrote its final checkpoint on the signal
     assert "stop requested" in (run / "logs" / "learner.log").read_text()
