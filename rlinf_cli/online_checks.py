@@ -21,7 +21,6 @@ both runs do first. None of these checks writes anything.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 from rlinf_cli.errors import PreflightError
@@ -35,14 +34,13 @@ from rlinf_contracts.wire import MIN_SECRET_CHARS
 def _teleop_device(r: Request, p: Plan) -> None:
     """The device the demos are recorded with; checked even when the demos are there already, so
     a typo does not wait for the day they are missing."""
+    from rlinf_contracts.registry import did_you_mean
     from rlinf_ros.online_config import TELEOP_DEVICES
 
     if r.teleop not in TELEOP_DEVICES:
-        near = difflib.get_close_matches(r.teleop, TELEOP_DEVICES, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
         raise PreflightError(
-            f"--teleop {r.teleop!r} is not a teleop device; {hint}"
-            f"devices: {', '.join(TELEOP_DEVICES)}"
+            f"--teleop {r.teleop!r} is not a teleop device{did_you_mean(r.teleop, TELEOP_DEVICES)} "
+            f"(devices: {', '.join(TELEOP_DEVICES)})"
         )
 
 

@@ -24,10 +24,21 @@ rlinf_contracts.registry.UnknownNameError: unknown color 'rd'; did you mean 'red
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to a misspelt ``name``, else ``""``:
+    the one wording every "unknown name" error of the project ends with.
+
+    >>> did_you_mean("scriptd", ["keyboard", "scripted"]), did_you_mean("zz", ["keyboard"])
+    ("; did you mean 'scripted'?", '')
+    """
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class UnknownNameError(KeyError):
@@ -71,10 +82,9 @@ class Registry(Generic[T]):
         except KeyError:
             pass
         known = self.names()
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownNameError(
-            f"unknown {self.kind} {name!r}{hint} Known: {', '.join(known) or '(none)'}"
+            f"unknown {self.kind} {name!r}{did_you_mean(name, known)} "
+            f"Known: {', '.join(known) or '(none)'}"
         )
 
     def names(self) -> list[str]:

@@ -187,16 +187,13 @@ class TeleopNodeConfig:
     def validate(self) -> None:
         # checked by name, not by importing: a device's module imports its hardware library
         # (hidapi, pygame, evdev), which only the node that drives it needs
-        import difflib
-
         from rlinf_contracts.config import ConfigError
+        from rlinf_contracts.registry import did_you_mean
 
         if self.device not in TELEOP_DEVICES:
-            near = difflib.get_close_matches(self.device, TELEOP_DEVICES, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigError(
                 f"key 'teleop.device' must be one of {list(TELEOP_DEVICES)}, got "
-                f"{self.device!r}{hint}"
+                f"{self.device!r}{did_you_mean(self.device, TELEOP_DEVICES)}"
             )
         if self.rate_hz <= 0:
             raise ConfigError(f"key 'teleop.rate_hz' must be > 0, got {self.rate_hz}")
