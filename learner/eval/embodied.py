@@ -220,6 +220,8 @@ def evaluate_policy(
         "episode_length": float(take("length").mean()),
     }
     for key, name in EPISODE_PEAKS.items():
+        if not all(key in r for r in results):
+            continue
         peaks = take(key)
         if np.isfinite(peaks).any():  # the env reports it: its median and worst episode
             out[f"{name}_median"] = float(np.nanmedian(peaks))
