@@ -7,8 +7,9 @@ the topics :class:`rlinf_data.bags.topics.TopicMap` reads by default (``joint_st
 ``camera/<name>/image_raw``, the command topic, ``episode/event``, ``rlinf/step_info``) gives
 a bag that ROS tools open and that ``rlinf convert`` turns back into the very episodes the
 episode store holds. The messages are the export's (:mod:`rlinf_data.bags.write` encoders,
-:mod:`rlinf_data.bags.msgdefs` schemas), made real ROS messages and serialised by rclpy's own
-typesupport, on the export's timeline: step ``k`` at ``t0 + k / control_hz`` from the
+:mod:`rlinf_data.bags.msgdefs` schemas), CDR-encoded from their schema text by ``mcap_ros2`` (the
+encoder its rosbag2 writer uses; a test reads every payload back with rclpy's own typesupport),
+on the export's timeline: step ``k`` at ``t0 + k / control_hz`` from the
 episode's first observation stamp; the observation's own stamp rides in ``step_info``.
 
 Layout: ``mcap_dir`` is a rosbag2 folder -- one ``episode_NNNNNN.mcap`` per episode and a
@@ -20,7 +21,6 @@ last complete chunk (``chunk_kib``); a discarded (re-recorded) episode's file is
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from pathlib import Path
@@ -41,28 +41,6 @@ from rlinf_ros.recording import AssembledEnd, AssembledStep
 FILE_PATTERN = "episode_*.mcap"
 
 
-def ros_class(type_name: str) -> Any:
-    """``sensor_msgs/msg/Image`` (or ``sensor_msgs/Image``) -> the rclpy message class."""
-    pkg, _, name = msgdefs.full(type_name).split("/")
-    return getattr(importlib.import_module(f"{pkg}.msg"), name)
-
-
-def to_ros(cls: Any, data: dict[str, Any]) -> Any:
-    """A plain-data message (what the export's encoders build) as an rclpy message of ``cls``;
-    nested messages and sequences of them are filled the same way."""
-    msg = cls()
-    types = cls.get_fields_and_field_types()
-    for name, value in data.items():
-        kind = types[name]
-        if isinstance(value, dict):
-            value = to_ros(type(getattr(msg, name)), value)
-        elif kind.startswith("sequence<") and "/" in kind:
-            elem = ros_class(kind[len("sequence<") : -1].split(",")[0])
-            value = [to_ros(elem, v) for v in value]
-        setattr(msg, name, value)
-    return msg
-
-
 class McapSink:
     """An :class:`rlinf_ros.recording.EpisodeSink` writing one MCAP file per episode."""
 
@@ -73,9 +51,6 @@ class McapSink:
         tmap: TopicMap | None = None,
         chunk_kib: int = 1024,
     ) -> None:
-        from rclpy.serialization import serialize_message
-
-        self.serialize = serialize_message
         self.dir = Path(mcap_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.tmap = tmap or TopicMap()
@@ -102,7 +77,7 @@ class McapSink:
         path = self.dir / f"episode_{index:06d}.mcap"
         tm = self.tmap.with_rate(info.control_hz)
         period = tm.period_ns
-        bag = _OpenBag(path, index, info, period, self.chunk_size, self.serialize)
+        bag = _OpenBag(path, index, info, period, self.chunk_size)
         bag.splits = _splits(tm.state, info.layout.state_dim)
         self._open = bag
         write_metadata(self.dir, self.files())
@@ -175,21 +150,17 @@ class McapSink:
 class _OpenBag:
     """One episode's MCAP writer: a schema per type and a channel per topic, as rosbag2."""
 
-    def __init__(
-        self, path: Path, index: int, info: EpisodeInfo, period: int, chunk: int, ser: Any
-    ) -> None:
+    def __init__(self, path: Path, index: int, info: EpisodeInfo, period: int, chunk: int) -> None:
         from mcap.writer import Writer
 
         self.path, self.index, self.info, self.period = path, index, info, period
-        self.serialize = ser
         self.file = open(path, "wb")
         self.writer = Writer(self.file, chunk_size=chunk)
         self.writer.start(profile="ros2", library="rlinf recorder")
         self.file.flush()
         self.schemas: dict[str, int] = {}
         self.channels: dict[str, int] = {}
-        self.classes: dict[str, Any] = {}
-        self.sizers: dict[str, Any] = {}  # type -> its CDR encoder (the exact payload length)
+        self.encoders: dict[str, Any] = {}  # type -> its CDR encoder
         self.splits: list[slice] = []
         self.t0: int | None = None
         self.steps = 0
@@ -202,22 +173,17 @@ class _OpenBag:
             self.schemas[type_name] = self.writer.register_schema(
                 type_name, "ros2msg", text.encode()
             )
-            self.classes[type_name] = ros_class(type_name)
-            self.sizers[type_name] = serialize_dynamic(type_name, text)[type_name]
+            self.encoders[type_name] = serialize_dynamic(type_name, text)[type_name]
         if topic not in self.channels:
             self.channels[topic] = self.writer.register_channel(
                 topic, "cdr", self.schemas[type_name]
             )
-        payload = self.serialize(to_ros(self.classes[type_name], data))
-        # rmw_fastrtps sizes a serialised message by its estimate: a JointState with empty
-        # velocity / effort comes out 8 bytes long past its CDR end, of uninitialised memory.
-        # Strict readers refuse that (rosbags: "CDR message size mismatch"; Foxglove's decoder
-        # reports trailing bytes, its sign of a schema that is not the payload's), so the
-        # payload is cut at the CDR length of the same message encoded from its schema text.
-        size = len(self.sizers[type_name](data))
-        self.writer.add_message(
-            self.channels[topic], log_time=t, data=payload[:size], publish_time=t
-        )
+        # Encoded from the schema text, not by rclpy's typesupport: rmw_fastrtps sizes a
+        # serialised message by its estimate (a JointState with empty velocity / effort came out
+        # 8 bytes past its CDR end, of uninitialised memory), which strict readers refuse
+        # (rosbags: "CDR message size mismatch"; Foxglove: trailing bytes).
+        payload = self.encoders[type_name](data)
+        self.writer.add_message(self.channels[topic], log_time=t, data=payload, publish_time=t)
 
     def close(self) -> None:
         self.writer.finish()
