@@ -1,13 +1,15 @@
 """Online RLPD on the ROS 2 sim twin: robot node -> policy server -> streamer -> learner -> weights
 -> policy server, from 20 scripted-teleop demos. Held-out success vs wall time.
 
-    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push|push_pixels] [--demos 20]
-                                                   [--minutes 20] [--eval-episodes 50]
+    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push|insert|push_pixels]
+                                                   [--demos 20] [--minutes 20] [--eval-episodes 50]
 
 ``--task`` picks the twin graph, learner config and scripted human (:data:`TASKS`): reach
 (configs/ros_sim_franka.yaml + ros_online_rlpd.yaml), push (the push twin,
 configs/ros_sim_franka_push.yaml + ros_online_rlpd_push.yaml, the scripted pusher,
-``teleop.script.task: push``) or push_pixels (camera-only push with a learned reward,
+``teleop.script.task: push``), insert (peg insertion under Cartesian impedance control,
+configs/ros_sim_franka_insert.yaml + ros_online_rlpd_insert.yaml, the scripted inserter,
+``teleop.script.task: insert``) or push_pixels (camera-only push with a learned reward,
 configs/ros_sim_franka_push_pixels.yaml + ros_online_rlpd_push_pixels.yaml: front + wrist
 cameras, no object pose; see "Camera-only push" below).
 

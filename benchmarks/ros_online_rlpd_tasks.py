@@ -65,6 +65,12 @@ TASKS = {
         "push",
         f"{STEM}_push",
     ),
+    "insert": BenchTask(
+        "configs/ros_sim_franka_insert.yaml",
+        "configs/ros_online_rlpd_insert.yaml",
+        "insert",
+        f"{STEM}_insert",
+    ),
     "push_pixels": BenchTask(
         "configs/ros_sim_franka_push_pixels.yaml",
         "configs/ros_online_rlpd_push_pixels.yaml",

@@ -104,7 +104,8 @@ class ArmConfig:
             "help": "sim: the twin's world (SCENES); '' = the bare Panda scene, "
             "franka_language/<mix>[:<split>] = that env's scene (objects, colours, "
             "instruction per episode; sim_bridges.mujoco_franka.twin), "
-            "mujoco_franka/<task> = that task env (push: puck + goal; "
+            "mujoco_franka/<task> = that task env (push: puck + goal; insert: peg + hole, for "
+            "control ee_impedance; "
             "sim_bridges.mujoco_franka.task_twin)"
         },
     )

@@ -12,8 +12,12 @@
   ``ee_impedance`` (:meth:`~MujocoArmBackend.command_impedance_target`): the arm actuators
   become torque motors while the Cartesian impedance law of :mod:`robot_drivers.impedance_law`
   runs on every physics step, as libfranka's torque loop runs it every millisecond (gravity
-  stays compensated by the scene, as by Franka's firmware; Coriolis is not added). A joint
-  command or ``hold()`` restores the position servos, holding where the arm is.
+  stays compensated by the scene, as by Franka's firmware; Coriolis is not added). A scene
+  whose ``compensates_bias`` is true (a twin of a simulator task learnt with ``ee_impedance``)
+  gets the simulator's compensation instead: MuJoCo's whole bias force on the arm and fingers
+  (gravity of every body the hand carries, Coriolis), so its torque-loop physics are the
+  simulator's. A joint command or ``hold()`` restores the position servos, holding where the
+  arm is.
 - :class:`KinematicArmBackend`: an ideal velocity-limited servo in numpy (no physics, no
   MuJoCo). Why keep it: safety / driver / ROS-conversion tests and dry runs of a node graph
   need an arm that behaves predictably and starts in microseconds. It reports the grip site as
@@ -182,6 +186,8 @@ class MujocoArmBackend(ArmBackend):
         self._impedance: CartesianImpedanceLaw | None = None
         self._tau = np.zeros(7)
         self._servo_prm: tuple[np.ndarray, np.ndarray] | None = None
+        # dofs given the simulator's bias compensation under the law (scene.compensates_bias)
+        self._bias_dofs: np.ndarray | None = None
 
     def connect(self) -> None:
         import mujoco
@@ -215,6 +221,10 @@ class MujocoArmBackend(ArmBackend):
         ]
         mujoco.mj_forward(self.fm.model, self.data)
         self._base = mujoco.mj_name2id(self.fm.model, mujoco.mjtObj.mjOBJ_BODY, "base")
+        if getattr(self.scene, "compensates_bias", False):
+            from sim_bridges.mujoco_franka.torque_loop import compensated_dofs
+
+            self._bias_dofs = compensated_dofs(self.fm)
         log.info("MuJoCo Panda ready (timestep %.3f s)", self.fm.model.opt.timestep)
 
     def disconnect(self) -> None:
@@ -304,6 +314,8 @@ class MujocoArmBackend(ArmBackend):
             m, act = self.fm.model, self.fm.arm_act
             m.actuator_gainprm[act], m.actuator_biasprm[act] = self._servo_prm
             self._servo_prm = None
+        if self._bias_dofs is not None:
+            self.data.qfrc_applied[self._bias_dofs] = 0.0
         self._impedance = None
 
     def _impedance_step(self, law: CartesianImpedanceLaw) -> None:
@@ -312,6 +324,10 @@ class MujocoArmBackend(ArmBackend):
         ``mj_step2``."""
         mj, m, d, fm = self._mj, self.fm.model, self.data, self.fm
         mj.mj_step1(m, d)
+        if self._bias_dofs is not None:  # the simulator's torque loop: the whole bias force,
+            # less the body gravity compensation the position scene already applies
+            dofs = self._bias_dofs
+            d.qfrc_applied[dofs] = d.qfrc_bias[dofs] - d.qfrc_gravcomp[dofs]
         R_base = d.xmat[self._base].reshape(3, 3)
         o_t_ee = np.eye(4)
         o_t_ee[:3, 3] = R_base.T @ (d.site_xpos[fm.ee_site] - d.xpos[self._base])

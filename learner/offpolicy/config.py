@@ -431,7 +431,8 @@ class IngestSection:
             "stream (the robot's reward: success flag of the judge / classifier / keys) | "
             "goal_distance (plus -|goal_minus_ee| of the next state, the simulator's reach reward; "
             "needs that state field) | push_distance (the simulator's push reward from "
-            "object_minus_ee / goal_minus_object)"
+            "object_minus_ee / goal_minus_object) | insert_depth (the simulator's peg-insertion "
+            "reward from ee_pos / ee_rot6d / goal_pos)"
         ),
     )
     relabel_demos: bool = field(

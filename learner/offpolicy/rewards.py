@@ -79,3 +79,26 @@ def _push_distance_reward(spec: Any) -> Any:
         return (ep.steps["reward"] - dense).astype(np.float32)
 
     return reward
+
+
+@REWARDS.register("insert_depth")
+def _insert_depth_reward(spec: Any) -> Any:
+    """The simulator's peg-insertion reward on robot data (``mujoco_franka/insert``): the streamed
+    reward (1 on success) minus twice the peg tip's lateral distance from the hole axis and its
+    height above the success depth. The tip is not in the state but rigidly in the hand: ``PEG_TIP``
+    along the tool axis from the next state's ``ee_pos`` / ``ee_rot6d``; the hole's top centre is
+    its ``goal_pos``."""
+    from rlinf_contracts.rotations import rot6d_to_matrix
+    from sim_bridges.mujoco_franka.tasks.insert import PEG_TIP, insert_reward
+
+    ee = _state_slice(spec, "ee_pos", "insert_depth")
+    rot = _state_slice(spec, "ee_rot6d", "insert_depth")
+    goal = _state_slice(spec, "goal_pos", "insert_depth")
+
+    def reward(ep: Episode) -> np.ndarray:
+        nxt = _next_states(ep).astype(np.float64)
+        tip = nxt[:, ee] + rot6d_to_matrix(nxt[:, rot]) @ np.array([0.0, 0.0, PEG_TIP])
+        _, dense = insert_reward(tip, nxt[:, goal])
+        return (ep.steps["reward"] + dense).astype(np.float32)
+
+    return reward

@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 
 # single-task scene twins (sim_bridges.mujoco_franka.task_twin): the scene samples goal and object
 # and applies the task's own success test, as for the language twin
-for _task in ("push",):
+for _task in ("push", "insert"):
     if _task not in JUDGES:
         JUDGES.add(_task, lambda cfg: SceneJudge())
 OBJECTS_TOPIC = "sim/objects"  # the scene twin's object slots (PoseArray, base frame)

@@ -18,6 +18,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from rlinf_contracts.rotations import quat_xyzw_to_matrix
 from rlinf_contracts.transitions import EpisodeEvent, TeleopCommand, event_to_json
 from rlinf_ros.config import RosGraphConfig
 from rlinf_ros.conversions import ConversionError, joint_state_to_arrays, pose_from_msg
@@ -76,6 +77,9 @@ class TeleopNode(Node):
         on_pose = getattr(self.device, "on_pose", None)  # a device that follows the hand
         if on_pose is not None:
             on_pose(pose_from_msg(msg).position)
+        on_orientation = getattr(self.device, "on_orientation", None)  # and its tool axis
+        if on_orientation is not None:
+            on_orientation(quat_xyzw_to_matrix(pose_from_msg(msg).quat_xyzw))
 
     def _on_goal(self, msg: PoseStamped) -> None:
         on_goal = getattr(self.device, "on_goal", None)  # a device that steers to the goal

@@ -60,9 +60,11 @@ def make_device(name: str, cfg: Any, **context: Any) -> TeleopDevice:
 def to_action(
     inp: TeleopInput, spec: RobotSpec, q_now: np.ndarray | None = None, last_gripper: float = 1.0
 ) -> np.ndarray:
-    """One arm's action in ``spec``'s space; ``q_now`` is needed for ``joint_delta`` from joints."""
+    """One arm's action in ``spec``'s space; ``q_now`` is needed for ``joint_delta`` from joints.
+    ``ee_impedance`` takes the twist as ``ee_delta_pos`` does: its action moves the impedance
+    target by the same normalised position delta."""
     control, grip = spec.action.control, last_gripper if inp.gripper is None else float(inp.gripper)
-    if control in ("ee_delta", "ee_delta_pos"):
+    if control in ("ee_delta", "ee_delta_pos", "ee_impedance"):
         twist = (
             np.zeros(6) if inp.twist is None else np.clip(np.asarray(inp.twist, np.float64), -1, 1)
         )
@@ -84,7 +86,7 @@ def to_action(
     else:
         raise ValueError(
             f"teleop cannot drive action control {control!r}; use ee_delta, ee_delta_pos, "
-            "joint_delta or joint_position"
+            "ee_impedance, joint_delta or joint_position"
         )
     return np.append(body, np.clip(grip, -1, 1)).astype(np.float32)
 

@@ -9,15 +9,24 @@ mujoco_franka/<task>``) and asks it for what a lab's perception would report:
 - ``object_positions()``: ``[1, 3]`` world position of the task's object (``[0, 3]`` without one),
   published on ``sim/objects``; the task node relays it as the object pose the policy client's
   ``object_pos`` / ``object_minus_ee`` / ``goal_minus_object`` features read;
-- ``target_position()``: the task's goal marker (push: where the puck must go; reach: the target),
+- ``target_position()``: the task's goal marker (push: where the puck must go; reach: the target)
+  or, for a task without one, the ``goal_pos`` its state reads (insert: the hole's top centre),
   sent in the ``sim/scene`` report and relayed by the task node on ``task/goal`` (``goal_pos``);
 - ``success()``: the task's own success test on the current physics state;
 - ``render(camera)``: a scene camera (``third``, ``wrist``) as the env renders its ``rgb``
   observations (same renderer settings, ``image_size`` px): the frames a camera-only policy and
   the reward classifier see on the twin, cube and goal marker included.
 
-Episodes are the env's own reset (arm home + noise, object, goal), drawn as for held-out seed
-``seed + k - 1`` like the language twin.
+Episodes are the env's own reset (arm home + noise, object, goal; insert: the hole's random
+pose and the arm over it with the peg in the hand), drawn as for held-out seed ``seed + k - 1``
+like the language twin.
+
+A task learnt with ``ee_impedance`` (insert) runs on the twin as the robot node's arm with
+``control: ee_impedance``: the scene is the env's position-servo model (the arm holds between
+episodes) and the arm's backend turns the servos into torque motors while its impedance law runs
+on every physics step. ``compensates_bias`` asks that backend for the simulator's torque-loop
+compensation (MuJoCo's whole bias force, :mod:`.torque_loop`) rather than a robot's gravity-only
+one, so the twin's contact physics are the simulator's.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from sim_bridges.mujoco_franka.twin import EnvSceneTwin
 
 class TaskSceneTwin(EnvSceneTwin):
     """One ``mujoco_franka/<task>`` env; ``fm`` / ``data`` are its MuJoCo state."""
+
+    compensates_bias = True  # under an impedance law: the simulator's compensation (see above)
 
     def __init__(
         self, task: str = "push", seed: int = 0, control: str = "ee_delta_pos", image_size: int = 64
@@ -65,9 +76,13 @@ class TaskSceneTwin(EnvSceneTwin):
         return body_pos(self.fm, self.data, "object").copy()[None]
 
     def target_position(self) -> np.ndarray:
-        """World position of the task's goal marker (the object itself when the task has none)."""
+        """World position of the task's goal marker; without one the ``goal_pos`` its state
+        reads (insert: the hole's top centre), else the object itself."""
         if self.task.markers:
             return self.data.mocap_pos[self.fm.marker_mocap[self.task.markers[0]]].copy()
+        goal = _feature_slice(self.task, "goal_pos")
+        if goal is not None:
+            return self.task.features(self.fm, self.data, self.ee_position())[goal].copy()
         return self.object_positions()[0]
 
     def ee_position(self) -> np.ndarray:
@@ -86,3 +101,13 @@ class TaskSceneTwin(EnvSceneTwin):
         if self._rig is not None:
             self._rig.close()
         self.env.close()
+
+
+def _feature_slice(task: Any, name: str) -> slice | None:
+    """Where the task feature ``name`` sits in ``task.features(...)`` (None if it has none)."""
+    offset = 0
+    for f in task.state_fields:
+        if f.name == name:
+            return slice(offset, offset + f.size)
+        offset += f.size
+    return None
