@@ -180,6 +180,7 @@ def encoder_weights(work: Path) -> list[str]:
             "train",
             str(ROOT / enc.config),
             f"data.stores=[{work / 'demos'}]",
+            f"data.action_stores=[{work / 'demos'}]",
             f"data.cameras=[{cams}]",
             f"train.updates={enc.quick_updates}",
             f"train.out_dir={out}",

@@ -3,6 +3,7 @@ self-supervised from recorded camera frames, for ``model.encoder: {kind: frozen,
 
     episode stores (demos + random play) --> frames per camera (final observations included)
         --> split by episode --> deep spatial autoencoder (learner.algorithms.spatial_autoencoder)
+        [+ demo steps (frames, state, action) --> their actions, predicted from the points]
         --> checkpoint of the backbone alone (model.safetensors: what model.encoder.weights loads)
 
 No pretrained vision weights are downloaded: the frames of the task's own scene are the data, so
@@ -23,7 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.algorithms.spatial_autoencoder import AutoencoderConfig, SpatialAutoencoderLearner
+from learner.algorithms.spatial_autoencoder import (
+    ActionTargets,
+    AutoencoderConfig,
+    SpatialAutoencoderLearner,
+)
 from learner.cluster import ClusterConfig
 from learner.models.encoder_kinds import KeypointBackbone
 from learner.runners.budget import Budget
@@ -56,6 +61,13 @@ class PretrainData:
     )
     max_frames: int = field(
         default=50_000, metadata=_h("most frames read per camera (the rest are left out)")
+    )
+    action_stores: list[str] = field(
+        default_factory=list,
+        metadata=_h(
+            "episode stores whose steps (frames, state, action) also train the backbone to "
+            "predict the demonstrated action (the RL run's demos; needs train.action_weight > 0)"
+        ),
     )
 
     def validate(self) -> None:
@@ -99,6 +111,14 @@ class PretrainTrain(TrainLoopConfig):
             "moving objects are reconstructed, not only the arm and table (0 = plain MSE)"
         ),
     )
+    action_weight: float = field(
+        default=0.0,
+        metadata=_h(
+            "weight of the demo-action loss beside reconstruction (0 = reconstruction only; "
+            "> 0 needs data.action_stores)"
+        ),
+    )
+    action_batch_size: int = field(default=64, metadata=_h("demo steps per update"))
     log_every: int = field(default=250, metadata=_h("updates between metrics rows (val loss)"))
     time_budget_s: float | None = field(
         default=None, metadata=_h("stop training after this many seconds (null = no bound)")
@@ -110,13 +130,22 @@ class PretrainTrain(TrainLoopConfig):
 
     def validate(self) -> None:
         if (
-            min(self.updates, self.batch_size, self.log_every, self.target_size) < 1
+            min(
+                self.updates,
+                self.batch_size,
+                self.log_every,
+                self.target_size,
+                self.action_batch_size,
+            )
+            < 1
             or self.pad < 0
             or self.foreground_weight < 0
+            or self.action_weight < 0
         ):
             raise ConfigError(
-                "keys 'train.updates', 'train.batch_size', 'train.log_every', 'train.target_size' "
-                "must be >= 1, 'train.pad' and 'train.foreground_weight' >= 0"
+                "keys 'train.updates', 'train.batch_size', 'train.action_batch_size', "
+                "'train.log_every', 'train.target_size' must be >= 1, 'train.pad', "
+                "'train.foreground_weight' and 'train.action_weight' >= 0"
             )
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise ConfigError(f"key 'train.time_budget_s' must be > 0, got {self.time_budget_s}")
@@ -138,6 +167,14 @@ class EncoderPretrainConfig(RunConfig):
     data: PretrainData = field(default_factory=PretrainData, metadata=_h("frames to learn from"))
     model: PretrainModel = field(default_factory=PretrainModel, metadata=_h("backbone"))
     train: PretrainTrain = field(default_factory=PretrainTrain, metadata=_h("loop, outputs"))
+
+    def validate(self) -> None:
+        if (self.train.action_weight > 0) != bool(self.data.action_stores):
+            raise ConfigError(
+                "keys 'train.action_weight' and 'data.action_stores' go together: the demo-action "
+                f"loss needs demo stores and a weight > 0 (got weight {self.train.action_weight}, "
+                f"stores {self.data.action_stores})"
+            )
 
 
 def read_frames(stores: list[str], cameras: list[str], max_frames: int) -> dict[str, Any]:
@@ -171,6 +208,35 @@ def read_frames(stores: list[str], cameras: list[str], max_frames: int) -> dict[
     }
 
 
+def read_demo_steps(stores: list[str], cameras: list[str]) -> dict[str, np.ndarray]:
+    """``{camera: uint8 [N, H, W, 3], "state": [N, S], "action": [N, A], "episode": [N]}`` of
+    every step of the episodes in ``stores`` (a final observation has no action)."""
+    need = [*(f"images/{c}" for c in cameras), "state", "action"]
+    hint = "record demos with 'rlinf collect ENV --obs-mode rgb cameras=[...]'"
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (*cameras, "state", "action", "episode")}
+    ep_id = 0
+    for store in stores:
+        for ep in open_demos(store, key="data.action_stores", need=need, hint=hint).each():
+            for c in cameras:
+                cols[c].append(ep.steps[f"images/{c}"])
+            cols["state"].append(np.asarray(ep.steps["state"], np.float32))
+            cols["action"].append(np.asarray(ep.steps["action"], np.float32))
+            cols["episode"].append(np.full(len(ep.steps["action"]), ep_id))
+            ep_id += 1
+    if ep_id < 2:
+        raise ConfigError(
+            f"key 'data.action_stores': {ep_id} episode(s) in {stores}; the demo-action loss "
+            "needs at least 2 (one is held out for validation)"
+        )
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def action_targets(steps: dict[str, np.ndarray]) -> ActionTargets:
+    """The proprioception scale and action size of the demo steps (zeroed features stay 0)."""
+    state = torch.as_tensor(steps["state"])
+    return ActionTargets(state.mean(0), state.std(0).clamp_min(1e-3), int(steps["action"].shape[1]))
+
+
 def run(cfg: EncoderPretrainConfig, cluster: Any) -> dict[str, Any]:
     """Pretrain, validate, checkpoint the backbone; returns the final metrics."""
     from learner.checkpoint import write_checkpoint
@@ -187,33 +253,52 @@ def run(cfg: EncoderPretrainConfig, cluster: Any) -> dict[str, Any]:
     val = val[rng.permutation(len(val))[:512]]  # a fixed validation batch
     backbone = KeypointBackbone(tuple(cfg.model.channels))
     t = cfg.train
+    demos = read_demo_steps(cfg.data.action_stores, cams) if t.action_weight > 0 else None
     algo = SpatialAutoencoderLearner(
         backbone,
         backbone.out_dim,
         cams,
         AutoencoderConfig(
             lr=t.lr,
-            target_hw=(t.target_size,) * 2,
+            target_hw=(t.target_size, t.target_size),
             pad=t.pad,
             seed=cfg.seed,
             foreground_weight=t.foreground_weight,
+            action_weight=t.action_weight,
         ),
+        action_targets(demos) if demos is not None else None,
     )
 
-    def frames(rows: np.ndarray) -> dict[str, torch.Tensor]:
+    def frames(rows: np.ndarray) -> dict[str, Any]:
         return {c: torch.as_tensor(images[c][rows]) for c in cams}
 
-    def draw() -> dict[str, torch.Tensor]:
-        return frames(rng.choice(train, size=t.batch_size))
+    demo_train, demo_val = np.zeros(0, int), np.zeros(0, int)
+    if demos is not None:
+        demo_train, demo_val = split_by_episode(demos["episode"], cfg.data.val_fraction, rng)
+
+    def demo_steps(rows: np.ndarray) -> dict[str, torch.Tensor]:
+        assert demos is not None
+        return {k: torch.as_tensor(demos[k][rows]) for k in (*cams, "state", "action")}
+
+    def draw() -> dict[str, Any]:
+        batch = frames(rng.choice(train, size=t.batch_size))
+        if demos is not None:
+            batch["demo"] = demo_steps(rng.choice(demo_train, size=t.action_batch_size))
+        return batch
 
     rows = Rows(t0=t0)
     val_batch = frames(val)
 
     def log_row(step: int, metrics: dict[str, float]) -> None:
         rows.extra = {"val/recon_mse": algo.evaluate(val_batch)}
+        if demos is not None:
+            rows.extra["val/action_mse"] = algo.evaluate_actions(demo_steps(demo_val))
         rows(step, metrics)
         log.info(
-            "update %d: loss %.5f, val %.5f", step, metrics["loss"], rows.extra["val/recon_mse"]
+            "update %d: loss %.5f, %s",
+            step,
+            metrics["loss"],
+            ", ".join(f"{k} {v:.5f}" for k, v in rows.extra.items()),
         )
 
     steps, _ = fit(
@@ -222,6 +307,7 @@ def run(cfg: EncoderPretrainConfig, cluster: Any) -> dict[str, Any]:
     final_row = rows.history[-1]
     metrics = {
         "val_recon_mse": final_row["val/recon_mse"],
+        **({"val_action_mse": final_row["val/action_mse"]} if demos is not None else {}),
         "train_loss": final_row["train/loss"],
         "frames": int(len(data["episode"])),
         "val_frames": int(len(val)),
@@ -248,4 +334,4 @@ RUNNERS.add(
     RunnerSpec(config_cls=EncoderPretrainConfig, run=run, in_process=lambda cfg, slots: True),
 )
 
-__all__ = ["EncoderPretrainConfig", "read_frames", "run"]
+__all__ = ["EncoderPretrainConfig", "read_demo_steps", "read_frames", "run"]

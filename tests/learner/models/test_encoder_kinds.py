@@ -347,6 +347,7 @@ def test_pretraining_runner_runs_two_updates_and_writes_the_run(tmp_path: Path) 
             ROOT / "configs/encoder_pretrain.yaml",
             [
                 f"data.stores=[{store}]",
+                f"data.action_stores=[{store}]",
                 "data.cameras=[third,wrist]",
                 "model.channels=[4,4]",
                 "train.updates=2",
@@ -369,7 +370,76 @@ def test_pretraining_runner_runs_two_updates_and_writes_the_run(tmp_path: Path) 
     hist = read_metrics(tmp_path / "run")["history"]
     assert [r["updates"] for r in hist] == [1.0, 2.0]
     assert all("val/recon_mse" in r and "train/loss" in r for r in hist)
+    assert all("val/action_mse" in r and "train/action_loss" in r for r in hist)
     # its checkpoint is what model.encoder.weights loads (the run dir: the latest checkpoint)
     enc = FrozenEncoder(2, (16, 16), (4, 4), 8)
     load_weights(enc.backbone, tmp_path / "run")
     assert Path(final["checkpoint"], "model.safetensors").is_file()
+
+
+def test_pretraining_refuses_an_action_weight_without_demo_stores_and_stores_without_weight(
+    tmp_path: Path,
+) -> None:
+    from learner.runners.encoder_pretrain import EncoderPretrainConfig
+
+    base = ROOT / "configs/encoder_pretrain.yaml"
+    with pytest.raises(ConfigError, match="action_weight.*action_stores"):
+        from_dict(EncoderPretrainConfig, load_config(base, ["data.action_stores=[]"]))
+    with pytest.raises(ConfigError, match="action_weight.*action_stores"):
+        from_dict(EncoderPretrainConfig, load_config(base, ["train.action_weight=0"]))
+    with pytest.raises(ConfigError, match="action_weight"):
+        from_dict(EncoderPretrainConfig, load_config(base, ["train.action_weight=-1"]))
+    ok = from_dict(
+        EncoderPretrainConfig, load_config(base, ["train.action_weight=0", "data.action_stores=[]"])
+    )
+    assert ok.train.action_weight == 0  # reconstruction only
+
+
+def test_the_demo_action_loss_trains_the_backbone_to_tell_where_a_marker_is() -> None:
+    """Frames with a bright square on the left have action -1, on the right +1: the action head
+    can only read that from the keypoints, so its loss falls only if the backbone learns it."""
+    from learner.algorithms.spatial_autoencoder import (
+        ActionTargets,
+        AutoencoderConfig,
+        SpatialAutoencoderLearner,
+    )
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+
+    def demo(n: int) -> dict[str, torch.Tensor]:
+        side = torch.randint(0, 2, (n,), generator=gen)
+        img = torch.zeros(n, 16, 16, 3, dtype=torch.uint8)
+        for i, s in enumerate(side.tolist()):
+            col = 2 if s == 0 else 10
+            img[i, 6:10, col : col + 4] = 255
+        action = (side.float() * 2 - 1)[:, None]
+        return {"third": img, "state": torch.zeros(n, 3), "action": action}
+
+    backbone = KeypointBackbone((8, 8))
+    algo = SpatialAutoencoderLearner(
+        backbone,
+        backbone.out_dim,
+        ["third"],
+        AutoencoderConfig(lr=3e-3, target_hw=(8, 8), pad=0, action_weight=1.0, action_hidden=32),
+        ActionTargets(torch.zeros(3), torch.ones(3), 1),
+    )
+    held_out = demo(64)
+    before = algo.evaluate_actions(held_out)
+    for _ in range(150):
+        batch = demo(32)
+        m = algo.update({"third": batch["third"], "demo": batch})
+    after = algo.evaluate_actions(held_out)
+    assert {"loss", "recon_loss", "action_loss", "grad_norm"} <= set(m)
+    assert before > 0.5 and after < 0.1 * before, (before, after)
+    # without the weight the head is not built and the batch's demo steps are ignored
+    plain = SpatialAutoencoderLearner(
+        KeypointBackbone((8, 8)),
+        16,
+        ["third"],
+        AutoencoderConfig(target_hw=(8, 8)),
+        ActionTargets(torch.zeros(3), torch.ones(3), 1),
+    )
+    assert plain.action_head is None and "action_loss" not in plain.update(
+        {"third": held_out["third"], "demo": held_out}
+    )

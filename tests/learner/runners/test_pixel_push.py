@@ -29,6 +29,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     subprocess.run(cmd + args + SMALL, cwd=ROOT, check=True, capture_output=True, timeout=300)
     over = [
         f"data.stores=[{demos}]",
+        f"data.action_stores=[{demos}]",
         "train.updates=20",
         "train.batch_size=16",
         "train.log_every=10",
