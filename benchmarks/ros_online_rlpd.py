@@ -317,44 +317,84 @@ def sim_task() -> str:
     return env["name"] + (f", obs_mode={mode} cameras={cams}" if mode != "state" else "")
 
 
-def heldout(work: Path, t_robot: float, episodes: int, overrides: list[str]) -> list[dict]:
-    """Deterministic held-out success of ``initial`` and each checkpoint on the simulator."""
+def checkpoints(work: Path, t_robot: float) -> list[tuple[float, Path]]:
+    """``(wall s since the robot started, path)`` of ``initial`` and each checkpoint, in order."""
+    out = work / "run"
+    return [(0.0, out / "initial")] + sorted(
+        (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p)
+        for p in (out / "checkpoints").glob("iter_*")
+    )
+
+
+def heldout(
+    ckpts: list[tuple[float, Path]], episodes: int, overrides: list[str], sampled: bool = False
+) -> list[dict]:
+    """Held-out success of each checkpoint on the simulator: the deterministic actor, and with
+    ``sampled`` also its sampled actions (``eval.deterministic=false``, seeded): the policy the
+    twin ran, since the server serves it with ``server.deterministic=false``."""
     from learner.checkpoint import load_policy
     from learner.eval.embodied import evaluate_config
     from learner.offpolicy.config import OffPolicyConfig
     from rlinf_contracts.config import from_dict, load_config
 
-    out = work / "run"
     for k, v in TOKENS.items():
         os.environ.setdefault(k, v)
     cfg = from_dict(
         OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url=", *overrides])
     )
     cfg.train.progress = False
-    ckpts = [(0.0, out / "initial")] + sorted(
-        (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p)
-        for p in (out / "checkpoints").glob("iter_*")
-    )
+    modes = {"heldout_success": True, **({"heldout_sampled": False} if sampled else {})}
     rows = []
     for wall, path in ckpts:
         policy, meta = load_policy(str(path))
-        res = evaluate_config(
-            policy, cfg, episodes, seed=50_000, video_path=None, deadline=None, progress=False
-        )
-        split = next(iter(res.values()))
         counters = meta.get("counters", {}) if isinstance(meta, dict) else {}
-        rows.append(
-            {
-                "checkpoint": path.name,
-                "wall_s": round(wall, 1),
-                "transitions": int(counters.get("env_steps", 0)),
-                "updates": int(counters.get("updates", 0)),
-                "heldout_success": round(float(split["success_rate"]), 3),
-                "episodes": int(split["episodes"]),
-            }
-        )
-        print(json.dumps(rows[-1]), flush=True)
+        row: dict = {
+            "checkpoint": path.name,
+            "wall_s": round(wall, 1),
+            "transitions": int(counters.get("env_steps", 0)),
+            "updates": int(counters.get("updates", 0)),
+        }
+        for key, deterministic in modes.items():
+            cfg.eval.deterministic = deterministic
+            res = evaluate_config(
+                policy, cfg, episodes, seed=50_000, video_path=None, deadline=None, progress=False
+            )
+            split = next(iter(res.values()))
+            row[key] = round(float(split["success_rate"]), 3)
+            row["episodes"] = int(split["episodes"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     return rows
+
+
+def first_at(rows: list[dict], key: str, target: float, minutes: float) -> dict | None:
+    """The first checkpoint whose ``key`` reaches ``target`` within the run's minutes."""
+    return next((r for r in rows if r[key] >= target and r["wall_s"] <= minutes * 60), None)
+
+
+def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
+    """Evaluate a finished run's checkpoints again (at their recorded wall times), re-render."""
+    data = load(stem)
+    meta, walls = data["meta"], {r["checkpoint"]: r["wall_s"] for r in data["rows"]}
+    overrides = [f"model.encoder.weights={meta['encoder_weights']}"] * bool(
+        meta.get("encoder_weights")
+    )
+    ckpts = [(w, p) for w, p in checkpoints(work, 0.0) if p.name in walls]
+    rows = heldout([(walls[p.name], p) for _, p in ckpts], episodes, overrides, sampled)
+    judge(meta, rows, sampled)
+    plot(rows, [], RESULTS / f"{stem}.png", meta["target"], meta["task"], TASK.reward_source)
+    print(render(stem, meta, rows))
+
+
+def judge(meta: dict, rows: list[dict], sampled: bool) -> None:
+    """The run's verdict figures into ``meta``: first checkpoint at the target, the best."""
+    hit = first_at(rows, "heldout_success", meta["target"], meta["minutes"])
+    meta["first_at_target_s"] = hit["wall_s"] if hit else None
+    meta["best"] = max(rows, key=lambda r: r["heldout_success"])
+    if sampled:
+        hit = first_at(rows, "heldout_sampled", meta["target"], meta["minutes"])
+        meta["first_at_target_sampled_s"] = hit["wall_s"] if hit else None
+        meta["best_sampled"] = max(rows, key=lambda r: r["heldout_sampled"])
 
 
 def main() -> None:
@@ -373,7 +413,17 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     ap.add_argument(
+        "--sampled",
+        action="store_true",
+        help="also evaluate the sampled policy (the one the twin ran: server.deterministic=false)",
+    )
+    ap.add_argument(
         "--from-json", action="store_true", help="only re-render results/<stem>.md from its JSON"
+    )
+    ap.add_argument(
+        "--reevaluate",
+        action="store_true",
+        help="evaluate the finished run in --work again (e.g. with --sampled) and re-render",
     )
     a = ap.parse_args()
     TASK = TASKS[a.task]
@@ -383,6 +433,9 @@ def main() -> None:
         print(render(stem, data["meta"], data["rows"]))
         return
     a.work = a.work or f"runs/bench_{stem}"
+    if a.reevaluate:
+        reevaluate(stem, (ROOT / a.work).resolve(), a.eval_episodes, a.sampled)
+        return
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
     os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     os.environ.update(TOKENS)
@@ -405,13 +458,8 @@ def main() -> None:
     finally:
         procs.stop_all()
     load1 = os.getloadavg()[0]
-    rows = heldout(work, t_robot, a.eval_episodes, overrides)
+    rows = heldout(checkpoints(work, t_robot), a.eval_episodes, overrides, a.sampled)
     final = metrics["final"]
-    hit = next(
-        (r for r in rows if r["heldout_success"] >= a.target and r["wall_s"] <= a.minutes * 60),
-        None,
-    )
-    best = max(rows, key=lambda r: r["heldout_success"])
     RESULTS.mkdir(parents=True, exist_ok=True)
     plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task, TASK.reward_source)
     meta = machine_meta(
@@ -432,14 +480,13 @@ def main() -> None:
         ingest_duplicates=final.get("ingest/duplicates"),
         ingest_gaps=final.get("ingest/gaps"),
         twin_success_last100=final.get("success_rate"),
-        first_at_target_s=hit["wall_s"] if hit else None,
-        best=best,
         sim_task=sim_task(),
         classifier=classifier,
         classifier_config=TASK.classifier,
         encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
         run_figures=newest(metrics, RUN_FIGURES),
     )
+    judge(meta, rows, a.sampled)
     print(f"run figures: {meta['run_figures']}", flush=True)
     verdict = render(stem, meta, rows)
     print(verdict)

@@ -32,6 +32,13 @@ def plot(
         "o-",
         label="held-out success (sim, deterministic)",
     )
+    if rows and "heldout_sampled" in rows[0]:
+        ax.plot(
+            [r["wall_s"] / 60 for r in rows],
+            [r["heldout_sampled"] for r in rows],
+            "s-",
+            label="held-out success (sim, sampled actions)",
+        )
     twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
     if twin:
         label = f"twin training episodes (last 100, by {reward})"
@@ -97,6 +104,15 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         else f"best {best['heldout_success']:.2f} at {best['wall_s'] / 60:.1f} min "
         f"(target {target} NOT met)"
     )
+    if rows and "heldout_sampled" in rows[0]:
+        hit_s, best_s = meta.get("first_at_target_sampled_s"), meta["best_sampled"]
+        hit = next((r for r in rows if hit_s is not None and r["wall_s"] == hit_s), None)
+        verdict += f"; sampled actions {rows[0]['heldout_sampled']:.2f} -> " + (
+            f"{hit['heldout_sampled']:.2f} at {hit['wall_s'] / 60:.1f} min (target {target} met)"
+            if hit
+            else f"best {best_s['heldout_sampled']:.2f} at {best_s['wall_s'] / 60:.1f} min "
+            f"(target {target} NOT met)"
+        )
     intro = [
         f"`benchmarks/ros_online_rlpd.py`: {meta['demo_episodes']} scripted-teleop demos "
         "collected on "
@@ -113,8 +129,14 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         f"({meta['push_failures'] or 0:.0f} failed); ingest duplicates "
         f"{meta['ingest_duplicates'] or 0:.0f}, gaps {meta['ingest_gaps'] or 0:.0f}.",
         f"Held-out = deterministic actor on the simulator of the same task ({env}, "
-        f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run. "
-        f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
+        f"{meta['eval_episodes']} episodes, seeds the twin never used), evaluated after the run"
+        + (
+            "; 'sampled' = the same episodes with the actor's sampled actions (seeded), the "
+            "policy the twin ran (the server serves it with `server.deterministic=false`). "
+            if rows and "heldout_sampled" in rows[0]
+            else ". "
+        )
+        + f"Curve: `benchmarks/results/{stem}.png`. The twin curve's clock is the learner's (it "
         "starts "
         "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
         "before `rlinf serve` was up (the pusher retries).",
@@ -128,5 +150,7 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         ("updates", lambda r: r["updates"]),
         ("held-out success", lambda r: f"{r['heldout_success']:.2f}"),
     ]
+    if rows and "heldout_sampled" in rows[0]:
+        cols.append(("held-out, sampled", lambda r: f"{r['heldout_sampled']:.2f}"))
     write_table(stem, f"Online RLPD over ROS 2 on the sim twin ({task})", intro, meta, rows, cols)
     return verdict

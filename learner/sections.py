@@ -273,6 +273,13 @@ class EvalConfig:
         default_factory=lambda: ["id"],
         metadata=h("splits passed to the env as ood=<split>; 'id' = training distribution"),
     )
+    deterministic: bool = field(
+        default=True,
+        metadata=h(
+            "act with the policy's mode (true) or sample its action distribution, seeded (false: "
+            "the stochastic policy a server with server.deterministic=false runs on a robot)"
+        ),
+    )
     video: bool = field(default=False, metadata=h("write <out_dir>/eval.mp4 of a few episodes"))
     video_episodes: int = field(default=2, metadata=h("episodes in the video"))
     env: str = field(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from learner.checkpoint import load_policy
 from learner.models import Policy
@@ -47,17 +48,19 @@ hides a policy that gets there by ramming."""
 
 
 def _run_round(
-    policy: Policy, env: Any, seed: int, recorder: _Recorder | None
+    policy: Policy, env: Any, seed: int, recorder: _Recorder | None, deterministic: bool = True
 ) -> dict[str, np.ndarray]:
     n = env.num_envs
     obs = env.reset(seed)
+    if not deterministic:  # sampled actions, reproducible per round
+        torch.manual_seed(seed)
     alive = np.ones(n, bool)
     out = {"success": np.zeros(n, bool), "return": np.zeros(n), "length": np.zeros(n)}
     out.update({key: np.full(n, np.nan) for key in EPISODE_PEAKS})
     if recorder:
         recorder.add(env, alive)
     for _ in range(4 * env.spec.max_episode_steps + 10):
-        actions, _, _ = policy.act(obs, deterministic=True)
+        actions, _, _ = policy.act(obs, deterministic=deterministic)
         obs, _, term, trunc, info = env.step(actions)
         ended = alive & (np.asarray(term) | np.asarray(trunc))
         out["success"][ended] = np.asarray(info["success"])[ended]
@@ -177,9 +180,11 @@ def evaluate_policy(
     progress: bool = False,
     desc: str = "eval",
     cut: EvalCut | None = None,
+    deterministic: bool = True,
 ) -> dict[str, Any]:
-    """Deterministic episodes on held-out seeds ``seed + ...``; see the module docstring. A
-    deadline's cut is added to ``cut`` (for the caller's one message) or logged here."""
+    """Episodes on held-out seeds ``seed + ...`` (the policy's mode, or with ``deterministic``
+    false its sampled actions); see the module docstring. A deadline's cut is added to ``cut``
+    (for the caller's one message) or logged here."""
     n = max(1, min(num_envs, episodes))
     env = build_env(env_name, n, **env_kwargs)
     recorder = _Recorder(min(video_episodes, n)) if video_path else None
@@ -201,7 +206,7 @@ def evaluate_policy(
                     log.warning("%s", cut.message())
                 break
             rec = recorder if rnd < VIDEO_ROUNDS else None
-            results.append(_run_round(policy, env, seed + rnd * n, rec))
+            results.append(_run_round(policy, env, seed + rnd * n, rec, deterministic))
             longest = max(longest, time.perf_counter() - now)
             if rec is not None:
                 rec.end_round()
@@ -329,6 +334,7 @@ def evaluate_config(
             progress,
             f"eval {split}",
             cut,
+            cfg.eval.deterministic,
         )
         log.info(
             "eval split %-10s success %.3f over %d episodes",
@@ -342,7 +348,7 @@ def evaluate_config(
 
 
 def final_eval(cfg: Any, checkpoint: str | Path, deadline: float | None = None) -> dict[str, Any]:
-    """Held-out success of a run's last checkpoint (its deterministic actor), ``eval.episodes`` per
+    """Held-out success of a run's last checkpoint (its deterministic actor, or with ``eval.deterministic`` false its sampled actions), ``eval.episodes`` per
     split, on the run's own config: the closing figure every training runner adds to its metrics
     (``train.final_eval``). A video goes to ``<out_dir>/eval.mp4`` with ``eval.video``; rounds
     that would end past ``deadline`` (the run's time budget) are not started."""
