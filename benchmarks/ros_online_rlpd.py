@@ -382,7 +382,11 @@ def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
     ckpts = [(w, p) for w, p in checkpoints(work, 0.0) if p.name in walls]
     rows = heldout([(walls[p.name], p) for _, p in ckpts], episodes, overrides, sampled)
     judge(meta, rows, sampled)
-    plot(rows, [], RESULTS / f"{stem}.png", meta["target"], meta["task"], TASK.reward_source)
+    run_metrics = work / "run" / "metrics.json"
+    history = (
+        json.loads(run_metrics.read_text()).get("history", []) if run_metrics.is_file() else []
+    )
+    plot(rows, history, RESULTS / f"{stem}.png", meta["target"], meta["task"], TASK.reward_source)
     print(render(stem, meta, rows))
 
 

@@ -57,7 +57,7 @@ def plot(
         f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
         fontsize=9,
     )
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
