@@ -17,10 +17,10 @@ is the shifted frame, so the points learn to follow content rather than the imag
 
 The demonstrations' actions as a second objective (``action_weight > 0``): a small MLP predicts
 each demo step's action from the points of every camera and the step's proprioception. Why:
-reconstruction alone rewards drawing whatever moves most -- the arm -- and on the push scene the
-autoencoder's points located the cube and the goal no better than the same backbone's initial
-weights (``benchmarks/encoder_probe.py``); what the demonstrator did depends on where the cube and
-the goal are relative to the hand, so predicting it pulls points onto them. It uses only what a
+reconstruction alone rewards drawing whatever moves most -- the arm -- and on the frames a push
+visits the autoencoder's points placed the cube and the goal hardly better than the same
+backbone's initial weights (``benchmarks/encoder_probe.py``); what the demonstrator did depends
+on where the cube and the goal are relative to the hand, so predicting it pulls points onto them. It uses only what a
 bench records (frames, joint state, the teleoperated action), no object labels.
 
 >>> import torch
