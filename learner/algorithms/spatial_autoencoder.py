@@ -20,8 +20,9 @@ each demo step's action from the points of every camera and the step's proprioce
 reconstruction alone rewards drawing whatever moves most -- the arm -- and on the frames a push
 visits the autoencoder's points placed the cube and the goal hardly better than the same
 backbone's initial weights (``benchmarks/encoder_probe.py``); what the demonstrator did depends
-on where the cube and the goal are relative to the hand, so predicting it pulls points onto them. It uses only what a
-bench records (frames, joint state, the teleoperated action), no object labels.
+on where the cube and the goal are relative to the hand, so predicting it pulls points onto them.
+It uses only what a bench records (frames, joint state, the teleoperated action), no object
+labels.
 
 >>> import torch
 >>> from torch import nn

@@ -348,8 +348,9 @@ def evaluate_config(
 
 
 def final_eval(cfg: Any, checkpoint: str | Path, deadline: float | None = None) -> dict[str, Any]:
-    """Held-out success of a run's last checkpoint (its deterministic actor, or with ``eval.deterministic`` false its sampled actions), ``eval.episodes`` per
-    split, on the run's own config: the closing figure every training runner adds to its metrics
+    """Held-out success of a run's last checkpoint (its deterministic actor, or with
+    ``eval.deterministic`` false its sampled actions), ``eval.episodes`` per split, on the run's
+    own config: the closing figure every training runner adds to its metrics
     (``train.final_eval``). A video goes to ``<out_dir>/eval.mp4`` with ``eval.video``; rounds
     that would end past ``deadline`` (the run's time budget) are not started."""
     policy, _ = load_policy(checkpoint)

@@ -15,10 +15,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from twin_reading import arm_reading
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from rlinf_contracts.features import RobotReading, build_state, needs
+from rlinf_contracts.features import build_state, needs
 from rlinf_contracts.rotations import quat_xyzw_to_matrix
 from robot_drivers.factory import make_arm
 
@@ -56,13 +57,8 @@ def test_topic_state_equals_the_simulators_insert_observation():
     for episode in range(3):
         backend.new_episode()
         backend.step(20)  # the arm settles a little: joint velocities are not zero
-        s = arm.state()
-        reading = RobotReading(
-            q=s.q,
-            dq=s.dq,
-            ee_pos=s.ee_pose.position,
-            ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
-            gripper_width=s.gripper.width,
+        reading = arm_reading(
+            arm,
             goal_pos=twin.target_position() - base,  # what the task node relays on task/goal
         )
         np.testing.assert_allclose(

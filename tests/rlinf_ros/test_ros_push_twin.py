@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin_reading import arm_reading
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from rlinf_contracts.features import RobotReading, build_state, needs
-from rlinf_contracts.rotations import quat_xyzw_to_matrix
+from rlinf_contracts.features import build_state, needs
 from rlinf_ros.nodes.scene_twin import world_to_base
 from robot_drivers.factory import ArmConfig, make_arm
 
@@ -33,13 +33,8 @@ def test_topic_state_equals_the_simulators_push_observation():
     for episode in range(3):
         backend.new_episode()
         backend.step(20)  # the arm settles a little: joint velocities are not zero
-        s = arm.state()
-        reading = RobotReading(
-            q=s.q,
-            dq=s.dq,
-            ee_pos=s.ee_pose.position,
-            ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
-            gripper_width=s.gripper.width,
+        reading = arm_reading(
+            arm,
             object_pos=world_to_base(backend, twin.object_positions())[0],
             goal_pos=twin.target_position() - base,
         )

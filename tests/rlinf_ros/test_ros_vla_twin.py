@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from twin_reading import arm_reading
 
 pytest.importorskip("mujoco", reason="needs the sim extra")
 
-from rlinf_contracts.features import RobotReading, build_state, needs
-from rlinf_contracts.rotations import quat_xyzw_to_matrix
+from rlinf_contracts.features import build_state, needs
 from rlinf_ros.nodes.scene_twin import world_to_base
 from robot_drivers.factory import ArmConfig, make_arm
 
@@ -34,13 +34,8 @@ def test_topic_state_and_camera_equal_the_simulators_observation():
         backend.step(20)  # the arm settles a little: joint velocities are not zero
         env._refresh(np.arange(1))
         obs = env._observe()  # the simulator's observation of this physical state
-        s = arm.state()
-        reading = RobotReading(
-            q=s.q,
-            dq=s.dq,
-            ee_pos=s.ee_pose.position,
-            ee_rot=quat_xyzw_to_matrix(s.ee_pose.quat_xyzw),
-            gripper_width=s.gripper.width,
+        reading = arm_reading(
+            arm,
             objects=world_to_base(backend, twin.object_positions()),
         )
         state = build_state(spec, reading)
