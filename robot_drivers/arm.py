@@ -20,7 +20,7 @@ import numpy as np
 from rlinf_contracts.impedance import ImpedanceGains
 from robot_drivers.impedance_law import ImpedanceTracking
 from robot_drivers.kinematics import apply_ee_delta, forward_kinematics
-from robot_drivers.safety import SafetyConfig, SafetyLayer
+from robot_drivers.safety import LIMIT_ESTOP, SafetyConfig, SafetyLayer
 from robot_drivers.types import ArmState, CommandOutcome, GripperState
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class FrankaArm:
         reason = self.safety.check_measured(st.q, st.dq)
         if reason is not None:
             self.safety.record("limit_violation", reason)
-            self.estop(f"limit violation: {reason}")
+            self.estop(f"{LIMIT_ESTOP}: {reason}")
 
     def _check_error(self, st: ArmState) -> CommandOutcome | None:
         self._check_limits(st)
@@ -328,6 +328,21 @@ class FrankaArm:
 
     def reset_estop(self) -> bool:
         return self.safety.reset_estop()
+
+    def release_limit_estop(self) -> str | None:
+        """Release the latch when a measured limit violation set it (never an operator's e-stop);
+        returns the reason released, or None.
+
+        Why: a scene twin's episode reset puts the arm back at the episode's start pose, as the
+        simulator it twins does (where nothing latches). During online RL an early policy can
+        press a joint a few mrad past its stop; the latch then refused every command for the
+        rest of the run, since nobody stands at a twin to call ``reset_estop``. Only the scene
+        reset calls this; on a real arm the latch waits for a person."""
+        reason = self.safety.estop_reason
+        if reason is None or not reason.startswith(LIMIT_ESTOP):
+            return None
+        self.safety.reset_estop()
+        return reason
 
     def recover(self) -> bool:
         """Automatic error recovery on the robot (does not release a latched e-stop)."""

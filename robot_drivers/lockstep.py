@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from robot_drivers.lockstep_limits import JointLimits, LimitedControlStep
+from robot_drivers.safety import LIMIT_ESTOP
 
 
 class LockstepStepper:
@@ -93,5 +94,5 @@ class LockstepStepper:
             reason = safety.check_measured(qk, dqk)
             if reason is not None:
                 safety.record("limit_violation", reason)
-                self.arm.estop(f"limit violation: {reason}")
+                self.arm.estop(f"{LIMIT_ESTOP}: {reason}")
                 return

@@ -51,6 +51,7 @@ from robot_drivers.types import (
 )
 
 log = logging.getLogger(__name__)
+LIMIT_ESTOP = "limit violation"  # the reason prefix of a latch a measured-limit check sets
 
 EVENT_WORDS: dict[str, tuple[str, str]] = {
     "position_limit": ("position clamp", "position clamps"),
@@ -209,6 +210,11 @@ class SafetyLayer:
     @property
     def estopped(self) -> bool:
         return self._estop_reason is not None
+
+    @property
+    def estop_reason(self) -> str | None:
+        """Why the latch is set (None when it is not)."""
+        return self._estop_reason
 
     def estop(self, reason: str = "requested") -> None:
         """Latch the e-stop: every motion command is refused until :meth:`reset_estop`."""

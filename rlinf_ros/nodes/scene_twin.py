@@ -170,6 +170,13 @@ class SceneTopics:
             self._publish_report() if self.lockstep else self._publish()
             return
         self.backend.new_episode(wanted)
+        released = self.arm.release_limit_estop()
+        if released is not None:
+            log.warning(
+                "episode %d: the scene reset the arm to its start pose; released the e-stop (%s)",
+                wanted,
+                released,
+            )
         node = self.node
         for i, a in enumerate(node.arms):
             if a is self.arm:

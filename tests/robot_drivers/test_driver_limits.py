@@ -175,3 +175,22 @@ def test_measured_speed_or_position_past_the_limits_estops_the_arm() -> None:
     )  # further out: stop again
     arm.tick()
     assert arm.safety.estopped and arm.counters["limit_violation"] == 3
+
+
+def test_a_scene_reset_releases_only_a_limit_estop() -> None:
+    """A twin's scene reset may release the latch a measured limit set (the arm is back at its
+    start pose), never an operator's e-stop."""
+    backend = _Measured()
+    arm = FrankaArm(backend, SafetyConfig(), clock=SimClock())
+    arm.connect()
+    assert arm.release_limit_estop() is None  # nothing latched
+    q = HOME.copy()
+    q[3] = Q_MAX[3] + 0.01  # pressed past a joint stop
+    backend.set_measured(q, np.zeros(7))
+    arm.tick()
+    assert arm.safety.estopped
+    released = arm.release_limit_estop()
+    assert released is not None and "past its limits" in released and not arm.safety.estopped
+    backend.set_measured(HOME, np.zeros(7))
+    arm.estop("service call")
+    assert arm.release_limit_estop() is None and arm.safety.estopped
