@@ -45,6 +45,10 @@ class FrankaEnvConfig:
     init_qpos_noise: float = 0.02  # rad, per joint, on reset
     ood: OODConfig = field(default_factory=OODConfig)
     seed: int | None = None  # used by the first reset() if it gets no seed
+    # compile this env's scenes for it alone instead of sharing the process's compiled scene:
+    # for an owner that rewrites the model (a twin's arm turning servos into torque motors),
+    # which would otherwise change every later env of the same scene in the process
+    private_models: bool = False
 
     def __post_init__(self) -> None:
         if self.obs_mode not in OBS_MODES:

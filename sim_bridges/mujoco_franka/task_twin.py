@@ -49,9 +49,14 @@ class TaskSceneTwin(EnvSceneTwin):
     ) -> None:
         from rlinf_contracts.env_registry import make_env
 
-        self._adopt(
-            make_env(f"mujoco_franka/{task}", num_envs=1, obs_mode="state", control=control), seed
+        env = make_env(
+            f"mujoco_franka/{task}",
+            num_envs=1,
+            obs_mode="state",
+            control=control,
+            private_models=True,  # the arm backend rewrites its actuators under an impedance law
         )
+        self._adopt(env, seed)
         self.task = self.env.task
         self.image_size = image_size
         self._rig: Any = None  # built on the first render (a state-only twin never renders)

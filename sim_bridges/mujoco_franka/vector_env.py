@@ -143,7 +143,7 @@ class FrankaVectorEnv(SteppedVectorEnv):
                 arm_actuation="torque" if torque else "position",
                 builders=tuple(self.task.scene_builders),
             )
-            self.fms.append(cached_model(opts))
+            self.fms.append(compile_scene(opts) if cfg.private_models else cached_model(opts))
         self.datas = [mujoco.MjData(fm.model) for fm in self.fms]
         self.max_steps = cfg.max_episode_steps or self.task.default_max_steps
         h, w = cfg.image_hw

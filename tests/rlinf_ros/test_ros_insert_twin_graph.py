@@ -3,9 +3,15 @@
 task node) -- the scripted human inserts the peg and the task node, relaying the scene's verdict
 (the simulator's insertion-depth test), judges the episodes a success.
 
-The graph runs on the robot node's simulated clock at half real time (``use_sim_time``,
+The graph runs on the robot node's simulated clock at a fifth of real time (``use_sim_time``,
 ``robot.sim_clock``): an episode's 60 steps are 3 simulated seconds however loaded the machine,
-and the other nodes get twice the headroom to answer each control step."""
+and the other nodes get five times the headroom to answer each control step.
+
+In the slow tier (``make test-slow``), not ``make test``: with two CPU hogs beside it the scripted
+human inserted 1 of 3 (at half and at a fifth of real time), where it inserts 3 of 3 on a quiet
+machine. The impedance arm runs in real time, not lock-step (lock-step steps joint targets), so
+this test cannot yet be made independent of load; ``test_ros_insert_twin.py`` checks the twin's
+state, physics, reward and scripted human without DDS, in ``make test``."""
 
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ pytest.importorskip("mujoco", reason="needs the sim extra")
 
 from ros_procs import ROOT, Procs
 
-pytestmark = [pytest.mark.ros, pytest.mark.sim]
+pytestmark = [pytest.mark.ros, pytest.mark.sim, pytest.mark.slow]
 
 
 def test_scripted_inserter_inserts_the_peg_on_the_twin(tmp_path: Path, ros_domain_id: int) -> None:
@@ -29,7 +35,7 @@ def test_scripted_inserter_inserts_the_peg_on_the_twin(tmp_path: Path, ros_domai
     cfg = yaml.safe_load((ROOT / "configs/ros_sim_franka_insert.yaml").read_text())
     cfg["use_sim_time"] = True
     cfg["robot"]["sim_clock"] = True
-    cfg["robot"]["real_time_factor"] = 0.5
+    cfg["robot"]["real_time_factor"] = 0.2
     cfg["policy_client"]["server_url"] = ""  # teleop only: no policy server
     cfg["task"].update(
         episodes=episodes, results_path=str(tmp_path / "episodes.json"), warmup_s=1.0

@@ -99,7 +99,7 @@ def test_the_eval_starts_a_round_only_when_it_fits_and_says_once_why_it_was_cut(
         def close(self) -> None:
             pass
 
-    def fake_round(policy, env, seed, rec):  # one round of 25 episodes takes 40 s
+    def fake_round(policy, env, seed, rec, deterministic=True):  # a round of 25 takes 40 s
         clock.t += 40.0
         ones = np.ones(25)
         return {"success": ones, "return": ones, "length": ones}
@@ -108,7 +108,12 @@ def test_the_eval_starts_a_round_only_when_it_fits_and_says_once_why_it_was_cut(
     monkeypatch.setattr(embodied, "_run_round", fake_round)
     cfg = types.SimpleNamespace(
         eval=types.SimpleNamespace(
-            ood_splits=["id", "ood"], env=None, num_envs=25, seed_offset=0, video_episodes=0
+            ood_splits=["id", "ood"],
+            env=None,
+            num_envs=25,
+            seed_offset=0,
+            video_episodes=0,
+            deterministic=True,
         ),
         env=types.SimpleNamespace(name="toy", factory_kwargs=lambda **kw: {}),
     )
