@@ -22,6 +22,23 @@ fi
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 
+# A first install with the learner (torch, the extras, franky-sim's venv) takes about 5.5 GB, a
+# robot PC's far less; pip fails late with "[Errno 28] No space left on device" in the middle of
+# a wheel, so a new venv checks the disk before it starts.
+if [[ ",$EXTRAS," == *",learner,"* ]]; then NEED_GB="${BOOTSTRAP_NEED_GB:-7}"; else NEED_GB="${BOOTSTRAP_NEED_GB:-2}"; fi
+check_disk() {
+    local dir
+    dir="$(dirname "$VENV")"
+    local free_kb
+    free_kb="$(df -Pk "$dir" | awk 'NR == 2 {print $4}')"
+    if ((free_kb < NEED_GB * 1024 * 1024)); then
+        log "ERROR: $((free_kb / 1024)) MB free on the disk of $dir; installing needs about ${NEED_GB} GB."
+        log "Free some space (old runs/ directories, other checkouts' .venv) and run again;"
+        log "BOOTSTRAP_NEED_GB=N lowers the threshold if you know the install needs less."
+        exit 1
+    fi
+}
+
 install_apt() {
     local missing=()
     for pkg in "${APT_PACKAGES[@]}"; do
@@ -78,6 +95,7 @@ main() {
         return
     fi
     if [[ ! -x "$VENV/bin/python" ]]; then
+        check_disk
         log "creating $VENV"
         "$PYTHON" -m venv "$VENV"
     fi
