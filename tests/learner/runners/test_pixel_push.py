@@ -56,6 +56,7 @@ def test_pixel_push_trains_end_to_end(data: dict[str, Path], config: str) -> Non
 
     out = data["tmp"] / config.removesuffix(".yaml")
     over = [
+        'placement={"env,learner,replay": "0"}',  # one fused process: no Ray here
         f"train.demos={data['demos']}",
         f"model.encoder.weights={data['encoder']}",
         "env.num_envs=2",
