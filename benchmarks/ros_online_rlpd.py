@@ -91,26 +91,32 @@ def task_base() -> dict:
     return cfg
 
 
-def task_graph(work: Path, server_port: int, ingest_port: int, reward_port: int | None) -> Path:
-    """The twin graph of the online run: policy server, endless episodes, streamer on, the
-    reward node asking the classifier served on ``reward_port``."""
+def task_graph(
+    work: Path, server_port: int, ingest_port: int, reward_port: int | None, robot: int = 0
+) -> Path:
+    """Robot ``robot``'s twin graph of the online run: policy server, endless episodes, streamer
+    on (its own robot id and spool), the reward node asking the classifier served on
+    ``reward_port``. Each robot draws its own episodes (task seed), so a fleet does not repeat
+    one robot's scenes."""
     cfg = task_base()
     if reward_port is not None:
         cfg["reward"]["server_url"] = f"ws://127.0.0.1:{reward_port}"
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
-    cfg["task"].update(episodes=0, results_path=str(work / "episodes.json"))
+    seed = int(cfg["task"].get("seed", 0)) + 1000 * robot
+    results = work / ("episodes.json" if robot == 0 else f"episodes_twin{robot}.json")
+    cfg["task"].update(episodes=0, results_path=str(results), seed=seed)
     cfg["streamer"] = {
         "enabled": True,
         "stream": {
             "url": f"ws://127.0.0.1:{ingest_port}/transitions",
-            "robot_id": "twin0",
-            "spool_dir": str(work / "spool"),
+            "robot_id": f"twin{robot}",
+            "spool_dir": str(work / "spool" / f"twin{robot}"),
             "backoff_s": 0.2,
             "backoff_max_s": 1.0,
         },
         "episodes": {"source": "online"},
     }
-    path = work / "graph.yaml"
+    path = work / ("graph.yaml" if robot == 0 else f"graph_twin{robot}.yaml")
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -269,9 +275,11 @@ def online(
     procs: Procs,
     overrides: list[str],
     reward_port: int | None,
+    robots: int = 1,
 ) -> tuple[float, dict]:
-    """Learner + server + twin graph until the learner's budget ends; returns (robot start,
-    final)."""
+    """Learner + server + ``robots`` twin graphs until the learner's budget ends; returns (robot
+    start, final). Each robot's nodes run in a ROS domain of their own (the graphs use the same
+    topic names, as two robot PCs would) and share the one ingest and the one policy server."""
     ingest_port, server_port = free_port(), free_port()
     out = work / "run"
     args = learner_args(
@@ -287,10 +295,13 @@ def online(
     args[2] = str(ROOT / TASK.learner)
     procs.start("learner", args)
     start_server(procs, out, server_port)
-    graph = task_graph(work, server_port, ingest_port, reward_port)
+    graphs = [task_graph(work, server_port, ingest_port, reward_port, i) for i in range(robots)]
+    domain = int(os.environ["ROS_DOMAIN_ID"])
     t_robot = time.time()
-    for kind in TASK.nodes:
-        procs.start_node(kind, graph)
+    for i, graph in enumerate(graphs):
+        env = {"ROS_DOMAIN_ID": str(domain + i)}
+        for kind in TASK.nodes:
+            procs.start_node(kind, graph, name=kind if i == 0 else f"{kind}_twin{i}", env=env)
     wait_for(
         lambda: procs.procs["learner"].poll() is not None,
         minutes * 60 + 600,
@@ -386,7 +397,17 @@ def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
     history = (
         json.loads(run_metrics.read_text()).get("history", []) if run_metrics.is_file() else []
     )
-    plot(rows, history, RESULTS / f"{stem}.png", meta["target"], meta["task"], TASK.reward_source)
+    png, robots = RESULTS / f"{stem}.png", int(meta.get("robots", 1))
+    plot(
+        rows,
+        history,
+        png,
+        meta["target"],
+        meta["task"],
+        TASK.reward_source,
+        meta.get("single"),
+        robots,
+    )
     print(render(stem, meta, rows))
 
 
@@ -399,6 +420,35 @@ def judge(meta: dict, rows: list[dict], sampled: bool) -> None:
         hit = first_at(rows, "heldout_sampled", meta["target"], meta["minutes"])
         meta["first_at_target_sampled_s"] = hit["wall_s"] if hit else None
         meta["best_sampled"] = max(rows, key=lambda r: r["heldout_sampled"])
+
+
+def robots_stored(store: Path) -> dict[str, int]:
+    """Transitions the ingest stored per robot id (the run's episode store)."""
+    from rlinf_data.store import EpisodeStore
+
+    counts: dict[str, int] = {}
+    if not store.is_dir():
+        return counts
+    eps = EpisodeStore(store, mode="r")
+    for i in range(len(eps)):
+        robot = str(eps.info(i).extra.get("robot_id", "?"))
+        counts[robot] = counts.get(robot, 0) + eps.length(i)
+    return counts
+
+
+def single_robot(robots: int) -> dict | None:
+    """The single-robot run of the same task (its results file), for a fleet's comparison."""
+    if robots <= 1 or not (RESULTS / f"{TASK.stem}.json").is_file():
+        return None
+    data = load(TASK.stem)
+    m = data["meta"]
+    return {
+        "stem": TASK.stem,
+        "date": m.get("date", "?"),
+        "load": f"{m.get('load_1min_start', 0):.1f}-{m.get('load_1min_end', 0):.1f}",
+        "minutes": m["minutes"],
+        "rows": data["rows"],
+    }
 
 
 def main() -> None:
@@ -414,6 +464,12 @@ def main() -> None:
     )
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--target", type=float, default=0.8)
+    ap.add_argument(
+        "--robots",
+        type=int,
+        default=1,
+        help="twin robots feeding the one learner (a fleet; results <stem>_robots<N>)",
+    )
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     ap.add_argument(
@@ -431,7 +487,9 @@ def main() -> None:
     )
     a = ap.parse_args()
     TASK = TASKS[a.task]
-    stem = TASK.stem
+    if a.robots < 1:
+        ap.error(f"--robots must be >= 1, got {a.robots}")
+    stem = TASK.stem if a.robots == 1 else f"{TASK.stem}_robots{a.robots}"
     if a.from_json:
         data = load(stem)
         print(render(stem, data["meta"], data["rows"]))
@@ -440,7 +498,7 @@ def main() -> None:
     if a.reevaluate:
         reevaluate(stem, (ROOT / a.work).resolve(), a.eval_episodes, a.sampled)
         return
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
+    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200 - a.robots))  # apart from others
     os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     os.environ.update(TOKENS)
     work = (ROOT / a.work).resolve()
@@ -457,7 +515,7 @@ def main() -> None:
         overrides = encoder_weights(work)
         classifier, reward_port = learned_reward(work, procs)
         t_robot, metrics = online(
-            work, a.minutes, a.checkpoint_every, procs, overrides, reward_port
+            work, a.minutes, a.checkpoint_every, procs, overrides, reward_port, a.robots
         )
     finally:
         procs.stop_all()
@@ -465,9 +523,14 @@ def main() -> None:
     rows = heldout(checkpoints(work, t_robot), a.eval_episodes, overrides, a.sampled)
     final = metrics["final"]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(rows, metrics["history"], RESULTS / f"{stem}.png", a.target, a.task, TASK.reward_source)
+    single = single_robot(a.robots)
+    png = RESULTS / f"{stem}.png"
+    plot(rows, metrics["history"], png, a.target, a.task, TASK.reward_source, single, a.robots)
     meta = machine_meta(
         task=a.task,
+        robots=a.robots,
+        robots_stored=robots_stored(work / "run" / "episodes"),
+        single=single,
         demo_episodes=a.demos,
         graph=TASK.graph,
         learner=TASK.learner,

@@ -19,7 +19,11 @@ def plot(
     target: float,
     task: str = "reach",
     reward: str = "the twin's judge",
+    single: dict | None = None,
+    robots: int = 1,
 ) -> None:
+    """The held-out curve (and the twin's training success, the classifier's error rates);
+    a fleet run (``robots`` > 1) draws the single-robot run of ``single`` beside it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,7 +34,8 @@ def plot(
         [r["wall_s"] / 60 for r in rows],
         [r["heldout_success"] for r in rows],
         "o-",
-        label="held-out success (sim, deterministic)",
+        label="held-out success (sim, deterministic)"
+        + (f", {robots} robots" if robots > 1 else ""),
     )
     if rows and "heldout_sampled" in rows[0]:
         ax.plot(
@@ -38,6 +43,14 @@ def plot(
             [r["heldout_sampled"] for r in rows],
             "s-",
             label="held-out success (sim, sampled actions)",
+        )
+    if single:
+        ax.plot(
+            [r["wall_s"] / 60 for r in single["rows"]],
+            [r["heldout_success"] for r in single["rows"]],
+            "^-",
+            color="grey",
+            label=f"held-out success, one robot ({single['date'][:10]})",
         )
     twin = [(h["time/wall_s"] / 60, h["success_rate"]) for h in history if "success_rate" in h]
     if twin:
@@ -54,7 +67,8 @@ def plot(
     ax.set_ylabel("success rate (error rate)")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(
-        f"online RLPD over ROS 2 ({task}): twin -> server -> streamer -> learner -> weights",
+        f"online RLPD over ROS 2 ({task}{f', {robots} robots' if robots > 1 else ''}): "
+        "twin -> server -> streamer -> learner -> weights",
         fontsize=9,
     )
     ax.legend(loc="upper left", fontsize=8)
@@ -90,6 +104,46 @@ def reward_lines(meta: dict) -> list[str]:
     ]
 
 
+FLEET_LEVELS = (0.5, 0.7, 0.8)  # held-out success levels the fleet and one robot are timed to
+
+
+def minutes_to(rows: list[dict], level: float) -> str:
+    """Wall minutes of the first checkpoint at or above ``level`` held-out ('not reached')."""
+    hit = next((r for r in rows if r["heldout_success"] >= level), None)
+    return f"{hit['wall_s'] / 60:.1f} min" if hit else "not reached"
+
+
+def fleet_lines(meta: dict, rows: list[dict]) -> list[str]:
+    """A fleet run's paragraph: who streamed what, and the wall time to each success level
+    beside the single-robot run of the same task (``meta['single']``), when there is one."""
+    n = int(meta.get("robots", 1))
+    if n <= 1:
+        return []
+    stored = meta.get("robots_stored") or {}
+    total = sum(stored.values()) or 1
+    per = ", ".join(f"{k} {v} ({100 * v / total:.0f}%)" for k, v in sorted(stored.items()))
+    lines = [
+        f"Fleet: {n} twin robots, each in a ROS domain of its own with its own task seed, stream "
+        "to the one ingest and act through the one policy server the learner pushes to; stored "
+        f"transitions per robot: {per or 'n/a'}."
+    ]
+    single = meta.get("single")
+    if single:
+        cells = "; ".join(
+            f"{lv:.1f}: {minutes_to(single['rows'], lv)} with one robot, "
+            f"{minutes_to(rows, lv)} with {n}"
+            for lv in FLEET_LEVELS
+        )
+        last = single["rows"][-1]
+        lines.append(
+            f"Beside one robot (`results/{single['stem']}.md`, {single['date']}, 1-min load "
+            f"{single['load']}): wall time to held-out success {cells}. In its "
+            f"{single['minutes']:g} minutes the single robot streamed {last['transitions']} "
+            f"transitions; the fleet streamed {meta['transitions'] or 0:.0f}."
+        )
+    return lines
+
+
 def render(stem: str, meta: dict, rows: list[dict]) -> str:
     """Write ``results/<stem>.{json,md}`` from a run's meta and held-out rows; returns the
     verdict."""
@@ -117,7 +171,8 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         f"`benchmarks/ros_online_rlpd.py`: {meta['demo_episodes']} scripted-teleop demos "
         "collected on "
         f"the twin with `rlinf collect`, then online RLPD (`{meta['learner']}`, {minutes:g} min) "
-        "through robot node -> policy server -> streamer -> learner -> weights -> policy server, "
+        + (f"with {meta['robots']} twin robots " if meta.get("robots", 1) > 1 else "")
+        + "through robot node -> policy server -> streamer -> learner -> weights -> policy server, "
         "all "
         f"real processes over DDS on a {meta['cpus']}-core machine shared with other jobs (1-min "
         "load "
@@ -141,6 +196,7 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         "before the robot: start-up, demo pretraining, the server); failed pushes are those sent "
         "before `rlinf serve` was up (the pusher retries).",
     ]
+    intro += fleet_lines(meta, rows)
     intro += reward_lines(meta)
     intro += list(meta.get("notes", []))  # what a reader of the run noted (load, what it shows)
     cols = [

@@ -54,6 +54,7 @@ def _to_bytes(weights: Any) -> bytes:
 
 
 FRAGMENT_BYTES = 1 << 18  # larger pushes go out in 256 KiB fragments
+REPORT_EVERY_S = 60.0  # BackgroundPusher: one summary line per minute, not one per push
 
 
 def _fragments(frame: bytes) -> Iterator[bytes]:
@@ -104,7 +105,7 @@ class WeightPusher:
         if isinstance(reply, str):
             raise WeightPushError(reply)
         ack = WeightAck.from_wire(unpackb(reply))
-        log.info(
+        log.debug(
             "pushed weight version %d to %s (load %.1f ms)", ack.version, self.url, ack.load_ms
         )
         return ack
@@ -129,7 +130,9 @@ def push_weights(
 ) -> WeightAck:
     """One-shot push of a state dict (or safetensors bytes) to the server at ``url``."""
     with WeightPusher(url, token=token, timeout_s=timeout_s) as pusher:
-        return pusher.push(weights, version=version)
+        ack = pusher.push(weights, version=version)
+    log.info("pushed weight version %d to %s (load %.1f ms)", ack.version, pusher.url, ack.load_ms)
+    return ack
 
 
 def resolve_token(token: str | None = None, token_file: str | None = None) -> str:
@@ -180,6 +183,8 @@ class BackgroundPusher:
             "version": -1,
             "last_error": "",
         }
+        self._reported_at: float | None = None  # when _report last logged (None: never)
+        self._reported_pushes = 0
         self._thread = threading.Thread(target=self._run, name="weight-pusher", daemon=True)
 
     def start(self) -> BackgroundPusher:
@@ -206,6 +211,23 @@ class BackgroundPusher:
             self._sending = item is not None
             return item
 
+    def _report(self, ack: WeightAck) -> None:
+        """The first push, then one line per ``REPORT_EVERY_S`` with what changed since: a
+        learner pushes every few seconds, and a line per push would bury everything else."""
+        now = time.monotonic()
+        since = self.stats["pushes"] - self._reported_pushes
+        if self._reported_at is not None and now - self._reported_at < REPORT_EVERY_S:
+            return
+        log.info(
+            "weights to %s: version %d serving (load %.1f ms); %d pushes%s",
+            self.url,
+            ack.version,
+            ack.load_ms,
+            since,
+            "" if self._reported_at is None else f" in the last {now - self._reported_at:.0f} s",
+        )
+        self._reported_at, self._reported_pushes = now, self.stats["pushes"]
+
     def _run(self) -> None:
         pusher: WeightPusher | None = None
         pause = self.backoff_s
@@ -218,6 +240,7 @@ class BackgroundPusher:
                     pusher = WeightPusher(self.url, token=self._token, timeout_s=self.timeout_s)
                 ack = pusher.push(item)
                 self.stats.update(pushes=self.stats["pushes"] + 1, version=ack.version)
+                self._report(ack)
                 self._sending = False
                 pause = self.backoff_s
             except (WeightPushError, OSError) as e:

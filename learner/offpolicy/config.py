@@ -478,6 +478,13 @@ class PushSection:
             "weights token"
         ),
     )
+    urls: list[str] = field(
+        default_factory=list,
+        metadata=_h(
+            "more policy servers, one per robot site: every push goes to push.url and to each of "
+            "these, each from its own sender (a slow site delays only itself)"
+        ),
+    )
     every_updates: int = field(
         default=50,
         metadata=_h(
@@ -491,9 +498,22 @@ class PushSection:
     )
     timeout_s: float = field(default=30.0, metadata=_h("connect / ack timeout of one push"))
 
+    @property
+    def targets(self) -> list[str]:
+        """Every policy server a push goes to: ``url`` first, then ``urls``."""
+        return ([self.url] if self.url else []) + list(self.urls)
+
     def validate(self) -> None:
         if self.url and not self.url.startswith(("ws://", "wss://")):
             raise ConfigError(f"key 'push.url' must be a ws:// or wss:// URL, got {self.url!r}")
+        bad = [u for u in self.urls if not str(u).startswith(("ws://", "wss://"))]
+        if bad:
+            raise ConfigError(f"key 'push.urls': each must be a ws:// or wss:// URL, got {bad}")
+        twice = sorted({u for u in self.targets if self.targets.count(u) > 1})
+        if twice:
+            raise ConfigError(
+                f"keys 'push.url' / 'push.urls' name {twice} more than once: one sender per server"
+            )
         if self.every_updates < 1 or self.timeout_s <= 0:
             raise ConfigError(
                 f"keys 'push.every_updates' (>= 1) / 'push.timeout_s' (> 0) out of range: "
@@ -501,7 +521,7 @@ class PushSection:
             )
         if self.token_file is not None and not Path(self.token_file).is_file():
             raise ConfigError(f"key 'push.token_file': no such file {self.token_file!r}")
-        token = _push_token(self.token_file) if self.url else None
+        token = _push_token(self.token_file) if self.targets else None
         if token == "" and self.token_file is None:
             raise ConfigError(
                 "key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
@@ -589,10 +609,10 @@ class OffPolicyConfig(EnvRunConfig):
                 "key 'ingest.enabled': the ingesting learner runs in the calling process (robots "
                 "connect to it); drop cluster.address / --ray-address"
             )
-        if self.push.url and not self.ingest.enabled:
+        if self.push.targets and not self.ingest.enabled:
             raise ConfigError(
-                "key 'push.url' is for robots learning online (ingest.enabled: true); simulated "
-                "runs publish weights to their env workers"
+                "keys 'push.url' / 'push.urls' are for robots learning online (ingest.enabled: "
+                "true); simulated runs publish weights to their env workers"
             )
         if self.live.enabled and not self.ingest.enabled:
             raise ConfigError(

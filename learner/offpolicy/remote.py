@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.fanout import FanOutPusher
 from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.loop import TrainLoop, store_path
 from learner.offpolicy.reward_judge import JudgeReports
@@ -189,13 +190,18 @@ class RobotFeed:
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
         self.judge = JudgeReports()  # the reward classifier's FP / FN rates, where robots send them
         self.live: Any = None  # learner.live.recorder.LiveRecorder: sees transitions and episodes
-        info = {"ingest_url": self.ingest.url, "store": ingest_store(cfg), "push_url": cfg.push.url}
+        info = {
+            "ingest_url": self.ingest.url,
+            "store": ingest_store(cfg),
+            "push_url": cfg.push.url,
+            "push_urls": cfg.push.targets,
+        }
         Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
         log.info(
             "learner ingest on %s (store %s); pushing to %s every %d updates",
             self.ingest.url,
             ingest_store(cfg),
-            cfg.push.url or "nowhere",
+            ", ".join(cfg.push.targets) or "nowhere",
             cfg.push.every_updates,
         )
 
@@ -297,15 +303,19 @@ class RobotFeed:
 
 
 def _pusher(cfg: OffPolicyConfig) -> Any:
-    """A started push client for ``push.url`` (None without one), from :data:`PUSH_CLIENTS`."""
-    if not cfg.push.url:
+    """A started push client for ``push.url`` (None without one), from :data:`PUSH_CLIENTS`;
+    with ``push.urls`` too, one client per server behind a :class:`FanOutPusher`."""
+    targets = cfg.push.targets
+    if not targets:
         return None
     if "websocket" not in PUSH_CLIENTS.names():
         raise ConfigError(
             "key 'push.url': no weight-push client is plugged into this process; start the "
             "learner with `rlinf train` (rlinf_cli.wiring plugs in policy_server.push)"
         )
-    return PUSH_CLIENTS.get("websocket")(cfg.push.url, cfg.push.token_file, cfg.push.timeout_s)
+    make = PUSH_CLIENTS.get("websocket")
+    pushers = [make(url, cfg.push.token_file, cfg.push.timeout_s) for url in targets]
+    return pushers[0] if len(pushers) == 1 else FanOutPusher(pushers)
 
 
 def twin_spec(cfg: OffPolicyConfig) -> tuple[Any, float]:

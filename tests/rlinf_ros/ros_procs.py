@@ -63,14 +63,21 @@ class Procs:
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, args: list[str], stdin: int | None = None) -> subprocess.Popen:
-        """``stdin=subprocess.PIPE``: the test types into the process (a keyboard device)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    def start(
+        self,
+        name: str,
+        args: list[str],
+        stdin: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen:
+        """``stdin=subprocess.PIPE``: the test types into the process (a keyboard device);
+        ``env``: variables set on top of this process's (a robot's own ``ROS_DOMAIN_ID``)."""
+        child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         log = open(self.log_dir / f"{name}.log", "ab")
         p = subprocess.Popen(
             [sys.executable, *args],
             cwd=ROOT,
-            env=env,
+            env=child_env,
             stdin=stdin,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -79,11 +86,18 @@ class Procs:
         return p
 
     def start_node(
-        self, kind: str, config: Path, *overrides: str, stdin: int | None = None
+        self,
+        kind: str,
+        config: Path,
+        *overrides: str,
+        stdin: int | None = None,
+        name: str = "",
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen:
-        return self.start(
-            kind, ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides], stdin
-        )
+        """One ``rlinf_ros.nodes.<kind>`` process, named ``kind`` unless ``name`` says (a
+        second robot's nodes)."""
+        argv = ["-m", f"rlinf_ros.nodes.{kind}", "--config", str(config), *overrides]
+        return self.start(name or kind, argv, stdin, env)
 
     def start_server(
         self, port: int, camera: str = "camera:224x224", name: str = "server"
