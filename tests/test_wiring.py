@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from learner.offpolicy import remote
-from learner.offpolicy.config import PushSection
 from learner.offpolicy.fanout import FanOutPusher
+from learner.offpolicy.robot_sections import PushSection
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.registry import Registry
 

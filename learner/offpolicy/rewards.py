@@ -1,8 +1,8 @@
 """Online rewards of the ``remote`` topology: ``ingest.reward`` -> reward of a streamed episode.
 
 A registry of its own, below the config and the remote learner: the config checks the name
-(``IngestSection.validate``) and the remote learner uses the function, and neither has to import
-the other for it.
+(``robot_sections.IngestSection.validate``) and the remote learner uses the function, and neither
+has to import the other for it.
 """
 
 from __future__ import annotations

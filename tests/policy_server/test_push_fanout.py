@@ -12,8 +12,8 @@ import numpy as np
 from ps_helpers import TOKEN, LinearPolicy, expected_actions, running_server, version_weights
 
 from learner.offpolicy import remote
-from learner.offpolicy.config import PushSection
 from learner.offpolicy.fanout import FanOutPusher
+from learner.offpolicy.robot_sections import PushSection
 from policy_server.client import PolicyClient
 from rlinf_cli import wiring
 
