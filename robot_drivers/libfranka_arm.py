@@ -206,8 +206,11 @@ class ThreadGripper:
     def wait(self, timeout_s: float) -> bool:
         return True  # commands finish in the call
 
-    def recover(self) -> None:
-        pass
+    def recover(self, reconnect: bool = False) -> None:
+        if reconnect:
+            self.gripper = None  # the old connection closes before the new one opens
+            self.open()
+        self._state = None
 
     def close(self) -> None:
         self.gripper = None
@@ -256,9 +259,11 @@ class ProcessGripper:
             self._lose(e)
             return False
 
-    def recover(self) -> None:
-        """A fresh worker in place of a dead one."""
-        if self.lost or not self.worker.alive:
+    def recover(self, reconnect: bool = False) -> None:
+        """A fresh worker in place of a dead one, or of a live one whose connection went
+        through the same outage as the arm's (``reconnect``): its read would time out later,
+        after the arm is back, and take the arm down again."""
+        if reconnect or self.lost or not self.worker.alive:
             self.worker.close()
             self.worker = self._worker()
             self.worker.start()
@@ -542,21 +547,24 @@ class LibfrankaArmBackend(ArmBackend):
     def recover(self) -> bool:
         self._stop()
         try:
-            self._recover_robot()
+            reconnected = self._recover_robot()
         except Exception as e:
             log.error("automatic_error_recovery failed: %s", e)
             return False
         self._start(_PositionMode(self))
         try:
-            self.gripper.recover()
+            self.gripper.recover(reconnect=reconnected)
         except DriverError as e:
             log.error("gripper not recovered: %s", e)
             return False
         return True
 
-    def _recover_robot(self) -> None:
-        """``automatic_error_recovery()``; over a new connection if the old one is lost."""
-        if self._connection_lost:
+    def _recover_robot(self) -> bool:
+        """``automatic_error_recovery()``; over a new connection if the old one is lost.
+        True when the arm had to reconnect (the robot went silent: the gripper's connection
+        is suspect too)."""
+        reconnected = self._connection_lost
+        if reconnected:
             self._open()
         try:
             self.robot.automatic_error_recovery()
@@ -566,6 +574,8 @@ class LibfrankaArmBackend(ArmBackend):
             log.warning("connection to %s lost (%s): reconnecting", self.ip, e)
             self._open()
             self.robot.automatic_error_recovery()
+            reconnected = True
         with self._lock:
             self._state = self.robot.read_once()
             self._target, self._velocity = np.asarray(self._state.q, dtype=np.float64), None
+        return reconnected

@@ -178,6 +178,8 @@ def test_watchdog_stops_the_arm_when_its_caller_goes_silent(arm: FrankaArm) -> N
 
 def test_lost_robot_is_reported_and_recovered(arm: FrankaArm, franky_sim: FrankySim) -> None:  # noqa: F811
     backend = arm.backend
+    assert isinstance(backend, LibfrankaArmBackend) and backend.gripper_process
+    gripper_pid = backend.gripper.worker.pid
     franky_sim.pause()
     try:
         wait_for(lambda: backend.control_mode == "stopped", "libfranka's loop to give up")
@@ -189,7 +191,12 @@ def test_lost_robot_is_reported_and_recovered(arm: FrankaArm, franky_sim: Franky
     assert out.refused and "error_recovery" in out.reason
     assert arm.recover()  # a new connection, automatic_error_recovery, the position loop again
     assert arm.state().errors == () and backend.control_mode == "position"
+    # the hand went silent with the arm: its worker is replaced too, whether or not its own
+    # read had timed out yet (a late timeout would otherwise take the recovered arm down)
+    assert backend.gripper.worker.pid != gripper_pid
     drive_to(arm, np.array(PANDA_HOME) + np.array([0, 0, 0, 0.1, 0, 0, 0]))
+    assert arm.gripper_move(0.05, 0.1) and arm.gripper_wait(DEADLINE_S)
+    wait_for(lambda: arm.state().errors == (), "no error after the gripper's move", arm)
 
 
 def test_torque_law_streams_and_hands_back_to_position_control(arm: FrankaArm) -> None:
