@@ -246,8 +246,8 @@ def policy_spec_of(meta: dict[str, Any], where: str | Path = "") -> PolicySpec:
     """The robot-facing spec a checkpoint's policy was built with.
 
     Why a user error and not a KeyError: an LLM checkpoint (``runner: reasoning``) shares the
-    format but holds no policy that acts on a robot, so ``rlinf serve`` / ``rlinf spec`` of it is a
-    mistake to name, with what to do instead.
+    format but holds no policy that acts on a robot, so asking for its robot spec (``rlinf spec``,
+    the policy server) is a mistake to name, with what to do instead.
     """
     if not meta.get("spec"):
         from rlinf_contracts.config import ConfigError
@@ -255,9 +255,10 @@ def policy_spec_of(meta: dict[str, Any], where: str | Path = "") -> PolicySpec:
         model = (meta.get("model") or {}).get("name")
         raise ConfigError(
             f"checkpoint {where or meta.get('path', '')}: runner {meta.get('runner')!r} saved "
-            f"model {model!r} with no robot spec; rlinf serve / rlinf spec take checkpoints of "
-            "policies that act (embodied, offpolicy, offline, vla_sft, reward_classifier); "
-            "score this one with rlinf eval"
+            f"model {model!r} with no robot spec; the policy wire and rlinf spec take "
+            "checkpoints of policies that act (embodied, offpolicy, offline, vla_sft, "
+            "reward_classifier); an LLM checkpoint is scored by rlinf eval and served as text "
+            "completions by rlinf serve"
         )
     return PolicySpec.from_dict(meta["spec"])
 

@@ -3,6 +3,8 @@
 - ``rlinf serve --checkpoint runs/x/checkpoints/final --port 8000 [--weights-token-file F]``
 - ``rlinf serve --config serve.yaml [key=value ...]`` where the YAML has ``checkpoint:`` or
   ``policy: {name, spec, kwargs}`` and an optional ``server:`` section (``ServerConfig`` keys).
+- An LLM checkpoint (``runner: reasoning``) is served as OpenAI-style text completions over
+  HTTP instead (:mod:`learner.llm.completions`), on the same ``--host`` / ``--port`` / API key.
 
 The listen port is checked before the model loads: a busy one is refused with the flag to
 change it. Flags override the config file. Secrets never come from the command line (argv is
@@ -170,12 +172,27 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
     return TorchPolicy(model, det, threads), 0, cfg.policy.name
 
 
+def is_llm_checkpoint(path: str) -> bool:
+    """An LLM actor's checkpoint (``runner: reasoning``): served as text completions."""
+    import json
+
+    from learner.checkpoint import META_FILE, resolve_checkpoint
+
+    meta = json.loads((resolve_checkpoint(path) / META_FILE).read_text())
+    return (meta.get("model") or {}).get("name") == "causal_lm"
+
+
 def run(args: argparse.Namespace) -> int:
     from policy_server.server import PolicyServer
     from rlinf_cli.preflight import check_listen_port, serve_port
 
     cfg = build_config(args)
     check_listen_port(serve_port(cfg.server))  # before the model loads, not after
+    if cfg.checkpoint is not None and is_llm_checkpoint(cfg.checkpoint):
+        from learner.llm.completions import serve_completions
+
+        srv = cfg.server
+        return serve_completions(cfg.checkpoint, srv.host, srv.port, srv.api_key, cfg.device)
     policy, version, name = load_served_policy(cfg)
     server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
     if cfg.server.weights_token is None:

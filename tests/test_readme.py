@@ -43,6 +43,8 @@ MAPPED: dict[str, str | None] = {
     "rlinf online configs/ros_sim_franka_push.yaml configs/ros_online_rlpd_push.yaml": None,
     # tests/rlinf_data/test_mcap_bags.py converts recorded bags both ways
     "rlinf convert recording.mcap runs/demos/from_bag": None,
+    # tests/learner/llm/test_llm_fsdp_cli.py trains an LLM with fsdp ranks, evaluates and serves it
+    "rlinf serve --checkpoint runs/llm_grpo_arith --port 8001": None,
 }
 
 

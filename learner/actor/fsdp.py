@@ -123,14 +123,17 @@ class FSDPStrategy(GradSync):
         return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Shard ``model`` in place: each of :func:`shard_units`, then the root. Returns it."""
+        """Shard ``model`` in place: each of :func:`shard_units`, then the root. Returns it.
+        A second model (a frozen KL reference) shards over the same mesh, so a copy of the
+        first one's state dict loads shard for shard, with no communication."""
         if self.world_size == 1:
             return model
         self._check()
-        if self.sharded:
+        if self.is_wrapped(model):
             return model
         device = _device_of(model)
-        self.mesh = init_device_mesh(device.type, (self.world_size,))
+        if self.mesh is None:
+            self.mesh = init_device_mesh(device.type, (self.world_size,))
         mp = mixed_precision(device)
         kw: dict[str, Any] = {"mesh": self.mesh}
         if mp is not None:

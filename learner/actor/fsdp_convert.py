@@ -7,12 +7,15 @@ crash between the two writes, shards copied off a cluster) still holds everythin
 module reads the shards in one process -- no process group, any number of ranks having written
 them -- into the unsharded model and writes the ordinary checkpoint directory
 (:func:`learner.checkpoint.write_checkpoint`: ``model.safetensors`` + ``meta.json``, the bytes
-:func:`rlinf_contracts.weight_blob.weights_from_bytes` decodes).
+:func:`rlinf_contracts.weight_blob.weights_from_bytes` decodes). An LLM actor's checkpoint keeps
+its Hugging Face config and tokenizer files beside the weights, as the runner wrote them.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,13 +44,36 @@ def load_sharded_model(src: str | Path, model: nn.Module) -> dict[str, torch.Ten
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
-def _rebuild(meta: dict) -> nn.Module:
+def _embodied(meta: dict, src: Path) -> nn.Module:
     """The embodied policy a checkpoint's meta names (registry name, kwargs and spec)."""
     from learner.checkpoint import policy_spec_of
     from learner.models import build_policy
 
     spec = policy_spec_of(meta)
     return build_policy(meta["model"]["name"], spec, **meta["model"].get("kwargs", {}))
+
+
+def _causal_lm(meta: dict, src: Path) -> nn.Module:
+    """An LLM actor: the architecture from the HF ``config.json`` beside the weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(src)))
+
+
+# meta.json's model name -> the unsharded module the shards fill (any other name: embodied)
+REBUILD: dict[str, Callable[[dict, Path], nn.Module]] = {"causal_lm": _causal_lm}
+CHECKPOINT_OWN = {"model.safetensors", META_FILE, SHARDED_DIR}  # what the converter rewrites
+
+
+def _copy_beside(src: Path) -> Callable[[Path], None]:
+    """Copy what the runner wrote beside the weights (HF config, tokenizer) into the new one."""
+
+    def beside(tmp: Path) -> None:
+        for f in src.iterdir():
+            if f.name not in CHECKPOINT_OWN and f.is_file():
+                shutil.copy2(f, tmp / f.name)
+
+    return beside
 
 
 def convert_sharded(src: str | Path, dst: str | Path, model: nn.Module | None = None) -> Path:
@@ -59,7 +85,8 @@ def convert_sharded(src: str | Path, dst: str | Path, model: nn.Module | None = 
     """
     src_dir = resolve_checkpoint(src)
     meta = json.loads((src_dir / META_FILE).read_text())
-    target = model if model is not None else _rebuild(meta)
+    name = meta["model"]["name"]
+    target = model if model is not None else REBUILD.get(name, _embodied)(meta, src_dir)
     state = load_sharded_model(src_dir, target)
     return write_checkpoint(
         dst,
@@ -72,4 +99,5 @@ def convert_sharded(src: str | Path, dst: str | Path, model: nn.Module | None = 
         metrics=meta.get("metrics"),
         rng=meta.get("rng"),
         extra={"converted_from": str(src_dir)},
+        beside=_copy_beside(src_dir),
     )

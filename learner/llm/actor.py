@@ -8,6 +8,13 @@ loss of a step is split into micro-batches with the step's *global* normaliser, 
 accumulation gives the full-batch gradient.
 With PPO-with-a-critic (``algorithm.adv: gae``) the trainer also holds the
 :class:`~learner.llm.critic.CriticTrainer` and updates it on the same rollout batch.
+
+Several actor ranks (``actor.strategy: ddp | fsdp``, :mod:`learner.actor.strategies`): every
+rank holds the whole step's batch and takes its own rows of each mini-batch (:func:`rank_rows`);
+its loss uses the step's global normaliser times the rank count, so once the strategy averages
+the gradients over the ranks (by hand for ddp, inside ``backward`` for fsdp) they equal the
+single-process gradient. Every rank runs the same number of forwards per step -- under FSDP
+each forward is a collective -- so a rank left without rows runs one on a zero-weighted row.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from learner.actor.ddp import GradSync
 from learner.algorithms import sft_loss
+from learner.algorithms.aggregation import global_normalizer
 from learner.llm.algo import LLMAlgorithmConfig, policy_objective, step_normalizer
 from learner.llm.batch import PolicyBatch, TrainBatch, response_logprobs
 from learner.llm.critic import CriticTrainer
@@ -49,11 +58,6 @@ class LLMActorConfig(OptimConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.strategy != "ddp":  # one actor process: a sharding strategy would be ignored
-            raise ConfigError(
-                f"key 'actor.strategy'={self.strategy!r} is not supported by runner reasoning yet "
-                "(its actor is one process); use ddp"
-            )
         if self.micro_batch < 0:
             raise ConfigError(
                 f"actor.micro_batch must be >= 0 (0 = whole mini-batch), got {self.micro_batch}"
@@ -63,6 +67,26 @@ class LLMActorConfig(OptimConfig):
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     size = size or n
     return [(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def rank_rows(n: int, rank: int, world_size: int, micro: int) -> list[tuple[int, int, bool]]:
+    """This rank's micro-batches of an ``n``-row batch: ``(start, stop, real)``, as many on
+    every rank. Rows go to ranks in contiguous blocks of ``ceil(n / world_size)``; ``real`` is
+    False for a stand-in (row 0, weighted 0) where the rank has no rows left.
+
+    >>> rank_rows(5, 0, 2, 2), rank_rows(5, 1, 2, 2)
+    ([(0, 2, True), (2, 3, True)], [(3, 5, True), (0, 1, False)])
+    >>> rank_rows(4, 0, 1, 0)
+    [(0, 4, True)]
+    """
+    per = -(-n // world_size)
+    lo, hi = min(rank * per, n), min((rank + 1) * per, n)
+    size = micro or per
+    out = []
+    for k in range(-(-per // size)):
+        s, e = lo + k * size, min(lo + (k + 1) * size, hi)
+        out.append((s, e, True) if s < e else (0, 1, False))
+    return out
 
 
 class ActorTrainer:
@@ -76,17 +100,35 @@ class ActorTrainer:
         temperature: float = 1.0,
         max_new_tokens: int = 16,
         critic: CriticTrainer | None = None,
+        sync: GradSync | None = None,
     ) -> None:
         self.model = model
+        self.sync = sync if sync is not None else GradSync(0, 1)
         self.device = next(model.parameters()).device
         self.max_new_tokens = max_new_tokens  # default constant of seq-mean-token-sum-norm
         self.cfg = cfg
         self.algo = algo
         self.temperature = temperature
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = self._optimizer()
         self.critic = critic  # PPO-with-a-critic only; built after SFT by the learner
         self.steps = 0
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+    def shard(self) -> None:
+        """Let the strategy wrap the model (after its process group is up); a sharding one
+        replaced the parameters, so the optimiser is rebuilt on them (before any step)."""
+        model = self.sync.wrap(self.model)
+        if self.sync.world_size > 1 and self.sync.collective_state:
+            self.model = model
+            self.optimizer = self._optimizer()
+
+    @property
+    def _scale(self) -> float:
+        """Per-rank losses are summed, not averaged: the strategy's mean over ranks undoes it."""
+        return float(self.sync.world_size)
 
     @property
     def critic(self) -> CriticTrainer | None:
@@ -120,9 +162,11 @@ class ActorTrainer:
         return out.cpu()
 
     def _clip_and_step(self) -> float:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.sync.average_grads(params)  # ddp ranks; fsdp averaged inside backward
         gn = 0.0
         if self.cfg.grad_clip > 0:
-            gn = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+            gn = self.sync.clip_grad_norm(params, self.cfg.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return gn
@@ -147,8 +191,9 @@ class ActorTrainer:
         ref_logp = ref_logp.to(dev) if ref_logp is not None else None
         total = 0.0
         sums: dict[str, float] = {}
-        chunks = _chunks(len(batch), self.cfg.micro_batch)
-        for s, e in chunks:
+        real = 0
+        chunks = rank_rows(len(batch), self.sync.rank, self.sync.world_size, self.cfg.micro_batch)
+        for s, e, counted in chunks:
             mb = batch.slice(s, e)
             logp = response_logprobs(self.model, mb, self.temperature)
             ref = ref_logp[s:e] if ref_logp is not None else None
@@ -156,12 +201,25 @@ class ActorTrainer:
                 self.algo, logp, old_logp[s:e], advantages[s:e], mb.response_mask, normalizer, ref
             )
             if backward:
-                loss.backward()
-            total += float(loss.detach())
-            for k, v in m.items():
-                sums[k] = sums.get(k, 0.0) + v / len(chunks)
+                (loss * (self._scale if counted else 0.0)).backward()
+            if counted:
+                real += 1
+                total += float(loss.detach())
+                for k, v in m.items():
+                    sums[k] = sums.get(k, 0.0) + v
+        total, sums = self._across_ranks(total, sums, real)
         sums["actor/loss"] = total
         return total, sums
+
+    def _across_ranks(
+        self, total: float, sums: dict[str, float], chunks: int
+    ) -> tuple[float, dict[str, float]]:
+        """The step's loss (summed over every rank's micro-batches) and its metrics (mean over
+        them): one all-reduce when there are several ranks."""
+        keys = sorted(sums)
+        t = self.sync.sum(torch.tensor([total, float(chunks), *(sums[k] for k in keys)]))
+        n = max(float(t[1]), 1.0)
+        return float(t[0]), {k: float(v) / n for k, v in zip(keys, t[2:].tolist())}
 
     def update(self, batch: PolicyBatch) -> dict[str, float]:
         """``epochs`` x ``minibatches`` optimizer steps on one rollout batch; mean metrics.
@@ -196,20 +254,28 @@ class ActorTrainer:
         return {k: v / max(steps, 1) for k, v in sums.items()}
 
     def sft_step(self, batch: TrainBatch) -> float:
-        """One supervised step: token cross-entropy of the responses given the prompts."""
+        """One supervised step: token cross-entropy of the responses given the prompts (each
+        rank its rows, normalised by the whole batch's tokens)."""
         self.model.train()
         batch = batch.to(self.device)
-        out = self.model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=batch.position_ids,
-            use_cache=False,
-        )
-        p = batch.prompt_len
-        loss = sft_loss(out.logits[:, p - 1 : -1], batch.responses, batch.response_mask)
-        loss.backward()
+        normalizer = global_normalizer(batch.response_mask, "token-mean")
+        total = 0.0
+        for s, e, counted in rank_rows(len(batch), self.sync.rank, self.sync.world_size, 0):
+            mb = batch.slice(s, e)
+            out = self.model(
+                input_ids=mb.input_ids,
+                attention_mask=mb.attention_mask,
+                position_ids=mb.position_ids,
+                use_cache=False,
+            )
+            p = mb.prompt_len
+            loss = sft_loss(
+                out.logits[:, p - 1 : -1], mb.responses, mb.response_mask, normalizer=normalizer
+            )
+            (loss * (self._scale if counted else 0.0)).backward()
+            total += float(loss.detach()) if counted else 0.0
         self._clip_and_step()
-        return float(loss.detach())
+        return float(self.sync.sum(torch.tensor(total)))
 
     def state_dict(self) -> dict[str, Any]:
         """Model, optimiser and step count (and the critic's, when there is one)."""

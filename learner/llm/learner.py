@@ -5,6 +5,13 @@ old and reference log-probs, DAPO shaping and dynamic sampling, advantages (crit
 on the critic's values) -- and hands it to :class:`~learner.llm.actor.ActorTrainer` (which also
 regresses the critic). It also owns the SFT warm-up, the frozen KL reference and the checkpoint
 format. The embodied counterpart is :class:`learner.actor.trainer.Trainer`; the worker is the same.
+
+Several actor ranks (``actor.strategy``, :mod:`learner.actor.strategies`): rank 0 alone takes the
+step's micro-batches off the channel and :meth:`ReasoningLearner.collate` hands the step to every
+rank; old log-probs are then computed in the update on all ranks (a sharded forward is a
+collective, so rank 0 cannot run one alone as items arrive). SFT, publishing, digests and saving
+are called on every rank; rank 0 writes the single-file checkpoint and, under ``fsdp``, every rank
+adds its shards beside it (``sharded/``, :mod:`learner.actor.fsdp_convert` turns them back).
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from learner.actor.ddp import free_address
+from learner.actor.strategies import make_strategy
 from learner.algorithms import check_groups
 from learner.llm.actor import ActorTrainer
 from learner.llm.agentic.training import encode_demo, episode_metrics, turn_reward_tensor
@@ -54,13 +64,33 @@ class ReasoningLearner:
         model = build_model(cfg.model, self.tokenizer)
         if torch.cuda.is_available():  # a GPU slot: the worker sees only its own GPUs
             model = model.to("cuda")
+        self.rank, self.world_size = rank, world_size
+        self.sync = make_strategy(cfg.actor.strategy, rank, world_size)
         self.trainer = ActorTrainer(
-            model, cfg.actor, cfg.algorithm, cfg.rollout.temperature, cfg.rollout.max_new_tokens
+            model,
+            cfg.actor,
+            cfg.algorithm,
+            cfg.rollout.temperature,
+            cfg.rollout.max_new_tokens,
+            sync=self.sync,
         )
         self.ref_model: nn.Module | None = None
         self.rl_steps = 0  # policy updates so far
         self._sft_gen = torch.Generator().manual_seed(cfg.train.seed)
         self._t_logp = 0.0  # log-prob seconds of the micro-batches received for the next step
+
+    @property
+    def collective_state(self) -> bool:
+        """Whether reading or saving the weights needs every rank (``actor.strategy: fsdp``)."""
+        return bool(self.sync.collective_state) and self.world_size > 1
+
+    def dist_address(self) -> str:
+        return free_address()
+
+    def init_dist(self, address: str) -> None:
+        """Join the actor ranks' process group, then let the strategy wrap the model."""
+        self.sync.init(address)
+        self.trainer.shard()
 
     # the Algorithm protocol
     def policy(self) -> nn.Module:
@@ -126,14 +156,25 @@ class ReasoningLearner:
 
     # what the actor worker asks of a hosted learner
     def receive(self, part: RolloutBatch) -> RolloutBatch:
-        """A scored micro-batch: its old log-probs now, while the rest is still generating."""
+        """A scored micro-batch: its old log-probs now, while the rest is still generating
+        (one rank only: with several, the update computes them on all)."""
+        if self.world_size > 1:
+            return part
         t0 = time.perf_counter()
         part.extra["old_logp"] = self.trainer.logprobs(self._tokens(part))
         self._t_logp += time.perf_counter() - t0
         return part
 
     def collate(self, parts: list[RolloutBatch], version: int) -> ScoredStep:
-        """One step's micro-batches; ``version``: the weights this update starts from."""
+        """One step's micro-batches; ``version``: the weights this update starts from. With
+        several ranks, rank 0's step (the others get no items) is broadcast to all."""
+        if self.world_size > 1:
+            box: list[Any] = [self._collate(parts, version) if self.rank == 0 else None]
+            dist.broadcast_object_list(box, src=0)
+            return box[0]
+        return self._collate(parts, version)
+
+    def _collate(self, parts: list[RolloutBatch], version: int) -> ScoredStep:
         rb = RolloutBatch.concat(list(parts)) if len(parts) > 1 else parts[0]
         old = None
         if all("old_logp" in p.extra for p in parts):
@@ -155,6 +196,12 @@ class ReasoningLearner:
         return ScoredStep(rb, old, version - rb.weight_version, timings)
 
     def publish_state(self) -> dict[str, torch.Tensor]:
+        """CPU weights for the rollout workers (LoRA merged); on rank 0 only when there are
+        several ranks (a gather that every rank joins under ``fsdp``)."""
+        if self.collective_state:
+            return self.sync.full_state_dict(self.trainer.model)
+        if self.rank != 0:
+            return {}
         model = self.trainer.model
         if hasattr(model, "merge_and_unload"):  # LoRA: publish merged weights, base names
             model = copy.deepcopy(model).merge_and_unload()
@@ -165,18 +212,25 @@ class ReasoningLearner:
         ``rlinf eval`` reads; the critic, if any, as ``critic.safetensors`` beside it."""
         from rlinf_contracts.config import to_dict
 
-        out = save_model(
-            self.trainer.model,
-            self.tokenizer,
-            path,
-            iteration=iteration,
-            weight_version=weight_version,
-            config=to_dict(self.cfg),
-            extra={"optimizer_steps": self.trainer.steps, **metrics},
-        )
-        if self.trainer.critic is not None:
-            self.trainer.critic.save(out)
-        return str(out)
+        full = self.publish_state() if self.collective_state else None
+        if self.rank == 0:
+            out = save_model(
+                self.trainer.model,
+                self.tokenizer,
+                path,
+                iteration=iteration,
+                weight_version=weight_version,
+                config=to_dict(self.cfg),
+                extra={"optimizer_steps": self.trainer.steps, **metrics},
+                state=full,
+            )
+            if self.trainer.critic is not None:
+                self.trainer.critic.save(out)
+            path = str(out)
+        if self.collective_state:
+            self.sync.barrier()  # the directory exists (and is final) before the shards go in
+            self.sync.save_train_state(path, self.trainer.model, self.trainer.optimizer)
+        return str(path)
 
     def sft(
         self, demos: Sequence[dict[str, str]], start: int = 0, stop: int | None = None
@@ -194,7 +248,12 @@ class ReasoningLearner:
         from tqdm import tqdm  # a bar: SFT can take a minute or more on CPU
 
         for i in tqdm(
-            range(start, stop), desc="sft warm-up", unit="step", mininterval=1.0, leave=False
+            range(start, stop),
+            desc="sft warm-up",
+            unit="step",
+            mininterval=1.0,
+            leave=False,
+            disable=self.rank != 0,
         ):
             # linear decay to 10%: a constant lr leaves the noisy-label loss bouncing around
             self.trainer.set_lr(s.lr * (1.0 - 0.9 * i / max(1, s.steps)))
@@ -220,8 +279,16 @@ class ReasoningLearner:
 
     def _make_ref(self, force: bool = False) -> None:
         """Freeze a copy of the current (post-SFT) policy as the KL reference, if KL is on."""
-        if force or self.cfg.algorithm.kl_coef > 0:
-            self.ref_model = copy.deepcopy(self.trainer.model).eval().requires_grad_(False)
+        if not (force or self.cfg.algorithm.kl_coef > 0):
+            return
+        if self.collective_state:  # a sharded module cannot be deep-copied: a twin, sharded
+            ref = self.sync.wrap(
+                build_model(self.cfg.model, self.tokenizer).to(self.trainer.device)
+            )
+            ref.load_state_dict(self.trainer.model.state_dict())
+        else:
+            ref = copy.deepcopy(self.trainer.model)
+        self.ref_model = ref.eval().requires_grad_(False)
 
     def _ref_logprobs(self, tb: TrainBatch) -> torch.Tensor | None:
         if self.ref_model is None:

@@ -163,12 +163,14 @@ def save_model(
     config: dict[str, Any] | None = None,
     metrics: dict[str, float] | None = None,
     extra: dict[str, Any] | None = None,
+    state: dict[str, Any] | None = None,
 ) -> Path:
     """The shared checkpoint format (:func:`learner.checkpoint.write_checkpoint`) for a causal LM.
 
     ``model.safetensors`` + ``meta.json`` like every runner's checkpoint, with the HF
     ``config.json`` and the tokenizer files beside them, so ``from_pretrained(path)`` (and vllm /
-    sglang) read the directory as it is. LoRA adapters are merged first.
+    sglang) read the directory as it is. LoRA adapters are merged first. ``state``: the full
+    weights when ``model`` holds only a shard of them (gathered by the caller).
     """
     from learner.checkpoint import write_checkpoint
 
@@ -183,7 +185,7 @@ def save_model(
     model_meta = {"name": "causal_lm", "kwargs": {"model_type": merged.config.model_type}}
     return write_checkpoint(
         path,
-        merged.state_dict(),
+        merged.state_dict() if state is None else state,
         model_meta,
         iteration=iteration,
         weight_version=weight_version,

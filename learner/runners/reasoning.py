@@ -305,10 +305,11 @@ class _Groups:
 
         self.cfg, self.timeout = cfg, cfg.train.timeout_s
         placement = parse_placement(dict(cfg.placement), cluster.num_slots)
-        if placement["actor"].num_processes != 1:
+        ranks = placement["actor"].num_processes
+        if ranks > 1 and cfg.algorithm.estimator.needs_critic:
             raise ValueError(
-                f"placement actor: {placement['actor'].num_processes} processes; the reasoning "
-                "runner trains with one actor process (data-parallel actor not implemented)"
+                f"placement actor: {ranks} processes with algorithm.adv={cfg.algorithm.adv!r}; "
+                "the critic trains in one actor process: place the actor on one slot"
             )
         self.mode = placement.mode
         self.disaggregated = not placement.shares_slots("rollout", "actor")
@@ -330,6 +331,9 @@ class _Groups:
                 RolloutWorker, "rollout", LLMGeneration, cfg, data.tokenizer_dir, store=self.store
             )
             self.reward = launch(EnvWorker, "reward", Scorer, cfg)
+            if self.actor.size > 1:  # data-parallel actor ranks: one process group
+                address = self.actor.execute_on([0], "dist_address").wait(self.timeout)[0]
+                self.actor.call("init_dist", address).wait(self.timeout)
         except BaseException:
             self.close()
             raise
@@ -339,7 +343,8 @@ class _Groups:
         return group
 
     def _actor(self, method: str, *args: Any) -> Any:
-        return self.actor.execute_on([0], method, *args).wait(self.timeout)[0]
+        """Every actor rank (several ranks step, gather and save together); rank 0's answer."""
+        return self.actor.call(method, *args).wait(self.timeout)[0]
 
     def publish(self) -> int:
         return self._actor("publish")
@@ -382,8 +387,13 @@ class _Groups:
         """Start the actor on step ``step``'s scored micro-batches; ``wait()`` gives its metrics."""
         assert self.pending is not None
         (gen, scoring, count), self.pending, self.steps = self.pending, None, step
-        training = self.actor.execute_on(
-            [0], "train_stream", self.scored_ch, step, count, self.timeout
+        # rank 0 takes the step off the channel; the learner hands it to the other ranks
+        training = self.actor.call_per_rank(
+            "train_stream",
+            [
+                (self.scored_ch, step, count if r == 0 else 0, self.timeout)
+                for r in range(self.actor.size)
+            ],
         )
         return _StepCalls(gen, scoring, training, self.timeout)
 

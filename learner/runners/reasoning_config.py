@@ -262,3 +262,13 @@ class ReasoningConfig(RunConfig):
                 "algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set "
                 "model.lora_rank=0"
             )
+        if self.actor.strategy == "fsdp" and self.model.lora_rank > 0:
+            raise ConfigError(
+                "key 'actor.strategy'='fsdp' with model.lora_rank > 0 is not supported: LoRA "
+                "already keeps the trained state small; use actor.strategy=ddp"
+            )
+        if self.actor.strategy == "fsdp" and self.algorithm.estimator.needs_critic:
+            raise ConfigError(
+                f"key 'actor.strategy'='fsdp' with algorithm.adv={self.algorithm.adv!r} is not "
+                "supported yet (the critic trains unsharded); use actor.strategy=ddp"
+            )

@@ -5,7 +5,7 @@ a two-slot cluster: two fused processes, one gloo group) and FSDP2: the initial 
 iteration's update and publish, and the final save all need both ranks. Then ``rlinf eval RUN``
 scores the checkpoint, a real ``rlinf serve --checkpoint RUN`` answers one request of the
 project's policy client, and the sharded directory converts back to the single-file weights rank
-0 wrote. The reasoning runner has one actor process: ``fsdp`` there is refused by name.
+0 wrote. The LLM actor's counterpart is tests/learner/llm/test_llm_fsdp_cli.py.
 """
 
 from __future__ import annotations
@@ -139,9 +139,3 @@ def test_rlinf_eval_and_serve_take_the_fsdp_run(run) -> None:
             proc.kill()
             proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in output, output
-
-
-def test_the_reasoning_runner_refuses_fsdp_by_name() -> None:
-    dry = _rlinf("train", "configs/llm_grpo_arith.yaml", "actor.strategy=fsdp", "--dry-run")
-    assert dry.returncode == 2, dry.stdout[-2000:] + dry.stderr[-2000:]
-    assert "'actor.strategy'='fsdp' is not supported by runner reasoning yet" in dry.stderr
