@@ -70,6 +70,11 @@ class _StoreActor:
     async def version(self) -> int:
         return self._version
 
+    async def rebase(self, version: int) -> None:
+        if self._version:
+            raise ValueError(f"weight store {self._name!r}: rebase after a publish")
+        self._version = int(version)
+
     async def wait_newer(self, than: int, timeout: float | None) -> tuple[int, list | None]:
         cond = self._cond()
         async with cond:
@@ -174,6 +179,11 @@ class WeightStore:
         """Newest published version (0 when nothing was published yet)."""
         return int(self._get(self._actor.version.remote(), "version()", 30.0))
 
+    def rebase(self, version: int) -> None:
+        """Before the first publish: number the next one ``version + 1``, so a resumed run's
+        rollout workers and actor count versions from the checkpoint's, as one run."""
+        self._get(self._actor.rebase.remote(version), "rebase", 30.0)
+
     def _open(self, version: int, boxed: list | None) -> tuple[int, StateDict]:
         if boxed is None:
             return version, {}
@@ -262,6 +272,12 @@ class _InProcessStore(WeightStore):
 
     def version(self) -> int:
         return self._version
+
+    def rebase(self, version: int) -> None:
+        with self._changed:
+            if self._version:
+                raise ValueError(f"weight store {self.name!r}: rebase after a publish")
+            self._version = int(version)
 
     def latest(self) -> tuple[int, StateDict]:
         with self._changed:

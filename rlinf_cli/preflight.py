@@ -92,9 +92,11 @@ def check_placement(
     try:
         parse_placement(placement, slots[0], list(components) if components else None)
     except PlacementError as e:
+        placed = [c.strip() for key in placement for c in str(key).split(",")]
+        names = ",".join(components or placed)
         fix = (
             f"this machine has {slots[0]} {slots[1].upper()} slot(s) (0-{slots[0] - 1}); "
-            "e.g. placement.env,rollout,actor=0 (one fused process) or set cluster.num_cpus"
+            f"e.g. placement.{names}=0 (all on one slot) or set cluster.num_cpus"
         )
         raise PreflightError(f"key 'placement': {e}\n  fix: {fix}") from None
 
@@ -256,6 +258,29 @@ def previous_run(out_dir: Path) -> list[str]:
     return sorted(p.name for p in out_dir.iterdir() if p.name not in LAUNCHER_FILES)
 
 
+def check_llm_resume(train: Any) -> None:
+    """An LLM run resumes from a checkpoint with its train state, before ``train.steps``."""
+    if not train.resume:
+        return
+    import json
+
+    from learner.checkpoint import META_FILE, resolve_checkpoint
+    from learner.llm.learner import TRAIN_STATE_FILE
+
+    ckpt = resolve_checkpoint(Path(train.resume))
+    if not (ckpt / TRAIN_STATE_FILE).is_file():
+        raise PreflightError(
+            f"key 'train.resume': {ckpt} has no {TRAIN_STATE_FILE}, so it cannot be continued; "
+            f"start a new run from its weights with model.path={ckpt}"
+        )
+    step = int(json.loads((ckpt / META_FILE).read_text()).get("iteration", 0))
+    if step >= train.steps:
+        raise PreflightError(
+            f"key 'train.steps'={train.steps}: train.resume's checkpoint {ckpt} is at RL step "
+            f"{step}; set train.steps above it to train further"
+        )
+
+
 def check_out_dir(train: Any) -> None:
     """A non-empty ``train.out_dir`` is refused unless ``train.resume`` is set: a second run
     there would silently reuse the first one's ``initial`` actor and episode store, overwrite
@@ -289,6 +314,8 @@ def check_train(cfg: Any) -> None:
         check_model(cfg.model.name)
         check_resume(cfg.train.resume)
     elif kind == "ReasoningConfig":
+        check_resume(cfg.train.resume)
+        check_llm_resume(cfg.train)
         data = cfg.data
         for key, path in (
             ("train_path", data.train_path),

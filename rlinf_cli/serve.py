@@ -87,7 +87,11 @@ class _NoSecretOnArgv(argparse.Action):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve a policy over the openpi-compatible websocket wire")
+    p = sub.add_parser(
+        "serve",
+        help="serve a policy over the openpi-compatible websocket wire (an LLM checkpoint: "
+        "OpenAI-style text completions over HTTP)",
+    )
     p.add_argument(
         "--checkpoint", default=None, help="checkpoint directory (model.safetensors + meta.json)"
     )
@@ -192,7 +196,9 @@ def run(args: argparse.Namespace) -> int:
         from learner.llm.completions import serve_completions
 
         srv = cfg.server
-        return serve_completions(cfg.checkpoint, srv.host, srv.port, srv.api_key, cfg.device)
+        return serve_completions(
+            cfg.checkpoint, srv.host, srv.port, srv.api_key, cfg.device, exposed=srv.exposed
+        )
     policy, version, name = load_served_policy(cfg)
     server = PolicyServer(policy, cfg.server, weight_version=version, policy_name=name)
     if cfg.server.weights_token is None:

@@ -45,6 +45,14 @@ class GradSync:
         if self.world_size == 1 or self.ready:
             self.ready = True
             return
+        if dist.is_initialized():  # a second learner of this rank (a resumed twin) joins it too
+            if dist.get_world_size() != self.world_size:
+                raise RuntimeError(
+                    f"actor rank {self.rank}: the process group has {dist.get_world_size()} "
+                    f"ranks, not {self.world_size}"
+                )
+            self.ready = True
+            return
         backend = self.backend()
         dist.init_process_group(
             backend,

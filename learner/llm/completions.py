@@ -213,9 +213,15 @@ def make_server(
 
 
 def serve_completions(
-    path: str | Path, host: str, port: int, api_key: str | None = None, device: str = "cpu"
+    path: str | Path,
+    host: str,
+    port: int,
+    api_key: str | None = None,
+    device: str = "cpu",
+    exposed: bool = False,
 ) -> int:
-    """Serve ``path`` until SIGINT / SIGTERM; 0 on a requested stop (as ``rlinf serve`` does)."""
+    """Serve ``path`` until SIGINT / SIGTERM; 0 on a requested stop (as ``rlinf serve`` does).
+    ``exposed``: ``host`` reaches beyond loopback (a missing key is then warned about)."""
     engine = CompletionEngine(path, device=device)
     server = make_server(engine, host, port, api_key)
     stop = threading.Event()
@@ -228,13 +234,20 @@ def serve_completions(
     thread = threading.Thread(target=server.serve_forever, name="completions", daemon=True)
     thread.start()
     log.info(
-        "serving %s (weight version %d) on http://%s:%d/v1/completions%s",
+        "serving %s (weight version %d) on http://%s:%d/v1/completions (API key %s)",
         engine.path,
         engine.weight_version,
         host,
         server.server_port,
-        "" if api_key else " (no API key: bind to loopback only)",
+        "required" if api_key else "not set",
     )
+    if exposed and api_key is None:
+        log.warning(
+            "completions server bound to %s with no API key: anyone who can reach port %d can "
+            "run the model; set RLINF_API_KEY or RLINF_API_KEY_FILE, or bind 127.0.0.1",
+            host,
+            server.server_port,
+        )
     stop.wait()
     log.info("signal received; stopping the completions server")
     server.shutdown()

@@ -17,6 +17,7 @@ adds its shards beside it (``sharded/``, :mod:`learner.actor.fsdp_convert` turns
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,11 @@ from learner.llm.model import build_model, save_model
 from learner.llm.rollout import RolloutBatch
 from learner.llm.tokenizer import load_tokenizer
 
-__all__ = ["ReasoningLearner", "ScoredStep"]
+__all__ = ["ReasoningLearner", "ScoredStep", "TRAIN_STATE_FILE"]
+
+log = logging.getLogger(__name__)
+
+TRAIN_STATE_FILE = "train_state.pt"  # beside the weights: what train.resume needs besides them
 
 
 @dataclass
@@ -213,6 +218,7 @@ class ReasoningLearner:
         from rlinf_contracts.config import to_dict
 
         full = self.publish_state() if self.collective_state else None
+        ref = self._ref_state()
         if self.rank == 0:
             out = save_model(
                 self.trainer.model,
@@ -226,11 +232,67 @@ class ReasoningLearner:
             )
             if self.trainer.critic is not None:
                 self.trainer.critic.save(out)
+            torch.save(self._train_state(ref), out / TRAIN_STATE_FILE)
             path = str(out)
+        # every rank returns once the directory is final (the shards go in after it)
+        self.sync.barrier()
         if self.collective_state:
-            self.sync.barrier()  # the directory exists (and is final) before the shards go in
             self.sync.save_train_state(path, self.trainer.model, self.trainer.optimizer)
         return str(path)
+
+    def _ref_state(self) -> dict[str, torch.Tensor] | None:
+        """The KL reference's full weights on rank 0 (a gather every rank joins when sharded)."""
+        if self.ref_model is None:
+            return None
+        if self.collective_state:
+            return self.sync.full_state_dict(self.ref_model)
+        return {k: v.detach().cpu() for k, v in self.ref_model.state_dict().items()}
+
+    def _train_state(self, ref: dict[str, torch.Tensor] | None) -> dict[str, Any]:
+        """What resuming needs beside the weights; a sharded optimiser is in ``sharded/``."""
+        return {
+            "rl_steps": self.rl_steps,
+            "optimizer_steps": self.trainer.steps,
+            "optimizer": None if self.collective_state else self.trainer.optimizer.state_dict(),
+            "ref": ref,
+            "critic": None if self.trainer.critic is None else self.trainer.critic.state_dict(),
+        }
+
+    def load(self, path: str) -> dict[str, Any]:
+        """Resume (``train.resume``) from a checkpoint this runner wrote: weights, optimiser
+        (from the shards under ``fsdp``), KL reference, critic and step counts; every rank
+        calls it. Returns the checkpoint's ``iteration`` and ``weight_version``."""
+        from learner.checkpoint import load_checkpoint
+
+        ckpt = load_checkpoint(path)
+        where = ckpt.path / TRAIN_STATE_FILE
+        if not where.is_file():
+            raise ValueError(
+                f"train.resume={path!r}: {ckpt.path} has no {TRAIN_STATE_FILE}, so it cannot be "
+                f"continued; start a new run from its weights with model.path={ckpt.path}"
+            )
+        state = torch.load(where, map_location="cpu", weights_only=True)
+        model, optimizer = self.trainer.model, self.trainer.optimizer
+        try:
+            if not self.sync.load_train_state(ckpt.path, model, optimizer):
+                self.sync.load_full_state_dict(model, ckpt.model_state)
+                if state["optimizer"] is not None:
+                    optimizer.load_state_dict(state["optimizer"])
+                else:  # written by sharded ranks, resumed on one: the moments are in the shards
+                    log.warning(
+                        "%s: Adam moments are in sharded/ only; they start fresh", ckpt.path
+                    )
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ValueError(
+                f"train.resume={path!r} does not fit this config's model: {str(e).splitlines()[0]}"
+            ) from None
+        if state["ref"] is not None:
+            self._make_ref(force=True)
+            self.sync.load_full_state_dict(self.ref_model, state["ref"])  # type: ignore[arg-type]  # _make_ref just built it
+        if state["critic"] is not None:
+            self._critic().load_state_dict(state["critic"])
+        self.trainer.steps, self.rl_steps = int(state["optimizer_steps"]), int(state["rl_steps"])
+        return {"iteration": int(ckpt.meta["iteration"]), "weight_version": ckpt.weight_version}
 
     def sft(
         self, demos: Sequence[dict[str, str]], start: int = 0, stop: int | None = None

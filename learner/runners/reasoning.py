@@ -159,6 +159,7 @@ class _Driver(Protocol):
     def publish(self) -> int: ...
     def evaluate(self, prompts: list[str], answers: list[str], version: int) -> dict: ...
     def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]: ...
+    def resume(self, path: str) -> dict[str, Any]: ...
     def digest(self) -> str: ...
     def launch(self, step: int, prompts: list[str], answers: list[str], version: int) -> None: ...
     def train(self, step: int) -> Any: ...  # ``.wait()`` gives the actor's metrics
@@ -169,23 +170,66 @@ class _Driver(Protocol):
     def close(self) -> None: ...
 
 
+def _checkpoint_version(path: str) -> int:
+    """The weight version a checkpoint was published as (its meta.json; no tensors read)."""
+    import json
+
+    from learner.checkpoint import META_FILE, resolve_checkpoint
+
+    return int(json.loads((resolve_checkpoint(path) / META_FILE).read_text())["weight_version"])
+
+
+def _resume(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, d: _Driver) -> tuple[int, int]:
+    """``train.resume``: the learner's state from the checkpoint and the earlier rows of the
+    curve (those up to its step, when resuming in the same ``out_dir``); (step, version)."""
+    from learner.runners.reasoning_io import read_curve
+
+    assert cfg.train.resume is not None
+    meta = d.resume(cfg.train.resume)
+    start = int(meta["iteration"])
+    if start >= cfg.train.steps:
+        raise ValueError(
+            f"train.resume={cfg.train.resume!r} is at RL step {start}; set train.steps above it "
+            "to train further"
+        )
+    earlier = out_dir / "curve.csv"
+    if earlier.is_file():
+        curve.rows = [
+            {**r, "step": int(r["step"])} for r in read_curve(earlier) if int(r["step"]) <= start
+        ]
+        curve.t0 -= max((float(r["elapsed_s"]) for r in curve.rows), default=0.0)  # time goes on
+    log.info(
+        "resumed from %s at RL step %d (weight version %d)",
+        cfg.train.resume,
+        start,
+        meta["weight_version"],
+    )
+    return start, d.publish()
+
+
 def _train(cfg: ReasoningConfig, data: RunData, out_dir: Path, d: _Driver) -> dict[str, Any]:
     """SFT, then RL steps until ``train.steps`` or ``train.target_accuracy``, on either driver."""
     curve = _Curve()
     prompts, answers = [e.prompt for e in data.eval], [e.answer for e in data.eval]
     evaluate = lambda v: d.evaluate(prompts, answers, v)  # noqa: E731
-    version = d.publish()
-    if data.demos:
-        curve.add(-1, "init", evaluate(version))  # before SFT
-        version = _sft_phase(cfg, curve, lambda a, b: d.sft(data.demos, a, b), evaluate)
+    start = 0
+    if cfg.train.resume:
+        start, version = _resume(cfg, curve, out_dir, d)
     else:
-        curve.add(0, "sft", evaluate(version))
+        version = d.publish()
+        if data.demos:
+            curve.add(-1, "init", evaluate(version))  # before SFT
+            version = _sft_phase(cfg, curve, lambda a, b: d.sft(data.demos, a, b), evaluate)
+        else:
+            curve.add(0, "sft", evaluate(version))
     sft_digest = d.digest()
     rng, n, lag = random.Random(cfg.train.seed), cfg.train.prompts_per_step, int(d.disaggregated)
-    base = version  # weights version that step 1 samples with
-    if cfg.train.steps > 0:
-        d.launch(1, *_step_prompts(data, rng, n), base)
-    for step in range(1, cfg.train.steps + 1):
+    for _ in range(start):  # a resumed run draws the prompts the uninterrupted one would
+        _step_prompts(data, rng, n)
+    base = version - start  # weights version that step 1 samples with
+    if cfg.train.steps > start:
+        d.launch(start + 1, *_step_prompts(data, rng, n), version)
+    for step in range(start + 1, cfg.train.steps + 1):
         training = d.train(step)
         nxt = _step_prompts(data, rng, n) if step < cfg.train.steps else None
         # staleness bound: disaggregated samples step s+1 now, with the weights one version
@@ -241,7 +285,7 @@ class _Inline:
         from learner.weights import WeightStore
 
         torch.set_num_threads(cfg.train.torch_threads)
-        store = WeightStore.in_process("reasoning-inline")
+        self.store = store = WeightStore.in_process("reasoning-inline")
         self.actor = ActorWorker(ReasoningLearner, cfg, data.tokenizer_dir, store=store)
         self.rollout = RolloutWorker(LLMGeneration, cfg, data.tokenizer_dir, store=store)
         self.reward = EnvWorker(Scorer, cfg)
@@ -256,6 +300,10 @@ class _Inline:
 
     def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]:
         return self.actor.sft(demos, start, stop)
+
+    def resume(self, path: str) -> dict[str, Any]:
+        self.store.rebase(_checkpoint_version(path) - 1)
+        return self.actor.load(path)
 
     def digest(self) -> str:
         return self.actor.digest()
@@ -356,6 +404,10 @@ class _Groups:
 
     def sft(self, demos: Any, start: int, stop: int) -> dict[str, Any]:
         return self._actor("sft", demos, start, stop)
+
+    def resume(self, path: str) -> dict[str, Any]:
+        self.store.rebase(_checkpoint_version(path) - 1)
+        return self._actor("load", path)
 
     def digest(self) -> str:
         return self._actor("digest")

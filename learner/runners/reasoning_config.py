@@ -196,6 +196,15 @@ class ReasoningTrainConfig(TrainLoopConfig):
         metadata={"help": "save the final model to <out_dir>/checkpoints/iter_<steps>"},
     )
     timeout_s: float = field(default=600.0, metadata={"help": "max wait for any worker call"})
+    resume: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "checkpoint (or run dir; true = train.out_dir) of this config to continue RL "
+                "from: weights, optimiser (sharded under fsdp), KL reference and step; no SFT"
+            )
+        },
+    )
 
 
 @dataclass
@@ -261,6 +270,11 @@ class ReasoningConfig(RunConfig):
             raise ConfigError(
                 "algorithm.kl_coef > 0 with LoRA on vllm/sglang is not supported; set "
                 "model.lora_rank=0"
+            )
+        if self.train.resume and self.model.lora_rank > 0:
+            raise ConfigError(
+                "key 'train.resume' with model.lora_rank > 0 is not supported: the checkpoint "
+                "holds the merged weights; start a new run from them with model.path"
             )
         if self.actor.strategy == "fsdp" and self.model.lora_rank > 0:
             raise ConfigError(

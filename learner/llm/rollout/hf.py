@@ -19,9 +19,19 @@ from torch import nn
 
 from learner.llm.rollout.base import ROLLOUT_BACKENDS, RolloutBackend, RolloutBatch, SamplingParams
 
-__all__ = ["HFRolloutBackend", "sample_next", "left_pad"]
+__all__ = ["HFRolloutBackend", "cache_argument", "sample_next", "left_pad"]
 
 log = logging.getLogger(__name__)
+
+
+def cache_argument(model: nn.Module) -> str:
+    """The forward's name for the KV cache: ``cache`` in recent transformers, which warn on
+    (and will drop) the older ``past_key_values``; a model that only has the old one keeps it."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # LoRA (peft)
+    names = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in names else "past_key_values"
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,14 +152,9 @@ class HFRolloutBackend(RolloutBackend):
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         from transformers import DynamicCache
 
-        cache = DynamicCache()
-        out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=pos,
-            past_key_values=cache,
-            use_cache=True,
-        )
+        cache = DynamicCache()  # filled in place by every forward below
+        kv = {cache_argument(self.model): cache}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **kv)
         logits = out.logits[:, -1]
         next_pos = pos[:, -1:] + 1
         done = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
@@ -169,8 +174,8 @@ class HFRolloutBackend(RolloutBackend):
                 input_ids=tok[:, None],
                 attention_mask=mask,
                 position_ids=next_pos,
-                past_key_values=out.past_key_values,
                 use_cache=True,
+                **kv,
             )
             logits = out.logits[:, -1]
             next_pos = next_pos + 1

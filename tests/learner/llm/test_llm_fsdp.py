@@ -51,12 +51,12 @@ def _cfg(out: Path, strategy: str, *extra: str) -> ReasoningConfig:
     return from_dict(ReasoningConfig, raw)
 
 
-def _step(tokenizer_dir: str, n_prompts: int = 5, n: int = 4) -> RolloutBatch:
+def _step(tokenizer_dir: str, seed: int = 7, n_prompts: int = 5, n: int = 4) -> RolloutBatch:
     """A fixed scored step: random responses of varied lengths, rewards mixed within groups."""
     from learner.llm.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     vocab = [i for i in range(len(tok)) if i not in tok.all_special_ids]
     prompts, responses, index, scores = [], [], [], []
     for p in range(n_prompts):
@@ -95,11 +95,26 @@ def _rank(rank: int, port: int, out: str, strategy: str) -> dict[str, Any]:
     learner.sync.init(f"127.0.0.1:{port}", timeout_s=60)
     learner.trainer.shard()
     res = _train(learner, data.demos, _step(data.tokenizer_dir) if rank == 0 else None)
-    res["state"] = learner.publish_state()  # a gather: both ranks call
+    # a gather: both ranks call; copies, as the ranks train on (ddp publishes its live tensors)
+    res["state"] = {k: v.clone() for k, v in learner.publish_state().items()}
     res["local_numel"] = sum(
         FSDPStrategy.local_shard(p).numel() for p in learner.trainer.model.parameters()
     )
     res["checkpoint"] = learner.save(str(Path(out) / "iter_000001"), 1, 3, {})
+    # resume: a second learner of these ranks loads the checkpoint; both take the same next step
+    twin = ReasoningLearner(cfg, data.tokenizer_dir, rank=rank, world_size=2)
+    twin.init_dist(f"127.0.0.1:{port}")  # the group is up: it joins it
+    meta = twin.load(res["checkpoint"])
+    counters = (twin.rl_steps, twin.trainer.steps)
+    nxt = _step(data.tokenizer_dir, seed=8) if rank == 0 else None
+    for each in (learner, twin):
+        each.update(each.collate([nxt] if nxt is not None else [], version=2))
+    res["resume"] = {
+        "meta": meta,
+        "steps": counters,
+        "went_on": learner.publish_state(),
+        "resumed": twin.publish_state(),
+    }
     return res
 
 
@@ -203,3 +218,16 @@ def test_fsdp_refuses_lora_and_the_critic_by_name(tmp_path) -> None:
                 "actor": {"strategy": "fsdp"},
             },
         )
+
+
+def test_resumed_ranks_continue_like_uninterrupted_training(runs) -> None:
+    """Weights, optimiser (the shards under fsdp), KL reference and counters come back: the
+    next step from the checkpoint lands where the uninterrupted ranks land."""
+    res = runs["ranks"][0]["resume"]
+    assert res["meta"] == {"iteration": 1, "weight_version": 3}
+    assert res["steps"] == (1, 4)  # RL updates; RL optimiser steps (2 epochs x 2 mini-batches)
+    went_on, resumed = res["went_on"], res["resumed"]
+    assert went_on.keys() == resumed.keys()
+    for k in went_on:
+        torch.testing.assert_close(resumed[k], went_on[k], atol=1e-6, rtol=1e-5, msg=k)
+    assert runs["ranks"][1]["resume"]["resumed"] == {}  # gathered on rank 0

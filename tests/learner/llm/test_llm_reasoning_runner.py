@@ -162,3 +162,48 @@ def test_disaggregated_early_stop_drains_the_next_step(ray_cluster, tmp_path):
     result = run(cfg, ray_cluster)
     assert [int(r["step"]) for r in _rows(result) if r["phase"] == "rl"] == [1]
     assert set(result["rollout_digests"]) == {result["actor_digest"]}
+
+
+@pytest.mark.ray
+def test_resume_continues_steps_versions_and_curve(ray_cluster, tmp_path):
+    """Two RL steps on worker groups with two data-parallel actor ranks (a KL term, so the
+    reference comes back too), then ``train.resume`` into the same out_dir to step 3: the curve
+    goes on from step 2, weight versions continue the checkpoint's, and every rollout rank ends
+    on the actor's weights."""
+    placement = {"rollout,reward": "0", "actor": "1-2"}
+    cfg = _cfg(tmp_path, placement)
+    cfg.algorithm.kl_coef = 0.05
+    first = run(cfg, ray_cluster)
+    assert first["rl_steps"] == 2 and Path(first["checkpoint"], "train_state.pt").is_file()
+    cfg = _cfg(tmp_path, placement)
+    cfg.algorithm.kl_coef, cfg.train.steps, cfg.train.resume = 0.05, 3, str(tmp_path)
+    result = run(cfg, ray_cluster)
+    rows = _rows(result)
+    assert [(r["phase"], int(float(r["step"]))) for r in rows] == [
+        ("init", -1),
+        ("sft", 0),
+        ("rl", 1),
+        ("rl", 2),
+        ("rl", 3),
+    ]
+    assert (
+        float(rows[-1]["weight_version"]) == first["actor_version"] + 1 == result["actor_version"]
+    )
+    assert float(rows[-1]["elapsed_s"]) > float(rows[-2]["elapsed_s"])  # time goes on
+    assert result["rl_steps"] == 3 and Path(result["checkpoint"]).name == "iter_000003"
+    assert set(result["rollout_digests"]) == {result["actor_digest"]}
+    cfg.train.steps = 3
+    cfg.train.resume = result["checkpoint"]
+    with pytest.raises(ValueError, match="is at RL step 3; set train.steps above it"):
+        run(cfg, ray_cluster)
+
+
+def test_resume_refuses_lora_and_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="'train.resume' with model.lora_rank"):
+        from_dict(
+            ReasoningConfig,
+            load_config(
+                ROOT / "configs/llm_grpo_arith.yaml",
+                ["model.lora_rank=4", f"train.resume={tmp_path}"],
+            ),
+        )
