@@ -8,13 +8,6 @@ project's policy client. Learning is the benchmarks' business: these check the p
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +17,7 @@ from learner.checkpoint import load_checkpoint, load_policy
 from learner.metrics import CHECKPOINTS, FINAL_KEYS, ROW_KEYS, SHARED_KEYS, read_metrics
 from policy_server.client import PolicyClient
 from rlinf_cli.main import main
+from tests.cli_procs import served
 
 pytestmark = pytest.mark.sim
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,36 +193,6 @@ def test_rlinf_eval_takes_the_checkpoint(runs, name, capsys) -> None:
         assert result["episodes"] == 2 and 0.0 <= result["success_rate"]["id"] <= 1.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(ckpt: Path) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "rlinf_cli.main", "serve", "--checkpoint", str(ckpt)]
-    proc = subprocess.Popen(
-        [*cmd, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        cwd=ROOT,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-                assert r.status == 200
-                return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"rlinf serve did not come up:\n{proc.communicate(timeout=30)[0]}")
-            time.sleep(0.2)
-
-
 def _observation(policy) -> dict:
     spec = policy.spec
     obs: dict = {"state": np.zeros(spec.state_dim, np.float32)}
@@ -243,16 +207,8 @@ def _observation(policy) -> dict:
 def test_rlinf_serve_answers_with_the_checkpoint(runs, name) -> None:
     ckpt = Path(read_metrics(runs[name])["final"]["checkpoint"])
     policy, meta = load_policy(ckpt)
-    proc, port = _serve(runs[name])  # the run directory: its latest checkpoint is served
-    try:
-        with PolicyClient(f"ws://127.0.0.1:{port}") as client:
-            out = client.infer(_observation(policy))
-        assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim), name
-        assert client.metadata.policy_name == meta["model"]["name"]
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Traceback" not in output, output
+    # the run directory: its latest checkpoint is served
+    with served(runs[name]) as port, PolicyClient(f"ws://127.0.0.1:{port}") as client:
+        out = client.infer(_observation(policy))
+    assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim), name
+    assert client.metadata.policy_name == meta["model"]["name"]

@@ -8,10 +8,6 @@ on the shards the ranks wrote.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import pickle
-import socket
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from learner.actor.strategies import make_strategy
 from learner.sections import OptimConfig
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.weight_blob import weights_from_bytes
+from tests.learner.two_ranks import run_two_ranks
 
 STEPS, SAVE_AT, LR = 3, 2, 1e-2
 
@@ -147,20 +144,9 @@ def _resumed_rank(rank: int, port: int, out: str) -> dict[str, Any]:
 PHASES = {"train": _sharded_rank, "resume": _resumed_rank}
 
 
-def _rank_main(phase: str, rank: int, port: int, out: str, queue: Any) -> None:
-    try:
-        res = PHASES[phase](rank, port, out)
-        # by value: a queued tensor would share memory with a process that is about to exit
-        body = pickle.dumps(res if rank == 0 else {"full_state": res.get("full_state")})
-        queue.put((rank, "ok", body))
-    except Exception:  # the parent reports the traceback
-        queue.put((rank, "error", traceback.format_exc()))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _phase(rank: int, port: int, phase: str, out: str) -> dict[str, Any]:
+    res = PHASES[phase](rank, port, out)
+    return res if rank == 0 else {"full_state": res.get("full_state")}
 
 
 @pytest.fixture(scope="module")
@@ -171,22 +157,8 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _spawn(phase: str, out: Path) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [
-        ctx.Process(target=_rank_main, args=(phase, r, port, str(out), queue)) for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    results = {r: (status, body) for r, status, body in (queue.get(timeout=120) for _ in procs)}
-    for p in procs:
-        p.join(30)
-    for r, (status, body) in results.items():
-        assert status == "ok", f"{phase} rank {r} failed:\n{body}"
-    assert all(p.exitcode == 0 for p in procs)
-    rank0, rank1 = (pickle.loads(results[r][1]) for r in (0, 1))
-    return {"rank0": rank0, "rank1": rank1}
+    got = run_two_ranks(_phase, phase, str(out), timeout_s=120)
+    return {"rank0": got[0], "rank1": got[1]}
 
 
 def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tol: float = 1e-5) -> None:

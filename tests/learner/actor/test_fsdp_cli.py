@@ -11,20 +11,14 @@ project's policy client, and the sharded directory converts back to the single-f
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.cli_procs import rlinf, served
+
 TRAIN = [
     "configs/sim_franka_reach_ppo.yaml",
     "placement={'env,rollout,actor': '0-1'}",
@@ -42,31 +36,10 @@ TRAIN = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
-
-
-def _rlinf(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlinf_cli.main", *args],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fsdp_cli") / "run"
-    train = _rlinf("train", *TRAIN, f"train.out_dir={out}")
+    train = rlinf("train", *TRAIN, f"train.out_dir={out}")
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     return out
 
@@ -100,42 +73,14 @@ def test_rlinf_eval_and_serve_take_the_fsdp_run(run) -> None:
     from learner.metrics import read_metrics
     from policy_server.client import PolicyClient
 
-    ev = _rlinf("eval", str(run), "--episodes", "2", "--no-video", "eval.num_envs=2", timeout=200)
+    ev = rlinf("eval", str(run), "--episodes", "2", "--no-video", "eval.num_envs=2", timeout=200)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads(ev.stdout[ev.stdout.index("{") :])
     ckpt = Path(read_metrics(run)["final"]["checkpoint"])
     assert Path(result["checkpoint"]) == ckpt and result["episodes"] == 2
 
     policy, meta = load_policy(ckpt)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlinf_cli.main", "serve", "--checkpoint", str(run)]
-        + ["--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=_env(),
-        cwd=ROOT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"rlinf serve did not come up:\n{proc.communicate(timeout=30)[0]}")
-                time.sleep(0.2)
-        with PolicyClient(f"ws://127.0.0.1:{port}") as client:
-            out = client.infer({"state": np.zeros(policy.spec.state_dim, np.float32)})
-        assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim)
-        assert client.metadata.policy_name == meta["model"]["name"]
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Traceback" not in output, output
+    with served(run) as port, PolicyClient(f"ws://127.0.0.1:{port}") as client:
+        out = client.infer({"state": np.zeros(policy.spec.state_dim, np.float32)})
+    assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim)
+    assert client.metadata.policy_name == meta["model"]["name"]

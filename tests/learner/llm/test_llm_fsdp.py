@@ -9,11 +9,7 @@ KL term (``algorithm.kl_coef``) runs against a frozen reference that is sharded 
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import pickle
 import random
-import socket
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from learner.llm.rollout import RolloutBatch
 from learner.runners.reasoning import ReasoningConfig
 from learner.runners.reasoning_io import prepare_data
 from rlinf_contracts.config import ConfigError, from_dict, load_config
+from tests.learner.two_ranks import run_two_ranks
 
 ROOT = Path(__file__).resolve().parents[3]
 SFT_STEPS = 3
@@ -118,19 +115,6 @@ def _rank(rank: int, port: int, out: str, strategy: str) -> dict[str, Any]:
     return res
 
 
-def _rank_main(rank: int, port: int, out: str, strategy: str, queue: Any) -> None:
-    try:
-        queue.put((rank, "ok", pickle.dumps(_rank(rank, port, out, strategy))))
-    except Exception:  # the parent reports the traceback
-        queue.put((rank, "error", traceback.format_exc()))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module", params=["fsdp", "ddp"])
 def runs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -140,21 +124,7 @@ def runs(
 
     strategy = request.param
     out = tmp_path_factory.mktemp(f"llm_{strategy}")
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [
-        ctx.Process(target=_rank_main, args=(r, port, str(out), strategy, queue)) for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    got = {r: (status, body) for r, status, body in (queue.get(timeout=300) for _ in procs)}
-    for p in procs:
-        p.join(30)
-    for r, (status, body) in got.items():
-        assert status == "ok", f"rank {r} failed:\n{body}"
-    sharded = {r: pickle.loads(got[r][1]) for r in (0, 1)}
-
+    sharded = run_two_ranks(_rank, str(out), strategy)
     cfg = _cfg(out / "ref", "ddp")
     data = prepare_data(cfg, out / "ref")
     single = ReasoningLearner(cfg, data.tokenizer_dir)

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.cli_procs import rlinf, served
+
 TRAIN = [
     "configs/llm_grpo_arith.yaml",
     "placement={'rollout,reward,actor': '0-1'}",
@@ -38,25 +33,10 @@ TRAIN = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
-
-
-def _rlinf(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rlinf_cli.main", *args],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("llm_fsdp_cli") / "run"
-    train = _rlinf("train", *TRAIN, f"train.out_dir={out}")
+    train = rlinf("train", *TRAIN, f"train.out_dir={out}")
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     return out
 
@@ -82,45 +62,16 @@ def test_two_fsdp_ranks_train_publish_and_write_shards(run) -> None:
 @pytest.mark.slow
 @pytest.mark.ray
 def test_rlinf_eval_and_serve_take_the_fsdp_llm_run(run) -> None:
-    ev = _rlinf("eval", str(run), "--episodes", "16", timeout=200)
+    ev = rlinf("eval", str(run), "--episodes", "16", timeout=200)
     assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
     result = json.loads(ev.stdout[ev.stdout.index("{") :])
     assert result["n"] == 16 and 0.0 <= result["accuracy"] <= 1.0
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlinf_cli.main", "serve", "--checkpoint", str(run)]
-        + ["--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=_env(),
-        cwd=ROOT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-                    assert json.loads(r.read())["status"] == "ok"
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"rlinf serve did not come up:\n{proc.communicate(timeout=30)[0]}")
-                time.sleep(0.2)
+    with served(run) as port:
         body = json.dumps({"prompt": ["03+04=", "11+05="], "max_tokens": 4, "temperature": 0})
         req = urllib.request.Request(
             f"http://127.0.0.1:{port}/v1/completions", data=body.encode(), method="POST"
         )
         with urllib.request.urlopen(req, timeout=30) as r:
             out = json.loads(r.read())
-        assert len(out["choices"]) == 2 and all(c["text"] for c in out["choices"])
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Traceback" not in output, output
+    assert len(out["choices"]) == 2 and all(c["text"] for c in out["choices"])
