@@ -29,7 +29,7 @@ from learner.actor.ddp import GradSync
 from learner.algorithms import sft_loss
 from learner.algorithms.aggregation import global_normalizer
 from learner.llm.algo import LLMAlgorithmConfig, policy_objective, step_normalizer
-from learner.llm.batch import PolicyBatch, TrainBatch, response_logprobs
+from learner.llm.batch import PolicyBatch, TrainBatch, response_logits, response_logprobs
 from learner.llm.critic import CriticTrainer
 from learner.sections import OptimConfig, h
 from rlinf_contracts.config import ConfigError
@@ -262,16 +262,8 @@ class ActorTrainer:
         total = 0.0
         for s, e, counted in rank_rows(len(batch), self.sync.rank, self.sync.world_size, 0):
             mb = batch.slice(s, e)
-            out = self.model(
-                input_ids=mb.input_ids,
-                attention_mask=mb.attention_mask,
-                position_ids=mb.position_ids,
-                use_cache=False,
-            )
-            p = mb.prompt_len
-            loss = sft_loss(
-                out.logits[:, p - 1 : -1], mb.responses, mb.response_mask, normalizer=normalizer
-            )
+            logits = response_logits(self.model, mb)
+            loss = sft_loss(logits, mb.responses, mb.response_mask, normalizer=normalizer)
             (loss * (self._scale if counted else 0.0)).backward()
             total += float(loss.detach()) if counted else 0.0
         self._clip_and_step()

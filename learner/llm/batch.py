@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["PolicyBatch", "TrainBatch", "make_train_batch", "response_logprobs"]
+__all__ = ["PolicyBatch", "TrainBatch", "make_train_batch", "response_logits", "response_logprobs"]
 
 
 @dataclass
@@ -125,6 +125,18 @@ def make_train_batch(
     return TrainBatch(ids, attn, pos, ids[:, p_len:].clone(), resp_mask, p_len)
 
 
+def response_logits(model: nn.Module, batch: TrainBatch) -> torch.Tensor:
+    """Logits ``[N, R, V]`` that predict each response token (the position before it)."""
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    )
+    p = batch.prompt_len
+    return out.logits[:, p - 1 : -1]
+
+
 def response_logprobs(
     model: nn.Module, batch: TrainBatch, temperature: float = 1.0
 ) -> torch.Tensor:
@@ -133,14 +145,7 @@ def response_logprobs(
     ``temperature`` must match the sampling temperature for the ratio to the rollout's
     log-probs to be an importance ratio of the same distribution.
     """
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        use_cache=False,
-    )
-    p = batch.prompt_len
-    logits = out.logits[:, p - 1 : -1].float()
+    logits = response_logits(model, batch).float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
