@@ -281,6 +281,25 @@ def check_llm_resume(train: Any) -> None:
         )
 
 
+def check_llm_actor_ranks(cfg: Any) -> None:
+    """The LLM critic (``algorithm.adv: gae``) trains in one actor process."""
+    from learner.cluster import expected_slots
+    from learner.placement import is_auto, parse_placement
+
+    slots = expected_slots(cfg.cluster)
+    if not cfg.algorithm.estimator.needs_critic or cfg.train.driver != "workers" or slots is None:
+        return
+    if is_auto(cfg.placement):
+        return
+    ranks = parse_placement(dict(cfg.placement), slots[0])["actor"].num_processes
+    if ranks > 1:
+        raise PreflightError(
+            f"key 'placement': the actor on {ranks} processes with "
+            f"algorithm.adv={cfg.algorithm.adv!r}; the critic trains in one actor process: "
+            "place the actor on one slot (e.g. placement.actor=1)"
+        )
+
+
 def check_out_dir(train: Any) -> None:
     """A non-empty ``train.out_dir`` is refused unless ``train.resume`` is set: a second run
     there would silently reuse the first one's ``initial`` actor and episode store, overwrite
@@ -316,6 +335,7 @@ def check_train(cfg: Any) -> None:
     elif kind == "ReasoningConfig":
         check_resume(cfg.train.resume)
         check_llm_resume(cfg.train)
+        check_llm_actor_ranks(cfg)
         data = cfg.data
         for key, path in (
             ("train_path", data.train_path),

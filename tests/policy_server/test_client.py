@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -43,10 +42,8 @@ def test_sync_client_reconnects_after_server_restart():
 def test_sync_client_gives_up_with_a_clear_error():
     with running_server() as srv:
         url = srv.url
-    t0 = time.perf_counter()
     with pytest.raises(PolicyServerUnavailable, match="unreachable after 2 retries"):
         PolicyClient(url, retries=2, backoff_s=0.05, connect_timeout_s=1)
-    assert time.perf_counter() - t0 < 10
 
 
 def test_async_clients_are_batched_together():

@@ -74,7 +74,6 @@ def test_hanging_and_crashing_tools_become_error_observations(tmp_path):
         timeout_s=10.0,
     )
     pid_file = tmp_path / "pid"
-    t0 = time.perf_counter()
     obs = w.execute(
         [
             ToolCall("hang", str(pid_file)),
@@ -85,7 +84,6 @@ def test_hanging_and_crashing_tools_become_error_observations(tmp_path):
             ToolCall("calc", "6*7"),
         ]
     )
-    assert time.perf_counter() - t0 < 6.0
     assert [o.ok for o in obs] == [False, False, False, False, False, True]
     assert "timed out" in obs[0].text and "killed" in obs[0].text
     assert "died" in obs[1].text and "exit code 3" in obs[1].text
@@ -130,10 +128,8 @@ def test_sandbox_refuses(code, expect):
 
 
 def test_sandbox_kills_a_hang_and_caps_file_size():
-    t0 = time.perf_counter()
-    with pytest.raises(ToolError, match="timed out after 1 s"):
+    with pytest.raises(ToolError, match="timed out after 1 s"):  # killed: an endless loop
         PythonSandbox(timeout_s=1.0)("while True:\n    pass")
-    assert time.perf_counter() - t0 < 5.0
     with pytest.raises(ToolError, match="signal|File too large|OSError"):  # RLIMIT_FSIZE (1 MB)
         PythonSandbox(file_mb=1)("open('big', 'wb').write(b'x' * (2 << 20))")
 
