@@ -225,6 +225,12 @@ def resolve_checkpoint(path: str | Path) -> Path:
     )
 
 
+def read_meta(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """(the checkpoint directory ``path`` means, its meta.json) without reading any tensor."""
+    p = resolve_checkpoint(path)
+    return p, json.loads((p / META_FILE).read_text())
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read a checkpoint written by :func:`save_checkpoint` (see :func:`resolve_checkpoint`)."""
     p = resolve_checkpoint(path)

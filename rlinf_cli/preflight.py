@@ -262,18 +262,16 @@ def check_llm_resume(train: Any) -> None:
     """An LLM run resumes from a checkpoint with its train state, before ``train.steps``."""
     if not train.resume:
         return
-    import json
-
-    from learner.checkpoint import META_FILE, resolve_checkpoint
+    from learner.checkpoint import read_meta
     from learner.llm.learner import TRAIN_STATE_FILE
 
-    ckpt = resolve_checkpoint(Path(train.resume))
+    ckpt, meta = read_meta(train.resume)
     if not (ckpt / TRAIN_STATE_FILE).is_file():
         raise PreflightError(
             f"key 'train.resume': {ckpt} has no {TRAIN_STATE_FILE}, so it cannot be continued; "
             f"start a new run from its weights with model.path={ckpt}"
         )
-    step = int(json.loads((ckpt / META_FILE).read_text()).get("iteration", 0))
+    step = int(meta.get("iteration", 0))
     if step >= train.steps:
         raise PreflightError(
             f"key 'train.steps'={train.steps}: train.resume's checkpoint {ckpt} is at RL step "

@@ -178,12 +178,9 @@ def load_served_policy(cfg: ServeConfig) -> tuple[Any, int, str]:
 
 def is_llm_checkpoint(path: str) -> bool:
     """An LLM actor's checkpoint (``runner: reasoning``): served as text completions."""
-    import json
+    from learner.checkpoint import read_meta
 
-    from learner.checkpoint import META_FILE, resolve_checkpoint
-
-    meta = json.loads((resolve_checkpoint(path) / META_FILE).read_text())
-    return (meta.get("model") or {}).get("name") == "causal_lm"
+    return (read_meta(path)[1].get("model") or {}).get("name") == "causal_lm"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ its Hugging Face config and tokenizer files beside the weights, as the runner wr
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from learner.actor.fsdp import SHARDED_DIR
-from learner.checkpoint import META_FILE, resolve_checkpoint, write_checkpoint
+from learner.checkpoint import META_FILE, read_meta, write_checkpoint
 
 __all__ = ["convert_sharded", "load_sharded_model"]
 
@@ -83,8 +82,7 @@ def convert_sharded(src: str | Path, dst: str | Path, model: nn.Module | None = 
     ``model``: the unsharded module to fill; by default the embodied policy rebuilt from the
     checkpoint's ``meta.json``, which ``dst`` keeps (iteration, weight version, spec, config).
     """
-    src_dir = resolve_checkpoint(src)
-    meta = json.loads((src_dir / META_FILE).read_text())
+    src_dir, meta = read_meta(src)
     name = meta["model"]["name"]
     target = model if model is not None else REBUILD.get(name, _embodied)(meta, src_dir)
     state = load_sharded_model(src_dir, target)

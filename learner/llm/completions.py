@@ -97,12 +97,11 @@ class CompletionEngine:
     """A causal-LM checkpoint loaded once, answering completion requests in turn."""
 
     def __init__(self, path: str | Path, device: str = "cpu", max_tokens_limit: int = 512) -> None:
-        from learner.checkpoint import resolve_checkpoint
+        from learner.checkpoint import read_meta
         from learner.llm.model import load_model
         from learner.llm.rollout import ROLLOUT_BACKENDS
 
-        self.path = resolve_checkpoint(path)
-        meta = json.loads((self.path / "meta.json").read_text())
+        self.path, meta = read_meta(path)
         self.weight_version = int(meta.get("weight_version", 0))
         self.name = f"{self.path.parent.parent.name}/{self.path.name}"
         model, self.tokenizer = load_model(self.path)

@@ -172,11 +172,9 @@ class _Driver(Protocol):
 
 def _checkpoint_version(path: str) -> int:
     """The weight version a checkpoint was published as (its meta.json; no tensors read)."""
-    import json
+    from learner.checkpoint import read_meta
 
-    from learner.checkpoint import META_FILE, resolve_checkpoint
-
-    return int(json.loads((resolve_checkpoint(path) / META_FILE).read_text())["weight_version"])
+    return int(read_meta(path)[1]["weight_version"])
 
 
 def _resume(cfg: ReasoningConfig, curve: _Curve, out_dir: Path, d: _Driver) -> tuple[int, int]:
