@@ -74,19 +74,25 @@ class RecorderNode(Node):
         return out
 
     def close(self) -> None:
-        """Finish an MCAP file still open and leave the final counts in ``status_path`` (run_node
-        calls this on shutdown)."""
+        """Finish an MCAP file still open and leave the final counts in ``status_path`` and the
+        log (run_node calls this on shutdown: a stop right after an episode ends comes before the
+        next status tick, and the last line must still name every episode written)."""
         for sink in self.sinks:
             close = getattr(sink, "close", None)
             if callable(close):
                 close()
+        self._log_counts()
         self._write_status(json.dumps(self.status()))
 
-    def _publish_status(self) -> None:
+    def _log_counts(self) -> None:
+        """One line each time an episode ended, never the same line twice."""
         stats = self.assembler.stats
         if stats.written + stats.aborted != self._ended:
             self._ended = stats.written + stats.aborted
             log.info("recorder: %s", stats.describe())
+
+    def _publish_status(self) -> None:
+        self._log_counts()
         text = json.dumps(self.status())
         self.pub_status.publish(String(data=text))
         self._write_status(text)

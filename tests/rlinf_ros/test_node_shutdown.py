@@ -1,7 +1,8 @@
 """A node stops on SIGTERM in bounded time: cleanly, or, when its teardown hangs, with a stack dump.
 
 Real process, real rclpy: :func:`rlinf_ros.nodes.common.run_node` with a node whose ``close``
-either returns or never does. A launcher (``rlinf ros up``) or a test must see a stopped node
+either returns or never does, or whose middleware teardown blocks after ``close`` finished. A
+launcher (``rlinf ros up``) or a test must see a stopped node
 and where it hung, never a process it has to SIGKILL with no trace.
 """
 
@@ -37,6 +38,12 @@ NODE = textwrap.dedent("""
             if sys.argv[1] == "hang":
                 while True:
                     time.sleep(0.5)  # a driver that never lets go
+
+        def destroy_node(self):
+            if sys.argv[1] == "stuck_middleware":
+                while True:
+                    time.sleep(0.5)  # a DDS teardown that blocks after close() finished
+            super().destroy_node()
 
     raise SystemExit(run_node("probe", lambda cfg, name: Stub(),
                               ["--config", "configs/ros_sim_franka.yaml"], shutdown_grace_s=2.0))
@@ -81,3 +88,12 @@ def test_a_hung_teardown_exits_1_with_every_threads_stack(ros_domain_id) -> None
     assert took > 1.5, took  # the watchdog gave the teardown its grace first
     assert "probe node stopped" not in out
     assert "Timeout (0:00:02)!" in out and "in close" in out, out
+
+
+def test_a_stuck_middleware_teardown_after_close_is_a_clean_stop_with_its_stack(
+    ros_domain_id,
+) -> None:
+    code, _, out = _start_and_term("stuck_middleware")
+    assert code == 0, out  # the node's own close finished: the stop is clean
+    assert "middleware's teardown" in out and "in destroy_node" in out, out  # where it stuck
+    assert "probe node stopped" in out and "Timeout" not in out, out
