@@ -28,8 +28,10 @@ Every piece runs as the shipped commands, as real processes (random ROS_DOMAIN_I
 
 Camera-only push (``push_pixels``) adds, between 1. and 2.: the frozen pixel encoder
 (``runs/encoder_pretrain_front`` when it holds a checkpoint, else a quick ``rlinf train
-configs/encoder_pretrain.yaml`` on the demos' front + wrist frames), the success classifier
-(``rlinf train configs/reward_classifier_push.yaml`` on the demos) served by ``rlinf serve`` on
+configs/encoder_pretrain.yaml`` on the demos' front + wrist frames), episodes of the scripted
+human with noise on its commands (near misses: the classifier's negatives), the success classifier
+(``rlinf train configs/reward_classifier_push.yaml`` on the demos and those, reading the same frozen
+backbone as the learner) served by ``rlinf serve`` on
 the reward node's port, and the reward node in the graph (``source: classifier``; the twin's
 judge only scores it). The results add the classifier's FP / FN rates against the twin's judge
 (the learner's ``reward_judge/*``) and ``learner/transitions_trained_share``.
@@ -121,8 +123,9 @@ def task_graph(
     return path
 
 
-def collect_demos(work: Path, n: int, procs: Procs) -> dict:
-    """``rlinf collect`` on the twin with the scripted human driving every tick."""
+def collect_demos(work: Path, n: int, procs: Procs, out: str = "demos", noise: float = 0.0) -> dict:
+    """``rlinf collect`` on the twin with the scripted human driving every tick (``noise``: an
+    operator who misses, for the classifier's near-miss negatives)."""
     cfg = merge(task_base(), TASK.demo_graph)
     cfg["task"].update(results_path=str(work / "demo_episodes.json"), warmup_s=2.0)
     cfg["policy_client"]["server_url"] = ""
@@ -131,21 +134,19 @@ def collect_demos(work: Path, n: int, procs: Procs) -> dict:
         "device": "scripted",
         "rate_hz": 20.0,
         "always_intervene": True,
-        "script": {"task": TASK.script},
+        "script": {"task": TASK.script, **({"noise": noise, "seed": 1} if noise else {})},
     }
-    graph = work / "graph_demos.yaml"
+    graph = work / f"graph_{out}.yaml"
     graph.write_text(yaml.safe_dump(cfg))
     t0 = time.time()
     run_logged(
         work / "collect.log",
-        ["collect", str(graph), "--episodes", str(n), "--out", str(work / "demos")],
+        ["collect", str(graph), "--episodes", str(n), "--out", str(work / out)],
         120 + 40 * n,
     )
     from rlinf_data.store import EpisodeStore
 
-    eps = [
-        e for e in EpisodeStore(work / "demos", mode="r") if e.info.status != "aborted" and len(e)
-    ]
+    eps = [e for e in EpisodeStore(work / out, mode="r") if e.info.status != "aborted" and len(e)]
     return {
         "episodes": len(eps),
         "successes": int(sum(e.info.success for e in eps)),
@@ -199,15 +200,20 @@ def encoder_weights(work: Path) -> list[str]:
     return [f"model.encoder.weights={out}"]
 
 
-def train_classifier(work: Path) -> dict:
-    """``rlinf train`` of the task's success classifier on the demos' frames; its metrics."""
+def train_classifier(work: Path, backbone: list[str]) -> dict:
+    """``rlinf train`` of the task's success classifier on the demos' frames and the noisy
+    teleop's near misses, on the learner's frozen backbone; its metrics."""
     out = work / "classifier"
+    negatives = [f"data.extra_stores=[{work / 'rollouts'}]"] if TASK.negatives else []
+    weights = [f"model.backbone={b.split('=', 1)[1]}" for b in backbone]
     run_logged(
         work / "classifier.log",
         [
             "train",
             str(ROOT / TASK.classifier),
             f"data.store={work / 'demos'}",
+            *negatives,
+            *weights,
             f"train.out_dir={out}",
         ],
         900,
@@ -225,13 +231,20 @@ def serve_classifier(work: Path, procs: Procs) -> int:
     return port
 
 
-def learned_reward(work: Path, procs: Procs) -> tuple[dict | None, int | None]:
+NEGATIVES: dict = {}  # the noisy teleop's episodes of this run (results)
+
+
+def learned_reward(work: Path, procs: Procs, backbone: list[str]) -> tuple[dict | None, int | None]:
     """The task's success classifier trained and served: (its metrics, its port); none for a
     task whose reward is the twin's judge."""
     if TASK.classifier is None:
         return None, None
+    if TASK.negatives:
+        rollouts = collect_demos(work, TASK.negatives, procs, "rollouts", TASK.negative_noise)
+        print(f"noisy teleop (the classifier's negatives): {rollouts}", flush=True)
+        NEGATIVES.update(rollouts, noise=TASK.negative_noise)
     t0 = time.time()
-    metrics = train_classifier(work)
+    metrics = train_classifier(work, backbone)
     metrics["train_s"] = round(time.time() - t0, 1)
     print(f"classifier: {metrics}", flush=True)
     return metrics, serve_classifier(work, procs)
@@ -513,7 +526,7 @@ def main() -> None:
         demo = {"reused": True} if demos_kept else collect_demos(work, a.demos, procs)
         print(f"demos: {demo}", flush=True)
         overrides = encoder_weights(work)
-        classifier, reward_port = learned_reward(work, procs)
+        classifier, reward_port = learned_reward(work, procs, overrides)
         t_robot, metrics = online(
             work, a.minutes, a.checkpoint_every, procs, overrides, reward_port, a.robots
         )
@@ -550,6 +563,7 @@ def main() -> None:
         sim_task=sim_task(),
         classifier=classifier,
         classifier_config=TASK.classifier,
+        negatives=NEGATIVES or None,
         encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
         run_figures=newest(metrics, RUN_FIGURES),
     )

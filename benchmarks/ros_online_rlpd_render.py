@@ -88,10 +88,27 @@ def reward_lines(meta: dict) -> list[str]:
 
     share = fig.get("learner/transitions_trained_share")
     twin = meta.get("twin_success_last100")
+    negatives = meta.get("negatives") or {}
+    source = "the demos' front frames" + (
+        f" and {negatives.get('episodes', 0)} episodes of the scripted human with noise "
+        f"{negatives.get('noise')} on its commands ({negatives.get('successes', 0)} successes: "
+        "the near misses are negatives), on the learner's frozen keypoint backbone"
+        if negatives
+        else ""
+    )
+    held = "".join(
+        f", {name} {clf[key]:.3f}"
+        for name, key in (
+            ("val FP rate", "val_fp_rate"),
+            ("val FN rate", "val_fn_rate"),
+            ("failed val episodes called success", "val_false_success_episodes"),
+        )
+        if isinstance(clf.get(key), (int, float))
+    )
     return [
-        f"Reward: the success classifier (`{meta['classifier_config']}`, trained on the demos' "
-        f"front frames in {clf.get('train_s', 0):.0f} s, val accuracy "
-        f"{clf.get('val_accuracy', float('nan')):.3f}) served by `rlinf serve` to the reward "
+        f"Reward: the success classifier (`{meta['classifier_config']}`, trained on {source} in "
+        f"{clf.get('elapsed_s', clf.get('train_s', 0)):.0f} s, val accuracy "
+        f"{clf.get('val_accuracy', float('nan')):.3f}{held}) served by `rlinf serve` to the reward "
         "node; the twin's success flag only judges it. Against the judge: FP rate "
         f"{f('reward_judge/fp_rate')}, FN rate {f('reward_judge/fn_rate')} (newest window), "
         f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "

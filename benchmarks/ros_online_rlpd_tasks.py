@@ -39,6 +39,10 @@ class BenchTask:
     demo_graph: dict = field(default_factory=dict)
     classifier: str | None = None  # the success classifier's config: reward node + served model
     encoder: PixelEncoder | None = None
+    # episodes of the scripted human with noise on its commands, recorded for the classifier's
+    # negatives (its near misses; HIL-SERL's operators record failures the same way)
+    negatives: int = 0
+    negative_noise: float = 0.7
 
     @property
     def reward_source(self) -> str:
@@ -78,6 +82,7 @@ TASKS = {
         f"{STEM}_push_pixels",
         demo_graph={"task": {"judge_ends_episodes": True}, "reward": {"enabled": False}},
         classifier="configs/reward_classifier_push.yaml",
+        negatives=40,
         encoder=PixelEncoder(
             "configs/encoder_pretrain.yaml", "runs/encoder_pretrain_front", ("front", "wrist")
         ),

@@ -25,6 +25,7 @@ ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "MUJOCO_GL": "osmesa"}
 ENV["PYOPENGL_PLATFORM"] = "osmesa"
 
 
+@pytest.mark.slow  # the whole script on CPU (~30 s); the parts' own checks stay in the default tier
 def test_smoke_run_reports_every_part_ok(tmp_path: Path) -> None:
     results = ROOT / "benchmarks" / "results" / "gpu_check.json"
     before = results.read_bytes() if results.exists() else None

@@ -31,8 +31,9 @@ def _p_success(model: Any, data: dict[str, Any], rows: np.ndarray) -> np.ndarray
 
 def evaluate_classifier_checkpoint(path: str, dataset: str | None = None) -> dict[str, Any]:
     """``{"checkpoint", "runner", "iteration", "split", "frames", "accuracy",
-    "balanced_accuracy"}`` of a ``reward_classifier`` checkpoint."""
-    from learner.runners.reward_classifier import accuracy, labelled_frames, split_by_episode
+    "balanced_accuracy", "fp_rate", "fn_rate", "false_success_episodes"}`` of a
+    ``reward_classifier`` checkpoint."""
+    from learner.runners.reward_classifier import accuracy, labelled_stores, split_by_episode
 
     model, meta = load_policy(path)
     cfg = meta.get("config") or {}
@@ -40,14 +41,18 @@ def evaluate_classifier_checkpoint(path: str, dataset: str | None = None) -> dic
     store = dataset or d.get("store")
     if not store:
         raise ValueError(f"{meta['path']}: meta.json names no episode store; pass --dataset DIR")
-    data = labelled_frames(store, d.get("camera", ""), d.get("last_k", 1), d.get("margin", 0))
+    stores = [dataset] if dataset else [store, *(d.get("extra_stores") or [])]
+    data = labelled_stores(stores, d.get("camera", ""), d.get("last_k", 1), d.get("margin", 0))
     if dataset:
         rows, split = np.arange(len(data["label"])), "dataset"
     else:
         rng = np.random.default_rng(cfg.get("seed", 0))
         _, rows = split_by_episode(data["episode"], d.get("val_fraction", 0.2), rng)
         split = "val"
-    scores = accuracy(_p_success(model, data, rows), data["label"][rows], t.get("threshold", 0.5))
+    p_success = _p_success(model, data, rows)
+    scores = accuracy(
+        p_success, data["label"][rows], t.get("threshold", 0.5), data["episode"][rows]
+    )
     return {
         "checkpoint": meta["path"],
         "runner": "reward_classifier",

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from learner.models.encoder_kinds import KeypointBackbone, to_unit
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
 
 
@@ -37,8 +38,24 @@ class PointMass:
 
 
 class SuccessClassifier(Policy):
-    """Small CNN on one camera (+ optional state): stride-2 convs, average pool to ``pool`` x
-    ``pool`` (where things are matters), MLP."""
+    """One camera (+ optional state) -> ``p_success``, read by one of two image parts:
+
+    * a small CNN trained with the head (stride-2 convs, average pool to ``pool`` x ``pool``:
+      where things are matters), then an MLP;
+    * with ``backbone`` (its conv channels): a frozen pretrained keypoint backbone
+      (:class:`~learner.models.encoder_kinds.KeypointBackbone`, the pixel encoder of the
+      camera-only RL runs, weights loaded by the runner and saved in the checkpoint), then a
+      two-layer MLP on the points.
+
+    Why the frozen backbone: "the cube inside the goal disc" is a simple function of where the
+    cube and the disc are, which the pretrained points already say; a CNN fitted to a few dozen
+    positive frames learns whatever else separates them too and says success on frames a
+    policy then learns to produce. On noisy rollouts it never trained on, the points gave a
+    fraction of the CNN's false positives (``benchmarks/results/reward_classifier_errors.md``).
+
+    ``obs`` may carry ``"features"`` (the image part's output, precomputed once per frame by the
+    runner while the backbone is frozen) in place of the images.
+    """
 
     def __init__(
         self,
@@ -48,6 +65,7 @@ class SuccessClassifier(Policy):
         hidden: int = 64,
         use_state: bool = False,
         pool: int = 8,
+        backbone: tuple[int, ...] | None = None,
     ) -> None:
         super().__init__()
         if not spec.cameras:
@@ -59,19 +77,48 @@ class SuccessClassifier(Policy):
         if self.camera not in spec.cameras:
             raise ValueError(f"camera {self.camera!r} not in spec cameras {sorted(spec.cameras)}")
         self.use_state = use_state
-        layers: list[nn.Module] = []
-        c_in = 3
-        for c in channels:
-            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.ReLU()]
-            c_in = c
-        self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(pool), nn.Flatten())
-        feat = c_in * pool * pool + (spec.state_dim if use_state else 0)
-        self.head = nn.Sequential(nn.Linear(feat, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        extra = spec.state_dim if use_state else 0
+        self.backbone: KeypointBackbone | None = None
+        if backbone:
+            self.backbone = KeypointBackbone(tuple(backbone)).requires_grad_(False)
+            self.conv: nn.Module = nn.Identity()
+            width = self.backbone.out_dim + extra
+            self.head = nn.Sequential(
+                nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+            )
+            self.head.append(nn.Linear(hidden, 1))
+        else:
+            layers: list[nn.Module] = []
+            c_in = 3
+            for c in channels:
+                layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.ReLU()]
+                c_in = c
+            self.conv = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(pool), nn.Flatten())
+            width = c_in * pool * pool + extra
+            self.head = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    @property
+    def frozen_features(self) -> bool:
+        """True when the image part never trains (its features can be computed once per frame)."""
+        return self.backbone is not None
+
+    def train(self, mode: bool = True) -> SuccessClassifier:
+        super().train(mode)
+        if self.backbone is not None:
+            self.backbone.eval()  # frozen: no train-mode behaviour ever
+        return self
+
+    def image_features(self, obs: dict[str, Any]) -> Tensor:
+        """The image part's output ``[B, F]`` for ``obs["images"][camera]``."""
+        img = obs["images"][self.camera]
+        if self.backbone is not None:
+            with torch.no_grad():
+                return self.backbone(to_unit(img))
+        return self.conv(img.float().permute(0, 3, 1, 2) / 255.0)
 
     def logits(self, obs: dict[str, Any]) -> Tensor:
-        """``obs`` from ``obs_to_tensors`` -> logits [B]."""
-        img = obs["images"][self.camera].float().permute(0, 3, 1, 2) / 255.0
-        feat = self.conv(img)
+        """``obs`` from ``obs_to_tensors`` (or with precomputed ``"features"``) -> logits [B]."""
+        feat = obs["features"] if "features" in obs else self.image_features(obs)
         if self.use_state:
             feat = torch.cat([feat, obs["state"].float()], dim=-1)
         return self.head(feat).squeeze(-1)

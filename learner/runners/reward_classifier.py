@@ -8,6 +8,12 @@ A frame is positive when it is one of the last ``data.last_k`` observations of a
 episode (the final observation counts as the last one); the ``data.margin`` frames just before
 them are left out (almost there: neither label), every other frame is negative. The
 split is by episode, so near-identical neighbouring frames never sit on both sides. The
+labelled episodes may come from several stores (``data.extra_stores``: policy rollouts or noisy
+teleop, whose failed episodes are the near misses a policy would learn to exploit). The image
+part is a small CNN trained with the head or, with ``model.backbone``, the frozen keypoint
+backbone of the pixel encoder (its features computed once per frame, then only the head trains).
+Validation reports, besides accuracy, the false-positive and false-negative rates per frame and
+the share of failed held-out episodes with a frame called success. The
 checkpoint is an ordinary policy checkpoint (model ``success_classifier``, one "action" =
 ``p_success``): ``rlinf serve --checkpoint RUN_DIR`` serves it, and the robot PC's reward node
 (``rlinf_ros/nodes/reward.py``) asks it over the policy wire.
@@ -27,6 +33,7 @@ import torch
 
 from learner.cluster import ClusterConfig
 from learner.models import PolicySpec, build_policy, obs_to_tensors
+from learner.models.encoder_kinds import load_weights
 from learner.offline.supervised import ClassifierLearner
 from learner.runners.budget import Budget
 from learner.runners.fit import Every, fit
@@ -43,6 +50,13 @@ log = logging.getLogger(__name__)
 class ClassifierData:
     store: str = field(
         default="", metadata=_h("episode store of labelled episodes (rlinf collect ... --out DIR)")
+    )
+    extra_stores: list[str] = field(
+        default_factory=list,
+        metadata=_h(
+            "more labelled episode stores, labelled the same way: recorded policy rollouts or "
+            "noisy teleop, whose failed episodes are the near misses a policy would exploit"
+        ),
     )
     camera: str = field(
         default="", metadata=_h("camera to classify ('' = the store's first camera)")
@@ -65,6 +79,11 @@ class ClassifierData:
     def validate(self) -> None:
         if not self.store:
             raise ConfigError("key 'data.store' is required: the episode store to learn from")
+        if not all(isinstance(x, str) and x for x in self.extra_stores):
+            raise ConfigError(
+                f"key 'data.extra_stores' must be a list of episode store paths, got "
+                f"{self.extra_stores!r}"
+            )
         if self.last_k < 1 or self.margin < 0 or not 0.0 < self.val_fraction < 1.0:
             raise ConfigError(
                 "keys 'data.last_k' >= 1, 'data.margin' >= 0 and 'data.val_fraction' in (0, 1)"
@@ -77,6 +96,25 @@ class ClassifierModel:
         default_factory=lambda: [16, 32, 32], metadata=_h("conv channels (stride 2 each)")
     )
     hidden: int = field(default=64, metadata=_h("MLP head width"))
+    backbone: str = field(
+        default="",
+        metadata=_h(
+            "frozen pretrained keypoint backbone read by the head instead of the small CNN: the "
+            "run directory of 'rlinf train configs/encoder_pretrain.yaml', a .safetensors or "
+            "torch file ('' = the CNN, trained with the head)"
+        ),
+    )
+    backbone_channels: list[int] = field(
+        default_factory=lambda: [16, 16, 32],
+        metadata=_h("conv channels of model.backbone (those its weights were trained with)"),
+    )
+
+    def validate(self) -> None:
+        if self.backbone and not Path(self.backbone).exists():
+            raise ConfigError(
+                f"key 'model.backbone': no weights at {self.backbone!r}; pretrain them with "
+                "'rlinf train configs/encoder_pretrain.yaml' or set model.backbone='' (the CNN)"
+            )
 
 
 @dataclass
@@ -112,16 +150,19 @@ class RewardClassifierConfig(RunConfig):
 
     def validate(self) -> None:
         self.data.validate()
+        self.model.validate()
 
 
-def labelled_frames(store_path: str, camera: str, last_k: int, margin: int = 0) -> dict[str, Any]:
+def labelled_frames(
+    store_path: str, camera: str, last_k: int, margin: int = 0, key: str = "data.store"
+) -> dict[str, Any]:
     """Frames, states, labels and the episode of each frame (final observations included);
     ``margin`` frames before a success's positives are dropped. Episodes come from the one demo
     reader (:mod:`rlinf_data.demos`: an episode store or a LeRobot dataset, stepless ones
     skipped)."""
     need = [f"images/{camera}"] if camera else ["camera"]  # '' = each episode's first camera
     hint = "record frames of a camera and name it in data.camera"
-    demos = open_demos(store_path, key="data.store", need=need, hint=hint)
+    demos = open_demos(store_path, key=key, need=need, hint=hint)
     images, states, labels, episodes = [], [], [], []
     for i, ep in enumerate(demos.each()):
         cam = camera or next(iter(ep.info.layout.cameras))
@@ -145,6 +186,27 @@ def labelled_frames(store_path: str, camera: str, last_k: int, margin: int = 0) 
     }
 
 
+def labelled_stores(stores: list[str], camera: str, last_k: int, margin: int = 0) -> dict[str, Any]:
+    """:func:`labelled_frames` of each store, joined (episode ids stay distinct across stores;
+    every store must hold frames of the same camera and size)."""
+    parts = [
+        labelled_frames(s, camera, last_k, margin, "data.store" if i == 0 else "data.extra_stores")
+        for i, s in enumerate(stores)
+    ]
+    shapes = {p["images"].shape[1:] for p in parts}
+    if len(shapes) > 1:
+        raise ConfigError(
+            f"keys 'data.store' / 'data.extra_stores': the stores' {parts[0]['camera']!r} frames "
+            f"differ in size {sorted(shapes)}; record them at the same camera size"
+        )
+    offset, episodes = 0, []
+    for p in parts:
+        episodes.append(p["episode"] + offset)
+        offset += int(p["episode"].max()) + 1 if len(p["episode"]) else 0
+    out = {k: np.concatenate([p[k] for p in parts]) for k in ("images", "state", "label")}
+    return {"camera": parts[0]["camera"], **out, "episode": np.concatenate(episodes)}
+
+
 def split_by_episode(
     episode: np.ndarray, val_fraction: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -160,19 +222,41 @@ def split_by_episode(
     return np.flatnonzero(~val), np.flatnonzero(val)
 
 
-def accuracy(p: np.ndarray, y: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
-    """Accuracy and balanced accuracy (mean of the per-class recalls).
+def accuracy(
+    p: np.ndarray, y: np.ndarray, threshold: float = 0.5, episode: np.ndarray | None = None
+) -> dict[str, float]:
+    """Accuracy, balanced accuracy (mean of the per-class recalls), the false-positive and
+    false-negative rates per frame and, given each frame's ``episode``, the share of failed
+    episodes (no positive frame) with a frame called success: what online RL exploits, since the
+    reward node ends an episode on the first success it hears.
 
-    >>> accuracy(np.array([0.9, 0.2, 0.1, 0.1]), np.array([1.0, 1.0, 0.0, 0.0]))
-    {'accuracy': 0.75, 'balanced_accuracy': 0.75}
+    >>> accuracy(np.array([0.9, 0.2, 0.1, 0.6]), np.array([1.0, 1.0, 0.0, 0.0]), 0.5,
+    ...          np.array([0, 0, 1, 2]))  # doctest: +NORMALIZE_WHITESPACE
+    {'accuracy': 0.5, 'balanced_accuracy': 0.5, 'fp_rate': 0.5, 'fn_rate': 0.5,
+     'false_success_episodes': 0.5}
     """
     pred = p > threshold
     pos, neg = y > 0.5, y <= 0.5
     recalls = [float(np.mean(pred[m] == (c == 1))) for c, m in ((1, pos), (0, neg)) if m.any()]
-    return {"accuracy": float(np.mean(pred == pos)), "balanced_accuracy": float(np.mean(recalls))}
+    out = {
+        "accuracy": float(np.mean(pred == pos)),
+        "balanced_accuracy": float(np.mean(recalls)),
+        "fp_rate": float(np.mean(pred[neg])) if neg.any() else float("nan"),
+        "fn_rate": float(np.mean(~pred[pos])) if pos.any() else float("nan"),
+    }
+    if episode is not None:
+        failed = [e for e in np.unique(episode) if not pos[episode == e].any()]
+        fired = [bool(pred[episode == e].any()) for e in failed]
+        out["false_success_episodes"] = float(np.mean(fired)) if fired else float("nan")
+    return out
 
 
 def _batch(data: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    if "features" in data:  # a frozen image part: its features were computed once per frame
+        return {
+            "features": torch.as_tensor(data["features"][rows]),
+            "state": torch.as_tensor(data["state"][rows]),
+        }
     return obs_to_tensors(
         {"state": data["state"][rows], "images": {data["camera"]: data["images"][rows]}}
     )
@@ -188,6 +272,17 @@ def _predict(model: Any, data: dict[str, Any], rows: np.ndarray) -> np.ndarray:
         )
 
 
+def frozen_features(model: Any, data: dict[str, Any]) -> np.ndarray:
+    """The frozen image part's features of every frame, once (the epochs then train the head
+    alone, at the cost of a small MLP)."""
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(data["label"]), 256):
+            rows = np.arange(i, min(i + 256, len(data["label"])))
+            out.append(model.image_features(_batch(data, rows)).numpy())
+    return np.concatenate(out)
+
+
 def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     """Train, validate, checkpoint; returns the metrics (``val_accuracy``, ``checkpoint``...)."""
     from learner.checkpoint import save_checkpoint
@@ -197,7 +292,8 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    data = labelled_frames(cfg.data.store, cfg.data.camera, cfg.data.last_k, cfg.data.margin)
+    stores = [cfg.data.store, *cfg.data.extra_stores]
+    data = labelled_stores(stores, cfg.data.camera, cfg.data.last_k, cfg.data.margin)
     train, val = split_by_episode(data["episode"], cfg.data.val_fraction, rng)
     h, w = data["images"].shape[1:3]
     spec = PolicySpec(
@@ -210,7 +306,16 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
         channels=list(cfg.model.channels),
         hidden=cfg.model.hidden,
         use_state=cfg.data.use_state,
+        backbone=list(cfg.model.backbone_channels) if cfg.model.backbone else None,
     )
+    if cfg.model.backbone:
+        load_weights(model.backbone, cfg.model.backbone, "classifier's keypoint backbone")
+        data["features"] = frozen_features(model, data)
+        log.info(
+            "frozen backbone %s: features of %d frames computed once",
+            cfg.model.backbone,
+            len(data["label"]),
+        )
     y = torch.as_tensor(data["label"])
     n_pos = float(data["label"][train].sum())
     # the rare positives weigh negatives / positives of the training split
@@ -238,7 +343,9 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
             "train/loss": metrics["loss"],
             **{
                 f"val/{k}": v
-                for k, v in accuracy(p_val, data["label"][val], cfg.train.threshold).items()
+                for k, v in accuracy(
+                    p_val, data["label"][val], cfg.train.threshold, data["episode"][val]
+                ).items()
             },
         }
         history.append(row)
@@ -250,11 +357,15 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
             best["row"] = row
             best["state"] = {k: v.clone() for k, v in model.state_dict().items()}
         log.info(
-            "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f)",
+            "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f; false positives %.3f, "
+            "false negatives %.3f of frames; failed episodes called success %.2f)",
             epoch,
             row["train/loss"],
             row["val/accuracy"],
             row["val/balanced_accuracy"],
+            row["val/fp_rate"],
+            row["val/fn_rate"],
+            row["val/false_success_episodes"],
         )
 
     budget = Budget(cfg.train.time_budget_s, t0)
@@ -266,6 +377,9 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     metrics = {
         "val_accuracy": final["val/accuracy"],
         "val_balanced_accuracy": final["val/balanced_accuracy"],
+        "val_fp_rate": final["val/fp_rate"],
+        "val_fn_rate": final["val/fn_rate"],
+        "val_false_success_episodes": final["val/false_success_episodes"],
         "frames": int(len(data["label"])),
         "positives": int(data["label"].sum()),
         "val_frames": int(len(val)),
@@ -294,4 +408,11 @@ RUNNERS.add(
     RunnerSpec(config_cls=RewardClassifierConfig, run=run, in_process=lambda cfg, slots: True),
 )
 
-__all__ = ["RewardClassifierConfig", "accuracy", "labelled_frames", "run", "split_by_episode"]
+__all__ = [
+    "RewardClassifierConfig",
+    "accuracy",
+    "labelled_frames",
+    "labelled_stores",
+    "run",
+    "split_by_episode",
+]

@@ -8,7 +8,9 @@ drives every tick (teleop-only demonstrations); otherwise it watches and takes o
 *drifts* -- the distance to the goal has not shrunk by ``progress_m`` within ``patience_s``, or
 (with ``regress_m`` set) the hand has moved more than ``regress_m`` farther from the goal than its
 closest approach this episode (off the path, at once) -- and hands back once within ``release_m``
-(HG-DAgger with a scripted human).
+(HG-DAgger with a scripted human). ``noise`` (a fraction of the full action, seeded by ``seed``)
+adds Gaussian noise to every translation command: an operator who misses -- the near-miss and
+failed episodes a success classifier needs as negatives.
 
 >>> s = ScriptedReach(pos_scale=0.05, always=True, clock=lambda: 0.0)
 >>> s.on_pose(np.zeros(3)); s.on_goal(np.array([0.01, 0.0, -0.2]))
@@ -18,6 +20,7 @@ closest approach this episode (off the path, at once) -- and hands back once wit
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,9 +40,14 @@ class ScriptedReach:
         release_m: float = 0.02,
         gain: float = 1.0,
         regress_m: float | None = None,
+        noise: float = 0.0,
+        seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if noise < 0:
+            raise ValueError(f"key 'teleop.script.noise' must be >= 0, got {noise}")
         self.pos_scale, self.always, self.gain = pos_scale, always, gain
+        self.noise, self._rng = float(noise), np.random.default_rng(seed)
         self.patience_s, self.progress_m, self.release_m = patience_s, progress_m, release_m
         self.regress_m = regress_m
         self._closest = float("inf")  # closest approach to the goal this episode
@@ -72,12 +80,19 @@ class ScriptedReach:
             self.driving = True
         return self.driving
 
+    def _command(self, move: np.ndarray) -> np.ndarray:
+        """The 6-D twist of a translation command (full action = 1), with the operator's noise."""
+        twist = np.zeros(6)
+        if self.noise > 0:
+            move = move + self._rng.normal(0.0, self.noise, 3)
+        twist[:3] = np.clip(move, -1, 1)
+        return twist
+
     def read(self) -> TeleopInput:
         if self.ee is None or self.goal is None:
             return TeleopInput()
         delta = self.goal - self.ee
-        twist = np.zeros(6)
-        twist[:3] = np.clip(self.gain * delta / self.pos_scale, -1, 1)
+        twist = self._command(self.gain * delta / self.pos_scale)
         take = self.always or self._drifting(float(np.linalg.norm(delta)), self._clock())
         return TeleopInput(twist=twist, gripper=1.0, intervention=take)
 
@@ -117,8 +132,7 @@ class ScriptedPush(ScriptedReach):
     def read(self) -> TeleopInput:
         if self.ee is None or self.goal is None or self.obj is None:
             return TeleopInput()
-        twist = np.zeros(6)
-        twist[:3] = np.clip(self.gain * (self.target() - self.ee) / self.pos_scale, -1, 1)
+        twist = self._command(self.gain * (self.target() - self.ee) / self.pos_scale)
         gap = float(np.linalg.norm(self.goal[:2] - self.obj[:2]))
         take = self.always or self._drifting(gap, self._clock())
         return TeleopInput(twist=twist, gripper=-1.0, intervention=take)
@@ -182,8 +196,7 @@ class ScriptedInsert(ScriptedReach):
     def read(self) -> TeleopInput:
         if self.ee is None or self.goal is None:
             return TeleopInput()
-        twist = np.zeros(6)
-        twist[:3] = np.clip(self.gain * self.delta() / self.pos_scale, -1, 1)
+        twist = self._command(self.gain * self.delta() / self.pos_scale)
         bottom = self.goal - np.array([0.0, 0.0, self.geometry.SUCCESS_DEPTH])
         take = self.always or self._drifting(
             float(np.linalg.norm(bottom - self.tip())), self._clock()
@@ -203,6 +216,15 @@ def _make(cfg: Any, spec: Any = None, **_: Any) -> ScriptedReach:
     opts.setdefault("always", cfg.always_intervene)
     if spec is not None:
         opts.setdefault("pos_scale", spec.action.pos_scale)
+    known = set(inspect.signature(SCRIPTS[task].__init__).parameters) | set(
+        inspect.signature(ScriptedReach.__init__).parameters
+    )
+    unknown = sorted(set(opts) - known - {"self", "args", "kwargs", "clock"})
+    if unknown:
+        raise ValueError(
+            f"key 'teleop.script' has unknown settings {unknown} for task {task!r}; known: "
+            f"{sorted(known - {'self', 'args', 'kwargs', 'clock'})}"
+        )
     return SCRIPTS[task](**opts)
 
 

@@ -35,6 +35,7 @@ def classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = Path(__file__).resolve().parents[2]
     overrides = [f"data.store={tmp / 'demos'}", f"train.out_dir={tmp / 'run'}", "train.epochs=15"]
     overrides += ["train.batch_size=16", "train.time_budget_s=600", "model.channels=[8,8]"]
+    overrides += ["model.backbone=", "data.extra_stores=[]"]  # the small CNN, the demos alone
     cfg = from_dict(
         RewardClassifierConfig, load_config(root / "configs/reward_classifier_push.yaml", overrides)
     )

@@ -177,3 +177,30 @@ def test_teleop_device_names_are_checked_before_any_node_starts() -> None:
     for name in TELEOP_DEVICES:
         TeleopNodeConfig(device=name).validate()
         assert importlib.util.find_spec(f"rlinf_ros.teleop.{name}") is not None, name
+
+
+def test_a_scripted_human_with_noise_misses_reproducibly_and_bad_settings_are_named() -> None:
+    """``teleop.script.noise``: the operator's commands scatter around the oracle's (the near-miss
+    episodes a success classifier learns its negatives from), the same scatter for the same
+    seed; a setting the script does not have is refused by name, not by a deep TypeError."""
+    from types import SimpleNamespace
+
+    from rlinf_ros.teleop.scripted import _make
+
+    def commands(**opts: float) -> np.ndarray:
+        s = ScriptedReach(pos_scale=0.05, always=True, clock=lambda: 0.0, **opts)
+        s.on_goal(np.array([0.5, 0.0, 0.3]))
+        s.on_pose(np.array([0.49, 0.0, 0.3]))
+        return np.array([s.read().twist[:3] for _ in range(200)])
+
+    clean, noisy = commands(), commands(noise=0.5, seed=3)
+    assert np.allclose(clean, clean[0]) and np.allclose(clean[0], [0.2, 0.0, 0.0])
+    assert 0.3 < float(np.std(noisy[:, 1])) < 0.7  # the noise, clipped to the full action
+    assert abs(float(np.mean(noisy[:, 0])) - 0.2) < 0.1  # still heading for the goal on average
+    assert np.array_equal(noisy, commands(noise=0.5, seed=3))
+    assert not np.array_equal(noisy, commands(noise=0.5, seed=4))
+    cfg = SimpleNamespace(script={"task": "push", "nosie": 0.5}, always_intervene=True)
+    with pytest.raises(ValueError, match=r"teleop\.script.*\['nosie'\].*'noise'"):
+        _make(cfg)
+    with pytest.raises(ValueError, match=r"teleop\.script\.noise.*>= 0"):
+        _make(SimpleNamespace(script={"task": "push", "noise": -1.0}, always_intervene=True))

@@ -61,10 +61,12 @@ def test_push_classifier_trains_from_the_demo_store_by_one_command(tmp_path: Pat
             "train",
             "configs/reward_classifier_push.yaml",
             f"data.store={store}",
+            "data.extra_stores=[]",
             f"train.out_dir={out}",
             "train.epochs=15",
             "train.batch_size=16",
             "train.time_budget_s=600",
+            "model.backbone=",  # the small CNN trained with the head
             "model.channels=[8,8]",
             "model.hidden=16",
         ],
@@ -83,3 +85,90 @@ def test_push_classifier_trains_from_the_demo_store_by_one_command(tmp_path: Pat
     assert final["frames"] == 8 * 11 - 4 * 4
     assert final["val_accuracy"] > 0.8, final
     assert (Path(final["checkpoint"]) / "meta.json").exists()
+
+
+def test_push_classifier_on_a_frozen_backbone_with_near_miss_stores(tmp_path: Path) -> None:
+    """The config's own path: the learner's frozen keypoint backbone (weights from a file) and a
+    second store of failed episodes as extra negatives. The backbone never trains (the
+    checkpoint holds the file's weights), its features are computed once per frame, and
+    validation reports the error rates a learned reward is judged by."""
+    import torch
+    from safetensors.torch import save_file
+
+    from learner.checkpoint import load_policy
+    from learner.metrics import read_metrics
+    from learner.models.encoder_kinds import KeypointBackbone
+
+    store, misses, out = tmp_path / "demos", tmp_path / "misses", tmp_path / "rc"
+    write_tiny_store(store)
+    write_tiny_store(misses, episodes=6, steps=6)
+    torch.manual_seed(0)
+    weights = {k: v.contiguous() for k, v in KeypointBackbone((4, 8)).state_dict().items()}
+    save_file(weights, str(tmp_path / "backbone.safetensors"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_cli.main",
+            "train",
+            "configs/reward_classifier_push.yaml",
+            f"data.store={store}",
+            f"data.extra_stores=[{misses}]",
+            f"model.backbone={tmp_path / 'backbone.safetensors'}",
+            "model.backbone_channels=[4,8]",
+            "model.hidden=16",
+            f"train.out_dir={out}",
+            "train.epochs=10",
+            "train.batch_size=16",
+            "train.time_budget_s=600",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "features of 102 frames computed once" in proc.stderr, proc.stderr[-2000:]
+    final = read_metrics(out)["final"]
+    # the second store's 3 successes add 3 positives each and its 6 x 7 frames less 3 x 4 margin
+    assert (final["positives"], final["frames"]) == (4 * 3 + 3 * 3, 72 + 6 * 7 - 3 * 4), final
+    for key in ("val_fp_rate", "val_fn_rate", "val_false_success_episodes"):
+        assert 0.0 <= final[key] <= 1.0, final
+    model, _ = load_policy(final["checkpoint"])
+    assert model.frozen_features
+    for k, v in weights.items():  # the backbone is the file's, untouched by training
+        assert torch.equal(model.backbone.state_dict()[k], v), k
+    frames = np.full((2, 16, 16, 3), 30, np.uint8)
+    frames[1] = 230
+    obs = {"state": torch.zeros(2, 36), "images": {"front": torch.as_tensor(frames)}}
+    p = model(obs).dist.mode().flatten()
+    assert p.shape == (2,) and bool(((p >= 0) & (p <= 1)).all())
+    # rlinf eval scores any labelled store by the same rates (here the near-miss store)
+    from learner.eval.classifier import evaluate_classifier_checkpoint
+
+    scores = evaluate_classifier_checkpoint(str(out), dataset=str(misses))
+    assert scores["split"] == "dataset" and scores["frames"] == 6 * 7 - 3 * 4, scores
+    assert set(scores) >= {"fp_rate", "fn_rate", "false_success_episodes"}, scores
+
+
+def test_a_missing_backbone_is_refused_with_the_command_that_makes_it(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlinf_cli.main",
+            "train",
+            "configs/reward_classifier_push.yaml",
+            f"data.store={tmp_path}",
+            f"model.backbone={tmp_path / 'nope'}",
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr + proc.stdout
+    assert "model.backbone" in err and "configs/encoder_pretrain.yaml" in err, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
