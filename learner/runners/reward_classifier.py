@@ -41,6 +41,7 @@ from learner.runners.registry import RUNNERS, RunnerSpec
 from learner.sections import RunConfig, TrainLoopConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
+from rlinf_contracts.registry import did_you_mean
 from rlinf_data.demos import open_demos
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,9 @@ class ClassifierModel:
             )
 
 
+KEEP = ("best", "last")  # train.keep: the epoch the checkpoint holds
+
+
 @dataclass
 class ClassifierTrain(TrainLoopConfig):
     epochs: int = field(default=30, metadata=_h("passes over the training frames"))
@@ -124,9 +128,23 @@ class ClassifierTrain(TrainLoopConfig):
     lr: float = field(default=1e-3, metadata=_h("Adam learning rate"))
     threshold: float = field(default=0.5, metadata=_h("p_success above this counts as success"))
     time_budget_s: float = field(default=50.0, metadata=_h("stop training after this many seconds"))
+    keep: str = field(
+        default="best",
+        metadata=_h(
+            "which epoch the checkpoint holds: best (the highest balanced accuracy on the "
+            "held-out episodes) | last (every epoch's training on the negatives kept)"
+        ),
+    )
     out_dir: str = field(
         default="runs/reward_classifier", metadata=_h("run directory: checkpoints/, metrics.json")
     )
+
+    def validate(self) -> None:
+        if self.keep not in KEEP:
+            raise ConfigError(
+                f"key 'train.keep' must be one of {list(KEEP)}, got {self.keep!r}"
+                f"{did_you_mean(self.keep, KEEP)}"
+            )
 
 
 @dataclass
@@ -151,6 +169,7 @@ class RewardClassifierConfig(RunConfig):
     def validate(self) -> None:
         self.data.validate()
         self.model.validate()
+        self.train.validate()
 
 
 def labelled_frames(
@@ -351,6 +370,7 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
         history.append(row)
         if (
             best["row"] is None
+            or cfg.train.keep == "last"
             or row["val/balanced_accuracy"] > best["row"]["val/balanced_accuracy"]
         ):
             # keep the best epoch on the held-out episodes

@@ -50,30 +50,38 @@ def write_tiny_store(path: Path, episodes: int = 8, steps: int = 10, size: int =
         w.end(status="complete" if success else "truncated", success=success, final=final)
 
 
-def test_push_classifier_trains_from_the_demo_store_by_one_command(tmp_path: Path) -> None:
-    store, out = tmp_path / "demos", tmp_path / "rc"
-    write_tiny_store(store)
-    proc = subprocess.run(
+def train_push_classifier(*overrides: str, dry_run: bool = False) -> subprocess.CompletedProcess:
+    """``rlinf train configs/reward_classifier_push.yaml OVERRIDES`` as a user runs it."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
             "rlinf_cli.main",
             "train",
             "configs/reward_classifier_push.yaml",
-            f"data.store={store}",
-            "data.extra_stores=[]",
-            f"train.out_dir={out}",
-            "train.epochs=15",
-            "train.batch_size=16",
-            "train.time_budget_s=600",
-            "model.backbone=",  # the small CNN trained with the head
-            "model.channels=[8,8]",
-            "model.hidden=16",
+            *overrides,
+            *(["--dry-run"] if dry_run else []),
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
+    )
+
+
+def test_push_classifier_trains_from_the_demo_store_by_one_command(tmp_path: Path) -> None:
+    store, out = tmp_path / "demos", tmp_path / "rc"
+    write_tiny_store(store)
+    proc = train_push_classifier(
+        f"data.store={store}",
+        "data.extra_stores=[]",
+        f"train.out_dir={out}",
+        "train.epochs=15",
+        "train.batch_size=16",
+        "train.time_budget_s=600",
+        "model.backbone=",  # the small CNN trained with the head
+        "model.channels=[8,8]",
+        "model.hidden=16",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     from learner.metrics import read_metrics
@@ -105,33 +113,23 @@ def test_push_classifier_on_a_frozen_backbone_with_near_miss_stores(tmp_path: Pa
     torch.manual_seed(0)
     weights = {k: v.contiguous() for k, v in KeypointBackbone((4, 8)).state_dict().items()}
     save_file(weights, str(tmp_path / "backbone.safetensors"))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlinf_cli.main",
-            "train",
-            "configs/reward_classifier_push.yaml",
-            f"data.store={store}",
-            f"data.extra_stores=[{misses}]",
-            f"model.backbone={tmp_path / 'backbone.safetensors'}",
-            "model.backbone_channels=[4,8]",
-            "model.hidden=16",
-            f"train.out_dir={out}",
-            "train.epochs=10",
-            "train.batch_size=16",
-            "train.time_budget_s=600",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = train_push_classifier(
+        f"data.store={store}",
+        f"data.extra_stores=[{misses}]",
+        f"model.backbone={tmp_path / 'backbone.safetensors'}",
+        "model.backbone_channels=[4,8]",
+        "model.hidden=16",
+        f"train.out_dir={out}",
+        "train.epochs=10",
+        "train.batch_size=16",
+        "train.time_budget_s=600",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "features of 102 frames computed once" in proc.stderr, proc.stderr[-2000:]
     final = read_metrics(out)["final"]
     # the second store's 3 successes add 3 positives each and its 6 x 7 frames less 3 x 4 margin
     assert (final["positives"], final["frames"]) == (4 * 3 + 3 * 3, 72 + 6 * 7 - 3 * 4), final
+    assert final["best_epoch"] == final["epochs"] == 10  # the config's train.keep: last
     for key in ("val_fp_rate", "val_fn_rate", "val_false_success_episodes"):
         assert 0.0 <= final[key] <= 1.0, final
     model, _ = load_policy(final["checkpoint"])
@@ -152,23 +150,14 @@ def test_push_classifier_on_a_frozen_backbone_with_near_miss_stores(tmp_path: Pa
 
 
 def test_a_missing_backbone_is_refused_with_the_command_that_makes_it(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlinf_cli.main",
-            "train",
-            "configs/reward_classifier_push.yaml",
-            f"data.store={tmp_path}",
-            f"model.backbone={tmp_path / 'nope'}",
-            "--dry-run",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = train_push_classifier(
+        f"data.store={tmp_path}", f"model.backbone={tmp_path / 'nope'}", dry_run=True
     )
     assert proc.returncode != 0
     err = proc.stderr + proc.stdout
     assert "model.backbone" in err and "configs/encoder_pretrain.yaml" in err, err[-2000:]
     assert "Traceback" not in err, err[-2000:]
+    proc = train_push_classifier(
+        f"data.store={tmp_path}", "model.backbone=", "train.keep=lsat", dry_run=True
+    )
+    assert proc.returncode != 0 and "did you mean 'last'" in proc.stderr, proc.stderr[-2000:]
