@@ -70,7 +70,8 @@ def failures_warning(kept: int, successes: int, only_success: bool) -> str | Non
         return None
     return (
         f"{failed} of {kept} kept episodes failed and are in the store as demonstrations; "
-        "collect with --only-success (and --max-attempts N) to keep only successful ones"
+        "collect with --only-success (and --max-attempts N) to keep only successful ones "
+        "(near misses for a success classifier's data.extra_stores: keep them)"
     )
 
 

@@ -33,7 +33,12 @@ def evaluate_classifier_checkpoint(path: str, dataset: str | None = None) -> dic
     """``{"checkpoint", "runner", "iteration", "split", "frames", "accuracy",
     "balanced_accuracy", "fp_rate", "fn_rate", "false_success_episodes"}`` of a
     ``reward_classifier`` checkpoint."""
-    from learner.runners.reward_classifier import accuracy, labelled_stores, split_by_episode
+    from learner.runners.reward_classifier import (
+        accuracy,
+        defined,
+        labelled_stores,
+        split_by_episode,
+    )
 
     model, meta = load_policy(path)
     cfg = meta.get("config") or {}
@@ -60,5 +65,5 @@ def evaluate_classifier_checkpoint(path: str, dataset: str | None = None) -> dic
         "split": split,
         "store": store,
         "frames": int(len(rows)),
-        **scores,
+        **{k: defined(v) for k, v in scores.items()},
     }

@@ -114,7 +114,8 @@ class ClassifierModel:
         if self.backbone and not Path(self.backbone).exists():
             raise ConfigError(
                 f"key 'model.backbone': no weights at {self.backbone!r}; pretrain them with "
-                "'rlinf train configs/encoder_pretrain.yaml' or set model.backbone='' (the CNN)"
+                f"'rlinf train configs/encoder_pretrain.yaml train.out_dir={self.backbone}' or "
+                "set model.backbone='' (the small CNN)"
             )
 
 
@@ -270,6 +271,21 @@ def accuracy(
     return out
 
 
+def defined(rate: float) -> float | None:
+    """A rate, or ``None`` where the split had nothing to count it on (no positive, no failed
+    episode): ``null`` in metrics and results, never a NaN a JSON reader rejects."""
+    return None if np.isnan(rate) else float(rate)
+
+
+def shown(rate: float) -> str:
+    """A rate as a log shows it (``n/a`` where undefined).
+
+    >>> shown(0.25), shown(float("nan"))
+    ('0.250', 'n/a')
+    """
+    return "n/a" if np.isnan(rate) else f"{rate:.3f}"
+
+
 def _batch(data: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
     if "features" in data:  # a frozen image part: its features were computed once per frame
         return {
@@ -354,18 +370,15 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
         epoch = step // per_epoch
         model.eval()
         p_val = _predict(model, data, val)
+        scores = accuracy(p_val, data["label"][val], cfg.train.threshold, data["episode"][val])
         row = {
             "iteration": float(epoch),
             "epoch": float(epoch),
             "updates": float(step),
             "time/wall_s": time.perf_counter() - t0,
             "train/loss": metrics["loss"],
-            **{
-                f"val/{k}": v
-                for k, v in accuracy(
-                    p_val, data["label"][val], cfg.train.threshold, data["episode"][val]
-                ).items()
-            },
+            # a rate the split cannot count (no positive, no failed episode) is left out
+            **{f"val/{k}": v for k, v in scores.items() if not np.isnan(v)},
         }
         history.append(row)
         if (
@@ -377,15 +390,15 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
             best["row"] = row
             best["state"] = {k: v.clone() for k, v in model.state_dict().items()}
         log.info(
-            "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f; false positives %.3f, "
-            "false negatives %.3f of frames; failed episodes called success %.2f)",
+            "epoch %d: loss %.3f, val accuracy %.3f (balanced %.3f; false positives %s, "
+            "false negatives %s of frames; failed episodes called success %s)",
             epoch,
             row["train/loss"],
             row["val/accuracy"],
             row["val/balanced_accuracy"],
-            row["val/fp_rate"],
-            row["val/fn_rate"],
-            row["val/false_success_episodes"],
+            shown(scores["fp_rate"]),
+            shown(scores["fn_rate"]),
+            shown(scores["false_success_episodes"]),
         )
 
     budget = Budget(cfg.train.time_budget_s, t0)
@@ -397,9 +410,10 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     metrics = {
         "val_accuracy": final["val/accuracy"],
         "val_balanced_accuracy": final["val/balanced_accuracy"],
-        "val_fp_rate": final["val/fp_rate"],
-        "val_fn_rate": final["val/fn_rate"],
-        "val_false_success_episodes": final["val/false_success_episodes"],
+        **{
+            f"val_{k}": final.get(f"val/{k}")
+            for k in ("fp_rate", "fn_rate", "false_success_episodes")
+        },
         "frames": int(len(data["label"])),
         "positives": int(data["label"].sum()),
         "val_frames": int(len(val)),
