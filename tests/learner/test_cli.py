@@ -68,6 +68,15 @@ def test_missing_files_are_reported_not_raised(capsys, tmp_path):
     assert "no checkpoint at" in capsys.readouterr().err
 
 
+# shipped configs that read weights an earlier runbook step trains, and what a dry run says of them
+NEEDS_LOCAL_WEIGHTS = {
+    "reward_classifier_push.yaml": (
+        "runs/encoder_pretrain_front",
+        "'rlinf train configs/encoder_pretrain.yaml train.out_dir=runs/encoder_pretrain_front'",
+    ),
+}
+
+
 def test_every_shipped_config_validates(capsys, tmp_path):
     from pathlib import Path
 
@@ -81,6 +90,12 @@ def test_every_shipped_config_validates(capsys, tmp_path):
             # the key
             assert main(["train", str(path), out, "--dry-run"]) == 2, path
             assert "key 'adapter.checkpoint': no checkpoint directory" in capsys.readouterr().err
+            continue
+        weights, message = NEEDS_LOCAL_WEIGHTS.get(path.name, ("", ""))
+        if weights and not Path(weights).exists():
+            # weights a runbook step makes first: the dry run names the key and the command
+            assert main(["train", str(path), out, "--dry-run"]) == 2, path
+            assert message in capsys.readouterr().err, path
             continue
         assert main(["train", str(path), out, "--dry-run"]) == 0, path
     capsys.readouterr()
