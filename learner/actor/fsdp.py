@@ -8,6 +8,13 @@ each parameter along dim 0 over the ranks; the forward all-gathers one block at 
 backward reduce-scatters its gradients, so the averaging the replicated strategy does by hand
 happens inside ``loss.backward()``.
 
+A module a caller runs through other methods than ``forward`` (a VLA adapter: the policy's lazy
+distribution calls its ``act`` / ``log_prob`` after the policy's own forward has returned) names
+them in ``fsdp_forward_methods``; it becomes a unit of its own whose methods gather and release
+its weights as a forward does (:func:`method_units`). A block class whose sub-modules a model
+calls one by one (``fsdp_piecewise``: π0's joint attention runs the Gemma layers' projections
+itself) is not a unit, since FSDP's hooks sit on a forward that never runs.
+
 State leaves the shards three ways: :meth:`FSDPStrategy.full_state_dict` (all ranks gather, rank 0
 keeps the CPU copy: what rollout workers and ``model.safetensors`` get),
 :meth:`FSDPStrategy.save_train_state` / :meth:`~FSDPStrategy.load_train_state` (model and
@@ -34,12 +41,17 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import (
+    FSDPModule,
+    MixedPrecisionPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
 from torch.distributed.tensor import DTensor
 
 from learner.actor.ddp import GradSync
 
-__all__ = ["FSDPStrategy", "SHARDED_DIR", "mixed_precision", "shard_units"]
+__all__ = ["FSDPStrategy", "SHARDED_DIR", "method_units", "mixed_precision", "shard_units"]
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +65,14 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
     the vision block); any other model's blocks are the entries of its ``nn.ModuleList``s
     (transformer layers, adapter blocks). A block inside a chosen block is not chosen again:
     one all-gather per block is the point. A model with neither (an MLP policy) is one unit, the
-    root, which the caller shards anyway.
+    root, which the caller shards anyway. Block classes a module calls piece by piece (its
+    ``fsdp_piecewise``) are left to the enclosing unit.
     """
-    names = set(getattr(model, "_no_split_modules", None) or ())
+    names: set[str] = set()
+    piecewise: set[str] = set()
     for sub in model.modules():  # a wrapped HF model (PEFT) names them one level down
         names |= set(getattr(sub, "_no_split_modules", None) or ())
+        piecewise |= set(getattr(sub, "fsdp_piecewise", None) or ())
     chosen: list[nn.Module] = []
     inside: set[int] = set()
 
@@ -66,7 +81,7 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
             if id(child) in inside:
                 continue
             if names:
-                pick = type(child).__name__ in names
+                pick = type(child).__name__ in names - piecewise
             else:
                 pick = isinstance(module, nn.ModuleList)
             if pick and next(child.parameters(), None) is not None:
@@ -77,6 +92,17 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
 
     visit(model)
     return chosen
+
+
+def method_units(model: nn.Module) -> list[tuple[nn.Module, tuple[str, ...]]]:
+    """The sub-modules (not the root) that name ``fsdp_forward_methods``, innermost first (the
+    order ``fully_shard`` needs), each with those method names."""
+    found = [
+        (m, tuple(getattr(m, "fsdp_forward_methods", None) or ()))
+        for m in model.modules()
+        if m is not model
+    ]
+    return [(m, methods) for m, methods in reversed(found) if methods]
 
 
 def mixed_precision(device: torch.device) -> MixedPrecisionPolicy | None:
@@ -123,7 +149,8 @@ class FSDPStrategy(GradSync):
         return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Shard ``model`` in place: each of :func:`shard_units`, then the root. Returns it.
+        """Shard ``model`` in place: each of :func:`shard_units`, then each of
+        :func:`method_units` (its methods registered as forwards), then the root. Returns it.
         A second model (a frozen KL reference) shards over the same mesh, so a copy of the
         first one's state dict loads shard for shard, with no communication."""
         if self.world_size == 1:
@@ -141,10 +168,17 @@ class FSDPStrategy(GradSync):
         units = shard_units(model)
         for unit in units:
             fully_shard(unit, **kw)
+        entries = method_units(model)
+        for unit, methods in entries:  # after the blocks inside it
+            fully_shard(unit, **kw)
+            for method in methods:
+                register_fsdp_forward_method(unit, method)
         fully_shard(model, **kw)
         log.info(
-            "fsdp: %d block(s) + root sharded over %d ranks on %s (%s)",
+            "fsdp: %d block(s) + %d module(s) called by method + root sharded over %d ranks "
+            "on %s (%s)",
             len(units),
+            len(entries),
             self.world_size,
             device.type,
             "bf16 params / fp32 reduce" if mp is not None else "fp32",

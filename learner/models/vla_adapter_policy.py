@@ -287,9 +287,10 @@ class VlaAdapterPolicy(Policy):
         if self.critic is None:
             return None
         state = torch.as_tensor(obs["state"])
-        return (
-            self.critic(state.float().to(self.adapter.device)).squeeze(-1).float().to(state.device)
-        )
+        value = self.critic(state.float().to(self.adapter.device)).float().to(state.device)
+        # a copy, not a view of the [B, 1] output: a sharded (fsdp) policy's forward returns it,
+        # and FSDP's backward hook on a view would be lost to an in-place op
+        return value.squeeze(-1).clone()
 
     # ---- policy protocol ---------------------------------------------------------------------
     def forward(self, obs: dict[str, Any]) -> PolicyOutput:

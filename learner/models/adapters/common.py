@@ -120,6 +120,9 @@ class VlaAdapter(nn.Module, abc.ABC):
     state_dim: int
     cameras: tuple[str, ...]
     image_size: int
+    # the entry points that run the weights: a sharded (fsdp) actor gathers them around these
+    # calls, which the policy's lazy distribution makes outside the policy's forward
+    fsdp_forward_methods: tuple[str, ...] = ("act", "log_prob")
 
     @abc.abstractmethod
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput: ...

@@ -110,6 +110,8 @@ class ProprioProjector(nn.Module):
 
 
 class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
+    fsdp_forward_methods = ("mean_actions",)  # act, log_prob and l1_loss all run the net here
+
     def __init__(self, cfg: OftConfig) -> None:
         super().__init__(cfg.vla)
         self.cfg, v = cfg, cfg.vla
@@ -156,7 +158,8 @@ class OpenVlaOftAdapter(PrismaticVla, VlaAdapter):
             [mask, torch.ones(len(ids), n_act + 1, dtype=mask.dtype, device=mask.device)], 1
         )
         hidden = self.run(embeds, mask, bidirectional=True).hidden_states[-1]
-        return self.action_head(hidden[:, -n_act - 1 : -1], self.chunk).float()  # scored in float32
+        # scored in float32; a copy, not the head's reshaped view: FSDP hooks this output
+        return self.action_head(hidden[:, -n_act - 1 : -1], self.chunk).to(torch.float32, copy=True)
 
     def act(self, obs: dict[str, Any], deterministic: bool = True, **kw: Any) -> ActOutput:
         mean = self.mean_actions(obs)

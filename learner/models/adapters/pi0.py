@@ -179,6 +179,8 @@ class PaliGemmaWithExpert(nn.Module):
 
 class Pi0Adapter(VlaAdapter):
     key_renames = KEY_RENAMES
+    fsdp_forward_methods = ("act", "log_prob", "flow_loss")
+    fsdp_piecewise = ("GemmaDecoderLayer",)  # gemma_joint runs their projections itself
 
     def __init__(self, cfg: Pi0Config) -> None:
         super().__init__()

@@ -1,9 +1,9 @@
 """``actor.strategy: fsdp`` on two CPU ranks (gloo) equals single-process training.
 
 One spawn of two ranks runs every scenario (loss + full gradients, three Adam steps, sharded
-save -> resume, the embodied trainer's PPO update against the replicated strategy) and sends
-rank 0's results back; each test reads its part. The converter runs here, in one process,
-on the shards the ranks wrote.
+save -> resume) and sends rank 0's results back; each test reads its part. The converter runs
+here, in one process, on the shards the ranks wrote. The embodied trainer's PPO / GRPO update of
+a VLA under the strategy: tests/learner/actor/test_fsdp_vla.py.
 """
 
 from __future__ import annotations
