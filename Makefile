@@ -37,7 +37,11 @@ test-slow: setup
 bench: setup
 	@# RLinf 0.3.0 is the peer in benchmarks/channel.py; its metadata pins would replace our stack.
 	@$(PY) -m pip install -q --disable-pip-version-check --no-deps rlinf==0.3.0
-	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@# Exit code 3: the benchmark needs hardware that is not here (gpu_check.py: a CUDA device);
+	@# it says so and the loop goes on.
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; rc=$$?; \
+		if [ $$rc -eq 3 ]; then echo "== $$b: skipped (exit 3: needs hardware not present)"; \
+		elif [ $$rc -ne 0 ]; then exit 1; fi; done
 
 # Known vulnerabilities in the installed environment (queries the PyPI / OSV advisory database:
 # needs the network). --strict: a package that could not be audited fails the target, so an
