@@ -34,7 +34,7 @@ import queue
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.episode import Episode, EpisodeInfo
 from rlinf_contracts.registry import Registry
+
+if TYPE_CHECKING:
+    from rlinf_data.ingest import IngestConfig
 
 log = logging.getLogger(__name__)
 INITIAL = "initial"
@@ -155,6 +158,21 @@ class Segments:
         return Episode(info, steps, final)
 
 
+def ingest_config(cfg: OffPolicyConfig, token: str) -> IngestConfig:
+    """The ingest server's settings from the run's ``ingest`` section (and the read token)."""
+    from rlinf_data.ingest import IngestConfig
+
+    ing = cfg.ingest
+    return IngestConfig(
+        store=ingest_store(cfg),
+        host=ing.host,
+        port=ing.port,
+        token=token,
+        turn_items=ing.turn_items,
+        fsync=ing.fsync,
+    )
+
+
 class RobotFeed:
     """Source of the train loop (``pull`` / ``publish`` / ``step_s``) backed by an ingest +
     pusher."""
@@ -162,7 +180,7 @@ class RobotFeed:
     def __init__(
         self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float
     ) -> None:
-        from rlinf_data.ingest import IngestConfig, IngestServer
+        from rlinf_data.ingest import IngestServer
 
         self.cfg, self._step_s = cfg, step_s
         self.reward = REWARDS.get(cfg.ingest.reward)(
@@ -175,9 +193,7 @@ class RobotFeed:
         token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
         try:
             self.ingest = IngestServer(
-                IngestConfig(
-                    store=ingest_store(cfg), host=cfg.ingest.host, port=cfg.ingest.port, token=token
-                ),
+                ingest_config(cfg, token),
                 layout=core.layout,  # a robot of another layout is refused before it is stored
             ).start()
         except OSError as e:  # port taken, address not on this machine

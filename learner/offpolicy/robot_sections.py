@@ -100,6 +100,21 @@ class IngestSection:
             "streamed reward; the online data gets ingest.reward)"
         ),
     )
+    turn_items: int = field(
+        default=16,
+        metadata=_h(
+            "most transitions of one robot stored per turn of the store writer before the other "
+            "robots' batches get theirs (the fair drain; larger spreads each commit over more "
+            "steps, docs/scaling.md)"
+        ),
+    )
+    fsync: bool = field(
+        default=False,
+        metadata=_h(
+            "flush each stored step to the disk before its ack (survives a power cut; costs ms "
+            "per step, benchmarks/results/store_durability.md); off: survives kill -9 only"
+        ),
+    )
 
     def validate(self) -> None:
         from learner.offpolicy.rewards import REWARDS
@@ -111,6 +126,8 @@ class IngestSection:
             )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"key 'ingest.port' must be in [0, 65535], got {self.port}")
+        if self.turn_items < 1:
+            raise ConfigError(f"key 'ingest.turn_items' must be >= 1, got {self.turn_items}")
         if self.wait_s <= 0 or self.pretrain_updates < 0:
             raise ConfigError(
                 f"keys 'ingest.wait_s' (> 0) / 'ingest.pretrain_updates' (>= 0) out of range: "

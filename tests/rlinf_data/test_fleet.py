@@ -186,3 +186,19 @@ def test_per_robot_replay_is_the_replay_per_robot_key() -> None:
     assert replay_config(cfg).per_robot
     with pytest.raises(ConfigError, match="per_robot"):
         from_dict(OffPolicyConfig, {"replay": {"per_robot": "sometimes"}})
+
+
+def test_the_fair_drain_and_fsync_are_run_config_keys(tmp_path: Path) -> None:
+    """``ingest.turn_items`` / ``ingest.fsync`` of a run reach the ingest server it starts."""
+    from learner.offpolicy.config import OffPolicyConfig
+    from learner.offpolicy.remote import ingest_config
+    from rlinf_contracts.config import ConfigError
+    from rlinf_contracts.config.typed import from_dict
+
+    store = str(tmp_path / "store")
+    cfg = from_dict(OffPolicyConfig, {"ingest": {"turn_items": 64, "fsync": True, "store": store}})
+    server = ingest_config(cfg, TOKEN)
+    assert (server.turn_items, server.fsync, server.store) == (64, True, store)
+    assert ingest_config(from_dict(OffPolicyConfig, {}), TOKEN).turn_items == TURN  # default
+    with pytest.raises(ConfigError, match="ingest.turn_items"):
+        from_dict(OffPolicyConfig, {"ingest": {"turn_items": 0}})
