@@ -1,7 +1,8 @@
 """A fleet of simulated robots into one learner ingest: where it saturates, and which part first.
 
-For each fleet size (1 / 4 / 16 / 64 robots at 20 Hz) three processes, pinned with the
-benchmark (``taskset -c 1 python benchmarks/fleet_ingest.py``: children inherit the core):
+For each fleet size (1 / 4 / 16 / 64 robots at 20 Hz) three processes, on the cores the
+benchmark has (``taskset -c 1 python benchmarks/fleet_ingest.py`` pins all three to one core:
+children inherit it):
 
 * **learner**: the real :class:`~rlinf_data.ingest.IngestServer` (event loop + one store
   writer) and a learner thread that does what ``RobotFeed.pull`` does -- feed -> segments ->
@@ -20,9 +21,11 @@ process) and the store writer's busy share of wall time. After the window the in
 the store is read back: per robot, every step seq up to its last acknowledged seq must be there
 exactly once (lost / duplicated). ``--from-json`` re-renders the markdown.
 
-    taskset -c 1 .venv/bin/python benchmarks/fleet_ingest.py [--sizes 1 4 16 64] [--seconds 60]
+    .venv/bin/python benchmarks/fleet_ingest.py [--sizes 1 4 16 64] [--seconds 60] [--camera 64]
 
-Writes benchmarks/results/fleet_ingest.json and .md.
+Writes benchmarks/results/fleet_ingest[_cameraPX][_one_core].json and .md. The reading names the
+first part to give out: the learner when it trains on less than is stored, the ingest's writer
+(or the robots) when less is stored than the robots put.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ HZ, UTD, BATCH, BACKLOG_CAP = 20.0, 1.0, 128, 5000
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def step_layout(camera: int) -> Any:
+    """The robots' step layout: state and action, plus one ``camera`` px camera when > 0."""
+    from rlinf_contracts.episode import StepLayout
+
+    return StepLayout(STATE_DIM, ACTION_DIM, {"front": (camera, camera)} if camera else {})
+
+
 # -- learner process ------------------------------------------------------------------------------
 def _thread_cpu(tid: int) -> float:
     """CPU seconds (user + system) of one thread of this process."""
@@ -60,19 +70,19 @@ def _thread_cpu(tid: int) -> float:
 class _Learner:
     """Feed -> segments -> per-robot replay -> torch updates at ``UTD`` (RobotFeed's data path)."""
 
-    def __init__(self, srv: Any) -> None:
+    def __init__(self, srv: Any, camera: int) -> None:
         import numpy as np
         import torch
 
         from learner.offpolicy.remote import Segments
-        from rlinf_contracts.episode import StepLayout
         from rlinf_data.replay import ReplayBuffer, ReplayConfig
 
         torch.set_num_threads(1)
         self.np, self.torch, self.srv = np, torch, srv
-        layout = StepLayout(STATE_DIM, ACTION_DIM)
+        layout = step_layout(camera)
+        capacity = 20_000 if camera else 200_000  # per robot; frames are 12 KB at 64 px
         self.replay = ReplayBuffer(
-            layout, ReplayConfig(capacity=200_000, mix={"online": 1.0}, per_robot=True)
+            layout, ReplayConfig(capacity=capacity, mix={"online": 1.0}, per_robot=True)
         )
         self.segments = Segments(layout, "fleet/replay", None, HZ)
         nn = torch.nn
@@ -137,7 +147,7 @@ class _Learner:
                 time.sleep(0.005)
 
 
-def learner_main(store: str) -> None:
+def learner_main(store: str, camera: int) -> None:
     """Serve the ingest, learn; on stdin ``mark`` / ``end``: counters; then read the store."""
     import logging
 
@@ -145,11 +155,7 @@ def learner_main(store: str) -> None:
     from rlinf_data.store import EpisodeStore
 
     logging.basicConfig(level="WARNING")
-    from rlinf_contracts.episode import StepLayout
-
-    srv = IngestServer(
-        IngestConfig(store=store, port=0, token=TOKEN), layout=StepLayout(STATE_DIM, ACTION_DIM)
-    )
+    srv = IngestServer(IngestConfig(store=store, port=0, token=TOKEN), layout=step_layout(camera))
     busy = [0.0]
     apply = srv.ledger.apply
 
@@ -162,7 +168,7 @@ def learner_main(store: str) -> None:
 
     srv.ledger.apply = timed  # type: ignore[method-assign]  # the writer's busy wall time
     srv.start()
-    learner = _Learner(srv)
+    learner = _Learner(srv, camera)
     learner.thread.start()
     while not hasattr(learner, "tid"):
         time.sleep(0.01)
@@ -284,12 +290,12 @@ def robots_main(url: str, robots: int, seconds: float, recorded: str, spool: str
 
 
 # -- parent ---------------------------------------------------------------------------------------
-def one_size(n: int, seconds: float, tmp: Path, recorded: Path) -> dict[str, Any]:
+def one_size(n: int, seconds: float, tmp: Path, recorded: Path, camera: int) -> dict[str, Any]:
     here = [sys.executable, __file__]
     store, spool = tmp / f"learner-{n}", tmp / f"spool-{n}"
     load0 = os.getloadavg()[0]
     lp = subprocess.Popen(
-        [*here, "--role", "learner", "--store", str(store)],
+        [*here, "--role", "learner", "--store", str(store), "--camera", str(camera)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -357,6 +363,7 @@ def summarize(
         "backlog_ingest": b["queued"] + b["feed"] + b["segments_pending"],
         "owed_updates": round(b["owed"], 1),
         "dropped_updates": round(b["dropped_updates"], 1),
+        "dropped_feed": b["dropped_feed"],
         "lost": sum(c["lost"] for c in check.values()),
         "duplicated": sum(c["duplicated"] for c in check.values()),
         "fair_min": round(min(per.values()) / mean, 3) if mean else 0.0,
@@ -376,25 +383,51 @@ def summarize(
         "load_end": round(load1, 2),
         "acked_ok": acked_ok,
     }
-    row["saturated"] = (
-        row["stored_tps"] < 0.95 * row["put_tps"] or row["backlog_robots"] > 2 * 64 * n
+    return derive(row)
+
+
+def derive(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's reading from its measured figures (also redone when ``--from-json``
+    re-renders, so a stored row is read by the current rule).
+
+    Two ways to fall behind: the ingest stores less than the robots put (the rest waits in
+    their spools), or the learner trains on less than the ingest stores (owed updates pile up).
+    """
+    row["ingest_behind"] = (
+        row["stored_tps"] < 0.95 * row["put_tps"] or row["backlog_robots"] > 2 * 64 * row["robots"]
     )
+    row["learner_behind"] = (
+        row["learner_tps"] < 0.95 * row["stored_tps"] or row["dropped_updates"] > 0
+    )
+    row["saturated"] = row["ingest_behind"] or row["learner_behind"]
     row["first_limit"] = first_limit(row)
     return row
 
 
-def first_limit(r: dict[str, Any]) -> str:
-    """Which component gives out first: the one nearest its ceiling (writer busy share of wall
-    for the store writer, CPU share of the core otherwise; robots: their ticker fell behind)."""
-    if not r["saturated"]:
-        return "none (keeps up)"
+def ingest_limit(r: dict[str, Any]) -> str:
+    """The ingest-side part nearest its ceiling once the ingest falls behind (writer busy share
+    of wall for the store writer, CPU share of the cores otherwise; robots: their ticker fell
+    behind)."""
     if r["robots_late_ticks"] > r["robots"] * r["seconds"]:
         return "robots' process (ticker behind)"
     if r["writer_busy"] > 0.85:
         return "ingest store writer (serial, busy {:.0%})".format(r["writer_busy"])
-    if r["dropped_updates"] > 0:
-        return "learner (owed updates dropped)"
-    return "core shared by all (CPU)"
+    return "ingest (cores shared by all)"
+
+
+def first_limit(r: dict[str, Any]) -> str:
+    """What gives out at this size: the learner when it trains on less than is stored, the
+    ingest's limiting part when it stores less than the robots put."""
+    limits = []
+    if r["learner_behind"]:
+        dropped = r["dropped_updates"]
+        limits.append(
+            f"learner ({r['learner_tps']:g} of {r['stored_tps']:g} stored tr/s trained"
+            + (f", {dropped:g} owed updates dropped)" if dropped else ")")
+        )
+    if r["ingest_behind"]:
+        limits.append(ingest_limit(r))
+    return "; ".join(limits) or "none (keeps up)"
 
 
 COLUMNS = [
@@ -406,6 +439,7 @@ COLUMNS = [
     ("learner tr/s (upd/s / utd)", lambda r: r["learner_tps"]),
     ("backlog robots / ingest", lambda r: f"{r['backlog_robots']} / {r['backlog_ingest']}"),
     ("lost / dup", lambda r: f"{r['lost']} / {r['duplicated']}"),
+    ("feed dropped", lambda r: r.get("dropped_feed", "n/a")),
     ("fairness min / max", lambda r: f"{r['fair_min']} / {r['fair_max']}"),
     (
         "CPU ingest (writer) / learner / robots",
@@ -423,11 +457,19 @@ COLUMNS = [
 ]
 
 
+def stem(camera: int, one_core: bool) -> str:
+    """Results file stem: the state-only fleet or the fleet with a camera of that size, with
+    ``_one_core`` when the run was pinned to one core (``taskset -c 1``)."""
+    return STEM + (f"_camera{camera}" if camera else "") + ("_one_core" if one_core else "")
+
+
 def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    camera = int(meta.get("camera", 0))
+    images = f"one {camera} x {camera} camera" if camera else "no images"
     intro = [
         f"Each size: {meta['seconds']:g} s window after every robot connected; robots replay "
         f"{EPISODES} recorded {EPISODE_STEPS}-step episodes (state {STATE_DIM}-d, action "
-        f"{ACTION_DIM}-d, no images, {rows[0]['bytes_per_item'] if rows else '?'} B per item on "
+        f"{ACTION_DIM}-d, {images}, {rows[0]['bytes_per_item'] if rows else '?'} B per item on "
         f"the wire) at {HZ:g} Hz each through the streamer client (window 64, batch 16). "
         f"Store and spools under {meta.get('store_root', '?')}. "
         f"Learner: state-SAC-sized torch update (batch {BATCH}), utd {UTD:g}, per-robot replay, "
@@ -442,10 +484,11 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         "Fairness: each robot's stored transitions over the mean (1.0 = equal). Lost / dup: "
         "read back from the store, every step up to each robot's last acknowledged seq. "
         "Backlog: robots = items spooled and not acknowledged at the end; ingest = received "
-        "not stored + feed queue + open segments.",
+        "not stored + feed queue + open segments. Feed dropped: stored steps the learner's feed "
+        "queue dropped (full) before they reached the replay.",
     ]
     write_table(
-        STEM,
+        stem(camera, len(meta.get("cores", [0, 1])) == 1),
         "Fleet of robots into one ingest + learner",
         intro + findings(rows),
         meta,
@@ -458,32 +501,50 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
     """The reading of the table, from its own figures."""
     if not rows:
         return []
-    sat = [r for r in rows if r["saturated"]]
-    keeps = [r["robots"] for r in rows if not r["saturated"]]
+    sat = [r for r in rows if r["ingest_behind"]]
+    keeps = [r["robots"] for r in rows if not r["ingest_behind"]]
+    trains = [r["robots"] for r in rows if not r["learner_behind"]]
+    lags = [r for r in rows if r["learner_behind"]]
     peak = max(rows, key=lambda r: r["stored_tps"])
     cpu = [r["ingest_cpu_ms_per_tr"] for r in rows]
     wall = [r["writer_ms_per_tr"] for r in rows]
+    first = next((r for r in rows if r["saturated"]), None)
     lines = [
-        "Findings (from the rows above). Saturation: keeps up at "
+        "Findings (from the rows above). The ingest stores all the robots put at "
         f"{', '.join(map(str, keeps)) or 'no size'} robot(s); "
         + (
             f"from {sat[0]['robots']} robots the stored rate stays at "
             f"{min(r['stored_tps'] for r in sat):g}-{max(r['stored_tps'] for r in sat):g} tr/s "
             f"(peak {peak['stored_tps']:g} at {peak['robots']}) whatever is offered, and the rest "
-            "waits in the robots' spools (backlog column). "
+            f"waits in the robots' spools (backlog column): {ingest_limit(sat[0])}. "
             if sat
-            else ""
+            else "it never fell behind. "
         )
-        + f"First limit: {sat[0]['first_limit'] if sat else 'none reached'} -- each stored step "
-        f"costs {min(wall):g}-{max(wall):g} ms of the single writer's wall time, of which "
-        f"{min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every field and the commit, once "
-        "per turn's batch of a robot's steps), so one ingest tops out near 1000 / writer-ms tr/s; "
-        "the event loop, wire and robots are far from theirs (robots' process "
-        f"<= {max(r['cpu_robots'] for r in rows):.0%} of the core, late ticks "
-        f"{max(r['robots_late_ticks'] for r in rows)}). The learner falls behind the stored "
-        "rate only because it shares the core and the process (interpreter lock) with the "
-        "ingest, and a robot's steps reach the replay when its episode ends, so at many "
-        "robots per ingest an episode takes minutes to complete (ingest backlog column).",
+        + f"The learner trains on all that is stored at {', '.join(map(str, trains)) or 'no size'}"
+        " robot(s)"
+        + (
+            f"; from {lags[0]['robots']} robots it trains on "
+            f"{min(r['learner_tps'] for r in lags):g}-{max(r['learner_tps'] for r in lags):g} tr/s "
+            "of what is stored (owed updates pile up to the cap, then are dropped); its thread "
+            "shares the ingest's process (interpreter lock) and got "
+            f"{min(r['cpu_learner'] for r in lags):.0%}-{max(r['cpu_learner'] for r in lags):.0%}"
+            " of a core. "
+            if lags
+            else ". "
+        )
+        + (
+            f"First to give out: at {first['robots']} robots, {first['first_limit']}. "
+            if first
+            else "Nothing gave out at these sizes. "
+        )
+        + f"Each stored step costs {min(wall):g}-{max(wall):g} ms of the single writer's wall "
+        f"time, of which {min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every field and "
+        "the commit, once per turn's batch of a robot's steps), so one ingest tops out near "
+        "1000 / writer-ms tr/s; the event loop, wire and robots are far from theirs (robots' "
+        f"process <= {max(r['cpu_robots'] for r in rows):.0%} of a core, late ticks "
+        f"{max(r['robots_late_ticks'] for r in rows)}). A robot's steps reach the replay when "
+        "its episode ends, so at many robots per ingest an episode takes minutes to complete "
+        "(ingest backlog column).",
         "Correctness under saturation: lost / duplicated 0 at every size (store read back); "
         f"fairness min / max {min(r['fair_min'] for r in rows):g} / "
         f"{max(r['fair_max'] for r in rows):g} of the mean (the fair drain: each robot one turn "
@@ -509,22 +570,28 @@ def main() -> int:
         help="directory the learner's store and the robots' spools go under (default: the "
         "system temp dir; /dev/shm takes the disk out of the store writer's cost)",
     )
+    p.add_argument(
+        "--camera",
+        type=int,
+        default=0,
+        help="px of one camera in every step (0: state only); writes fleet_ingest_cameraPX",
+    )
     p.add_argument("--from-json", action="store_true")
     a = p.parse_args()
     if a.role == "learner":
-        learner_main(a.store)
+        learner_main(a.store, a.camera)
         return 0
     if a.role == "robots":
         robots_main(a.url, a.robots, a.seconds, a.recorded, a.spool)
         return 0
+    cores = sorted(os.sched_getaffinity(0))
     if a.from_json:
-        data = load(STEM)
-        render(keep_run_facts(dict(data["meta"]), data["meta"]), data["rows"])
+        data = load(stem(a.camera, len(cores) == 1))
+        meta = keep_run_facts(dict(data["meta"]), data["meta"])
+        render(meta, [derive(r) for r in data["rows"]])
         return 0
-    from rlinf_contracts.episode import StepLayout
     from rlinf_ros.fleet import synthetic_store
 
-    cores = sorted(os.sched_getaffinity(0))
     placement = a.placement or (
         f"everything (ingest, learner, robots) on core(s) {cores} of {os.cpu_count()}"
     )
@@ -532,10 +599,10 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="fleet-bench-", dir=a.store_root or None) as tmp:
         recorded = synthetic_store(
-            Path(tmp) / "recorded", EPISODES, EPISODE_STEPS, StepLayout(STATE_DIM, ACTION_DIM)
+            Path(tmp) / "recorded", EPISODES, EPISODE_STEPS, step_layout(a.camera)
         )
         for n in a.sizes:
-            row = one_size(n, a.seconds, Path(tmp), recorded)
+            row = one_size(n, a.seconds, Path(tmp), recorded, a.camera)
             print(json.dumps(row), flush=True)
             rows.append(row)
     pinned = len(cores) < (os.cpu_count() or 1)
@@ -543,6 +610,8 @@ def main() -> int:
     meta = machine_meta(
         command=command,  # the pinning is part of how it ran
         seconds=a.seconds,
+        camera=a.camera,
+        cores=cores,
         placement=placement,
         store_root=a.store_root or tempfile.gettempdir(),
         load_start=load_start,
