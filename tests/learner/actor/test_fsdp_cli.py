@@ -84,3 +84,29 @@ def test_rlinf_eval_and_serve_take_the_fsdp_run(run) -> None:
         out = client.infer({"state": np.zeros(policy.spec.state_dim, np.float32)})
     assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim)
     assert client.metadata.policy_name == meta["model"]["name"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.sim
+def test_train_resume_goes_on_from_the_fsdp_run_s_shards(run, tmp_path) -> None:
+    """``train.resume`` of the sharded run, on two ranks again: each rank loads its own shard of
+    the model and optimiser, the history and the weight versions go on from the checkpoint."""
+    import shutil
+
+    from learner.metrics import read_metrics
+
+    out = tmp_path / "resumed"
+    shutil.copytree(run, out)
+    before = read_metrics(out)["history"]
+    args = [a for a in TRAIN if not a.startswith("train.iterations=")]
+    res = rlinf("train", *args, "train.iterations=3", f"train.out_dir={out}", f"train.resume={out}")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "resumed from" in res.stdout + res.stderr
+    after = read_metrics(out)
+    assert [r["iteration"] for r in after["history"]] == [0, 1, 2]
+    assert after["history"][:2] == before  # the earlier rows kept, not a fresh run's
+    assert after["history"][-1]["weight_version"] > before[-1]["weight_version"]
+    ckpt = Path(after["final"]["checkpoint"])
+    assert ckpt.name == "iter_000003"  # named by the iterations done: 2 before, 1 more now
+    assert len(list((ckpt / "sharded").glob("*.distcp"))) == 2
