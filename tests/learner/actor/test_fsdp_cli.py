@@ -10,14 +10,16 @@ project's policy client, and the sharded directory converts back to the single-f
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from tests.cli_procs import rlinf, served
+from tests.learner.actor.fsdp_runs import (
+    assert_shards_convert_to_the_single_file,
+    eval_final_checkpoint,
+)
 
 TRAIN = [
     "configs/sim_franka_reach_ppo.yaml",
@@ -48,21 +50,13 @@ def run(tmp_path_factory) -> Path:
 @pytest.mark.ray
 @pytest.mark.sim
 def test_train_writes_both_ranks_shards_and_the_single_file_weights(run) -> None:
-    from learner.actor.fsdp_convert import convert_sharded
-    from learner.checkpoint import load_checkpoint
     from learner.metrics import read_metrics
 
     metrics = read_metrics(run)
     assert [r["iteration"] for r in metrics["history"]] == [0, 1]
     assert metrics["history"][-1]["weight_version"] > metrics["history"][0]["weight_version"]
     ckpt = Path(metrics["final"]["checkpoint"])
-    shards = sorted(p.name for p in (ckpt / "sharded").glob("*.distcp"))
-    assert len(shards) == 2, shards  # one per rank
-    converted = convert_sharded(ckpt, run / "converted")
-    a, b = load_checkpoint(ckpt), load_checkpoint(converted)
-    assert a.model_state.keys() == b.model_state.keys()
-    for key, value in a.model_state.items():
-        assert torch.equal(value, b.model_state[key]), key
+    assert_shards_convert_to_the_single_file(ckpt, run / "converted")
 
 
 @pytest.mark.slow
@@ -70,16 +64,9 @@ def test_train_writes_both_ranks_shards_and_the_single_file_weights(run) -> None
 @pytest.mark.sim
 def test_rlinf_eval_and_serve_take_the_fsdp_run(run) -> None:
     from learner.checkpoint import load_policy
-    from learner.metrics import read_metrics
     from policy_server.client import PolicyClient
 
-    ev = rlinf("eval", str(run), "--episodes", "2", "--no-video", "eval.num_envs=2", timeout=200)
-    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
-    result = json.loads(ev.stdout[ev.stdout.index("{") :])
-    ckpt = Path(read_metrics(run)["final"]["checkpoint"])
-    assert Path(result["checkpoint"]) == ckpt and result["episodes"] == 2
-
-    policy, meta = load_policy(ckpt)
+    policy, meta = load_policy(eval_final_checkpoint(run))
     with served(run) as port, PolicyClient(f"ws://127.0.0.1:{port}") as client:
         out = client.infer({"state": np.zeros(policy.spec.state_dim, np.float32)})
     assert out["actions"].shape == (policy.spec.chunk, policy.spec.action_dim)

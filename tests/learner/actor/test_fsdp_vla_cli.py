@@ -12,7 +12,6 @@ tests/learner/actor/test_fsdp_vla.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,10 @@ import pytest
 import torch
 
 from tests.cli_procs import rlinf, served
+from tests.learner.actor.fsdp_runs import (
+    assert_shards_convert_to_the_single_file,
+    eval_final_checkpoint,
+)
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -68,7 +71,6 @@ def _request(spec) -> dict:
 @pytest.mark.ray
 @pytest.mark.sim
 def test_two_fsdp_ranks_train_the_adapter_and_write_shards(run) -> None:
-    from learner.actor.fsdp_convert import convert_sharded
     from learner.checkpoint import load_checkpoint
     from learner.metrics import read_metrics
     from learner.models import PolicySpec, build_policy
@@ -80,7 +82,6 @@ def test_two_fsdp_ranks_train_the_adapter_and_write_shards(run) -> None:
     assert all(r["train/grad_norm"] > 0 for r in history)  # real updates on both iterations
     assert history[-1]["weight_version"] > history[0]["weight_version"]
     ckpt = load_checkpoint(Path(metrics["final"]["checkpoint"]))
-    assert len(list((ckpt.path / "sharded").glob("*.distcp"))) == 2  # one per rank
     # the gathered weights: LoRA / heads moved, the frozen backbone is the initial one
     spec = PolicySpec.from_dict(ckpt.meta["spec"])
     torch.manual_seed(derive_seed(0, "init"))
@@ -90,11 +91,7 @@ def test_two_fsdp_ranks_train_the_adapter_and_write_shards(run) -> None:
     frozen = {k for k, p in init.named_parameters() if not p.requires_grad}
     assert any(not torch.equal(first[k], ckpt.model_state[k]) for k in trainable)
     assert frozen and all(torch.equal(first[k], ckpt.model_state[k]) for k in frozen)
-    # the shards convert back to the single file rank 0 wrote
-    converted = load_checkpoint(convert_sharded(ckpt.path, run / "converted"))
-    assert converted.model_state.keys() == ckpt.model_state.keys()
-    for key, value in ckpt.model_state.items():
-        assert torch.equal(value, converted.model_state[key]), key
+    assert_shards_convert_to_the_single_file(ckpt.path, run / "converted")
 
 
 @pytest.mark.slow
@@ -103,16 +100,10 @@ def test_two_fsdp_ranks_train_the_adapter_and_write_shards(run) -> None:
 def test_rlinf_eval_and_serve_take_the_fsdp_vla_run(run) -> None:
     from learner.actor.fsdp_convert import convert_sharded
     from learner.checkpoint import load_policy
-    from learner.metrics import read_metrics
     from policy_server.client import PolicyClient
     from policy_server.messages import ServerMetadata
 
-    ev = rlinf("eval", str(run), "--episodes", "2", "--no-video", "eval.num_envs=2", timeout=200)
-    assert ev.returncode == 0, ev.stdout[-3000:] + ev.stderr[-3000:]
-    result = json.loads(ev.stdout[ev.stdout.index("{") :])
-    ckpt = Path(read_metrics(run)["final"]["checkpoint"])
-    assert Path(result["checkpoint"]) == ckpt and result["episodes"] == 2
-
+    ckpt = eval_final_checkpoint(run)
     policy, meta = load_policy(convert_sharded(ckpt, run / "converted_for_serve"))
     req = _request(policy.spec)
     batch = {
