@@ -16,10 +16,10 @@ is one class registered here and one config value, not a branch in every trainer
 >>> make_strategy("ddp", 0, 1).name
 'ddp'
 >>> try:
-...     make_strategy("zero3", 0, 1)
+...     make_strategy("fdsp", 0, 1)
 ... except ConfigError as e:
 ...     print(e)
-key 'actor.strategy'='zero3' is unknown; choose one of ['ddp', 'fsdp']
+key 'actor.strategy'='fdsp' is unknown; choose one of ['ddp', 'fsdp']; did you mean 'fsdp'?
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 from learner.actor.ddp import GradSync
 from learner.actor.fsdp import FSDPStrategy
 from rlinf_contracts.config import ConfigError
-from rlinf_contracts.registry import Registry
+from rlinf_contracts.registry import Registry, did_you_mean
 
 __all__ = ["STRATEGIES", "Strategy", "check_strategy", "make_strategy"]
 
@@ -41,8 +41,10 @@ STRATEGIES.add("fsdp", FSDPStrategy)
 def check_strategy(name: str) -> None:
     """ConfigError naming ``actor.strategy`` and the known strategies for an unknown ``name``."""
     if name not in STRATEGIES.names():
+        known = sorted(STRATEGIES.names())
         raise ConfigError(
-            f"key 'actor.strategy'={name!r} is unknown; choose one of {sorted(STRATEGIES.names())}"
+            f"key 'actor.strategy'={name!r} is unknown; choose one of {known}"
+            + did_you_mean(name, known)
         )
 
 
