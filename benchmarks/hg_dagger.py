@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import shutil
 import socket
 import subprocess
@@ -41,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from rlinf_ros.domains import free_domains
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -235,7 +236,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.report:
         return write_results(json.loads((RESULTS / "hg_dagger.json").read_text()))
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
+    os.environ["ROS_DOMAIN_ID"] = str(free_domains()[0])  # apart from other DDS users here
     os.environ["RLINF_WEIGHTS_TOKEN"] = TOKEN
     work = (ROOT / a.work).resolve()
     shutil.rmtree(work, ignore_errors=True)

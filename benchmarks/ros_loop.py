@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import tempfile
 import time
@@ -32,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from rlinf_ros.domains import free_domains
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -182,7 +183,7 @@ def main() -> None:
         return write_results(json.loads((RESULTS / "ros_loop.json").read_text()))
     if a.echo:
         return echo_main()  # inherits the parent's ROS_DOMAIN_ID
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
+    os.environ["ROS_DOMAIN_ID"] = str(free_domains()[0])  # apart from other DDS users here
     tmp = Path(tempfile.mkdtemp(prefix="ros_loop_"))
     raw = raw_round_trip(Procs(tmp))
     print(f"raw rclpy round trip: {json.dumps(raw)}", flush=True)

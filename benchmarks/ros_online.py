@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import tempfile
 import threading
@@ -46,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from rlinf_ros.domains import free_domains
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -392,7 +393,7 @@ def main() -> None:
         return write_results({**result, "notes": NOTES})
     if a.serve:
         return serve_main(a.serve, a.hidden)
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))  # apart from other DDS users here
+    os.environ["ROS_DOMAIN_ID"] = str(free_domains()[0])  # apart from other DDS users here
     tmp = Path(tempfile.mkdtemp(prefix="ros_online_"))
     old = (
         json.loads((RESULTS / "ros_online.json").read_text())

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -52,6 +51,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from rlinf_ros.domains import free_domains
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -511,7 +512,7 @@ def main() -> None:
     if a.reevaluate:
         reevaluate(stem, (ROOT / a.work).resolve(), a.eval_episodes, a.sampled)
         return
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200 - a.robots))  # apart from others
+    os.environ["ROS_DOMAIN_ID"] = str(free_domains(a.robots)[0])  # apart from others
     os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     os.environ.update(TOKENS)
     work = (ROOT / a.work).resolve()

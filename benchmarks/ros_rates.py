@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shlex
 import sys
 import tempfile
@@ -32,6 +31,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from rlinf_ros.domains import free_domains
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -197,7 +198,7 @@ def main() -> None:
         data = load("ros_rates")
         render(data["meta"], data["rows"])
         return
-    os.environ["ROS_DOMAIN_ID"] = str(random.randint(120, 200))
+    os.environ["ROS_DOMAIN_ID"] = str(free_domains()[0])
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

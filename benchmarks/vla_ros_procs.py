@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlinf_ros.domains import free_domains
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -163,7 +165,6 @@ def twin_eval(
 ) -> dict[str, Any]:
     """``rlinf serve`` + the ROS 2 twin of ``configs/ros_sim_franka_language.yaml`` (robot, policy
     client and task nodes as processes, a random ROS_DOMAIN_ID); the task node's episode results."""
-    import random
 
     import yaml
 
@@ -187,7 +188,7 @@ def twin_eval(
         cfg["policy_client"]["control_hz"] = cfg["task"]["control_hz"] = control_hz
     config = log_dir / "graph.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 101)), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "ROS_DOMAIN_ID": str(free_domains()[0]), "PYTHONUNBUFFERED": "1"}
     procs = []
     t0 = time.perf_counter()
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
 
@@ -51,8 +50,12 @@ def ray_cluster():
 
 @pytest.fixture
 def ros_domain_id(monkeypatch) -> int:
-    """A random ROS_DOMAIN_ID per test: other processes on this machine may run ROS 2 too."""
-    domain = random.randint(1, 101)
+    """A ROS_DOMAIN_ID per test, drawn at random among those no DDS participant on the host
+    uses: another test run, a benchmark or a twin started beside this one must not hear this
+    test's graph (two ``/clock`` publishers, two goals) nor be heard by it."""
+    from rlinf_ros.domains import free_domains
+
+    domain = free_domains()[0]
     monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
     monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     return domain

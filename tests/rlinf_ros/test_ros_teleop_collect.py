@@ -97,7 +97,8 @@ def test_scripted_teleop_demos_are_recorded_and_streamed(
         srv.stop()
     assert codes == dict.fromkeys(codes, 0), f"{codes}\n{procs.logs()}"
     results = json.loads((tmp_path / "episodes.json").read_text())
-    assert results["successes"] == episodes, results  # the scripted human reaches every goal
+    # the scripted human reaches every goal
+    assert results["successes"] == episodes, f"{results}\n{procs.logs()}"
     status = json.loads((tmp_path / "rec.json").read_text())
     assert status["episodes"] >= episodes and status["intervention_ratio"] == 1.0, status
     local = [ep for ep in EpisodeStore(tmp_path / "demos", mode="r") if ep.info.status != "open"]
