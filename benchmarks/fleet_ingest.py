@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -137,7 +138,10 @@ class _Learner:
     def drain(self) -> None:
         feed = self.srv.feed
         for _ in range(feed.qsize()):
-            t = feed.get_nowait()
+            try:
+                t = feed.get_nowait()
+            except queue.Empty:  # in flight from an ingest process: next time (as RobotFeed)
+                break
             for ep in self.segments.add(t):
                 self.replay.add_episode(ep, "online")
                 self.transitions += len(ep)
@@ -157,27 +161,34 @@ class _Learner:
                 time.sleep(0.005)
 
 
-def learner_main(store: str, camera: int) -> None:
-    """Serve the ingest, learn; on stdin ``mark`` / ``end``: counters; then read the store."""
+def learner_main(store: str, camera: int, ingest: str) -> None:
+    """Serve the ingest, learn; on stdin ``mark`` / ``end``: counters; then read the store.
+    ``ingest``: ``thread`` embeds it in this process (as ``RobotFeed`` does by default),
+    ``process`` runs it in a child (``ingest.process: true``)."""
     import logging
 
     from rlinf_data.ingest import IngestConfig, IngestServer
+    from rlinf_data.ingest_process import IngestProcess
     from rlinf_data.store import EpisodeStore
 
     logging.basicConfig(level="WARNING")
-    srv = IngestServer(IngestConfig(store=store, port=0, token=TOKEN), layout=step_layout(camera))
+    cfg, layout = IngestConfig(store=store, port=0, token=TOKEN), step_layout(camera)
     busy = [0.0]
-    apply = srv.ledger.apply
+    if ingest == "process":
+        srv: Any = IngestProcess(cfg, layout=layout).start()
+    else:
+        srv = IngestServer(cfg, layout=layout)
+        apply = srv.ledger.apply
 
-    def timed(robot: str, items: list) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return apply(robot, items)
-        finally:
-            busy[0] += time.perf_counter() - t0
+        def timed(robot: str, items: list) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return apply(robot, items)
+            finally:
+                busy[0] += time.perf_counter() - t0
 
-    srv.ledger.apply = timed  # type: ignore[method-assign]  # the writer's busy wall time
-    srv.start()
+        srv.ledger.apply = timed  # type: ignore[method-assign]  # the writer's busy wall time
+        srv.start()
     learner = _Learner(srv, camera)
     learner.thread.start()
     while not hasattr(learner, "tid"):
@@ -202,13 +213,16 @@ def learner_main(store: str, camera: int) -> None:
                 cpu["ingest"] += used
                 if tid in writers:
                     cpu["store_writer"] += used
+        status = srv.status()
+        if ingest == "process":  # the child's whole CPU (sent every 0.5 s); no writer timing
+            cpu["ingest"] = status["cpu_s"]
         return {
             "t": time.monotonic(),
             "cpu": cpu,
             "process_cpu": sum(os.times()[:2]),
             "writer_busy": busy[0],
-            "stored": srv.ledger.stats["stored"],
-            "per_robot": {k: v["stored"] for k, v in srv.ledger.per_robot().items()},
+            "stored": status["ledger"]["stored"],
+            "per_robot": {k: v["stored"] for k, v in status["per_robot"].items()},
             "updates": learner.updates,
             "transitions": learner.transitions,
         }
@@ -221,18 +235,19 @@ def learner_main(store: str, camera: int) -> None:
         if cmd == "end":
             break
     end = marks["end"]
+    status = srv.status()
     end.update(
-        queued=sum(srv.queued.values()),
+        queued=sum(status["queued"].values()),
         feed=srv.feed.qsize(),
         owed=learner.owed,
         dropped_updates=learner.dropped,
-        dropped_feed=srv.dropped_feed,
+        dropped_feed=status["dropped_feed"],
         segments_pending=learner.segments.pending(),
     )
     learner.stop.set()
     learner.thread.join(10)
-    last = {k: v["last_seq"] for k, v in srv.ledger.per_robot().items()}
-    srv.stop()
+    srv.stop()  # the robots have stopped: the last seqs are final
+    last = {k: v["last_seq"] for k, v in srv.status()["per_robot"].items()}
     end["check"] = _check_store(EpisodeStore(store, mode="r"), last)
     end["last_seq"] = last
     print(json.dumps(marks), flush=True)
@@ -300,12 +315,15 @@ def robots_main(url: str, robots: int, seconds: float, recorded: str, spool: str
 
 
 # -- parent ---------------------------------------------------------------------------------------
-def one_size(n: int, seconds: float, tmp: Path, recorded: Path, camera: int) -> dict[str, Any]:
+def one_size(
+    n: int, seconds: float, tmp: Path, recorded: Path, camera: int, ingest: str
+) -> dict[str, Any]:
     here = [sys.executable, __file__]
     store, spool = tmp / f"learner-{n}", tmp / f"spool-{n}"
     load0 = os.getloadavg()[0]
     lp = subprocess.Popen(
-        [*here, "--role", "learner", "--store", str(store), "--camera", str(camera)],
+        [*here, "--role", "learner", "--store", str(store), "--camera", str(camera)]
+        + ["--ingest", ingest],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -341,7 +359,8 @@ def one_size(n: int, seconds: float, tmp: Path, recorded: Path, camera: int) -> 
     marks = json.loads(lp.stdout.readline())
     rp.wait(60)
     lp.wait(120)
-    return summarize(n, seconds, started, robots, marks, load0, os.getloadavg()[0])
+    row = summarize(n, seconds, started, robots, marks, load0, os.getloadavg()[0])
+    return derive({**row, "ingest": ingest})
 
 
 def summarize(
@@ -414,6 +433,13 @@ def main() -> int:
         "system temp dir; /dev/shm takes the disk out of the store writer's cost)",
     )
     p.add_argument(
+        "--ingest",
+        choices=("thread", "process"),
+        default="thread",
+        help="thread: the ingest embedded in the learner's process (the default of a run); "
+        "process: in a process of its own (ingest.process: true); writes fleet_ingest_process",
+    )
+    p.add_argument(
         "--camera",
         type=int,
         default=0,
@@ -422,14 +448,14 @@ def main() -> int:
     p.add_argument("--from-json", action="store_true")
     a = p.parse_args()
     if a.role == "learner":
-        learner_main(a.store, a.camera)
+        learner_main(a.store, a.camera, a.ingest)
         return 0
     if a.role == "robots":
         robots_main(a.url, a.robots, a.seconds, a.recorded, a.spool)
         return 0
     cores = sorted(os.sched_getaffinity(0))
     if a.from_json:
-        data = load(stem(a.camera, len(cores) == 1))
+        data = load(stem(a.camera, len(cores) == 1, a.ingest == "process"))
         meta = keep_run_facts(dict(data["meta"]), data["meta"])
         render(meta, [derive(r) for r in data["rows"]])
         return 0
@@ -445,7 +471,7 @@ def main() -> int:
             Path(tmp) / "recorded", EPISODES, EPISODE_STEPS, step_layout(a.camera)
         )
         for n in a.sizes:
-            row = one_size(n, a.seconds, Path(tmp), recorded, a.camera)
+            row = one_size(n, a.seconds, Path(tmp), recorded, a.camera, a.ingest)
             print(json.dumps(row), flush=True)
             rows.append(row)
     pinned = len(cores) < (os.cpu_count() or 1)
@@ -454,6 +480,7 @@ def main() -> int:
         command=command,  # the pinning is part of how it ran
         seconds=a.seconds,
         camera=a.camera,
+        ingest=a.ingest,
         cores=cores,
         placement=placement,
         store_root=a.store_root or tempfile.gettempdir(),

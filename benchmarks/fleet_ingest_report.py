@@ -40,7 +40,7 @@ def ingest_limit(r: dict[str, Any]) -> str:
     behind)."""
     if r["robots_late_ticks"] > r["robots"] * r["seconds"]:
         return "robots' process (ticker behind)"
-    if r["writer_busy"] > 0.85:
+    if not _in_process(r) and r["writer_busy"] > 0.85:
         return "ingest store writer (serial, busy {:.0%})".format(r["writer_busy"])
     return "ingest (cores shared by all)"
 
@@ -78,19 +78,30 @@ COLUMNS = [
             f"{r['cpu_learner']:.0%} / {r['cpu_robots']:.0%}"
         ),
     ),
-    ("writer busy", lambda r: f"{r['writer_busy']:.0%}"),
+    ("writer busy", lambda r: "n/a" if _in_process(r) else f"{r['writer_busy']:.0%}"),
     ("ingest ms CPU / tr", lambda r: r["ingest_cpu_ms_per_tr"]),
-    ("writer ms / tr", lambda r: r["writer_ms_per_tr"]),
+    ("writer ms / tr", lambda r: "n/a" if _in_process(r) else r["writer_ms_per_tr"]),
     ("ingest MB/s", lambda r: r["ingest_mb_s"]),
     ("load 1m start / end", lambda r: f"{r['load_start']} / {r['load_end']}"),
     ("first limit", lambda r: r["first_limit"]),
 ]
 
 
-def stem(camera: int, one_core: bool) -> str:
+def _in_process(r: dict[str, Any]) -> bool:
+    """The row's ingest ran in a process of its own (its store writer is not timed there)."""
+    return r.get("ingest") == "process"
+
+
+def stem(camera: int, one_core: bool, process: bool = False) -> str:
     """Results file stem: the state-only fleet or the fleet with a camera of that size, with
-    ``_one_core`` when the run was pinned to one core (``taskset -c 1``)."""
-    return STEM + (f"_camera{camera}" if camera else "") + ("_one_core" if one_core else "")
+    ``_one_core`` when the run was pinned to one core (``taskset -c 1``) and ``_process`` when
+    the ingest ran in a process of its own."""
+    return (
+        STEM
+        + ("_process" if process else "")
+        + (f"_camera{camera}" if camera else "")
+        + ("_one_core" if one_core else "")
+    )
 
 
 def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -107,9 +118,21 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         f"Placement: {meta['placement']}. Load average (1 min) at start {meta['load_start']}, "
         f"at end {meta['load_end']}: the machine is shared, so CPU shares are of a core other "
         "processes also use.",
-        "tr = transitions (steps; end items are not counted). CPU columns: share of one core "
-        "over the window (ingest: every learner-process thread but the learner's -- event loop, "
-        "store writer (in brackets) and zarr's I/O threads; learner thread; the robots' whole "
+        (
+            "Ingest in a process of its own (ingest.process: true): the learner's process holds "
+            "only the learner and the feed's receiving end. "
+            if meta.get("ingest") == "process"
+            else "Ingest embedded in the learner's process (the default). "
+        )
+        + "tr = transitions (steps; end items are not counted). CPU columns: share of one core "
+        "over the window (ingest: "
+        + (
+            "the ingest process's whole CPU, store writer not timed separately; "
+            if meta.get("ingest") == "process"
+            else "every learner-process thread but the learner's -- event loop, store writer (in "
+            "brackets) and zarr's I/O threads; "
+        )
+        + "learner thread; the robots' whole "
         "process). Writer busy: wall share the store writer spent storing. "
         "Fairness: each robot's stored transitions over the mean (1.0 = equal). Lost / dup: "
         "read back from the store, every step up to each robot's last acknowledged seq. "
@@ -118,7 +141,7 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         "queue dropped (full) before they reached the replay.",
     ]
     write_table(
-        stem(camera, len(meta.get("cores", [0, 1])) == 1),
+        stem(camera, len(meta.get("cores", [0, 1])) == 1, meta.get("ingest") == "process"),
         "Fleet of robots into one ingest + learner",
         intro + findings(rows),
         meta,
@@ -156,9 +179,13 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
             f"; from {lags[0]['robots']} robots it trains on "
             f"{min(r['learner_tps'] for r in lags):g}-{max(r['learner_tps'] for r in lags):g} tr/s "
             "of what is stored (owed updates pile up to the cap, then are dropped); its thread "
-            "shares the ingest's process (interpreter lock) and got "
-            f"{min(r['cpu_learner'] for r in lags):.0%}-{max(r['cpu_learner'] for r in lags):.0%}"
-            " of a core. "
+            + (
+                "has its own process and got "
+                if _in_process(lags[0])
+                else "shares the ingest's process (interpreter lock) and got "
+            )
+            + f"{min(r['cpu_learner'] for r in lags):.0%}-"
+            f"{max(r['cpu_learner'] for r in lags):.0%} of a core. "
             if lags
             else ". "
         )
@@ -167,11 +194,18 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
             if first
             else "Nothing gave out at these sizes. "
         )
-        + f"Each stored step costs {min(wall):g}-{max(wall):g} ms of the single writer's wall "
-        f"time, of which {min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every field and "
-        "the commit, once per turn's batch of a robot's steps), so one ingest tops out near "
-        "1000 / writer-ms tr/s; the event loop, wire and robots are far from theirs (robots' "
-        f"process <= {max(r['cpu_robots'] for r in rows):.0%} of a core, late ticks "
+        + (
+            f"Each stored step costs {min(cpu):g}-{max(cpu):g} ms of the ingest process's CPU "
+            "(event loop, wire, zarr writes of every field and the commits); the robots are far "
+            "from their limit (robots' "
+            if _in_process(rows[0])
+            else f"Each stored step costs {min(wall):g}-{max(wall):g} ms of the single writer's "
+            f"wall time, of which {min(cpu):g}-{max(cpu):g} ms ingest CPU (zarr writes of every "
+            "field and the commit, once per turn's batch of a robot's steps), so one ingest tops "
+            "out near 1000 / writer-ms tr/s; the event loop, wire and robots are far from theirs "
+            "(robots' "
+        )
+        + f"process <= {max(r['cpu_robots'] for r in rows):.0%} of a core, late ticks "
         f"{max(r['robots_late_ticks'] for r in rows)}). A robot's steps reach the replay when "
         "its episode ends, so at many robots per ingest an episode takes minutes to complete "
         "(ingest backlog column).",

@@ -14,7 +14,9 @@ cluster has them, CPU cores otherwise):
   per process: two processes never drive one arm). A fleet is the same rule: every robot PC
   offers one unit of one label (``--resources '{"fleet:env": 1}'``), and ``env: 0-2@fleet:env``
   asks for three processes of one unit each, so Ray puts one on each of three robot PCs; the
-  learner takes a label only its node offers (``learner,replay: 0@learner_node``)
+  learner takes a label only its node offers (``learner,replay: 0@learner_node``); an online
+  off-policy run places its robot sites' policy servers by the same rule
+  (``server: 1-2@fleet:site``)
 
 Several components can share a key: ``"env,rollout": 0-1``. The mode follows from the sets:
 identical slot sets everywhere = collocated, pairwise disjoint = disaggregated, anything else =
@@ -35,6 +37,9 @@ hybrid.
 >>> fleet = parse_placement({"learner,replay": "0@learner_node", "env": "1-2@fleet:env"}, 3)
 >>> fleet["env"].num_processes, fleet["env"].resources, fleet["learner"].resources
 (2, {'fleet:env': 1.0}, {'learner_node': 1.0})
+>>> online = {"learner,replay,env": "0@learner_node", "server": "1-2@fleet:site"}
+>>> parse_placement(online, 3, ["env", "learner", "replay"], optional=["server"])["server"].slots
+[1, 2]
 >>> parse_placement({"actor": "0-4"}, num_slots=4)
 Traceback (most recent call last):
 ...
@@ -228,10 +233,14 @@ def classify(components: dict[str, ComponentPlacement]) -> Mode:
 
 
 def parse_placement(
-    spec: dict[str, str | int], num_slots: int, components: list[str] | None = None
+    spec: dict[str, str | int],
+    num_slots: int,
+    components: list[str] | None = None,
+    optional: Iterable[str] = (),
 ) -> Placement:
     """Parse ``spec`` against a cluster of ``num_slots``; ``components`` lists the valid names
-    (all of which must be placed) when the caller knows them."""
+    (all of which must be placed) when the caller knows them, ``optional`` names that are valid
+    but may be left out (a run that places them starts them, e.g. off-policy ``server``)."""
     if is_auto(spec):
         raise PlacementError(
             "placement 'auto' is chosen by the planning step before a run starts "
@@ -241,6 +250,7 @@ def parse_placement(
         raise PlacementError("the cluster has no slots to place components on")
     if not spec:
         raise PlacementError("placement is empty; e.g. {'env,rollout,actor': 'all'}")
+    known = None if components is None else [*components, *optional]
     placed: dict[str, ComponentPlacement] = {}
     for key, value in spec.items():
         names = [n.strip() for n in str(key).split(",")]
@@ -248,12 +258,12 @@ def parse_placement(
             where = f"{key}: {value}"
             if not name:
                 raise PlacementError(f"placement '{where}': empty component name")
-            if components is not None and name not in components:
-                near = difflib.get_close_matches(name, components, n=1)
+            if known is not None and name not in known:
+                near = difflib.get_close_matches(name, known, n=1)
                 hint = f" Did you mean '{near[0]}'?" if near else ""
                 raise PlacementError(
                     f"placement '{where}': unknown component '{name}'; known: "
-                    f"{', '.join(components)}.{hint}"
+                    f"{', '.join(known)}.{hint}"
                 )
             if name in placed:
                 raise PlacementError(f"placement '{where}': component '{name}' is placed twice")

@@ -244,6 +244,19 @@ class IngestServer:
     def url(self) -> str:
         return f"ws://{self.cfg.host}:{self.port}{PATH}"
 
+    def status(self) -> dict[str, Any]:
+        """What a learner reports of its ingest, as plain data (the same from
+        :class:`~rlinf_data.ingest_process.IngestProcess`): the ledger's counts, per robot what
+        it stored and its last seq, what each robot has queued, why a robot was refused, and the
+        feed's drops. Safe from any thread (snapshots)."""
+        return {
+            "ledger": dict(self.ledger.stats),
+            "per_robot": self.ledger.per_robot(),
+            "queued": dict(self.queued),
+            "refused": dict(self.refused),
+            "dropped_feed": self.dropped_feed,
+        }
+
     def stop(self, timeout_s: float = 10.0) -> None:
         async def shutdown() -> None:
             self._server.close()

@@ -3,7 +3,8 @@
 Built once with ``from_dict(OffPolicyConfig, load_config(path, overrides))``; each section
 validates itself and names the offending key. ``env`` and ``eval`` are the embodied runner's
 sections (same env kwargs, same held-out evaluation); ``placement`` places ``env``, ``learner``
-and ``replay``.
+and ``replay``, and with ``ingest.enabled`` optionally ``server``: the robot sites' policy servers
+the run starts itself (``learner.offpolicy.servers``).
 
 >>> from rlinf_contracts.config import from_dict
 >>> raw = {"algorithm": {"name": "rlpd"}, "train": {"demos": "runs/demos/push"}}
@@ -23,12 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from learner.live.config import LiveSection
-from learner.offpolicy.robot_sections import IngestSection, PushSection
+from learner.offpolicy.robot_sections import IngestSection, PushSection, ServersSection
 from learner.sections import BudgetedTrainConfig, EnvConfig, EnvRunConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
+from rlinf_contracts.registry import did_you_mean
 
 COMPONENTS = ("env", "learner", "replay")
+SERVER = "server"  # optional: the robots' policy servers of an online run, placed like the rest
+OPTIONAL = (SERVER,)
 ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
 
 
@@ -369,7 +373,9 @@ class OffPolicyConfig(EnvRunConfig):
         default_factory=lambda: {"env,learner,replay": "0"},
         metadata=_h(
             "env, learner, replay -> slots; all on the same one process = the fused loop; or "
-            "'auto': the placement the cost model predicts fastest (learner.scheduling)"
+            "'auto': the placement the cost model predicts fastest (learner.scheduling). With "
+            "ingest.enabled also server (optional): one policy server per slot, started by the "
+            "run on that slot's node, e.g. server: 1-2@fleet:site"
         ),
     )
     env: EnvConfig = field(
@@ -393,6 +399,10 @@ class OffPolicyConfig(EnvRunConfig):
     push: PushSection = field(
         default_factory=PushSection, metadata=_h("push weights to a policy server every N updates")
     )
+    servers: ServersSection = field(
+        default_factory=ServersSection,
+        metadata=_h("how the policy servers of placement 'server' serve (bind, port, sampling)"),
+    )
     live: LiveSection = field(
         default_factory=LiveSection,
         metadata=_h("a local web page + console line of the robots learning (learner.live)"),
@@ -403,11 +413,8 @@ class OffPolicyConfig(EnvRunConfig):
 
         # 'auto' is only checked here; learner.scheduling.auto.plan resolves it after validation
         check_placement_value(self.placement)
-        names = [n.strip() for key in self.placement for n in str(key).split(",")]
-        if not is_auto(self.placement) and sorted(names) != sorted(COMPONENTS):
-            raise ConfigError(
-                f"key 'placement' must place exactly {list(COMPONENTS)} once each, got {names}"
-            )
+        if not is_auto(self.placement):
+            self._check_components()
         if (
             self.model.use_images
             and "rgb" not in self.env.obs_mode
@@ -427,10 +434,12 @@ class OffPolicyConfig(EnvRunConfig):
                 "key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
                 "batch from prior data); record some with 'rlinf collect ENV --out DIR'"
             )
-        if self.ingest.enabled and self.cluster.address:
+        if self.ingest.enabled and self.cluster.address and not self.places_servers:
             raise ConfigError(
                 "key 'ingest.enabled': the ingesting learner runs in the calling process (robots "
-                "connect to it); drop cluster.address / --ray-address"
+                "connect to it); drop cluster.address / --ray-address, or place the robots' "
+                "policy servers (placement 'server'), which runs the learner where the placement "
+                "puts it"
             )
         if self.push.targets and not self.ingest.enabled:
             raise ConfigError(
@@ -441,3 +450,39 @@ class OffPolicyConfig(EnvRunConfig):
             raise ConfigError(
                 "key 'live.enabled' shows robots learning online: it needs ingest.enabled: true"
             )
+        if self.places_servers:
+            self.push.check_token()  # the placed servers take pushes with the same token
+
+    @property
+    def places_servers(self) -> bool:
+        """The placement names ``server``: the run starts the robots' policy servers."""
+        return not isinstance(self.placement, str) and SERVER in _names(self.placement)
+
+    def _check_components(self) -> None:
+        """Each of env, learner, replay placed once; ``server`` at most once and only where
+        robots stream (a simulated run's env workers act with the published weights)."""
+        names = _names(self.placement)
+        known = [*COMPONENTS, *OPTIONAL]
+        for name in names:
+            if name not in known:
+                raise ConfigError(
+                    f"key 'placement': unknown component {name!r}{did_you_mean(name, known)} "
+                    f"(components: {', '.join(COMPONENTS)}; optional: {', '.join(OPTIONAL)})"
+                )
+        required = [n for n in names if n in COMPONENTS]
+        if sorted(required) != sorted(COMPONENTS) or names.count(SERVER) > 1:
+            raise ConfigError(
+                f"key 'placement' must place exactly {list(COMPONENTS)} once each (and "
+                f"{SERVER!r} at most once), got {names}"
+            )
+        if SERVER in names and not self.ingest.enabled:
+            raise ConfigError(
+                f"key 'placement': {SERVER!r} places the policy servers robots act through, so it "
+                "needs robots streaming to the learner (ingest.enabled: true); a simulated run's "
+                "env workers act with the weights the learner publishes to them"
+            )
+
+
+def _names(placement: dict[str, str | int]) -> list[str]:
+    """Every component a placement mapping names, in order (``"learner,replay"`` is two)."""
+    return [n.strip() for key in placement for n in str(key).split(",")]

@@ -6,12 +6,15 @@
         RobotFeed: segments -> replay (online | intervention) --> updates (UTD debt) --+
     policy server <--ws /weights-- BackgroundPusher <-- every push.every_updates ------+
 
-Why the learner embeds the ingest (not a separate process): the feed is an in-memory queue of
-transitions that are already durable in the episode store, so the replay gets them without a
-second copy over the wire, and a restart (``train.resume``) refills the replay from that same
-store. Nothing here blocks the robot: the ingest acknowledges as soon as a step is stored, the
-pusher sends from its own thread (newest weights win), and the policy server keeps serving the
-previous version until a push lands.
+Why the learner embeds the ingest by default: the feed is an in-memory queue of transitions that
+are already durable in the episode store, so the replay gets them without a second copy, and a
+restart (``train.resume``) refills the replay from that same store. With several robots the
+ingest's event loop and store writer then take the learner's interpreter lock from it, so
+``ingest.process: true`` runs the ingest in a child process
+(:class:`~rlinf_data.ingest_process.IngestProcess`, same feed and status) at the cost of one
+pickled copy per transition (``docs/scaling.md``). Nothing here blocks the robot: the ingest
+acknowledges as soon as a step is stored, the pusher sends from its own thread (newest weights
+win), and the policy server keeps serving the previous version until a push lands.
 
 Transitions are assembled per robot into *segments* -- runs of consecutive seqs of one robot
 episode -- and a segment goes into the replay as a whole when its episode ends (or is cut by a
@@ -23,7 +26,9 @@ there (``train.final_eval``).
 
 Start order and the first policy: the learner writes its initial actor to ``<out_dir>/initial``
 (after ``ingest.pretrain_updates`` updates on the demos) before opening the ingest, so
-``rlinf serve --checkpoint <out_dir>/initial`` serves the same network the pushes will fill.
+``rlinf serve --checkpoint <out_dir>/initial`` serves the same network the pushes will fill; with
+a ``server`` placement the run starts those servers itself, on the nodes the placement names
+(:mod:`learner.offpolicy.servers`), and adds them to the push targets and ``ingest.json``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.loop import TrainLoop, store_path
 from learner.offpolicy.reward_judge import JudgeReports
 from learner.offpolicy.rewards import REWARDS
+from learner.offpolicy.servers import start_servers
 from learner.worker import Worker
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.episode import Episode, EpisodeInfo
@@ -181,6 +187,7 @@ class RobotFeed:
         self, cfg: OffPolicyConfig, core: OffPolicyLearner, env_spec: Any, step_s: float
     ) -> None:
         from rlinf_data.ingest import IngestServer
+        from rlinf_data.ingest_process import IngestProcess
 
         self.cfg, self._step_s = cfg, step_s
         self.reward = REWARDS.get(cfg.ingest.reward)(
@@ -192,7 +199,7 @@ class RobotFeed:
         )
         token = Path(cfg.ingest.token_file).read_text().strip() if cfg.ingest.token_file else ""
         try:
-            self.ingest = IngestServer(
+            self.ingest = (IngestProcess if cfg.ingest.process else IngestServer)(
                 ingest_config(cfg, token),
                 layout=core.layout,  # a robot of another layout is refused before it is stored
             ).start()
@@ -201,7 +208,9 @@ class RobotFeed:
                 f"keys 'ingest.host' / 'ingest.port': cannot listen on {cfg.ingest.host}:"
                 f"{cfg.ingest.port}: {e}"
             ) from None
-        self.pusher = _pusher(cfg)
+        # the robot sites' policy servers of a 'server' placement, serving the initial actor
+        self.servers = start_servers(cfg, Path(cfg.train.out_dir) / INITIAL)
+        self.pusher = _pusher(cfg, self.servers.urls)
         self.published_at = -1
         self.stats = {"transitions": 0, "interventions": 0, "segments": 0}
         self.judge = JudgeReports()  # the reward classifier's FP / FN rates, where robots send them
@@ -210,14 +219,15 @@ class RobotFeed:
             "ingest_url": self.ingest.url,
             "store": ingest_store(cfg),
             "push_url": cfg.push.url,
-            "push_urls": cfg.push.targets,
+            "push_urls": cfg.push.targets + self.servers.urls,
+            "servers": self.servers.rows,
         }
         Path(cfg.train.out_dir, "ingest.json").write_text(json.dumps(info))
         log.info(
             "learner ingest on %s (store %s); pushing to %s every %d updates",
             self.ingest.url,
             ingest_store(cfg),
-            ", ".join(cfg.push.targets) or "nowhere",
+            ", ".join(cfg.push.targets + self.servers.urls) or "nowhere",
             cfg.push.every_updates,
         )
 
@@ -292,15 +302,16 @@ class RobotFeed:
         return self.pusher.version if self.pusher is not None else core.updates
 
     def metrics(self) -> dict[str, float]:
+        status = self.ingest.status()
         m = {
             "ingest/transitions": float(self.stats["transitions"]),
-            "ingest/dropped_feed": float(self.ingest.dropped_feed),
+            "ingest/dropped_feed": float(status["dropped_feed"]),
             "ingest/intervention_ratio": self.stats["interventions"]
             / max(1, self.stats["transitions"]),
         }
-        m.update({f"ingest/{k}": float(v) for k, v in self.ingest.ledger.stats.items()})
-        m["ingest/robots_seen"] = float(len(self.ingest.queued))
-        m["ingest/robots_refused"] = float(len(self.ingest.refused))
+        m.update({f"ingest/{k}": float(v) for k, v in status["ledger"].items()})
+        m["ingest/robots_seen"] = float(len(status["queued"]))
+        m["ingest/robots_refused"] = float(len(status["refused"]))
         m.update(self.judge.metrics())
         if self.pusher is not None:
             m.update(
@@ -315,13 +326,15 @@ class RobotFeed:
         if self.pusher is not None:
             self.pusher.flush(self.cfg.push.timeout_s)
             self.pusher.stop()
+        self.servers.stop()
         self.ingest.stop()
 
 
-def _pusher(cfg: OffPolicyConfig) -> Any:
+def _pusher(cfg: OffPolicyConfig, placed: list[str] | None = None) -> Any:
     """A started push client for ``push.url`` (None without one), from :data:`PUSH_CLIENTS`;
-    with ``push.urls`` too, one client per server behind a :class:`FanOutPusher`."""
-    targets = cfg.push.targets
+    with ``push.urls`` or ``placed`` servers too, one client per server behind a
+    :class:`FanOutPusher`."""
+    targets = cfg.push.targets + list(placed or [])
     if not targets:
         return None
     if "websocket" not in PUSH_CLIENTS.names():

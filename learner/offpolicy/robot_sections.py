@@ -1,7 +1,10 @@
-"""The sections of an off-policy run fed by robots: ``ingest`` (transitions in) and ``push``
-(weights out to the policy servers), with the token checks both make before anything starts.
+"""The sections of an off-policy run fed by robots: ``ingest``, ``push`` and ``servers``.
 
-Why apart from :mod:`learner.offpolicy.config`: these two sections are the online loop's wiring
+``ingest`` (transitions in), ``push`` (weights out to the policy servers) and ``servers`` (how the
+policy servers the run places itself serve), with the token checks they make before anything
+starts.
+
+Why apart from :mod:`learner.offpolicy.config`: these sections are the online loop's wiring
 (addresses, tokens, rewards of streamed steps), read together by the remote learner and
 ``rlinf online``; the simulated runs never set them. ``OffPolicyConfig`` holds one of each.
 """
@@ -16,7 +19,7 @@ from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
 from rlinf_contracts.wire import MIN_SECRET_CHARS
 
-__all__ = ["IngestSection", "PushSection"]
+__all__ = ["IngestSection", "PushSection", "ServersSection"]
 
 
 def _env_token(name: str) -> bool:
@@ -115,6 +118,14 @@ class IngestSection:
             "per step, benchmarks/results/store_durability.md); off: survives kill -9 only"
         ),
     )
+    process: bool = field(
+        default=False,
+        metadata=_h(
+            "run the ingest (its event loop and store writer) in a process of its own, so it "
+            "does not share the learner's interpreter lock: a learner fed by several robots "
+            "trains on more of what they send (docs/scaling.md); off: embedded in the learner"
+        ),
+    )
 
     def validate(self) -> None:
         from learner.offpolicy.rewards import REWARDS
@@ -196,16 +207,61 @@ class PushSection:
             )
         if self.token_file is not None and not Path(self.token_file).is_file():
             raise ConfigError(f"key 'push.token_file': no such file {self.token_file!r}")
-        token = _push_token(self.token_file) if self.targets else None
+        if self.targets:
+            self.check_token()
+
+    def check_token(self) -> None:
+        """The weights token the pushes (and placed policy servers) will use is set and long
+        enough; checked wherever a push will happen."""
+        token = _push_token(self.token_file)
         if token == "" and self.token_file is None:
             raise ConfigError(
                 "key 'push.token_file' is null and RLINF_WEIGHTS_TOKEN(_FILE) is unset: the policy "
                 "server refuses pushes without its weights token"
             )
-        if token is not None and len(token) < MIN_SECRET_CHARS:
+        if len(token) < MIN_SECRET_CHARS:
             raise ConfigError(
                 "key 'push.token_file': the weights token "
                 f"({self.token_file or 'RLINF_WEIGHTS_TOKEN(_FILE)'}) is shorter than "
                 f"{MIN_SECRET_CHARS} characters; the policy server refuses such a token, so no "
                 "push would land"
             )
+
+    def token(self) -> str:
+        """The weights token, read as the push client reads it ("" when none is set)."""
+        return _push_token(self.token_file)
+
+
+@dataclass
+class ServersSection:
+    """How the policy servers the run starts itself serve (placement component ``server``,
+    ``learner.offpolicy.servers``): one per slot, on that slot's node, pushed to like
+    ``push.urls``."""
+
+    host: str = field(
+        default="",
+        metadata=_h(
+            "interface each placed server binds; '' = its node's IP address, which its URL names "
+            "(0.0.0.0: every interface, the URL still names the node's IP)"
+        ),
+    )
+    port: int = field(
+        default=0,
+        metadata=_h(
+            "TCP port of each placed server (0 = a free one); the URLs are logged and written to "
+            "<out_dir>/ingest.json"
+        ),
+    )
+    deterministic: bool = field(
+        default=False,
+        metadata=_h(
+            "serve the policy's mode (true) or sample its actions (false: the exploration the "
+            "robots' online data needs, as 'rlinf serve ... server.deterministic=false')"
+        ),
+    )
+
+    def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"key 'servers.port' must be in [0, 65535], got {self.port}")
+        if any(c.isspace() for c in self.host):
+            raise ConfigError(f"key 'servers.host' must be an address or '', got {self.host!r}")

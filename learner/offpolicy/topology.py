@@ -7,7 +7,9 @@
   and send finished episodes through a bounded channel; the learner trains as data arrives.
 * ``remote`` (``ingest.enabled``) -- robots are the env: they stream transitions to an ingest
   the learner hosts, and weights go to their policy server (``learner.offpolicy.remote``).
-  Always one process here (robots connect to it), whatever ``placement`` says about ``env``.
+  One learner process (robots connect to it), whatever ``placement`` says about ``env``: the
+  calling one, or -- when the placement names ``server`` (the robots' policy servers, started by
+  the run, ``learner.offpolicy.servers``) -- a Ray actor where ``learner`` is placed.
 
 The replay lives with the learner (it samples it thousands of times a second; a remote replay
 would cost a round trip per batch), so ``replay`` must be placed on the learner's slots, and
@@ -19,16 +21,19 @@ under ``offpolicy/<name>``; :data:`TOPOLOGIES` here is this runner's view of it.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
-from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
+from learner.offpolicy.config import COMPONENTS, OPTIONAL, SERVER, OffPolicyConfig
 from learner.offpolicy.workers import CollectorWorker, LearnerWorker
 from learner.placement import Placement, PlacementError, parse_placement
 from learner.runners.topology import topologies
 from rlinf_contracts.config import ConfigError
 
 TOPOLOGIES = topologies("offpolicy")
+CLOSE_TIMEOUT_S = 120.0  # the last push's flush (push.timeout_s) plus stopping placed servers
+log = logging.getLogger(__name__)
 
 
 def topology_name(placement: Placement) -> str:
@@ -54,13 +59,14 @@ def select(cfg: OffPolicyConfig, placement: Placement) -> str:
 
 
 def runs_in_process(cfg: OffPolicyConfig, num_slots: int) -> bool:
-    """True when the run is one fused (or remote) process on this machine: no Ray needed."""
+    """True when the run is one fused (or remote) process on this machine: no Ray needed (placed
+    policy servers are Ray actors)."""
     if cfg.ingest.enabled:
-        return not cfg.cluster.address
+        return not cfg.cluster.address and not cfg.places_servers
     if cfg.cluster.address or cfg.cluster.resources:
         return False
     try:
-        placement = parse_placement(cfg.placement, num_slots, list(COMPONENTS))
+        placement = parse_placement(cfg.placement, num_slots, list(COMPONENTS), OPTIONAL)
         name = topology_name(placement)
     except (PlacementError, ConfigError):
         return False  # the runner reports it
@@ -92,7 +98,8 @@ class Fused:
 
 @TOPOLOGIES.register("remote")
 class Remote(Fused):
-    """The learner alone, hosting the robots' ingest and pushing to their policy server."""
+    """The learner alone, hosting the robots' ingest and pushing to their policy servers (and
+    starting them, with a ``server`` placement)."""
 
     def __init__(self, cfg: OffPolicyConfig, cluster: Any, placement: Placement) -> None:
         from learner.offpolicy.remote import RemoteLearnerWorker
@@ -100,14 +107,31 @@ class Remote(Fused):
         from learner.worker import WorkerGroup
 
         name = f"{cfg.name}-learner"
-        if getattr(cluster, "in_process", False):
+        self.in_process = bool(getattr(cluster, "in_process", False))
+        if self.in_process:
             self.learner = InProcessGroup(
                 RemoteLearnerWorker, name, placement["learner"], cluster.slot_kind, cfg
             )
-        else:
+        else:  # an actor: the plug-ins of this process travel with it
+            from learner.offpolicy.remote_actor import HostedRemoteLearner, plugins
+            from learner.offpolicy.servers import check_offered
+
+            if SERVER in placement:  # here, as a plain error, before the learner pretrains
+                check_offered(placement[SERVER], cluster.custom_resources)
+            level = logging.getLogger().getEffectiveLevel()
             self.learner = WorkerGroup.launch(
-                RemoteLearnerWorker, name, cluster, placement["learner"], cfg
+                HostedRemoteLearner, name, cluster, placement["learner"], cfg, plugins(), level
             )
+
+    def shutdown(self) -> None:
+        """Close the learner first (last push flushed, ingest and placed servers stopped): an
+        actor is otherwise ended without running its ``close``."""
+        if not self.in_process:
+            try:
+                self.learner.call("close").wait(timeout=CLOSE_TIMEOUT_S)
+            except Exception as e:  # the actor died, or hangs: ending it below is all we can do
+                log.warning("closing the remote learner: %s", e)
+        self.learner.shutdown()
 
 
 @TOPOLOGIES.register("async")

@@ -26,7 +26,7 @@ from typing import Any
 
 # imported before any cluster starts: it picks a headless MuJoCo GL default that workers inherit
 from learner.eval.embodied import final_eval
-from learner.offpolicy.config import COMPONENTS, OffPolicyConfig
+from learner.offpolicy.config import COMPONENTS, OPTIONAL, OffPolicyConfig
 from learner.offpolicy.topology import TOPOLOGIES, runs_in_process, select
 from learner.placement import parse_placement
 from learner.runners.budget import Budget
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def run(cfg: OffPolicyConfig, cluster: Any) -> dict[str, Any]:
     """Train per ``cfg`` on ``cluster``; returns the final metrics (incl. held-out eval)."""
     budget = Budget.start(cfg.train.time_budget_s)
-    placement = parse_placement(cfg.placement, cluster.num_slots, list(COMPONENTS))
+    placement = parse_placement(cfg.placement, cluster.num_slots, list(COMPONENTS), OPTIONAL)
     name = select(cfg, placement)
     log.info("placement %s -> %s off-policy topology", placement.describe(), name)
     topo = TOPOLOGIES.get(name)(cfg, cluster, placement)

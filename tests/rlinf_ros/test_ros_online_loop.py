@@ -3,7 +3,8 @@ configs/ros_online_rlpd.yaml` (learner + ingest + weight push), `rlinf serve` of
 initial actor, and the ROS 2 sim twin graph (robot node on MuJoCo, policy client, task judge,
 transition streamer). Transitions reach the learner, updates run, the server's weight version
 advances, and the robot then acts with pushed weights (its steps carry the new versions). The
-twin runs on its simulated clock at half real time."""
+twin runs on its simulated clock at half real time. The learner runs its ingest in a process of
+its own (``ingest.process``); the other online tests use the embedded ingest."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def test_twin_streams_to_learner_which_pushes_weights_back(
                 "algorithm.utd_ratio=1",
                 "algorithm.batch_size=32",
                 "ingest.pretrain_updates=5",
+                "ingest.process=true",
                 "model.hidden=[32,32]",
                 "model.critic_hidden=[32,32]",
                 "env.num_envs=1",
@@ -81,6 +83,7 @@ def test_twin_streams_to_learner_which_pushes_weights_back(
     )  # learner done, the rest stopped cleanly
     final = json.loads((out / "metrics.json").read_text())["final"]
     assert final["topology"] == "remote"
+    assert "ingest: in its own process" in (tmp_path / "learner.log").read_text()
     assert final["env_steps"] >= 80 and final["ingest/transitions"] >= 80, final
     assert final["updates"] >= 65, (
         final
