@@ -301,6 +301,14 @@ class RobotFeed:
             self.published_at = core.updates
         return self.pusher.version if self.pusher is not None else core.updates
 
+    def publish_final(self, core: OffPolicyLearner) -> int:
+        """Push the final actor whatever ``push.every_updates`` says: training has ended, and the
+        robots' servers should act with what the final checkpoint holds (``close`` flushes it)."""
+        if self.pusher is not None and core.updates > self.published_at:
+            self.published_at = core.updates - self.cfg.push.every_updates  # due now
+            return self.publish(core)
+        return self.pusher.version if self.pusher is not None else core.updates
+
     def metrics(self) -> dict[str, float]:
         status = self.ingest.status()
         m = {
@@ -408,7 +416,9 @@ class RemoteLearnerWorker(Worker):
             )
 
     def train(self, seconds_left: float | None) -> dict[str, Any]:
-        return self.loop.run(self.source, seconds_left)
+        result = self.loop.run(self.source, seconds_left)
+        self.source.publish_final(self.loop.core)
+        return result
 
     def close(self) -> None:
         if self.live is not None:

@@ -191,7 +191,7 @@ SERVED_CONFIG = {
         "final_eval": False,
     },
     "ingest": {"enabled": True, "host": "127.0.0.1", "port": 0, "reward": "stream"},
-    "push": {"every_updates": 1},  # the last push is the final actor
+    "push": {"every_updates": 7},  # the final actor is pushed at the end whatever this says
     "servers": {"deterministic": True},  # so actions compare exactly with the final actor
 }
 
