@@ -111,29 +111,31 @@ print(json.dumps({
 """
 
 
-@pytest.fixture
-def fleet_nodes(monkeypatch):
+@pytest.fixture(scope="module")
+def fleet_nodes():
     """Node A (head, ``learner_node``), B and C (``fleet:env``, ``fleet:site``), one CPU each;
-    node ids by name."""
+    node ids by name. One cluster for the module's tests, as one fleet's machines would host run
+    after run (each test's driver ends its actors, giving their resources back)."""
     from ray.cluster_utils import Cluster
 
-    # the cluster's workers inherit this: three one-CPU nodes on a small host share its cores
-    monkeypatch.setenv("RLINF_PIN_CPUS", "0")
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "resources": {"learner_node": 1},
-        },
-    )
-    b = cluster.add_node(num_cpus=1, resources={"fleet:env": 1, "fleet:site": 1})
-    c = cluster.add_node(num_cpus=1, resources={"fleet:env": 1, "fleet:site": 1})
-    cluster.wait_for_nodes()
-    try:
-        yield cluster.address, {"A": cluster.head_node.node_id, "B": b.node_id, "C": c.node_id}
-    finally:
-        cluster.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        # the cluster's workers inherit this: three one-CPU nodes on a small host share its cores
+        patch.setenv("RLINF_PIN_CPUS", "0")
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "resources": {"learner_node": 1},
+            },
+        )
+        b = cluster.add_node(num_cpus=1, resources={"fleet:env": 1, "fleet:site": 1})
+        c = cluster.add_node(num_cpus=1, resources={"fleet:env": 1, "fleet:site": 1})
+        cluster.wait_for_nodes()
+        try:
+            yield cluster.address, {"A": cluster.head_node.node_id, "B": b.node_id, "C": c.node_id}
+        finally:
+            cluster.shutdown()
 
 
 @pytest.mark.ray
