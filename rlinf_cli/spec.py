@@ -1,9 +1,12 @@
-"""``rlinf spec ENV_OR_CHECKPOINT``: print a robot spec as the YAML a ROS policy client takes.
+"""``rlinf spec SOURCE`` / ``--shared A B ...``: robot specs as the YAML a ROS policy client takes.
 
 - ``rlinf spec mujoco_franka/reach [key=value ...]``: the spec of a simulator task (env options as
   overrides, e.g. ``obs_mode=rgb``), i.e. what a policy trained there expects from a robot;
 - ``rlinf spec runs/sim_franka_reach_ppo``: the spec a checkpoint carries (what ``rlinf serve``
-  announces and checks clients against).
+  announces and checks clients against);
+- ``rlinf spec --shared A B [C ...]``: robots of different specs (env names, checkpoints or ROS
+  graph YAMLs) feeding one learner: each robot's spec restricted to what all of them share, and
+  what each gives up (``rlinf_contracts.spec_shared``).
 
 Paste the output under ``policy_client.robot_spec`` of a graph YAML; the test suite checks the
 shipped sim-twin config against the simulator in the same way.
@@ -25,9 +28,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "spec",
         help="print the robot spec of an env or a checkpoint (YAML for policy_client.robot_spec)",
     )
-    p.add_argument("source", help="env name (family/task) or checkpoint / run directory")
+    p.add_argument("source", nargs="?", help="env name (family/task) or checkpoint / run directory")
     p.add_argument(
         "options", nargs="*", help="env options as key=value (env names only), e.g. obs_mode=rgb"
+    )
+    p.add_argument(
+        "--shared",
+        nargs="+",
+        metavar="SOURCE",
+        help="print the spec each robot runs to share one learner: env names, checkpoints or ROS "
+        "graph YAMLs (their policy_client.robot_spec), at least two",
     )
     p.set_defaults(run=run)
 
@@ -72,8 +82,46 @@ def load_spec(source: str, options: list[str]):
         env.close()
 
 
+def load_robot_spec(source: str):
+    """The spec of one robot of ``--shared``: a ROS graph YAML's ``policy_client.robot_spec``,
+    else what ``rlinf spec SOURCE`` prints."""
+    if Path(source).is_file() and Path(source).suffix in (".yaml", ".yml"):
+        from rlinf_ros.config import load_graph_config
+
+        return load_graph_config(source).policy_client.spec()
+    return load_spec(source, [])
+
+
 def run(args: argparse.Namespace) -> int:
+    from rlinf_contracts.config import ConfigError
+
+    if args.shared is not None:
+        if args.source is not None:
+            raise ConfigError(
+                f"rlinf spec: give either SOURCE or --shared, not both (got {args.source!r})"
+            )
+        return run_shared(args.shared)
+    if args.source is None:
+        raise ConfigError("rlinf spec: give an env name or checkpoint, or --shared A B ...")
     spec = load_spec(args.source, list(args.options))
     print(f"# {spec.describe()}")
     print(_flow_lists({"robot_spec": spec.to_dict()}), end="")
+    return 0
+
+
+def run_shared(sources: list[str]) -> int:
+    """One YAML document per robot: the spec to put under its ``policy_client.robot_spec``."""
+    from rlinf_contracts.config import ConfigError
+    from rlinf_contracts.spec_shared import dropped, restrict, shared_spec
+
+    twice = sorted({s for s in sources if sources.count(s) > 1})
+    if twice:
+        raise ConfigError(f"rlinf spec --shared: {', '.join(twice)} listed more than once")
+    specs = {source: load_robot_spec(source) for source in sources}
+    shared = shared_spec(specs)
+    print(f"# shared by {len(specs)} robots: {shared.describe()}")
+    for source, spec in specs.items():
+        print(f"---\n# {source}: put under policy_client.robot_spec")
+        print(f"# dropped from {source}: {dropped(spec, shared)}")
+        print(_flow_lists({"robot_spec": restrict(spec, shared).to_dict()}), end="")
     return 0

@@ -238,7 +238,7 @@ class RobotSpec:
             out.append(f"state layout differs: {self.state_label()} vs {other.state_label()}")
         if self.action.semantics() != other.action.semantics():
             out.append(
-                f"action differs: {_action_label(self.action)} vs {_action_label(other.action)}"
+                f"action differs: {action_label(self.action)} vs {action_label(other.action)}"
             )
         if self.camera_sizes() != other.camera_sizes():
             mine = " ".join(c.label() for c in self.cameras) or "none"
@@ -293,7 +293,8 @@ class RobotSpec:
 CARTESIAN = {"ee_pos", "goal_pos", "object_pos"}
 
 
-def _action_label(a: ActionSpace) -> str:
+def action_label(a: ActionSpace) -> str:
+    """One action space as messages name it (control, size and the scales that change it)."""
     if a.control == "raw":
         return f"raw[{a.dim}]"
     speed = f" max_joint_speed={a.max_joint_speed:g}" if a.max_joint_speed else ""

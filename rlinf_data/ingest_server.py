@@ -36,6 +36,11 @@ from rlinf_data.ingest_ledger import Ledger, layout_mismatch
 from rlinf_data.store import EpisodeStore
 
 log = logging.getLogger("rlinf_data.ingest")  # the name the ingest always logged under
+# the end of every layout refusal: how robots of different specs feed this learner after all
+SHARED_SPEC_HINT = (
+    "robots of different specs share one learner through a shared spec "
+    "(`rlinf spec --shared ROBOT_A ROBOT_B ...` prints the spec each robot runs)"
+)
 
 
 class IngestServer:
@@ -186,7 +191,7 @@ class IngestServer:
         return ""
 
     async def _refuse(self, ws: Any, robot: str, why: str) -> None:
-        reason = f"robot {robot} refused: its {why}"
+        reason = f"robot {robot} refused: its {why}; {SHARED_SPEC_HINT}"
         if self.refused.get(robot) != reason:
             log.error("ingest: %s; nothing of it is stored", reason)
         self.refused[robot] = reason

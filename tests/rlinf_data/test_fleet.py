@@ -1,6 +1,6 @@
 """A fleet of replaying robots into one real ingest: exact per-robot delivery across a learner
-restart, the fair drain against a flooding robot, per-robot replay shares, and a robot of
-another layout refused with the reason."""
+restart, the fair drain against a flooding robot, per-robot replay shares, a robot of another
+layout refused with the reason, and robots of different specs fed through a shared spec."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 
 from learner.offpolicy.remote import Segments
 from rlinf_contracts.episode import StepLayout
+from rlinf_contracts.spec import ActionSpace, CameraSpec, RobotSpec, StateField
+from rlinf_contracts.spec_shared import restrict, shared_spec
 from rlinf_data.ingest import IngestConfig, IngestServer
 from rlinf_data.replay import ReplayBuffer, ReplayConfig
 from rlinf_data.store import EpisodeStore
@@ -169,10 +171,70 @@ def test_a_robot_of_another_layout_is_refused_with_the_reason(tmp_path: Path) ->
             ok.stop()
             bad.stop()
         assert srv.refused == {
-            "odd0": "robot odd0 refused: its state has shape (6,), the learner's layout wants (4,)"
+            "odd0": "robot odd0 refused: its state has shape (6,), the learner's layout wants (4,);"
+            " robots of different specs share one learner through a shared spec (`rlinf spec"
+            " --shared ROBOT_A ROBOT_B ...` prints the spec each robot runs)"
         }
     assert bad.robots[0].streamer.acked == -1
     assert sorted(_stored_states(tmp_path / "learner")) == ["arm0"]  # nothing of odd0 stored
+
+
+def test_robots_of_different_specs_share_one_learner_through_a_shared_spec(
+    tmp_path: Path,
+) -> None:
+    """A twin with a goal feature and a wrist camera, a robot with a second camera and no goal:
+    in their own layouts the second is refused by a learner of the first's; each running its
+    spec restricted to the shared one, one ingest of the shared layout stores every step."""
+    act = ActionSpace("joint_delta", 8)
+    wrist = CameraSpec("wrist", 8, 8)
+    twin = RobotSpec((StateField("joint_pos", 7), StateField("goal_pos", 3)), act, cameras=(wrist,))
+    real = RobotSpec(
+        (StateField("joint_pos", 7), StateField("gripper_width", 1)),
+        act,
+        cameras=(CameraSpec("front", 8, 8), wrist),
+        base_position=(-0.5, 0.0, 0.0),
+    )
+    shared = shared_spec({"twin": twin, "real": real})
+    layouts = {n: StepLayout.from_spec(s) for n, s in (("twin", twin), ("real", real))}
+    assert layouts["twin"] != layouts["real"]
+
+    def run(root: Path, server: StepLayout, robots: dict[str, StepLayout]) -> IngestServer:
+        """Replay 2 episodes of 6 steps per robot into one ingest of layout ``server``."""
+        cfg = IngestConfig(store=str(root / "learner"), port=0, token=TOKEN)
+        with IngestServer(cfg, layout=server) as srv:
+            fleets = {
+                f"{n}0": _fleet(root, synthetic_store(root / n, 2, 6, lay), srv.url, n, robots=1)
+                for n, lay in robots.items()
+            }
+            for fleet in fleets.values():
+                fleet.start()
+            try:
+                _until(
+                    lambda: all(f.acked_all() or r in srv.refused for r, f in fleets.items()),
+                    "every robot acked or refused",
+                )
+            finally:
+                for fleet in fleets.values():
+                    fleet.stop()
+            return srv
+
+    srv = run(tmp_path / "own", layouts["twin"], layouts)
+    assert list(srv.refused) == ["real0"]
+    assert "its state has shape (8,), the learner's layout wants (10,)" in srv.refused["real0"]
+    assert srv.refused["real0"].endswith(
+        "(`rlinf spec --shared ROBOT_A ROBOT_B ...` prints the spec each robot runs)"
+    )
+    assert sorted(_stored_states(tmp_path / "own" / "learner")) == ["twin0"]
+
+    restricted = {
+        n: StepLayout.from_spec(restrict(s, shared)) for n, s in (("twin", twin), ("real", real))
+    }
+    assert restricted["twin"] == restricted["real"] == StepLayout(7, 8, {"wrist": (8, 8)})
+    srv = run(tmp_path / "shared", StepLayout.from_spec(shared), restricted)
+    assert srv.refused == {}
+    stored = _stored_states(tmp_path / "shared" / "learner")
+    want = [float(1000 * e + j) for e in range(2) for j in range(6)]
+    assert stored == {"twin0": want, "real0": want}  # every step of both robots, once
 
 
 def test_per_robot_replay_is_the_replay_per_robot_key() -> None:

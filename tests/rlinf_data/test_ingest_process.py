@@ -102,7 +102,9 @@ def test_a_robot_of_another_layout_is_refused_across_the_process(tmp_path: Path)
         finally:
             bad.stop()
         assert ingest.status()["refused"] == {
-            "odd0": "robot odd0 refused: its state has shape (6,), the learner's layout wants (4,)"
+            "odd0": "robot odd0 refused: its state has shape (6,), the learner's layout wants (4,);"
+            " robots of different specs share one learner through a shared spec (`rlinf spec"
+            " --shared ROBOT_A ROBOT_B ...` prints the spec each robot runs)"
         }
 
 
