@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -230,13 +231,29 @@ class FSDPStrategy(GradSync):
         self, path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
     ) -> bool:
         """Restore :meth:`save_train_state`'s shards (any rank count that wrote them: DCP
-        reshards on load); False when ``path`` has none (a replicated run's checkpoint)."""
+        reshards on load); False when ``path`` has none (a replicated run's checkpoint).
+
+        Partial on the optimiser's side: Adam keeps no state for a parameter no loss has reached
+        yet (π0's last prefix query projection feeds no action), so the saved shards lack it,
+        while the fresh optimiser's template (``get_state_dict`` initialises every parameter's
+        state) asks for it; such a parameter keeps the template's zero moments. The model's
+        keys are all there, and checked: a missing weight is an error, not a fresh start."""
         where = Path(path) / SHARDED_DIR
         if not self.sharded or not where.is_dir():
             return False
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
-        dcp_load(state, checkpoint_id=str(where))
+        dcp_load(
+            state,
+            checkpoint_id=str(where),
+            planner=DefaultLoadPlanner(allow_partial_load=True),
+        )
+        missing = set(model_sd) - _saved_keys(where, "model")
+        if missing:
+            raise RuntimeError(
+                f"sharded checkpoint {where} lacks model weights {sorted(missing)[:3]}: it was "
+                "written by another model"
+            )
         set_model_state_dict(model, state["model"])
         set_optimizer_state_dict(model, optimizer, state["optim"])
         return True
@@ -249,3 +266,12 @@ class FSDPStrategy(GradSync):
     def local_shard(t: torch.Tensor) -> torch.Tensor:
         """This rank's part of a (possibly sharded) tensor."""
         return _local(t)
+
+
+def _saved_keys(where: Path, prefix: str) -> set[str]:
+    """The state keys under ``prefix`` that a DCP checkpoint directory holds (its metadata)."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    meta = FileSystemReader(str(where)).read_metadata()
+    head = prefix + "."
+    return {k[len(head) :] for k in meta.state_dict_metadata if k.startswith(head)}

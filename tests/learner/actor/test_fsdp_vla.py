@@ -27,7 +27,7 @@ from torch.distributed.tensor import DTensor
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from learner.actor.fsdp import FSDPStrategy, method_units, shard_units
+from learner.actor.fsdp import SHARDED_DIR, FSDPStrategy, method_units, shard_units
 from learner.actor.trainer import Trainer
 from learner.models import PolicySpec
 from learner.rollout.trajectory import Trajectory, split_rows
@@ -46,6 +46,7 @@ FAMILIES: dict[str, tuple[str, list[str]]] = {
     "pi0": ("configs/sim_franka_language_pi0_tiny_grpo.yaml", ONE_STEP),
 }
 INSTRUCTIONS = ["push the red cube", "lift the blue ball", "reach the green cylinder"]
+RESUMED = ("openvla", "pi0")  # resumed from their shards: the PPO with its critic, and π0
 
 
 def _trainer(family: str, rank: int = 0, world_size: int = 1) -> Trainer:
@@ -121,26 +122,51 @@ def _update(trainer: Trainer, batch: Trajectory) -> dict[str, Any]:
     }
 
 
-def _rank(rank: int, port: int, batches: dict[str, Trajectory]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _resume(
+    trainer: Trainer, family: str, rank: int, port: int, half: Trajectory, out: str
+) -> dict[str, Any]:
+    """Save the ranks' shards after the first update; a second trainer of these ranks loads them;
+    both take the same next update, which must land in the same place (weights, Adam moments,
+    iteration: the shards hold them all)."""
+    path = trainer.save(str(Path(out) / family), 1, 2, {})
+    twin = _trainer(family, rank, 2)
+    twin.init_dist(f"127.0.0.1:{port}")  # the group is up: it joins it
+    meta = twin.load(path)
+    for each in (trainer, twin):
+        torch.manual_seed(7)  # π0's flow loss draws noise and times: the same draws for both
+        each.update(half)
+    return {
+        "went_on": trainer.param_vector(),
+        "resumed": twin.param_vector(),
+        "sharded": sorted(p.name for p in Path(path, SHARDED_DIR).iterdir()),
+        "meta": {k: meta[k] for k in ("iteration", "weight_version")},
+    }
+
+
+def _rank(rank: int, port: int, batches: dict[str, Trajectory], out: str) -> dict[str, Any]:
+    res_all: dict[str, Any] = {}
     for family, batch in batches.items():
         trainer = _trainer(family, rank, 2)
         trainer.init_dist(f"127.0.0.1:{port}")  # the second family's trainer joins the group
-        res = _update(trainer, split_rows(batch, 2, trainer.algo.env_group_size)[rank])
+        half = split_rows(batch, 2, trainer.algo.env_group_size)[rank]
+        res = _update(trainer, half)
         res["wrapped"] = FSDPStrategy.is_wrapped(trainer.policy())
-        out[family] = res
+        if family in RESUMED:
+            res["resume"] = _resume(trainer, family, rank, port, half, out)
+        res_all[family] = res
     trainer.sync.close()
-    return out
+    return res_all
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ref, batches = {}, {}
     for family in FAMILIES:
         trainer = _trainer(family)
         batches[family] = _rollout(trainer)
         ref[family] = _update(trainer, batches[family])
-    return {"ref": ref, "ranks": run_two_ranks(_rank, batches, timeout_s=600)}
+    out = str(tmp_path_factory.mktemp("fsdp_vla"))
+    return {"ref": ref, "ranks": run_two_ranks(_rank, batches, out, timeout_s=600)}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -182,3 +208,16 @@ def test_pi0_gemma_layers_are_gathered_with_the_adapter():
     assert "GemmaDecoderLayer" not in units and "SiglipEncoderLayer" in units
     entries = [(type(m).__name__, methods) for m, methods in method_units(policy)]
     assert entries == [("Pi0Adapter", ("act", "log_prob", "flow_loss"))]
+
+
+@pytest.mark.parametrize("family", RESUMED)
+def test_ranks_resumed_from_their_shards_continue_like_uninterrupted_training(runs, family):
+    """``rlinf train`` with ``train.resume`` of a sharded VLA run: every rank's model and Adam
+    shards come back, so the next update from the checkpoint equals the next update of the ranks
+    that never stopped."""
+    for rank in (0, 1):
+        res = runs["ranks"][rank][family]["resume"]
+        assert res["meta"] == {"iteration": 1, "weight_version": 2}
+        assert res["sharded"], "no shards written"
+        assert not torch.equal(res["went_on"], runs["ranks"][rank][family]["after"])  # it moved
+        torch.testing.assert_close(res["resumed"], res["went_on"], atol=1e-7, rtol=1e-5)
