@@ -85,9 +85,12 @@ def load_spec(source: str, options: list[str]):
 def load_robot_spec(source: str):
     """The spec of one robot of ``--shared``: a ROS graph YAML's ``policy_client.robot_spec``,
     else what ``rlinf spec SOURCE`` prints."""
-    if Path(source).is_file() and Path(source).suffix in (".yaml", ".yml"):
+    if Path(source).suffix in (".yaml", ".yml"):
+        from rlinf_contracts.config import ConfigError
         from rlinf_ros.config import load_graph_config
 
+        if not Path(source).is_file():
+            raise ConfigError(f"no such graph YAML: {source}")
         return load_graph_config(source).policy_client.spec()
     return load_spec(source, [])
 

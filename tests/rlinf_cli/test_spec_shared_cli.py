@@ -68,6 +68,7 @@ def test_robots_without_a_shared_spec_get_one_line_and_exit_code_2(capsys) -> No
         (["spec", "--shared", PUSH, PUSH], "listed more than once"),
         (["spec", "mujoco_franka/reach", "--shared", PUSH, LANGUAGE], "not both"),
         (["spec"], "give an env name or checkpoint, or --shared"),
+        (["spec", "--shared", "configs/ros_sim_franka_push.yml", LANGUAGE], "no such graph YAML"),
     ],
 )
 def test_misuse_of_shared_is_one_line(argv: list[str], says: str, capsys) -> None:
