@@ -123,6 +123,12 @@ def run_shared(sources: list[str]) -> int:
     specs = {source: load_robot_spec(source) for source in sources}
     shared = shared_spec(specs)
     print(f"# shared by {len(specs)} robots: {shared.describe()}")
+    fields = ",".join(f.name for f in shared.state)
+    cameras = ",".join(c.name for c in shared.cameras)
+    print(  # the learner's env presents the same layout: its network and ingest follow it
+        f"# learner: env.kwargs.state_fields=[{fields}]"
+        + (f" env.kwargs.cameras=[{cameras}]" if cameras else "")
+    )
     for source, spec in specs.items():
         print(f"---\n# {source}: put under policy_client.robot_spec")
         print(f"# dropped from {source}: {dropped(spec, shared)}")

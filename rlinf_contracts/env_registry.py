@@ -46,7 +46,9 @@ def known_families() -> list[str]:
 
 
 def make_env(name: str, num_envs: int = 1, **kwargs: Any) -> VectorEnv:
-    """Build ``family/task`` with ``num_envs`` sub-envs; kwargs go to the family's factory."""
+    """Build ``family/task`` with ``num_envs`` sub-envs; kwargs go to the family's factory, but
+    ``state_fields`` (names of the robot spec's state fields, in the order wanted), which cuts
+    the state to them (:class:`~rlinf_contracts.env_restrict.StateFieldsEnv`)."""
     family, _, task = name.partition("/")
     if family not in _FACTORIES and family in _LAZY_MODULES:
         importlib.import_module(_LAZY_MODULES[family])
@@ -57,4 +59,14 @@ def make_env(name: str, num_envs: int = 1, **kwargs: Any) -> VectorEnv:
             f"unknown env family '{family}' in env='{name}'. Known: "
             f"{', '.join(known_families())}.{hint}"
         )
-    return _FACTORIES[family](task=task, num_envs=num_envs, **kwargs)
+    state_fields = kwargs.pop("state_fields", None)  # every family: a shared spec's state
+    env = _FACTORIES[family](task=task, num_envs=num_envs, **kwargs)
+    if state_fields is None:
+        return env
+    from rlinf_contracts.env_restrict import StateFieldsEnv
+
+    try:
+        return StateFieldsEnv(env, state_fields)
+    except Exception:
+        env.close()
+        raise

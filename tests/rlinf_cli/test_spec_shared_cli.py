@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -75,3 +76,46 @@ def test_misuse_of_shared_is_one_line(argv: list[str], says: str, capsys) -> Non
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1, err
+
+
+def test_the_learner_env_takes_the_printed_state_fields_and_gets_the_robots_layout(
+    capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``--shared`` prints for the learner (``env.kwargs.state_fields``), given to the run
+    config of the push twin, makes its env -- hence its network, ingest layout and eval --
+    present exactly the layout each robot's restricted spec streams, and its state values are
+    the twin's own for those fields."""
+    pytest.importorskip("mujoco", reason="needs the sim extra")
+    from learner.offpolicy.collect import layout_of
+    from learner.rollout.envs import build_env
+    from rlinf_cli.train import typed_config
+    from rlinf_contracts.spec import SpecError
+
+    monkeypatch.setenv("RLINF_INGEST_TOKEN", "ingest-secret")  # the run config's checks
+    monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", "weights-secret")
+    assert main(["spec", "--shared", PUSH, LANGUAGE]) == 0
+    out = capsys.readouterr().out
+    learner_line = next(line for line in out.splitlines() if line.startswith("# learner: "))
+    override = learner_line.removeprefix("# learner: ")
+    robots = [RobotSpec.from_dict(d["robot_spec"]) for d in yaml.safe_load_all(out) if d]
+    _, cfg = typed_config("configs/ros_online_rlpd_push.yaml", [override, "env.num_envs=2"])
+    env = build_env(cfg.env.name, cfg.env.num_envs, **cfg.env.factory_kwargs())
+    full = build_env(cfg.env.name, 2, **{**cfg.env.factory_kwargs(), "state_fields": None})
+    try:
+        assert [StepLayout.from_spec(r) for r in robots] == [layout_of(env.spec)] * 2
+        obs, whole = env.reset(seed=3), full.reset(seed=3)
+        np.testing.assert_array_equal(obs["state"], whole["state"][:, :24])  # the robot part
+        action = np.zeros((2, env.spec.action_dim), np.float32)
+        for _ in range(env.spec.max_episode_steps + 1):  # through an auto-reset
+            nxt, _, term, trunc, info = env.step(action)
+            if (term | trunc).any():
+                assert info["final_observation"]["state"].shape == (2, 24)
+                break
+        else:
+            raise AssertionError("no episode ended")
+        assert nxt["state"].shape == (2, 24)
+    finally:
+        env.close()
+        full.close()
+    with pytest.raises(SpecError, match="unknown: \\['bogus'\\]"):
+        build_env(cfg.env.name, 1, **{**cfg.env.factory_kwargs(), "state_fields": ["bogus"]})
