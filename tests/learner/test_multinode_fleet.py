@@ -138,13 +138,12 @@ def fleet_nodes():
             cluster.shutdown()
 
 
-@pytest.mark.ray
-@pytest.mark.sim
-def test_learner_and_env_workers_run_where_the_placement_names(fleet_nodes, tmp_path):
-    address, nodes = fleet_nodes
+def _drive(script: str, *args: str) -> dict:
+    """Run a driver process (as ``rlinf train --ray-address`` would be) on the cluster; its last
+    stdout line, as JSON."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled", RLINF_PIN_CPUS="0")
     proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, address, str(tmp_path / "run"), json.dumps(OVERRIDES)],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -152,7 +151,14 @@ def test_learner_and_env_workers_run_where_the_placement_names(fleet_nodes, tmp_
         timeout=400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.ray
+@pytest.mark.sim
+def test_learner_and_env_workers_run_where_the_placement_names(fleet_nodes, tmp_path):
+    address, nodes = fleet_nodes
+    out = _drive(DRIVER, address, str(tmp_path / "run"), json.dumps(OVERRIDES))
     assert out["topology"] == "async"
 
     # where each actor ran: the learner on A, one env worker on each of B and C
@@ -281,18 +287,7 @@ def test_policy_servers_run_where_the_placement_names_and_serve_the_pushed_weigh
     config["ingest"]["token_file"] = config["push"]["token_file"] = str(token)
     path = tmp_path / "fleet_servers.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled", RLINF_PIN_CPUS="0")
-    args = [address, str(path), config["train"]["out_dir"], SECRET]
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVED_DRIVER, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _drive(SERVED_DRIVER, address, str(path), config["train"]["out_dir"], SECRET)
     assert out["topology"] == "remote" and out["env_steps"] >= 100, out
 
     # where each actor ran: the learner on A, one policy server on each of B and C

@@ -9,37 +9,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from test_fleet import TOKEN, _fleet, _until  # one fleet and one wait for both ingest modes
 
 from rlinf_contracts.episode import StepLayout
 from rlinf_data.ingest import IngestConfig
 from rlinf_data.ingest_process import IngestProcess
 from rlinf_data.store import EpisodeStore
-from rlinf_ros.fleet import Fleet, FleetConfig, count_items, synthetic_store
-from rlinf_ros.streaming import StreamerConfig
+from rlinf_ros.fleet import count_items, synthetic_store
 
-TOKEN = "pr0c"
 LAYOUT = StepLayout(4, 2)
-
-
-def _fleet(tmp: Path, src: Path, url: str, prefix: str, robots: int) -> Fleet:
-    stream = StreamerConfig(url=url, window=16, batch=4, backoff_s=0.05, backoff_max_s=0.3)
-    cfg = FleetConfig(
-        prefix=prefix, robots=robots, hz=0.0, spool_root=str(tmp / "spool"), stream=stream
-    )
-    return Fleet.from_store(cfg, src, token=TOKEN)
-
-
-def _until(cond, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_every_stored_step_reaches_the_learner_once_in_order(tmp_path: Path) -> None:
@@ -47,7 +28,7 @@ def test_every_stored_step_reaches_the_learner_once_in_order(tmp_path: Path) -> 
     cfg = IngestConfig(store=str(tmp_path / "learner"), port=0, token=TOKEN)
     ingest = IngestProcess(cfg, layout=LAYOUT).start()
     assert ingest.pid != os.getpid() and ingest.url.endswith(f":{ingest.port}/transitions")
-    fleet = _fleet(tmp_path, src, ingest.url, "arm", robots=3)
+    fleet = _fleet(tmp_path, src, ingest.url, "arm", robots=3, hz=0.0)
     _, steps = count_items(fleet.episodes)
     got: list = []
     try:
@@ -79,7 +60,7 @@ def test_a_learner_that_reads_nothing_keeps_the_feed_bounded(tmp_path: Path) -> 
     src = synthetic_store(tmp_path / "recorded", episodes=3, length=12, layout=LAYOUT)
     cfg = IngestConfig(store=str(tmp_path / "learner"), port=0, token=TOKEN, feed_size=8)
     with IngestProcess(cfg, layout=LAYOUT) as ingest:
-        fleet = _fleet(tmp_path, src, ingest.url, "arm", robots=1).start()
+        fleet = _fleet(tmp_path, src, ingest.url, "arm", robots=1, hz=0.0).start()
         try:
             assert fleet.wait_acked(60.0), fleet.status()  # the robot is never held back
             _until(lambda: ingest.status()["ledger"]["stored"] == 36, "every step stored")
@@ -96,7 +77,7 @@ def test_a_robot_of_another_layout_is_refused_across_the_process(tmp_path: Path)
     odd = synthetic_store(tmp_path / "odd", episodes=1, length=5, layout=StepLayout(6, 2))
     cfg = IngestConfig(store=str(tmp_path / "learner"), port=0, token=TOKEN)
     with IngestProcess(cfg, layout=LAYOUT) as ingest:
-        bad = _fleet(tmp_path, odd, ingest.url, "odd", robots=1).start()
+        bad = _fleet(tmp_path, odd, ingest.url, "odd", robots=1, hz=0.0).start()
         try:
             _until(lambda: "odd0" in ingest.status()["refused"], "the odd robot refused")
         finally:
