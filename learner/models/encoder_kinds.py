@@ -41,16 +41,23 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from rlinf_contracts.config import ConfigError
+from learner.models import dinov2 as _dinov2  # noqa: F401  (registers its backbones)
+from learner.models import resnet10 as _resnet10  # noqa: F401  (registers its backbone)
+from learner.models.backbones import (
+    BACKBONE_WEIGHTS,
+    BACKBONES,
+    DEFAULT_BACKBONE,
+    EncoderWeightsError,
+    read_state,
+    weights_file,
+)
 from rlinf_contracts.registry import Registry
 
 log = logging.getLogger(__name__)
 
 ENCODER_KINDS: Registry[Callable[..., nn.Module]] = Registry("model.encoder.kind")
-BACKBONE_WEIGHTS = "model.safetensors"
 
 
 def to_unit(images: Tensor) -> Tensor:
@@ -115,6 +122,14 @@ class KeypointBackbone(nn.Module):
         return torch.cat([points, cells.flatten(1)], dim=-1)
 
 
+@BACKBONES.register("keypoints")
+def keypoint_backbone(
+    channels: Sequence[int] = (16, 16, 32), grid: int = 0, hw: tuple[int, int] = (64, 64)
+) -> KeypointBackbone:
+    """The project's keypoint CNN (``rlinf train configs/encoder_pretrain.yaml``)."""
+    return KeypointBackbone(tuple(channels), grid)
+
+
 def shifted(images: Tensor, pad: int, generator: torch.Generator | None) -> Tensor:
     """``uint8 [N, H, W, 3]`` shifted by up to ``pad`` px per sample (edge pad + random crop)."""
     if pad <= 0:
@@ -152,7 +167,8 @@ def raw_head(feature_dim: int, out_dim: int) -> tuple[nn.Module, int]:
 class FrozenEncoder(nn.Module):
     """Pretrained backbone (never trained) per camera, then a trainable linear-LayerNorm-tanh head.
 
-    ``channels`` is the *backbone's* conv channels (it must match the weights loaded into it).
+    ``backbone`` names the pretrained network (:data:`~learner.models.backbones.BACKBONES`);
+    ``channels`` and ``grid`` size the keypoint one (they must match the weights loaded into it).
     """
 
     caches_features = True  # the off-policy learner stores backbone features, not pixels
@@ -165,9 +181,11 @@ class FrozenEncoder(nn.Module):
         out_dim: int = 50,
         grid: int = 0,
         head: str = "linear",
+        backbone: str = DEFAULT_BACKBONE,
     ) -> None:
         super().__init__()
-        self.backbone = KeypointBackbone(channels, grid).requires_grad_(False)
+        build = BACKBONES.get(backbone)
+        self.backbone = build(channels=channels, grid=grid, hw=tuple(hw)).requires_grad_(False)
         self.num_cameras, self.hw = num_cameras, tuple(hw)
         self.feature_dim = num_cameras * self.backbone.out_dim
         self.head, self.out_dim = FROZEN_HEADS.get(head)(self.feature_dim, out_dim)
@@ -230,42 +248,6 @@ def build_pixel_encoder(
 
 
 # ---------------------------------------------------------------------------- weights
-class EncoderWeightsError(ConfigError):
-    """Weights that do not fit the encoder; the message names the keys and what to change.
-
-    A :class:`~rlinf_contracts.config.ConfigError`: the weights are named by the config
-    (``model.encoder.weights``), so the CLI reports it as one line naming that key."""
-
-
-def weights_file(path: str | Path) -> Path:
-    """The tensor file meant by ``path``: itself, a checkpoint directory's ``model.safetensors``,
-    or the latest checkpoint's under a run / ``checkpoints`` directory."""
-    p = Path(path)
-    if p.is_file():
-        return p
-    if (p / BACKBONE_WEIGHTS).is_file():
-        return p / BACKBONE_WEIGHTS
-    found = sorted(p.glob(f"**/iter_*/{BACKBONE_WEIGHTS}")) if p.is_dir() else []
-    if found:
-        return found[-1]
-    raise EncoderWeightsError(
-        f"key 'model.encoder.weights': no weights at {str(path)!r}; expected a .safetensors / .pt "
-        "file, a checkpoint directory or the run directory of 'rlinf train "
-        "configs/encoder_pretrain.yaml'"
-    )
-
-
-def read_state(path: str | Path) -> dict[str, Tensor]:
-    """A state dict from ``path`` (safetensors, or a torch file read with ``weights_only``)."""
-    f = weights_file(path)
-    if f.suffix == ".safetensors":
-        return load_file(str(f))
-    state = torch.load(str(f), map_location="cpu", weights_only=True)
-    if not isinstance(state, dict):
-        raise EncoderWeightsError(f"key 'model.encoder.weights': {f} holds no state dict")
-    return state.get("state_dict", state)
-
-
 def _strip_prefix(state: dict[str, Tensor], want: set[str]) -> dict[str, Tensor]:
     """Keys as the module names them when the file nests them (``backbone.``, ``encoder.``)."""
     if set(state) & want:
@@ -280,7 +262,8 @@ def _strip_prefix(state: dict[str, Tensor], want: set[str]) -> dict[str, Tensor]
 def load_weights(module: nn.Module, path: str | Path, what: str = "frozen encoder") -> None:
     """Load ``path`` into ``module`` strictly; mismatches raise :class:`EncoderWeightsError`."""
     own = module.state_dict()
-    state = _strip_prefix(read_state(path), set(own))
+    reader = getattr(module, "read_weights", read_state)  # a released layout -> these keys
+    state = _strip_prefix(reader(path), set(own))
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     shapes = [
@@ -312,6 +295,8 @@ def feature_rng(seed: int) -> torch.Generator:
 
 
 __all__ = [
+    "BACKBONES",
+    "BACKBONE_WEIGHTS",
     "ENCODER_KINDS",
     "EncoderWeightsError",
     "FROZEN_HEADS",

@@ -55,9 +55,18 @@ class EncoderSection:
             "configs/encoder_pretrain.yaml', a .safetensors file or a torch state dict"
         ),
     )
+    backbone: str = field(
+        default="keypoints",
+        metadata=_h(
+            "frozen: the pretrained network -- keypoints (rlinf train "
+            "configs/encoder_pretrain.yaml) | resnet10 (SERL / HIL-SERL's resnet10_params.pkl) "
+            "| dinov2_vits14 / dinov2_vitb14 (+ _reg: with registers; DINOv2's released .pth or "
+            "a Hugging Face model.safetensors)"
+        ),
+    )
     channels: list[int] = field(
         default_factory=lambda: [16, 16, 32],
-        metadata=_h("frozen: the backbone's conv channels (must match the weights)"),
+        metadata=_h("frozen keypoints: the backbone's conv channels (must match the weights)"),
     )
     grid: int = field(
         default=0,
@@ -92,12 +101,21 @@ class EncoderSection:
                     f"{ENCODER_KINDS.names()}"
                 )
         if self.kind == "frozen":
-            from learner.models.encoder_kinds import FROZEN_HEADS
+            from learner.models.encoder_kinds import BACKBONES, FROZEN_HEADS
 
-            if self.head not in FROZEN_HEADS.names():
+            for key, value, known in (
+                ("head", self.head, FROZEN_HEADS.names()),
+                ("backbone", self.backbone, BACKBONES.names()),
+            ):
+                if value not in known:
+                    raise ConfigError(
+                        f"key 'model.encoder.{key}'={value!r} is unknown"
+                        f"{did_you_mean(value, known)}; choose one of {known}"
+                    )
+            if self.grid and self.backbone != "keypoints":
                 raise ConfigError(
-                    f"key 'model.encoder.head'={self.head!r} is unknown; choose one of "
-                    f"{FROZEN_HEADS.names()}"
+                    "key 'model.encoder.grid' reads the keypoint backbone's channels; "
+                    f"model.encoder.backbone={self.backbone!r} has no keypoints (set grid: 0)"
                 )
         if self.kind == "frozen" and not self.weights:
             raise ConfigError(
@@ -121,6 +139,8 @@ class EncoderSection:
             kw["grid"] = self.grid
         if self.head != "linear":
             kw["head"] = self.head
+        if self.backbone != "keypoints":
+            kw["backbone"] = self.backbone
         return kw
 
 
