@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from learner.models.encoder_kinds import KeypointBackbone, to_unit
+from learner.models.encoder_kinds import BACKBONES, DEFAULT_BACKBONE, to_unit
 from learner.models.policy import Policy, PolicyOutput, PolicySpec
 
 
@@ -42,10 +42,10 @@ class SuccessClassifier(Policy):
 
     * a small CNN trained with the head (stride-2 convs, average pool to ``pool`` x ``pool``:
       where things are matters), then an MLP;
-    * with ``backbone`` (its conv channels): a frozen pretrained keypoint backbone
-      (:class:`~learner.models.encoder_kinds.KeypointBackbone`, the pixel encoder of the
-      camera-only RL runs, weights loaded by the runner and saved in the checkpoint), then a
-      two-layer MLP on the points.
+    * with ``backbone`` (its conv channels): a frozen pretrained backbone, by default the
+      keypoint CNN of the camera-only RL runs (``backbone_kind`` picks another entry of
+      :data:`~learner.models.backbones.BACKBONES`, e.g. SERL's ResNet-10 as HIL-SERL's classifier
+      reads it; weights loaded by the runner and saved in the checkpoint), then a two-layer MLP.
 
     Why the frozen backbone: "the cube inside the goal disc" is a simple function of where the
     cube and the disc are, which the pretrained points already say; a CNN fitted to a few dozen
@@ -66,6 +66,7 @@ class SuccessClassifier(Policy):
         use_state: bool = False,
         pool: int = 8,
         backbone: tuple[int, ...] | None = None,
+        backbone_kind: str = DEFAULT_BACKBONE,
     ) -> None:
         super().__init__()
         if not spec.cameras:
@@ -78,9 +79,11 @@ class SuccessClassifier(Policy):
             raise ValueError(f"camera {self.camera!r} not in spec cameras {sorted(spec.cameras)}")
         self.use_state = use_state
         extra = spec.state_dim if use_state else 0
-        self.backbone: KeypointBackbone | None = None
+        self.backbone: nn.Module | None = None
         if backbone:
-            self.backbone = KeypointBackbone(tuple(backbone)).requires_grad_(False)
+            build = BACKBONES.get(backbone_kind)
+            hw = spec.cameras[self.camera]
+            self.backbone = build(channels=tuple(backbone), grid=0, hw=hw).requires_grad_(False)
             self.conv: nn.Module = nn.Identity()
             width = self.backbone.out_dim + extra
             self.head = nn.Sequential(

@@ -109,8 +109,24 @@ class ClassifierModel:
         default_factory=lambda: [16, 16, 32],
         metadata=_h("conv channels of model.backbone (those its weights were trained with)"),
     )
+    backbone_kind: str = field(
+        default="keypoints",
+        metadata=_h(
+            "the network of model.backbone: keypoints | resnet10 (SERL / HIL-SERL's "
+            "resnet10_params.pkl) | dinov2_vits14 / dinov2_vitb14 (model.encoder.backbone's)"
+        ),
+    )
 
     def validate(self) -> None:
+        if self.backbone_kind != "keypoints":  # the registry imports torch: only when asked
+            from learner.models.encoder_kinds import BACKBONES  # imports every entry
+
+            known = BACKBONES.names()
+            if self.backbone_kind not in known:
+                raise ConfigError(
+                    f"key 'model.backbone_kind'={self.backbone_kind!r} is unknown"
+                    f"{did_you_mean(self.backbone_kind, known)}; choose one of {known}"
+                )
         if self.backbone and not Path(self.backbone).exists():
             raise ConfigError(
                 f"key 'model.backbone': no weights at {self.backbone!r}; pretrain them with "
@@ -342,9 +358,10 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
         hidden=cfg.model.hidden,
         use_state=cfg.data.use_state,
         backbone=list(cfg.model.backbone_channels) if cfg.model.backbone else None,
+        backbone_kind=cfg.model.backbone_kind,
     )
     if cfg.model.backbone:
-        load_weights(model.backbone, cfg.model.backbone, "classifier's keypoint backbone")
+        load_weights(model.backbone, cfg.model.backbone, f"classifier's {cfg.model.backbone_kind}")
         data["features"] = frozen_features(model, data)
         log.info(
             "frozen backbone %s: features of %d frames computed once",

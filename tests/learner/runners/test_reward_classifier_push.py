@@ -161,3 +161,46 @@ def test_a_missing_backbone_is_refused_with_the_command_that_makes_it(tmp_path: 
         f"data.store={tmp_path}", "model.backbone=", "train.keep=lsat", dry_run=True
     )
     assert proc.returncode != 0 and "did you mean 'last'" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_push_classifier_reads_a_released_resnet10_from_its_pickle(tmp_path: Path) -> None:
+    """``model.backbone_kind: resnet10``: HIL-SERL's classifier encoder, from its flax pickle."""
+    import pickle
+
+    import torch
+
+    from learner.checkpoint import load_policy
+    from learner.metrics import read_metrics
+    from learner.models.resnet10 import ResNet10
+
+    torch.manual_seed(0)
+    flax: dict = {}
+    for key, value in ResNet10().state_dict().items():  # the released layout: nested, HWIO
+        *path, leaf = key.split(".")
+        node = flax
+        for name in path:
+            node = node.setdefault(name, {})
+        if value.dim() == 4:
+            node["kernel"] = value.permute(2, 3, 1, 0).numpy()
+        else:
+            node["scale" if leaf == "weight" else leaf] = value.numpy()
+    (tmp_path / "resnet10_params.pkl").write_bytes(pickle.dumps(flax))
+    store, out = tmp_path / "demos", tmp_path / "rc"
+    write_tiny_store(store)
+    common = (
+        f"data.store={store}",
+        "data.extra_stores=[]",
+        f"model.backbone={tmp_path / 'resnet10_params.pkl'}",
+        "model.hidden=16",
+        f"train.out_dir={out}",
+        "train.epochs=3",
+        "train.batch_size=16",
+    )
+    proc = train_push_classifier(*common, "model.backbone_kind=resnet01", dry_run=True)
+    assert proc.returncode != 0 and "did you mean 'resnet10'" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    proc = train_push_classifier(*common, "model.backbone_kind=resnet10")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model, _ = load_policy(read_metrics(out)["final"]["checkpoint"])
+    want = torch.from_numpy(flax["conv_init"]["kernel"]).permute(3, 2, 0, 1)
+    assert torch.equal(model.backbone.conv_init.weight, want)  # the file's, untouched
