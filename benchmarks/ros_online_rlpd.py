@@ -75,6 +75,7 @@ from ros_online_rlpd_tasks import TASKS  # noqa: E402
 from ros_procs import Procs, free_port  # noqa: E402
 
 TASK = TASKS["reach"]
+HUMAN_PATIENCE_S: float | None = None  # --human: the scripted human watching the online run
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -119,6 +120,14 @@ def task_graph(
         },
         "episodes": {"source": "online"},
     }
+    if HUMAN_PATIENCE_S is not None:  # HIL-SERL's operator: takes over when the task stalls
+        cfg["teleop"] = {
+            "enabled": True,
+            "device": "scripted",
+            "rate_hz": 20.0,
+            "always_intervene": False,
+            "script": {"task": TASK.script, "patience_s": HUMAN_PATIENCE_S, "seed": robot},
+        }
     path = work / ("graph.yaml" if robot == 0 else f"graph_twin{robot}.yaml")
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -260,6 +269,7 @@ RUN_FIGURES = (
     "reward_judge/total_fn_rate",
     "reward_judge/windows",
     "learner/transitions_trained_share",
+    "ingest/intervention_ratio",
 )
 
 
@@ -466,7 +476,7 @@ def single_robot(robots: int) -> dict | None:
 
 
 def main() -> None:
-    global TASK
+    global TASK, HUMAN_PATIENCE_S
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
@@ -483,6 +493,14 @@ def main() -> None:
         type=int,
         default=1,
         help="twin robots feeding the one learner (a fleet; results <stem>_robots<N>)",
+    )
+    ap.add_argument(
+        "--human",
+        type=float,
+        default=None,
+        metavar="PATIENCE_S",
+        help="a scripted human watches the online run and takes over when the task has not "
+        "progressed for PATIENCE_S seconds (HIL-SERL's interventions; results <stem>_human)",
     )
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
@@ -503,7 +521,11 @@ def main() -> None:
     TASK = TASKS[a.task]
     if a.robots < 1:
         ap.error(f"--robots must be >= 1, got {a.robots}")
+    if a.human is not None and a.human <= 0:
+        ap.error(f"--human takes the human's patience in seconds (> 0), got {a.human}")
+    HUMAN_PATIENCE_S = a.human
     stem = TASK.stem if a.robots == 1 else f"{TASK.stem}_robots{a.robots}"
+    stem += "_human" if a.human is not None else ""
     if a.from_json:
         data = load(stem)
         print(render(stem, data["meta"], data["rows"]))
@@ -567,6 +589,7 @@ def main() -> None:
         negatives=NEGATIVES or None,
         encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
         run_figures=newest(metrics, RUN_FIGURES),
+        human_patience_s=a.human,
     )
     judge(meta, rows, a.sampled)
     print(f"run figures: {meta['run_figures']}", flush=True)

@@ -121,6 +121,22 @@ def reward_lines(meta: dict) -> list[str]:
     ]
 
 
+def human_lines(meta: dict) -> list[str]:
+    """The watching human's paragraph (``--human``; none without one)."""
+    patience = meta.get("human_patience_s")
+    if patience is None:
+        return []
+    ratio = (meta.get("run_figures") or {}).get("ingest/intervention_ratio")
+    return [
+        "A scripted human watched the online run (HIL-SERL's operator: the teleop node in the "
+        "twin graph, `teleop.device: scripted`, `always_intervene: false`) and took over when the "
+        f"task had not progressed for {patience:g} s, handing back once it was done; its "
+        "taken-over steps go to the demo source as well as the online one (`replay.interventions: "
+        "demo`). Share of streamed steps the human drove: "
+        f"{'n/a' if ratio is None else f'{ratio:.3f}'}. Held-out success is the policy alone."
+    ]
+
+
 FLEET_LEVELS = (0.5, 0.7, 0.8)  # held-out success levels the fleet and one robot are timed to
 
 
@@ -214,6 +230,7 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         "before `rlinf serve` was up (the pusher retries).",
     ]
     intro += fleet_lines(meta, rows)
+    intro += human_lines(meta)
     intro += reward_lines(meta)
     intro += list(meta.get("notes", []))  # what a reader of the run noted (load, what it shows)
     cols = [

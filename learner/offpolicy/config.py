@@ -34,6 +34,7 @@ COMPONENTS = ("env", "learner", "replay")
 SERVER = "server"  # optional: the robots' policy servers of an online run, placed like the rest
 OPTIONAL = (SERVER,)
 ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
+INTERVENTION_ROUTES = ("demo", "online")  # replay.interventions
 
 
 @dataclass
@@ -304,7 +305,22 @@ class ReplaySection:
         ),
     )
 
+    interventions: str = field(
+        default="demo",
+        metadata=_h(
+            "where a human's taken-over steps go besides the online data -- demo: into the prior "
+            "data too, drawn at replay.demo_ratio (HIL-SERL's learner; needs train.demos) | "
+            "online: nowhere else"
+        ),
+    )
+
     def validate(self) -> None:
+        if self.interventions not in INTERVENTION_ROUTES:
+            raise ConfigError(
+                f"key 'replay.interventions'={self.interventions!r} is unknown"
+                f"{did_you_mean(self.interventions, INTERVENTION_ROUTES)}; choose one of "
+                f"{list(INTERVENTION_ROUTES)}"
+            )
         if self.capacity < 2 or not 0.0 <= self.demo_ratio < 1.0:
             raise ConfigError(
                 f"keys 'replay.capacity' (>= 2) / 'replay.demo_ratio' ([0, 1)) out of range: "

@@ -149,11 +149,24 @@ class OffPolicyLearner:
             self._count(len(ep))
 
     def add_interventions(self, ep: Episode) -> None:
-        """The taken-over runs of ``ep`` into the ``intervention`` source, when the replay has
-        one."""
-        if "intervention" in self.replay.rings and ep.steps["intervention"].any():
-            for part in intervention_parts(ep):
-                self.replay.add_episode(part, "intervention")
+        """The taken-over runs of ``ep`` (already in ``online`` with the rest of the episode) into
+        the ``intervention`` source when the replay has one, else with ``replay.interventions:
+        demo`` into the demos' source.
+
+        Why the demos': a human's correction is what a demonstration is -- the right action in a
+        state the policy reached -- so HIL-SERL's learner adds the taken-over steps to the buffer
+        its symmetric sampling draws half of each batch from; in the online source alone they are
+        a sliver of a growing buffer."""
+        if not ep.steps["intervention"].any():
+            return
+        if "intervention" in self.replay.rings:
+            source = "intervention"
+        elif self.cfg.replay.interventions == "demo" and "demo" in self.replay.rings:
+            source = "demo"
+        else:
+            return
+        for part in intervention_parts(ep):
+            self.replay.add_episode(part, source)
 
     def _count(self, n: int) -> None:
         before, self.env_steps = self.env_steps, self.env_steps + n

@@ -247,3 +247,35 @@ def test_placements_on_ray(ray_cluster, tmp_path, placement):
     if final["topology"] == "async":
         assert final["weight_version"] > 1  # env workers were sent newer weights
     assert len(EpisodeStore(Path(cfg.train.out_dir) / "episodes", "r")) > 0
+
+
+@pytest.mark.parametrize("route", ["demo", "online"])
+def test_a_humans_taken_over_steps_join_the_demos(tmp_path, route):
+    """HIL-SERL's learner: a correction is a demonstration, so the taken-over runs of a robot
+    episode go to the demo source as well as the online one (``replay.interventions: demo``)."""
+    from learner.offpolicy.collect import Collector
+
+    env = build_env(TOY["name"], 4, max_episode_steps=20)
+    core0 = OffPolicyLearner(_cfg(tmp_path), env.spec)
+    col, store = Collector(env, core0.policy, "toy", 0), EpisodeStore(tmp_path / "demos")
+    episodes = []
+    while len(episodes) < 2:
+        episodes += col.step(random=True).finished
+    store.write(episodes[0])
+    cfg = _cfg(
+        tmp_path,
+        algorithm={"name": "rlpd", "n_critics": 2},
+        train={"demos": str(tmp_path / "demos")},
+        replay={"interventions": route},
+    )
+    core = OffPolicyLearner(cfg, env.spec)
+    demo0 = core.replay.size("demo")
+    ep = episodes[1]
+    ep.steps["intervention"][:] = False
+    ep.steps["intervention"][3:8] = True  # the human drove steps 3-7
+    core.ingest_episode(ep)
+    core.add_interventions(ep)
+    assert core.replay.size("online") == len(ep) + 1
+    assert core.replay.size("demo") - demo0 == (5 + 1 if route == "demo" else 0)
+    with pytest.raises(ConfigError, match="did you mean 'demo'"):
+        _cfg(tmp_path, replay={"interventions": "demos"})
