@@ -324,7 +324,7 @@ def online(
     t_robot = time.time()
     for i, graph in enumerate(graphs):
         env = {"ROS_DOMAIN_ID": str(domain + i)}
-        for kind in TASK.nodes:
+        for kind in TASK.nodes + ("teleop",) * (HUMAN_PATIENCE_S is not None):
             procs.start_node(kind, graph, name=kind if i == 0 else f"{kind}_twin{i}", env=env)
     wait_for(
         lambda: procs.procs["learner"].poll() is not None,
