@@ -23,6 +23,7 @@ from typing import Any
 
 from learner.cluster import Cluster
 from learner.placement import ComponentPlacement
+from rlinf_contracts.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ class Worker:
         """Undo :meth:`offload`."""
 
     def ping(self) -> int:
+        error = getattr(self, "_init_error", None)
+        if error is not None:  # the constructor's ConfigError, raised where the driver waits
+            raise error
         return self.rank
 
 
@@ -114,7 +118,14 @@ def _hosted(cls: type) -> type:
 
     def __init__(self: Any, _ctx: WorkerContext, *args: Any, **kwargs: Any) -> None:
         _apply_context(self, _ctx)
-        cls.__init__(self, *args, **kwargs)
+        try:
+            cls.__init__(self, *args, **kwargs)
+        except ConfigError as e:
+            # a user's mistake (a missing demo store or weights file): kept for ping(), which
+            # raises it as a task error carrying the exception itself, so the driver reports
+            # the one line it says; a constructor that raises kills the actor, and Ray then
+            # hands the driver only a traceback string
+            self._init_error = e
 
     return type(
         cls.__name__,
@@ -145,6 +156,8 @@ class GroupResult:
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayTaskError as e:
+                if isinstance(e.cause, ConfigError):  # the user's mistake: its one line
+                    raise e.cause from None
                 raise WorkerError(self.group, rank, self.method, _remote_traceback(e)) from None
             except ray.exceptions.RayActorError as e:
                 raise WorkerError(

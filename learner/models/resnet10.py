@@ -41,6 +41,7 @@ from learner.models.backbones import (
     EncoderWeightsError,
     imagenet_normalised,
     read_state,
+    weights_file,
 )
 
 FILTERS = (64, 128, 256, 512)
@@ -116,9 +117,10 @@ class ResNet10(nn.Module):
     def read_weights(path: str | Path) -> dict[str, Tensor]:
         """The released flax pickle (``.pkl``) converted to this module's keys, or a state dict
         already in them (``.safetensors`` / ``.pt``)."""
-        if Path(path).suffix != ".pkl":
-            return read_state(path)
-        with open(path, "rb") as f:
+        file = weights_file(path)  # a missing path: the one-line error naming the key
+        if file.suffix != ".pkl":
+            return read_state(file)
+        with open(file, "rb") as f:
             try:
                 params = _ParamsUnpickler(f).load()
             except pickle.UnpicklingError as e:

@@ -86,6 +86,20 @@ def test_constructor_error_is_reported_at_launch(ray_cluster):
         WorkerGroup.launch(Broken, "broken", ray_cluster, p["b"])
 
 
+def test_a_config_error_in_a_constructor_reaches_the_driver_as_itself(ray_cluster):
+    """A missing demo store or weights file found inside a worker is the user's one-line
+    error at the driver, not a worker's traceback."""
+    from rlinf_contracts.config import ConfigError
+
+    class NeedsFile(Worker):
+        def __init__(self):
+            raise ConfigError("key 'train.demos': no demos at /nowhere")
+
+    p = parse_placement({"b": "0"}, ray_cluster.num_slots)
+    with pytest.raises(ConfigError, match="^key 'train.demos': no demos at /nowhere$"):
+        WorkerGroup.launch(NeedsFile, "needs_file", ray_cluster, p["b"])
+
+
 def test_custom_resource_is_placeable(ray_cluster):
     assert ray_cluster.custom_resources.get("robot:franka0") == 1
     p = parse_placement({"robot": "0"}, ray_cluster.num_slots)

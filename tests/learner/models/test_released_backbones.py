@@ -137,6 +137,8 @@ def test_resnet10_pickle_that_names_any_other_callable_is_refused(tmp_path: Path
     evil = pickled(tmp_path, {"conv_init": os.system})
     with pytest.raises(EncoderWeightsError, match="system"):
         load_pretrained(enc, str(evil))
+    with pytest.raises(EncoderWeightsError, match="model.encoder.weights"):
+        load_pretrained(enc, str(tmp_path / "resnet10_params.pkl"))  # not there
     params = flax_params()
     del params["ResNetBlock_3"]["conv_proj"]
     with pytest.raises(EncoderWeightsError, match="ResNetBlock_3.conv_proj.weight"):
