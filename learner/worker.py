@@ -156,8 +156,9 @@ class GroupResult:
             try:
                 out.append(ray.get(ref))
             except ray.exceptions.RayTaskError as e:
-                if isinstance(e.cause, ConfigError):  # the user's mistake: its one line
-                    raise e.cause from None
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, ConfigError):  # the user's mistake: its one line
+                    raise cause from None
                 raise WorkerError(self.group, rank, self.method, _remote_traceback(e)) from None
             except ray.exceptions.RayActorError as e:
                 raise WorkerError(
