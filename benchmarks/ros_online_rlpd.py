@@ -70,6 +70,7 @@ from online_rig import (  # noqa: E402
     start_server,
     wait_for,
 )
+from ros_online_rlpd_heldout import checkpoints, heldout, judge, sim_task  # noqa: E402
 from ros_online_rlpd_render import plot, render  # noqa: E402
 from ros_online_rlpd_tasks import TASKS  # noqa: E402
 from ros_procs import Procs, free_port  # noqa: E402
@@ -343,70 +344,6 @@ def rel(path: str) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else path
 
 
-def sim_task() -> str:
-    """The simulator task the held-out episodes run: the learner's env, with its obs mode and
-    cameras when it sees pixels."""
-    env = yaml.safe_load((ROOT / TASK.learner).read_text())["env"]
-    cams = env.get("kwargs", {}).get("cameras")
-    mode = env.get("obs_mode", "state")
-    return env["name"] + (f", obs_mode={mode} cameras={cams}" if mode != "state" else "")
-
-
-def checkpoints(work: Path, t_robot: float) -> list[tuple[float, Path]]:
-    """``(wall s since the robot started, path)`` of ``initial`` and each checkpoint, in order."""
-    out = work / "run"
-    return [(0.0, out / "initial")] + sorted(
-        (max(0.0, (p / "meta.json").stat().st_mtime - t_robot), p)
-        for p in (out / "checkpoints").glob("iter_*")
-    )
-
-
-def heldout(
-    ckpts: list[tuple[float, Path]], episodes: int, overrides: list[str], sampled: bool = False
-) -> list[dict]:
-    """Held-out success of each checkpoint on the simulator: the deterministic actor, and with
-    ``sampled`` also its sampled actions (``eval.deterministic=false``, seeded): the policy the
-    twin ran, since the server serves it with ``server.deterministic=false``."""
-    from learner.checkpoint import load_policy
-    from learner.eval.embodied import evaluate_config
-    from learner.offpolicy.config import OffPolicyConfig
-    from rlinf_contracts.config import from_dict, load_config
-
-    for k, v in TOKENS.items():
-        os.environ.setdefault(k, v)
-    cfg = from_dict(
-        OffPolicyConfig, load_config(str(ROOT / TASK.learner), ["push.url=", *overrides])
-    )
-    cfg.train.progress = False
-    modes = {"heldout_success": True, **({"heldout_sampled": False} if sampled else {})}
-    rows = []
-    for wall, path in ckpts:
-        policy, meta = load_policy(str(path))
-        counters = meta.get("counters", {}) if isinstance(meta, dict) else {}
-        row: dict = {
-            "checkpoint": path.name,
-            "wall_s": round(wall, 1),
-            "transitions": int(counters.get("env_steps", 0)),
-            "updates": int(counters.get("updates", 0)),
-        }
-        for key, deterministic in modes.items():
-            cfg.eval.deterministic = deterministic
-            res = evaluate_config(
-                policy, cfg, episodes, seed=50_000, video_path=None, deadline=None, progress=False
-            )
-            split = next(iter(res.values()))
-            row[key] = round(float(split["success_rate"]), 3)
-            row["episodes"] = int(split["episodes"])
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    return rows
-
-
-def first_at(rows: list[dict], key: str, target: float, minutes: float) -> dict | None:
-    """The first checkpoint whose ``key`` reaches ``target`` within the run's minutes."""
-    return next((r for r in rows if r[key] >= target and r["wall_s"] <= minutes * 60), None)
-
-
 def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
     """Evaluate a finished run's checkpoints again (at their recorded wall times), re-render."""
     data = load(stem)
@@ -415,7 +352,9 @@ def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
         meta.get("encoder_weights")
     )
     ckpts = [(w, p) for w, p in checkpoints(work, 0.0) if p.name in walls]
-    rows = heldout([(walls[p.name], p) for _, p in ckpts], episodes, overrides, sampled)
+    rows = heldout(
+        TASK.learner, [(walls[p.name], p) for _, p in ckpts], episodes, overrides, sampled
+    )
     judge(meta, rows, sampled)
     run_metrics = work / "run" / "metrics.json"
     history = (
@@ -433,17 +372,6 @@ def reevaluate(stem: str, work: Path, episodes: int, sampled: bool) -> None:
         robots,
     )
     print(render(stem, meta, rows))
-
-
-def judge(meta: dict, rows: list[dict], sampled: bool) -> None:
-    """The run's verdict figures into ``meta``: first checkpoint at the target, the best."""
-    hit = first_at(rows, "heldout_success", meta["target"], meta["minutes"])
-    meta["first_at_target_s"] = hit["wall_s"] if hit else None
-    meta["best"] = max(rows, key=lambda r: r["heldout_success"])
-    if sampled:
-        hit = first_at(rows, "heldout_sampled", meta["target"], meta["minutes"])
-        meta["first_at_target_sampled_s"] = hit["wall_s"] if hit else None
-        meta["best_sampled"] = max(rows, key=lambda r: r["heldout_sampled"])
 
 
 def robots_stored(store: Path) -> dict[str, int]:
@@ -556,7 +484,7 @@ def main() -> None:
     finally:
         procs.stop_all()
     load1 = os.getloadavg()[0]
-    rows = heldout(checkpoints(work, t_robot), a.eval_episodes, overrides, a.sampled)
+    rows = heldout(TASK.learner, checkpoints(work, t_robot), a.eval_episodes, overrides, a.sampled)
     final = metrics["final"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     single = single_robot(a.robots)
@@ -583,7 +511,7 @@ def main() -> None:
         ingest_duplicates=final.get("ingest/duplicates"),
         ingest_gaps=final.get("ingest/gaps"),
         twin_success_last100=final.get("success_rate"),
-        sim_task=sim_task(),
+        sim_task=sim_task(TASK.learner),
         classifier=classifier,
         classifier_config=TASK.classifier,
         negatives=NEGATIVES or None,
