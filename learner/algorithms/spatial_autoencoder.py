@@ -2,9 +2,10 @@
 
 The encoder (any module ``float [N, 3, H, W] -> [N, F]``, here
 :class:`~learner.models.encoder_kinds.KeypointBackbone`: convs then a spatial softmax) maps a
-camera frame to ``F / 2`` image points; a linear decoder per camera reconstructs the frame,
+camera frame to ``F / 2`` image points; a decoder per camera reconstructs the frame,
 downsampled to ``target_hw``, from those points alone (Finn et al. 2016, "Deep Spatial
-Autoencoders for Visuomotor Learning", who pretrained exactly this for robot pushing).
+Autoencoders for Visuomotor Learning", who pretrained this for robot pushing with a linear
+decoder; :mod:`learner.algorithms.keypoint_decoders` has it and a heatmap painter).
 
 Why this objective (and not contrastive SimCLR / BYOL): the points must say *where* the cube,
 the goal marker and the gripper are, and reconstruction from a handful of coordinates can only
@@ -42,6 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from learner.algorithms.keypoint_decoders import DECODERS, DEFAULT_DECODER
+
 __all__ = ["ActionTargets", "AutoencoderConfig", "SpatialAutoencoderLearner"]
 
 
@@ -57,6 +60,8 @@ class AutoencoderConfig:
     # weight of the demo-action prediction loss (0 = reconstruction only)
     action_weight: float = 0.0
     action_hidden: int = 256
+    # how the points are drawn back into a frame (learner.algorithms.keypoint_decoders)
+    decoder: str = DEFAULT_DECODER
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,8 @@ class SpatialAutoencoderLearner:
     ) -> None:
         self.encoder, self.cfg, self.cameras = encoder, cfg, list(cameras)
         th, tw = cfg.target_hw
-        self.decoders = nn.ModuleDict(
-            {c: nn.Linear(feature_dim, 3 * th * tw) for c in self.cameras}
-        )
+        build = DECODERS.get(cfg.decoder)
+        self.decoders = nn.ModuleDict({c: build(feature_dim, (th, tw)) for c in self.cameras})
         self.actions = actions if cfg.action_weight > 0 else None
         self.action_head: nn.Module | None = None
         if self.actions is not None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from learner.algorithms.keypoint_decoders import DECODERS, DEFAULT_DECODER
 from learner.algorithms.spatial_autoencoder import (
     ActionTargets,
     AutoencoderConfig,
@@ -37,6 +38,7 @@ from learner.runners.registry import RUNNERS, RunnerSpec
 from learner.sections import RunConfig, TrainLoopConfig
 from learner.sections import h as _h
 from rlinf_contracts.config import ConfigError
+from rlinf_contracts.registry import did_you_mean
 from rlinf_data.demos import open_demos
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,14 @@ class PretrainTrain(TrainLoopConfig):
             "moving objects are reconstructed, not only the arm and table (0 = plain MSE)"
         ),
     )
+    decoder: str = field(
+        default=DEFAULT_DECODER,
+        metadata=_h(
+            "how the keypoints are drawn back into the frame: linear (Finn et al.: one linear "
+            "map) | heatmap (a Gaussian blob per point, painted by a small CNN: the points must "
+            "sit on what they draw)"
+        ),
+    )
     action_weight: float = field(
         default=0.0,
         metadata=_h(
@@ -149,6 +159,12 @@ class PretrainTrain(TrainLoopConfig):
             )
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise ConfigError(f"key 'train.time_budget_s' must be > 0, got {self.time_budget_s}")
+        known = DECODERS.names()
+        if self.decoder not in known:
+            raise ConfigError(
+                f"key 'train.decoder'={self.decoder!r} is unknown"
+                f"{did_you_mean(self.decoder, known)}; choose one of {known}"
+            )
 
 
 @dataclass
@@ -265,6 +281,7 @@ def run(cfg: EncoderPretrainConfig, cluster: Any) -> dict[str, Any]:
             seed=cfg.seed,
             foreground_weight=t.foreground_weight,
             action_weight=t.action_weight,
+            decoder=t.decoder,
         ),
         action_targets(demos) if demos is not None else None,
     )
