@@ -50,8 +50,14 @@ class Frames:
     truth: np.ndarray  # [N, state_dim], the scene's true state
 
 
-def collect(frames: int, seed: int, noise: float, image_size: int) -> Frames:
-    """``frames`` observations of the push simulator under the oracle with ``noise``."""
+def collect(
+    frames: int, seed: int, noise: float, image_size: int, episode_steps: int | None = None
+) -> Frames:
+    """``frames`` observations of the push simulator under the oracle with ``noise``.
+
+    ``episode_steps`` cuts episodes short: a new cube and goal every that many steps, so a probe
+    of the goal sees hundreds of placements instead of the ~100 of full-length episodes.
+    """
     from learner.rollout.envs import build_env
     from sim_bridges.mujoco_franka.oracle import oracle_action
     from sim_bridges.mujoco_franka.vector_env import FrankaVectorEnv
@@ -63,6 +69,7 @@ def collect(frames: int, seed: int, noise: float, image_size: int) -> Frames:
         control="ee_delta_pos",
         cameras=list(CAMERAS),
         image_size=image_size,
+        **({} if episode_steps is None else {"max_episode_steps": episode_steps}),
     )
     assert isinstance(env, FrankaVectorEnv)  # the push family's own vector env
     rng = np.random.default_rng(seed)
@@ -168,17 +175,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=8000, help="training frames (test: a fifth)")
     ap.add_argument("--noise", type=float, default=0.8, help="the oracle's action noise")
     ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument(
+        "--episode-steps",
+        type=int,
+        default=None,
+        help="cut episodes at this many steps (more goal placements; default: the task's)",
+    )
     args = ap.parse_args(argv)
     named = [e for e in args.encoders if e != "random"]
     encoders: list[tuple[str, str | None]] = list(labelled_paths(ap, named))
     if "random" in args.encoders:
         encoders.append(("random", None))
-    train = collect(args.frames, 0, args.noise, args.image_size)
-    test = collect(args.frames // 5, 10_000, args.noise, args.image_size)
+    train = collect(args.frames, 0, args.noise, args.image_size, args.episode_steps)
+    test = collect(args.frames // 5, 10_000, args.noise, args.image_size, args.episode_steps)
     rows = []
     for label, weights in encoders:
         rows.append(probe(label, weights, train, test))
         print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in rows[-1].items()})
+    episode_note = (
+        "" if args.episode_steps is None else f", episodes cut at {args.episode_steps} steps"
+    )
     columns = [("encoder", lambda r: r["encoder"])]
     for name in TARGETS:
         for kind in ("linear", "mlp", "mean"):
@@ -189,10 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"Probes fitted on {len(train.proprio)} frames of the push simulator "
             f"({args.image_size} px, cameras {', '.join(CAMERAS)}, oracle with action noise "
-            f"{args.noise}), scored on {len(test.proprio)} frames of other episodes against "
-            "the scene's true state. Input: the frozen backbone's features of both cameras "
-            "plus the proprioception. 'mean' is the error of always guessing the training "
-            f"mean. 1-min load {load_1min()}."
+            f"{args.noise}{episode_note}), scored on {len(test.proprio)} frames of other "
+            "episodes against the scene's true state. Input: the frozen backbone's features of "
+            "both cameras plus the proprioception. 'mean' is the error of always guessing the "
+            f"training mean. 1-min load {load_1min()}."
         ],
         machine_meta(),
         rows,

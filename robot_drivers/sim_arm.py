@@ -170,6 +170,7 @@ class MujocoArmBackend(ArmBackend):
         self.realtime = realtime
         self._lock = threading.RLock()
         self._renderers: dict[tuple[int, int], Any] = {}
+        self._camera_option: Any = None
         self._sim_wall: float | None = None
         self._velocity: np.ndarray | None = None
         # the compiled scene and its MjData, set by connect() (MuJoCo's types are opaque: Any)
@@ -193,8 +194,10 @@ class MujocoArmBackend(ArmBackend):
         import mujoco
 
         from sim_bridges.mujoco_franka.model import HOME_QPOS, compile_scene
+        from sim_bridges.mujoco_franka.render import camera_option
 
         self._mj = mujoco
+        self._camera_option = camera_option("visual")  # no visualisation sites, as a camera
         if callable(self.scene):
             self.scene = self.scene()
         if self.scene is not None:
@@ -541,5 +544,5 @@ class MujocoArmBackend(ArmBackend):
                 r = self._renderers[(height, width)] = self._mj.Renderer(
                     self.fm.model, height, width
                 )
-            r.update_scene(self.data, camera=cam)
+            r.update_scene(self.data, camera=cam, scene_option=self._camera_option)
             return r.render().copy()

@@ -206,7 +206,16 @@ class OffPolicyLearner:
             m["replay/demo"] = float(self.replay.size("demo"))
         start = self.cfg.train.learning_starts
         arrived = max(0, self.env_steps + self.pending - start)
-        m.update(self.utd.row(self.updates, arrived, self.owed, self.pending, time.perf_counter()))
+        m.update(
+            self.utd.row(
+                self.updates,
+                arrived,
+                self.owed,
+                self.pending,
+                time.perf_counter(),
+                time.process_time(),
+            )
+        )
         return m
 
     def counters(self) -> dict[str, Any]:

@@ -9,8 +9,9 @@ never reaches a gradient, and nothing says so. :class:`UtdMeter` bounds the debt
 * **bounded backlog**: owed updates beyond ``cap`` (``algorithm.max_backlog_updates``) are
   dropped, so the learner keeps ingesting the newest data at the ratio it can sustain;
 * **what it keeps**: every metrics row carries ``learner/utd_effective`` (updates per arrived
-  transition over the row's window), ``learner/utd_sustainable`` (updates per second while
-  updating over transitions arriving per second: the ratio it could keep),
+  transition over the row's window), ``learner/utd_sustainable`` (the ratio it could keep: the
+  updates that fit in the window's time not taken by its other work, per arrived transition --
+  see :meth:`UtdMeter.row`),
   ``learner/backlog`` (owed updates, including those owed by transitions still queued in front
   of the replay), ``learner/dropped_updates`` and ``learner/transitions_trained_share``;
 * **one log line** when the kept ratio first falls below ``utd_ratio`` or later moves by more
@@ -47,6 +48,7 @@ class _Mark:
     arrived: float = 0.0
     wall_s: float = 0.0
     busy_s: float = 0.0
+    cpu_s: float | None = None
 
 
 @dataclass
@@ -79,10 +81,27 @@ class UtdMeter:
         return min(1.0, max(0.0, 1.0 - (self.dropped + max(owed, 0.0) + queued) / total))
 
     def row(
-        self, updates: int, arrived: float, owed: float, pending: int, wall_s: float
+        self,
+        updates: int,
+        arrived: float,
+        owed: float,
+        pending: int,
+        wall_s: float,
+        cpu_s: float | None = None,
     ) -> dict[str, float]:
         """The metrics of one row; ``arrived``: transitions after ``learning_starts`` that reached
-        the replay or wait in front of it; ``wall_s``: a monotonic clock."""
+        the replay or wait in front of it; ``wall_s``: a monotonic clock; ``cpu_s``: the learner
+        process's CPU seconds (``time.process_time()``), or None.
+
+        ``utd_sustainable`` is the window's update time plus its spare time, divided by the cost
+        of one update, per arrived transition. Spare time is the wall time the process's CPU did
+        not use: its other work -- a frozen encoder run on every new frame as it enters the
+        replay, unpacking what arrives, pushing weights -- takes the same core the updates need,
+        and counting the whole window as update time said a pixel learner with a full core could
+        keep 2.2 updates per transition when it kept 1. Without ``cpu_s`` the whole window
+        counts. A process whose updates run on several threads uses more CPU than wall time and
+        reads as having no spare time.
+        """
         m = {
             "learner/backlog": max(owed, 0.0) + self.utd_ratio * pending,
             "learner/dropped_updates": self.dropped,
@@ -95,9 +114,13 @@ class UtdMeter:
             m["learner/utd_effective"] = kept
             d_busy, d_wall = self.busy_s - self.mark.busy_s, wall_s - self.mark.wall_s
             if d_busy > 0 and d_wall > 0 and d_updates > 0:
-                m["learner/utd_sustainable"] = (d_updates / d_busy) / (d_arrived / d_wall)
+                capacity = d_wall
+                if cpu_s is not None and self.mark.cpu_s is not None:
+                    other = min(max(cpu_s - self.mark.cpu_s - d_busy, 0.0), d_wall - d_busy)
+                    capacity = d_wall - other
+                m["learner/utd_sustainable"] = capacity / (d_busy / d_updates) / d_arrived
             self._say(kept, m)
-        self.mark = _Mark(updates, arrived, wall_s, self.busy_s)
+        self.mark = _Mark(updates, arrived, wall_s, self.busy_s, cpu_s)
         return m
 
     def _say(self, kept: float, m: dict[str, float]) -> None:

@@ -193,6 +193,21 @@ class EncoderPretrainConfig(RunConfig):
             )
 
 
+def require_store(store: str, key: str) -> None:
+    """A store the config names that is not on disk: say which, and where its command is.
+
+    >>> require_store("/nonexistent/frames", "data.stores")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlinf_contracts.config.errors.ConfigError: key 'data.stores': /nonexistent/frames does not ...
+    """
+    if not Path(store).exists():
+        raise ConfigError(
+            f"key {key!r}: {store} does not exist; record it with 'rlinf collect' first (a "
+            "shipped config's header gives the command for each store it names)"
+        )
+
+
 def read_frames(stores: list[str], cameras: list[str], max_frames: int) -> dict[str, Any]:
     """``{"images": {cam: uint8 [N, H, W, 3]}, "episode": [N], "cameras": [...]}`` of every
     observation (final ones included) of the episodes in ``stores``, at most ``max_frames``."""
@@ -203,6 +218,7 @@ def read_frames(stores: list[str], cameras: list[str], max_frames: int) -> dict[
     for store in stores:
         need = [f"images/{c}" for c in cams] if cams else ["camera"]
         hint = "record frames with 'rlinf collect ENV --obs-mode rgb cameras=[...]'"
+        require_store(store, "data.stores")
         for ep in open_demos(store, key="data.stores", need=need, hint=hint).each():
             cams = cams or sorted(ep.info.layout.cameras)
             for c in cams:
@@ -232,6 +248,7 @@ def read_demo_steps(stores: list[str], cameras: list[str]) -> dict[str, np.ndarr
     cols: dict[str, list[np.ndarray]] = {k: [] for k in (*cameras, "state", "action", "episode")}
     ep_id = 0
     for store in stores:
+        require_store(store, "data.action_stores")
         for ep in open_demos(store, key="data.action_stores", need=need, hint=hint).each():
             for c in cameras:
                 cols[c].append(ep.steps[f"images/{c}"])

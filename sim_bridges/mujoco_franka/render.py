@@ -29,6 +29,24 @@ _OFF_FLAGS = (
 )
 
 
+def camera_option(robot_look: str = "collision") -> mujoco.MjvOption:
+    """What a camera of the scene draws: the robot in ``robot_look``, the scene, and no sites.
+
+    Why no sites: the gripper model carries visualisation sites (a red sphere at the grip point,
+    a green cylinder along the approach axis) that MuJoCo draws by default. A real camera sees
+    neither, and in the push scene they are the colours of the cube and the goal disc, so a
+    keypoint encoder trained on such frames spends its red and green channels on the hand.
+    """
+    if robot_look not in ROBOT_LOOKS:
+        raise ValueError(f"robot_look={robot_look!r}; use one of {sorted(ROBOT_LOOKS)}")
+    option = mujoco.MjvOption()
+    option.geomgroup[:] = 0
+    option.geomgroup[ROBOT_LOOKS[robot_look]] = 1
+    option.geomgroup[SCENE_GROUP] = 1
+    option.sitegroup[:] = 0
+    return option
+
+
 def camera_id(fm: FrankaModel, name: str) -> int:
     cid = fm.camera_ids.get(name, -1)
     if cid < 0:
@@ -40,13 +58,8 @@ class CameraRig:
     """Renders named cameras of many MjData into preallocated uint8 arrays."""
 
     def __init__(self, height: int, width: int, robot_look: str = "collision") -> None:
-        if robot_look not in ROBOT_LOOKS:
-            raise ValueError(f"robot_look={robot_look!r}; use one of {sorted(ROBOT_LOOKS)}")
         self.height, self.width = height, width
-        self.option = mujoco.MjvOption()
-        self.option.geomgroup[:] = 0
-        self.option.geomgroup[ROBOT_LOOKS[robot_look]] = 1
-        self.option.geomgroup[SCENE_GROUP] = 1
+        self.option = camera_option(robot_look)
         self._renderers: dict[int, mujoco.Renderer] = {}
 
     def _renderer(self, fm: FrankaModel) -> mujoco.Renderer:

@@ -72,3 +72,36 @@ def test_the_same_move_changes_a_state_observation() -> None:
         assert not np.array_equal(env._observe()["state"], before)
     finally:
         env.close()
+
+
+def _coloured_pixels(frames: np.ndarray) -> tuple[int, int]:
+    """Pixels that are clearly red (the cube's colour) and clearly green (the goal disc's)."""
+    r, g, b = (frames[..., i].astype(int) for i in range(3))
+    red = (r > g + 80) & (r > b + 80)
+    green = (g > r + 60) & (g > b + 60)
+    return int(red.sum()), int(green.sum())
+
+
+def test_cameras_show_no_visualisation_sites() -> None:
+    """With the cube and the goal disc out of view, neither camera holds anything red or green.
+
+    The gripper model's visualisation sites (a red sphere at the grip point, a green line along
+    the approach axis) are the push objects' colours; a real camera does not see them, so the
+    simulated ones must not either. The control renders the same scene with the sites switched
+    on, so the check is shown to catch them.
+    """
+    _, env = env_of("sim_franka_push_rlpd_pixels.yaml")
+    try:
+        env.reset(seed=0)
+        for fm, d in zip(env.fms, env.datas):
+            body_pos(fm, d, "object")[2] -= 5.0  # under the floor
+            d.mocap_pos[fm.marker_mocap["goal"]][2] -= 5.0
+            mujoco.mj_forward(fm.model, d)
+        rig = env._rig
+        for camera in env.spec.cameras:
+            assert _coloured_pixels(rig.render(env.fms, env.datas, camera)) == (0, 0), camera
+        rig.option.sitegroup[:] = 1
+        with_sites = [_coloured_pixels(rig.render(env.fms, env.datas, c)) for c in env.spec.cameras]
+        assert sum(red + green for red, green in with_sites) > 0
+    finally:
+        env.close()

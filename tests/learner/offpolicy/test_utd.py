@@ -80,3 +80,18 @@ def test_config_refuses_a_negative_cap():
 
     with pytest.raises(ConfigError, match="algorithm.max_backlog_updates"):
         from_dict(OffPolicyConfig, {"algorithm": {"max_backlog_updates": -1}})
+
+
+def test_the_sustainable_ratio_leaves_out_the_learners_other_work():
+    """A learner whose core also runs a frozen encoder on every new frame can only spend the
+    rest on updates: with the core full the ratio it could keep is the ratio it keeps."""
+    full, spare = UtdMeter(utd_ratio=1.0), UtdMeter(utd_ratio=1.0)
+    for m in (full, spare):
+        m.row(updates=0, arrived=0, owed=0.0, pending=0, wall_s=0.0, cpu_s=0.0)
+        m.busy_s = 6.0  # 100 updates took 6 s of the 10 s window
+    # the other 4 s went to ingest work: no spare time
+    row = full.row(updates=100, arrived=100, owed=0.0, pending=0, wall_s=10.0, cpu_s=10.0)
+    assert row["learner/utd_sustainable"] == pytest.approx(1.0)
+    # 1 s of ingest work, 3 s idle: (6 + 3) s of updates at 0.06 s each per 100 transitions
+    row = spare.row(updates=100, arrived=100, owed=0.0, pending=0, wall_s=10.0, cpu_s=7.0)
+    assert row["learner/utd_sustainable"] == pytest.approx(9.0 / 0.06 / 100)
