@@ -63,6 +63,17 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--out {out} exists and is not a directory")
 
 
+def _make(make_env: Any, name: str, kwargs: dict[str, Any]) -> Any:
+    """The env, or one line naming the bad option: the env's own checks (an unknown option, a
+    camera the scene lacks, an obs mode) raise from deep inside its constructor."""
+    from rlinf_contracts.config import ConfigError
+
+    try:
+        return make_env(name, 1, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"env {name!r} with options {kwargs}: {e}") from e
+
+
 def run(args: argparse.Namespace) -> int:
     # a ROS 2 graph: teleop / HG-DAgger (rlinf_cli/collect_ros.py)
     if args.env.endswith((".yaml", ".yml")):
@@ -80,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     kwargs: dict[str, Any] = load_config(None, args.options) if args.options else {}
     kwargs["obs_mode"] = args.obs_mode
-    env = make_env(args.env, 1, **kwargs)
+    env = _make(make_env, args.env, kwargs)
     store = EpisodeStore(args.out)
     budget = args.max_attempts or (5 * args.episodes if args.only_success else args.episodes)
     rng = np.random.default_rng(args.seed)

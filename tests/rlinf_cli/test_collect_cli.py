@@ -37,6 +37,26 @@ def _episodes(path: Path) -> list:
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (["--obs-mode", "rbg"], "obs_mode='rbg'; use one of"),
+        (["max_episode_step=10"], "unknown mujoco_franka option(s) ['max_episode_step']"),
+        (["--obs-mode", "rgb", "cameras=[front,wirst]"], "unknown camera 'wirst'"),
+    ],
+)
+def test_sim_collect_env_option_typo_is_one_line(
+    bad: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["collect", "mujoco_franka/push", "--episodes", "1", "--out", str(tmp_path / "d")]
+    assert main([*argv, *bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "env 'mujoco_franka/push'" in err and says in err, err
+    assert not (tmp_path / "d").exists()  # refused before a store was opened
+
+
+@pytest.mark.sim
 def test_sim_collect_only_success_keeps_only_successes_and_reports_the_discarded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
