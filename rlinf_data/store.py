@@ -65,7 +65,7 @@ import zarr.storage
 
 from rlinf_contracts.commit import crash_point, fsync_dir, fsync_files, write_atomic
 from rlinf_contracts.episode import Episode, EpisodeError, EpisodeInfo, Step
-from rlinf_data.store_repair import TORN, group_json, load, read_attrs, repair, trim
+from rlinf_data.store_repair import TORN, group_json, load, read_attrs, repair
 
 log = logging.getLogger(__name__)
 FORMAT_KEY = "rlinf_episodes"
@@ -193,7 +193,9 @@ class EpisodeWriter:
                 crash_point("end.final_array")
             if self.store.fsync:
                 fsync_files(p for p in (self._dir / "final").rglob("*") if p.is_file())
-        trim(self.group, self.layout, self.length)
+        for a in self._arrays.values():  # store_repair.trim over the arrays already open
+            if a.shape[0] != self.length:
+                a.resize((self.length,) + a.shape[1:])
         crash_point("end.trimmed")
         if success is not None:
             self.info.success = bool(success)
@@ -332,9 +334,13 @@ class EpisodeStore:
             yield self.read(i)
 
     # ---------------------------------------------------------------- writing
-    def begin(self, info: EpisodeInfo) -> EpisodeWriter:
+    def begin(self, info: EpisodeInfo, capacity: int = 0) -> EpisodeWriter:
         """Open a new episode (its index is ``writer.index``). It is staged whole (attributes
-        and every array) and renamed into ``episodes/``: a kill leaves it complete or absent."""
+        and every array) and renamed into ``episodes/``: a kill leaves it complete or absent.
+        ``capacity``: rows to make room for now, when the episode's length is known (a whole
+        episode's write): its arrays are then one chunk each, neither grown nor trimmed --
+        zarr's resize of an image array visits every chunk (one per frame) it drops, and those
+        two resizes and a file per frame made most of a short episode's write (3.5x)."""
         if self.mode != "a":
             raise EpisodeError(f"episode store {self.path} is open read-only")
         info.status = "open"
@@ -350,8 +356,12 @@ class EpisodeStore:
         )
         crash_point("begin.group_staged")
         for f, (dtype, shape) in info.layout.fields().items():
-            chunk = (1,) if f.startswith("images/") else (TIME_CHUNK,)
-            g.create_array(f, shape=(0,) + shape, chunks=chunk + shape, dtype=dtype, fill_value=0)
+            # appended step by step: a frame per image chunk (a step rewrites no other frame);
+            # written whole: the episode is one chunk per field
+            chunk = (capacity,) if capacity else (1,) if f.startswith("images/") else (TIME_CHUNK,)
+            g.create_array(
+                f, shape=(capacity,) + shape, chunks=chunk + shape, dtype=dtype, fill_value=0
+            )
             crash_point("begin.array_staged")
         if self.fsync:
             fsync_files(p for p in stage.rglob("*") if p.is_file())
@@ -360,13 +370,16 @@ class EpisodeStore:
             fsync_dir(self.path / "episodes")
         crash_point("begin.renamed")
         group = zarr.open_group(self.root.store, path=f"episodes/{name}", mode="r+")
-        return EpisodeWriter(self, index, group, info)
+        writer = EpisodeWriter(self, index, group, info)
+        writer._capacity = capacity
+        return writer
 
     def write(self, episode: Episode) -> int:
         """Append a whole in-memory episode (imports, tests); returns its index."""
         episode.validate()
         status = episode.info.status if episode.info.status != "open" else None
-        with self.begin(EpisodeInfo.from_dict(episode.info.to_dict())) as w:
+        info = EpisodeInfo.from_dict(episode.info.to_dict())
+        with self.begin(info, capacity=len(episode.steps["action"])) as w:
             _rows_bulk(w, episode.steps)
             return w.end(status=status, final=episode.final)
 

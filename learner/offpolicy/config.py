@@ -35,6 +35,7 @@ SERVER = "server"  # optional: the robots' policy servers of an online run, plac
 OPTIONAL = (SERVER,)
 ALGORITHMS = {"sac": 2, "rlpd": 10, "crossq": 2}  # name -> default ensemble size
 INTERVENTION_ROUTES = ("demo", "online")  # replay.interventions
+FEATURES_ON = ("env", "learner")  # model.encoder.features_on
 
 
 @dataclass
@@ -92,7 +93,21 @@ class EncoderSection:
         ),
     )
 
+    features_on: str = field(
+        default="env",
+        metadata=_h(
+            "frozen, with env workers: where the backbone runs over new frames -- env (each env "
+            "worker over its finished episodes; the learner's core keeps to the updates) | "
+            "learner (as frames enter the replay)"
+        ),
+    )
+
     def validate(self) -> None:
+        if self.features_on not in FEATURES_ON:
+            raise ConfigError(
+                f"key 'model.encoder.features_on'={self.features_on!r} is unknown"
+                f"{did_you_mean(self.features_on, FEATURES_ON)}; choose one of {list(FEATURES_ON)}"
+            )
         if self.kind != "cnn":  # the registry imports torch: only for a non-default kind
             from learner.models.offpolicy import ENCODER_KINDS
 

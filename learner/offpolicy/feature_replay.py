@@ -19,6 +19,11 @@ reads one view of its ``obs`` and, independently, one of its ``next_obs``, as Dr
 independently. Shifting at update time would need the backbone per update, which is the cost the
 cache removes; ``K`` views keep most of the regulariser for ``K x`` the row size (4 views of two
 cameras of 64 keypoint coordinates: 2 KB a row, 200 MB per 100k rows).
+
+Where the backbone runs (``model.encoder.features_on``): with env workers, each worker runs it
+over its finished episode's frames (:class:`FrameFeatures`, the same frozen weights) and ships
+the views beside the episode, so the learner's core is left to the updates; otherwise (one
+process, robots streaming) the replay runs it as frames arrive.
 """
 
 from __future__ import annotations
@@ -34,6 +39,43 @@ from rlinf_contracts.episode import Episode, StepLayout
 from rlinf_data.replay import ReplayBuffer, ReplayConfig, restore_routed
 
 
+class FrameFeatures:
+    """The frozen backbone's cached views of frames: ``[n, K * feature_dim]`` per batch of
+    observations, shifts drawn from ``seed``. One object encodes for the replay or, on an env
+    worker, for the episodes it ships (:meth:`episode`), so both sides cut the same rows."""
+
+    def __init__(
+        self, pixels: Any, cameras: list[str], views: int = 1, pad: int = 0, seed: int = 0
+    ) -> None:
+        self.pixels, self.cameras = pixels, list(cameras)
+        self.views, self.pad = int(views), int(pad)
+        self.dim = self.views * int(pixels.feature_dim)
+        self.generator = feature_rng(seed)
+
+    def __call__(self, images: dict[str, np.ndarray]) -> np.ndarray:
+        """``[n, K * feature_dim]`` of ``n`` observations' frames (one backbone pass)."""
+        imgs = [torch.as_tensor(np.asarray(images[c], np.uint8)) for c in self.cameras]
+        if not len(imgs[0]):
+            return np.zeros((0, self.dim), np.float32)
+        feats = self.pixels.cached_views(imgs, self.views, self.pad, self.generator)
+        return feats.numpy().astype(np.float32)
+
+    def episode(self, episode: Episode) -> np.ndarray:
+        """``[len(episode) (+1 with a final observation), K * feature_dim]``: every frame of
+        ``episode``, the final one last, in batches of 256 frames."""
+        images = {c: np.asarray(episode.steps[f"images/{c}"]) for c in self.cameras}
+        if episode.final is not None:
+            images = {
+                c: np.concatenate([v, episode.final[f"images/{c}"][None]])
+                for c, v in images.items()
+            }
+        n = len(images[self.cameras[0]])
+        return np.concatenate(
+            [self({c: v[i : i + 256] for c, v in images.items()}) for i in range(0, n, 256)]
+            or [np.zeros((0, self.dim), np.float32)]
+        )
+
+
 class FeatureReplay:
     """:class:`ReplayBuffer`'s interface over feature rows; see the module docstring."""
 
@@ -47,15 +89,13 @@ class FeatureReplay:
         pad: int = 0,
         seed: int = 0,
     ) -> None:
-        self.layout, self.pixels, self.cameras = layout, pixels, list(cameras)
-        self.views, self.pad = int(views), int(pad)
+        self.layout, self.cameras = layout, list(cameras)
+        self.frames = FrameFeatures(pixels, cameras, views, pad, seed)
+        self.views = self.frames.views
         self.state_dim, self.feature_dim = layout.state_dim, int(pixels.feature_dim)
-        self.row_layout = StepLayout(
-            self.state_dim + self.views * self.feature_dim, layout.action_dim, {}
-        )
+        self.row_layout = StepLayout(self.state_dim + self.frames.dim, layout.action_dim, {})
         self.inner = ReplayBuffer(self.row_layout, cfg)
         self.cfg = self.inner.cfg
-        self.generator = feature_rng(seed)
         # source -> (flat rows of the last step's next_obs, which streams go on from them)
         self._last: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -76,9 +116,7 @@ class FeatureReplay:
         state = np.asarray(state, np.float32)
         if not len(state):
             return np.zeros((0, self.row_layout.state_dim), np.float32)
-        imgs = [torch.as_tensor(np.asarray(images[c], np.uint8)) for c in self.cameras]
-        feats = self.pixels.cached_views(imgs, self.views, self.pad, self.generator)
-        return np.concatenate([state, feats.numpy().astype(np.float32)], axis=1)
+        return np.concatenate([state, self.frames(images)], axis=1)
 
     def add(
         self,
@@ -119,25 +157,28 @@ class FeatureReplay:
             intervention,
         )
 
-    def add_episode(self, episode: Episode, source: str) -> None:
-        """:meth:`ReplayBuffer.add_episode` with every frame (final one included) encoded once."""
+    def add_episode(
+        self, episode: Episode, source: str, features: np.ndarray | None = None
+    ) -> None:
+        """:meth:`ReplayBuffer.add_episode` with every frame (final one included) encoded once:
+        here, or already by an env worker (``features``, :meth:`FrameFeatures.episode`'s rows)."""
         s, n = episode.steps, len(episode)
         if n == 0:
             return
+        rows = n + (episode.final is not None)
+        if features is None:
+            features = self.frames.episode(episode)
+        elif np.shape(features) != (rows, self.frames.dim):
+            raise ValueError(
+                f"an episode of {rows} frames came with features {np.shape(features)}; the "
+                f"replay caches {self.views} views of {self.feature_dim} per frame "
+                f"({(rows, self.frames.dim)}): env workers and learner disagree on "
+                "model.encoder"
+            )
         state = np.asarray(s["state"], np.float32)
-        images = {c: np.asarray(s[f"images/{c}"]) for c in self.cameras}
         if episode.final is not None:
-            state = np.concatenate([state, episode.final["state"][None]])
-            images = {
-                c: np.concatenate([v, episode.final[f"images/{c}"][None]])
-                for c, v in images.items()
-            }
-        flat = np.concatenate(
-            [
-                self.encode(state[i : i + 256], {c: v[i : i + 256] for c, v in images.items()})
-                for i in range(0, len(state), 256)
-            ]
-        )
+            state = np.concatenate([state, np.asarray(episode.final["state"], np.float32)[None]])
+        flat = np.concatenate([state, np.asarray(features, np.float32)], axis=1)
         steps = {k: v for k, v in s.items() if k != "state" and not k.startswith("images/")}
         steps["state"] = flat[:n]
         final = None if episode.final is None else {"state": flat[n]}
@@ -183,4 +224,4 @@ def replay_for(
     )
 
 
-__all__ = ["FeatureReplay", "replay_for"]
+__all__ = ["FeatureReplay", "FrameFeatures", "replay_for"]

@@ -141,10 +141,15 @@ class OffPolicyLearner:
         self.replay.add("online", b.obs, b.action, b.reward, b.terminated, b.truncated, b.next_obs)
         self._count(len(b.action))
 
-    def ingest_episode(self, ep: Episode, count: bool = True) -> None:
+    def ingest_episode(
+        self, ep: Episode, count: bool = True, features: np.ndarray | None = None
+    ) -> None:
         """A whole episode; ``count=False`` for a restart's refill (its steps were counted
-        before)."""
-        self.replay.add_episode(ep, "online")
+        before); ``features``: its frames' cached views, computed by the env worker."""
+        if features is not None and isinstance(self.replay, FeatureReplay):
+            self.replay.add_episode(ep, "online", features)
+        else:
+            self.replay.add_episode(ep, "online")
         if count:
             self._count(len(ep))
 

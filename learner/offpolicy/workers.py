@@ -21,6 +21,7 @@ from typing import Any
 
 from learner.offpolicy.collect import Collector
 from learner.offpolicy.config import OffPolicyConfig
+from learner.offpolicy.feature_replay import FrameFeatures
 from learner.offpolicy.learner import OffPolicyLearner
 from learner.offpolicy.loop import TrainLoop
 from learner.rollout.envs import build_env
@@ -84,8 +85,8 @@ class EpisodeFeed:
             except ChannelEmpty:
                 break
         episodes = []
-        for ep, step_s in items:
-            core.ingest_episode(ep)
+        for ep, step_s, features in items:
+            core.ingest_episode(ep, features=features)
             self._step_s = step_s
             episodes.append(ep)
         return episodes
@@ -137,6 +138,24 @@ class LearnerWorker(Worker):
         self.loop.close()
 
 
+def episode_features(cfg: OffPolicyConfig, policy: Any, rank: int) -> FrameFeatures | None:
+    """The env worker's own pass of the frozen backbone over its episodes' frames
+    (``model.encoder.features_on: env``; :mod:`learner.offpolicy.feature_replay`), with the
+    pretrained weights loaded here so even warm-up episodes, acted before the first weights
+    arrive, are encoded by the backbone the learner has; None when the learner encodes."""
+    from learner.models.encoder_kinds import load_pretrained
+
+    enc = cfg.model.encoder
+    pixels = policy.encoder.pixels
+    if not getattr(pixels, "caches_features", False) or enc.features_on != "env":
+        return None
+    load_pretrained(pixels, enc.weights)
+    seed = cfg.seed * 100_003 + 7919 * (rank + 1)
+    return FrameFeatures(
+        pixels, policy.encoder.cameras, enc.cached_views, cfg.model.augment_pad, seed
+    )
+
+
 class CollectorWorker(Worker):
     """Steps ``env.num_envs / world_size`` envs with the newest published actor, forever."""
 
@@ -153,6 +172,7 @@ class CollectorWorker(Worker):
         self.collector = Collector(
             self.env, self.policy, cfg.env.name, seed=cfg.seed * 100_003 + 7919 * (self.rank + 1)
         )
+        self.features = episode_features(cfg, self.policy, self.rank)
 
     def env_spec(self) -> Any:
         return self.env.spec
@@ -174,7 +194,8 @@ class CollectorWorker(Worker):
             b = self.collector.step(random=steps < random_steps or self.collector.version == 0)
             steps += len(b.action)
             for ep in b.finished:
-                channel.put((ep, self.collector.step_s), timeout=FEED_TIMEOUT_S)
+                feats = None if self.features is None else self.features.episode(ep)
+                channel.put((ep, self.collector.step_s, feats), timeout=FEED_TIMEOUT_S)
 
     def close(self) -> None:
         self.env.close()

@@ -107,6 +107,29 @@ def test_a_kill_between_creating_an_episode_and_its_arrays_leaves_the_store_read
     )
 
 
+def test_a_whole_episodes_write_sizes_its_arrays_once(tmp_path: Path, monkeypatch) -> None:
+    """``write`` knows the length: no array is grown and trimmed (zarr's resize of an image
+    array visits every per-frame chunk it drops), and the episode reads back whole."""
+    store = EpisodeStore(tmp_path / "s")
+    with store.begin(EpisodeInfo(task="push", layout=LAYOUT)) as w:
+        for i in range(5):
+            w.append(step(i))
+    resizes = []
+    real = zarr.Array.resize
+    monkeypatch.setattr(
+        zarr.Array, "resize", lambda a, shape: resizes.append(shape) or real(a, shape)
+    )
+    ep = store.read(0)
+    store.write(ep)
+    assert resizes == []
+    again = store.read(1)
+    assert (len(again), again.info.status) == (5, "complete")
+    assert all(np.array_equal(again.steps[k], ep.steps[k]) for k in ep.steps)
+    g = zarr.open_group(str(tmp_path / "s"), mode="r")["episodes/000001"]
+    assert g["images/wrist"].shape == (5, 8, 6, 3) and g.attrs["length"] == 5
+    assert g["images/wrist"].chunks == (5, 8, 6, 3)  # one chunk, not a file per frame
+
+
 def test_append_cost_is_small(tmp_path: Path) -> None:
     """Per-step cost of a state-only step (39-d state, like push): printed, and bounded loosely
     because the 2 test cores are shared."""

@@ -314,6 +314,58 @@ def test_learner_of_a_frozen_config_trains_on_feature_rows(tmp_path: Path) -> No
     env.close()
 
 
+def test_env_worker_encodes_its_episodes_and_the_learner_adds_them_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """features_on: env -- the env worker runs the frozen backbone (the pretrained weights,
+    loaded before any weights are published) over its finished episode; the learner's replay
+    takes those rows without a backbone pass of its own, the same rows it would cut itself."""
+    from learner.offpolicy.learner import OffPolicyLearner
+    from learner.offpolicy.workers import CollectorWorker
+
+    cfg = frozen_cfg(
+        tmp_path,
+        "train.demos=null",
+        "algorithm.name=sac",
+        "env.kwargs.max_episode_steps=3",
+        "model.encoder.cached_views=1",  # no random shifts: both sides' rows comparable
+    )
+    worker = CollectorWorker(cfg)
+    assert worker.features is not None
+    finished = []
+    while not finished:
+        finished = worker.collector.step(random=True).finished
+    ep = finished[0]
+    feats = worker.features.episode(ep)
+    assert feats.shape == (len(ep) + 1, worker.features.dim)
+    core = OffPolicyLearner(cfg, worker.env.spec)
+    pixels = core.policy.encoder.pixels
+    calls = pixels.backbone_calls
+    core.ingest_episode(ep, features=feats)
+    assert pixels.backbone_calls == calls  # the learner's core ran no backbone
+    rows = core.replay.inner.rings["online"].obs["state"][: len(ep)]
+    own = core.replay.frames.episode(ep)  # the learner's own pass over the same frames
+    d = core.replay.state_dim
+    np.testing.assert_allclose(rows[:, d:], own[: len(ep)], atol=1e-5)
+    np.testing.assert_allclose(rows[:, :d], ep.steps["state"], atol=1e-6)
+    with pytest.raises(ValueError, match="model.encoder"):
+        core.ingest_episode(ep, features=feats[:, :-1])
+    worker.close()
+
+
+def test_features_on_learner_leaves_the_env_worker_to_acting(tmp_path: Path) -> None:
+    from learner.offpolicy.workers import CollectorWorker
+
+    cfg = frozen_cfg(
+        tmp_path, "train.demos=null", "algorithm.name=sac", "model.encoder.features_on=learner"
+    )
+    worker = CollectorWorker(cfg)
+    assert worker.features is None
+    worker.close()
+    with pytest.raises(ConfigError, match="features_on.*did you mean 'learner'"):
+        frozen_cfg(tmp_path, "model.encoder.features_on=lerner")
+
+
 # --------------------------------------------------------------------------- pretraining
 def tiny_store(path: Path, episodes: int = 3, n: int = 5) -> Path:
     from rlinf_data.store import EpisodeStore
