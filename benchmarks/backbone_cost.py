@@ -4,10 +4,10 @@
 
 For every entry of ``model.encoder.backbone`` (random weights: the cost does not depend on
 them), two cameras, the work the learner does when a frame enters the feature replay: the
-backbone on the frame and ``cached_views - 1`` shifted copies (4 views; the shipped configs cache 2;
-and 1 view), a batch of 8 frames (one vector-env step). Torch on one thread. Reports CPU ms per
-frame (median of the repeats), features per camera and the replay's float32 size per 100k frames.
-Writes ``benchmarks/results/backbone_cost.{json,md}``.
+backbone on the frame and ``cached_views - 1`` shifted copies (4 views and 1 view; the shipped
+configs cache 2), a batch of 8 frames (one vector-env step). Torch on one thread. Reports CPU ms
+per frame (median of the repeats), features per camera and the replay's float32 size per 100k
+frames. Writes ``benchmarks/results/backbone_cost.{json,md}``.
 """
 
 from __future__ import annotations
