@@ -70,6 +70,7 @@ from online_rig import (  # noqa: E402
     start_server,
     wait_for,
 )
+from ros_online_rlpd_corrections import Retrainer  # noqa: E402
 from ros_online_rlpd_heldout import checkpoints, heldout, judge, sim_task  # noqa: E402
 from ros_online_rlpd_render import plot, render  # noqa: E402
 from ros_online_rlpd_tasks import TASKS  # noqa: E402
@@ -77,6 +78,11 @@ from ros_procs import Procs, free_port  # noqa: E402
 
 TASK = TASKS["reach"]
 HUMAN_PATIENCE_S: float | None = None  # --human: the scripted human watching the online run
+CORRECTIONS_MIN: float | None = None  # --corrections: the operator's verdicts, retrain period
+CORRECTIONS: dict = {}  # the retraining rounds of this run (results)
+# with an operator confirming, a missed success costs a reward and a false one only a key press:
+# the classifier's latch is loosened (the graph's threshold 0.6 / 3 frames)
+CONFIRMED_LATCH = {"threshold": 0.5, "consecutive": 2}
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -106,6 +112,9 @@ def task_graph(
     cfg = task_base()
     if reward_port is not None:
         cfg["reward"]["server_url"] = f"ws://127.0.0.1:{reward_port}"
+    if CORRECTIONS_MIN is not None:  # the twin's judge confirms each classifier success
+        cfg["reward"].update(confirm="judge", corrections_dir=str(work / "corrections"))
+        cfg["reward"].update(CONFIRMED_LATCH)  # the operator filters false positives: recall first
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
     seed = int(cfg["task"].get("seed", 0)) + 1000 * robot
     results = work / ("episodes.json" if robot == 0 else f"episodes_twin{robot}.json")
@@ -211,26 +220,32 @@ def encoder_weights(work: Path) -> list[str]:
     return [f"model.encoder.weights={out}"]
 
 
-def train_classifier(work: Path, backbone: list[str]) -> dict:
+def train_classifier(
+    work: Path, backbone: list[str], out_name: str = "classifier", push_port: int | None = None
+) -> dict:
     """``rlinf train`` of the task's success classifier on the demos' frames and the noisy
-    teleop's near misses, on the learner's frozen backbone; its metrics."""
-    out = work / "classifier"
-    negatives = [f"data.extra_stores=[{work / 'rollouts'}]"] if TASK.negatives else []
+    teleop's near misses (and, retrained during the run, the operator's corrections, pushed to
+    the classifier served on ``push_port``), on the learner's frozen backbone; its metrics."""
+    out = work / out_name
+    extra = [str(work / "rollouts")] * bool(TASK.negatives)
+    extra += [str(work / "corrections")] * (push_port is not None)
     weights = [f"model.backbone={b.split('=', 1)[1]}" for b in backbone]
+    push = [f"push.url=ws://127.0.0.1:{push_port}"] * (push_port is not None)
     run_logged(
         work / "classifier.log",
         [
             "train",
             str(ROOT / TASK.classifier),
             f"data.store={work / 'demos'}",
-            *negatives,
+            f"data.extra_stores=[{','.join(extra)}]",
             *weights,
+            *push,
             f"train.out_dir={out}",
         ],
         900,
     )
     final = json.loads((out / "metrics.json").read_text()).get("final", {})
-    return {k: v for k, v in final.items() if isinstance(v, (int, float))}
+    return {k: v for k, v in final.items() if isinstance(v, (int, float)) or k == "pushed"}
 
 
 def serve_classifier(work: Path, procs: Procs) -> int:
@@ -271,6 +286,8 @@ RUN_FIGURES = (
     "reward_judge/windows",
     "learner/transitions_trained_share",
     "ingest/intervention_ratio",
+    "reward_judge/operator_rejected",
+    "reward_judge/operator_confirmed",
 )
 
 
@@ -327,12 +344,31 @@ def online(
         env = {"ROS_DOMAIN_ID": str(domain + i)}
         for kind in TASK.nodes + ("teleop",) * (HUMAN_PATIENCE_S is not None):
             procs.start_node(kind, graph, name=kind if i == 0 else f"{kind}_twin{i}", env=env)
-    wait_for(
-        lambda: procs.procs["learner"].poll() is not None,
-        minutes * 60 + 600,
-        "the learner's budget",
-        procs,
-    )
+    retrainer = None
+    if CORRECTIONS_MIN is not None and reward_port is not None:
+        retrainer = Retrainer(
+            work / "corrections",
+            CORRECTIONS_MIN * 60,
+            lambda r: train_classifier(work, overrides, f"classifier_r{r}", reward_port),
+            t_robot,
+        )
+        retrainer.start()
+    try:
+        wait_for(
+            lambda: procs.procs["learner"].poll() is not None,
+            minutes * 60 + 600,
+            "the learner's budget",
+            procs,
+        )
+    finally:
+        if retrainer is not None:
+            retrainer.stop()
+            CORRECTIONS.update(
+                every_min=CORRECTIONS_MIN,
+                rounds=retrainer.rounds,
+                errors=retrainer.errors,
+                **CONFIRMED_LATCH,
+            )
     if procs.procs["learner"].returncode != 0:
         raise SystemExit(f"learner exited {procs.procs['learner'].returncode}\n{procs.logs()}")
     return t_robot, json.loads((out / "metrics.json").read_text())
@@ -404,7 +440,7 @@ def single_robot(robots: int) -> dict | None:
 
 
 def main() -> None:
-    global TASK, HUMAN_PATIENCE_S
+    global TASK, HUMAN_PATIENCE_S, CORRECTIONS_MIN
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
@@ -430,6 +466,15 @@ def main() -> None:
         help="a scripted human watches the online run and takes over when the task has not "
         "progressed for PATIENCE_S seconds (HIL-SERL's interventions; results <stem>_human)",
     )
+    ap.add_argument(
+        "--corrections",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="the twin's judge confirms each classifier success as an operator would; the "
+        "classifier is retrained on the verdicts and pushed every MIN minutes (results "
+        "<stem>_corrections)",
+    )
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     ap.add_argument(
@@ -451,9 +496,12 @@ def main() -> None:
         ap.error(f"--robots must be >= 1, got {a.robots}")
     if a.human is not None and a.human <= 0:
         ap.error(f"--human takes the human's patience in seconds (> 0), got {a.human}")
-    HUMAN_PATIENCE_S = a.human
+    if a.corrections is not None and (a.corrections <= 0 or TASK.classifier is None):
+        ap.error("--corrections takes minutes (> 0) and a task with a learned reward (push_pixels)")
+    HUMAN_PATIENCE_S, CORRECTIONS_MIN = a.human, a.corrections
     stem = TASK.stem if a.robots == 1 else f"{TASK.stem}_robots{a.robots}"
     stem += "_human" if a.human is not None else ""
+    stem += "_corrections" if a.corrections is not None else ""
     if a.from_json:
         data = load(stem)
         print(render(stem, data["meta"], data["rows"]))
@@ -518,6 +566,7 @@ def main() -> None:
         encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
         run_figures=newest(metrics, RUN_FIGURES),
         human_patience_s=a.human,
+        corrections=CORRECTIONS or None,
     )
     judge(meta, rows, a.sampled)
     print(f"run figures: {meta['run_figures']}", flush=True)

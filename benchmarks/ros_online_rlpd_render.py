@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_results import write_table
+from ros_online_rlpd_corrections import corrections_lines
 
 
 def plot(
@@ -232,6 +233,7 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
     intro += fleet_lines(meta, rows)
     intro += human_lines(meta)
     intro += reward_lines(meta)
+    intro += corrections_lines(meta)
     intro += list(meta.get("notes", []))  # what a reader of the run noted (load, what it shows)
     cols = [
         ("checkpoint", lambda r: r["checkpoint"]),

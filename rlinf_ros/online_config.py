@@ -277,6 +277,23 @@ class RewardNodeConfig:
             "false_neg, fp_rate, fn_rate, window (the streamer forwards it to the learner)"
         },
     )
+    confirm: str = field(
+        default="",
+        metadata={
+            "help": "classifier, end_episode: who confirms the classifier's success before it is a "
+            "reward: '' = nobody (it stands) | judge (the sim twin's operator: its success flag "
+            "of that moment, judge_topic). Rejected, the episode ends as a failure (truncated, "
+            "reason operator) and the scene is reset"
+        },
+    )
+    corrections_dir: str = field(
+        default="",
+        metadata={
+            "help": "with confirm: an episode store that keeps each verdict's frames (the "
+            "consecutive frames that fired, labelled by the verdict), for `rlinf train "
+            "configs/reward_classifier_push.yaml data.extra_stores=[..., DIR]`; '' = not kept"
+        },
+    )
     reward_topic: str = field(
         default="reward", metadata={"help": "std_msgs/Float64 reward (RosRobotEnv reads it)"}
     )
@@ -299,3 +316,30 @@ class RewardNodeConfig:
             raise ConfigError("keys 'reward.consecutive' >= 1 and 'reward.rate_hz' > 0")
         if self.judge_window < 1:
             raise ConfigError(f"key 'reward.judge_window' must be >= 1, got {self.judge_window}")
+        self._validate_confirm()
+
+    def _validate_confirm(self) -> None:
+        from rlinf_contracts.config import ConfigError
+        from rlinf_contracts.registry import did_you_mean
+        from rlinf_ros.reward_corrections import CONFIRMERS
+
+        if self.confirm and self.confirm not in CONFIRMERS:
+            raise ConfigError(
+                f"key 'reward.confirm' must be '' or one of {sorted(CONFIRMERS)}, got "
+                f"{self.confirm!r}{did_you_mean(self.confirm, CONFIRMERS)}"
+            )
+        if self.confirm and (self.source != "classifier" or not self.end_episode):
+            raise ConfigError(
+                "key 'reward.confirm' confirms the classifier's episode ends: it needs "
+                "reward.source=classifier and reward.end_episode=true"
+            )
+        if self.confirm == "judge" and not self.judge_topic:
+            raise ConfigError(
+                "key 'reward.confirm' is 'judge' but 'reward.judge_topic' is empty: name the "
+                "twin's success flag (task/reward)"
+            )
+        if self.corrections_dir and not self.confirm:
+            raise ConfigError(
+                "key 'reward.corrections_dir' keeps the operator's verdicts: set reward.confirm "
+                "too (the classifier's own successes would only teach it what it already says)"
+            )

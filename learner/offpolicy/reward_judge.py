@@ -6,7 +6,9 @@ whereas the stream carries only each episode's terminal reward. Each full window
 becomes one report; the streamer puts the newest into the next episode's info
 (``extra["reward_judge"]``), and :class:`JudgeReports` turns the reports of the arriving episodes
 into ``reward_judge/*`` metrics (the newest window per robot, and the totals) plus one log line
-per new window. A robot without a judge (a real bench) sends none: no metrics.
+per new window. A robot without a judge (a real bench) sends none: no metrics. A robot whose
+operator confirms the classifier's successes adds its counts so far (``operator_confirmed`` /
+``operator_rejected``), summed over robots.
 
 >>> r = JudgeReports()
 >>> r.add("twin0", {"window": 1, "n": 4, "judge_pos": 2, "judge_neg": 2, "false_pos": 1,
@@ -16,6 +18,10 @@ True
 False
 >>> r.metrics()["reward_judge/fp_rate"], r.metrics()["reward_judge/total_fn_rate"]
 (0.5, 0.0)
+>>> r.add("twin0", {"window": 2, "n": 4, "operator_confirmed": 1, "operator_rejected": 3})
+True
+>>> r.metrics()["reward_judge/operator_rejected"]
+3.0
 >>> JudgeReports().metrics()
 {}
 """
@@ -28,6 +34,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _COUNTS = ("n", "judge_pos", "judge_neg", "false_pos", "false_neg")
+# the operator's verdicts on the classifier's successes, cumulative per robot (reward.confirm)
+_OPERATOR = ("operator_confirmed", "operator_rejected")
 
 
 class JudgeReports:
@@ -35,6 +43,7 @@ class JudgeReports:
         self.windows: dict[str, int] = {}  # robot -> newest window number seen
         self.latest: dict[str, Any] = {}
         self.totals = dict.fromkeys(_COUNTS, 0)
+        self.operator: dict[str, dict[str, int]] = {}  # robot -> its cumulative verdict counts
 
     def add(self, robot_id: str, report: Any) -> bool:
         """One report from an episode's info; True when it is a window not seen before."""
@@ -46,6 +55,8 @@ class JudgeReports:
         self.windows[robot_id], self.latest = window, report
         for k in _COUNTS:
             self.totals[k] += int(report.get(k, 0))
+        if any(k in report for k in _OPERATOR):  # the robot's counts so far (reward.confirm)
+            self.operator[robot_id] = {k: int(report.get(k, 0)) for k in _OPERATOR}
         log.info(
             "reward classifier vs judge (robot %s, window %d, %d frames): FP rate %s, FN rate %s",
             robot_id,
@@ -68,6 +79,8 @@ class JudgeReports:
             m["reward_judge/total_fp_rate"] = t["false_pos"] / t["judge_neg"]
         if t["judge_pos"]:
             m["reward_judge/total_fn_rate"] = t["false_neg"] / t["judge_pos"]
+        for k in _OPERATOR if self.operator else ():
+            m[f"reward_judge/{k}"] = float(sum(c[k] for c in self.operator.values()))
         return m
 
 

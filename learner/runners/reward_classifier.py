@@ -18,6 +18,13 @@ checkpoint is an ordinary policy checkpoint (model ``success_classifier``, one "
 ``p_success``): ``rlinf serve --checkpoint RUN_DIR`` serves it, and the robot PC's reward node
 (``rlinf_ros/nodes/reward.py``) asks it over the policy wire.
 ``rlinf train configs/reward_classifier.yaml``.
+
+Retrained during an online run (``push.url``: the served classifier, the reward node's): the
+operator's verdicts on the classifier's successes (the reward node's ``reward.corrections_dir``,
+an episode store of the frames that fired each one) join ``data.extra_stores``, and the new
+weights are pushed to the running ``rlinf serve`` of the previous classifier, which swaps them in
+between two requests: the reward changes without a restart, and a rejected "success" becomes a
+negative within minutes (HIL-SERL's false-positive corrections).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from learner.cluster import ClusterConfig
 from learner.models import PolicySpec, build_policy, obs_to_tensors
 from learner.models.encoder_kinds import load_weights
 from learner.offline.supervised import ClassifierLearner
+from learner.offpolicy.robot_sections import PushSection
 from learner.runners.budget import Budget
 from learner.runners.fit import Every, fit
 from learner.runners.registry import RUNNERS, RunnerSpec
@@ -182,11 +190,19 @@ class RewardClassifierConfig(RunConfig):
     )
     model: ClassifierModel = field(default_factory=ClassifierModel, metadata=_h("network"))
     train: ClassifierTrain = field(default_factory=ClassifierTrain, metadata=_h("loop, outputs"))
+    push: PushSection = field(
+        default_factory=PushSection,
+        metadata=_h(
+            "the trained weights to a running `rlinf serve` of an earlier classifier of the same "
+            "config (the reward node's), hot-swapped there; push.url '' = no push"
+        ),
+    )
 
     def validate(self) -> None:
         self.data.validate()
         self.model.validate()
         self.train.validate()
+        self.push.validate()
 
 
 def labelled_frames(
@@ -448,10 +464,44 @@ def run(cfg: RewardClassifierConfig, cluster: Any) -> dict[str, Any]:
     )
     metrics.update(
         checkpoint=str(ckpt),
+        pushed=push_classifier(cfg.push, model.state_dict(), ckpt),
         iterations=epoch,
         eval={"val": {k.removeprefix("val/"): v for k, v in final.items() if "val/" in k}},
     )
     return write_run(out, "reward_classifier", metrics, history, title=cfg.name, tensorboard=True)
+
+
+def push_classifier(push: PushSection, state: dict[str, Any], ckpt: Any) -> dict[str, int]:
+    """The trained weights to each ``push`` target, through the weight-push client the CLI plugs
+    in (``learner.offpolicy.remote.PUSH_CLIENTS``: ``learner`` does not import the server's
+    package); {url: the version now serving}. A target that does not take them within
+    ``push.timeout_s`` is one error that says the checkpoint is saved all the same."""
+    if not push.targets:
+        return {}
+    from learner.offpolicy.remote import PUSH_CLIENTS
+
+    if "websocket" not in PUSH_CLIENTS.names():
+        raise ConfigError(
+            "key 'push.url': no weight-push client is plugged into this process; train the "
+            "classifier with `rlinf train` (rlinf_cli.wiring plugs in policy_server.push)"
+        )
+    out: dict[str, int] = {}
+    for url in push.targets:
+        pusher = PUSH_CLIENTS.get("websocket")(url, push.token_file or "", push.timeout_s)
+        try:
+            pusher.offer(state)
+            served = pusher.flush(push.timeout_s)
+        finally:
+            pusher.stop()
+        if not served:
+            raise ConnectionError(
+                f"the classifier is trained and saved ({ckpt}), but the push to {url} was not "
+                f"acknowledged within push.timeout_s={push.timeout_s:g} s: is `rlinf serve` of "
+                "the classifier running there?"
+            )
+        log.info("classifier pushed to %s: version %d serving", url, pusher.version)
+        out[url] = pusher.version
+    return out
 
 
 RUNNERS.add(

@@ -17,6 +17,11 @@ judge's newest flag; per ``judge_window`` frames the classifier's false-positive
 rates go out as JSON on ``judge_stats_topic`` and as one log line (the streamer carries them to
 the learner's metrics). No judge topic, no report.
 
+With ``confirm`` the classifier's success is a proposal: the operator's verdict
+(``rlinf_ros.reward_corrections``; on the twin, its judge) confirms it (the episode ends in
+success) or rejects it (the episode ends as a failure, reason ``operator``); the frames that fired
+it go to ``corrections_dir`` labelled by the verdict, and the counts ride in the judge report.
+
 The classifier is asked from a worker thread: a slow or lost server delays rewards, never the
 executor; every request has ``timeout_s`` and the client reconnects with back-off. Its pace
 (``rate_hz``) and timeouts are wall time: they bound a computation and a network round trip; a
@@ -52,6 +57,13 @@ from rlinf_ros.nodes.common import (
     sensor_qos,
 )
 from rlinf_ros.online_config import RewardNodeConfig
+from rlinf_ros.reward_corrections import (
+    CONFIRMERS,
+    OPERATOR_REASON,
+    CorrectionCounts,
+    CorrectionStore,
+    FrameRing,
+)
 from rlinf_ros.reward_sources import (
     ClassifierReward,
     EpisodeVerdict,
@@ -59,6 +71,7 @@ from rlinf_ros.reward_sources import (
     JudgeWindow,
     SuccessLatch,
     event_reward,
+    resize_nearest,
 )
 
 log = logging.getLogger(__name__)
@@ -85,6 +98,9 @@ class RewardNode(Node):
         self._judge: bool | None = None  # the judge's newest flag (None: no judge heard yet)
         self.judge_window = JudgeWindow(cfg.judge_window)
         self.last_rates: JudgeRates | None = None
+        self.ring = FrameRing(cfg.consecutive)  # the frames that fire a success
+        self.counts = CorrectionCounts()  # the operator's verdicts (reward.confirm)
+        self.corrections: CorrectionStore | None = None  # opened once the classifier is known
         if cfg.source == "classifier":
             self.create_subscription(Image, cfg.image_topic, self._on_image, sensor_qos())
             if cfg.judge_topic:
@@ -131,6 +147,8 @@ class RewardNode(Node):
             return
         self.last_rates = rates
         report = {**rates.to_dict(), "window": self.judge_window.windows}
+        if self.cfg.confirm:
+            report.update(self.counts.to_dict())
         self.pub_judge.publish(String(data=json.dumps(report)))
         log.info(
             "reward classifier vs judge, window %d (%d frames): FP rate %s (%d/%d), "
@@ -166,13 +184,19 @@ class RewardNode(Node):
             scorer.height,
             scorer.width,
         )
+        if self.cfg.corrections_dir:
+            self.corrections = CorrectionStore(
+                self.cfg.corrections_dir, scorer.camera, scorer.state_dim
+            )
         seen = 0
         while not self._stop.wait(1.0 / self.cfg.rate_hz):
             if self._frame is None or self._frame_id == seen:
                 continue  # no new frame: nothing new to say
             seen = self._frame_id
+            frame = resize_nearest(self._frame, scorer.height, scorer.width)
+            self.ring.add(frame)
             try:
-                p, ok = scorer.score(self._frame)
+                p, ok = scorer.score(frame)
             except ClientStopped:
                 return
             with self._lock:
@@ -182,6 +206,10 @@ class RewardNode(Node):
             self._compare(ok)
             if verdict is None:
                 continue  # the episode's verdict is in (a human key, or our success): silent
+            if verdict.end and self.cfg.confirm and not self._confirmed():
+                self._publish(0.0, False)  # the operator said no: a failure, the scene reset
+                self.pub_event.publish(String(data=event_to_json(self._rejected_end())))
+                continue
             self._publish(verdict.reward, verdict.success)
             if verdict.end and self.cfg.end_episode:
                 now = now_s(self)
@@ -190,6 +218,33 @@ class RewardNode(Node):
                     events.append(EpisodeEvent("begin", stamp=now))
                 for ev in events:
                     self.pub_event.publish(String(data=event_to_json(ev)))
+
+    def _confirmed(self) -> bool:
+        """The operator's verdict on the classifier's success; its frames kept, labelled so.
+        No verdict to be had (the judge not heard yet): the success stands, nothing kept."""
+        ok = CONFIRMERS[self.cfg.confirm](self._judge)
+        if ok is None:
+            log.warning(
+                "reward: no %s verdict yet; the classifier's success stands", self.cfg.confirm
+            )
+            return True
+        self.counts.add(ok)
+        if self.corrections is not None:
+            self.corrections.write(self.ring.frames(), ok, self.cfg.confirm)
+        if not ok:
+            log.info(
+                "reward: the operator (%s) rejected the classifier's success (%d rejected, %d "
+                "confirmed so far)",
+                self.cfg.confirm,
+                self.counts.rejected,
+                self.counts.confirmed,
+            )
+        return ok
+
+    def _rejected_end(self) -> EpisodeEvent:
+        return EpisodeEvent(
+            "end", status="truncated", success=False, reason=OPERATOR_REASON, stamp=now_s(self)
+        )
 
     def close(self) -> None:
         self._stop.set()
