@@ -59,6 +59,8 @@ class Retrainer(threading.Thread):
             try:
                 metrics = self.retrain(len(self.rounds) + 1)
             except (SystemExit, Exception) as e:  # a failed round is reported, the run goes on
+                if self._stop_event.is_set():
+                    break  # cut short by the run's end (its server is gone): not a failure
                 self.errors.append(f"round {len(self.rounds) + 1}: {e}")
                 continue
             self.rounds.append(

@@ -115,8 +115,13 @@ def reward_lines(meta: dict) -> list[str]:
         f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "
         f"({fig.get('reward_judge/windows', 0):.0f} windows; an FN rate is n/a while the judge "
         "has said success on no frame). The twin's training episodes ended in success by the "
-        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 (its false "
-        "positives are rewards the learner trusts). Streamed transitions that reached "
+        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 ("
+        + (
+            "confirmed by the operator: its rejected successes ended as failures"
+            if meta.get("corrections")
+            else "its false positives are rewards the learner trusts"
+        )
+        + "). Streamed transitions that reached "
         f"a gradient: {'n/a' if share is None else f'{100 * share:.0f}%'}. Pixel encoder: "
         f"`{meta.get('encoder_weights') or 'none'}`.",
     ]

@@ -230,7 +230,10 @@ class RewardNode(Node):
             return True
         self.counts.add(ok)
         if self.corrections is not None:
-            self.corrections.write(self.ring.frames(), ok, self.cfg.confirm)
+            try:
+                self.corrections.write(self.ring.frames(), ok, self.cfg.confirm)
+            except OSError as e:  # a full disk loses a correction, never the reward
+                log.warning("reward: correction not kept in %s: %s", self.cfg.corrections_dir, e)
         if not ok:
             log.info(
                 "reward: the operator (%s) rejected the classifier's success (%d rejected, %d "

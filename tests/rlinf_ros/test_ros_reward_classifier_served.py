@@ -7,7 +7,6 @@ no: every success frame is a false positive). Conditions are polled, never timed
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -17,30 +16,15 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
 
+from classifier_rig import reward_section, train_tiny_classifier
 from ros_procs import Probe, Procs, free_port
 
 pytestmark = [pytest.mark.ros]
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learner/runners"))
 
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from test_reward_classifier_push import write_tiny_store
-
-    from learner.runners.reward_classifier import RewardClassifierConfig, run
-    from rlinf_contracts.config import from_dict, load_config
-
-    tmp = tmp_path_factory.mktemp("rc")
-    write_tiny_store(tmp / "demos")
-    root = Path(__file__).resolve().parents[2]
-    overrides = [f"data.store={tmp / 'demos'}", f"train.out_dir={tmp / 'run'}", "train.epochs=15"]
-    overrides += ["train.batch_size=16", "train.time_budget_s=600", "model.channels=[8,8]"]
-    overrides += ["model.backbone=", "data.extra_stores=[]"]  # the small CNN, the demos alone
-    cfg = from_dict(
-        RewardClassifierConfig, load_config(root / "configs/reward_classifier_push.yaml", overrides)
-    )
-    assert run(cfg, None)["val_accuracy"] > 0.8
-    return tmp / "run"
+    return train_tiny_classifier(tmp_path_factory.mktemp("rc"))
 
 
 def test_served_classifier_rewards_frames_and_reports_rates_against_the_judge(
@@ -53,18 +37,7 @@ def test_served_classifier_rewards_frames_and_reports_rates_against_the_judge(
 
     port = free_port()
     graph = tmp_path / "graph.yaml"
-    reward = {
-        "enabled": True,
-        "server_url": f"ws://127.0.0.1:{port}",
-        "image_topic": "camera/front/image_raw",
-        "camera": "front",
-        "consecutive": 2,
-        "rate_hz": 20,
-        "end_episode": True,
-        "begin_episode": False,
-        "judge_topic": "task/reward",
-        "judge_window": 6,
-    }
+    reward = reward_section(port)
     graph.write_text(yaml.safe_dump({"robot": {"enabled": False}, "reward": reward}))
     procs, probe = Procs(tmp_path), None
     try:

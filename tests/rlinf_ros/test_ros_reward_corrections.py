@@ -9,20 +9,18 @@ server (``push.url``), which then serves the new version. Conditions are polled,
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from classifier_rig import ROOT, reward_section, train_tiny_classifier
 
 from rlinf_contracts.config import ConfigError
 from rlinf_ros.online_config import RewardNodeConfig
 from rlinf_ros.reward_corrections import CorrectionStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "learner/runners"))
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "corrections-weights-token"
 
 
@@ -71,20 +69,7 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", TOKEN)
     port, corrections = free_port(), tmp_path / "corrections"
     graph = tmp_path / "graph.yaml"
-    reward = {
-        "enabled": True,
-        "server_url": f"ws://127.0.0.1:{port}",
-        "image_topic": "camera/front/image_raw",
-        "camera": "front",
-        "consecutive": 2,
-        "rate_hz": 20,
-        "end_episode": True,
-        "begin_episode": False,
-        "judge_topic": "task/reward",
-        "judge_window": 6,
-        "confirm": "judge",
-        "corrections_dir": str(corrections),
-    }
+    reward = reward_section(port, confirm="judge", corrections_dir=str(corrections))
     graph.write_text(yaml.safe_dump({"robot": {"enabled": False}, "reward": reward}))
     procs, probe = Procs(tmp_path), None
     try:
@@ -177,20 +162,4 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small-CNN classifier of the tiny store (bright frames = success); its run dir."""
-    from test_reward_classifier_push import write_tiny_store
-
-    from learner.runners.reward_classifier import RewardClassifierConfig, run
-    from rlinf_contracts.config import from_dict, load_config
-
-    tmp = tmp_path_factory.mktemp("rc")
-    write_tiny_store(tmp / "demos")
-    overrides = [f"data.store={tmp / 'demos'}", f"train.out_dir={tmp / 'run'}", "train.epochs=15"]
-    overrides += ["train.batch_size=16", "train.time_budget_s=600", "model.channels=[8,8]"]
-    overrides += ["model.backbone=", "data.extra_stores=[]"]
-    cfg = from_dict(
-        RewardClassifierConfig,
-        load_config(ROOT / "configs/reward_classifier_push.yaml", overrides),
-    )
-    assert run(cfg, None)["val_accuracy"] > 0.8
-    return tmp / "run"
+    return train_tiny_classifier(tmp_path_factory.mktemp("rc"))
