@@ -8,14 +8,11 @@ server (``push.url``), which then serves the new version. Conditions are polled,
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from classifier_rig import ROOT, reward_section, train_tiny_classifier
+from classifier_rig import ROOT, RewardRig, train_tiny_classifier
 
 from rlinf_contracts.config import ConfigError
 from rlinf_ros.online_config import RewardNodeConfig
@@ -59,48 +56,17 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
     classifier: Path, tmp_path: Path, ros_domain_id: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
-    from ros_procs import Probe, Procs, free_port
-    from sensor_msgs.msg import Image
-    from std_msgs.msg import Float64, String
+    from ros_procs import free_port
 
     from rlinf_data.store import EpisodeStore
-    from rlinf_ros.conversions import numpy_to_image
 
     monkeypatch.setenv("RLINF_WEIGHTS_TOKEN", TOKEN)
-    port, corrections = free_port(), tmp_path / "corrections"
-    graph = tmp_path / "graph.yaml"
-    reward = reward_section(port, confirm="judge", corrections_dir=str(corrections))
-    graph.write_text(yaml.safe_dump({"robot": {"enabled": False}, "reward": reward}))
-    procs, probe = Procs(tmp_path), None
-    try:
-        serve = ["-m", "rlinf_cli.main", "serve", "--checkpoint", str(classifier)]
-        procs.start("serve", [*serve, "--port", str(port)])
-        procs.start_node("reward", graph)
-        probe = Probe()
-        rewards = probe.record(Float64, "reward", lambda m: m.data)
-        events = probe.record(String, "episode/event", lambda m: json.loads(m.data))
-        reports = probe.record(String, "reward/judge", lambda m: json.loads(m.data))
-        img = probe.node.create_publisher(Image, "camera/front/image_raw", 10)
-        judge = probe.node.create_publisher(Float64, "task/reward", 10)
-        probe.wait_for(lambda: img.get_subscription_count() > 0, 60, "reward node up", procs)
-        probe.wait_for(lambda: judge.get_subscription_count() > 0, 30, "judge matched", procs)
-        rng = np.random.default_rng(1)
-
-        def show(base: int, says: float, until, what: str) -> None:
-            deadline = time.monotonic() + 120
-            while not until() and time.monotonic() < deadline:
-                judge.publish(Float64(data=says))
-                frame = (base + rng.integers(0, 20, (48, 48, 3))).astype(np.uint8)
-                img.publish(numpy_to_image(frame, "rgb8"))
-                time.sleep(0.05)
-            probe.wait_for(until, 5, what, procs)
-
-        def ends() -> list[dict]:
-            return [e for _, e in events if e["kind"] == "end"]
-
-        show(30, 0.0, lambda: len(rewards) >= 3, "dark frames scored")
+    corrections = tmp_path / "corrections"
+    with RewardRig(classifier, tmp_path, confirm="judge", corrections_dir=str(corrections)) as rig:
+        rewards, reports, ends, port = rig.rewards, rig.reports, rig.ends, rig.port
+        rig.show(30, 0.0, lambda: len(rewards) >= 3, "dark frames scored")
         # a success the judge does not see: rejected, a failure end, no reward 1
-        show(230, 0.0, lambda: len(ends()) >= 1, "the operator's end")
+        rig.show(230, 0.0, lambda: len(ends()) >= 1, "the operator's end")
         first = ends()[0]
         assert (first["reason"], first["success"], first["status"]) == (
             "operator",
@@ -110,13 +76,13 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
         assert not any(v == 1.0 for _, v in rewards)
         # the scene changes (dark frames), then a success the judge sees: confirmed
         n = len(rewards)
-        show(30, 0.0, lambda: any(v == 0.0 for _, v in rewards[n:]), "dark frames again")
-        show(230, 1.0, lambda: len(ends()) >= 2, "the confirmed end")
+        rig.show(30, 0.0, lambda: any(v == 0.0 for _, v in rewards[n:]), "dark frames again")
+        rig.show(230, 1.0, lambda: len(ends()) >= 2, "the confirmed end")
         second = ends()[1]
         assert (second["reason"], second["success"]) == ("classifier", True)
         assert any(v == 1.0 for _, v in rewards)
         # the counts ride in the judge's window reports (a window after the confirmation)
-        show(230, 1.0, lambda: any(r.get("operator_confirmed") for _, r in reports), "report")
+        rig.show(230, 1.0, lambda: any(r.get("operator_confirmed") for _, r in reports), "report")
         rep = next(r for _, r in reports if r.get("operator_confirmed"))
         assert rep["operator_rejected"] == 1 and rep["operator_confirmed"] == 1
         store = EpisodeStore(corrections, mode="r")
@@ -153,11 +119,7 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
         cfg.push.timeout_s = 2.0
         with pytest.raises(ConnectionError, match=r"trained and saved .*push to ws://"):
             run(cfg, None)
-    finally:
-        if probe is not None:
-            probe.close()
-        codes = procs.stop_all()
-    assert codes["reward"] == 0
+    assert rig.codes["reward"] == 0
 
 
 @pytest.fixture(scope="module")
