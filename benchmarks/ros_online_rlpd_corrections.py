@@ -4,8 +4,8 @@ each classifier success (``reward.confirm: judge``) and keeps the frames of each
 (``reward.corrections_dir``); every ``MIN`` minutes with new verdicts, :class:`Retrainer` runs the
 shipped command that retrains the classifier on the demos, the near misses and the corrections and
 pushes it to the served classifier (``rlinf train configs/reward_classifier_push.yaml
-data.extra_stores=[..., corrections] push.url=ws://...``), as an operator would between two
-coffee breaks. :func:`corrections_lines` is the results paragraph.
+data.extra_stores=[..., corrections] push.url=ws://...``), the command an operator would run by
+hand every few minutes. :func:`corrections_lines` is the results paragraph.
 """
 
 from __future__ import annotations
