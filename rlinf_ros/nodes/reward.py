@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 
 import numpy as np
 from rclpy.node import Node
@@ -100,6 +101,7 @@ class RewardNode(Node):
         self.last_rates: JudgeRates | None = None
         self.ring = FrameRing(cfg.consecutive)  # the frames that fire a success
         self.counts = CorrectionCounts()  # the operator's verdicts (reward.confirm)
+        self._said_rejected = -1e9  # when the last rejection was logged (monotonic s)
         self.corrections: CorrectionStore | None = None  # opened once the classifier is known
         if cfg.source == "classifier":
             self.create_subscription(Image, cfg.image_topic, self._on_image, sensor_qos())
@@ -234,7 +236,8 @@ class RewardNode(Node):
                 self.corrections.write(self.ring.frames(), ok, self.cfg.confirm)
             except OSError as e:  # a full disk loses a correction, never the reward
                 log.warning("reward: correction not kept in %s: %s", self.cfg.corrections_dir, e)
-        if not ok:
+        if not ok and time.monotonic() - self._said_rejected >= 30.0:  # a line per 30 s at most
+            self._said_rejected = time.monotonic()
             log.info(
                 "reward: the operator (%s) rejected the classifier's success (%d rejected, %d "
                 "confirmed so far)",
