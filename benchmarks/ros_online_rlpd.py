@@ -70,7 +70,14 @@ from online_rig import (  # noqa: E402
     start_server,
     wait_for,
 )
-from ros_online_rlpd_corrections import Retrainer  # noqa: E402
+from ros_online_rlpd_corrections import (  # noqa: E402
+    CONFIRMED_LATCH,
+    Retrainer,
+    add_operator_arguments,
+    check_operator_arguments,
+    operator_reward,
+    operator_stem,
+)
 from ros_online_rlpd_heldout import checkpoints, heldout, judge, sim_task  # noqa: E402
 from ros_online_rlpd_render import plot, render  # noqa: E402
 from ros_online_rlpd_tasks import TASKS  # noqa: E402
@@ -79,10 +86,9 @@ from ros_procs import Procs, free_port  # noqa: E402
 TASK = TASKS["reach"]
 HUMAN_PATIENCE_S: float | None = None  # --human: the scripted human watching the online run
 CORRECTIONS_MIN: float | None = None  # --corrections: the operator's verdicts, retrain period
+CATCH_FRAMES = 0  # --catch: the operator's success key on a success the classifier missed
+ON_REJECT = "end"  # --on-reject: what the operator's rejection does (reward.on_reject)
 CORRECTIONS: dict = {}  # the retraining rounds of this run (results)
-# with an operator confirming, a missed success costs a reward and a false one only a key press:
-# the classifier's latch is loosened (the graph's threshold 0.6 / 3 frames)
-CONFIRMED_LATCH = {"threshold": 0.5, "consecutive": 2}
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -109,12 +115,11 @@ def task_graph(
     on (its own robot id and spool), the reward node asking the classifier served on
     ``reward_port``. Each robot draws its own episodes (task seed), so a fleet does not repeat
     one robot's scenes."""
-    cfg = task_base()
+    cfg = merge(task_base(), TASK.online_graph)
     if reward_port is not None:
         cfg["reward"]["server_url"] = f"ws://127.0.0.1:{reward_port}"
     if CORRECTIONS_MIN is not None:  # the twin's judge confirms each classifier success
-        cfg["reward"].update(confirm="judge", corrections_dir=str(work / "corrections"))
-        cfg["reward"].update(CONFIRMED_LATCH)  # the operator filters false positives: recall first
+        operator_reward(cfg["reward"], work, CATCH_FRAMES, ON_REJECT)
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
     seed = int(cfg["task"].get("seed", 0)) + 1000 * robot
     results = work / ("episodes.json" if robot == 0 else f"episodes_twin{robot}.json")
@@ -288,6 +293,7 @@ RUN_FIGURES = (
     "ingest/intervention_ratio",
     "reward_judge/operator_rejected",
     "reward_judge/operator_confirmed",
+    "reward_judge/operator_caught",
 )
 
 
@@ -367,6 +373,8 @@ def online(
                 every_min=CORRECTIONS_MIN,
                 rounds=retrainer.rounds,
                 errors=retrainer.errors,
+                catch_missed=CATCH_FRAMES,
+                on_reject=ON_REJECT,
                 **CONFIRMED_LATCH,
             )
     if procs.procs["learner"].returncode != 0:
@@ -440,7 +448,7 @@ def single_robot(robots: int) -> dict | None:
 
 
 def main() -> None:
-    global TASK, HUMAN_PATIENCE_S, CORRECTIONS_MIN
+    global TASK, HUMAN_PATIENCE_S, CORRECTIONS_MIN, CATCH_FRAMES, ON_REJECT
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
@@ -466,15 +474,7 @@ def main() -> None:
         help="a scripted human watches the online run and takes over when the task has not "
         "progressed for PATIENCE_S seconds (HIL-SERL's interventions; results <stem>_human)",
     )
-    ap.add_argument(
-        "--corrections",
-        type=float,
-        default=None,
-        metavar="MIN",
-        help="the twin's judge confirms each classifier success as an operator would; the "
-        "classifier is retrained on the verdicts and pushed every MIN minutes (results "
-        "<stem>_corrections)",
-    )
+    add_operator_arguments(ap)
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     ap.add_argument(
@@ -496,12 +496,12 @@ def main() -> None:
         ap.error(f"--robots must be >= 1, got {a.robots}")
     if a.human is not None and a.human <= 0:
         ap.error(f"--human takes the human's patience in seconds (> 0), got {a.human}")
-    if a.corrections is not None and (a.corrections <= 0 or TASK.classifier is None):
-        ap.error("--corrections takes minutes (> 0) and a task with a learned reward (push_pixels)")
-    HUMAN_PATIENCE_S, CORRECTIONS_MIN = a.human, a.corrections
+    check_operator_arguments(ap, a, TASK.classifier)
+    HUMAN_PATIENCE_S, CORRECTIONS_MIN, CATCH_FRAMES = a.human, a.corrections, a.catch
+    ON_REJECT = a.on_reject
     stem = TASK.stem if a.robots == 1 else f"{TASK.stem}_robots{a.robots}"
     stem += "_human" if a.human is not None else ""
-    stem += "_corrections" if a.corrections is not None else ""
+    stem += operator_stem(a)
     if a.from_json:
         data = load(stem)
         print(render(stem, data["meta"], data["rows"]))

@@ -5,27 +5,95 @@ each classifier success (``reward.confirm: judge``) and keeps the frames of each
 shipped command that retrains the classifier on the demos, the near misses and the corrections and
 pushes it to the served classifier (``rlinf train configs/reward_classifier_push.yaml
 data.extra_stores=[..., corrections] push.url=ws://...``), the command an operator would run by
-hand every few minutes. :func:`corrections_lines` is the results paragraph.
+hand every few minutes. With ``--catch FRAMES`` the operator also presses the success key on a
+success the classifier missed (``reward.catch_missed``): the run is paid for it, and its frames
+are positives for the next round. :func:`operator_reward` sets the reward node's keys;
+:func:`corrections_lines` is the results paragraph.
 """
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# with an operator confirming, a missed success costs a reward and a false one only a key press:
+# the classifier's latch is loosened (the graph's threshold 0.6 / 3 frames)
+CONFIRMED_LATCH = {"threshold": 0.5, "consecutive": 2}
 
-def verdicts(store: Path) -> tuple[int, int]:
-    """(confirmed, rejected) episodes in the corrections store so far (none: (0, 0))."""
+
+def operator_reward(reward: dict, work: Path, catch: int, on_reject: str) -> dict:
+    """The reward node's section with the twin's judge as the operator: it confirms each
+    classifier success (a rejection: ``on_reject``), presses the success key after ``catch``
+    frames of a missed one (0: never), and each verdict's frames go to ``work/corrections``."""
+    reward.update(confirm="judge", corrections_dir=str(work / "corrections"), **CONFIRMED_LATCH)
+    reward.update(catch_missed=catch, on_reject=on_reject)
+    return reward
+
+
+def add_operator_arguments(ap: argparse.ArgumentParser) -> None:
+    """The operator's flags of ``ros_online_rlpd.py`` (``--corrections``, ``--catch``,
+    ``--on-reject``)."""
+    ap.add_argument(
+        "--corrections",
+        type=float,
+        default=None,
+        metavar="MIN",
+        help="the twin's judge confirms each classifier success as an operator would; the "
+        "classifier is retrained on the verdicts and pushed every MIN minutes (results "
+        "<stem>_corrections)",
+    )
+    ap.add_argument(
+        "--catch",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="with --corrections: the operator also presses the success key once the task has "
+        "looked done for FRAMES frames and the classifier stayed silent (results <stem>_catch)",
+    )
+    ap.add_argument(
+        "--on-reject",
+        choices=("end", "continue"),
+        default="end",
+        help="with --corrections: a rejected success ends the episode (end) or is a 'not yet' "
+        "and the episode goes on (continue; results <stem>_continue)",
+    )
+
+
+def check_operator_arguments(
+    ap: argparse.ArgumentParser, a: argparse.Namespace, classifier: str | None
+) -> None:
+    """One line per bad combination (``ap.error``), before anything starts."""
+    if a.corrections is not None and (a.corrections <= 0 or classifier is None):
+        ap.error("--corrections takes minutes (> 0) and a task with a learned reward (push_pixels)")
+    if a.catch < 0 or (a.catch and a.corrections is None):
+        ap.error("--catch takes frames (> 0) and goes with --corrections")
+    if a.on_reject != "end" and a.corrections is None:
+        ap.error("--on-reject goes with --corrections")
+
+
+def operator_stem(a: argparse.Namespace) -> str:
+    """The results stem's suffix for the operator's flags."""
+    stem = "_corrections" if a.corrections is not None else ""
+    stem += "_catch" if a.catch else ""
+    return stem + ("_continue" if a.on_reject == "continue" else "")
+
+
+def verdicts(store: Path) -> dict[str, int]:
+    """The corrections store's episodes so far by verdict (confirmed, rejected, caught)."""
+    counts = dict.fromkeys(("confirmed", "rejected", "caught"), 0)
     if not (store / "episodes").is_dir():
-        return 0, 0
+        return counts
     from rlinf_data.store import EpisodeStore
 
     s = EpisodeStore(store, mode="r")
-    ok = sum(bool(s.info(i).success) for i in range(len(s)))
-    return ok, len(s) - ok
+    for i in range(len(s)):
+        kind = s.info(i).extra.get("correction", "confirmed")
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 class Retrainer(threading.Thread):
@@ -51,10 +119,10 @@ class Retrainer(threading.Thread):
     def run(self) -> None:
         seen = 0
         while not self._stop_event.wait(self.every_s):
-            confirmed, rejected = verdicts(self.store)
-            if confirmed + rejected - seen < self.min_new:
+            counts = verdicts(self.store)
+            if sum(counts.values()) - seen < self.min_new:
                 continue
-            seen = confirmed + rejected
+            seen = sum(counts.values())
             t = time.time()
             try:
                 metrics = self.retrain(len(self.rounds) + 1)
@@ -66,8 +134,7 @@ class Retrainer(threading.Thread):
             self.rounds.append(
                 {
                     "at_s": round(t - self.t0, 1),
-                    "confirmed": confirmed,
-                    "rejected": rejected,
+                    **counts,
                     "train_s": round(time.time() - t, 1),
                     **{
                         k: metrics[k]
@@ -92,13 +159,28 @@ def corrections_lines(meta: dict) -> list[str]:
     rounds = corr.get("rounds", [])
     nan = float("nan")
     per_round = "; ".join(
-        f"{r['at_s'] / 60:.1f} min: {r['rejected']} rejected / {r['confirmed']} confirmed so far, "
+        f"{r['at_s'] / 60:.1f} min: {r['rejected']} rejected / {r['confirmed']} confirmed / "
+        f"{r.get('caught', 0)} caught so far, "
         f"val FP {r.get('val_fp_rate', nan):.3f}, FN {r.get('val_fn_rate', nan):.3f}"
         for r in rounds
     )
-    rej, conf = (
-        fig.get("reward_judge/operator_rejected"),
-        fig.get("reward_judge/operator_confirmed"),
+    rej, conf, caught = (
+        fig.get(f"reward_judge/operator_{k}") for k in ("rejected", "confirmed", "caught")
+    )
+    catch = corr.get("catch_missed") or 0
+    not_yet = (
+        " With `reward.on_reject: continue` a rejection did not end the episode: reward 0 and "
+        "the episode went on (the operator's 'not yet'), asked again only after the classifier "
+        "had said no in between."
+        if corr.get("on_reject") == "continue"
+        else ""
+    )
+    caught_line = (
+        f"; the operator also pressed the success key on {caught:.0f} successes the classifier "
+        f"missed ({catch} frames of success in a row, {catch / 20:.1f} s at 20 Hz; "
+        "`reward.catch_missed`), each paid and kept as a positive"
+        if catch and caught is not None
+        else ""
     )
     return [
         "Corrections: the reward node asked the operator (the twin's judge standing in for a "
@@ -115,6 +197,8 @@ def corrections_lines(meta: dict) -> list[str]:
         + ". Operator verdicts over the run: "
         f"{'n/a' if rej is None else f'{rej:.0f}'} rejected, "
         f"{'n/a' if conf is None else f'{conf:.0f}'} confirmed"
+        + caught_line
         + (f"; failed rounds: {corr['errors']}" if corr.get("errors") else "")
         + "."
+        + not_yet
     ]

@@ -37,6 +37,7 @@ class BenchTask:
     # graph overrides of the demo collection (a learned-reward graph: the judge ends the demos,
     # no reward node: the demos are what the classifier learns from)
     demo_graph: dict = field(default_factory=dict)
+    online_graph: dict = field(default_factory=dict)  # graph overrides of the online run
     classifier: str | None = None  # the success classifier's config: reward node + served model
     encoder: PixelEncoder | None = None
     # episodes of the scripted human with noise on its commands, recorded for the classifier's
@@ -54,6 +55,9 @@ class BenchTask:
         """The graph's node processes: the reward node too when the reward is learned."""
         return GRAPH_NODES + (("reward",) if self.classifier else ())
 
+
+# the twin's judge ends the episodes and no reward node runs (the demos of a learned reward)
+_JUDGE_REWARD = {"task": {"judge_ends_episodes": True}, "reward": {"enabled": False}}
 
 TASKS = {
     "reach": BenchTask(
@@ -80,9 +84,22 @@ TASKS = {
         "configs/ros_online_rlpd_push_pixels.yaml",
         "push",
         f"{STEM}_push_pixels",
-        demo_graph={"task": {"judge_ends_episodes": True}, "reward": {"enabled": False}},
+        demo_graph=_JUDGE_REWARD,
         classifier="configs/reward_classifier_push.yaml",
         negatives=40,
+        encoder=PixelEncoder(
+            "configs/encoder_pretrain.yaml", "runs/encoder_pretrain_front", ("front", "wrist")
+        ),
+    ),
+    # the control of the learned reward: the same camera-only learner and graph, with the twin's
+    # judge as the reward (what a perfect classifier, or an operator on every episode, gives)
+    "push_pixels_judge": BenchTask(
+        "configs/ros_sim_franka_push_pixels.yaml",
+        "configs/ros_online_rlpd_push_pixels.yaml",
+        "push",
+        f"{STEM}_push_pixels_judge",
+        demo_graph=_JUDGE_REWARD,
+        online_graph=_JUDGE_REWARD,
         encoder=PixelEncoder(
             "configs/encoder_pretrain.yaml", "runs/encoder_pretrain_front", ("front", "wrist")
         ),

@@ -204,6 +204,7 @@ TELEOP_DEVICES = ("keyboard", "spacemouse", "gamepad", "leader", "scripted")
 
 
 REWARD_SOURCES = ("classifier", "events")
+ON_REJECT = ("end", "continue")  # what an operator's rejection of a classifier success does
 
 
 @dataclass
@@ -289,9 +290,26 @@ class RewardNodeConfig:
     corrections_dir: str = field(
         default="",
         metadata={
-            "help": "with confirm: an episode store that keeps each verdict's frames (the "
-            "consecutive frames that fired, labelled by the verdict), for `rlinf train "
+            "help": "an episode store that keeps the frames of each operator's verdict (with "
+            "confirm: the consecutive frames that fired, labelled by the verdict; and the frames "
+            "before a success key the classifier missed, as positives), for `rlinf train "
             "configs/reward_classifier_push.yaml data.extra_stores=[..., DIR]`; '' = not kept"
+        },
+    )
+    on_reject: str = field(
+        default="end",
+        metadata={
+            "help": "with confirm: what the operator's rejection does: end (the episode ends as a "
+            "failure, the scene is reset) | continue (reward 0, the episode goes on: 'not yet')"
+        },
+    )
+    catch_missed: int = field(
+        default=0,
+        metadata={
+            "help": "with confirm: the operator's success key on what the classifier misses: "
+            "once the confirmer has seen success on this many scored frames in a row of an "
+            "episode the classifier left open, the episode ends in success (reason operator) and "
+            "its frames are kept as a positive; 0 = the operator answers the classifier only"
         },
     )
     reward_topic: str = field(
@@ -338,8 +356,17 @@ class RewardNodeConfig:
                 "key 'reward.confirm' is 'judge' but 'reward.judge_topic' is empty: name the "
                 "twin's success flag (task/reward)"
             )
-        if self.corrections_dir and not self.confirm:
+        if self.on_reject not in ON_REJECT:
             raise ConfigError(
-                "key 'reward.corrections_dir' keeps the operator's verdicts: set reward.confirm "
-                "too (the classifier's own successes would only teach it what it already says)"
+                f"key 'reward.on_reject' must be one of {list(ON_REJECT)}, got "
+                f"{self.on_reject!r}{did_you_mean(self.on_reject, ON_REJECT)}"
+            )
+        if self.catch_missed < 0:
+            raise ConfigError(
+                f"key 'reward.catch_missed' is a frame count >= 0, got {self.catch_missed}"
+            )
+        if self.catch_missed and not self.confirm:
+            raise ConfigError(
+                "key 'reward.catch_missed' has the operator (reward.confirm) press the success "
+                "key: set reward.confirm too"
             )

@@ -18,6 +18,14 @@ configs/reward_classifier_push.yaml data.extra_stores=[..., DIR] push.url=ws://.
 retrains the classifier on them and hot-swaps the served one. The counts go out with the
 judge's error-rate report, so the learner logs how often the operator had to say no.
 
+The operator also catches what the classifier misses: a success key pressed on a bench (the
+teleop's ``success`` end) keeps the frames before it as a positive; on the twin,
+``reward.catch_missed: N`` has the confirmer press that key once it has seen success on ``N``
+scored frames in a row of an episode the classifier left open (:class:`MissedSuccess`). A
+classifier retrained on rejections alone grows conservative (it missed ~0.8 of the twin's real
+success frames after eight rounds); the caught successes are the positives that pull it back, and
+a reward the run would otherwise lose.
+
 Confirmers: ``judge``, the sim twin's own success flag at that moment (the twin's stand-in for
 the operator, as its judge labels the demos for the human's keys).
 
@@ -26,8 +34,10 @@ the operator, as its judge labels the demos for the human's keys).
 (2, 1)
 >>> confirm_by_judge(True), confirm_by_judge(False), confirm_by_judge(None)
 (True, False, None)
->>> c = CorrectionCounts(); c.add(True); c.add(False); c.add(False); c.to_dict()
-{'operator_confirmed': 1, 'operator_rejected': 2}
+>>> c = CorrectionCounts(); c.add("confirmed"); c.add("rejected"); c.add("rejected"); c.to_dict()
+{'operator_confirmed': 1, 'operator_rejected': 2, 'operator_caught': 0}
+>>> m = MissedSuccess(after=2); [m.update(s) for s in (True, True, True, False, True, True)]
+[False, True, False, False, False, True]
 """
 
 from __future__ import annotations
@@ -69,19 +79,48 @@ class FrameRing:
         return list(self._frames)
 
 
+# what the operator said: confirmed / rejected a classifier success, caught one it missed
+VERDICTS = ("confirmed", "rejected", "caught")
+
+
 @dataclass
 class CorrectionCounts:
     confirmed: int = 0
     rejected: int = 0
+    caught: int = 0
 
-    def add(self, ok: bool) -> None:
-        if ok:
-            self.confirmed += 1
-        else:
-            self.rejected += 1
+    def add(self, verdict: str) -> None:
+        setattr(self, verdict, getattr(self, verdict) + 1)
 
     def to_dict(self) -> dict[str, int]:
-        return {"operator_confirmed": self.confirmed, "operator_rejected": self.rejected}
+        return {f"operator_{v}": getattr(self, v) for v in VERDICTS}
+
+
+class MissedSuccess:
+    """The twin's operator pressing the success key: :meth:`update` per scored frame of an episode
+    the classifier has not decided, with what the operator sees; True once it has seen success
+    on ``after`` frames in a row (0: never). Then it waits for the scene to look undone (the
+    reset) before it can press again, so one success is one key press."""
+
+    def __init__(self, after: int) -> None:
+        self.after, self.run, self.armed = after, 0, True
+
+    def update(self, sees_success: bool | None) -> bool:
+        if not sees_success:
+            self.run, self.armed = 0, self.armed or sees_success is False
+            return False
+        if not self.after or not self.armed:
+            return False
+        self.run += 1
+        if self.run < self.after:
+            return False
+        self.decided()
+        return True
+
+    def decided(self) -> None:
+        """The episode's success is decided (by the key, the classifier or a person): no key
+        press for it until the scene looks undone."""
+        self.run, self.armed = 0, False
 
 
 class CorrectionStore:
@@ -99,8 +138,10 @@ class CorrectionStore:
         self.store = EpisodeStore(self.path, mode="a")
         self.written = 0
 
-    def write(self, frames: list[np.ndarray], success: bool, by: str) -> int:
-        """One correction: ``frames`` [K, H, W, 3] labelled ``success``; its episode index."""
+    def write(self, frames: list[np.ndarray], verdict: str, by: str) -> int:
+        """One correction: ``frames`` [K, H, W, 3], a success unless ``verdict`` is
+        ``rejected``; its episode index."""
+        success = verdict != "rejected"
         images = np.stack(frames).astype(np.uint8)
         n, h, w = images.shape[:3]
         layout = StepLayout(self.state_dim, 1, {self.camera: (h, w)})
@@ -116,7 +157,7 @@ class CorrectionStore:
             source="online",
             success=success,
             status="complete" if success else "truncated",
-            extra={"correction": "confirmed" if success else "rejected", "by": by},
+            extra={"correction": verdict, "by": by},
         )
         index = self.store.write(Episode(info, steps))
         self.written += 1

@@ -8,7 +8,8 @@ becomes one report; the streamer puts the newest into the next episode's info
 into ``reward_judge/*`` metrics (the newest window per robot, and the totals) plus one log line
 per new window. A robot without a judge (a real bench) sends none: no metrics. A robot whose
 operator confirms the classifier's successes adds its counts so far (``operator_confirmed`` /
-``operator_rejected``), summed over robots.
+``operator_rejected``, and ``operator_caught``: the successes it caught that the classifier
+missed), summed over robots.
 
 >>> r = JudgeReports()
 >>> r.add("twin0", {"window": 1, "n": 4, "judge_pos": 2, "judge_neg": 2, "false_pos": 1,
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 _COUNTS = ("n", "judge_pos", "judge_neg", "false_pos", "false_neg")
 # the operator's verdicts on the classifier's successes, cumulative per robot (reward.confirm)
-_OPERATOR = ("operator_confirmed", "operator_rejected")
+_OPERATOR = ("operator_confirmed", "operator_rejected", "operator_caught")
 
 
 class JudgeReports:

@@ -21,6 +21,11 @@ With ``confirm`` the classifier's success is a proposal: the operator's verdict
 (``rlinf_ros.reward_corrections``; on the twin, its judge) confirms it (the episode ends in
 success) or rejects it (the episode ends as a failure, reason ``operator``); the frames that fired
 it go to ``corrections_dir`` labelled by the verdict, and the counts ride in the judge report.
+With ``on_reject: continue`` a rejection is a "not yet": reward 0 and the episode goes on (the
+operator asked again only once the classifier has said no in between), where the near-goal
+state a false success sits in is often one push from the real one.
+A success the operator catches (a success key on a bench; on the twin, ``catch_missed``) keeps
+its frames as a positive too.
 
 The classifier is asked from a worker thread: a slow or lost server delays rewards, never the
 executor; every request has ``timeout_s`` and the client reconnects with back-off. Its pace
@@ -64,6 +69,7 @@ from rlinf_ros.reward_corrections import (
     CorrectionCounts,
     CorrectionStore,
     FrameRing,
+    MissedSuccess,
 )
 from rlinf_ros.reward_sources import (
     ClassifierReward,
@@ -101,7 +107,9 @@ class RewardNode(Node):
         self.last_rates: JudgeRates | None = None
         self.ring = FrameRing(cfg.consecutive)  # the frames that fire a success
         self.counts = CorrectionCounts()  # the operator's verdicts (reward.confirm)
-        self._said_rejected = -1e9  # when the last rejection was logged (monotonic s)
+        self.missed = MissedSuccess(cfg.catch_missed)  # the twin operator's success key
+        self._not_yet = False  # a rejected success goes on (on_reject: continue), undecided
+        self._said_verdict = -1e9  # when an operator's verdict was last logged (monotonic s)
         self.corrections: CorrectionStore | None = None  # opened once the classifier is known
         if cfg.source == "classifier":
             self.create_subscription(Image, cfg.image_topic, self._on_image, sensor_qos())
@@ -127,11 +135,17 @@ class RewardNode(Node):
             log.warning("reward: bad episode event: %s", e)
             return
         if self.cfg.source == "classifier":  # a human key / another judge before the classifier
+            if ev.reason == OPERATOR_REASON:
+                return  # our own operator's end coming back: decided (and published) already
+            self._not_yet = self._not_yet and ev.kind != "end"
             with self._lock:
                 verdict = self.verdict.on_event(ev)
+                frames = self.ring.frames()
             if verdict is not None:
                 log.info("reward: episode decided by %s (%.0f)", verdict.by, verdict.reward)
                 self._publish(verdict.reward, verdict.success)
+                if verdict.success:  # a success key on what the classifier missed: a positive
+                    self._keep(frames, "caught", verdict.by)
             return
         reward = event_reward(ev)
         if reward is not None:
@@ -149,7 +163,7 @@ class RewardNode(Node):
             return
         self.last_rates = rates
         report = {**rates.to_dict(), "window": self.judge_window.windows}
-        if self.cfg.confirm:
+        if self.cfg.confirm or self.cfg.corrections_dir:
             report.update(self.counts.to_dict())
         self.pub_judge.publish(String(data=json.dumps(report)))
         log.info(
@@ -196,21 +210,29 @@ class RewardNode(Node):
                 continue  # no new frame: nothing new to say
             seen = self._frame_id
             frame = resize_nearest(self._frame, scorer.height, scorer.width)
-            self.ring.add(frame)
             try:
                 p, ok = scorer.score(frame)
             except ClientStopped:
                 return
             with self._lock:
+                self.ring.add(frame)
                 verdict = self.verdict.on_score(ok)
             self.scored += 1
             self.pub_p.publish(Float64(data=p))
             self._compare(ok)
-            if verdict is None:
-                continue  # the episode's verdict is in (a human key, or our success): silent
+            if verdict is None:  # the episode's verdict is in (a human key, or our success):
+                if self._not_yet:  # silent; after a "not yet", the operator still watches
+                    self._not_yet = not self._caught()
+                continue
+            self._not_yet = False
+            if not verdict.end and self._caught():
+                continue
             if verdict.end and self.cfg.confirm and not self._confirmed():
-                self._publish(0.0, False)  # the operator said no: a failure, the scene reset
-                self.pub_event.publish(String(data=event_to_json(self._rejected_end())))
+                self._publish(0.0, False)  # the operator said no
+                if self.cfg.on_reject == "end":  # a failure, the scene reset
+                    self.pub_event.publish(String(data=event_to_json(self._rejected_end())))
+                else:  # "not yet": the episode goes on while the classifier still says yes
+                    self._not_yet = True
                 continue
             self._publish(verdict.reward, verdict.success)
             if verdict.end and self.cfg.end_episode:
@@ -221,6 +243,48 @@ class RewardNode(Node):
                 for ev in events:
                     self.pub_event.publish(String(data=event_to_json(ev)))
 
+    def _caught(self) -> bool:
+        """The operator's success key on a success the classifier left open (``catch_missed``):
+        the episode ends in success (reason operator), its frames kept as a positive."""
+        sees = CONFIRMERS[self.cfg.confirm](self._judge) if self.cfg.confirm else None
+        if not self.missed.update(sees):
+            return False
+        end = EpisodeEvent("end", success=True, reason=OPERATOR_REASON, stamp=now_s(self))
+        with self._lock:
+            self.verdict.on_event(end)
+            frames = self.ring.frames()
+        self._publish(1.0, True)
+        self._keep(frames, "caught", self.cfg.confirm)
+        self.pub_event.publish(String(data=event_to_json(end)))
+        if self.cfg.begin_episode:
+            begin = EpisodeEvent("begin", stamp=now_s(self))
+            self.pub_event.publish(String(data=event_to_json(begin)))
+        return True
+
+    def _keep(self, frames: list[np.ndarray], verdict: str, by: str) -> None:
+        """Count the operator's verdict; keep its frames (a full disk loses a correction, never
+        the reward)."""
+        self.counts.add(verdict)
+        if verdict != "rejected":
+            self.missed.decided()  # this success is paid: no key for it until the scene resets
+        if verdict != "confirmed" and time.monotonic() - self._said_verdict >= 30.0:
+            self._said_verdict = time.monotonic()  # a line per 30 s at most (up to ~30 a minute)
+            log.info(
+                "reward: the operator (%s) %s %s (so far: %d rejected, %d confirmed, %d caught)",
+                by,
+                verdict,
+                "a success the classifier missed" if verdict == "caught" else "its success",
+                self.counts.rejected,
+                self.counts.confirmed,
+                self.counts.caught,
+            )
+        if self.corrections is None or not frames:
+            return
+        try:
+            self.corrections.write(frames, verdict, by)
+        except OSError as e:
+            log.warning("reward: correction not kept in %s: %s", self.cfg.corrections_dir, e)
+
     def _confirmed(self) -> bool:
         """The operator's verdict on the classifier's success; its frames kept, labelled so.
         No verdict to be had (the judge not heard yet): the success stands, nothing kept."""
@@ -230,21 +294,9 @@ class RewardNode(Node):
                 "reward: no %s verdict yet; the classifier's success stands", self.cfg.confirm
             )
             return True
-        self.counts.add(ok)
-        if self.corrections is not None:
-            try:
-                self.corrections.write(self.ring.frames(), ok, self.cfg.confirm)
-            except OSError as e:  # a full disk loses a correction, never the reward
-                log.warning("reward: correction not kept in %s: %s", self.cfg.corrections_dir, e)
-        if not ok and time.monotonic() - self._said_rejected >= 30.0:  # a line per 30 s at most
-            self._said_rejected = time.monotonic()
-            log.info(
-                "reward: the operator (%s) rejected the classifier's success (%d rejected, %d "
-                "confirmed so far)",
-                self.cfg.confirm,
-                self.counts.rejected,
-                self.counts.confirmed,
-            )
+        with self._lock:
+            frames = self.ring.frames()
+        self._keep(frames, "confirmed" if ok else "rejected", self.cfg.confirm)
         return ok
 
     def _rejected_end(self) -> EpisodeEvent:

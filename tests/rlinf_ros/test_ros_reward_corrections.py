@@ -27,7 +27,9 @@ TOKEN = "corrections-weights-token"
         ({"confirm": "jugde"}, r"reward.confirm.*did you mean 'judge'"),
         ({"confirm": "judge", "judge_topic": ""}, r"judge_topic' is empty"),
         ({"confirm": "judge", "end_episode": False}, r"needs reward.source=classifier"),
-        ({"corrections_dir": "runs/x"}, r"corrections_dir.*set reward.confirm"),
+        ({"catch_missed": 5}, r"catch_missed.*set reward.confirm"),
+        ({"confirm": "judge", "on_reject": "contine"}, r"on_reject.*did you mean 'continue'"),
+        ({"confirm": "judge", "catch_missed": -1}, r"catch_missed' is a frame count"),
     ],
 )
 def test_confirm_config_errors_name_the_key(overrides: dict, match: str) -> None:
@@ -42,8 +44,8 @@ def test_corrections_read_back_as_labelled_frames(tmp_path: Path) -> None:
 
     store = CorrectionStore(tmp_path / "corr", "front", state_dim=5)
     frames = [np.full((8, 8, 3), v, np.uint8) for v in (10, 20, 30)]
-    store.write(frames, False, "judge")
-    store.write(frames, True, "judge")
+    store.write(frames, "rejected", "judge")
+    store.write(frames, "confirmed", "judge")
     data = labelled_frames(str(tmp_path / "corr"), "front", last_k=3)
     # the rejected success: three negatives; the confirmed one: three positives
     assert data["label"].tolist() == [0.0] * 3 + [1.0] * 3
@@ -120,6 +122,87 @@ def test_operator_rejects_and_confirms_and_the_retrained_classifier_is_pushed(
         with pytest.raises(ConnectionError, match=r"trained and saved .*push to ws://"):
             run(cfg, None)
     assert rig.codes["reward"] == 0
+
+
+@pytest.mark.ros
+def test_not_yet_goes_on_until_the_operator_sees_the_success(
+    classifier: Path, tmp_path: Path, ros_domain_id: int
+) -> None:
+    """``on_reject: continue``: a rejected success is reward 0 and no end; the classifier still
+    saying yes is not asked again, and once the judge sees the success the operator's key ends
+    the episode in success."""
+    pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
+    over = {"confirm": "judge", "on_reject": "continue", "catch_missed": 3}
+    with RewardRig(classifier, tmp_path, **over) as rig:
+        rewards, reports, ends = rig.rewards, rig.reports, rig.ends
+        rig.show(30, 0.0, lambda: len(rewards) >= 3, "dark frames scored")
+        # bright frames the judge calls no: one rejection, then silence while they last
+        rig.show(230, 0.0, lambda: any(r.get("operator_rejected") for _, r in reports), "report")
+        assert not ends() and not any(v == 1.0 for _, v in rewards)
+        # the same bright scene, now a success to the judge: the operator's key ends it
+        rig.show(230, 1.0, lambda: len(ends()) >= 1, "the operator's success key")
+        assert (ends()[0]["reason"], ends()[0]["success"]) == ("operator", True)
+        assert any(v == 1.0 for _, v in rewards)
+        rig.show(230, 1.0, lambda: any(r.get("operator_caught") for _, r in reports), "counts")
+        rep = next(r for _, r in reversed(reports) if r.get("operator_caught"))
+        assert (rep["operator_rejected"], rep["operator_caught"]) == (1, 1)
+    assert rig.codes["reward"] == 0
+
+
+@pytest.mark.ros
+def test_operator_catches_the_success_the_classifier_misses(
+    classifier: Path, tmp_path: Path, ros_domain_id: int
+) -> None:
+    """Dark frames (the classifier says no) while the judge says yes: after ``catch_missed``
+    frames the operator ends the episode in success, once per success, and keeps its frames."""
+    pytest.importorskip("rclpy", reason="needs the ros extra (ros-kilted-* wheels)")
+    from std_msgs.msg import String
+
+    from rlinf_contracts.transitions import EpisodeEvent, event_to_json
+    from rlinf_data.store import EpisodeStore
+
+    corrections = tmp_path / "corrections"
+    over = {"confirm": "judge", "catch_missed": 4, "corrections_dir": str(corrections)}
+    with RewardRig(classifier, tmp_path, **over) as rig:
+        rewards, reports, ends = rig.rewards, rig.reports, rig.ends
+        rig.show(30, 0.0, lambda: len(rewards) >= 3, "dark frames scored")
+        assert not ends()
+        rig.show(30, 1.0, lambda: len(ends()) >= 1, "the operator's success key")
+        first = ends()[0]
+        assert (first["reason"], first["success"]) == ("operator", True)
+        assert any(v == 1.0 for _, v in rewards)
+        # the same success still on view (the reset not come yet): no second key press
+        n = len(rewards)
+        rig.show(30, 1.0, lambda: len(rewards) >= n + 12, "the same scene scored")
+        assert len(ends()) == 1
+        # the scene reset (the judge says no), then a new missed success: caught again
+        rig.show(30, 0.0, lambda: len(rewards) >= n + 16, "the reset scene scored")
+        rig.show(30, 1.0, lambda: len(ends()) >= 2, "the second key press")
+        rig.show(30, 1.0, lambda: any(r.get("operator_caught") for _, r in reports), "report")
+        rep = next(r for _, r in reversed(reports) if r.get("operator_caught"))
+        assert rep["operator_rejected"] == 0 and rep["operator_confirmed"] == 0
+        # a bench's success key while the classifier is silent and the judge says no: a
+        # positive too, by the key
+        keys = rig.probe.node.create_publisher(String, "episode/event", 10)
+        heard = lambda: keys.get_subscription_count() >= 2  # noqa: E731  # the node and the probe
+        rig.probe.wait_for(heard, 30, "the node hears the keys", rig.procs)
+        n = len(rewards)
+        rig.show(30, 0.0, lambda: len(rewards) >= n + 4, "the reset scene scored")
+        key = EpisodeEvent("end", success=True, reason="success", stamp=0.0)
+        keys.publish(String(data=event_to_json(key)))
+        rig.show(30, 0.0, lambda: kept(corrections) >= 3, "the key's frames kept")
+        store = EpisodeStore(corrections, mode="r")
+        assert all(store.info(i).success for i in range(3))
+        assert [store.info(i).extra["by"] for i in range(3)] == ["judge", "judge", "success"]
+        assert store.info(0).extra["correction"] == "caught"
+    assert rig.codes["reward"] == 0
+
+
+def kept(store: Path) -> int:
+    """Episodes in the corrections store so far (0 before its first)."""
+    from rlinf_data.store import EpisodeStore
+
+    return len(EpisodeStore(store, mode="r")) if (store / "episodes").is_dir() else 0
 
 
 @pytest.fixture(scope="module")
