@@ -1,7 +1,7 @@
 """Online RLPD on the ROS 2 sim twin: robot node -> policy server -> streamer -> learner -> weights
 -> policy server, from 20 scripted-teleop demos. Held-out success vs wall time.
 
-    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push|insert|push_pixels]
+    .venv/bin/python benchmarks/ros_online_rlpd.py [--task reach|push|insert|push_pixels|...]
                                                    [--demos 20] [--minutes 20] [--eval-episodes 50]
 
 ``--task`` picks the twin graph, learner config and scripted human (:data:`TASKS`): reach
@@ -34,7 +34,10 @@ human with noise on its commands (near misses: the classifier's negatives), the 
 backbone as the learner) served by ``rlinf serve`` on
 the reward node's port, and the reward node in the graph (``source: classifier``; the twin's
 judge only scores it). The results add the classifier's FP / FN rates against the twin's judge
-(the learner's ``reward_judge/*``) and ``learner/transitions_trained_share``.
+(the learner's ``reward_judge/*``) and ``learner/transitions_trained_share``. ``push_pixels_judge``
+is its control: the same graph and learner with the twin's judge as the reward, no classifier.
+The operator's flags (``--corrections``, ``--catch``, ``--on-reject``) are
+``ros_online_rlpd_corrections``'s.
 
 Writes benchmarks/results/<stem>.{md,json,png}; prints the figures.
 """
