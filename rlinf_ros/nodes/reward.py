@@ -101,6 +101,7 @@ class RewardNode(Node):
         self.latch = SuccessLatch(cfg.consecutive)
         self.verdict = EpisodeVerdict(self.latch)
         self._lock = threading.Lock()  # the verdict: frames on the worker, events on the executor
+        self._keep_lock = threading.Lock()  # one correction written at a time (worker or a key)
         self.scored = 0
         self._judge: bool | None = None  # the judge's newest flag (None: no judge heard yet)
         self.judge_window = JudgeWindow(cfg.judge_window)
@@ -263,7 +264,11 @@ class RewardNode(Node):
 
     def _keep(self, frames: list[np.ndarray], verdict: str, by: str) -> None:
         """Count the operator's verdict; keep its frames (a full disk loses a correction, never
-        the reward)."""
+        the reward). From the worker (the classifier's verdicts) and the executor (a key)."""
+        with self._keep_lock:
+            self._keep_locked(frames, verdict, by)
+
+    def _keep_locked(self, frames: list[np.ndarray], verdict: str, by: str) -> None:
         self.counts.add(verdict)
         if verdict != "rejected":
             self.missed.decided()  # this success is paid: no key for it until the scene resets
