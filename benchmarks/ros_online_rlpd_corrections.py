@@ -69,6 +69,8 @@ def check_operator_arguments(
     """One line per bad combination (``ap.error``), before anything starts."""
     if a.corrections is not None and (a.corrections <= 0 or classifier is None):
         ap.error("--corrections takes minutes (> 0) and a task with a learned reward (push_pixels)")
+    if a.corrections is not None and a.robots > 1:
+        ap.error("--corrections keeps one corrections store: it runs with one robot (--robots 1)")
     if a.catch < 0 or (a.catch and a.corrections is None):
         ap.error("--catch takes frames (> 0) and goes with --corrections")
     if a.on_reject != "end" and a.corrections is None:
