@@ -78,6 +78,7 @@ from ros_online_rlpd_corrections import (  # noqa: E402
     Retrainer,
     add_operator_arguments,
     check_operator_arguments,
+    corrections_store,
     operator_reward,
     operator_stem,
 )
@@ -122,7 +123,7 @@ def task_graph(
     if reward_port is not None:
         cfg["reward"]["server_url"] = f"ws://127.0.0.1:{reward_port}"
     if CORRECTIONS_MIN is not None:  # the twin's judge confirms each classifier success
-        operator_reward(cfg["reward"], work, CATCH_FRAMES, ON_REJECT)
+        operator_reward(cfg["reward"], corrections_store(work, robot), CATCH_FRAMES, ON_REJECT)
     cfg["policy_client"].update(server_url=f"ws://127.0.0.1:{server_port}", reconnect_s=0.3)
     seed = int(cfg["task"].get("seed", 0)) + 1000 * robot
     results = work / ("episodes.json" if robot == 0 else f"episodes_twin{robot}.json")
@@ -229,14 +230,19 @@ def encoder_weights(work: Path) -> list[str]:
 
 
 def train_classifier(
-    work: Path, backbone: list[str], out_name: str = "classifier", push_port: int | None = None
+    work: Path,
+    backbone: list[str],
+    out_name: str = "classifier",
+    push_port: int | None = None,
+    corrections: tuple[Path, ...] = (),
 ) -> dict:
     """``rlinf train`` of the task's success classifier on the demos' frames and the noisy
-    teleop's near misses (and, retrained during the run, the operator's corrections, pushed to
-    the classifier served on ``push_port``), on the learner's frozen backbone; its metrics."""
+    teleop's near misses (and, retrained during the run, the operators' ``corrections`` stores,
+    pushed to the classifier served on ``push_port``), on the learner's frozen backbone; its
+    metrics."""
     out = work / out_name
     extra = [str(work / "rollouts")] * bool(TASK.negatives)
-    extra += [str(work / "corrections")] * (push_port is not None)
+    extra += [str(c) for c in corrections if (c / "episodes").is_dir()]
     weights = [f"model.backbone={b.split('=', 1)[1]}" for b in backbone]
     push = [f"push.url=ws://127.0.0.1:{push_port}"] * (push_port is not None)
     run_logged(
@@ -355,10 +361,11 @@ def online(
             procs.start_node(kind, graph, name=kind if i == 0 else f"{kind}_twin{i}", env=env)
     retrainer = None
     if CORRECTIONS_MIN is not None and reward_port is not None:
+        stores = tuple(corrections_store(work, i) for i in range(robots))
         retrainer = Retrainer(
-            work / "corrections",
+            list(stores),
             CORRECTIONS_MIN * 60,
-            lambda r: train_classifier(work, overrides, f"classifier_r{r}", reward_port),
+            lambda r: train_classifier(work, overrides, f"classifier_r{r}", reward_port, stores),
             t_robot,
         )
         retrainer.start()

@@ -25,11 +25,17 @@ from typing import Any
 CONFIRMED_LATCH = {"threshold": 0.5, "consecutive": 2}
 
 
-def operator_reward(reward: dict, work: Path, catch: int, on_reject: str) -> dict:
+def corrections_store(work: Path, robot: int) -> Path:
+    """Robot ``robot``'s corrections store: one per robot, as each bench's operator keeps its
+    own (robot 0's is ``work/corrections``); the retraining reads them all."""
+    return work / ("corrections" if robot == 0 else f"corrections_twin{robot}")
+
+
+def operator_reward(reward: dict, store: Path, catch: int, on_reject: str) -> dict:
     """The reward node's section with the twin's judge as the operator: it confirms each
     classifier success (a rejection: ``on_reject``), presses the success key after ``catch``
-    frames of a missed one (0: never), and each verdict's frames go to ``work/corrections``."""
-    reward.update(confirm="judge", corrections_dir=str(work / "corrections"), **CONFIRMED_LATCH)
+    frames of a missed one (0: never), and each verdict's frames go to ``store``."""
+    reward.update(confirm="judge", corrections_dir=str(store), **CONFIRMED_LATCH)
     reward.update(catch_missed=catch, on_reject=on_reject)
     return reward
 
@@ -69,8 +75,6 @@ def check_operator_arguments(
     """One line per bad combination (``ap.error``), before anything starts."""
     if a.corrections is not None and (a.corrections <= 0 or classifier is None):
         ap.error("--corrections takes minutes (> 0) and a task with a learned reward (push_pixels)")
-    if a.corrections is not None and a.robots > 1:
-        ap.error("--corrections keeps one corrections store: it runs with one robot (--robots 1)")
     if a.catch < 0 or (a.catch and a.corrections is None):
         ap.error("--catch takes frames (> 0) and goes with --corrections")
     if a.on_reject != "end" and a.corrections is None:
@@ -84,35 +88,37 @@ def operator_stem(a: argparse.Namespace) -> str:
     return stem + ("_continue" if a.on_reject == "continue" else "")
 
 
-def verdicts(store: Path) -> dict[str, int]:
-    """The corrections store's episodes so far by verdict (confirmed, rejected, caught)."""
-    counts = dict.fromkeys(("confirmed", "rejected", "caught"), 0)
-    if not (store / "episodes").is_dir():
-        return counts
+def verdicts(stores: list[Path]) -> dict[str, int]:
+    """The corrections stores' episodes so far by verdict (confirmed, rejected, caught)."""
     from rlinf_data.store import EpisodeStore
 
-    s = EpisodeStore(store, mode="r")
-    for i in range(len(s)):
-        kind = s.info(i).extra.get("correction", "confirmed")
-        counts[kind] = counts.get(kind, 0) + 1
+    counts = dict.fromkeys(("confirmed", "rejected", "caught"), 0)
+    for store in stores:
+        if not (store / "episodes").is_dir():
+            continue
+        s = EpisodeStore(store, mode="r")
+        for i in range(len(s)):
+            kind = s.info(i).extra.get("correction", "confirmed")
+            counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 
 class Retrainer(threading.Thread):
-    """Every ``every_s``, when at least ``min_new`` verdicts arrived since the last round:
+    """Every ``every_s``, when at least ``min_new`` verdicts arrived in ``stores`` (one per
+    robot) since the last round:
     ``retrain(round) -> metrics`` (the classifier trained and pushed); each round's figures in
     :attr:`rounds`. ``t0``: the robots' start (rounds are timed from it)."""
 
     def __init__(
         self,
-        store: Path,
+        stores: list[Path],
         every_s: float,
         retrain: Callable[[int], dict[str, Any]],
         t0: float,
         min_new: int = 5,
     ) -> None:
         super().__init__(name="classifier-retrainer", daemon=True)
-        self.store, self.every_s, self.retrain, self.t0 = store, every_s, retrain, t0
+        self.stores, self.every_s, self.retrain, self.t0 = stores, every_s, retrain, t0
         self.min_new = min_new
         self.rounds: list[dict[str, Any]] = []
         self.errors: list[str] = []
@@ -121,7 +127,7 @@ class Retrainer(threading.Thread):
     def run(self) -> None:
         seen = 0
         while not self._stop_event.wait(self.every_s):
-            counts = verdicts(self.store)
+            counts = verdicts(self.stores)
             if sum(counts.values()) - seen < self.min_new:
                 continue
             seen = sum(counts.values())
@@ -189,9 +195,10 @@ def corrections_lines(meta: dict) -> list[str]:
         "person's y / n) to confirm each classifier success (`reward.confirm: judge`; the "
         f"classifier's latch loosened to p > {corr.get('threshold')} on "
         f"{corr.get('consecutive')} frames in a row, as a missed success now costs a reward and "
-        "a false one a key press); a rejected "
-        "one ended the episode as a failure (reward 0) and its frames, like a confirmed one's, "
-        "went to the corrections store (`reward.corrections_dir`). Every "
+        "a false one a key press); a rejected one paid reward 0"
+        + (" and ended the episode" if corr.get("on_reject") != "continue" else "")
+        + ", and its frames, like a confirmed one's, "
+        "went to the robot's corrections store (`reward.corrections_dir`, one per robot). Every "
         f"{corr['every_min']:g} min with new verdicts, `rlinf train {meta['classifier_config']} "
         "data.extra_stores=[near misses, corrections] push.url=...` retrained the classifier and "
         f"hot-swapped the served one: {len(rounds)} rounds"

@@ -114,10 +114,12 @@ def reward_lines(meta: dict) -> list[str]:
         f"{f('reward_judge/fp_rate')}, FN rate {f('reward_judge/fn_rate')} (newest window), "
         f"{f('reward_judge/total_fp_rate')} / {f('reward_judge/total_fn_rate')} over the run "
         f"({fig.get('reward_judge/windows', 0):.0f} windows; an FN rate is n/a while the judge "
-        "has said success on no frame). The twin's training episodes ended in success by the "
-        f"classifier in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 ("
+        "has said success on no frame). The twin's training episodes ended in success"
+        + ("" if meta.get("corrections") else " by the classifier")
+        + f" in {'n/a' if twin is None else f'{twin:.2f}'} of the last 100 ("
         + (
-            "confirmed by the operator: its rejected successes ended as failures"
+            "the classifier's, each one the operator confirmed, or the operator's success key; "
+            "a rejected one paid nothing"
             if meta.get("corrections")
             else "its false positives are rewards the learner trusts"
         )
