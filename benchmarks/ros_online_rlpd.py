@@ -363,7 +363,7 @@ def online(
     if CORRECTIONS_MIN is not None and reward_port is not None:
         stores = tuple(corrections_store(work, i) for i in range(robots))
         retrainer = Retrainer(
-            list(stores),
+            stores,
             CORRECTIONS_MIN * 60,
             lambda r: train_classifier(work, overrides, f"classifier_r{r}", reward_port, stores),
             t_robot,

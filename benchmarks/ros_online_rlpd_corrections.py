@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def operator_stem(a: argparse.Namespace) -> str:
     return stem + ("_continue" if a.on_reject == "continue" else "")
 
 
-def verdicts(stores: list[Path]) -> dict[str, int]:
+def verdicts(stores: Sequence[Path]) -> dict[str, int]:
     """The corrections stores' episodes so far by verdict (confirmed, rejected, caught)."""
     from rlinf_data.store import EpisodeStore
 
@@ -105,13 +105,13 @@ def verdicts(stores: list[Path]) -> dict[str, int]:
 
 class Retrainer(threading.Thread):
     """Every ``every_s``, when at least ``min_new`` verdicts arrived in ``stores`` (one per
-    robot) since the last round:
-    ``retrain(round) -> metrics`` (the classifier trained and pushed); each round's figures in
-    :attr:`rounds`. ``t0``: the robots' start (rounds are timed from it)."""
+    robot) since the last round: ``retrain(round) -> metrics`` (the classifier trained and
+    pushed); each round's figures in :attr:`rounds`. ``t0``: the robots' start (rounds are
+    timed from it)."""
 
     def __init__(
         self,
-        stores: list[Path],
+        stores: Sequence[Path],
         every_s: float,
         retrain: Callable[[int], dict[str, Any]],
         t0: float,
