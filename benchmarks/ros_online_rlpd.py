@@ -92,6 +92,7 @@ HUMAN_PATIENCE_S: float | None = None  # --human: the scripted human watching th
 CORRECTIONS_MIN: float | None = None  # --corrections: the operator's verdicts, retrain period
 CATCH_FRAMES = 0  # --catch: the operator's success key on a success the classifier missed
 ON_REJECT = "end"  # --on-reject: what the operator's rejection does (reward.on_reject)
+BC_WEIGHT = 0.0  # --bc-weight: the learner's algorithm.bc_weight
 CORRECTIONS: dict = {}  # the retraining rounds of this run (results)
 
 
@@ -348,6 +349,7 @@ def online(
         "train.final_eval=false",
         f"train.checkpoint_every={checkpoint_every}",
         *overrides,
+        *[f"algorithm.bc_weight={BC_WEIGHT}"] * bool(BC_WEIGHT),
     )
     args[2] = str(ROOT / TASK.learner)
     procs.start("learner", args)
@@ -458,7 +460,7 @@ def single_robot(robots: int) -> dict | None:
 
 
 def main() -> None:
-    global TASK, HUMAN_PATIENCE_S, CORRECTIONS_MIN, CATCH_FRAMES, ON_REJECT
+    global TASK, HUMAN_PATIENCE_S, CORRECTIONS_MIN, CATCH_FRAMES, ON_REJECT, BC_WEIGHT
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", choices=sorted(TASKS), default="reach")
     ap.add_argument("--demos", type=int, default=20)
@@ -485,6 +487,9 @@ def main() -> None:
         "progressed for PATIENCE_S seconds (HIL-SERL's interventions; results <stem>_human)",
     )
     add_operator_arguments(ap)
+    ap.add_argument(
+        "--bc-weight", type=float, default=0.0, help="algorithm.bc_weight (results <stem>_bc<W>)"
+    )
     ap.add_argument("--work", default=None, help="default runs/bench_<stem>")
     ap.add_argument("--keep-demos", action="store_true", help="reuse <work>/demos when it exists")
     ap.add_argument(
@@ -507,11 +512,13 @@ def main() -> None:
     if a.human is not None and a.human <= 0:
         ap.error(f"--human takes the human's patience in seconds (> 0), got {a.human}")
     check_operator_arguments(ap, a, TASK.classifier)
+    if a.bc_weight < 0:
+        ap.error(f"--bc-weight must be >= 0, got {a.bc_weight}")
     HUMAN_PATIENCE_S, CORRECTIONS_MIN, CATCH_FRAMES = a.human, a.corrections, a.catch
-    ON_REJECT = a.on_reject
+    ON_REJECT, BC_WEIGHT = a.on_reject, a.bc_weight
     stem = TASK.stem if a.robots == 1 else f"{TASK.stem}_robots{a.robots}"
     stem += "_human" if a.human is not None else ""
-    stem += operator_stem(a)
+    stem += operator_stem(a) + (f"_bc{a.bc_weight:g}" if a.bc_weight else "")
     if a.from_json:
         data = load(stem)
         print(render(stem, data["meta"], data["rows"]))
@@ -576,6 +583,7 @@ def main() -> None:
         encoder_weights=rel(overrides[0].split("=", 1)[1]) if overrides else None,
         run_figures=newest(metrics, RUN_FIGURES),
         human_patience_s=a.human,
+        bc_weight=a.bc_weight or None,
         corrections=CORRECTIONS or None,
     )
     judge(meta, rows, a.sampled)

@@ -145,6 +145,17 @@ def human_lines(meta: dict) -> list[str]:
     ]
 
 
+def bc_lines(meta: dict) -> list[str]:
+    """The learner's imitation term (``--bc-weight``; none without it)."""
+    if not meta.get("bc_weight"):
+        return []
+    return [
+        "The learner's actor also imitated the prior rows of each batch, the demos' and the "
+        f"human's actions (`algorithm.bc_weight={meta['bc_weight']:g}`: that times the squared "
+        "error of its deterministic action to theirs, added to SAC's actor loss)."
+    ]
+
+
 FLEET_LEVELS = (0.5, 0.7, 0.8)  # held-out success levels the fleet and one robot are timed to
 
 
@@ -238,7 +249,7 @@ def render(stem: str, meta: dict, rows: list[dict]) -> str:
         "before `rlinf serve` was up (the pusher retries).",
     ]
     intro += fleet_lines(meta, rows)
-    intro += human_lines(meta)
+    intro += human_lines(meta) + bc_lines(meta)
     intro += reward_lines(meta)
     intro += corrections_lines(meta)
     intro += list(meta.get("notes", []))  # what a reader of the run noted (load, what it shows)

@@ -65,6 +65,24 @@ def sac_actor_loss(
     return (alpha * logp - q_pi).mean()
 
 
+def prior_action_loss(mode: Tensor, prior_action: Tensor, mask: Tensor) -> Tensor:
+    """Squared error of the actor's deterministic action to the prior data's action, summed over
+    action dims and averaged over the rows ``mask`` marks (demos, a human's takeovers); 0 when
+    none is marked.
+
+    Why: a human's corrections arrive on the policy's own state distribution (HG-DAgger's
+    labels), yet the sparse reward needs many updates to carry their value back through the
+    critic; this term lets the actor learn from them directly (TD3+BC's regulariser, applied to
+    the prior rows only). Prior actions are clipped to the actor's [-1, 1] range.
+
+    >>> prior_action_loss(torch.zeros(2, 1), torch.tensor([[1.0], [3.0]]), torch.tensor([1, 0]))
+    tensor(1.)
+    """
+    m = mask.to(mode.dtype)
+    err = (mode - prior_action.clamp(-1.0, 1.0)).square().sum(dim=-1)
+    return (err * m).sum() / m.sum().clamp(min=1.0)
+
+
 def temperature_loss(log_alpha: Tensor, logp: Tensor, target_entropy: float) -> Tensor:
     """``-log_alpha * mean(log pi + H_target)`` (log pi detached).
 
@@ -125,6 +143,8 @@ class SACConfig:
     learn_alpha: bool = True
     policy_delay: int = 1  # update() steps the actor once per this many critic steps
     adam_beta1: float = 0.9  # Adam's beta1 of the actor and critic optimisers (CrossQ: 0.5)
+    # actor: + bc_weight x prior_action_loss on the rows the batch's "prior" mask marks
+    bc_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy_delay < 1:
@@ -218,15 +238,21 @@ class SACLearner:
         same observation with the same (no-gradient) encoder here, so one forward serves both.
         """
         obs = self.features(batch["obs"])
-        action, logp = self.actor(obs).rsample()
+        dist = self.actor(obs)
+        action, logp = dist.rsample()
         self.critic.requires_grad_(False)
         q_pi = self.critic(obs, action)
         self.critic.requires_grad_(True)
         loss = sac_actor_loss(logp, q_pi, self.temperature.alpha, self.cfg.actor_q_reduce)
+        metrics: dict[str, float] = {}
+        if self.cfg.bc_weight > 0 and "prior" in batch:
+            prior = prior_action_loss(dist.mode(), batch["action"], batch["prior"])
+            loss = loss + self.cfg.bc_weight * prior
+            metrics["bc_loss"] = float(prior.detach())
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.actor_opt.step()
-        metrics = {"actor_loss": float(loss.detach()), "entropy": float(-logp.detach().mean())}
+        metrics.update(actor_loss=float(loss.detach()), entropy=float(-logp.detach().mean()))
         if self.cfg.learn_alpha:
             a_loss = temperature_loss(self.temperature.log_alpha, logp, self.target_entropy)
             self.alpha_opt.zero_grad(set_to_none=True)

@@ -20,6 +20,7 @@ one of ['crossq', 'rlpd', 'sac']
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,6 +268,13 @@ class OffPolicyAlgorithmConfig:
     adam_beta1: float | None = field(
         default=None, metadata=_h("Adam beta1; null = 0.9 (sac, rlpd) or 0.5 (crossq)")
     )
+    bc_weight: float = field(
+        default=0.0,
+        metadata=_h(
+            "actor: + this x the squared error of its deterministic action to the action of each "
+            "prior row in the batch (the demos and a human's taken-over steps); 0 = pure RL"
+        ),
+    )
 
     def validate(self) -> None:
         if self.name not in ALGORITHMS:
@@ -295,6 +303,8 @@ class OffPolicyAlgorithmConfig:
                 f"key 'algorithm.max_backlog_updates' must be >= 0 (0 = no cap), got "
                 f"{self.max_backlog_updates}"
             )
+        if not math.isfinite(self.bc_weight) or self.bc_weight < 0:
+            raise ConfigError(f"key 'algorithm.bc_weight' must be >= 0, got {self.bc_weight}")
         if self.name == "rlpd" and self.critic_subset is None:
             self.critic_subset = 2
 
@@ -484,6 +494,12 @@ class OffPolicyConfig(EnvRunConfig):
             raise ConfigError(
                 "key 'train.demos' is required by algorithm.name=rlpd (RLPD samples half of each "
                 "batch from prior data); record some with 'rlinf collect ENV --out DIR'"
+            )
+        if self.algorithm.bc_weight > 0 and not (self.train.demos or self.ingest.enabled):
+            raise ConfigError(
+                f"key 'algorithm.bc_weight'={self.algorithm.bc_weight} imitates prior actions, "
+                "and this run has none: set train.demos (or stream a robot with a human's "
+                "takeovers, ingest.enabled), or bc_weight: 0"
             )
         if self.ingest.enabled and self.cluster.address and not self.places_servers:
             raise ConfigError(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from learner.algorithms.sac import Batch
 from learner.offpolicy.batches import split_sample, to_batch
@@ -199,8 +200,19 @@ class OffPolicyLearner:
         while done < n:
             g = min(n - done, SAMPLE_GROUP)
             for part in split_sample(self.replay.sample(g * bs, self.rng), g, self.rng):
-                yield to_batch(part, self.cameras, self.pad, self.rng)
+                batch = to_batch(part, self.cameras, self.pad, self.rng)
+                if self.cfg.algorithm.bc_weight > 0:
+                    batch["prior"] = torch.as_tensor(self.prior_rows(part))
+                yield batch
             done += g
+
+    def prior_rows(self, sample: dict[str, Any]) -> np.ndarray:
+        """Rows of a replay sample whose action is prior data (``algorithm.bc_weight``): the
+        demo source's (demos, and a human's takeovers with ``replay.interventions: demo``) and
+        any taken-over step of the online source."""
+        mix = list(self.replay.cfg.mix)
+        demo = mix.index("demo") if "demo" in mix else -1
+        return (sample["source"] == demo) | np.asarray(sample["intervention"], bool)
 
     def metrics(self) -> dict[str, float]:
         m = {f"train/{k}": float(v) for k, v in self.last.items()}

@@ -102,6 +102,7 @@ def sac_config(cfg: OffPolicyConfig) -> SACConfig:
         alpha_lr=a.alpha_lr,
         init_alpha=a.init_alpha,
         target_entropy=a.target_entropy,
+        bc_weight=a.bc_weight,
     )
     if a.policy_delay is not None:
         kw["policy_delay"] = a.policy_delay

@@ -12,6 +12,7 @@ from learner.algorithms.sac import (
     OFF_POLICY_LEARNERS,
     SACConfig,
     Temperature,
+    prior_action_loss,
     sac_actor_loss,
     sac_critic_loss,
     sac_critic_target,
@@ -140,3 +141,39 @@ def test_learner_state_dict_round_trip():
     assert b.alpha == pytest.approx(a.alpha)
     torch.testing.assert_close(b.critic(obs, torch.zeros(4, 1)), a.critic(obs, torch.zeros(4, 1)))
     torch.testing.assert_close(b.act(obs, deterministic=True), a.act(obs, deterministic=True))
+
+
+def test_prior_action_loss_reads_only_marked_rows():
+    mode, prior = T([[0.0, 0.0], [0.5, 0.5]]), T([[1.0, 2.0], [0.5, -0.5]])
+    # row 0 (marked): (0 - 1)^2 + (0 - clip(2))^2 = 2; row 1 unmarked
+    assert float(prior_action_loss(mode, prior, T([True, False]))) == pytest.approx(2.0)
+    assert float(prior_action_loss(mode, prior, T([True, True]))) == pytest.approx(1.5)
+    assert float(prior_action_loss(mode, prior, T([False, False]))) == 0.0
+
+
+@pytest.mark.parametrize("bc_weight", [0.0, 5.0])
+def test_bc_weight_pulls_the_actor_to_the_prior_actions(bc_weight: float):
+    """With a zero reward the critic gives the actor no direction; ``bc_weight`` then moves the
+    deterministic action to the prior rows' action (+0.8), and leaves it where it was without."""
+    torch.manual_seed(0)
+    actor = algo_toys.TanhGaussianActor(hidden=16)
+    cfg = SACConfig(actor_lr=1e-2, init_alpha=1e-3, learn_alpha=False, bc_weight=bc_weight)
+    sac = OFF_POLICY_LEARNERS.get("sac")(actor, 1, 1, cfg, hidden=(16,))
+    obs = torch.linspace(-1, 1, 64).unsqueeze(1)
+    prior = torch.arange(64) % 2 == 0  # half the rows are prior data, the rest act -0.8
+    batch = {
+        "obs": obs,
+        "action": torch.where(prior, 0.8, -0.8).unsqueeze(1),
+        "reward": torch.zeros(64),
+        "next_obs": obs,
+        "done": torch.ones(64),
+        "prior": prior,
+    }
+    before = float(sac.act(obs, deterministic=True).mean())
+    for _ in range(150):
+        metrics = sac.update(batch)
+    after = float(sac.act(obs, deterministic=True).mean())
+    if bc_weight:
+        assert after == pytest.approx(0.8, abs=0.1) and metrics["bc_loss"] < 0.02, metrics
+    else:
+        assert abs(after - before) < 0.3 and "bc_loss" not in metrics, (before, after)

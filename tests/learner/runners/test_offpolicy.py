@@ -279,3 +279,42 @@ def test_a_humans_taken_over_steps_join_the_demos(tmp_path, route):
     assert core.replay.size("demo") - demo0 == (5 + 1 if route == "demo" else 0)
     with pytest.raises(ConfigError, match="did you mean 'demo'"):
         _cfg(tmp_path, replay={"interventions": "demos"})
+
+
+def test_bc_weight_imitates_the_prior_rows(tmp_path):
+    """``algorithm.bc_weight``: each batch marks its prior rows (the demo source's, and any
+    taken-over step of the online source) and the actor's loss reads them (``train/bc_loss``)."""
+    from learner.offpolicy.collect import Collector
+
+    env = build_env(TOY["name"], 4, max_episode_steps=20)
+    core0 = OffPolicyLearner(_cfg(tmp_path), env.spec)
+    col, store = Collector(env, core0.policy, "toy", 0), EpisodeStore(tmp_path / "demos")
+    episodes = []
+    while len(episodes) < 3:
+        episodes += col.step(random=True).finished
+    store.write(episodes[0])
+    cfg = _cfg(
+        tmp_path,
+        algorithm={"name": "rlpd", "n_critics": 2, "bc_weight": 1.0},
+        train={"demos": str(tmp_path / "demos")},
+        replay={"interventions": "online"},
+    )
+    core = OffPolicyLearner(cfg, env.spec)
+    taken_over, alone = episodes[1], episodes[2]
+    taken_over.steps["intervention"][:] = True
+    alone.steps["intervention"][:] = False
+    for ep in (taken_over, alone):
+        core.ingest_episode(ep)
+    sample = core.replay.sample(256, np.random.default_rng(0))
+    prior = core.prior_rows(sample)
+    demo = sample["source"] == list(core.replay.cfg.mix).index("demo")
+    assert prior[demo].all() and demo.any()
+    online = ~demo
+    assert (prior[online] == sample["intervention"][online].astype(bool)).all()
+    assert prior[online].any() and not prior[online].all()
+    final = _run(cfg)
+    assert final["train/bc_loss"] >= 0 and final["updates"] > 0
+    with pytest.raises(ConfigError, match="bc_weight.*must be >= 0"):
+        _cfg(tmp_path, algorithm={"bc_weight": -1.0})
+    with pytest.raises(ConfigError, match="bc_weight.*has none"):
+        _cfg(tmp_path, algorithm={"bc_weight": 0.5})
