@@ -249,19 +249,26 @@ def test_placements_on_ray(ray_cluster, tmp_path, placement):
     assert len(EpisodeStore(Path(cfg.train.out_dir) / "episodes", "r")) > 0
 
 
-@pytest.mark.parametrize("route", ["demo", "online"])
-def test_a_humans_taken_over_steps_join_the_demos(tmp_path, route):
-    """HIL-SERL's learner: a correction is a demonstration, so the taken-over runs of a robot
-    episode go to the demo source as well as the online one (``replay.interventions: demo``)."""
+def _robot_episodes(tmp_path: Path, n: int) -> tuple:
+    """The toy env and ``n`` random episodes of it; the first is also written to
+    ``tmp_path/demos`` (the demos of the tests' rlpd configs)."""
     from learner.offpolicy.collect import Collector
 
     env = build_env(TOY["name"], 4, max_episode_steps=20)
     core0 = OffPolicyLearner(_cfg(tmp_path), env.spec)
     col, store = Collector(env, core0.policy, "toy", 0), EpisodeStore(tmp_path / "demos")
     episodes = []
-    while len(episodes) < 2:
+    while len(episodes) < n:
         episodes += col.step(random=True).finished
     store.write(episodes[0])
+    return env, episodes[:n]
+
+
+@pytest.mark.parametrize("route", ["demo", "online"])
+def test_a_humans_taken_over_steps_join_the_demos(tmp_path, route):
+    """HIL-SERL's learner: a correction is a demonstration, so the taken-over runs of a robot
+    episode go to the demo source as well as the online one (``replay.interventions: demo``)."""
+    env, episodes = _robot_episodes(tmp_path, 2)
     cfg = _cfg(
         tmp_path,
         algorithm={"name": "rlpd", "n_critics": 2},
@@ -284,15 +291,7 @@ def test_a_humans_taken_over_steps_join_the_demos(tmp_path, route):
 def test_bc_weight_imitates_the_prior_rows(tmp_path):
     """``algorithm.bc_weight``: each batch marks its prior rows (the demo source's, and any
     taken-over step of the online source) and the actor's loss reads them (``train/bc_loss``)."""
-    from learner.offpolicy.collect import Collector
-
-    env = build_env(TOY["name"], 4, max_episode_steps=20)
-    core0 = OffPolicyLearner(_cfg(tmp_path), env.spec)
-    col, store = Collector(env, core0.policy, "toy", 0), EpisodeStore(tmp_path / "demos")
-    episodes = []
-    while len(episodes) < 3:
-        episodes += col.step(random=True).finished
-    store.write(episodes[0])
+    env, episodes = _robot_episodes(tmp_path, 3)
     cfg = _cfg(
         tmp_path,
         algorithm={"name": "rlpd", "n_critics": 2, "bc_weight": 1.0},
