@@ -120,3 +120,27 @@ def test_scripted_device_picks_the_pusher_by_script_task():
     )
     with pytest.raises(ValueError, match="teleop.script.task"):
         make_device("scripted", SimpleNamespace(script={"task": "stack"}, always_intervene=True))
+
+
+@pytest.mark.parametrize(
+    "graph", ["configs/ros_sim_franka_push.yaml", "configs/ros_sim_franka_push_pixels.yaml"]
+)
+def test_push_twins_let_the_hand_as_low_as_the_simulator_does(graph):
+    """The simulator the held-out episodes run in has no workspace box, and a pushing policy
+    commands the hand below the safety default's 2 cm floor: the push twins' box must pass a
+    target just above the table top unchanged (the default slides it along its floor)."""
+    from pathlib import Path
+
+    from rlinf_ros.config import load_graph_config
+    from robot_drivers.safety import SafetyConfig, SafetyLayer
+    from sim_bridges.mujoco_franka.model import HOME_QPOS, TABLE_HEIGHT
+
+    cfg = load_graph_config(Path(__file__).resolve().parents[2] / graph)
+    base_z = float(cfg.policy_client.robot_spec["base_position"][2])
+    target = np.eye(4)
+    target[:3, 3] = (0.45, 0.05, TABLE_HEIGHT - base_z + 0.008)  # 8 mm over the table, base frame
+    q_home = np.asarray(HOME_QPOS, dtype=np.float64)
+    twin = SafetyLayer(cfg.robot.arms[0].safety).filter_pose_target(target, q_home)
+    assert twin.events == () and np.array_equal(twin.target, target)
+    default = SafetyLayer(SafetyConfig()).filter_pose_target(target, q_home)
+    assert default.events == ("workspace",) and default.target[2, 3] == pytest.approx(0.02)
