@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -92,6 +93,9 @@ def checkpoint_of(run_dir: Path, name: str | None) -> Path:
 # state it is applied to and the physics advance one simulator control step per action
 LOCKSTEP = ["robot.scene.lockstep=true", "policy_client.lockstep=true"]
 MODES = {"twin": [], "lockstep": LOCKSTEP}  # results key prefix -> more graph overrides
+# the policy client's last line (rlinf_ros.nodes.policy_client.loop_summary): how old the
+# observations were when their commands went out, p50 and p99
+LOOP_LINE = re.compile(r"policy loop: .*observation -> command p50 (\d+) ms, p99 (\d+) ms")
 
 
 def twin_alone(
@@ -123,7 +127,9 @@ def twin_alone(
     finally:
         procs.stop_all()
     summary = json.loads(results.read_text())
+    timing = LOOP_LINE.findall((work / "graph.log").read_text(errors="replace"))
     return {
+        **({f"{key}_obs_to_command_ms": [int(x) for x in timing[-1]]} if timing else {}),
         f"{key}_success": round(float(summary["success_rate"]), 3),
         f"{key}_episodes": int(summary["episodes"]),
         f"{key}_aborted": int(summary.get("aborted", 0)),
@@ -154,7 +160,9 @@ def rate_cell(row: dict, key: str) -> str:
     n = row[f"{key}_episodes"]
     lo, hi = wilson(round(row[f"{key}_success"] * n), n)
     load = f", load {row[f'{key}_load_1min']}" if f"{key}_load_1min" in row else ""
-    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({n}{load})"
+    ms = row.get(f"{key}_obs_to_command_ms")
+    age = f", obs -> command {ms[0]} / {ms[1]} ms" if ms else ""
+    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({n}{load}{age})"
 
 
 def render(meta: dict, rows: list[dict]) -> str:
@@ -178,7 +186,8 @@ def render(meta: dict, rows: list[dict]) -> str:
         + "`): the same processes, each action answering the observation of the state it is "
         "applied to, one simulator control step of physics per action. **Simulator**: the same "
         f"checkpoint on the simulator's held-out episodes ({SIM_SEED_NOTE}). Success [95% Wilson "
-        "interval] (episodes; the 1-min load average when that twin started, where recorded). "
+        "interval] (episodes; where recorded, the 1-min load average when that twin started and "
+        "the policy client's observation -> command time, p50 / p99). "
         f"Load average (1 min) at the start of the run: {meta.get('load_1min', '?')}.",
         "",
         "| run | checkpoint | twin, real time | twin, lock-step | simulator |",

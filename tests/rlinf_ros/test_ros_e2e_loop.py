@@ -10,6 +10,7 @@ latency are measured by benchmarks/ros_rates.py.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,9 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(
         codes = procs.stop_all()
     # clean shutdown on SIGTERM: every node exits 0
     assert all(codes.get(k) == 0 for k in ("robot", "camera", "policy_client")), codes
+    # the client's last line says what its loop did and how old its observations were when acted on
+    last = re.findall(
+        r"policy loop: (\d+) policy steps.*observation -> command p50 (\d+) ms",
+        (tmp_path / "policy_client.log").read_text(),
+    )
+    assert last and int(last[-1][0]) > 0 and int(last[-1][1]) > 0, last
