@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import threading
 import time
@@ -45,16 +44,11 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from ros_bench_env import prepare
 
 from rlinf_ros.domains import free_domains
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests" / "rlinf_ros"))
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-os.environ["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
+ROOT = prepare(fastrtps=True)
 
 from bench_results import RESULTS, now_utc, run_command  # noqa: E402
 from ros_loop import raw_round_trip  # noqa: E402

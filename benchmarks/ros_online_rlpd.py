@@ -49,21 +49,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
+from ros_bench_env import prepare
 
 from rlinf_ros.domains import free_domains
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests" / "rlinf_ros"))
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+ROOT = prepare()
 
 from bench_results import RESULTS, load, machine_meta  # noqa: E402
 from online_rig import (  # noqa: E402

@@ -31,16 +31,11 @@ from typing import Any
 
 import numpy as np
 import yaml
+from ros_bench_env import prepare
 
 from rlinf_ros.domains import free_domains
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "rlinf_ros"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+ROOT = prepare()
 
 from bench_results import load, write_table  # noqa: E402
 from ros_procs import Probe, Procs, free_port  # noqa: E402
