@@ -92,6 +92,17 @@ MODES = {"twin": [], "lockstep": LOCKSTEP}  # results key prefix -> more graph o
 LOOP_LINE = re.compile(r"policy loop: .*observation -> command p50 (\d+) ms, p99 (\d+) ms")
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from ``/proc/stat`` (Linux), else None: the share of a
+    pass's CPU time the host took for other guests, which a real-time twin feels and the load
+    average does not show."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
 def twin_alone(
     ckpt: Path, graph: str, episodes: int, work: Path, extra: list[str], key: str = "twin"
 ) -> dict:
@@ -103,7 +114,7 @@ def twin_alone(
     results.unlink(missing_ok=True)
     port = free_port()
     procs = Procs(work)
-    t0, load = time.time(), load_1min()
+    t0, load, cpu0 = time.time(), load_1min(), cpu_times()
     try:
         serve = ["serve", "--checkpoint", str(ckpt), "--port", str(port), "--torch-threads", "1"]
         procs.start("server", [RLINF, *serve])
@@ -121,9 +132,14 @@ def twin_alone(
     finally:
         procs.stop_all()
     summary = json.loads(results.read_text())
+    cpu1 = cpu_times()
+    steal = {}
+    if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
+        steal = {f"{key}_steal_share": round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 4)}
     timing = LOOP_LINE.findall((work / "graph.log").read_text(errors="replace"))
     return {
         **({f"{key}_obs_to_command_ms": [int(x) for x in timing[-1]]} if timing else {}),
+        **steal,
         f"{key}_success": round(float(summary["success_rate"]), 3),
         f"{key}_episodes": int(summary["episodes"]),
         f"{key}_aborted": int(summary.get("aborted", 0)),
@@ -156,7 +172,9 @@ def rate_cell(row: dict, key: str) -> str:
     load = f", load {row[f'{key}_load_1min']}" if f"{key}_load_1min" in row else ""
     ms = row.get(f"{key}_obs_to_command_ms")
     age = f", obs -> command {ms[0]} / {ms[1]} ms" if ms else ""
-    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({n}{load}{age})"
+    steal = row.get(f"{key}_steal_share")
+    stolen = f", steal {steal:.1%}" if steal is not None else ""
+    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({n}{load}{age}{stolen})"
 
 
 def render(meta: dict, rows: list[dict]) -> str:
@@ -181,7 +199,8 @@ def render(meta: dict, rows: list[dict]) -> str:
         "applied to, one simulator control step of physics per action. **Simulator**: the same "
         f"checkpoint on the simulator's held-out episodes ({SIM_SEED_NOTE}). Success [95% Wilson "
         "interval] (episodes; where recorded, the 1-min load average when that twin started and "
-        "the policy client's observation -> command time, p50 / p99). "
+        "the policy client's observation -> command time, p50 / p99, and the share of CPU time "
+        "the host took for other guests during the pass). "
         f"Load average (1 min) at the start of the run: {meta.get('load_1min', '?')}.",
         "",
         "| run | checkpoint | twin, real time | twin, lock-step | simulator |",
