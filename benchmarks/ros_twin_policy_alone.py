@@ -4,7 +4,8 @@ reward, the twin's judge ending and scoring ``--episodes`` episodes; beside it t
 on the simulator's held-out episodes.
 
     .venv/bin/python benchmarks/ros_twin_policy_alone.py RUN_DIR [RUN_DIR ...]
-        [--task push_pixels] [--episodes 50] [--label NAME] [--from-json]
+        [--task push_pixels] [--episodes 50] [--checkpoint initial|iter_N] [--label NAME]
+        [--twin KEY=VALUE ...] [--no-lockstep] [--no-sim] [--from-json]
 
 ``RUN_DIR`` is a work directory of ``benchmarks/ros_online_rlpd.py`` (``--work``); its newest
 checkpoint is scored (``--checkpoint NAME`` picks another, e.g. ``initial``).
@@ -113,6 +114,8 @@ def twin_alone(
     results = work / "episodes.json"
     results.unlink(missing_ok=True)
     port = free_port()
+    log = work / "graph.log"  # appended pass after pass: read this pass's part only
+    log_start = log.stat().st_size if log.is_file() else 0
     procs = Procs(work)
     t0, load, cpu0 = time.time(), load_1min(), cpu_times()
     try:
@@ -136,7 +139,9 @@ def twin_alone(
     steal = {}
     if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
         steal = {f"{key}_steal_share": round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 4)}
-    timing = LOOP_LINE.findall((work / "graph.log").read_text(errors="replace"))
+    with open(log, "rb") as f:
+        f.seek(log_start)
+        timing = LOOP_LINE.findall(f.read().decode(errors="replace"))
     return {
         **({f"{key}_obs_to_command_ms": [int(x) for x in timing[-1]]} if timing else {}),
         **steal,
