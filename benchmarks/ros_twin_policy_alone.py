@@ -91,6 +91,13 @@ MODES = {"twin": [], "lockstep": LOCKSTEP}  # results key prefix -> more graph o
 # the policy client's last line (rlinf_ros.nodes.policy_client.loop_summary): how old the
 # observations were when their commands went out, p50 and p99
 LOOP_LINE = re.compile(r"policy loop: .*observation -> command p50 (\d+) ms, p99 (\d+) ms")
+# the robot node's last line (rlinf_ros.loop_timing.driver_summary): driver tick interval p99,
+# ticks a period or more late, physics time dropped
+DRIVER_LINE = re.compile(
+    r"driver loop: .* p99 (\d+) ms, max \d+ ms, (\d+) late .*physics time dropped ([\d.]+) s"
+)
+# the robot node's safety counts over the run (one line per arm when it stops)
+CLAMPS = re.compile(r"safety over the run: (?:.*?)(\d+) velocity clamps?\b")
 
 
 def cpu_times() -> tuple[int, int] | None:
@@ -102,6 +109,33 @@ def cpu_times() -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
+def cpu_pressure_us() -> int | None:
+    """Total microseconds some task waited for a CPU (``/proc/pressure/cpu``, Linux PSI), else
+    None: over a pass, the share of wall time the twin's processes queued for a core."""
+    try:
+        some = Path("/proc/pressure/cpu").read_text().split("\n")[0]
+        return int(some.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pass_timing(log_part: str, key: str) -> dict:
+    """Timing of one pass from its part of the graph log: the policy client's observation ->
+    command p50 / p99 (ms), the robot node's driver tick p99 (ms), late ticks, physics dropped
+    (s) and the velocity clamps its safety summaries counted."""
+    out: dict = {}
+    if timing := LOOP_LINE.findall(log_part):
+        out[f"{key}_obs_to_command_ms"] = [int(x) for x in timing[-1]]
+    if driver := DRIVER_LINE.findall(log_part):
+        p99, late, dropped = driver[-1]
+        out[f"{key}_driver_tick_p99_ms"] = int(p99)
+        out[f"{key}_late_ticks"] = int(late)
+        out[f"{key}_dropped_s"] = float(dropped)
+    if "safety over the run:" in log_part:
+        out[f"{key}_velocity_clamps"] = sum(int(n) for n in CLAMPS.findall(log_part))
+    return out
 
 
 def twin_alone(
@@ -117,7 +151,7 @@ def twin_alone(
     log = work / "graph.log"  # appended pass after pass: read this pass's part only
     log_start = log.stat().st_size if log.is_file() else 0
     procs = Procs(work)
-    t0, load, cpu0 = time.time(), load_1min(), cpu_times()
+    t0, load, cpu0, psi0 = time.time(), load_1min(), cpu_times(), cpu_pressure_us()
     try:
         serve = ["serve", "--checkpoint", str(ckpt), "--port", str(port), "--torch-threads", "1"]
         procs.start("server", [RLINF, *serve])
@@ -135,16 +169,18 @@ def twin_alone(
     finally:
         procs.stop_all()
     summary = json.loads(results.read_text())
-    cpu1 = cpu_times()
-    steal = {}
+    cpu1, psi1, wall = cpu_times(), cpu_pressure_us(), time.time() - t0
+    host = {}
     if cpu0 and cpu1 and cpu1[1] > cpu0[1]:
-        steal = {f"{key}_steal_share": round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 4)}
+        host[f"{key}_steal_share"] = round((cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1]), 4)
+    if psi0 is not None and psi1 is not None:
+        host[f"{key}_cpu_pressure"] = round((psi1 - psi0) / 1e6 / wall, 3)
     with open(log, "rb") as f:
         f.seek(log_start)
-        timing = LOOP_LINE.findall(f.read().decode(errors="replace"))
+        part = f.read().decode(errors="replace")
     return {
-        **({f"{key}_obs_to_command_ms": [int(x) for x in timing[-1]]} if timing else {}),
-        **steal,
+        **pass_timing(part, key),
+        **host,
         f"{key}_success": round(float(summary["success_rate"]), 3),
         f"{key}_episodes": int(summary["episodes"]),
         f"{key}_aborted": int(summary.get("aborted", 0)),
@@ -179,7 +215,16 @@ def rate_cell(row: dict, key: str) -> str:
     age = f", obs -> command {ms[0]} / {ms[1]} ms" if ms else ""
     steal = row.get(f"{key}_steal_share")
     stolen = f", steal {steal:.1%}" if steal is not None else ""
-    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({n}{load}{age}{stolen})"
+    psi = row.get(f"{key}_cpu_pressure")
+    queued = f", CPU wait {psi:.0%}" if psi is not None else ""
+    tick = row.get(f"{key}_driver_tick_p99_ms")
+    driver = (
+        f", driver tick p99 {tick} ms, {row.get(f'{key}_velocity_clamps', '?')} velocity clamps"
+        if tick is not None
+        else ""
+    )
+    notes = f"{n}{load}{age}{stolen}{queued}{driver}"
+    return f"{row[f'{key}_success']:.2f} [{lo:.2f}, {hi:.2f}] ({notes})"
 
 
 def render(meta: dict, rows: list[dict]) -> str:
@@ -205,7 +250,9 @@ def render(meta: dict, rows: list[dict]) -> str:
         f"checkpoint on the simulator's held-out episodes ({SIM_SEED_NOTE}). Success [95% Wilson "
         "interval] (episodes; where recorded, the 1-min load average when that twin started and "
         "the policy client's observation -> command time, p50 / p99, and the share of CPU time "
-        "the host took for other guests during the pass). "
+        "the host took for other guests during the pass, the share of the pass some task waited "
+        "for a CPU (PSI), the robot node's driver tick interval p99 and the velocity clamps of "
+        "its safety layer). "
         f"Load average (1 min) at the start of the run: {meta.get('load_1min', '?')}.",
         "",
         "| run | checkpoint | twin, real time | twin, lock-step | simulator |",

@@ -62,6 +62,7 @@ from rlinf_ros.conversions import (
     stamp_to_sec,
     trajectory_msg,
 )
+from rlinf_ros.loop_timing import stale_observation_warning
 from rlinf_ros.nodes.common import (
     NOT_PARAMETERS,
     declare_config,
@@ -190,6 +191,7 @@ class PolicyClientNode(Node):
         self.missing = ""
         self.create_timer(1.0 / self.hz, self._tick)
         self.create_timer(0.5, self._publish_status)
+        self._warned_age = False  # the stale-observation warning is given once per run
         log.info(
             "policy client @ %.1f Hz, server %s, robot spec: %s",
             self.hz,
@@ -501,7 +503,13 @@ class PolicyClientNode(Node):
         }
 
     def _publish_status(self) -> None:
-        self.pub_status.publish(String(data=json.dumps(self.status())))
+        status = self.status()
+        self.pub_status.publish(String(data=json.dumps(status)))
+        if not self._warned_age and not self.lockstep and status.get("policy_steps", 0) >= 100:
+            self._warned_age = True  # once, after the first 100 policy steps: a run's phase
+            warning = stale_observation_warning(status.get("command_ms_p50"), 1.0 / self.hz)
+            if warning:
+                log.warning("%s", warning)
 
     def close(self) -> None:
         if self.worker is not None:

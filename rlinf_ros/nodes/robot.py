@@ -64,11 +64,13 @@ from rlinf_ros.conversions import (
     pose_msg,
     trajectory_from_msg,
 )
+from rlinf_ros.loop_timing import TickIntervals, driver_summary
 from rlinf_ros.nodes.common import declare_config, exit_process, now_s, reliable_qos, run_node
 from rlinf_ros.nodes.scene_twin import attach_scene
 from robot_drivers.arm import FrankaArm
 from robot_drivers.factory import make_arm
 from robot_drivers.kinematics import o_t_ee_from_grip_site, quat_xyzw_to_matrix, solve_ik
+from robot_drivers.safety import describe_event
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,12 @@ class RobotNode(Node):
             )
         else:
             self.create_timer(1.0 / cfg.driver_hz, self._tick)
+        # wall time between driver ticks (its period: 1 / driver_hz, or the sim_clock's pacing)
+        self.tick_intervals = TickIntervals(
+            self._steps_per_tick * self.sim_dt / cfg.real_time_factor
+            if cfg.sim_clock
+            else 1.0 / cfg.driver_hz
+        )
         self.create_timer(1.0 / cfg.publish_hz, self._publish)
         self.create_timer(1.0 / cfg.state_hz, self._publish_state)
         self.stats = {
@@ -316,6 +324,7 @@ class RobotNode(Node):
 
     # ---- timers -------------------------------------------------------------------------
     def _tick(self) -> None:
+        self.tick_intervals.tick()
         if self.pub_clock is not None:
             self._advance_sim_clock()
         if not all(b.ready for b in self._bridged):
@@ -385,6 +394,12 @@ class RobotNode(Node):
         self.pub_state.publish(String(data=json.dumps(self.status())))
 
     def close(self) -> None:
+        dropped = sum(float(getattr(a.backend, "dropped_time_s", 0.0)) for a in self.arms)
+        render = self.scene.render_time if self.scene is not None else None
+        log.info("%s", driver_summary(self.tick_intervals, dropped, render))
+        for arm in self.arms:
+            counts = [describe_event(k, n) for k, n in sorted(arm.counters.items()) if n]
+            log.info("[%s] safety over the run: %s", arm.name, ", ".join(counts) or "no events")
         for arm in self.arms:
             arm.backend.hold()
             arm.disconnect()

@@ -54,6 +54,7 @@ from rlinf_ros.conversions import (
     to_time_msg,
     trajectory_from_msg,
 )
+from rlinf_ros.loop_timing import Durations
 from rlinf_ros.nodes.common import reliable_qos, sensor_qos
 from robot_drivers.lockstep import LockstepStepper
 
@@ -95,6 +96,7 @@ class SceneTopics:
         self.stamp: float | None = None  # lock-step: stamp of the newest observation set
         self._sent_at = 0.0
         self.stale_commands = 0
+        self.render_time = Durations()  # wall time to render every camera once
         if self.lockstep:
             node.create_timer(1.0 / node.cfg.publish_hz, self._lockstep_timer)
         else:
@@ -231,8 +233,10 @@ class SceneTopics:
         self.pub_scene.publish(String(data=json.dumps(info)))
 
     def _render(self, stamp: float | None = None) -> None:
+        t0 = time.monotonic()
         for cam, pub in self.pub_images.items():
             frame = self.backend.render(cam, 0, 0)
             pub.publish(
                 numpy_to_image(frame, "rgb8", self.node.now() if stamp is None else stamp, cam)
             )
+        self.render_time.add(time.monotonic() - t0)
