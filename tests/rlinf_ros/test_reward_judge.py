@@ -118,6 +118,9 @@ def test_pixel_graph_config_names_cameras_and_reads_no_object_pose() -> None:
     assert not cfg.task.judge_ends_episodes and cfg.reward.source == "classifier"
     assert cfg.reward.judge_topic == cfg.task.reward_topic
     assert cfg.reward.image_topic == cfg.robot.scene.cameras[cfg.reward.camera]
+    # frames faster than the control tick: at the control rate each frame's age when acted on is
+    # left to the two timers' phase (up to a whole period), which brought real-time passes down
+    assert cfg.robot.scene.camera_hz >= 2 * cfg.policy_client.rate_hz
 
 
 def test_a_server_for_another_layout_refuses_the_camera_only_robot() -> None:
