@@ -97,7 +97,7 @@ def stale_observation_warning(age_ms_p50: float | None, period_s: float) -> str 
     whole run; a policy trained without that delay (in the simulator, the action answers the
     state it is applied to) acts a step late. Measured on the camera-only push twin with 20 Hz
     frames and 20 Hz control: passes at 44-50 ms scored 0.56-0.72 where the same checkpoints
-    score 0.84-0.94 with 60 Hz frames (``benchmarks/results/ros_twin_policy_alone_*``).
+    score 0.84-0.98 with 60 Hz frames (``benchmarks/results/ros_twin_policy_alone_*``).
 
     >>> stale_observation_warning(21.0, 0.05) is None
     True

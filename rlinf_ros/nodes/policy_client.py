@@ -30,6 +30,10 @@ Time: the control timer, command stamps, observation age (``max_obs_age_s``) and
 freshness use the node clock, so under ``use_sim_time`` the client acts once per control period
 of simulated time (the robot node's ``/clock``). Waiting for the server's answer, reconnecting
 and ``infer_timeout_s`` are wall time: they bound a network round trip and a computation.
+In real time the client acts on the newest set; once 100 policy steps in, it warns if their
+observations were over half a control period old (p50) when the commands went out
+(:func:`rlinf_ros.loop_timing.stale_observation_warning`): cameras no faster than the control
+tick make that age depend on the phase between the two.
 """
 
 from __future__ import annotations

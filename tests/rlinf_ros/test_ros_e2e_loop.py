@@ -158,7 +158,7 @@ def test_closed_loop_follows_policy_holds_on_server_loss_and_resumes(
         (tmp_path / "policy_client.log").read_text(),
     )
     assert last and int(last[-1][0]) > 0 and int(last[-1][1]) > 0, last
-    # ... and the robot node's how evenly its driver ticked and what its safety layer clamped
+    # ... and the robot node's: how evenly its driver ticked and what its safety layer clamped
     robot_log = (tmp_path / "robot.log").read_text()
     driver = re.findall(r"driver loop: (\d+) tick intervals of (\d+) ms, p50 (\d+) ms", robot_log)
     assert driver and int(driver[-1][0]) > 100 and int(driver[-1][2]) > 0, driver
